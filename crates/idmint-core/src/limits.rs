@@ -1,0 +1,85 @@
+//! Every bound idmint enforces, as a named constant.
+//!
+//! Configuration may lower a limit, never raise it. Related bounds are tied together by
+//! compile-time assertions so that changing one cannot silently break another.
+
+/// Longest tag name, in bytes (tags are ASCII). Leaf's `biz_tag` is `varchar(128)`.
+pub const TAG_LEN_MAX: usize = 128;
+
+/// Longest tag description, in characters. Leaf's `description` is `varchar(256)`.
+pub const DESCRIPTION_LEN_MAX: usize = 256;
+
+/// Smallest id idmint ever hands out. Zero is never an id, so no client can mistake a
+/// sentinel for one.
+pub const ID_MIN: u64 = 1;
+
+/// Largest id idmint ever hands out: ids fit a signed 64-bit integer (`BIGINT`, Java `long`).
+pub const ID_MAX: u64 = i64::MAX as u64;
+
+/// Smallest step (ids reserved per store allocation).
+pub const STEP_MIN: u64 = 1;
+
+/// Largest step. Leaf's `MAX_STEP`; bounds how many ids one allocation can strand.
+pub const STEP_MAX: u64 = 1_000_000;
+
+/// Step given to a tag created without one.
+pub const STEP_DEFAULT: u64 = 1_000;
+
+/// Largest number of ids one batch request may ask for.
+pub const BATCH_COUNT_MAX: u64 = 100_000;
+
+/// Largest number of tags one node serves (and one store lists). Bounds memory and, later,
+/// metric label cardinality.
+pub const TAG_COUNT_MAX: usize = 10_000;
+
+/// Default preload point: the next segment is requested once this share of the current one
+/// is used (Leaf's 10 %), in per-mille.
+pub const PRELOAD_PERMILLE_DEFAULT: u32 = 100;
+
+/// Upper bound of the preload ratio, in per-mille (request the next segment at the latest
+/// when the current one is spent).
+pub const PRELOAD_PERMILLE_MAX: u32 = 1_000;
+
+/// Default bound on how long a request waits for a refill when both segments are spent.
+pub const REFILL_WAIT_MS_DEFAULT: u64 = 1_000;
+
+/// Largest configurable refill wait.
+pub const REFILL_WAIT_MS_MAX: u64 = 10_000;
+
+/// Default bound on one store call (allocation, lookup).
+pub const STORE_CALL_TIMEOUT_MS_DEFAULT: u64 = 3_000;
+
+/// Largest configurable store call timeout.
+pub const STORE_CALL_TIMEOUT_MS_MAX: u64 = 30_000;
+
+/// Default interval of the tag refresh that drops tags deleted from the store (Leaf: 60 s).
+pub const TAG_REFRESH_MS_DEFAULT: u64 = 60_000;
+
+/// Smallest configurable tag refresh interval.
+pub const TAG_REFRESH_MS_MIN: u64 = 100;
+
+/// Largest configurable tag refresh interval.
+pub const TAG_REFRESH_MS_MAX: u64 = 3_600_000;
+
+/// First delay before a failed background refill is retried.
+pub const REFILL_RETRY_MS_MIN: u64 = 50;
+
+/// Longest delay between retries of a failed background refill.
+pub const REFILL_RETRY_MS_MAX: u64 = 2_000;
+
+/// Most segments one take may draw from: the current one and, after a switch, the next.
+pub const TAKE_SEGMENTS_MAX: usize = 2;
+
+const _: () = assert!(ID_MIN >= 1);
+const _: () = assert!(STEP_MIN >= 1 && STEP_MIN <= STEP_DEFAULT && STEP_DEFAULT <= STEP_MAX);
+const _: () = assert!(STEP_MAX < ID_MAX / 2);
+const _: () = assert!(BATCH_COUNT_MAX >= 1 && BATCH_COUNT_MAX <= STEP_MAX);
+const _: () = assert!(PRELOAD_PERMILLE_DEFAULT >= 1 && PRELOAD_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
+const _: () = assert!(REFILL_WAIT_MS_DEFAULT <= REFILL_WAIT_MS_MAX);
+const _: () = assert!(STORE_CALL_TIMEOUT_MS_DEFAULT <= STORE_CALL_TIMEOUT_MS_MAX);
+const _: () = assert!(TAG_REFRESH_MS_MIN <= TAG_REFRESH_MS_DEFAULT);
+const _: () = assert!(TAG_REFRESH_MS_DEFAULT <= TAG_REFRESH_MS_MAX);
+const _: () = assert!(REFILL_RETRY_MS_MIN <= REFILL_RETRY_MS_MAX);
+// A cursor may overshoot a segment's end by at most (concurrent takers x BATCH_COUNT_MAX);
+// ids end below 2^63, so the u64 cursor has 2^63 of headroom and cannot wrap.
+const _: () = assert!(ID_MAX < u64::MAX / 2 + 1);
