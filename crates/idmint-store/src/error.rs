@@ -1,0 +1,53 @@
+//! The store's typed errors. Every message names the problem and, where there is one, the fix.
+//! No message ever carries a password: URLs are shown through `StoreUrl`'s redacting display.
+
+use idmint_core::Tag;
+use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The tag has no row in the store.
+    #[error("tag {0} does not exist; create it with `idmint tag create {0}`")]
+    TagNotFound(Tag),
+    /// `create_tag` for a tag that already has a row.
+    #[error("tag {0} already exists; change its step with `idmint tag set {0} --step N`")]
+    TagExists(Tag),
+    /// The allocation would pass the largest id; the row is left unchanged.
+    #[error(
+        "tag {tag} is exhausted: max_id {max_id} plus step {step} would pass the largest id \
+         {ID_MAX}; create a new tag"
+    )]
+    Exhausted {
+        /// The tag.
+        tag: Tag,
+        /// Its current `max_id`.
+        max_id: u64,
+        /// Its step.
+        step: u64,
+    },
+    /// `create_tag` when the store already holds `TAG_COUNT_MAX` tags.
+    #[error("the store already holds {TAG_COUNT_MAX} tags, the most idmint serves; delete unused tags first")]
+    TooManyTags,
+    /// A row holds values idmint cannot serve without risking a duplicate.
+    #[error("the row of tag {tag} is invalid: {reason}; fix the row in the store")]
+    Corrupt {
+        /// The row's `biz_tag`.
+        tag: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The store could not be reached or failed the call; nothing was changed that the
+    /// caller can rely on. Retry later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The store URL could not be used.
+    #[error("bad store URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL, with any password removed.
+        url: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+}

@@ -1,0 +1,108 @@
+//! The memory backend: the reference implementation of [`SegmentStore`].
+//!
+//! It keeps rows in a map behind one mutex, so every call is trivially atomic. It is what the
+//! conformance suite's expectations are written against; nothing persists across restarts.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
+use idmint_core::{IdRange, Step, Tag};
+
+use crate::{SegmentStore, StoreError, TagRecord, TagSpec, allocated_range};
+
+/// Rows in process memory.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    rows: Mutex<BTreeMap<Tag, TagRecord>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn rows(&self) -> MutexGuard<'_, BTreeMap<Tag, TagRecord>> {
+        // Every mutation below is a single assignment after its checks, so a poisoned map
+        // is still consistent.
+        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl SegmentStore for MemoryStore {
+    async fn allocate(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+        let mut rows = self.rows();
+        let row = rows.get_mut(tag).ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
+        if row.max_id > ID_MAX - row.step {
+            return Err(StoreError::Exhausted {
+                tag: tag.clone(),
+                max_id: row.max_id,
+                step: row.step,
+            });
+        }
+        // Both fit i64: max_id + step <= ID_MAX == i64::MAX.
+        let range = allocated_range(tag, (row.max_id + row.step) as i64, row.step as i64)?;
+        row.max_id += row.step;
+        row.update_time_s = now_s();
+        Ok(range)
+    }
+
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        let mut rows = self.rows();
+        if rows.contains_key(&spec.tag) {
+            return Err(StoreError::TagExists(spec.tag.clone()));
+        }
+        if rows.len() >= TAG_COUNT_MAX {
+            return Err(StoreError::TooManyTags);
+        }
+        let record = TagRecord {
+            tag: spec.tag.clone(),
+            max_id: spec.start.get(),
+            step: spec.step.get(),
+            description: spec.description.as_str().to_string(),
+            update_time_s: now_s(),
+        };
+        rows.insert(spec.tag.clone(), record.clone());
+        Ok(record)
+    }
+
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        Ok(self.rows().get(tag).cloned())
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        Ok(self.rows().values().take(TAG_COUNT_MAX).cloned().collect())
+    }
+
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        let mut rows = self.rows();
+        let row = rows.get_mut(tag).ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
+        row.step = step.get();
+        row.update_time_s = now_s();
+        Ok(row.clone())
+    }
+
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        match self.rows().remove(tag) {
+            Some(_) => Ok(()),
+            None => Err(StoreError::TagNotFound(tag.clone())),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "memory://".to_string()
+    }
+}
+
+fn now_s() -> u64 {
+    // A clock before 1970 only makes update_time 0; it never affects ids.
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,273 @@
+//! The SQLite backend, idmint's embedded default: one file, WAL, `synchronous=FULL`, a STRICT
+//! table with Leaf's `leaf_alloc` columns.
+//!
+//! Allocation is one `UPDATE … RETURNING`, atomic across threads and across processes sharing
+//! the file (the CLI and a running server). Calls run on tokio's blocking pool and are
+//! awaited in place; the connection sits behind a mutex, and SQLite's busy timeout bounds how
+//! long a call waits for another process's write lock.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
+use idmint_core::{IdRange, Step, Tag};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::{SegmentStore, StoreError, TABLE_NAME, TagRecord, TagSpec, allocated_range};
+
+/// How long a call waits for another connection's write lock before failing as unavailable.
+pub const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
+
+/// A segment table in an SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+const COLUMNS: &str = "biz_tag, max_id, step, description, update_time";
+
+impl SqliteStore {
+    /// Opens (creating when absent) the database file and its directory, and the table when
+    /// absent. An existing table is used as it is.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let path = path.to_path_buf();
+        let opened = path.clone();
+        let conn = run_blocking(move || open_connection(&opened)).await??;
+        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)), path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = Arc::clone(&self.conn);
+        run_blocking(move || {
+            // SQLite keeps the database consistent whatever a panicking caller left
+            // mid-statement, so a poisoned connection is still usable.
+            let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut conn)
+        })
+        .await?
+    }
+}
+
+#[async_trait]
+impl SegmentStore for SqliteStore {
+    async fn allocate(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+        let tag = tag.clone();
+        self.call(move |conn| {
+            // One statement: the bound in WHERE refuses to pass i64::MAX, atomically.
+            let updated: Option<(i64, i64)> = conn
+                .query_row(
+                    &format!(
+                        "UPDATE {TABLE_NAME} SET max_id = max_id + step, update_time = unixepoch() \
+                         WHERE biz_tag = ?1 AND step >= 1 AND max_id <= ?2 - step \
+                         RETURNING max_id, step"
+                    ),
+                    params![tag.as_str(), ID_MAX as i64],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            match updated {
+                Some((max_id, step)) => allocated_range(&tag, max_id, step),
+                None => Err(refused_allocation(conn, &tag)?),
+            }
+        })
+        .await
+    }
+
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        let spec = spec.clone();
+        self.call(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            let count: i64 = tx
+                .query_row(&format!("SELECT count(*) FROM {TABLE_NAME}"), [], |r| r.get(0))
+                .map_err(unavailable)?;
+            if count as usize >= TAG_COUNT_MAX {
+                return Err(StoreError::TooManyTags);
+            }
+            let inserted = tx.query_row(
+                &format!(
+                    "INSERT INTO {TABLE_NAME} ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, unixepoch()) \
+                     ON CONFLICT (biz_tag) DO NOTHING RETURNING {COLUMNS}"
+                ),
+                params![
+                    spec.tag.as_str(),
+                    spec.start.get() as i64,
+                    spec.step.get() as i64,
+                    spec.description.as_str()
+                ],
+                read_row,
+            );
+            let record = match inserted.optional().map_err(unavailable)? {
+                Some(row) => row?,
+                None => return Err(StoreError::TagExists(spec.tag.clone())),
+            };
+            tx.commit().map_err(unavailable)?;
+            Ok(record)
+        })
+        .await
+    }
+
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        let tag = tag.clone();
+        self.call(move |conn| select_row(conn, &tag)).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        self.call(|conn| {
+            let mut statement = conn
+                .prepare(&format!(
+                    "SELECT {COLUMNS} FROM {TABLE_NAME} ORDER BY biz_tag LIMIT {TAG_COUNT_MAX}"
+                ))
+                .map_err(unavailable)?;
+            let rows = statement.query_map([], read_row).map_err(unavailable)?;
+            let mut records = Vec::new();
+            for row in rows {
+                match row.map_err(unavailable)? {
+                    Ok(record) => records.push(record),
+                    Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
+                }
+            }
+            Ok(records)
+        })
+        .await
+    }
+
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        let tag = tag.clone();
+        self.call(move |conn| {
+            let updated = conn
+                .query_row(
+                    &format!(
+                        "UPDATE {TABLE_NAME} SET step = ?2, update_time = unixepoch() \
+                         WHERE biz_tag = ?1 RETURNING {COLUMNS}"
+                    ),
+                    params![tag.as_str(), step.get() as i64],
+                    read_row,
+                )
+                .optional()
+                .map_err(unavailable)?;
+            updated.ok_or(StoreError::TagNotFound(tag))?
+        })
+        .await
+    }
+
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        let tag = tag.clone();
+        self.call(move |conn| {
+            let deleted = conn
+                .execute(&format!("DELETE FROM {TABLE_NAME} WHERE biz_tag = ?1"), [tag.as_str()])
+                .map_err(unavailable)?;
+            if deleted == 0 { Err(StoreError::TagNotFound(tag)) } else { Ok(()) }
+        })
+        .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.call(|conn| {
+            conn.query_row(&format!("SELECT count(*) FROM {TABLE_NAME}"), [], |_| Ok(()))
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+}
+
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let context = |e: &dyn std::fmt::Display| {
+        StoreError::Unavailable(format!("cannot open SQLite database {}: {e}", path.display()))
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| context(&e))?;
+    }
+    let conn = Connection::open(path).map_err(|e| context(&e))?;
+    conn.busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS)).map_err(|e| context(&e))?;
+    // WAL lets readers (`tag list`) run beside the server's writes; FULL makes every
+    // committed allocation survive a power cut, which is what stops a restart from
+    // re-issuing a range.
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| context(&e))?;
+    conn.pragma_update(None, "synchronous", "FULL").map_err(|e| context(&e))?;
+    // Created only when absent, never altered: an existing table is used as it is.
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {TABLE_NAME} (
+            biz_tag     TEXT    NOT NULL PRIMARY KEY,
+            max_id      INTEGER NOT NULL DEFAULT 1,
+            step        INTEGER NOT NULL,
+            description TEXT    NOT NULL DEFAULT '',
+            update_time INTEGER NOT NULL DEFAULT (unixepoch())
+        ) STRICT;"
+    ))
+    .map_err(|e| context(&e))?;
+    Ok(conn)
+}
+
+/// Explains why the allocating UPDATE matched no row: no such tag, or no room left.
+fn refused_allocation(conn: &Connection, tag: &Tag) -> Result<StoreError, StoreError> {
+    Ok(match select_row(conn, tag)? {
+        None => StoreError::TagNotFound(tag.clone()),
+        Some(row) if row.step < 1 => StoreError::Corrupt {
+            tag: tag.to_string(),
+            reason: format!("step is {}; it must be at least 1", row.step),
+        },
+        Some(row) => StoreError::Exhausted { tag: tag.clone(), max_id: row.max_id, step: row.step },
+    })
+}
+
+fn select_row(conn: &Connection, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM {TABLE_NAME} WHERE biz_tag = ?1"),
+        [tag.as_str()],
+        read_row,
+    )
+    .optional()
+    .map_err(unavailable)?
+    .transpose()
+}
+
+/// Reads a row; the outer error is SQLite's, the inner one a row idmint cannot serve.
+fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<TagRecord, StoreError>> {
+    let biz_tag: String = row.get(0)?;
+    let max_id: i64 = row.get(1)?;
+    let step: i64 = row.get(2)?;
+    let description: Option<String> = row.get(3)?;
+    let update_time: Option<i64> = row.get(4)?;
+    let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
+    let record = (|| {
+        let tag = Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
+        Ok(TagRecord {
+            tag,
+            max_id: u64::try_from(max_id).map_err(|_| corrupt(format!("max_id is {max_id}")))?,
+            step: u64::try_from(step).map_err(|_| corrupt(format!("step is {step}")))?,
+            description: description.unwrap_or_default(),
+            update_time_s: update_time.and_then(|t| u64::try_from(t).ok()).unwrap_or(0),
+        })
+    })();
+    Ok(record)
+}
+
+fn unavailable(e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(format!("SQLite: {e}"))
+}
+
+async fn run_blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("SQLite call did not finish: {e}")))
+}
