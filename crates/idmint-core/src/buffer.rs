@@ -136,6 +136,17 @@ impl DoubleBuffer {
         self.next.load().is_none()
     }
 
+    /// Whether a refill is due now: the next slot is free and the current segment is absent
+    /// or past its preload point. A refiller re-checks this when it finishes, so a preload
+    /// signal that arrived while it was busy is not lost.
+    pub fn refill_due(&self) -> bool {
+        self.wants_refill()
+            && self.current.load().as_ref().is_none_or(|s| {
+                let snapshot = s.snapshot();
+                snapshot.next_id > snapshot.preload_at
+            })
+    }
+
     /// Ids left in both segments.
     pub fn remaining(&self) -> u64 {
         let current = self.current.load().as_ref().map_or(0, |s| s.remaining());

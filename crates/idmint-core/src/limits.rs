@@ -74,7 +74,8 @@ const _: () = assert!(ID_MIN >= 1);
 const _: () = assert!(STEP_MIN >= 1 && STEP_MIN <= STEP_DEFAULT && STEP_DEFAULT <= STEP_MAX);
 const _: () = assert!(STEP_MAX < ID_MAX / 2);
 const _: () = assert!(BATCH_COUNT_MAX >= 1 && BATCH_COUNT_MAX <= STEP_MAX);
-const _: () = assert!(PRELOAD_PERMILLE_DEFAULT >= 1 && PRELOAD_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
+const _: () =
+    assert!(PRELOAD_PERMILLE_DEFAULT >= 1 && PRELOAD_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
 const _: () = assert!(REFILL_WAIT_MS_DEFAULT <= REFILL_WAIT_MS_MAX);
 const _: () = assert!(STORE_CALL_TIMEOUT_MS_DEFAULT <= STORE_CALL_TIMEOUT_MS_MAX);
 const _: () = assert!(TAG_REFRESH_MS_MIN <= TAG_REFRESH_MS_DEFAULT);

@@ -40,8 +40,7 @@ impl Tag {
         if name.is_empty() {
             return Err(TagError::Empty);
         }
-        if let Some((position, ch)) = name.chars().enumerate().find(|(_, ch)| !is_tag_char(*ch))
-        {
+        if let Some((position, ch)) = name.chars().enumerate().find(|(_, ch)| !is_tag_char(*ch)) {
             return Err(TagError::InvalidChar { ch, position });
         }
         // All characters are ASCII now, so bytes == characters.

@@ -54,11 +54,9 @@ impl fmt::Display for ValueError {
             ValueError::Count { got, max } => {
                 write!(f, "count {got} is out of range; ask for 1 to {max} ids per request")
             }
-            ValueError::StartId { got } => write!(
-                f,
-                "start id {got} is out of range; use {ID_MIN} to {}",
-                StartId::MAX
-            ),
+            ValueError::StartId { got } => {
+                write!(f, "start id {got} is out of range; use {ID_MIN} to {}", StartId::MAX)
+            }
             ValueError::Description { len } => write!(
                 f,
                 "description ({len} characters) is invalid; use at most \

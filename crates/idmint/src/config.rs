@@ -1,0 +1,102 @@
+//! Tunables of segment serving, each checked against its bound in `idmint_core::limits`.
+//! Configuration may lower a limit, never raise it.
+
+use std::time::Duration;
+
+use idmint_core::PreloadRatio;
+use idmint_core::limits::{
+    REFILL_WAIT_MS_DEFAULT, REFILL_WAIT_MS_MAX, STORE_CALL_TIMEOUT_MS_DEFAULT,
+    STORE_CALL_TIMEOUT_MS_MAX, TAG_REFRESH_MS_DEFAULT, TAG_REFRESH_MS_MAX, TAG_REFRESH_MS_MIN,
+};
+
+/// How segment serving behaves. Build with [`SegmentConfig::default`] and the checked setters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentConfig {
+    preload_ratio: PreloadRatio,
+    refill_wait: Duration,
+    store_call_timeout: Duration,
+    tag_refresh_interval: Duration,
+}
+
+/// A tunable outside its bound.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} = {got} is out of range; use {min} to {max}")]
+pub struct ConfigError {
+    /// The configuration field, as named in the config file.
+    pub field: &'static str,
+    /// The refused value.
+    pub got: u64,
+    /// Smallest accepted value.
+    pub min: u64,
+    /// Largest accepted value.
+    pub max: u64,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> SegmentConfig {
+        SegmentConfig {
+            preload_ratio: PreloadRatio::DEFAULT,
+            refill_wait: Duration::from_millis(REFILL_WAIT_MS_DEFAULT),
+            store_call_timeout: Duration::from_millis(STORE_CALL_TIMEOUT_MS_DEFAULT),
+            tag_refresh_interval: Duration::from_millis(TAG_REFRESH_MS_DEFAULT),
+        }
+    }
+}
+
+impl SegmentConfig {
+    /// Sets the share of a segment used before the next one is requested.
+    pub fn with_preload_ratio(mut self, ratio: PreloadRatio) -> SegmentConfig {
+        self.preload_ratio = ratio;
+        self
+    }
+
+    /// Sets how long a request waits for a refill when both segments are spent
+    /// (`1..=REFILL_WAIT_MS_MAX` ms).
+    pub fn with_refill_wait_ms(mut self, ms: u64) -> Result<SegmentConfig, ConfigError> {
+        self.refill_wait = bounded("refill_wait_ms", ms, 1, REFILL_WAIT_MS_MAX)?;
+        Ok(self)
+    }
+
+    /// Sets the bound on one store call (`1..=STORE_CALL_TIMEOUT_MS_MAX` ms).
+    pub fn with_store_call_timeout_ms(mut self, ms: u64) -> Result<SegmentConfig, ConfigError> {
+        self.store_call_timeout =
+            bounded("store_call_timeout_ms", ms, 1, STORE_CALL_TIMEOUT_MS_MAX)?;
+        Ok(self)
+    }
+
+    /// Sets how often the node drops tags deleted from the store
+    /// (`TAG_REFRESH_MS_MIN..=TAG_REFRESH_MS_MAX` ms).
+    pub fn with_tag_refresh_ms(mut self, ms: u64) -> Result<SegmentConfig, ConfigError> {
+        self.tag_refresh_interval =
+            bounded("tag_refresh_ms", ms, TAG_REFRESH_MS_MIN, TAG_REFRESH_MS_MAX)?;
+        Ok(self)
+    }
+
+    /// The preload ratio.
+    pub fn preload_ratio(&self) -> PreloadRatio {
+        self.preload_ratio
+    }
+
+    /// The refill wait bound.
+    pub fn refill_wait(&self) -> Duration {
+        self.refill_wait
+    }
+
+    /// The store call bound.
+    pub fn store_call_timeout(&self) -> Duration {
+        self.store_call_timeout
+    }
+
+    /// The tag refresh interval.
+    pub fn tag_refresh_interval(&self) -> Duration {
+        self.tag_refresh_interval
+    }
+}
+
+fn bounded(field: &'static str, got: u64, min: u64, max: u64) -> Result<Duration, ConfigError> {
+    if (min..=max).contains(&got) {
+        Ok(Duration::from_millis(got))
+    } else {
+        Err(ConfigError { field, got, min, max })
+    }
+}

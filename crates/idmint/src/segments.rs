@@ -1,0 +1,218 @@
+//! [`Segments`]: every tag of one store, served from per-tag generators.
+//!
+//! The registry is a copy-on-write map behind an `ArcSwap`: lookups are lock-free, inserts
+//! (a tag's first request) and removals (a deleted tag) copy the map, which is bounded by
+//! `TAG_COUNT_MAX`. A tag the node has not seen gets an empty generator at once; its first
+//! request waits on the generator's single-flight refill, so a tag created a moment ago
+//! works on its first request and concurrent first requests share one store call.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+
+use arc_swap::ArcSwap;
+use idmint_core::limits::TAG_COUNT_MAX;
+use idmint_core::{BufferSnapshot, Count, IdRange, Step, Tag};
+use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::generator::{Shared, TagGenerator};
+use crate::{Error, SegmentConfig};
+
+type Registry = HashMap<Tag, Arc<TagGenerator>>;
+
+/// Segment-mode ids for every tag of a store.
+pub struct Segments {
+    shared: Arc<Shared>,
+    registry: ArcSwap<Registry>,
+}
+
+impl Segments {
+    /// Starts serving the tags of `store`, with the tag refresh running in the background.
+    /// Must be called inside a tokio runtime.
+    pub fn start(store: Arc<dyn SegmentStore>, config: SegmentConfig) -> Arc<Segments> {
+        let shared = Arc::new(Shared {
+            store,
+            config,
+            tracker: TaskTracker::new(),
+            cancel: CancellationToken::new(),
+        });
+        let segments = Arc::new(Segments { shared, registry: ArcSwap::default() });
+        let weak = Arc::downgrade(&segments);
+        segments.shared.tracker.spawn(refresh_loop(weak, segments.shared.clone()));
+        segments
+    }
+
+    /// The next id of `tag`.
+    pub async fn next_id(&self, tag: &Tag) -> Result<u64, Error> {
+        // Fast path inside the registry guard: no reference count touched.
+        let generator = {
+            let registry = self.registry.load();
+            match registry.get(tag) {
+                Some(generator) => {
+                    if let Some(id) = generator.try_take(Count::ONE).first() {
+                        return Ok(id);
+                    }
+                    Arc::clone(generator)
+                }
+                None => self.generator(tag)?,
+            }
+        };
+        let result = generator.next_id().await;
+        self.forget_if_unknown(&generator, result.as_ref().err());
+        result
+    }
+
+    /// `count` ids of `tag` as increasing ranges.
+    pub async fn next_ids(&self, tag: &Tag, count: Count) -> Result<Vec<IdRange>, Error> {
+        let generator = self.generator(tag)?;
+        let result = generator.next_ids(count).await;
+        self.forget_if_unknown(&generator, result.as_ref().err());
+        result
+    }
+
+    /// The generator of `tag`, made (empty, loaded on its first request) if the node has
+    /// none. Embedders that take many ids of one tag keep this handle.
+    pub fn generator(&self, tag: &Tag) -> Result<Arc<TagGenerator>, Error> {
+        if let Some(generator) = self.registry.load().get(tag) {
+            return Ok(Arc::clone(generator));
+        }
+        let mut found = Err(Error::TooManyTags(TAG_COUNT_MAX));
+        self.registry.rcu(|registry| {
+            if let Some(generator) = registry.get(tag) {
+                found = Ok(Arc::clone(generator));
+                return Arc::clone(registry);
+            }
+            if registry.len() >= TAG_COUNT_MAX {
+                found = Err(Error::TooManyTags(TAG_COUNT_MAX));
+                return Arc::clone(registry);
+            }
+            let generator = Arc::new(TagGenerator::new(tag.clone(), Arc::clone(&self.shared)));
+            found = Ok(Arc::clone(&generator));
+            let mut updated = Registry::clone(registry);
+            updated.insert(tag.clone(), generator);
+            Arc::new(updated)
+        });
+        found
+    }
+
+    /// The two segments this node holds for `tag`, if it serves the tag.
+    pub fn snapshot(&self, tag: &Tag) -> Option<BufferSnapshot> {
+        self.registry.load().get(tag).map(|g| g.snapshot())
+    }
+
+    /// Creates a tag in the store.
+    pub async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, Error> {
+        self.store_call(self.shared.store.create_tag(spec)).await
+    }
+
+    /// The store row of `tag`.
+    pub async fn get_tag(&self, tag: &Tag) -> Result<TagRecord, Error> {
+        self.store_call(self.shared.store.get_tag(tag))
+            .await?
+            .ok_or_else(|| Error::UnknownTag(tag.clone()))
+    }
+
+    /// Every tag in the store.
+    pub async fn list_tags(&self) -> Result<Vec<TagRecord>, Error> {
+        self.store_call(self.shared.store.list_tags()).await
+    }
+
+    /// Changes the step of `tag`; its next allocation uses it.
+    pub async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, Error> {
+        self.store_call(self.shared.store.set_step(tag, step)).await
+    }
+
+    /// Deletes `tag` from the store and stops serving it on this node at once (other nodes
+    /// stop at their next refresh or refill).
+    pub async fn delete_tag(&self, tag: &Tag) -> Result<(), Error> {
+        self.store_call(self.shared.store.delete_tag(tag)).await?;
+        self.forget(tag, None);
+        Ok(())
+    }
+
+    /// Reconciles the served tags with the store: tags deleted there stop being served.
+    pub async fn refresh(&self) -> Result<(), Error> {
+        let records = self.list_tags().await?;
+        let live: HashSet<&Tag> = records.iter().map(|r| &r.tag).collect();
+        let served = self.registry.load();
+        // A tag loaded between the listing and here may be dropped too; its next request
+        // loads it again with a fresh range, which wastes ids but never repeats one.
+        for tag in served.keys().filter(|t| !live.contains(t)) {
+            tracing::info!(%tag, "tag no longer in the store; no longer served");
+            self.forget(tag, None);
+        }
+        Ok(())
+    }
+
+    /// Whether the node can serve: not shutting down and the store answers.
+    pub async fn ready(&self) -> Result<(), Error> {
+        if self.shared.cancel.is_cancelled() {
+            return Err(Error::ShuttingDown);
+        }
+        self.store_call(self.shared.store.ping()).await
+    }
+
+    /// Where the store lives (password removed).
+    pub fn store_description(&self) -> String {
+        self.shared.store.describe()
+    }
+
+    /// Stops every background task and waits for them. Requests after this fail with
+    /// [`Error::ShuttingDown`] once their segments run out.
+    pub async fn shutdown(&self) {
+        self.shared.cancel.cancel();
+        self.shared.tracker.close();
+        self.shared.tracker.wait().await;
+    }
+
+    async fn store_call<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, Error> {
+        let timeout = self.shared.config.store_call_timeout();
+        match tokio::time::timeout(timeout, call).await {
+            Ok(result) => Ok(result?),
+            Err(_elapsed) => Err(Error::Store(StoreError::Unavailable(format!(
+                "{} did not answer within {} ms",
+                self.shared.store.describe(),
+                timeout.as_millis()
+            )))),
+        }
+    }
+
+    fn forget_if_unknown(&self, generator: &Arc<TagGenerator>, error: Option<&Error>) {
+        if let Some(Error::UnknownTag(tag)) = error {
+            self.forget(tag, Some(generator));
+        }
+    }
+
+    /// Removes `tag` from the registry (only if it still maps to `only`, when given).
+    fn forget(&self, tag: &Tag, only: Option<&Arc<TagGenerator>>) {
+        self.registry.rcu(|registry| {
+            let matches = registry.get(tag).is_some_and(|g| only.is_none_or(|o| Arc::ptr_eq(g, o)));
+            if !matches {
+                return Arc::clone(registry);
+            }
+            let mut updated = Registry::clone(registry);
+            updated.remove(tag);
+            Arc::new(updated)
+        });
+    }
+}
+
+async fn refresh_loop(segments: Weak<Segments>, shared: Arc<Shared>) {
+    let mut interval = tokio::time::interval(shared.config.tag_refresh_interval());
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval.tick().await; // The first tick is immediate; nothing is loaded yet.
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = shared.cancel.cancelled() => return,
+        }
+        let Some(segments) = segments.upgrade() else { return };
+        if let Err(error) = segments.refresh().await {
+            tracing::warn!(%error, "tag refresh failed; serving the tags already known");
+        }
+    }
+}

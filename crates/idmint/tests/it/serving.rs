@@ -1,0 +1,193 @@
+//! Serving ids of one store: concurrency, single-flight refills, bounded waits, tag
+//! lifecycle and shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use idmint::{Count, Error, SegmentConfig, Segments, Tag};
+
+use crate::test_store::{Mode, TestStore};
+
+fn config() -> SegmentConfig {
+    SegmentConfig::default().with_refill_wait_ms(300).unwrap()
+}
+
+/// Runs `tasks` tasks taking `per_task` single ids each; returns each task's ids in order.
+async fn take_concurrently(
+    segments: &Arc<Segments>,
+    tag: &Tag,
+    tasks: usize,
+    per_task: usize,
+) -> Vec<Vec<u64>> {
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (segments, tag) = (Arc::clone(segments), tag.clone());
+            tokio::spawn(async move {
+                let mut ids = Vec::with_capacity(per_task);
+                for _ in 0..per_task {
+                    ids.push(segments.next_id(&tag).await.expect("id"));
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for handle in handles {
+        all.push(handle.await.expect("task"));
+    }
+    all
+}
+
+fn assert_unique_and_increasing_per_task(per_task: &[Vec<u64>]) -> Vec<u64> {
+    for ids in per_task {
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "a task's ids did not increase");
+    }
+    let mut all: Vec<u64> = per_task.iter().flatten().copied().collect();
+    let total = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), total, "an id was handed out twice");
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_get_unique_increasing_ids() {
+    let store = TestStore::new(1);
+    let tag = store.create("order", 1000).await;
+    let segments = Segments::start(store.clone(), config());
+    let per_task = take_concurrently(&segments, &tag, 8, 100_000).await;
+    let all = assert_unique_and_increasing_per_task(&per_task);
+    assert_eq!(all.len(), 800_000);
+    assert!(all[0] >= 1 && *all.last().unwrap() < 1 + 800_000 + 2 * 1000);
+    segments.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_store_call_per_refill_under_contention() {
+    let store = TestStore::new(2);
+    let tag = store.create("contended", 100).await;
+    let segments = Segments::start(store.clone(), config());
+    let per_task = take_concurrently(&segments, &tag, 8, 20_000).await;
+    assert_unique_and_increasing_per_task(&per_task);
+    // 160 000 ids at 100 per segment need 1600 segments; at most the two in the buffer at
+    // the end are extra. A second call for the same need would show as more.
+    let calls = store.allocations.load(Ordering::SeqCst);
+    assert!((1600..=1602).contains(&calls), "{calls} store calls for 1600 segments");
+    assert_eq!(store.max_in_flight.load(Ordering::SeqCst), 1, "two refills ran at once");
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn batches_are_exact_and_continue_each_other() {
+    let store = TestStore::new(3);
+    let tag = store.create("batch", 10).await;
+    let segments = Segments::start(store.clone(), config());
+    let first = segments.next_ids(&tag, Count::new(25).unwrap()).await.unwrap();
+    let second = segments.next_ids(&tag, Count::new(7).unwrap()).await.unwrap();
+    let ids: Vec<u64> = first.iter().chain(&second).flat_map(|r| r.ids()).collect();
+    assert_eq!(ids.len(), 32);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    // Step 10 from start 1: ranges are contiguous, so the batches are too.
+    assert_eq!(ids, (1..=32).collect::<Vec<u64>>());
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_store_that_never_answers_fails_within_the_bound() {
+    let store = TestStore::new(4);
+    let tag = store.create("stuck", 10).await;
+    store.set_mode(Mode::Hang);
+    let segments = Segments::start(store.clone(), config());
+    let started = Instant::now();
+    let result = segments.next_id(&tag).await;
+    let waited = started.elapsed();
+    assert!(matches!(result, Err(Error::Unavailable { .. })), "{result:?}");
+    assert!(waited >= Duration::from_millis(250), "gave up early: {waited:?}");
+    assert!(waited < Duration::from_millis(1000), "waited {waited:?}, bound is 300 ms");
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failing_store_answers_fast_and_recovers_without_restart() {
+    let store = TestStore::new(5);
+    let tag = store.create("flaky", 10).await;
+    store.set_mode(Mode::Fail);
+    let segments = Segments::start(store.clone(), config());
+    let started = Instant::now();
+    let result = segments.next_id(&tag).await;
+    assert!(matches!(&result, Err(Error::Unavailable { reason, .. }) if reason.contains("injected")));
+    assert!(started.elapsed() < Duration::from_millis(200), "failure was not fast");
+    store.set_mode(Mode::Normal);
+    assert_eq!(segments.next_id(&tag).await.unwrap(), 1);
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_store_that_goes_backwards_is_refused() {
+    let store = TestStore::new(6);
+    let tag = store.create("restored", 10).await;
+    let segments = Segments::start(store.clone(), config());
+    let mut seen: Vec<u64> = Vec::new();
+    for _ in 0..10 {
+        seen.push(segments.next_id(&tag).await.unwrap());
+    }
+    store.set_mode(Mode::Regress);
+    // The preloaded segment [11, 21) was allocated before the regression and is served.
+    for _ in 0..40 {
+        match segments.next_id(&tag).await {
+            Ok(id) => seen.push(id),
+            Err(Error::Unavailable { reason, .. }) => assert!(reason.contains("below ids")),
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    let total = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), total, "a regressed store made the node repeat an id");
+    assert!(total < 50, "the regressed range was served");
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_new_tag_works_on_its_first_request_and_an_unknown_one_is_named() {
+    let store = TestStore::new(7);
+    let segments = Segments::start(store.clone(), config());
+    let missing = Tag::parse("missing").unwrap();
+    assert_eq!(segments.next_id(&missing).await, Err(Error::UnknownTag(missing.clone())));
+    assert!(segments.snapshot(&missing).is_none(), "an unknown tag stayed registered");
+    let tag = store.create("fresh", 10).await;
+    assert_eq!(segments.next_id(&tag).await.unwrap(), 1);
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_deleted_tag_stops_being_served_after_the_refresh() {
+    let store = TestStore::new(8);
+    let tag = store.create("gone", 1000).await;
+    let config = config().with_tag_refresh_ms(100).unwrap();
+    let segments = Segments::start(store.clone(), config);
+    assert_eq!(segments.next_id(&tag).await.unwrap(), 1);
+    idmint_store::SegmentStore::delete_tag(&*store, &tag).await.unwrap();
+    // Until the refresh the node serves what it holds; after it, the tag is unknown.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(segments.next_id(&tag).await, Err(Error::UnknownTag(tag.clone())));
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn after_shutdown_no_id_is_handed_out_once_segments_run_out() {
+    let store = TestStore::new(9);
+    let tag = store.create("closing", 5).await;
+    let segments = Segments::start(store.clone(), config());
+    segments.next_id(&tag).await.unwrap();
+    segments.shutdown().await;
+    let mut last = Ok(0);
+    for _ in 0..20 {
+        last = segments.next_id(&tag).await;
+        if last.is_err() {
+            break;
+        }
+    }
+    assert_eq!(last, Err(Error::ShuttingDown));
+}

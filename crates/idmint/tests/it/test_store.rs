@@ -1,0 +1,132 @@
+//! A store for tests: the memory reference store with knobs on `allocate` (count calls,
+//! hang, fail, inject seeded faults, go backwards). Other calls pass through unchanged.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use idmint::{IdRange, Tag};
+use idmint_core::{Description, StartId, Step};
+use idmint_store::{MemoryStore, SegmentStore, StoreError, TagRecord, TagSpec};
+
+/// How `allocate` behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Normal,
+    /// Never answers.
+    Hang,
+    /// Answers `Unavailable` at once.
+    Fail,
+    /// Fails `fail_permille` of calls and delays each by up to `delay_ms_max`, from `seed`.
+    Faulty { fail_permille: u64, delay_ms_max: u64 },
+    /// Returns the previous range again (a store restored from a backup).
+    Regress,
+}
+
+pub struct TestStore {
+    inner: MemoryStore,
+    mode: Mutex<Mode>,
+    rng: Mutex<u64>,
+    pub allocations: AtomicU64,
+    in_flight: AtomicU64,
+    pub max_in_flight: AtomicU64,
+    last: Mutex<Option<IdRange>>,
+}
+
+impl TestStore {
+    pub fn new(seed: u64) -> Arc<TestStore> {
+        Arc::new(TestStore {
+            inner: MemoryStore::new(),
+            mode: Mutex::new(Mode::Normal),
+            rng: Mutex::new(seed | 1),
+            allocations: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            max_in_flight: AtomicU64::new(0),
+            last: Mutex::new(None),
+        })
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    pub async fn create(&self, tag: &str, step: u64) -> Tag {
+        let tag = Tag::parse(tag).unwrap();
+        let spec = TagSpec {
+            tag: tag.clone(),
+            step: Step::new(step).unwrap(),
+            start: StartId::DEFAULT,
+            description: Description::default(),
+        };
+        self.inner.create_tag(&spec).await.unwrap();
+        tag
+    }
+
+    /// xorshift64: enough randomness for fault injection, replayable from the seed.
+    fn roll(&self, below: u64) -> u64 {
+        let mut x = self.rng.lock().unwrap();
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x % below.max(1)
+    }
+
+    async fn allocate_with_mode(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+        let mode = *self.mode.lock().unwrap();
+        match mode {
+            Mode::Normal => {}
+            Mode::Hang => std::future::pending::<()>().await,
+            Mode::Fail => return Err(StoreError::Unavailable("injected failure".into())),
+            Mode::Faulty { fail_permille, delay_ms_max } => {
+                let delay = self.roll(delay_ms_max + 1);
+                let fail = self.roll(1000) < fail_permille;
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                if fail {
+                    return Err(StoreError::Unavailable("injected fault".into()));
+                }
+            }
+            Mode::Regress => {
+                if let Some(range) = *self.last.lock().unwrap() {
+                    return Ok(range);
+                }
+            }
+        }
+        let range = self.inner.allocate(tag).await?;
+        *self.last.lock().unwrap() = Some(range);
+        Ok(range)
+    }
+}
+
+#[async_trait]
+impl SegmentStore for TestStore {
+    async fn allocate(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+        self.allocations.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        let result = self.allocate_with_mode(tag).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        self.inner.create_tag(spec).await
+    }
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        self.inner.get_tag(tag).await
+    }
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        self.inner.list_tags().await
+    }
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        self.inner.set_step(tag, step).await
+    }
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        self.inner.delete_tag(tag).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+    fn describe(&self) -> String {
+        "test://".to_string()
+    }
+}
