@@ -80,14 +80,17 @@ impl DoubleBuffer {
     pub fn take(&self, count: Count) -> Take {
         let mut take = Take { ranges: [None; TAKE_SEGMENTS_MAX], count: 0, refill_needed: false };
         let mut wanted = count.get();
-        for slot in 0..TAKE_SEGMENTS_MAX {
+        let mut filled = 0;
+        for _ in 0..TAKE_SEGMENTS_MAX {
             let guard = self.current.load();
             let Some(segment) = guard.as_ref() else {
                 take.refill_needed = true;
                 return take;
             };
             if let Some((range, crossed)) = segment.take(wanted) {
-                take.ranges[slot] = Some(range);
+                // Ranges fill slots from the front, so `first()` always sees the first id.
+                take.ranges[filled] = Some(range);
+                filled += 1;
                 take.count += range.len();
                 take.refill_needed |= crossed;
                 wanted -= range.len();
@@ -240,6 +243,19 @@ mod tests {
         let t = b.take(count(5));
         assert_eq!(t.ranges().collect::<Vec<_>>(), vec![range(8, 11), range(100, 102)]);
         assert_eq!(b.remaining(), 8);
+    }
+
+    #[test]
+    fn the_first_id_after_a_switch_is_reported_first() {
+        // Regression: a take that found the current segment spent put the next segment's
+        // range in the second slot, and `first()` (reading the first slot) lost the id.
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 3)).expect("first install");
+        assert_eq!(b.take(count(1)).first(), Some(1));
+        b.install(range(3, 5)).expect("next");
+        assert_eq!(b.take(count(1)).first(), Some(2));
+        let t = b.take(count(1));
+        assert_eq!((t.first(), t.count()), (Some(3), 1));
     }
 
     #[test]

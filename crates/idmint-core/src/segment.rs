@@ -87,7 +87,7 @@ impl Segment {
     /// cursor went below the segment start (which would mean ids repeat).
     #[inline]
     pub fn take(&self, n: u64) -> Option<(IdRange, bool)> {
-        assert!(n >= 1 && n <= BATCH_COUNT_MAX);
+        assert!((1..=BATCH_COUNT_MAX).contains(&n));
         // Checking first keeps a spent segment's cursor from growing on every call, which
         // bounds its overshoot past `end` to (concurrent takers x n).
         if self.cursor.load(Ordering::Relaxed) >= self.range.end {

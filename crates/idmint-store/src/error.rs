@@ -28,7 +28,9 @@ pub enum StoreError {
         step: u64,
     },
     /// `create_tag` when the store already holds `TAG_COUNT_MAX` tags.
-    #[error("the store already holds {TAG_COUNT_MAX} tags, the most idmint serves; delete unused tags first")]
+    #[error(
+        "the store already holds {TAG_COUNT_MAX} tags, the most idmint serves; delete unused tags first"
+    )]
     TooManyTags,
     /// A row holds values idmint cannot serve without risking a duplicate.
     #[error("the row of tag {tag} is invalid: {reason}; fix the row in the store")]

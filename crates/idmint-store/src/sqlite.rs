@@ -69,7 +69,7 @@ impl SegmentStore for SqliteStore {
                 .query_row(
                     &format!(
                         "UPDATE {TABLE_NAME} SET max_id = max_id + step, update_time = unixepoch() \
-                         WHERE biz_tag = ?1 AND step >= 1 AND max_id <= ?2 - step \
+                         WHERE biz_tag = ?1 AND step >= 1 AND max_id >= 0 AND max_id <= ?2 - step \
                          RETURNING max_id, step"
                     ),
                     params![tag.as_str(), ID_MAX as i64],
@@ -216,15 +216,27 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Explains why the allocating UPDATE matched no row: no such tag, or no room left.
+/// Explains why the allocating UPDATE matched no row: no such tag, a row idmint cannot
+/// serve (negative `max_id`, step below 1), or no room left.
 fn refused_allocation(conn: &Connection, tag: &Tag) -> Result<StoreError, StoreError> {
-    Ok(match select_row(conn, tag)? {
+    let row = conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM {TABLE_NAME} WHERE biz_tag = ?1"),
+            [tag.as_str()],
+            read_row,
+        )
+        .optional()
+        .map_err(unavailable)?;
+    Ok(match row {
         None => StoreError::TagNotFound(tag.clone()),
-        Some(row) if row.step < 1 => StoreError::Corrupt {
+        Some(Err(corrupt)) => corrupt,
+        Some(Ok(row)) if row.step < 1 => StoreError::Corrupt {
             tag: tag.to_string(),
             reason: format!("step is {}; it must be at least 1", row.step),
         },
-        Some(row) => StoreError::Exhausted { tag: tag.clone(), max_id: row.max_id, step: row.step },
+        Some(Ok(row)) => {
+            StoreError::Exhausted { tag: tag.clone(), max_id: row.max_id, step: row.step }
+        }
     })
 }
 
@@ -245,7 +257,12 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<TagRecord, StoreError>> {
     let max_id: i64 = row.get(1)?;
     let step: i64 = row.get(2)?;
     let description: Option<String> = row.get(3)?;
-    let update_time: Option<i64> = row.get(4)?;
+    // Leaf's MySQL column is a `timestamp`; a copied table may hold text there. The time is
+    // for operators only, so anything but a number reads as 0 rather than failing the row.
+    let update_time = match row.get_ref(4)? {
+        rusqlite::types::ValueRef::Integer(seconds) => u64::try_from(seconds).unwrap_or(0),
+        _ => 0,
+    };
     let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
     let record = (|| {
         let tag = Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
@@ -254,7 +271,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<TagRecord, StoreError>> {
             max_id: u64::try_from(max_id).map_err(|_| corrupt(format!("max_id is {max_id}")))?,
             step: u64::try_from(step).map_err(|_| corrupt(format!("step is {step}")))?,
             description: description.unwrap_or_default(),
-            update_time_s: update_time.and_then(|t| u64::try_from(t).ok()).unwrap_or(0),
+            update_time_s: update_time,
         })
     })();
     Ok(record)

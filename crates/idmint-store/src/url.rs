@@ -35,9 +35,9 @@ impl StoreUrl {
             "memory" => Err(bad("memory:// takes no path".to_string())),
             "sqlite" if rest.is_empty() => Err(bad(format!("no database path; {ACCEPTED}"))),
             "sqlite" => Ok(StoreUrl::Sqlite(PathBuf::from(rest))),
-            "mysql" | "mariadb" | "postgres" | "postgresql" | "redis" => Err(bad(format!(
-                "the {scheme} backend is not part of this build yet; {ACCEPTED}"
-            ))),
+            "mysql" | "mariadb" | "postgres" | "postgresql" | "redis" => {
+                Err(bad(format!("the {scheme} backend is not part of this build yet; {ACCEPTED}")))
+            }
             other => Err(bad(format!("unknown scheme {other:?}; {ACCEPTED}"))),
         }
     }

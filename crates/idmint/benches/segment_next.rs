@@ -1,1 +1,115 @@
-fn main() {}
+//! `segment_next`: in-process ids per second of segment mode, beside the physical floor (a
+//! bare `AtomicU64::fetch_add`) in the same group, on 1 and 2 threads.
+//!
+//! Run: `cargo bench -p idmint --bench segment_next`. Every variant takes single ids; the
+//! library variants use a memory store and a step of `STEP_MAX`, so refills (every 10^6 ids)
+//! are part of the measurement, as they are in service.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use idmint::{Count, SegmentConfig, Segments, Tag, TagGenerator};
+use idmint_core::limits::{ID_MAX, STEP_MAX};
+use idmint_core::{DoubleBuffer, IdRange, PreloadRatio, StartId, Step};
+use idmint_store::{MemoryStore, SegmentStore, TagSpec};
+use tokio::runtime::Runtime;
+
+fn segment_next(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (segments, tag) = runtime.block_on(start_segments());
+    let generator = segments.generator(&tag).expect("generator");
+    let buffer = DoubleBuffer::new(PreloadRatio::DEFAULT);
+    buffer.install(IdRange::new(1, ID_MAX).expect("range")).expect("install");
+    let counter = AtomicU64::new(0);
+
+    let mut group = c.benchmark_group("segment_next");
+    group.throughput(Throughput::Elements(1));
+    group.measurement_time(Duration::from_secs(3));
+    group.warm_up_time(Duration::from_secs(1));
+    for threads in [1usize, 2] {
+        group.bench_function(format!("atomic_fetch_add/{threads}t"), |b| {
+            b.iter_custom(|iters| on_threads(threads, iters, |n| {
+                for _ in 0..n {
+                    black_box(counter.fetch_add(1, Ordering::Relaxed));
+                }
+            }))
+        });
+        group.bench_function(format!("core_double_buffer/{threads}t"), |b| {
+            b.iter_custom(|iters| on_threads(threads, iters, |n| {
+                for _ in 0..n {
+                    black_box(buffer.take(Count::ONE).first());
+                }
+            }))
+        });
+        group.bench_function(format!("library_tag_handle/{threads}t"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| take_from_handle(&runtime, &generator, n))
+            })
+        });
+        group.bench_function(format!("library_by_tag_name/{threads}t"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| take_by_name(&runtime, &segments, &tag, n))
+            })
+        });
+    }
+    group.finish();
+    runtime.block_on(segments.shutdown());
+}
+
+async fn start_segments() -> (Arc<Segments>, Tag) {
+    let store = Arc::new(MemoryStore::new());
+    let tag = Tag::parse("bench").expect("tag");
+    let spec = TagSpec {
+        tag: tag.clone(),
+        step: Step::new(STEP_MAX).expect("step"),
+        start: StartId::DEFAULT,
+        description: Default::default(),
+    };
+    store.create_tag(&spec).await.expect("create");
+    (Segments::start(store, SegmentConfig::default()), tag)
+}
+
+fn take_from_handle(runtime: &Runtime, generator: &Arc<TagGenerator>, n: u64) {
+    runtime.block_on(async {
+        for _ in 0..n {
+            black_box(generator.next_id().await.expect("id"));
+        }
+    })
+}
+
+fn take_by_name(runtime: &Runtime, segments: &Segments, tag: &Tag, n: u64) {
+    runtime.block_on(async {
+        for _ in 0..n {
+            black_box(segments.next_id(tag).await.expect("id"));
+        }
+    })
+}
+
+/// Runs `work(iters / threads)` on each of `threads` threads at once; returns the wall time.
+fn on_threads(threads: usize, iters: u64, work: impl Fn(u64) + Sync) -> Duration {
+    let per_thread = iters.div_ceil(threads as u64);
+    let barrier = std::sync::Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                barrier.wait();
+                work(per_thread);
+            });
+        }
+        barrier.wait();
+        let started = Instant::now();
+        // The scope joins every thread before returning.
+        started
+    })
+    .elapsed()
+}
+
+criterion_group!(benches, segment_next);
+criterion_main!(benches);

@@ -74,6 +74,7 @@ proptest! {
                     let take = buffer.take(Count::new(n).expect("count"));
                     let ids: Vec<u64> = take.ranges().flat_map(|r| r.ids()).collect();
                     prop_assert_eq!(take.count(), ids.len() as u64);
+                    prop_assert_eq!(take.first(), ids.first().copied());
                     prop_assert_eq!(&ids, &model.take(n), "take({}) differs from the model", n);
                     if let Some(&first) = ids.first() {
                         prop_assert!(first > last_id, "ids went down across takes");

@@ -1,3 +1,5 @@
 //! idmint-core's integration tests: one binary, one module per concern.
 
+#![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
+
 mod buffer_model;

@@ -1,5 +1,7 @@
 //! idmint's integration tests: one binary, one module per concern.
 
+#![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
+
 mod serving;
 mod simulation;
 mod test_store;

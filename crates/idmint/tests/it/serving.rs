@@ -116,7 +116,9 @@ async fn a_failing_store_answers_fast_and_recovers_without_restart() {
     let segments = Segments::start(store.clone(), config());
     let started = Instant::now();
     let result = segments.next_id(&tag).await;
-    assert!(matches!(&result, Err(Error::Unavailable { reason, .. }) if reason.contains("injected")));
+    assert!(
+        matches!(&result, Err(Error::Unavailable { reason, .. }) if reason.contains("injected"))
+    );
     assert!(started.elapsed() < Duration::from_millis(200), "failure was not fast");
     store.set_mode(Mode::Normal);
     assert_eq!(segments.next_id(&tag).await.unwrap(), 1);

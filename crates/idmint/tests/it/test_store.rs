@@ -19,7 +19,10 @@ pub enum Mode {
     /// Answers `Unavailable` at once.
     Fail,
     /// Fails `fail_permille` of calls and delays each by up to `delay_ms_max`, from `seed`.
-    Faulty { fail_permille: u64, delay_ms_max: u64 },
+    Faulty {
+        fail_permille: u64,
+        delay_ms_max: u64,
+    },
     /// Returns the previous range again (a store restored from a backup).
     Regress,
 }

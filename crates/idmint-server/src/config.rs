@@ -1,0 +1,320 @@
+//! Configuration: a TOML file, `IDMINT_*` environment variables and command-line flags,
+//! resolved with the precedence flag > env > file > default. Unknown keys are errors, and
+//! every error names where the bad value came from and what is accepted.
+//!
+//! | file key                          | env variable                          | default |
+//! |-----------------------------------|---------------------------------------|---------|
+//! | `listen`                          | `IDMINT_LISTEN`                       | `127.0.0.1:8080` |
+//! | `store`                           | `IDMINT_STORE`                        | `sqlite://./idmint-data/idmint.db` |
+//! | `segment.preload_ratio`           | `IDMINT_SEGMENT_PRELOAD_RATIO`        | `0.1` |
+//! | `segment.refill_wait_ms`          | `IDMINT_SEGMENT_REFILL_WAIT_MS`       | `1000` |
+//! | `segment.store_call_timeout_ms`   | `IDMINT_SEGMENT_STORE_CALL_TIMEOUT_MS`| `3000` |
+//! | `segment.tag_refresh_ms`          | `IDMINT_SEGMENT_TAG_REFRESH_MS`       | `60000` |
+//! | `limits.batch_count_max`          | `IDMINT_LIMITS_BATCH_COUNT_MAX`       | `100000` |
+
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::str::FromStr;
+
+use idmint::SegmentConfig;
+use idmint_core::PreloadRatio;
+use idmint_core::limits::{
+    BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_REFRESH_MS_DEFAULT,
+};
+use idmint_store::{DEFAULT_STORE_URL, StoreUrl};
+use serde::Deserialize;
+
+/// The address `idmint serve` listens on by default: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// The config file as written; every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `listen`: address and port to serve HTTP on.
+    pub listen: Option<String>,
+    /// `store`: store URL.
+    pub store: Option<String>,
+    /// `[segment]`: segment serving.
+    #[serde(default)]
+    pub segment: SegmentSection,
+    /// `[limits]`: request limits.
+    #[serde(default)]
+    pub limits: LimitsSection,
+}
+
+/// The `[segment]` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentSection {
+    /// Share of a segment used before the next one is requested, in (0, 1].
+    pub preload_ratio: Option<f64>,
+    /// How long a request waits for a refill when both segments are spent, in ms.
+    pub refill_wait_ms: Option<u64>,
+    /// Bound on one store call, in ms.
+    pub store_call_timeout_ms: Option<u64>,
+    /// How often tags deleted from the store are dropped, in ms.
+    pub tag_refresh_ms: Option<u64>,
+}
+
+/// The `[limits]` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Largest `count` of a batch request (at most 100 000).
+    pub batch_count_max: Option<u64>,
+}
+
+/// Values given as command-line flags (highest precedence).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--store`.
+    pub store: Option<String>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Address to serve HTTP on.
+    pub listen: SocketAddr,
+    /// Where segment rows live.
+    pub store: StoreUrl,
+    /// Segment serving tunables.
+    pub segment: SegmentConfig,
+    /// Largest `count` of a batch request.
+    pub batch_count_max: u64,
+}
+
+/// A configuration that cannot be used; the message names its origin and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The config file is not valid TOML or has unknown keys or wrongly typed values.
+    #[error("config file {path} is invalid: {reason}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message, with line and column.
+        reason: String,
+    },
+    /// A value is out of range or malformed.
+    #[error("{origin}: {reason}")]
+    Invalid {
+        /// Where the value came from: a flag, an environment variable or a file key.
+        origin: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+}
+
+impl FileConfig {
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        FileConfig::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses config text; `path` names it in errors.
+    pub fn parse(text: &str, path: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.to_string(), reason: e.to_string() })
+    }
+}
+
+/// A value and where it came from, for error messages.
+struct Sourced<T> {
+    value: T,
+    origin: String,
+}
+
+impl Settings {
+    /// Resolves flag > env > file > default. `env` looks a variable up (`std::env::var` in
+    /// the binary, a map in tests).
+    pub fn resolve(
+        file: &FileConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+        flags: &Overrides,
+    ) -> Result<Settings, ConfigError> {
+        let listen = pick(flags.listen.as_deref(), "--listen", env, "IDMINT_LISTEN")
+            .or_file(file.listen.clone(), "listen")
+            .resolve(DEFAULT_LISTEN.to_string())?;
+        let store = pick(flags.store.as_deref(), "--store", env, "IDMINT_STORE")
+            .or_file(file.store.clone(), "store")
+            .resolve(DEFAULT_STORE_URL.to_string())?;
+        let seg = &file.segment;
+        let preload = pick(None, "", env, "IDMINT_SEGMENT_PRELOAD_RATIO")
+            .or_file(seg.preload_ratio, "segment.preload_ratio")
+            .resolve(0.1)?;
+        let refill_wait = pick(None, "", env, "IDMINT_SEGMENT_REFILL_WAIT_MS")
+            .or_file(seg.refill_wait_ms, "segment.refill_wait_ms")
+            .resolve(REFILL_WAIT_MS_DEFAULT)?;
+        let store_timeout = pick(None, "", env, "IDMINT_SEGMENT_STORE_CALL_TIMEOUT_MS")
+            .or_file(seg.store_call_timeout_ms, "segment.store_call_timeout_ms")
+            .resolve(STORE_CALL_TIMEOUT_MS_DEFAULT)?;
+        let refresh = pick(None, "", env, "IDMINT_SEGMENT_TAG_REFRESH_MS")
+            .or_file(seg.tag_refresh_ms, "segment.tag_refresh_ms")
+            .resolve(TAG_REFRESH_MS_DEFAULT)?;
+        let batch = pick(None, "", env, "IDMINT_LIMITS_BATCH_COUNT_MAX")
+            .or_file(file.limits.batch_count_max, "limits.batch_count_max")
+            .resolve(BATCH_COUNT_MAX)?;
+
+        let invalid = |origin: &str, reason: &dyn Display| ConfigError::Invalid {
+            origin: origin.to_string(),
+            reason: reason.to_string(),
+        };
+        let listen_addr = listen.value.parse::<SocketAddr>().map_err(|_| {
+            invalid(
+                &listen.origin,
+                &format_args!(
+                    "{:?} is not an IP address and port; use e.g. 127.0.0.1:8080 or 0.0.0.0:8080",
+                    listen.value
+                ),
+            )
+        })?;
+        let store_url = StoreUrl::parse(&store.value).map_err(|e| invalid(&store.origin, &e))?;
+        let ratio = PreloadRatio::new(preload.value).map_err(|e| invalid(&preload.origin, &e))?;
+        let segment = SegmentConfig::default()
+            .with_preload_ratio(ratio)
+            .with_refill_wait_ms(refill_wait.value)
+            .map_err(|e| invalid(&refill_wait.origin, &e))?
+            .with_store_call_timeout_ms(store_timeout.value)
+            .map_err(|e| invalid(&store_timeout.origin, &e))?
+            .with_tag_refresh_ms(refresh.value)
+            .map_err(|e| invalid(&refresh.origin, &e))?;
+        if !(1..=BATCH_COUNT_MAX).contains(&batch.value) {
+            return Err(invalid(
+                &batch.origin,
+                &format_args!(
+                    "batch_count_max = {} is out of range; use 1 to {BATCH_COUNT_MAX} \
+                     (configuration may lower a limit, never raise it)",
+                    batch.value
+                ),
+            ));
+        }
+        Ok(Settings {
+            listen: listen_addr,
+            store: store_url,
+            segment,
+            batch_count_max: batch.value,
+        })
+    }
+}
+
+/// The first of flag and environment variable that is set, as text.
+fn pick(
+    flag: Option<&str>,
+    flag_name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    env_name: &str,
+) -> Layer {
+    let given = match flag {
+        Some(value) => Some((value.to_string(), flag_name.to_string())),
+        None => env(env_name).map(|value| (value, env_name.to_string())),
+    };
+    Layer { given }
+}
+
+struct Layer {
+    given: Option<(String, String)>,
+}
+
+struct FileLayer<T> {
+    given: Option<(String, String)>,
+    file: Option<(T, String)>,
+}
+
+impl Layer {
+    fn or_file<T>(self, value: Option<T>, key: &str) -> FileLayer<T> {
+        FileLayer { given: self.given, file: value.map(|v| (v, format!("config key {key}"))) }
+    }
+}
+
+impl<T: FromStr> FileLayer<T> {
+    fn resolve(self, default: T) -> Result<Sourced<T>, ConfigError> {
+        if let Some((text, origin)) = self.given {
+            let value = text.parse::<T>().map_err(|_| ConfigError::Invalid {
+                origin: origin.clone(),
+                reason: format!("{text:?} is not a valid value"),
+            })?;
+            return Ok(Sourced { value, origin });
+        }
+        Ok(match self.file {
+            Some((value, origin)) => Sourced { value, origin },
+            None => Sourced { value: default, origin: "default".to_string() },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn defaults_serve_loopback_from_the_embedded_store() {
+        let s =
+            Settings::resolve(&FileConfig::default(), &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.store, StoreUrl::Sqlite("./idmint-data/idmint.db".into()));
+        assert_eq!(s.batch_count_max, BATCH_COUNT_MAX);
+    }
+
+    #[test]
+    fn flag_beats_env_beats_file_beats_default() {
+        let file = FileConfig::parse(
+            "listen = \"127.0.0.1:1\"\nstore = \"memory://\"\n[segment]\nrefill_wait_ms = 7\n",
+            "t.toml",
+        )
+        .unwrap();
+        let only_file = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(only_file.listen.port(), 1);
+        assert_eq!(only_file.segment.refill_wait().as_millis(), 7);
+        let env = env(&[("IDMINT_LISTEN", "127.0.0.1:2"), ("IDMINT_SEGMENT_REFILL_WAIT_MS", "9")]);
+        let with_env = Settings::resolve(&file, &env, &Overrides::default()).unwrap();
+        assert_eq!(with_env.listen.port(), 2);
+        assert_eq!(with_env.segment.refill_wait().as_millis(), 9);
+        assert_eq!(with_env.store, StoreUrl::Memory);
+        let flags = Overrides { listen: Some("127.0.0.1:3".into()), store: None };
+        assert_eq!(Settings::resolve(&file, &env, &flags).unwrap().listen.port(), 3);
+    }
+
+    #[test]
+    fn bad_values_name_their_origin_and_the_fix() {
+        let err = FileConfig::parse("lisen = \"x\"", "idmint.toml").unwrap_err().to_string();
+        assert!(err.contains("idmint.toml") && err.contains("lisen"), "{err}");
+        let file = FileConfig::parse("[limits]\nbatch_count_max = 1000000", "f").unwrap();
+        let err = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("config key limits.batch_count_max"), "{err}");
+        let err = Settings::resolve(
+            &FileConfig::default(),
+            &env(&[("IDMINT_SEGMENT_REFILL_WAIT_MS", "soon")]),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("IDMINT_SEGMENT_REFILL_WAIT_MS"), "{err}");
+        let flags = Overrides { listen: Some("localhost".into()), store: None };
+        let err = Settings::resolve(&FileConfig::default(), &env(&[]), &flags).unwrap_err();
+        assert!(err.to_string().starts_with("--listen"), "{err}");
+    }
+}

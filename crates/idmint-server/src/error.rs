@@ -1,0 +1,114 @@
+//! Every error the API answers, and its HTTP status: the one place where errors meet status
+//! codes. Bodies are JSON, `{"error": {"code": "...", "message": "..."}}`, and never carry a
+//! number that could be mistaken for an id.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use idmint::Error;
+use idmint_core::{TagError, ValueError};
+use idmint_store::StoreError;
+use serde::Serialize;
+
+/// An error answered by the API.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// The request is malformed: a bad tag, count, body or parameter (400).
+    BadRequest {
+        /// Machine-readable code, e.g. `bad_tag`.
+        code: &'static str,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// No route matches (404).
+    NoRoute(String),
+    /// The library refused (status depends on the error).
+    Library(Error),
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorDetail<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorDetail<'a> {
+    code: &'a str,
+    message: String,
+}
+
+impl ApiError {
+    /// A 400 with a code and a message.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::BadRequest { code, message: message.into() }
+    }
+
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
+            ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
+            ApiError::Library(error) => library_status(error),
+        }
+    }
+}
+
+fn library_status(error: &Error) -> (StatusCode, &'static str) {
+    match error {
+        Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_)) => {
+            (StatusCode::NOT_FOUND, "unknown_tag")
+        }
+        Error::Unavailable { .. } | Error::Store(StoreError::Unavailable(_)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+        }
+        Error::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+        Error::TooManyTags(_) | Error::Store(StoreError::TooManyTags) => {
+            (StatusCode::CONFLICT, "too_many_tags")
+        }
+        Error::Store(StoreError::TagExists(_)) => (StatusCode::CONFLICT, "tag_exists"),
+        Error::Store(StoreError::Exhausted { .. }) => (StatusCode::CONFLICT, "tag_exhausted"),
+        Error::Store(StoreError::Corrupt { .. }) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "store_row_invalid")
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = match self {
+            ApiError::BadRequest { message, .. } => message,
+            ApiError::NoRoute(route) => {
+                format!("no route {route}; the API is described at /openapi.json")
+            }
+            ApiError::Library(error) => error.to_string(),
+        };
+        if status.is_server_error() {
+            tracing::warn!(%status, code, %message, "request failed");
+        }
+        (status, Json(ErrorBody { error: ErrorDetail { code, message } })).into_response()
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> ApiError {
+        ApiError::Library(error)
+    }
+}
+
+impl From<TagError> for ApiError {
+    fn from(error: TagError) -> ApiError {
+        ApiError::bad_request("bad_tag", error.to_string())
+    }
+}
+
+impl From<ValueError> for ApiError {
+    fn from(error: ValueError) -> ApiError {
+        let code = match error {
+            ValueError::Count { .. } => "bad_count",
+            _ => "bad_value",
+        };
+        ApiError::bad_request(code, error.to_string())
+    }
+}

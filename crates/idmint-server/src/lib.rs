@@ -1,0 +1,47 @@
+//! idmint-server: the HTTP face of idmint.
+//!
+//! This crate owns the routes (Meituan Leaf's, byte-compatible, and the native `/v1` API),
+//! the mapping of every library error to an HTTP status (in `error.rs`, nowhere else), the
+//! configuration file and its precedence (`config.rs`), and serving with graceful shutdown.
+//!
+//! It must not hold id logic or touch a store directly: ids and tags come from
+//! [`idmint::Segments`]. It is the only crate that knows HTTP status codes.
+
+mod config;
+mod error;
+mod routes;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use idmint::Segments;
+use tokio::net::TcpListener;
+
+pub use config::{ConfigError, FileConfig, Overrides, Settings};
+pub use error::ApiError;
+pub use routes::router;
+
+/// Largest request body accepted, in bytes (admin JSON bodies are a few hundred bytes).
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// Segment-mode ids of the configured store.
+    pub segments: Arc<Segments>,
+    /// Largest `count` a batch request may ask for (at most `BATCH_COUNT_MAX`).
+    pub batch_count_max: u64,
+}
+
+/// Serves `state` on `listener` until `shutdown` completes, then drains in-flight requests
+/// and stops the library's background tasks, in that order.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let segments = Arc::clone(&state.segments);
+    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await;
+    segments.shutdown().await;
+    served
+}

@@ -1,0 +1,225 @@
+//! The routes: Meituan Leaf's (`/api/segment/get/{tag}`, byte-compatible) and the native JSON
+//! API under `/v1`, plus `/health`, `/ready` and `/openapi.json`.
+//!
+//! Handlers parse their input into idmint's newtypes, call the library, and shape JSON;
+//! they hold no id logic and never choose a status code (that is `error.rs`'s job).
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use idmint_core::{BufferSnapshot, Count, Description, SegmentSnapshot, StartId, Step, Tag};
+use idmint_store::{TagRecord, TagSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::{ApiError, AppState, REQUEST_BODY_BYTES_MAX};
+
+/// The OpenAPI 3.1 document describing every route, served at `/openapi.json`.
+pub const OPENAPI_JSON: &str = include_str!("openapi.json");
+
+/// The API as an axum router over `state`.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/api/segment/get/{tag}", get(leaf_segment))
+        .route("/v1/segment/{tag}", get(segment_ids))
+        .route("/v1/tags", get(list_tags).post(create_tag))
+        .route("/v1/tags/{tag}", get(get_tag).patch(set_step).delete(delete_tag))
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/openapi.json", get(openapi))
+        .fallback(no_route)
+        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .with_state(state)
+}
+
+/// Leaf's segment route: `200 text/plain` with the decimal id.
+async fn leaf_segment(
+    State(app): State<AppState>,
+    Path(tag): Path<String>,
+) -> Result<String, ApiError> {
+    let tag = Tag::parse(&tag)?;
+    Ok(app.segments.next_id(&tag).await?.to_string())
+}
+
+#[derive(Deserialize)]
+struct CountQuery {
+    count: Option<String>,
+}
+
+#[derive(Serialize)]
+struct IdsBody {
+    tag: String,
+    ids: Vec<u64>,
+}
+
+/// `count` ids (default 1) of a tag, as JSON.
+async fn segment_ids(
+    State(app): State<AppState>,
+    Path(tag): Path<String>,
+    query: Result<Query<CountQuery>, QueryRejection>,
+) -> Result<Json<IdsBody>, ApiError> {
+    let tag = Tag::parse(&tag)?;
+    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
+    let ranges = app.segments.next_ids(&tag, count).await?;
+    let ids = ranges.iter().flat_map(|r| r.ids()).collect();
+    Ok(Json(IdsBody { tag: tag.to_string(), ids }))
+}
+
+fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiError> {
+    let Some(text) = count else { return Ok(Count::ONE) };
+    let count: u64 = text.parse().map_err(|_| {
+        ApiError::bad_request(
+            "bad_count",
+            format!("count {text:?} is not a whole number; ask for 1 to {max} ids per request"),
+        )
+    })?;
+    Ok(Count::new_bounded(count, max)?)
+}
+
+/// A tag's store row, and on `GET /v1/tags/{tag}` the segments this node holds for it.
+#[derive(Serialize)]
+struct TagBody {
+    tag: String,
+    max_id: u64,
+    step: u64,
+    description: String,
+    update_time_s: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    segments: Option<SegmentsBody>,
+}
+
+#[derive(Serialize)]
+struct SegmentsBody {
+    current: Option<SegmentBody>,
+    next: Option<SegmentBody>,
+}
+
+#[derive(Serialize)]
+struct SegmentBody {
+    start: u64,
+    end: u64,
+    next_id: u64,
+    remaining: u64,
+}
+
+impl TagBody {
+    fn new(record: TagRecord, snapshot: Option<BufferSnapshot>) -> TagBody {
+        let segment = |s: SegmentSnapshot| SegmentBody {
+            start: s.range.start(),
+            end: s.range.end(),
+            next_id: s.next_id,
+            remaining: s.range.end() - s.next_id,
+        };
+        TagBody {
+            tag: record.tag.to_string(),
+            max_id: record.max_id,
+            step: record.step,
+            description: record.description,
+            update_time_s: record.update_time_s,
+            segments: snapshot.map(|b| SegmentsBody {
+                current: b.current.map(segment),
+                next: b.next.map(segment),
+            }),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct TagsBody {
+    tags: Vec<TagBody>,
+}
+
+async fn list_tags(State(app): State<AppState>) -> Result<Json<TagsBody>, ApiError> {
+    let records = app.segments.list_tags().await?;
+    Ok(Json(TagsBody { tags: records.into_iter().map(|r| TagBody::new(r, None)).collect() }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateTag {
+    tag: String,
+    step: Option<u64>,
+    start: Option<u64>,
+    description: Option<String>,
+}
+
+async fn create_tag(
+    State(app): State<AppState>,
+    body: Result<Json<CreateTag>, JsonRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
+    let spec = TagSpec {
+        tag: Tag::parse(&body.tag)?,
+        step: body.step.map_or(Ok(Step::DEFAULT), Step::new)?,
+        start: body.start.map_or(Ok(StartId::DEFAULT), StartId::new)?,
+        description: Description::new(body.description.as_deref().unwrap_or(""))?,
+    };
+    let record = app.segments.create_tag(&spec).await?;
+    tracing::info!(tag = %spec.tag, step = spec.step.get(), start = spec.start.get(), "tag created");
+    Ok((StatusCode::CREATED, Json(TagBody::new(record, None))))
+}
+
+async fn get_tag(
+    State(app): State<AppState>,
+    Path(tag): Path<String>,
+) -> Result<Json<TagBody>, ApiError> {
+    let tag = Tag::parse(&tag)?;
+    let record = app.segments.get_tag(&tag).await?;
+    Ok(Json(TagBody::new(record, app.segments.snapshot(&tag))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetStep {
+    step: u64,
+}
+
+async fn set_step(
+    State(app): State<AppState>,
+    Path(tag): Path<String>,
+    body: Result<Json<SetStep>, JsonRejection>,
+) -> Result<Json<TagBody>, ApiError> {
+    let tag = Tag::parse(&tag)?;
+    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
+    let record = app.segments.set_step(&tag, Step::new(body.step)?).await?;
+    tracing::info!(%tag, step = body.step, "tag step changed");
+    Ok(Json(TagBody::new(record, None)))
+}
+
+async fn delete_tag(
+    State(app): State<AppState>,
+    Path(tag): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let tag = Tag::parse(&tag)?;
+    app.segments.delete_tag(&tag).await?;
+    tracing::info!(%tag, "tag deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Serialize)]
+struct StatusBody {
+    status: &'static str,
+    store: String,
+}
+
+/// Liveness: the process answers.
+async fn health(State(app): State<AppState>) -> Json<StatusBody> {
+    Json(StatusBody { status: "ok", store: app.segments.store_description() })
+}
+
+/// Readiness: not shutting down and the store answers.
+async fn ready(State(app): State<AppState>) -> Result<Json<StatusBody>, ApiError> {
+    app.segments.ready().await?;
+    Ok(Json(StatusBody { status: "ready", store: app.segments.store_description() }))
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI_JSON)
+}
+
+async fn no_route(uri: Uri) -> ApiError {
+    ApiError::NoRoute(uri.path().to_string())
+}

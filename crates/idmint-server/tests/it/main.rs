@@ -1,0 +1,6 @@
+//! idmint-server's integration tests: a real server on `127.0.0.1:0`, driven over HTTP.
+
+#![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
+
+mod api;
+mod support;

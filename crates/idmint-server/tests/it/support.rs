@@ -1,0 +1,71 @@
+//! Starts a server on a free loopback port over a fresh store, and stops it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use idmint::{SegmentConfig, Segments};
+use idmint_server::AppState;
+use idmint_store::SegmentStore;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub struct TestServer {
+    pub base: String,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start(store: Arc<dyn SegmentStore>) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let segments = Segments::start(store, SegmentConfig::default());
+        let state = AppState { segments, batch_count_max: idmint_core::limits::BATCH_COUNT_MAX };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(idmint_server::serve(listener, state, async move {
+            let _ = stopped.await;
+        }));
+        TestServer {
+            base: format!("http://{addr}"),
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub async fn memory() -> TestServer {
+        TestServer::start(Arc::new(idmint_store::MemoryStore::new())).await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    pub async fn create_tag(&self, body: serde_json::Value) -> reqwest::Response {
+        self.client.post(self.url("/v1/tags")).json(&body).send().await.unwrap()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+}
+
+/// Asserts an error answer: the status, a JSON body with the code, and a message.
+pub async fn assert_error(response: reqwest::Response, status: u16, code: &str) -> String {
+    assert_eq!(response.status().as_u16(), status);
+    let body: serde_json::Value = response.json().await.expect("error bodies are JSON");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    let message = body["error"]["message"].as_str().expect("message").to_string();
+    assert!(!message.is_empty() && message.parse::<i64>().is_err(), "{message}");
+    message
+}

@@ -1,0 +1,369 @@
+//! The conformance suite: what every `SegmentStore` backend must do, written once against the
+//! trait and instantiated per backend with [`conformance_suite!`].
+//!
+//! Each check is an async function taking a fresh, empty store; the macro turns each into one
+//! named `#[tokio::test]` per backend. A backend plugs in with a factory returning a
+//! [`Subject`] (the store plus whatever must outlive it, such as a temporary directory) and
+//! one macro call. Checks must not assume anything the trait does not promise, and must not
+//! know which backend they run against: backend-specific behaviour (persistence, foreign
+//! table layouts) is tested beside the backend's instantiation.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use idmint_core::limits::{DESCRIPTION_LEN_MAX, ID_MAX, STEP_MAX, TAG_LEN_MAX};
+use idmint_core::{Description, IdRange, StartId, Step, Tag};
+use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
+
+/// Concurrent allocators in [`concurrent_allocations_tile_without_overlap`].
+const CONCURRENT_TASK_COUNT: usize = 8;
+/// Allocations each of them makes.
+const ALLOCATIONS_PER_TASK: usize = 50;
+
+/// A store under test, with whatever must live as long as it does.
+pub struct Subject {
+    /// The store, fresh and empty.
+    pub store: Arc<dyn SegmentStore>,
+    /// Dropped after the check: a temporary directory, a scratch schema.
+    _guard: Box<dyn Any + Send>,
+}
+
+impl Subject {
+    /// A store that needs nothing kept alive.
+    pub fn new(store: Arc<dyn SegmentStore>) -> Subject {
+        Subject { store, _guard: Box::new(()) }
+    }
+
+    /// A store whose backing resource `guard` is released when the check ends.
+    pub fn with_guard(store: Arc<dyn SegmentStore>, guard: impl Any + Send) -> Subject {
+        Subject { store, _guard: Box::new(guard) }
+    }
+}
+
+/// Generates one `#[tokio::test]` per conformance check in the calling module.
+///
+/// `$factory` is an `async fn() -> Subject` that yields a fresh, empty store on every call:
+/// checks run in parallel and each expects to be alone in its store.
+macro_rules! conformance_suite {
+    ($factory:path) => {
+        $crate::conformance::conformance_suite!(@checks $factory;
+            first_allocation_is_start_to_start_plus_step,
+            consecutive_allocations_are_contiguous_and_max_id_follows,
+            tags_allocate_independently,
+            concurrent_allocations_tile_without_overlap,
+            overflow_is_refused_and_the_row_left_unchanged,
+            exhaustion_boundary_is_exact,
+            create_returns_the_record_as_stored,
+            create_of_an_existing_tag_is_refused_and_the_row_left_unchanged,
+            concurrent_creates_of_one_tag_succeed_once,
+            get_of_an_unknown_tag_is_none,
+            list_is_exact_and_ordered_by_tag,
+            set_step_changes_later_allocations,
+            delete_removes_the_tag_and_only_it,
+            ping_answers,
+        );
+    };
+    (@checks $factory:path; $($check:ident),* $(,)?) => {
+        $(
+            // Multi-threaded so that concurrency checks race for real; two workers is enough.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let subject = $factory().await;
+                $crate::conformance::$check(::std::sync::Arc::clone(&subject.store)).await;
+                drop(subject);
+            }
+        )*
+    };
+}
+pub(crate) use conformance_suite;
+
+/// The first allocation of a new tag is exactly `[start, start + step)`.
+pub async fn first_allocation_is_start_to_start_plus_step(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "first", 1_000, 10).await;
+    assert_eq!(store.allocate(&tag).await.unwrap(), range(1_000, 1_010));
+
+    let tag = create(&store, "from-one", 1, 1).await;
+    assert_eq!(store.allocate(&tag).await.unwrap(), range(1, 2));
+}
+
+/// Each allocation is `[old max_id, old max_id + step)`, follows the previous one without a
+/// gap, and leaves `max_id` at its end.
+pub async fn consecutive_allocations_are_contiguous_and_max_id_follows(
+    store: Arc<dyn SegmentStore>,
+) {
+    let tag = create(&store, "contiguous", 5, 3).await;
+    let mut max_id = 5;
+    for _ in 0..20 {
+        let got = store.allocate(&tag).await.unwrap();
+        assert_eq!(got, range(max_id, max_id + 3), "allocation must start at the old max_id");
+        let after = record(&store, &tag).await.max_id;
+        assert_eq!(after, got.end(), "max_id must equal the end of the last range");
+        assert!(after > max_id, "max_id went from {max_id} to {after}");
+        max_id = after;
+    }
+    assert_eq!(max_id, 5 + 20 * 3);
+}
+
+/// Allocating one tag moves only that tag's `max_id`.
+pub async fn tags_allocate_independently(store: Arc<dyn SegmentStore>) {
+    let a = create(&store, "a", 100, 10).await;
+    let b = create(&store, "b", 100, 20).await;
+    assert_eq!(store.allocate(&a).await.unwrap(), range(100, 110));
+    assert_eq!(store.allocate(&a).await.unwrap(), range(110, 120));
+    assert_eq!(record(&store, &b).await.max_id, 100);
+    assert_eq!(store.allocate(&b).await.unwrap(), range(100, 120));
+    assert_eq!(record(&store, &a).await.max_id, 120);
+}
+
+/// Many tasks allocating one tag at once receive disjoint ranges that together tile
+/// `[start, final max_id)` exactly.
+pub async fn concurrent_allocations_tile_without_overlap(store: Arc<dyn SegmentStore>) {
+    let start = 42;
+    let step = 7;
+    let tag = create(&store, "contended", start, step).await;
+    let mut tasks = Vec::new();
+    for _ in 0..CONCURRENT_TASK_COUNT {
+        let (store, tag) = (Arc::clone(&store), tag.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut ranges = Vec::with_capacity(ALLOCATIONS_PER_TASK);
+            for _ in 0..ALLOCATIONS_PER_TASK {
+                ranges.push(store.allocate(&tag).await.unwrap());
+            }
+            ranges
+        }));
+    }
+    let mut ranges = Vec::new();
+    for task in tasks {
+        let ranges_of_task = task.await.unwrap();
+        // Within one caller, allocations are sequential, so they must increase.
+        assert!(ranges_of_task.windows(2).all(|w| w[0].end() <= w[1].start()));
+        ranges.extend(ranges_of_task);
+    }
+    assert_eq!(ranges.len(), CONCURRENT_TASK_COUNT * ALLOCATIONS_PER_TASK);
+    assert!(ranges.iter().all(|r| r.len() == step), "every range must be one step long");
+    let max_id = record(&store, &tag).await.max_id;
+    assert_eq!(max_id, start + step * ranges.len() as u64);
+    assert_tiles(ranges, start, max_id);
+}
+
+/// A tag started at the highest start id with the largest step allocates once, ending
+/// exactly at `ID_MAX`; the next allocation is refused and changes nothing.
+pub async fn overflow_is_refused_and_the_row_left_unchanged(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "edge", StartId::MAX, STEP_MAX).await;
+    let got = store.allocate(&tag).await.unwrap();
+    assert_eq!(got, range(StartId::MAX, ID_MAX));
+    assert_eq!(got.end(), i64::MAX as u64);
+    let before = record(&store, &tag).await;
+    assert_eq!(before.max_id, ID_MAX);
+
+    for _ in 0..2 {
+        let refused = store.allocate(&tag).await;
+        assert_eq!(
+            refused,
+            Err(StoreError::Exhausted { tag: tag.clone(), max_id: ID_MAX, step: STEP_MAX })
+        );
+        assert_eq!(record(&store, &tag).await, before, "a refused allocation changed the row");
+    }
+}
+
+/// Allocation is allowed exactly while `max_id + step <= ID_MAX`: a step with too little room
+/// is refused, a step that fits exactly is served, and nothing fits after `ID_MAX`.
+pub async fn exhaustion_boundary_is_exact(store: Arc<dyn SegmentStore>) {
+    let big = 600_000;
+    let tag = create(&store, "boundary", StartId::MAX, big).await;
+    assert_eq!(store.allocate(&tag).await.unwrap(), range(StartId::MAX, StartId::MAX + big));
+    let room = ID_MAX - (StartId::MAX + big);
+    assert!(room < big);
+    let before = record(&store, &tag).await;
+    assert!(matches!(store.allocate(&tag).await, Err(StoreError::Exhausted { .. })));
+    assert_eq!(record(&store, &tag).await, before);
+
+    store.set_step(&tag, Step::new(room).unwrap()).await.unwrap();
+    let last = store.allocate(&tag).await.unwrap();
+    assert_eq!(last, range(ID_MAX - room, ID_MAX));
+    assert!(last.ids().all(|id| id <= ID_MAX));
+
+    store.set_step(&tag, Step::new(1).unwrap()).await.unwrap();
+    let before = record(&store, &tag).await;
+    assert_eq!(
+        store.allocate(&tag).await,
+        Err(StoreError::Exhausted { tag: tag.clone(), max_id: ID_MAX, step: 1 })
+    );
+    assert_eq!(record(&store, &tag).await, before);
+}
+
+/// `create_tag` returns the row as stored, and `get_tag` reads the same row back; the longest
+/// tag and description survive the round trip intact.
+pub async fn create_returns_the_record_as_stored(store: Arc<dyn SegmentStore>) {
+    let long_description = "é".repeat(DESCRIPTION_LEN_MAX);
+    let long_tag = "t".repeat(TAG_LEN_MAX);
+    for (name, start, step, description) in
+        [("orders", 17, 250, "order ids"), (long_tag.as_str(), 1, 1, &long_description)]
+    {
+        let spec = spec(name, start, step, description);
+        let created = store.create_tag(&spec).await.unwrap();
+        assert_eq!(created.tag, spec.tag);
+        assert_eq!(created.max_id, start);
+        assert_eq!(created.step, step);
+        assert_eq!(created.description, description);
+        let got = record(&store, &spec.tag).await;
+        assert_eq!(got.tag, spec.tag);
+        assert_eq!((got.max_id, got.step, got.description.as_str()), (start, step, description));
+    }
+}
+
+/// Creating an existing tag is refused and leaves its row, including allocations, as it was.
+pub async fn create_of_an_existing_tag_is_refused_and_the_row_left_unchanged(
+    store: Arc<dyn SegmentStore>,
+) {
+    let tag = create(&store, "taken", 10, 5).await;
+    store.allocate(&tag).await.unwrap();
+    let before = record(&store, &tag).await;
+    let again = spec("taken", 1, 99, "other");
+    assert_eq!(store.create_tag(&again).await, Err(StoreError::TagExists(tag.clone())));
+    assert_eq!(record(&store, &tag).await, before);
+    assert_eq!(store.allocate(&tag).await.unwrap(), range(15, 20));
+}
+
+/// Callers racing to create one tag (two operators, two CLIs): exactly one wins, the others
+/// are told it exists, and the row is the winner's.
+pub async fn concurrent_creates_of_one_tag_succeed_once(store: Arc<dyn SegmentStore>) {
+    let mut tasks = Vec::new();
+    for i in 0..CONCURRENT_TASK_COUNT as u64 {
+        let store = Arc::clone(&store);
+        let spec = spec("raced", 1 + i, 10 + i, "");
+        tasks.push(tokio::spawn(async move { store.create_tag(&spec).await }));
+    }
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(created) => winners.push(created),
+            Err(e) => assert_eq!(e, StoreError::TagExists(tag("raced"))),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one create must succeed: {winners:?}");
+    let row = record(&store, &tag("raced")).await;
+    assert_eq!((row.max_id, row.step), (winners[0].max_id, winners[0].step));
+}
+
+/// Looking up a tag that was never created is not an error.
+pub async fn get_of_an_unknown_tag_is_none(store: Arc<dyn SegmentStore>) {
+    assert_eq!(store.get_tag(&tag("nobody")).await, Ok(None));
+    create(&store, "somebody", 1, 1).await;
+    assert_eq!(store.get_tag(&tag("nobody")).await, Ok(None));
+}
+
+/// `list_tags` returns exactly the created tags, ordered as `Tag` orders them (byte order:
+/// upper case before lower case, punctuation by its code).
+pub async fn list_is_exact_and_ordered_by_tag(store: Arc<dyn SegmentStore>) {
+    assert_eq!(store.list_tags().await, Ok(Vec::new()));
+    let names = ["b", "a_1", "B", "a:1", "a1", "a.1", "A", "a-1"];
+    let mut created = Vec::new();
+    for (i, name) in names.into_iter().enumerate() {
+        let i = i as u64 + 1;
+        created.push(store.create_tag(&spec(name, i, i * 10, name)).await.unwrap());
+    }
+    created.sort_by(|a, b| a.tag.cmp(&b.tag));
+    let listed = store.list_tags().await.unwrap();
+    let listed_names: Vec<&str> = listed.iter().map(|r| r.tag.as_str()).collect();
+    assert_eq!(listed_names, ["A", "B", "a-1", "a.1", "a1", "a:1", "a_1", "b"]);
+    assert_eq!(without_time(listed), without_time(created));
+}
+
+/// After `set_step`, allocations have the new length and continue from the old `max_id`; an
+/// unknown tag is refused.
+pub async fn set_step_changes_later_allocations(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "resized", 1, 10).await;
+    assert_eq!(store.allocate(&tag).await.unwrap(), range(1, 11));
+    let updated = store.set_step(&tag, Step::new(7).unwrap()).await.unwrap();
+    assert_eq!((updated.tag.as_str(), updated.max_id, updated.step), ("resized", 11, 7));
+    assert_eq!(record(&store, &tag).await.step, 7);
+    let got = store.allocate(&tag).await.unwrap();
+    assert_eq!(got, range(11, 18));
+    assert_eq!(got.len(), 7);
+
+    let unknown = self::tag("unknown");
+    assert_eq!(
+        store.set_step(&unknown, Step::new(7).unwrap()).await,
+        Err(StoreError::TagNotFound(unknown.clone()))
+    );
+    assert_eq!(store.get_tag(&unknown).await, Ok(None), "set_step must not create a row");
+}
+
+/// A deleted tag is gone for every call; other tags are untouched. Unknown tags are refused.
+pub async fn delete_removes_the_tag_and_only_it(store: Arc<dyn SegmentStore>) {
+    let doomed = create(&store, "doomed", 1, 10).await;
+    let kept = create(&store, "kept", 1, 10).await;
+    store.allocate(&doomed).await.unwrap();
+    let kept_before = record(&store, &kept).await;
+
+    assert_eq!(store.delete_tag(&doomed).await, Ok(()));
+    assert_eq!(store.get_tag(&doomed).await, Ok(None));
+    let not_found = || StoreError::TagNotFound(doomed.clone());
+    assert_eq!(store.delete_tag(&doomed).await, Err(not_found()));
+    assert_eq!(store.allocate(&doomed).await, Err(not_found()));
+    assert_eq!(store.set_step(&doomed, Step::new(3).unwrap()).await, Err(not_found()));
+    assert_eq!(record(&store, &kept).await, kept_before);
+    let listed = store.list_tags().await.unwrap();
+    assert_eq!(listed.iter().map(|r| r.tag.as_str()).collect::<Vec<_>>(), ["kept"]);
+
+    let never = tag("never-created");
+    assert_eq!(store.allocate(&never).await, Err(StoreError::TagNotFound(never.clone())));
+    assert_eq!(store.delete_tag(&never).await, Err(StoreError::TagNotFound(never)));
+}
+
+/// A reachable store answers `ping`, empty or not.
+pub async fn ping_answers(store: Arc<dyn SegmentStore>) {
+    assert_eq!(store.ping().await, Ok(()));
+    create(&store, "pinged", 1, 1).await;
+    assert_eq!(store.ping().await, Ok(()));
+}
+
+/// Asserts that `ranges`, in any order, are disjoint and together cover exactly
+/// `[start, end)`.
+pub fn assert_tiles(mut ranges: Vec<IdRange>, start: u64, end: u64) {
+    ranges.sort_by_key(IdRange::start);
+    let first = ranges.first().expect("no ranges to check");
+    assert_eq!(first.start(), start, "the first range must begin at the start id");
+    for pair in ranges.windows(2) {
+        assert!(pair[0].end() <= pair[1].start(), "overlap: {:?} and {:?}", pair[0], pair[1]);
+        assert_eq!(pair[0].end(), pair[1].start(), "gap between {:?} and {:?}", pair[0], pair[1]);
+    }
+    let last = ranges.last().expect("no ranges to check");
+    assert_eq!(last.end(), end, "the last range must end at max_id");
+}
+
+/// A valid tag from a literal.
+pub fn tag(name: &str) -> Tag {
+    Tag::parse(name).unwrap()
+}
+
+/// A creation request from literals.
+pub fn spec(name: &str, start: u64, step: u64, description: &str) -> TagSpec {
+    TagSpec {
+        tag: tag(name),
+        step: Step::new(step).unwrap(),
+        start: StartId::new(start).unwrap(),
+        description: Description::new(description).unwrap(),
+    }
+}
+
+/// A range from literals.
+pub fn range(start: u64, end: u64) -> IdRange {
+    IdRange::new(start, end).unwrap()
+}
+
+/// Creates a tag with an empty description and returns it.
+pub async fn create(store: &Arc<dyn SegmentStore>, name: &str, start: u64, step: u64) -> Tag {
+    store.create_tag(&spec(name, start, step, "")).await.unwrap().tag
+}
+
+/// The row of a tag that must exist.
+pub async fn record(store: &Arc<dyn SegmentStore>, tag: &Tag) -> TagRecord {
+    store.get_tag(tag).await.unwrap().unwrap_or_else(|| panic!("tag {tag} has no row"))
+}
+
+/// Rows without `update_time_s`, which moves with the wall clock.
+fn without_time(records: Vec<TagRecord>) -> Vec<TagRecord> {
+    records.into_iter().map(|r| TagRecord { update_time_s: 0, ..r }).collect()
+}
