@@ -62,7 +62,8 @@ fn is_tag_char(ch: char) -> bool {
 
 impl fmt::Display for Tag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        // `pad` honours width and alignment, so tags line up in tables.
+        f.pad(&self.0)
     }
 }
 
@@ -105,6 +106,7 @@ mod tests {
     fn accepts_the_alphabet_and_the_bounds() {
         assert_eq!(Tag::parse("order").map(|t| t.to_string()), Ok("order".to_string()));
         assert!(Tag::parse("a").is_ok());
+        assert_eq!(format!("{:<4}|", Tag::parse("ab").unwrap()), "ab  |");
         assert!(Tag::parse("Leaf-segment_test.v2:eu").is_ok());
         assert!(Tag::parse(&"x".repeat(TAG_LEN_MAX)).is_ok());
     }

@@ -35,18 +35,22 @@ fn segment_next(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     for threads in [1usize, 2] {
         group.bench_function(format!("atomic_fetch_add/{threads}t"), |b| {
-            b.iter_custom(|iters| on_threads(threads, iters, |n| {
-                for _ in 0..n {
-                    black_box(counter.fetch_add(1, Ordering::Relaxed));
-                }
-            }))
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| {
+                    for _ in 0..n {
+                        black_box(counter.fetch_add(1, Ordering::Relaxed));
+                    }
+                })
+            })
         });
         group.bench_function(format!("core_double_buffer/{threads}t"), |b| {
-            b.iter_custom(|iters| on_threads(threads, iters, |n| {
-                for _ in 0..n {
-                    black_box(buffer.take(Count::ONE).first());
-                }
-            }))
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| {
+                    for _ in 0..n {
+                        black_box(buffer.take(Count::ONE).first());
+                    }
+                })
+            })
         });
         group.bench_function(format!("library_tag_handle/{threads}t"), |b| {
             b.iter_custom(|iters| {

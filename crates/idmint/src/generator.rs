@@ -158,7 +158,12 @@ impl TagGenerator {
                 Ok(()) => break true,
                 Err(failure) => failure,
             };
-            tracing::warn!(tag = %self.tag, error = %failure, "segment refill failed");
+            if matches!(failure, Error::UnknownTag(_)) {
+                // A client asked for a tag that does not exist: its 404 says so; no alarm.
+                tracing::debug!(tag = %self.tag, "tag not in the store");
+            } else {
+                tracing::warn!(tag = %self.tag, error = %failure, "segment refill failed");
+            }
             let keep_trying = !matches!(failure, Error::UnknownTag(_) | Error::ShuttingDown)
                 && self.buffer.remaining() > 0;
             self.publish_failure(failure);

@@ -1,0 +1,93 @@
+//! The `idmint` binary: `serve`, `tag create|list|set|delete`, `next`.
+//!
+//! This file owns the command line (clap) and dispatch; each command lives in its own module.
+//! Errors are `anyhow` with context and end the process with status 1 and a one-line
+//! message. The tracing subscriber is installed here and nowhere else.
+
+mod next;
+mod serve;
+mod tag;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// idmint: unique 64-bit ids for many services at once.
+#[derive(Parser)]
+#[command(name = "idmint", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where settings come from: `--store` and `--config` beat `IDMINT_*` variables, which beat
+/// the config file, which beats the defaults.
+#[derive(clap::Args, Clone, Default)]
+struct StoreArgs {
+    /// Store URL: sqlite://PATH or memory:// [default: sqlite://./idmint-data/idmint.db]
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// TOML config file (see docs/configuration.md).
+    #[arg(long, value_name = "FILE", env = "IDMINT_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve ids over HTTP until SIGTERM or Ctrl-C.
+    Serve {
+        /// Address and port to listen on [default: 127.0.0.1:8080]
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Create, list, change and delete tags in the store.
+    Tag {
+        #[command(subcommand)]
+        command: tag::TagCommand,
+    },
+    /// Print ids of a tag from a running server, one per line.
+    Next(next::NextArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve { listen, store } => serve::run(listen, store).await,
+            Command::Tag { command } => tag::run(command).await,
+            Command::Next(args) => next::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl StoreArgs {
+    /// Resolves the settings (flag > env > file > default), with `listen` as the only extra
+    /// flag (`serve` has it).
+    fn settings(&self, listen: Option<String>) -> anyhow::Result<idmint_server::Settings> {
+        use anyhow::Context;
+        let file = match &self.config {
+            Some(path) => idmint_server::FileConfig::load(path)?,
+            None => idmint_server::FileConfig::default(),
+        };
+        let flags = idmint_server::Overrides { listen, store: self.store.clone() };
+        idmint_server::Settings::resolve(&file, &|name| std::env::var(name).ok(), &flags)
+            .context("invalid configuration")
+    }
+}

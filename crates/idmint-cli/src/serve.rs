@@ -1,0 +1,66 @@
+//! `idmint serve`: open the store, bind, serve until SIGTERM/SIGINT, then shut down in order
+//! (stop accepting, drain requests, stop background tasks).
+
+use anyhow::Context;
+use idmint::Segments;
+use idmint_server::AppState;
+
+use crate::StoreArgs;
+
+pub async fn run(listen: Option<String>, store_args: StoreArgs) -> anyhow::Result<()> {
+    init_logging();
+    let settings = store_args.settings(listen)?;
+    let store = idmint_store::open(&settings.store)
+        .await
+        .with_context(|| format!("cannot open the store {}", settings.store))?;
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let addr = listener.local_addr().context("cannot read the bound address")?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can create and delete tags");
+    }
+    let segments = Segments::start(store, settings.segment);
+    tracing::info!(%addr, store = %segments.store_description(), "idmint serving");
+    // The one line scripts read to learn the address (e.g. with --listen 127.0.0.1:0).
+    println!("idmint listening on http://{addr}");
+    let state = AppState { segments, batch_count_max: settings.batch_count_max };
+    idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
+    tracing::info!("idmint stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("SIGINT: shutting down"),
+        () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,141 @@
+//! The binary as users run it: tag admin on the store, `serve`, `next`, restarts after
+//! SIGTERM and `kill -9`, and the errors bad input gets.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+/// `idmint` run in `dir`, with no `IDMINT_*` variable of the calling environment.
+fn idmint(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_idmint"));
+    command.current_dir(dir);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("IDMINT_") || name == "RUST_LOG" {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+fn run_ok(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn run_err(command: &mut Command) -> String {
+    let Output { status, stderr, .. } = command.output().unwrap();
+    assert!(!status.success(), "expected a failure");
+    assert_eq!(status.code(), Some(1));
+    String::from_utf8(stderr).unwrap()
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+/// Starts `idmint serve` with `args` and reads the address it announces.
+fn serve(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let mut child = idmint(dir)
+        .arg("serve")
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let Some(url) = line.trim().strip_prefix("idmint listening on ") else {
+        let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
+        panic!("serve did not start: {line:?}\n{log}");
+    };
+    Server { child, url: url.to_string() }
+}
+
+fn next(dir: &Path, server: &Server, tag: &str, n: u64) -> Vec<u64> {
+    let out =
+        run_ok(idmint(dir).args(["next", tag, "-n", &n.to_string(), "--server", &server.url]));
+    let ids: Vec<u64> = out.lines().map(|l| l.parse().expect("an id per line")).collect();
+    assert_eq!(ids.len() as u64, n);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids did not increase");
+    ids
+}
+
+#[test]
+fn ids_survive_graceful_and_hard_restarts_without_repeating() {
+    let dir = TempDir::new().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("ids.db").display());
+    let created = run_ok(idmint(dir.path()).args(["tag", "create", "order", "--store", &store]));
+    assert!(created.contains("tag order"), "{created}");
+    let args = ["--listen", "127.0.0.1:0", "--store", &store];
+
+    let mut server = serve(dir.path(), &args, &[]);
+    let first = next(dir.path(), &server, "order", 1000);
+    assert_eq!(first.iter().collect::<std::collections::HashSet<_>>().len(), 1000);
+
+    // kill -9: the ranges the node held are lost, never handed out again.
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let mut server = serve(dir.path(), &args, &[]);
+    let after_kill = next(dir.path(), &server, "order", 100);
+    assert!(after_kill[0] > *first.last().unwrap(), "an id repeated after kill -9");
+
+    // SIGTERM: a graceful stop that exits 0.
+    let terminated =
+        Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
+    assert!(terminated.success());
+    assert!(server.child.wait().unwrap().success(), "serve did not exit cleanly on SIGTERM");
+    let mut server = serve(dir.path(), &args, &[]);
+    let after_term = next(dir.path(), &server, "order", 100);
+    assert!(after_term[0] > *after_kill.last().unwrap(), "an id repeated after SIGTERM");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
+
+#[test]
+fn defaults_use_the_embedded_store_in_the_working_directory() {
+    let dir = TempDir::new().unwrap();
+    run_ok(idmint(dir.path()).args(["tag", "create", "user", "--step", "10", "--start", "500"]));
+    assert!(dir.path().join("idmint-data/idmint.db").exists());
+    let listed = run_ok(idmint(dir.path()).args(["tag", "list"]));
+    assert!(
+        listed.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["user", "500", "10"])
+    );
+    // The environment overrides the default address; the store stays the default one.
+    let mut server = serve(dir.path(), &[], &[("IDMINT_LISTEN", "127.0.0.1:0")]);
+    assert_eq!(next(dir.path(), &server, "user", 3), [500, 501, 502]);
+    run_ok(idmint(dir.path()).args(["tag", "set", "user", "--step", "20"]));
+    run_ok(idmint(dir.path()).args(["tag", "delete", "user"]));
+    assert!(run_ok(idmint(dir.path()).args(["tag", "list"])).lines().count() == 1);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
+
+#[test]
+fn bad_input_is_refused_with_what_is_wrong_and_how_to_fix_it() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let err = run_err(idmint(d).args(["tag", "create", "bad tag"]));
+    assert!(err.contains("position 3") && err.contains("A-Z"), "{err}");
+    let err = run_err(idmint(d).args(["tag", "create", "t", "--step", "0"]));
+    assert!(err.contains("step 0") && err.contains("1000000"), "{err}");
+    let err = run_err(idmint(d).args(["tag", "list", "--store", "ftp://x"]));
+    assert!(err.contains("--store") && err.contains("sqlite://"), "{err}");
+    std::fs::write(d.join("bad.toml"), "lisen = \"127.0.0.1:1\"\n").unwrap();
+    let err = run_err(idmint(d).args(["serve", "--config", "bad.toml"]));
+    assert!(err.contains("bad.toml") && err.contains("lisen"), "{err}");
+    let err = run_err(idmint(d).args(["tag", "delete", "ghost", "--store", "memory://"]));
+    assert!(err.contains("ghost does not exist"), "{err}");
+    let err = run_err(idmint(d).args(["next", "order", "-n", "0"]));
+    assert!(err.contains("-n 0"), "{err}");
+    // A port nothing listens on: bind one, then free it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let err =
+        run_err(idmint(d).args(["next", "order", "--server", &format!("http://127.0.0.1:{port}")]));
+    assert!(err.contains("cannot reach idmint"), "{err}");
+}

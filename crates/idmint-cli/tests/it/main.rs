@@ -1,0 +1,5 @@
+//! idmint-cli's integration tests: the real `idmint` binary in a temporary directory.
+
+#![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
+
+mod cli;
