@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 
 /// idmint: unique 64-bit ids for many services at once.
 #[derive(Parser)]
-#[command(name = "idmint", version, about, propagate_version = true)]
+#[command(name = "idmint", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
