@@ -1,30 +1,73 @@
 //! The double buffer: a current segment handing ids out and a next one loaded ahead of need.
 //!
-//! Taking ids loads the current segment (a lock-free `ArcSwap` read) and steps its cursor.
-//! When the current segment is spent the buffer switches to the next one under a small lock,
-//! once per segment. The buffer never fetches: a take reports "refill needed" and the caller
-//! (the `idmint` library) asks the store and calls [`DoubleBuffer::install`].
+//! The per-id path is one `fetch_add` on a packed cursor, `(epoch << OFFSET_BITS) | offset`,
+//! plus a few plain loads: no lock, no allocation, no reference count. Each installed segment
+//! gets the next epoch and is published in `slots[epoch % SLOTS]` under a seqlock before the
+//! cursor moves to it; a taker reads its epoch's slot and checks the slot's sequence after
+//! reading, so a taker that stalled across `SLOTS - 1` switches finds its slot reused and
+//! retries: its ids are wasted, never handed out twice.
+//!
+//! Installing and switching take a small lock, once per segment. The buffer never fetches: a
+//! take reports "refill needed" and the caller (the `idmint` library) asks the store and
+//! calls [`DoubleBuffer::install`].
 //!
 //! Invariant: every installed range starts at or above the end of every range installed
 //! before it, so ids from one buffer only ever increase.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use arc_swap::ArcSwapOption;
-
-use crate::limits::TAKE_SEGMENTS_MAX;
-use crate::segment::{IdRange, Segment, SegmentSnapshot};
+use crate::limits::{BATCH_COUNT_MAX, TAKE_SEGMENTS_MAX};
+use crate::segment::{IdRange, SegmentSnapshot};
 use crate::values::{Count, PreloadRatio};
+
+/// Low bits of the cursor: the offset of the next id within the current segment.
+const OFFSET_BITS: u32 = 40;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+/// Longest segment the buffer holds. An offset at or past it is spent whatever the segment,
+/// so takers stop stepping the cursor there and the offset can never carry into the epoch.
+pub const SEGMENT_LEN_MAX: u64 = 1 << (OFFSET_BITS - 1);
+/// High bits of the cursor: the epoch (the number of segments installed), modulo 2^24.
+const EPOCH_MASK: u64 = (1 << (64 - OFFSET_BITS)) - 1;
+/// Slots segments are published in; a slot is reused `SLOTS` installs later.
+const SLOTS: usize = 4;
+/// Attempts of one take: enough for a switch and a stale slot, bounded all the same.
+const TAKE_ATTEMPTS_MAX: usize = 4;
+
+// Offsets stop growing at SEGMENT_LEN_MAX; concurrent takers overshoot it by at most
+// BATCH_COUNT_MAX each, and 2^39 such takers would be needed to reach the epoch bits.
+const _: () = assert!(SEGMENT_LEN_MAX + BATCH_COUNT_MAX < OFFSET_MASK);
+const _: () = assert!(SLOTS >= 2 && SLOTS.is_power_of_two());
 
 /// The per-tag double buffer.
 #[derive(Debug)]
 pub struct DoubleBuffer {
-    current: ArcSwapOption<Segment>,
-    next: ArcSwapOption<Segment>,
-    /// Serialises installs and switches (the refill path); holds the end of the highest range
-    /// ever installed, below which nothing may be installed again.
-    high_water: Mutex<u64>,
+    /// `(epoch << OFFSET_BITS) | offset`: the only word the per-id path writes.
+    cursor: AtomicU64,
+    slots: [Slot; SLOTS],
+    /// Serialises installs and switches (the refill path).
+    state: Mutex<State>,
     ratio: PreloadRatio,
+}
+
+/// A published segment. `seq` is `2 * epoch` when the slot holds that epoch's segment and odd
+/// while it is being written.
+#[derive(Debug, Default)]
+struct Slot {
+    seq: AtomicU64,
+    start: AtomicU64,
+    len: AtomicU64,
+    preload_offset: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Segments installed so far; the current segment's epoch. 0: none yet.
+    epoch: u64,
+    current: Option<IdRange>,
+    next: Option<IdRange>,
+    /// End of the highest range ever installed, below which nothing may be installed again.
+    high_water: u64,
 }
 
 /// What one take got: up to [`TAKE_SEGMENTS_MAX`] contiguous ranges, in increasing order, and
@@ -51,6 +94,11 @@ pub enum InstallError {
     /// Both segments are occupied and the current one is not spent: the caller refilled
     /// without need.
     Full,
+    /// The range is longer than [`SEGMENT_LEN_MAX`] ids.
+    TooLong {
+        /// The refused range.
+        range: IdRange,
+    },
 }
 
 /// A point-in-time view of both segments.
@@ -62,13 +110,21 @@ pub struct BufferSnapshot {
     pub next: Option<SegmentSnapshot>,
 }
 
+/// One attempt on the current segment.
+enum Attempt {
+    Took(IdRange, bool),
+    Spent(u64),
+    Stale,
+}
+
 impl DoubleBuffer {
     /// An empty buffer whose segments request a refill once `ratio` of them is used.
     pub fn new(ratio: PreloadRatio) -> DoubleBuffer {
+        // Epoch 0 is published as an empty segment: every take finds it spent.
         DoubleBuffer {
-            current: ArcSwapOption::empty(),
-            next: ArcSwapOption::empty(),
-            high_water: Mutex::new(0),
+            cursor: AtomicU64::new(0),
+            slots: Default::default(),
+            state: Mutex::new(State::default()),
             ratio,
         }
     }
@@ -80,55 +136,51 @@ impl DoubleBuffer {
     pub fn take(&self, count: Count) -> Take {
         let mut take = Take { ranges: [None; TAKE_SEGMENTS_MAX], count: 0, refill_needed: false };
         let mut wanted = count.get();
-        let mut filled = 0;
-        for _ in 0..TAKE_SEGMENTS_MAX {
-            let guard = self.current.load();
-            let Some(segment) = guard.as_ref() else {
-                take.refill_needed = true;
-                return take;
-            };
-            if let Some((range, crossed)) = segment.take(wanted) {
-                // Ranges fill slots from the front, so `first()` always sees the first id.
-                take.ranges[filled] = Some(range);
-                filled += 1;
-                take.count += range.len();
-                take.refill_needed |= crossed;
-                wanted -= range.len();
-                if wanted == 0 {
-                    return take;
+        for _ in 0..TAKE_ATTEMPTS_MAX {
+            match self.take_once(wanted) {
+                Attempt::Took(range, crossed) => {
+                    take.refill_needed |= crossed;
+                    // Ranges fill slots from the front, so `first()` sees the first id.
+                    take.ranges[take.filled()] = Some(range);
+                    take.count += range.len();
+                    wanted -= range.len();
+                    if wanted == 0 || take.filled() == TAKE_SEGMENTS_MAX {
+                        break;
+                    }
                 }
-            }
-            if !self.switch_from(segment) {
-                take.refill_needed = true;
-                return take;
+                Attempt::Spent(epoch) => {
+                    if !self.switch_from(epoch) {
+                        break;
+                    }
+                }
+                Attempt::Stale => {}
             }
         }
-        take.refill_needed = true;
+        take.refill_needed |= wanted > 0;
         take
     }
 
     /// Installs a freshly allocated range: as the current segment if there is none or it is
     /// spent (and nothing waits in `next`), otherwise as the next one.
     pub fn install(&self, range: IdRange) -> Result<(), InstallError> {
-        let mut high_water = self.lock();
-        if range.start() < *high_water {
-            return Err(InstallError::Regression { range, high_water: *high_water });
+        let mut state = self.lock();
+        if range.start() < state.high_water {
+            return Err(InstallError::Regression { range, high_water: state.high_water });
         }
-        let segment = Arc::new(Segment::new(range, self.ratio));
-        let current = self.current.load();
-        let next_is_empty = self.next.load().is_none();
-        match current.as_ref() {
-            Some(current) if !current.is_spent() || !next_is_empty => {
-                if !next_is_empty {
-                    return Err(InstallError::Full);
-                }
-                // Installed side of the invariant: the new range lies above the current one.
-                assert!(range.start() >= current.range().end(), "installed range overlaps");
-                self.next.store(Some(segment));
-            }
-            _ => self.current.store(Some(segment)),
+        if range.len() > SEGMENT_LEN_MAX {
+            return Err(InstallError::TooLong { range });
         }
-        *high_water = range.end();
+        if state.next.is_some() {
+            return Err(InstallError::Full);
+        }
+        if self.current_remaining(&state) == 0 {
+            self.publish(&mut state, range);
+        } else {
+            // Installed side of the invariant: the new range lies above the current one.
+            assert!(state.current.is_some_and(|c| range.start() >= c.end()), "range overlaps");
+            state.next = Some(range);
+        }
+        state.high_water = range.end();
         Ok(())
     }
 
@@ -136,59 +188,123 @@ impl DoubleBuffer {
     /// `refill_needed` checks this before asking the store, so concurrent signals cost one
     /// allocation, not several.
     pub fn wants_refill(&self) -> bool {
-        self.next.load().is_none()
+        self.lock().next.is_none()
     }
 
     /// Whether a refill is due now: the next slot is free and the current segment is absent
     /// or past its preload point. A refiller re-checks this when it finishes, so a preload
     /// signal that arrived while it was busy is not lost.
     pub fn refill_due(&self) -> bool {
-        self.wants_refill()
-            && self.current.load().as_ref().is_none_or(|s| {
-                let snapshot = s.snapshot();
-                snapshot.next_id > snapshot.preload_at
-            })
+        let state = self.lock();
+        state.next.is_none()
+            && self.current_snapshot(&state).is_none_or(|s| s.next_id > s.preload_at)
     }
 
     /// Ids left in both segments.
     pub fn remaining(&self) -> u64 {
-        let current = self.current.load().as_ref().map_or(0, |s| s.remaining());
-        let next = self.next.load().as_ref().map_or(0, |s| s.remaining());
-        current + next
+        let state = self.lock();
+        self.current_remaining(&state) + state.next.map_or(0, |r| r.len())
     }
 
     /// A point-in-time view of both segments.
     pub fn snapshot(&self) -> BufferSnapshot {
+        let state = self.lock();
         BufferSnapshot {
-            current: self.current.load().as_ref().map(|s| s.snapshot()),
-            next: self.next.load().as_ref().map(|s| s.snapshot()),
+            current: self.current_snapshot(&state),
+            next: state.next.map(|range| SegmentSnapshot {
+                range,
+                next_id: range.start(),
+                preload_at: range.start() + self.ratio.preload_offset(range.len()),
+            }),
         }
     }
 
-    /// Moves `next` into `current` if `spent` is still current. Returns whether the caller
-    /// should try again (a switch happened, by this call or another), or `false` when there
-    /// is nothing to switch to.
-    fn switch_from(&self, spent: &Arc<Segment>) -> bool {
-        let _high_water = self.lock();
-        let current = self.current.load();
-        let still_current = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, spent));
-        if !still_current {
+    /// One step of the cursor, read against the slot of the epoch it returned.
+    #[inline]
+    fn take_once(&self, n: u64) -> Attempt {
+        let seen = self.cursor.load(Ordering::Relaxed);
+        if seen & OFFSET_MASK >= SEGMENT_LEN_MAX {
+            return Attempt::Spent(seen >> OFFSET_BITS);
+        }
+        // Acquire pairs with the Release store in `publish`: the slot of the epoch read here
+        // is visible.
+        let taken = self.cursor.fetch_add(n, Ordering::Acquire);
+        let (epoch, offset) = (taken >> OFFSET_BITS, taken & OFFSET_MASK);
+        let slot = &self.slots[epoch as usize % SLOTS];
+        // Seqlock read: the sequence before and after must both say "epoch, stable".
+        let seq_before = slot.seq.load(Ordering::Acquire);
+        let start = slot.start.load(Ordering::Relaxed);
+        let len = slot.len.load(Ordering::Relaxed);
+        let preload_offset = slot.preload_offset.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        let seq_after = slot.seq.load(Ordering::Relaxed);
+        if seq_before != seq_after || seq_before & 1 == 1 || (seq_before >> 1) & EPOCH_MASK != epoch
+        {
+            return Attempt::Stale;
+        }
+        if offset >= len {
+            return Attempt::Spent(epoch);
+        }
+        let end = (offset + n).min(len);
+        let crossed = offset <= preload_offset && preload_offset < end;
+        match IdRange::new(start + offset, start + end) {
+            Some(range) => Attempt::Took(range, crossed),
+            // A published slot holds a valid range, so any sub-range is valid.
+            None => unreachable!("slot of epoch {epoch} holds an invalid range"),
+        }
+    }
+
+    /// Publishes `next` as the current segment if `spent_epoch` is still current. Returns
+    /// whether the caller should try again (a switch happened, by this call or another), or
+    /// `false` when there is nothing to switch to.
+    fn switch_from(&self, spent_epoch: u64) -> bool {
+        let mut state = self.lock();
+        if state.epoch & EPOCH_MASK != spent_epoch {
             return true;
         }
-        let Some(next) = self.next.swap(None) else {
+        let Some(next) = state.next.take() else {
             return false;
         };
-        assert!(spent.is_spent(), "switched away from a segment with ids left");
-        assert!(next.range().start() >= spent.range().end(), "next segment overlaps current");
-        self.current.store(Some(next));
+        assert_eq!(self.current_remaining(&state), 0, "switched away from ids left");
+        assert!(state.current.is_none_or(|c| next.start() >= c.end()), "next overlaps current");
+        self.publish(&mut state, next);
         true
     }
 
-    fn lock(&self) -> MutexGuard<'_, u64> {
-        // The guarded value is written last in `install`, after every check, so a panic while
-        // holding the lock cannot leave it lower than the ranges installed: poisoning is safe
-        // to ignore.
-        self.high_water.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Makes `range` the current segment under a new epoch. Only called with the lock held
+    /// and the current segment spent, so no id of the old epoch is lost by moving the cursor.
+    fn publish(&self, state: &mut State, range: IdRange) {
+        let epoch = state.epoch + 1;
+        let slot = &self.slots[epoch as usize % SLOTS];
+        slot.seq.store(2 * epoch + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        slot.start.store(range.start(), Ordering::Relaxed);
+        slot.len.store(range.len(), Ordering::Relaxed);
+        slot.preload_offset.store(self.ratio.preload_offset(range.len()), Ordering::Relaxed);
+        slot.seq.store(2 * epoch, Ordering::Release);
+        self.cursor.store((epoch & EPOCH_MASK) << OFFSET_BITS, Ordering::Release);
+        state.epoch = epoch;
+        state.current = Some(range);
+    }
+
+    fn current_snapshot(&self, state: &State) -> Option<SegmentSnapshot> {
+        let range = state.current?;
+        let offset = (self.cursor.load(Ordering::Acquire) & OFFSET_MASK).min(range.len());
+        Some(SegmentSnapshot {
+            range,
+            next_id: range.start() + offset,
+            preload_at: range.start() + self.ratio.preload_offset(range.len()),
+        })
+    }
+
+    fn current_remaining(&self, state: &State) -> u64 {
+        self.current_snapshot(state).map_or(0, |s| s.range.end() - s.next_id)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every mutation of the state happens after its checks and cannot panic halfway, so
+        // a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -213,10 +329,16 @@ impl Take {
     pub fn refill_needed(&self) -> bool {
         self.refill_needed
     }
+
+    fn filled(&self) -> usize {
+        self.ranges.iter().flatten().count()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn range(start: u64, end: u64) -> IdRange {
@@ -268,6 +390,11 @@ mod tests {
         );
         b.install(range(200, 300)).expect("next");
         assert_eq!(b.install(range(300, 400)), Err(InstallError::Full));
+        let long = range(1_000, 1_000 + SEGMENT_LEN_MAX + 1);
+        assert_eq!(
+            DoubleBuffer::new(PreloadRatio::DEFAULT).install(long),
+            Err(InstallError::TooLong { range: long })
+        );
     }
 
     #[test]
@@ -286,13 +413,15 @@ mod tests {
                 })
             })
             .collect();
-        // The installer plays the store: consecutive ranges of 1000, installed when wanted.
-        let mut next_start = 1;
+        // The installer plays the store: tiny ranges (1 to 16 ids) with gaps between them, so
+        // epochs turn over constantly and every slot is reused many times under the takers.
+        let (mut next_start, mut len) = (1, 1);
         while !threads.iter().all(|t| t.is_finished()) {
-            if b.wants_refill() && b.install(range(next_start, next_start + 1000)).is_ok() {
-                next_start += 1000;
+            if b.wants_refill() && b.install(range(next_start, next_start + len)).is_ok() {
+                next_start += len + len % 3;
+                len = len % 16 + 1;
             }
-            std::thread::yield_now();
+            std::hint::spin_loop();
         }
         let mut all = Vec::new();
         for t in threads {

@@ -1,8 +1,9 @@
 //! idmint-core: the pure logic of idmint.
 //!
 //! This crate owns tag names, the named limits, validated newtypes (`Step`, `Count`,
-//! `StartId`, `Description`, `PreloadRatio`), the [`Segment`] with its atomic cursor and the
-//! [`DoubleBuffer`] that hands ids out and says when a refill is needed.
+//! `StartId`, `Description`, `PreloadRatio`), segment ranges ([`IdRange`]) and the
+//! [`DoubleBuffer`] that hands them out with one atomic cursor and says when a refill is
+//! needed.
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -14,7 +15,7 @@ pub mod segment;
 pub mod tag;
 pub mod values;
 
-pub use buffer::{BufferSnapshot, DoubleBuffer, InstallError, Take};
-pub use segment::{IdRange, Segment, SegmentSnapshot};
+pub use buffer::{BufferSnapshot, DoubleBuffer, InstallError, SEGMENT_LEN_MAX, Take};
+pub use segment::{IdRange, SegmentSnapshot};
 pub use tag::{Tag, TagError};
 pub use values::{Count, Description, PreloadRatio, StartId, Step, ValueError};

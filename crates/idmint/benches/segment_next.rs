@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use idmint::{Count, SegmentConfig, Segments, Tag, TagGenerator};
-use idmint_core::limits::{ID_MAX, STEP_MAX};
-use idmint_core::{DoubleBuffer, IdRange, PreloadRatio, StartId, Step};
+use idmint_core::limits::STEP_MAX;
+use idmint_core::{DoubleBuffer, IdRange, PreloadRatio, SEGMENT_LEN_MAX, StartId, Step};
 use idmint_store::{MemoryStore, SegmentStore, TagSpec};
 use tokio::runtime::Runtime;
 
@@ -26,7 +26,7 @@ fn segment_next(c: &mut Criterion) {
     let (segments, tag) = runtime.block_on(start_segments());
     let generator = segments.generator(&tag).expect("generator");
     let buffer = DoubleBuffer::new(PreloadRatio::DEFAULT);
-    buffer.install(IdRange::new(1, ID_MAX).expect("range")).expect("install");
+    buffer.install(IdRange::new(1, 1 + SEGMENT_LEN_MAX).expect("range")).expect("install");
     let counter = AtomicU64::new(0);
 
     let mut group = c.benchmark_group("segment_next");
