@@ -160,6 +160,17 @@ impl DoubleBuffer {
         take
     }
 
+    /// Takes one id: the common case of [`DoubleBuffer::take`] without its multi-range
+    /// bookkeeping. Returns the id, if any, and whether a refill is needed.
+    #[inline]
+    pub fn take_one(&self) -> (Option<u64>, bool) {
+        if let Attempt::Took(range, crossed) = self.take_once(1) {
+            return (Some(range.start()), crossed);
+        }
+        let take = self.take(Count::ONE);
+        (take.first(), take.refill_needed())
+    }
+
     /// Installs a freshly allocated range: as the current segment if there is none or it is
     /// spent (and nothing waits in `next`), otherwise as the next one.
     pub fn install(&self, range: IdRange) -> Result<(), InstallError> {
@@ -378,6 +389,19 @@ mod tests {
         assert_eq!(b.take(count(1)).first(), Some(2));
         let t = b.take(count(1));
         assert_eq!((t.first(), t.count()), (Some(3), 1));
+    }
+
+    #[test]
+    fn take_one_switches_and_signals_like_take() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        assert_eq!(b.take_one(), (None, true));
+        b.install(range(1, 3)).expect("first install");
+        assert_eq!(b.take_one(), (Some(1), true)); // 10 % of 2 ids: the first id preloads
+        b.install(range(7, 9)).expect("next");
+        assert_eq!(b.take_one(), (Some(2), false));
+        assert_eq!(b.take_one(), (Some(7), true));
+        assert_eq!(b.take_one(), (Some(8), false));
+        assert_eq!(b.take_one(), (None, true));
     }
 
     #[test]

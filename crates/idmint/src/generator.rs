@@ -59,10 +59,11 @@ impl TagGenerator {
 
     /// The next id of the tag. Waits (bounded) only when both segments are spent.
     pub async fn next_id(self: &Arc<Self>) -> Result<u64, Error> {
-        let take = self.try_take(Count::ONE);
-        match take.first() {
+        match self.try_take_one() {
             Some(id) => Ok(id),
-            None => Ok(self.wait_for(Count::ONE, Vec::new()).await?[0].start()),
+            // Boxed so the waiting machinery (timers, notifications) is not part of every
+            // call's future: the fast path stays small and allocation-free.
+            None => Ok(Box::pin(self.wait_for(Count::ONE, Vec::new())).await?[0].start()),
         }
     }
 
@@ -73,7 +74,7 @@ impl TagGenerator {
         if take.count() == count.get() {
             return Ok(merge(ranges));
         }
-        self.wait_for(count, ranges).await
+        Box::pin(self.wait_for(count, ranges)).await
     }
 
     /// Both segments as they are now.
@@ -89,6 +90,16 @@ impl TagGenerator {
             self.ensure_refill();
         }
         take
+    }
+
+    /// The single-id fast path.
+    #[inline]
+    pub(crate) fn try_take_one(self: &Arc<Self>) -> Option<u64> {
+        let (id, refill_needed) = self.buffer.take_one();
+        if refill_needed {
+            self.ensure_refill();
+        }
+        id
     }
 
     /// The slow path: both segments ran out before `count` ids were taken. Waits for refills

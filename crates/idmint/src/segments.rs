@@ -50,7 +50,7 @@ impl Segments {
             let registry = self.registry.load();
             match registry.get(tag) {
                 Some(generator) => {
-                    if let Some(id) = generator.try_take(Count::ONE).first() {
+                    if let Some(id) = generator.try_take_one() {
                         return Ok(id);
                     }
                     Arc::clone(generator)

@@ -8,13 +8,15 @@ use proptest::prelude::*;
 #[derive(Debug, Clone)]
 enum Op {
     Take(u64),
+    TakeOne,
     Install { len: u64, gap: u64 },
     InstallBelow(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (1u64..40).prop_map(Op::Take),
+        3 => (1u64..40).prop_map(Op::Take),
+        2 => Just(Op::TakeOne),
         2 => (1u64..30, 0u64..5).prop_map(|(len, gap)| Op::Install { len, gap }),
         1 => (1u64..20).prop_map(Op::InstallBelow),
     ]
@@ -83,6 +85,17 @@ proptest! {
                     last_id = ids.last().copied().unwrap_or(last_id);
                     if (ids.len() as u64) < n {
                         prop_assert!(take.refill_needed(), "a short take must ask for a refill");
+                    }
+                }
+                Op::TakeOne => {
+                    let (id, refill_needed) = buffer.take_one();
+                    let expected = model.take(1);
+                    prop_assert_eq!(id, expected.first().copied(), "take_one differs from the model");
+                    if let Some(id) = id {
+                        prop_assert!(id > last_id, "ids went down across takes");
+                        last_id = id;
+                    } else {
+                        prop_assert!(refill_needed, "an empty take_one must ask for a refill");
                     }
                 }
                 Op::Install { len, gap } => {
