@@ -121,20 +121,10 @@ pub async fn concurrent_allocations_tile_without_overlap(store: Arc<dyn SegmentS
     let start = 42;
     let step = 7;
     let tag = create(&store, "contended", start, step).await;
-    let mut tasks = Vec::new();
-    for _ in 0..CONCURRENT_TASK_COUNT {
-        let (store, tag) = (Arc::clone(&store), tag.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut ranges = Vec::with_capacity(ALLOCATIONS_PER_TASK);
-            for _ in 0..ALLOCATIONS_PER_TASK {
-                ranges.push(store.allocate(&tag).await.unwrap());
-            }
-            ranges
-        }));
-    }
+    let stores = vec![Arc::clone(&store); CONCURRENT_TASK_COUNT];
+    let per_task = allocate_concurrently(&stores, &tag, ALLOCATIONS_PER_TASK).await;
     let mut ranges = Vec::new();
-    for task in tasks {
-        let ranges_of_task = task.await.unwrap();
+    for ranges_of_task in per_task {
         // Within one caller, allocations are sequential, so they must increase.
         assert!(ranges_of_task.windows(2).all(|w| w[0].end() <= w[1].start()));
         ranges.extend(ranges_of_task);
@@ -144,6 +134,33 @@ pub async fn concurrent_allocations_tile_without_overlap(store: Arc<dyn SegmentS
     let max_id = record(&store, &tag).await.max_id;
     assert_eq!(max_id, start + step * ranges.len() as u64);
     assert_tiles(ranges, start, max_id);
+}
+
+/// Runs one task per entry of `stores`, each making `allocations` allocations of `tag` on
+/// its store; returns each task's ranges in the order it received them.
+pub async fn allocate_concurrently(
+    stores: &[Arc<dyn SegmentStore>],
+    tag: &Tag,
+    allocations: usize,
+) -> Vec<Vec<IdRange>> {
+    let tasks: Vec<_> = stores
+        .iter()
+        .map(|store| {
+            let (store, tag) = (Arc::clone(store), tag.clone());
+            tokio::spawn(async move {
+                let mut ranges = Vec::with_capacity(allocations);
+                for _ in 0..allocations {
+                    ranges.push(store.allocate(&tag).await.unwrap());
+                }
+                ranges
+            })
+        })
+        .collect();
+    let mut per_task = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        per_task.push(task.await.unwrap());
+    }
+    per_task
 }
 
 /// A tag started at the highest start id with the largest step allocates once, ending

@@ -7,13 +7,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use idmint_core::IdRange;
 use idmint_core::limits::TAG_COUNT_MAX;
 use idmint_store::{SegmentStore, SqliteStore, StoreError, TABLE_NAME};
 use rusqlite::{Connection, params};
 use tempfile::TempDir;
 
 use crate::conformance::{
-    Subject, assert_tiles, conformance_suite, create, range, record, spec, tag,
+    Subject, allocate_concurrently, assert_tiles, conformance_suite, create, range, record, spec,
+    tag,
 };
 
 /// Meituan Leaf's table, as its documentation creates it (MySQL types SQLite accepts).
@@ -54,23 +56,13 @@ async fn two_connections_to_one_file_never_overlap() {
     let second: Arc<dyn SegmentStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
     let shared = create(&first, "shared", 1, 10).await;
 
-    let mut tasks = Vec::new();
-    for store in [&first, &second] {
-        for _ in 0..TASKS_PER_CONNECTION {
-            let (store, tag) = (Arc::clone(store), shared.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut ranges = Vec::with_capacity(ALLOCATIONS_PER_TASK);
-                for _ in 0..ALLOCATIONS_PER_TASK {
-                    ranges.push(store.allocate(&tag).await.unwrap());
-                }
-                ranges
-            }));
-        }
-    }
-    let mut ranges = Vec::new();
-    for task in tasks {
-        ranges.extend(task.await.unwrap());
-    }
+    let mut stores = vec![Arc::clone(&first); TASKS_PER_CONNECTION];
+    stores.extend(vec![Arc::clone(&second); TASKS_PER_CONNECTION]);
+    let ranges: Vec<IdRange> = allocate_concurrently(&stores, &shared, ALLOCATIONS_PER_TASK)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
     let count = 2 * TASKS_PER_CONNECTION * ALLOCATIONS_PER_TASK;
     assert_eq!(ranges.len(), count);
     let max_id = record(&second, &shared).await.max_id;
