@@ -136,15 +136,17 @@ impl DoubleBuffer {
     pub fn take(&self, count: Count) -> Take {
         let mut take = Take { ranges: [None; TAKE_SEGMENTS_MAX], count: 0, refill_needed: false };
         let mut wanted = count.get();
+        let mut filled = 0;
         for _ in 0..TAKE_ATTEMPTS_MAX {
             match self.take_once(wanted) {
                 Attempt::Took(range, crossed) => {
                     take.refill_needed |= crossed;
                     // Ranges fill slots from the front, so `first()` sees the first id.
-                    take.ranges[take.filled()] = Some(range);
+                    take.ranges[filled] = Some(range);
+                    filled += 1;
                     take.count += range.len();
                     wanted -= range.len();
-                    if wanted == 0 || take.filled() == TAKE_SEGMENTS_MAX {
+                    if wanted == 0 || filled == TAKE_SEGMENTS_MAX {
                         break;
                     }
                 }
@@ -193,13 +195,6 @@ impl DoubleBuffer {
         }
         state.high_water = range.end();
         Ok(())
-    }
-
-    /// Whether a refill would be installed (the next slot is free). A caller that saw
-    /// `refill_needed` checks this before asking the store, so concurrent signals cost one
-    /// allocation, not several.
-    pub fn wants_refill(&self) -> bool {
-        self.lock().next.is_none()
     }
 
     /// Whether a refill is due now: the next slot is free and the current segment is absent
@@ -340,10 +335,6 @@ impl Take {
     pub fn refill_needed(&self) -> bool {
         self.refill_needed
     }
-
-    fn filled(&self) -> usize {
-        self.ranges.iter().flatten().count()
-    }
 }
 
 #[cfg(test)]
@@ -441,7 +432,7 @@ mod tests {
         // epochs turn over constantly and every slot is reused many times under the takers.
         let (mut next_start, mut len) = (1, 1);
         while !threads.iter().all(|t| t.is_finished()) {
-            if b.wants_refill() && b.install(range(next_start, next_start + len)).is_ok() {
+            if b.refill_due() && b.install(range(next_start, next_start + len)).is_ok() {
                 next_start += len + len % 3;
                 len = len % 16 + 1;
             }

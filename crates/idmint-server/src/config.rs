@@ -149,28 +149,63 @@ impl Settings {
         env: &dyn Fn(&str) -> Option<String>,
         flags: &Overrides,
     ) -> Result<Settings, ConfigError> {
-        let listen = pick(flags.listen.as_deref(), "--listen", env, "IDMINT_LISTEN")
-            .or_file(file.listen.clone(), "listen")
-            .resolve(DEFAULT_LISTEN.to_string())?;
-        let store = pick(flags.store.as_deref(), "--store", env, "IDMINT_STORE")
-            .or_file(file.store.clone(), "store")
-            .resolve(DEFAULT_STORE_URL.to_string())?;
+        let listen = layered(
+            flags.listen.as_deref().map(|v| (v, "--listen")),
+            env,
+            "IDMINT_LISTEN",
+            file.listen.clone(),
+            "listen",
+            DEFAULT_LISTEN.to_string(),
+        )?;
+        let store = layered(
+            flags.store.as_deref().map(|v| (v, "--store")),
+            env,
+            "IDMINT_STORE",
+            file.store.clone(),
+            "store",
+            DEFAULT_STORE_URL.to_string(),
+        )?;
         let seg = &file.segment;
-        let preload = pick(None, "", env, "IDMINT_SEGMENT_PRELOAD_RATIO")
-            .or_file(seg.preload_ratio, "segment.preload_ratio")
-            .resolve(0.1)?;
-        let refill_wait = pick(None, "", env, "IDMINT_SEGMENT_REFILL_WAIT_MS")
-            .or_file(seg.refill_wait_ms, "segment.refill_wait_ms")
-            .resolve(REFILL_WAIT_MS_DEFAULT)?;
-        let store_timeout = pick(None, "", env, "IDMINT_SEGMENT_STORE_CALL_TIMEOUT_MS")
-            .or_file(seg.store_call_timeout_ms, "segment.store_call_timeout_ms")
-            .resolve(STORE_CALL_TIMEOUT_MS_DEFAULT)?;
-        let refresh = pick(None, "", env, "IDMINT_SEGMENT_TAG_REFRESH_MS")
-            .or_file(seg.tag_refresh_ms, "segment.tag_refresh_ms")
-            .resolve(TAG_REFRESH_MS_DEFAULT)?;
-        let batch = pick(None, "", env, "IDMINT_LIMITS_BATCH_COUNT_MAX")
-            .or_file(file.limits.batch_count_max, "limits.batch_count_max")
-            .resolve(BATCH_COUNT_MAX)?;
+        let preload = layered(
+            None,
+            env,
+            "IDMINT_SEGMENT_PRELOAD_RATIO",
+            seg.preload_ratio,
+            "segment.preload_ratio",
+            0.1,
+        )?;
+        let refill_wait = layered(
+            None,
+            env,
+            "IDMINT_SEGMENT_REFILL_WAIT_MS",
+            seg.refill_wait_ms,
+            "segment.refill_wait_ms",
+            REFILL_WAIT_MS_DEFAULT,
+        )?;
+        let store_timeout = layered(
+            None,
+            env,
+            "IDMINT_SEGMENT_STORE_CALL_TIMEOUT_MS",
+            seg.store_call_timeout_ms,
+            "segment.store_call_timeout_ms",
+            STORE_CALL_TIMEOUT_MS_DEFAULT,
+        )?;
+        let refresh = layered(
+            None,
+            env,
+            "IDMINT_SEGMENT_TAG_REFRESH_MS",
+            seg.tag_refresh_ms,
+            "segment.tag_refresh_ms",
+            TAG_REFRESH_MS_DEFAULT,
+        )?;
+        let batch = layered(
+            None,
+            env,
+            "IDMINT_LIMITS_BATCH_COUNT_MAX",
+            file.limits.batch_count_max,
+            "limits.batch_count_max",
+            BATCH_COUNT_MAX,
+        )?;
 
         let invalid = |origin: &str, reason: &dyn Display| ConfigError::Invalid {
             origin: origin.to_string(),
@@ -214,49 +249,31 @@ impl Settings {
     }
 }
 
-/// The first of flag and environment variable that is set, as text.
-fn pick(
-    flag: Option<&str>,
-    flag_name: &str,
+/// One setting resolved flag > env > file > default, with where it came from. Flag and env
+/// values are text and parsed here; file values arrive typed from the TOML parser.
+fn layered<T: FromStr>(
+    flag: Option<(&str, &str)>,
     env: &dyn Fn(&str) -> Option<String>,
     env_name: &str,
-) -> Layer {
+    file: Option<T>,
+    file_key: &str,
+    default: T,
+) -> Result<Sourced<T>, ConfigError> {
     let given = match flag {
-        Some(value) => Some((value.to_string(), flag_name.to_string())),
-        None => env(env_name).map(|value| (value, env_name.to_string())),
+        Some((text, flag_name)) => Some((text.to_string(), flag_name.to_string())),
+        None => env(env_name).map(|text| (text, env_name.to_string())),
     };
-    Layer { given }
-}
-
-struct Layer {
-    given: Option<(String, String)>,
-}
-
-struct FileLayer<T> {
-    given: Option<(String, String)>,
-    file: Option<(T, String)>,
-}
-
-impl Layer {
-    fn or_file<T>(self, value: Option<T>, key: &str) -> FileLayer<T> {
-        FileLayer { given: self.given, file: value.map(|v| (v, format!("config key {key}"))) }
+    if let Some((text, origin)) = given {
+        let value = text.parse::<T>().map_err(|_| ConfigError::Invalid {
+            origin: origin.clone(),
+            reason: format!("{text:?} is not a valid value"),
+        })?;
+        return Ok(Sourced { value, origin });
     }
-}
-
-impl<T: FromStr> FileLayer<T> {
-    fn resolve(self, default: T) -> Result<Sourced<T>, ConfigError> {
-        if let Some((text, origin)) = self.given {
-            let value = text.parse::<T>().map_err(|_| ConfigError::Invalid {
-                origin: origin.clone(),
-                reason: format!("{text:?} is not a valid value"),
-            })?;
-            return Ok(Sourced { value, origin });
-        }
-        Ok(match self.file {
-            Some((value, origin)) => Sourced { value, origin },
-            None => Sourced { value: default, origin: "default".to_string() },
-        })
-    }
+    Ok(match file {
+        Some(value) => Sourced { value, origin: format!("config key {file_key}") },
+        None => Sourced { value: default, origin: "default".to_string() },
+    })
 }
 
 #[cfg(test)]
