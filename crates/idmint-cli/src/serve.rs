@@ -20,7 +20,7 @@ pub async fn run(listen: Option<String>, store_args: StoreArgs) -> anyhow::Resul
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can create and delete tags");
     }
-    let segments = Segments::start(store, settings.segment);
+    let segments = Segments::start(store, settings.segment).context("cannot start serving")?;
     tracing::info!(%addr, store = %segments.store_description(), "idmint serving");
     // The one line scripts read to learn the address (e.g. with --listen 127.0.0.1:0).
     println!("idmint listening on http://{addr}");

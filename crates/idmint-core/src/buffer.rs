@@ -1,58 +1,82 @@
 //! The double buffer: a current segment handing ids out and a next one loaded ahead of need.
 //!
-//! The per-id path is one `fetch_add` on a packed cursor, `(epoch << OFFSET_BITS) | offset`,
-//! plus a few plain loads: no lock, no allocation, no reference count. Each installed segment
-//! gets the next epoch and is published in `slots[epoch % SLOTS]` under a seqlock before the
-//! cursor moves to it; a taker reads its epoch's slot and checks the slot's sequence after
-//! reading, so a taker that stalled across `SLOTS - 1` switches finds its slot reused and
-//! retries: its ids are wasted, never handed out twice.
+//! The per-id path is a few plain loads and one `fetch_add` on a packed cursor,
+//! `(epoch << OFFSET_BITS) | offset`: no lock, no allocation, no reference count. Each
+//! installed segment gets the next epoch and is written to `slots[epoch % SLOTS]` before the
+//! cursor moves to it. A taker reads the *hint* (the current epoch, on its own cache line),
+//! loads that epoch's slot, and only then steps the cursor; the step is valid when the epoch
+//! it returned is the one the slot was written for. Every load happens before the
+//! `fetch_add`, so nothing waits on it, and the cursor's line is the only one takers write.
+//!
+//! Why a stale slot is never misread: a slot is rewritten only by a later switch, and every
+//! switch moves the cursor with a `swap`, which reads the cursor after every earlier
+//! `fetch_add` (all writes to the cursor are read-modify-writes). So a taker whose
+//! `fetch_add` returned epoch `e` read its slot before any switch away from `e`, hence before
+//! the slot could be rewritten; if the slot held another epoch, the taker retries and its
+//! ids are wasted, never handed out twice. `tests/loom.rs` checks this under every
+//! interleaving loom explores.
 //!
 //! Installing and switching take a small lock, once per segment. The buffer never fetches: a
 //! take reports "refill needed" and the caller (the `idmint` library) asks the store and
-//! calls [`DoubleBuffer::install`].
+//! calls [`DoubleBuffer::install`]. At shutdown [`DoubleBuffer::freeze`] stops every later
+//! take and [`DoubleBuffer::unissued_tail`] names the ids that were never handed out.
 //!
 //! Invariant: every installed range starts at or above the end of every range installed
-//! before it, so ids from one buffer only ever increase.
-
-use std::sync::atomic::{AtomicU64, Ordering, fence};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+//! before it (and above the floor restored from disk), so ids from one buffer only ever
+//! increase.
 
 use crate::limits::{BATCH_COUNT_MAX, TAKE_SEGMENTS_MAX};
 use crate::segment::{IdRange, SegmentSnapshot};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, PoisonError};
 use crate::values::{Count, PreloadRatio};
 
 /// Low bits of the cursor: the offset of the next id within the current segment.
 const OFFSET_BITS: u32 = 40;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
-/// Longest segment the buffer holds. An offset at or past it is spent whatever the segment,
-/// so takers stop stepping the cursor there and the offset can never carry into the epoch.
+/// Longest segment the buffer holds.
 pub const SEGMENT_LEN_MAX: u64 = 1 << (OFFSET_BITS - 1);
 /// High bits of the cursor: the epoch (the number of segments installed), modulo 2^24.
 const EPOCH_MASK: u64 = (1 << (64 - OFFSET_BITS)) - 1;
+/// Hint flag: the current segment was found spent with nothing to switch to. Takers go to
+/// the slow path without stepping the cursor, so a long store outage cannot carry the offset
+/// into the epoch bits.
+const HINT_SPENT: u64 = 1 << 63;
+/// Hint flag: the buffer is frozen; every take fails.
+const HINT_FROZEN: u64 = 1 << 62;
 /// Slots segments are published in; a slot is reused `SLOTS` installs later.
 const SLOTS: usize = 4;
 /// Attempts of one take: enough for a switch and a stale slot, bounded all the same.
 const TAKE_ATTEMPTS_MAX: usize = 4;
 
-// Offsets stop growing at SEGMENT_LEN_MAX; concurrent takers overshoot it by at most
-// BATCH_COUNT_MAX each, and 2^39 such takers would be needed to reach the epoch bits.
-const _: () = assert!(SEGMENT_LEN_MAX + BATCH_COUNT_MAX < OFFSET_MASK);
+// A taker steps the cursor only after reading a hint without flags, so past a segment's end
+// the offset grows by at most 2 * BATCH_COUNT_MAX per taker in flight when the spent flag was
+// set; 2^39 such takers would be needed to reach the epoch bits.
+const _: () = assert!(SEGMENT_LEN_MAX + 2 * BATCH_COUNT_MAX < OFFSET_MASK);
 const _: () = assert!(SLOTS >= 2 && SLOTS.is_power_of_two());
+
+/// Keeps a value on its own cache lines (two, against adjacent-line prefetch), so takers
+/// writing the cursor do not evict the lines they only read.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded<T>(T);
 
 /// The per-tag double buffer.
 #[derive(Debug)]
 pub struct DoubleBuffer {
     /// `(epoch << OFFSET_BITS) | offset`: the only word the per-id path writes.
-    cursor: AtomicU64,
-    slots: [Slot; SLOTS],
-    /// Serialises installs and switches (the refill path).
+    cursor: Padded<AtomicU64>,
+    /// The current epoch (masked), or a flag: where takers look first. Written once per
+    /// switch, read by every take.
+    hint: Padded<AtomicU64>,
+    slots: Padded<[Slot; SLOTS]>,
+    /// Serialises installs, switches and the freeze (the refill path).
     state: Mutex<State>,
     ratio: PreloadRatio,
 }
 
-/// A published segment. `seq` is `2 * epoch` when the slot holds that epoch's segment and odd
-/// while it is being written.
-#[derive(Debug, Default)]
+/// A published segment. `seq` is `2 * epoch` (masked) once the slot holds that epoch's
+/// segment.
+#[derive(Debug)]
 struct Slot {
     seq: AtomicU64,
     start: AtomicU64,
@@ -60,14 +84,26 @@ struct Slot {
     preload_offset: AtomicU64,
 }
 
+/// A segment as the lock holder knows it.
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    range: IdRange,
+    preload_offset: u64,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Segments installed so far; the current segment's epoch. 0: none yet.
     epoch: u64,
-    current: Option<IdRange>,
-    next: Option<IdRange>,
-    /// End of the highest range ever installed, below which nothing may be installed again.
+    current: Option<Planned>,
+    next: Option<Planned>,
+    /// End of the highest range ever installed (or the floor restored from disk), below
+    /// which nothing may be installed again.
     high_water: u64,
+    /// Ids of the segments switched away from: with the current offset, the ids handed out.
+    completed: u64,
+    /// Set by the freeze: ids of the current segment handed out when it froze.
+    frozen_offset: Option<u64>,
 }
 
 /// What one take got: up to [`TAKE_SEGMENTS_MAX`] contiguous ranges, in increasing order, and
@@ -77,6 +113,7 @@ pub struct Take {
     ranges: [Option<IdRange>; TAKE_SEGMENTS_MAX],
     count: u64,
     refill_needed: bool,
+    frozen: bool,
 }
 
 /// Why a range was not installed.
@@ -108,6 +145,12 @@ pub struct BufferSnapshot {
     pub current: Option<SegmentSnapshot>,
     /// The segment loaded ahead, if any.
     pub next: Option<SegmentSnapshot>,
+    /// Ids handed out since the buffer was created (ids lost to a stale retry included).
+    pub handed_out: u64,
+    /// End of the highest range ever installed or restored: nothing below it is installed.
+    pub high_water: u64,
+    /// Whether the buffer is frozen.
+    pub frozen: bool,
 }
 
 /// One attempt on the current segment.
@@ -115,15 +158,23 @@ enum Attempt {
     Took(IdRange, bool),
     Spent(u64),
     Stale,
+    Frozen,
 }
 
 impl DoubleBuffer {
     /// An empty buffer whose segments request a refill once `ratio` of them is used.
     pub fn new(ratio: PreloadRatio) -> DoubleBuffer {
-        // Epoch 0 is published as an empty segment: every take finds it spent.
+        let slot = || Slot {
+            seq: AtomicU64::new(0),
+            start: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            preload_offset: AtomicU64::new(0),
+        };
+        // Epoch 0 is "no segment": the hint says spent, and slot 0 holds an empty segment.
         DoubleBuffer {
-            cursor: AtomicU64::new(0),
-            slots: Default::default(),
+            cursor: Padded(AtomicU64::new(0)),
+            hint: Padded(AtomicU64::new(HINT_SPENT)),
+            slots: Padded([slot(), slot(), slot(), slot()]),
             state: Mutex::new(State::default()),
             ratio,
         }
@@ -131,10 +182,15 @@ impl DoubleBuffer {
 
     /// Takes up to `count` ids: from the current segment and, if it runs out, from the next
     /// one after switching to it. Fewer ids than asked (possibly none) come back when both
-    /// segments run out; `refill_needed` is then set.
+    /// segments run out; `refill_needed` is then set. A frozen buffer gives none.
     #[inline]
     pub fn take(&self, count: Count) -> Take {
-        let mut take = Take { ranges: [None; TAKE_SEGMENTS_MAX], count: 0, refill_needed: false };
+        let mut take = Take {
+            ranges: [None; TAKE_SEGMENTS_MAX],
+            count: 0,
+            refill_needed: false,
+            frozen: false,
+        };
         let mut wanted = count.get();
         let mut filled = 0;
         for _ in 0..TAKE_ATTEMPTS_MAX {
@@ -156,6 +212,10 @@ impl DoubleBuffer {
                     }
                 }
                 Attempt::Stale => {}
+                Attempt::Frozen => {
+                    take.frozen = true;
+                    return take;
+                }
             }
         }
         take.refill_needed |= wanted > 0;
@@ -163,7 +223,8 @@ impl DoubleBuffer {
     }
 
     /// Takes one id: the common case of [`DoubleBuffer::take`] without its multi-range
-    /// bookkeeping. Returns the id, if any, and whether a refill is needed.
+    /// bookkeeping. Returns the id, if any, and whether a refill is needed. `None` from a
+    /// frozen buffer comes with `false`; [`DoubleBuffer::is_frozen`] tells the two apart.
     #[inline]
     pub fn take_one(&self) -> (Option<u64>, bool) {
         if let Attempt::Took(range, crossed) = self.take_once(1) {
@@ -174,8 +235,13 @@ impl DoubleBuffer {
     }
 
     /// Installs a freshly allocated range: as the current segment if there is none or it is
-    /// spent (and nothing waits in `next`), otherwise as the next one.
-    pub fn install(&self, range: IdRange) -> Result<(), InstallError> {
+    /// spent (and nothing waits in `next`), otherwise as the next one. The range asks for a
+    /// refill once the preload ratio of it is used, or earlier so that at least `reserve` ids
+    /// remain when it asks (the runway one refill needs at the measured rate and latency).
+    ///
+    /// A frozen buffer keeps the range without serving it, so [`DoubleBuffer::unissued_tail`]
+    /// can give it back.
+    pub fn install(&self, range: IdRange, reserve: u64) -> Result<(), InstallError> {
         let mut state = self.lock();
         if range.start() < state.high_water {
             return Err(InstallError::Regression { range, high_water: state.high_water });
@@ -186,66 +252,130 @@ impl DoubleBuffer {
         if state.next.is_some() {
             return Err(InstallError::Full);
         }
-        if self.current_remaining(&state) == 0 {
-            self.publish(&mut state, range);
+        let ratio_offset = self.ratio.preload_offset(range.len());
+        let runway_offset = (range.len() - 1).saturating_sub(reserve);
+        let planned = Planned { range, preload_offset: ratio_offset.min(runway_offset) };
+        if state.frozen_offset.is_none() && self.current_remaining(&state) == 0 {
+            self.publish(&mut state, planned);
         } else {
             // Installed side of the invariant: the new range lies above the current one.
-            assert!(state.current.is_some_and(|c| range.start() >= c.end()), "range overlaps");
-            state.next = Some(range);
+            assert!(
+                state.current.is_none_or(|c| range.start() >= c.range.end()),
+                "range overlaps the current segment"
+            );
+            state.next = Some(planned);
         }
         state.high_water = range.end();
         Ok(())
     }
 
-    /// Whether a refill is due now: the next slot is free and the current segment is absent
-    /// or past its preload point. A refiller re-checks this when it finishes, so a preload
-    /// signal that arrived while it was busy is not lost.
+    /// Raises the high-water mark to `floor` (if it is higher): ranges starting below it are
+    /// refused from now on. Used with the mark a node persisted before a restart.
+    pub fn raise_floor(&self, floor: u64) {
+        let mut state = self.lock();
+        state.high_water = state.high_water.max(floor);
+    }
+
+    /// Whether a refill is due now: not frozen, the next slot is free and the current segment
+    /// is absent or past its preload point. A refiller re-checks this when it finishes, so a
+    /// preload signal that arrived while it was busy is not lost.
     pub fn refill_due(&self) -> bool {
         let state = self.lock();
-        state.next.is_none()
+        state.frozen_offset.is_none()
+            && state.next.is_none()
             && self.current_snapshot(&state).is_none_or(|s| s.next_id > s.preload_at)
     }
 
-    /// Ids left in both segments.
+    /// Ids left in both segments (0 once frozen).
     pub fn remaining(&self) -> u64 {
         let state = self.lock();
-        self.current_remaining(&state) + state.next.map_or(0, |r| r.len())
+        if state.frozen_offset.is_some() {
+            return 0;
+        }
+        self.current_remaining(&state) + state.next.map_or(0, |p| p.range.len())
+    }
+
+    /// Stops handing ids out: every take that has not stepped the cursor yet fails, and the
+    /// ids the current segment handed out are counted exactly. Idempotent.
+    pub fn freeze(&self) {
+        let mut state = self.lock();
+        if state.frozen_offset.is_some() {
+            return;
+        }
+        self.hint.0.store(HINT_FROZEN, Ordering::Release);
+        // Move the cursor to an epoch no slot holds: a taker that read the hint before the
+        // store above steps into it, finds its slot stale, retries and sees the flag.
+        let parked = ((state.epoch + 1) & EPOCH_MASK) << OFFSET_BITS;
+        let taken = self.cursor.0.swap(parked, Ordering::AcqRel) & OFFSET_MASK;
+        state.frozen_offset = Some(taken);
+    }
+
+    /// Whether [`DoubleBuffer::freeze`] was called.
+    pub fn is_frozen(&self) -> bool {
+        self.hint.0.load(Ordering::Acquire) & HINT_FROZEN != 0
+    }
+
+    /// Once frozen: the ids never handed out at the top of what this buffer was given, as one
+    /// range ending at the high-water mark (the end of the last range installed). It covers
+    /// the unserved next segment and, when contiguous with it, the rest of the current one.
+    /// `None` before the freeze or when every id up to the mark was handed out.
+    pub fn unissued_tail(&self) -> Option<IdRange> {
+        let state = self.lock();
+        let frozen_offset = state.frozen_offset?;
+        let current = state.current.and_then(|c| {
+            let first_unissued = c.range.start() + frozen_offset.min(c.range.len());
+            IdRange::new(first_unissued, c.range.end())
+        });
+        match (current, state.next) {
+            (Some(c), Some(n)) if c.end() == n.range.start() => {
+                IdRange::new(c.start(), n.range.end())
+            }
+            (_, Some(n)) => Some(n.range),
+            (Some(c), None) => Some(c),
+            (None, None) => None,
+        }
     }
 
     /// A point-in-time view of both segments.
     pub fn snapshot(&self) -> BufferSnapshot {
         let state = self.lock();
+        let current = self.current_snapshot(&state);
         BufferSnapshot {
-            current: self.current_snapshot(&state),
-            next: state.next.map(|range| SegmentSnapshot {
-                range,
-                next_id: range.start(),
-                preload_at: range.start() + self.ratio.preload_offset(range.len()),
+            current,
+            next: state.next.map(|p| SegmentSnapshot {
+                range: p.range,
+                next_id: p.range.start(),
+                preload_at: p.range.start() + p.preload_offset,
             }),
+            handed_out: state.completed + current.map_or(0, |s| s.next_id - s.range.start()),
+            high_water: state.high_water,
+            frozen: state.frozen_offset.is_some(),
         }
     }
 
-    /// One step of the cursor, read against the slot of the epoch it returned.
+    /// One step of the cursor against the slot the hint names.
     #[inline]
     fn take_once(&self, n: u64) -> Attempt {
-        let seen = self.cursor.load(Ordering::Relaxed);
-        if seen & OFFSET_MASK >= SEGMENT_LEN_MAX {
-            return Attempt::Spent(seen >> OFFSET_BITS);
-        }
-        // Acquire pairs with the Release store in `publish`: the slot of the epoch read here
+        // Acquire pairs with the Release stores in `publish`: the slot of the hinted epoch
         // is visible.
-        let taken = self.cursor.fetch_add(n, Ordering::Acquire);
-        let (epoch, offset) = (taken >> OFFSET_BITS, taken & OFFSET_MASK);
-        let slot = &self.slots[epoch as usize % SLOTS];
-        // Seqlock read: the sequence before and after must both say "epoch, stable".
-        let seq_before = slot.seq.load(Ordering::Acquire);
+        let hint = self.hint.0.load(Ordering::Acquire);
+        if hint & (HINT_SPENT | HINT_FROZEN) != 0 {
+            return if hint & HINT_FROZEN != 0 {
+                Attempt::Frozen
+            } else {
+                Attempt::Spent(hint & EPOCH_MASK)
+            };
+        }
+        let slot = &self.slots.0[hint as usize % SLOTS];
+        let seq = slot.seq.load(Ordering::Acquire);
         let start = slot.start.load(Ordering::Relaxed);
         let len = slot.len.load(Ordering::Relaxed);
         let preload_offset = slot.preload_offset.load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        let seq_after = slot.seq.load(Ordering::Relaxed);
-        if seq_before != seq_after || seq_before & 1 == 1 || (seq_before >> 1) & EPOCH_MASK != epoch
-        {
+        // AcqRel: the loads above stay before the step, and a switch's `swap` that reads this
+        // step (or a later one) sees them done before it rewrites any slot.
+        let taken = self.cursor.0.fetch_add(n, Ordering::AcqRel);
+        let (epoch, offset) = (taken >> OFFSET_BITS, taken & OFFSET_MASK);
+        if seq != 2 * epoch {
             return Attempt::Stale;
         }
         if offset >= len {
@@ -262,44 +392,59 @@ impl DoubleBuffer {
 
     /// Publishes `next` as the current segment if `spent_epoch` is still current. Returns
     /// whether the caller should try again (a switch happened, by this call or another), or
-    /// `false` when there is nothing to switch to.
+    /// `false` when there is nothing to switch to; then takers are told to stop stepping the
+    /// cursor until an install.
     fn switch_from(&self, spent_epoch: u64) -> bool {
         let mut state = self.lock();
+        if state.frozen_offset.is_some() {
+            return true; // the retry sees the frozen hint
+        }
         if state.epoch & EPOCH_MASK != spent_epoch {
             return true;
         }
         let Some(next) = state.next.take() else {
+            self.hint.0.store(spent_epoch | HINT_SPENT, Ordering::Release);
             return false;
         };
         assert_eq!(self.current_remaining(&state), 0, "switched away from ids left");
-        assert!(state.current.is_none_or(|c| next.start() >= c.end()), "next overlaps current");
+        assert!(
+            state.current.is_none_or(|c| next.range.start() >= c.range.end()),
+            "next overlaps current"
+        );
         self.publish(&mut state, next);
         true
     }
 
-    /// Makes `range` the current segment under a new epoch. Only called with the lock held
+    /// Makes `planned` the current segment under a new epoch. Only called with the lock held
     /// and the current segment spent, so no id of the old epoch is lost by moving the cursor.
-    fn publish(&self, state: &mut State, range: IdRange) {
+    fn publish(&self, state: &mut State, planned: Planned) {
         let epoch = state.epoch + 1;
-        let slot = &self.slots[epoch as usize % SLOTS];
-        slot.seq.store(2 * epoch + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        slot.start.store(range.start(), Ordering::Relaxed);
-        slot.len.store(range.len(), Ordering::Relaxed);
-        slot.preload_offset.store(self.ratio.preload_offset(range.len()), Ordering::Relaxed);
-        slot.seq.store(2 * epoch, Ordering::Release);
-        self.cursor.store((epoch & EPOCH_MASK) << OFFSET_BITS, Ordering::Release);
+        let masked = epoch & EPOCH_MASK;
+        let slot = &self.slots.0[masked as usize % SLOTS];
+        slot.start.store(planned.range.start(), Ordering::Relaxed);
+        slot.len.store(planned.range.len(), Ordering::Relaxed);
+        slot.preload_offset.store(planned.preload_offset, Ordering::Relaxed);
+        slot.seq.store(2 * masked, Ordering::Release);
+        // A swap, not a store: it reads every earlier step, which is what orders the slot
+        // reads of takers still on an old epoch before this slot's next rewrite.
+        self.cursor.0.swap(masked << OFFSET_BITS, Ordering::AcqRel);
+        self.hint.0.store(masked, Ordering::Release);
+        state.completed += state.current.map_or(0, |c| c.range.len());
         state.epoch = epoch;
-        state.current = Some(range);
+        state.current = Some(planned);
     }
 
     fn current_snapshot(&self, state: &State) -> Option<SegmentSnapshot> {
-        let range = state.current?;
-        let offset = (self.cursor.load(Ordering::Acquire) & OFFSET_MASK).min(range.len());
+        let current = state.current?;
+        let offset = match state.frozen_offset {
+            Some(frozen) => frozen,
+            None => self.cursor.0.load(Ordering::Acquire) & OFFSET_MASK,
+        };
+        let range = current.range;
         Some(SegmentSnapshot {
             range,
-            next_id: range.start() + offset,
-            preload_at: range.start() + self.ratio.preload_offset(range.len()),
+            next_id: range.start() + offset.min(range.len()),
+            preload_at: range.start() + current.preload_offset,
         })
     }
 
@@ -335,8 +480,12 @@ impl Take {
     pub fn refill_needed(&self) -> bool {
         self.refill_needed
     }
-}
 
+    /// Whether the buffer was frozen: no id was taken and none ever will be.
+    pub fn frozen(&self) -> bool {
+        self.frozen
+    }
+}
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -361,9 +510,9 @@ mod tests {
     #[test]
     fn a_batch_spans_the_switch_exactly() {
         let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
-        b.install(range(1, 11)).expect("first install");
+        b.install(range(1, 11), 0).expect("first install");
         assert_eq!(b.take(count(7)).count(), 7);
-        b.install(range(100, 110)).expect("second install");
+        b.install(range(100, 110), 0).expect("second install");
         let t = b.take(count(5));
         assert_eq!(t.ranges().collect::<Vec<_>>(), vec![range(8, 11), range(100, 102)]);
         assert_eq!(b.remaining(), 8);
@@ -374,9 +523,9 @@ mod tests {
         // Regression: a take that found the current segment spent put the next segment's
         // range in the second slot, and `first()` (reading the first slot) lost the id.
         let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
-        b.install(range(1, 3)).expect("first install");
+        b.install(range(1, 3), 0).expect("first install");
         assert_eq!(b.take(count(1)).first(), Some(1));
-        b.install(range(3, 5)).expect("next");
+        b.install(range(3, 5), 0).expect("next");
         assert_eq!(b.take(count(1)).first(), Some(2));
         let t = b.take(count(1));
         assert_eq!((t.first(), t.count()), (Some(3), 1));
@@ -386,9 +535,9 @@ mod tests {
     fn take_one_switches_and_signals_like_take() {
         let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
         assert_eq!(b.take_one(), (None, true));
-        b.install(range(1, 3)).expect("first install");
+        b.install(range(1, 3), 0).expect("first install");
         assert_eq!(b.take_one(), (Some(1), true)); // 10 % of 2 ids: the first id preloads
-        b.install(range(7, 9)).expect("next");
+        b.install(range(7, 9), 0).expect("next");
         assert_eq!(b.take_one(), (Some(2), false));
         assert_eq!(b.take_one(), (Some(7), true));
         assert_eq!(b.take_one(), (Some(8), false));
@@ -398,18 +547,99 @@ mod tests {
     #[test]
     fn regressions_and_needless_refills_are_refused() {
         let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
-        b.install(range(100, 200)).expect("first install");
+        b.install(range(100, 200), 0).expect("first install");
         assert_eq!(
-            b.install(range(150, 250)),
+            b.install(range(150, 250), 0),
             Err(InstallError::Regression { range: range(150, 250), high_water: 200 })
         );
-        b.install(range(200, 300)).expect("next");
-        assert_eq!(b.install(range(300, 400)), Err(InstallError::Full));
+        b.install(range(200, 300), 0).expect("next");
+        assert_eq!(b.install(range(300, 400), 0), Err(InstallError::Full));
         let long = range(1_000, 1_000 + SEGMENT_LEN_MAX + 1);
         assert_eq!(
-            DoubleBuffer::new(PreloadRatio::DEFAULT).install(long),
+            DoubleBuffer::new(PreloadRatio::DEFAULT).install(long, 0),
             Err(InstallError::TooLong { range: long })
         );
+    }
+
+    #[test]
+    fn a_frozen_buffer_gives_nothing_and_names_its_unissued_tail() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 11), 0).expect("first install");
+        assert_eq!(b.take(count(3)).count(), 3);
+        b.install(range(11, 21), 0).expect("contiguous next");
+        assert_eq!(b.unissued_tail(), None, "no tail before the freeze");
+        b.freeze();
+        b.freeze();
+        let t = b.take(count(1));
+        assert_eq!((t.count(), t.frozen(), t.refill_needed()), (0, true, false));
+        assert_eq!(b.take_one(), (None, false));
+        assert!(b.is_frozen());
+        assert!(!b.refill_due());
+        assert_eq!(b.remaining(), 0);
+        // Contiguous: the rest of the current segment and all of the next.
+        assert_eq!(b.unissued_tail(), Some(range(4, 21)));
+        assert_eq!(b.snapshot().handed_out, 3);
+    }
+
+    #[test]
+    fn the_tail_skips_a_gap_and_includes_a_range_installed_after_the_freeze() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 11), 0).expect("first install");
+        b.install(range(50, 60), 0).expect("next, after another node's range");
+        assert_eq!(b.take(count(2)).count(), 2);
+        b.freeze();
+        // Ids 11..50 belong to another node: only the untouched next range goes back.
+        assert_eq!(b.unissued_tail(), Some(range(50, 60)));
+
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 11), 0).expect("first install");
+        assert_eq!(b.take(count(10)).count(), 10);
+        b.freeze();
+        assert_eq!(b.unissued_tail(), None, "everything was handed out");
+        // A refill that was in flight lands after the freeze: kept, never served.
+        b.install(range(11, 21), 0).expect("late install");
+        assert_eq!(b.take_one(), (None, false));
+        assert_eq!(b.unissued_tail(), Some(range(11, 21)));
+    }
+
+    #[test]
+    fn the_reserve_moves_the_preload_point_earlier() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 1001), 950).expect("install");
+        // 10 % would be offset 100; keeping 950 of 1000 ids in hand needs offset 49.
+        assert_eq!(b.snapshot().current.map(|s| s.preload_at), Some(50));
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 1001), 5_000).expect("install");
+        assert_eq!(b.take_one(), (Some(1), true), "a reserve past the length asks at once");
+    }
+
+    #[test]
+    fn a_restored_floor_refuses_lower_ranges() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.raise_floor(500);
+        b.raise_floor(100);
+        assert_eq!(
+            b.install(range(100, 200), 0),
+            Err(InstallError::Regression { range: range(100, 200), high_water: 500 })
+        );
+        b.install(range(500, 600), 0).expect("at the floor");
+        assert_eq!(b.snapshot().high_water, 600);
+    }
+
+    #[test]
+    fn takes_on_a_dry_buffer_stop_stepping_the_cursor() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 3), 0).expect("install");
+        for _ in 0..1_000 {
+            b.take(count(BATCH_COUNT_MAX));
+        }
+        // Only the first dry take stepped past the end (twice: the rest of its batch); the rest
+        // saw the spent hint.
+        let cursor = b.cursor.0.load(Ordering::Relaxed) & OFFSET_MASK;
+        assert!(cursor < 2 * BATCH_COUNT_MAX, "cursor offset {cursor}");
+        assert_eq!(b.snapshot().handed_out, 2);
+        b.install(range(3, 5), 0).expect("refill");
+        assert_eq!(b.take_one(), (Some(3), true));
     }
 
     #[test]
@@ -432,7 +662,7 @@ mod tests {
         // epochs turn over constantly and every slot is reused many times under the takers.
         let (mut next_start, mut len) = (1, 1);
         while !threads.iter().all(|t| t.is_finished()) {
-            if b.refill_due() && b.install(range(next_start, next_start + len)).is_ok() {
+            if b.refill_due() && b.install(range(next_start, next_start + len), 0).is_ok() {
                 next_start += len + len % 3;
                 len = len % 16 + 1;
             }

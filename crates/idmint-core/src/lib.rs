@@ -3,7 +3,8 @@
 //! This crate owns tag names, the named limits, validated newtypes (`Step`, `Count`,
 //! `StartId`, `Description`, `PreloadRatio`), segment ranges ([`IdRange`]) and the
 //! [`DoubleBuffer`] that hands them out with one atomic cursor and says when a refill is
-//! needed.
+//! needed, and the pacing arithmetic (`pacing.rs`) that sizes segments from the measured
+//! rate.
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -11,11 +12,15 @@
 
 pub mod buffer;
 pub mod limits;
+pub mod pacing;
 pub mod segment;
 pub mod tag;
 pub mod values;
 
+mod sync;
+
 pub use buffer::{BufferSnapshot, DoubleBuffer, InstallError, SEGMENT_LEN_MAX, Take};
+pub use pacing::RateMeter;
 pub use segment::{IdRange, SegmentSnapshot};
 pub use tag::{Tag, TagError};
 pub use values::{Count, Description, PreloadRatio, StartId, Step, ValueError};

@@ -67,6 +67,23 @@ pub const REFILL_RETRY_MS_MIN: u64 = 50;
 /// Longest delay between retries of a failed background refill.
 pub const REFILL_RETRY_MS_MAX: u64 = 2_000;
 
+/// Default target lifetime of one segment, in seconds: the adaptive step sizes segments to
+/// last this long at the forecast rate (Leaf: 15 minutes).
+pub const SEGMENT_DURATION_S_DEFAULT: u64 = 900;
+
+/// Shortest configurable segment duration, in seconds.
+pub const SEGMENT_DURATION_S_MIN: u64 = 1;
+
+/// Longest configurable segment duration, in seconds (one day).
+pub const SEGMENT_DURATION_S_MAX: u64 = 86_400;
+
+/// How often each tag's consumption rate is sampled, in milliseconds.
+pub const RATE_SAMPLE_MS: u64 = 1_000;
+
+/// Forward jumps a refill makes past a store that went backwards before it gives up for this
+/// attempt (and retries with backoff).
+pub const REGRESSION_JUMPS_MAX: u32 = 3;
+
 /// Most segments one take may draw from: the current one and, after a switch, the next.
 pub const TAKE_SEGMENTS_MAX: usize = 2;
 
@@ -81,6 +98,10 @@ const _: () = assert!(STORE_CALL_TIMEOUT_MS_DEFAULT <= STORE_CALL_TIMEOUT_MS_MAX
 const _: () = assert!(TAG_REFRESH_MS_MIN <= TAG_REFRESH_MS_DEFAULT);
 const _: () = assert!(TAG_REFRESH_MS_DEFAULT <= TAG_REFRESH_MS_MAX);
 const _: () = assert!(REFILL_RETRY_MS_MIN <= REFILL_RETRY_MS_MAX);
+const _: () = assert!(
+    SEGMENT_DURATION_S_MIN <= SEGMENT_DURATION_S_DEFAULT
+        && SEGMENT_DURATION_S_DEFAULT <= SEGMENT_DURATION_S_MAX
+);
 // A cursor may overshoot a segment's end by at most (concurrent takers x BATCH_COUNT_MAX);
 // ids end below 2^63, so the u64 cursor has 2^63 of headroom and cannot wrap.
 const _: () = assert!(ID_MAX < u64::MAX / 2 + 1);

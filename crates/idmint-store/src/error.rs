@@ -24,7 +24,7 @@ pub enum StoreError {
         tag: Tag,
         /// Its current `max_id`.
         max_id: u64,
-        /// Its step.
+        /// The step the allocation needed: the larger of the tag's step and the requested one.
         step: u64,
     },
     /// `create_tag` when the store already holds `TAG_COUNT_MAX` tags.
@@ -40,6 +40,10 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A value passed to the store is outside what a row may hold; nothing was changed. The
+    /// message names the value and its bound.
+    #[error("invalid value: {0}")]
+    InvalidValue(String),
     /// The store could not be reached or failed the call; nothing was changed that the
     /// caller can rely on. Retry later.
     #[error("store unavailable: {0}")]

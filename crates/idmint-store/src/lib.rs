@@ -1,9 +1,11 @@
 //! idmint-store: where segment rows live.
 //!
-//! This crate owns the [`SegmentStore`] trait (atomic range allocation plus tag create, list,
-//! get, set step, delete), its typed errors, store URLs, and the backends: [`MemoryStore`]
-//! (the reference every backend is checked against) and [`SqliteStore`] (the embedded
-//! default). Every backend passes one conformance suite (`tests/it/conformance.rs`).
+//! This crate owns the [`SegmentStore`] trait (atomic range allocation, with a step the caller
+//! may raise above the tag's; a compare-and-set of `max_id` that gives back an unissued tail
+//! or jumps past a regression; tag create, list, get, set step, delete), its typed errors,
+//! store URLs, and the backends: [`MemoryStore`] (the reference every backend is checked
+//! against) and [`SqliteStore`] (the embedded default). Every backend passes one conformance
+//! suite (`tests/it/conformance.rs`).
 //!
 //! It must not spawn background tasks or read idmint's clock; it must not know HTTP. Its
 //! only timing is the database's own `update_time` column.
@@ -16,6 +18,7 @@ mod url;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use idmint_core::limits::{ID_MAX, ID_MIN};
 use idmint_core::{Description, IdRange, StartId, Step, Tag};
 
 pub use error::StoreError;
@@ -55,16 +58,57 @@ pub struct TagRecord {
     pub update_time_s: u64,
 }
 
+/// What one [`SegmentStore::allocate`] reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// The reserved ids, `[old max_id, new max_id)`: as long as the larger of the tag's step
+    /// and the requested one.
+    pub range: IdRange,
+    /// The row's configured `step` as stored when the allocation was made, so a caller that
+    /// asks for its own step learns an operator's `set_step` without another read.
+    pub tag_step: u64,
+}
+
 /// Durable storage of segment rows, shared by every idmint node.
 ///
 /// Implementations must make `allocate` atomic: concurrent callers, in this process or any
-/// other node, always receive disjoint ranges, and `max_id` never decreases.
+/// other node, always receive disjoint ranges, and `allocate` never decreases `max_id`. Only
+/// [`compare_and_set_max_id`](SegmentStore::compare_and_set_max_id) may lower it, and only
+/// while no other allocation has happened since the caller's own.
 #[async_trait]
 pub trait SegmentStore: Send + Sync + 'static {
-    /// Reserves the next `step` ids of `tag` in one atomic update and returns them as
-    /// `[old max_id, new max_id)`. Refuses with [`StoreError::Exhausted`] rather than pass
-    /// `i64::MAX`, and with [`StoreError::TagNotFound`] for an unknown tag.
-    async fn allocate(&self, tag: &Tag) -> Result<IdRange, StoreError>;
+    /// Reserves the next ids of `tag` in one atomic update and returns them as
+    /// `[old max_id, new max_id)` with the row's step.
+    ///
+    /// `max_id` advances by the larger of the row's `step` and `step` (`None` asks for the
+    /// row's `step`), read in the same update: a request never reserves fewer ids than the
+    /// tag is configured for, and a changed step takes effect on the very next allocation.
+    /// Refuses with [`StoreError::Exhausted`] (carrying that larger step) rather than pass
+    /// `i64::MAX`, leaving the row unchanged, so a caller may retry with a smaller request;
+    /// with [`StoreError::TagNotFound`] for an unknown tag; with [`StoreError::Corrupt`] for
+    /// a row that cannot be served (negative `max_id`, step below 1).
+    async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError>;
+
+    /// Sets `max_id := new` only if it is still `expected`, in one atomic update
+    /// (`UPDATE … SET max_id = new WHERE biz_tag = tag AND max_id = expected`), stamping
+    /// `update_time`.
+    ///
+    /// Returns `Ok(true)` when applied; `Ok(false)` when the row holds another `max_id`
+    /// (another node allocated meanwhile), changing nothing; [`StoreError::TagNotFound`]
+    /// when there is no row; [`StoreError::InvalidValue`] when `new` is outside
+    /// `ID_MIN..=ID_MAX`, before the store is asked.
+    ///
+    /// The engine uses it two ways: at shutdown with `new < expected`, to give back the
+    /// unissued tail `[new, expected)` of the range it allocated last; and with
+    /// `new > expected`, to jump past ids it already served after the store went backwards.
+    /// Lowering `max_id` is safe only because `expected` proves no allocation followed the
+    /// caller's, and the caller vouches that no id in `[new, expected)` was handed out.
+    async fn compare_and_set_max_id(
+        &self,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError>;
 
     /// Creates a tag row; refuses an existing tag and more than `TAG_COUNT_MAX` tags.
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError>;
@@ -76,7 +120,7 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// valid tag name are skipped with a warning.
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError>;
 
-    /// Changes the step of `tag`; later allocations use it.
+    /// Changes the step of `tag`; the next allocation uses it.
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError>;
 
     /// Deletes the row of `tag`.
@@ -98,21 +142,42 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
     }
 }
 
-/// The range `[max_id_after - step, max_id_after)` an allocation reserved, refusing rows that
-/// would yield no valid id.
+/// How far an allocation advances `max_id`: the row's step, or the requested one if larger.
+pub(crate) fn effective_step(tag_step: u64, requested: Option<Step>) -> u64 {
+    tag_step.max(requested.map_or(0, Step::get))
+}
+
+/// What an allocation that left `max_id` at `max_id_after` reserved, for a row whose step is
+/// `tag_step` and a caller that asked for `requested`: the range
+/// `[max_id_after - effective step, max_id_after)`. Refuses rows that would yield no valid id.
 pub(crate) fn allocated_range(
     tag: &Tag,
     max_id_after: i64,
-    step: i64,
-) -> Result<IdRange, StoreError> {
+    tag_step: i64,
+    requested: Option<Step>,
+) -> Result<Allocation, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt { tag: tag.to_string(), reason };
-    if step < 1 {
-        return Err(corrupt(format!("step is {step}; it must be at least 1")));
-    }
+    let tag_step = u64::try_from(tag_step)
+        .ok()
+        .filter(|step| *step >= 1)
+        .ok_or_else(|| corrupt(format!("step is {tag_step}; it must be at least 1")))?;
     let end = u64::try_from(max_id_after)
         .map_err(|_| corrupt(format!("max_id is negative ({max_id_after})")))?;
+    let step = effective_step(tag_step, requested);
     // Ids start at 1: a Leaf row whose max_id is 0 loses only the id 0.
-    let start = end.saturating_sub(step as u64).max(idmint_core::limits::ID_MIN);
-    IdRange::new(start, end)
-        .ok_or_else(|| corrupt(format!("allocation ended at {end}: no valid id in range")))
+    let start = end.saturating_sub(step).max(ID_MIN);
+    let range = IdRange::new(start, end)
+        .ok_or_else(|| corrupt(format!("allocation ended at {end}: no valid id in range")))?;
+    Ok(Allocation { range, tag_step })
+}
+
+/// Refuses a `compare_and_set_max_id` target no row may hold.
+pub(crate) fn check_new_max_id(new: u64) -> Result<(), StoreError> {
+    if (ID_MIN..=ID_MAX).contains(&new) {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidValue(format!(
+            "max_id {new} is outside {ID_MIN}..={ID_MAX}, the ids idmint hands out"
+        )))
+    }
 }

@@ -9,9 +9,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
-use idmint_core::{IdRange, Step, Tag};
+use idmint_core::{Step, Tag};
 
-use crate::{SegmentStore, StoreError, TagRecord, TagSpec, allocated_range};
+use crate::{
+    Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,
+    effective_step,
+};
 
 /// Rows in process memory.
 #[derive(Debug, Default)]
@@ -34,21 +37,40 @@ impl MemoryStore {
 
 #[async_trait]
 impl SegmentStore for MemoryStore {
-    async fn allocate(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+    async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         let mut rows = self.rows();
         let row = rows.get_mut(tag).ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
-        if row.max_id > ID_MAX - row.step {
+        let effective = effective_step(row.step, step);
+        let Some(max_id_after) = row.max_id.checked_add(effective).filter(|end| *end <= ID_MAX)
+        else {
             return Err(StoreError::Exhausted {
                 tag: tag.clone(),
                 max_id: row.max_id,
-                step: row.step,
+                step: effective,
             });
-        }
-        // Both fit i64: max_id + step <= ID_MAX == i64::MAX.
-        let range = allocated_range(tag, (row.max_id + row.step) as i64, row.step as i64)?;
-        row.max_id += row.step;
+        };
+        // All fit i64: row.step <= effective, and max_id + effective <= ID_MAX == i64::MAX.
+        let allocation = allocated_range(tag, max_id_after as i64, row.step as i64, step)?;
+        row.max_id = max_id_after;
         row.update_time_s = now_s();
-        Ok(range)
+        Ok(allocation)
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError> {
+        check_new_max_id(new)?;
+        let mut rows = self.rows();
+        let row = rows.get_mut(tag).ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
+        if row.max_id != expected {
+            return Ok(false);
+        }
+        row.max_id = new;
+        row.update_time_s = now_s();
+        Ok(true)
     }
 
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {

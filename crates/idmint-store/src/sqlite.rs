@@ -1,8 +1,9 @@
 //! The SQLite backend, idmint's embedded default: one file, WAL, `synchronous=FULL`, a STRICT
 //! table with Leaf's `leaf_alloc` columns.
 //!
-//! Allocation is one `UPDATE … RETURNING`, atomic across threads and across processes sharing
-//! the file (the CLI and a running server). Calls run on tokio's blocking pool and are
+//! Allocation is one `UPDATE … RETURNING`, and a compare-and-set of `max_id` one conditional
+//! `UPDATE`, each atomic across threads and across processes sharing the file (the CLI and a
+//! running server). Calls run on tokio's blocking pool and are
 //! awaited in place; the connection sits behind a mutex, and SQLite's busy timeout bounds how
 //! long a call waits for another process's write lock.
 
@@ -12,10 +13,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
-use idmint_core::{IdRange, Step, Tag};
+use idmint_core::{Step, Tag};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{SegmentStore, StoreError, TABLE_NAME, TagRecord, TagSpec, allocated_range};
+use crate::{
+    Allocation, SegmentStore, StoreError, TABLE_NAME, TagRecord, TagSpec, allocated_range,
+    check_new_max_id, effective_step,
+};
 
 /// How long a call waits for another connection's write lock before failing as unavailable.
 pub const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
@@ -61,26 +65,73 @@ impl SqliteStore {
 
 #[async_trait]
 impl SegmentStore for SqliteStore {
-    async fn allocate(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+    async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         let tag = tag.clone();
+        // 0 lets the row's step win in `max(step, ?2)`; rows with a step below 1 are refused
+        // by the WHERE clause, so 0 is never the effective step.
+        let requested = step.map_or(0, |s| s.get() as i64);
         self.call(move |conn| {
-            // One statement: the bound in WHERE refuses to pass i64::MAX, atomically.
+            // One statement: the row's step is read, the effective step chosen and the bound
+            // in WHERE checked (refusing to pass i64::MAX) in the same atomic update. Both
+            // operands of `?3 - max(step, ?2)` are at least 0, so it cannot overflow.
             let updated: Option<(i64, i64)> = conn
                 .query_row(
                     &format!(
-                        "UPDATE {TABLE_NAME} SET max_id = max_id + step, update_time = unixepoch() \
-                         WHERE biz_tag = ?1 AND step >= 1 AND max_id >= 0 AND max_id <= ?2 - step \
+                        "UPDATE {TABLE_NAME} \
+                         SET max_id = max_id + max(step, ?2), update_time = unixepoch() \
+                         WHERE biz_tag = ?1 AND step >= 1 AND max_id >= 0 \
+                         AND max_id <= ?3 - max(step, ?2) \
                          RETURNING max_id, step"
                     ),
-                    params![tag.as_str(), ID_MAX as i64],
+                    params![tag.as_str(), requested, ID_MAX as i64],
                     |row| Ok((row.get(0)?, row.get(1)?)),
                 )
                 .optional()
                 .map_err(unavailable)?;
             match updated {
-                Some((max_id, step)) => allocated_range(&tag, max_id, step),
-                None => Err(refused_allocation(conn, &tag)?),
+                Some((max_id, tag_step)) => allocated_range(&tag, max_id, tag_step, step),
+                None => Err(refused_allocation(conn, &tag, step)?),
             }
+        })
+        .await
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError> {
+        check_new_max_id(new)?;
+        let tag = tag.clone();
+        self.call(move |conn| {
+            // A row holds an i64, so an `expected` beyond it matches no row: skip the update.
+            let applied = match i64::try_from(expected) {
+                Ok(expected) => conn
+                    .execute(
+                        &format!(
+                            "UPDATE {TABLE_NAME} SET max_id = ?3, update_time = unixepoch() \
+                             WHERE biz_tag = ?1 AND max_id = ?2"
+                        ),
+                        // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
+                        params![tag.as_str(), expected, new as i64],
+                    )
+                    .map_err(unavailable)?,
+                Err(_) => 0,
+            };
+            if applied > 0 {
+                return Ok(true);
+            }
+            let exists = conn
+                .query_row(
+                    &format!("SELECT 1 FROM {TABLE_NAME} WHERE biz_tag = ?1"),
+                    [tag.as_str()],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(unavailable)?
+                .is_some();
+            if exists { Ok(false) } else { Err(StoreError::TagNotFound(tag)) }
         })
         .await
     }
@@ -216,9 +267,13 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Explains why the allocating UPDATE matched no row: no such tag, a row idmint cannot
-/// serve (negative `max_id`, step below 1), or no room left.
-fn refused_allocation(conn: &Connection, tag: &Tag) -> Result<StoreError, StoreError> {
+/// Explains why the allocating UPDATE, asked for `requested`, matched no row: no such tag, a
+/// row idmint cannot serve (negative `max_id`, step below 1), or no room left.
+fn refused_allocation(
+    conn: &Connection,
+    tag: &Tag,
+    requested: Option<Step>,
+) -> Result<StoreError, StoreError> {
     let row = conn
         .query_row(
             &format!("SELECT {COLUMNS} FROM {TABLE_NAME} WHERE biz_tag = ?1"),
@@ -234,9 +289,11 @@ fn refused_allocation(conn: &Connection, tag: &Tag) -> Result<StoreError, StoreE
             tag: tag.to_string(),
             reason: format!("step is {}; it must be at least 1", row.step),
         },
-        Some(Ok(row)) => {
-            StoreError::Exhausted { tag: tag.clone(), max_id: row.max_id, step: row.step }
-        }
+        Some(Ok(row)) => StoreError::Exhausted {
+            tag: tag.clone(),
+            max_id: row.max_id,
+            step: effective_step(row.step, requested),
+        },
     })
 }
 

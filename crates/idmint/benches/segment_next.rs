@@ -26,7 +26,7 @@ fn segment_next(c: &mut Criterion) {
     let (segments, tag) = runtime.block_on(start_segments());
     let generator = segments.generator(&tag).expect("generator");
     let buffer = DoubleBuffer::new(PreloadRatio::DEFAULT);
-    buffer.install(IdRange::new(1, 1 + SEGMENT_LEN_MAX).expect("range")).expect("install");
+    buffer.install(IdRange::new(1, 1 + SEGMENT_LEN_MAX).expect("range"), 0).expect("install");
     let counter = AtomicU64::new(0);
 
     let mut group = c.benchmark_group("segment_next");
@@ -77,7 +77,7 @@ async fn start_segments() -> (Arc<Segments>, Tag) {
         description: Default::default(),
     };
     store.create_tag(&spec).await.expect("create");
-    (Segments::start(store, SegmentConfig::default()), tag)
+    (Segments::start(store, SegmentConfig::default()).expect("start"), tag)
 }
 
 fn take_from_handle(runtime: &Runtime, generator: &Arc<TagGenerator>, n: u64) {

@@ -1,21 +1,26 @@
 //! Tunables of segment serving, each checked against its bound in `idmint_core::limits`.
 //! Configuration may lower a limit, never raise it.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use idmint_core::PreloadRatio;
 use idmint_core::limits::{
-    REFILL_WAIT_MS_DEFAULT, REFILL_WAIT_MS_MAX, STORE_CALL_TIMEOUT_MS_DEFAULT,
-    STORE_CALL_TIMEOUT_MS_MAX, TAG_REFRESH_MS_DEFAULT, TAG_REFRESH_MS_MAX, TAG_REFRESH_MS_MIN,
+    REFILL_WAIT_MS_DEFAULT, REFILL_WAIT_MS_MAX, SEGMENT_DURATION_S_DEFAULT, SEGMENT_DURATION_S_MAX,
+    SEGMENT_DURATION_S_MIN, STORE_CALL_TIMEOUT_MS_DEFAULT, STORE_CALL_TIMEOUT_MS_MAX,
+    TAG_REFRESH_MS_DEFAULT, TAG_REFRESH_MS_MAX, TAG_REFRESH_MS_MIN,
 };
 
 /// How segment serving behaves. Build with [`SegmentConfig::default`] and the checked setters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentConfig {
     preload_ratio: PreloadRatio,
     refill_wait: Duration,
     store_call_timeout: Duration,
     tag_refresh_interval: Duration,
+    segment_duration: Duration,
+    adaptive_step: bool,
+    state_dir: Option<PathBuf>,
 }
 
 /// A tunable outside its bound.
@@ -39,6 +44,9 @@ impl Default for SegmentConfig {
             refill_wait: Duration::from_millis(REFILL_WAIT_MS_DEFAULT),
             store_call_timeout: Duration::from_millis(STORE_CALL_TIMEOUT_MS_DEFAULT),
             tag_refresh_interval: Duration::from_millis(TAG_REFRESH_MS_DEFAULT),
+            segment_duration: Duration::from_secs(SEGMENT_DURATION_S_DEFAULT),
+            adaptive_step: true,
+            state_dir: None,
         }
     }
 }
@@ -72,6 +80,29 @@ impl SegmentConfig {
         Ok(self)
     }
 
+    /// Sets how long one segment should last at the forecast rate
+    /// (`SEGMENT_DURATION_S_MIN..=SEGMENT_DURATION_S_MAX` s); the adaptive step sizes
+    /// segments for it.
+    pub fn with_segment_duration_s(mut self, s: u64) -> Result<SegmentConfig, ConfigError> {
+        let ms = bounded("segment_duration_s", s, SEGMENT_DURATION_S_MIN, SEGMENT_DURATION_S_MAX)?;
+        self.segment_duration = ms * 1000;
+        Ok(self)
+    }
+
+    /// Turns the adaptive step on (the default) or off: off, every allocation reserves the
+    /// tag's configured step, as Leaf does with its dynamic step disabled.
+    pub fn with_adaptive_step(mut self, adaptive: bool) -> SegmentConfig {
+        self.adaptive_step = adaptive;
+        self
+    }
+
+    /// Keeps the per-tag high-water marks in `dir` (created when absent), so the
+    /// store-regression guard survives restarts. Without it the marks live in memory only.
+    pub fn with_state_dir(mut self, dir: impl Into<PathBuf>) -> SegmentConfig {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
     /// The preload ratio.
     pub fn preload_ratio(&self) -> PreloadRatio {
         self.preload_ratio
@@ -90,6 +121,21 @@ impl SegmentConfig {
     /// The tag refresh interval.
     pub fn tag_refresh_interval(&self) -> Duration {
         self.tag_refresh_interval
+    }
+
+    /// The target lifetime of one segment.
+    pub fn segment_duration(&self) -> Duration {
+        self.segment_duration
+    }
+
+    /// Whether the step adapts to the consumption rate.
+    pub fn adaptive_step(&self) -> bool {
+        self.adaptive_step
+    }
+
+    /// Where the high-water marks persist, if anywhere.
+    pub fn state_dir(&self) -> Option<&Path> {
+        self.state_dir.as_deref()
     }
 }
 

@@ -25,6 +25,10 @@ pub enum Error {
     /// The node is shutting down and hands out no more ids.
     #[error("the node is shutting down")]
     ShuttingDown,
+    /// The node's local state (the high-water file of its data directory) cannot be read or
+    /// written; the message names the file and the fix.
+    #[error("local state: {0}")]
+    LocalState(String),
     /// An admin call failed in the store.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -1,27 +1,40 @@
-//! One tag's generator: its double buffer and the single-flight refill that feeds it.
+//! One tag's generator: its double buffer, the single-flight refill that feeds it, and the
+//! pacing that sizes its segments.
 //!
-//! The per-id path is `DoubleBuffer::take`: an atomic step, no lock, no await, no log line.
-//! When a take crosses the preload point (or comes up short) the generator spawns at most one
-//! refill task; a request that finds both segments spent waits for that refill, bounded by
-//! `refill_wait`, and fails with [`Error::Unavailable`] rather than guess.
+//! The per-id path is `DoubleBuffer::take`: loads and one atomic step, no lock, no await, no
+//! log line. When a take crosses the preload point (or comes up short) the generator spawns
+//! at most one refill task; a request that finds both segments spent waits for that refill,
+//! bounded by `refill_wait`, and fails with [`Error::Unavailable`] rather than guess.
+//!
+//! A refill asks the store for the step the pacing plans (`idmint_core::pacing`), refuses a
+//! range below the tag's high-water mark (the store went backwards) and jumps the store past
+//! it, persists the new mark, and only then installs the range.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use idmint_core::limits::{REFILL_RETRY_MS_MAX, REFILL_RETRY_MS_MIN};
-use idmint_core::{BufferSnapshot, Count, DoubleBuffer, IdRange, InstallError, Tag, Take};
-use idmint_store::{SegmentStore, StoreError};
+use idmint_core::limits::{REFILL_RETRY_MS_MAX, REFILL_RETRY_MS_MIN, REGRESSION_JUMPS_MAX};
+use idmint_core::pacing::{plan_step, preload_reserve, runway_seconds};
+use idmint_core::{
+    BufferSnapshot, Count, DoubleBuffer, IdRange, InstallError, RateMeter, Step, Tag, Take,
+};
+use idmint_store::{Allocation, SegmentStore, StoreError};
 use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::highwater::HighWaterFile;
 use crate::{Error, SegmentConfig};
+
+/// Shortest interval a rate sample covers; shorter ones are merged into the next.
+const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);
 
 /// What every generator of one [`crate::Segments`] shares.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn SegmentStore>,
     pub(crate) config: SegmentConfig,
+    pub(crate) high_water: Option<Arc<HighWaterFile>>,
     pub(crate) tracker: TaskTracker,
     pub(crate) cancel: CancellationToken,
 }
@@ -36,18 +49,79 @@ pub struct TagGenerator {
     /// Bumped after every failed refill attempt; waiters compare it to fail fast.
     failures: AtomicU64,
     last_failure: Mutex<Option<Error>>,
+    /// Requests that found both segments spent and waited for the store.
+    waits: AtomicU64,
+    /// Ranges installed.
+    refills: AtomicU64,
+    pacing: Mutex<Pacing>,
     shared: Arc<Shared>,
+}
+
+/// What the step policy knows about the tag. Touched once per second and once per refill.
+#[derive(Debug)]
+struct Pacing {
+    meter: RateMeter,
+    sampled_at: Instant,
+    sampled_handed_out: u64,
+    /// The row's configured step, as of the last allocation (0: none yet).
+    tag_step: u64,
+    /// Length of the last range the store gave.
+    step: u64,
+    /// Moving average of the store's allocation latency.
+    latency: Duration,
+    /// The last allocation's latency.
+    last_latency: Duration,
+}
+
+/// A tag as this node serves it: both segments, the pacing and the counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagStatus {
+    /// Both segments, the ids handed out and the high-water mark.
+    pub buffer: BufferSnapshot,
+    /// Length of the last range the store gave (0 before the first).
+    pub step: u64,
+    /// The tag's configured step as of the last allocation (0 before the first).
+    pub tag_step: u64,
+    /// Recent consumption, ids per second.
+    pub rate_per_s: f64,
+    /// Ids left in both segments.
+    pub remaining: u64,
+    /// Seconds the remaining ids last at the recent rate; `None` when idle.
+    pub runway_s: Option<f64>,
+    /// Moving average of the store's allocation latency, in milliseconds.
+    pub refill_latency_ms: f64,
+    /// Ranges installed.
+    pub refills: u64,
+    /// Failed refill attempts.
+    pub refill_failures: u64,
+    /// Requests that found both segments spent and waited for the store.
+    pub waits: u64,
 }
 
 impl TagGenerator {
     pub(crate) fn new(tag: Tag, shared: Arc<Shared>) -> TagGenerator {
+        let buffer = DoubleBuffer::new(shared.config.preload_ratio());
+        if let Some(mark) = shared.high_water.as_ref().and_then(|h| h.get(&tag)) {
+            buffer.raise_floor(mark);
+        }
         TagGenerator {
-            buffer: DoubleBuffer::new(shared.config.preload_ratio()),
+            buffer,
             tag,
             refill_in_flight: AtomicBool::new(false),
             refilled: Notify::new(),
             failures: AtomicU64::new(0),
             last_failure: Mutex::new(None),
+            waits: AtomicU64::new(0),
+            refills: AtomicU64::new(0),
+            pacing: Mutex::new(Pacing {
+                meter: RateMeter::new(),
+                sampled_at: Instant::now(),
+                sampled_handed_out: 0,
+                tag_step: 0,
+                step: 0,
+                latency: Duration::ZERO,
+                last_latency: Duration::ZERO,
+            }),
             shared,
         }
     }
@@ -82,6 +156,40 @@ impl TagGenerator {
         self.buffer.snapshot()
     }
 
+    /// The tag as this node serves it, with the rate sampled now.
+    pub fn status(&self) -> TagStatus {
+        self.sample_rate();
+        let buffer = self.buffer.snapshot();
+        let remaining = self.buffer.remaining();
+        let pacing = self.pacing();
+        TagStatus {
+            buffer,
+            step: pacing.step,
+            tag_step: pacing.tag_step,
+            rate_per_s: pacing.meter.current(),
+            remaining,
+            runway_s: runway_seconds(remaining, pacing.meter.current()),
+            refill_latency_ms: pacing.latency.as_secs_f64() * 1000.0,
+            refills: self.refills.load(Ordering::Relaxed),
+            refill_failures: self.failures.load(Ordering::Relaxed),
+            waits: self.waits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Records the ids handed out since the last sample in the rate meter.
+    pub(crate) fn sample_rate(&self) {
+        let handed_out = self.buffer.snapshot().handed_out;
+        let now = Instant::now();
+        let mut pacing = self.pacing();
+        let elapsed = now.saturating_duration_since(pacing.sampled_at);
+        if elapsed < RATE_SAMPLE_MIN {
+            return;
+        }
+        let ids = handed_out.saturating_sub(pacing.sampled_handed_out);
+        pacing.meter.observe(ids, elapsed);
+        (pacing.sampled_at, pacing.sampled_handed_out) = (now, handed_out);
+    }
+
     /// The fast path: take from the buffer and start a refill if it says so.
     #[inline]
     pub(crate) fn try_take(self: &Arc<Self>, count: Count) -> Take {
@@ -102,6 +210,47 @@ impl TagGenerator {
         id
     }
 
+    /// Stops handing ids out: every later take fails with [`Error::ShuttingDown`].
+    pub(crate) fn freeze(&self) {
+        self.buffer.freeze();
+    }
+
+    /// Whether a refill task is running.
+    pub(crate) fn refilling(&self) -> bool {
+        self.refill_in_flight.load(Ordering::Acquire)
+    }
+
+    /// After the freeze: returns the unissued tail of the last range to the store with a
+    /// compare-and-set, so the next allocation (by any node) starts where this node stopped.
+    /// If another node allocated since, the store has moved on and nothing is returned.
+    pub(crate) async fn give_back(&self) {
+        let Some(tail) = self.buffer.unissued_tail() else { return };
+        let timeout = self.shared.config.store_call_timeout();
+        let cas = self.shared.store.compare_and_set_max_id(&self.tag, tail.end(), tail.start());
+        match tokio::time::timeout(timeout, cas).await {
+            Ok(Ok(true)) => {
+                tracing::info!(tag = %self.tag, ids = tail.len(), max_id = tail.start(), "unissued ids given back to the store");
+                if let Some(marks) = &self.shared.high_water
+                    && let Err(error) = marks.lower(&self.tag, tail.start()).await
+                {
+                    // The old, higher mark stays: the next start jumps past the given-back
+                    // ids instead of serving them. Wasteful, never a repeat.
+                    tracing::warn!(tag = %self.tag, %error, "high-water mark not lowered");
+                }
+            }
+            Ok(Ok(false)) => {
+                tracing::info!(tag = %self.tag, ids = tail.len(), "unissued ids not given back: another node allocated since");
+            }
+            Ok(Err(StoreError::TagNotFound(_))) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(tag = %self.tag, %error, ids = tail.len(), "unissued ids not given back");
+            }
+            Err(_elapsed) => {
+                tracing::warn!(tag = %self.tag, ids = tail.len(), "unissued ids not given back: the store did not answer in time");
+            }
+        }
+    }
+
     /// The slow path: both segments ran out before `count` ids were taken. Waits for refills
     /// until the ids are there, a refill fails, or `refill_wait` passes. On failure the ids
     /// already taken are dropped: wasted, never handed out twice.
@@ -113,6 +262,7 @@ impl TagGenerator {
         let wait = self.shared.config.refill_wait();
         let deadline = Instant::now() + wait;
         let mut got: u64 = ranges.iter().map(IdRange::len).sum();
+        let mut counted = false;
         while got < count.get() {
             let notified = self.refilled.notified();
             tokio::pin!(notified);
@@ -122,6 +272,9 @@ impl TagGenerator {
             // Cannot fail: 1 <= count - got <= count, and count is a valid Count.
             let wanted = Count::new(count.get() - got).map_err(|e| self.unavailable(e))?;
             let take = self.try_take(wanted);
+            if take.frozen() {
+                return Err(Error::ShuttingDown);
+            }
             got += take.count();
             ranges.extend(take.ranges());
             if got == count.get() {
@@ -129,6 +282,10 @@ impl TagGenerator {
             }
             if self.shared.cancel.is_cancelled() {
                 return Err(Error::ShuttingDown);
+            }
+            if !counted {
+                self.waits.fetch_add(1, Ordering::Relaxed);
+                counted = true;
             }
             self.ensure_refill();
             tokio::select! {
@@ -195,14 +352,78 @@ impl TagGenerator {
         }
     }
 
+    /// One refill: allocate at the planned step, guard against a store that went back,
+    /// persist the mark, install.
     async fn allocate_and_install(&self) -> Result<(), Error> {
+        self.sample_rate();
+        let (requested, reserve) = self.plan();
+        for _ in 0..=REGRESSION_JUMPS_MAX {
+            let allocation = self.allocate(requested).await?;
+            let range = allocation.range;
+            let high_water = self.buffer.snapshot().high_water;
+            let usable = if range.start() >= high_water {
+                range
+            } else if let Some(above) = IdRange::new(high_water, range.end()) {
+                // Overlaps ids already served: the store is past the danger again, serve only
+                // the part above the mark.
+                tracing::error!(tag = %self.tag, start = range.start(), end = range.end(), high_water, "the store returned a range overlapping ids this node already served; serving only the ids above them");
+                above
+            } else {
+                self.jump_past(range, high_water).await?;
+                continue;
+            };
+            if let Some(marks) = &self.shared.high_water {
+                marks.raise(&self.tag, usable.end()).await.map_err(|e| self.unavailable(e))?;
+            }
+            return match self.buffer.install(usable, reserve) {
+                Ok(()) => {
+                    self.refills.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(tag = %self.tag, start = usable.start(), end = usable.end(), reserve, "segment loaded");
+                    Ok(())
+                }
+                // Another path filled the slot meanwhile; the range is stranded, not reused.
+                Err(InstallError::Full) => Ok(()),
+                Err(e) => Err(self.unavailable(format_args!("segment not installed: {e:?}"))),
+            };
+        }
+        Err(self.unavailable(format_args!(
+            "the store kept returning ranges below ids this node already served, {} jumps in a \
+             row; retrying",
+            REGRESSION_JUMPS_MAX + 1
+        )))
+    }
+
+    /// The step to request (`None`: the tag's own) and the ids to keep in hand at the
+    /// preload point, from the measured rate and refill latency.
+    fn plan(&self) -> (Option<Step>, u64) {
+        let pacing = self.pacing();
+        let forecast = pacing.meter.forecast();
+        let reserve = preload_reserve(forecast, pacing.latency.max(pacing.last_latency));
+        if !self.shared.config.adaptive_step() || pacing.tag_step == 0 {
+            return (None, reserve);
+        }
+        let planned = plan_step(
+            pacing.tag_step,
+            pacing.step,
+            forecast,
+            self.shared.config.segment_duration(),
+        );
+        // The store reserves at least the tag's step; ask only for more.
+        let requested = (planned > pacing.tag_step).then(|| Step::new(planned).ok()).flatten();
+        (requested, reserve)
+    }
+
+    /// One store allocation, bounded by the store call timeout; records its latency.
+    async fn allocate(&self, requested: Option<Step>) -> Result<Allocation, Error> {
         let timeout = self.shared.config.store_call_timeout();
+        let started = Instant::now();
+        let call = self.shared.store.allocate(&self.tag, requested);
         let allocation = tokio::select! {
             () = self.shared.cancel.cancelled() => return Err(Error::ShuttingDown),
-            allocation = tokio::time::timeout(timeout, self.shared.store.allocate(&self.tag)) => allocation,
+            allocation = tokio::time::timeout(timeout, call) => allocation,
         };
-        let range = match allocation {
-            Ok(Ok(range)) => range,
+        let allocation = match allocation {
+            Ok(Ok(allocation)) => allocation,
             Ok(Err(StoreError::TagNotFound(tag))) => return Err(Error::UnknownTag(tag)),
             Ok(Err(e)) => return Err(self.unavailable(e)),
             Err(_elapsed) => {
@@ -212,23 +433,43 @@ impl TagGenerator {
                 )));
             }
         };
-        match self.buffer.install(range) {
-            Ok(()) => {
-                tracing::debug!(tag = %self.tag, start = range.start(), end = range.end(), "segment loaded");
+        let latency = started.elapsed();
+        let mut pacing = self.pacing();
+        pacing.latency = if pacing.latency.is_zero() {
+            latency
+        } else {
+            pacing.latency.mul_f64(0.7) + latency.mul_f64(0.3)
+        };
+        pacing.last_latency = latency;
+        pacing.tag_step = allocation.tag_step;
+        pacing.step = allocation.range.len();
+        Ok(allocation)
+    }
+
+    /// The store returned `range`, entirely below `high_water`: ids this node already served.
+    /// Moves the store's `max_id` from the range's end up to the mark with a compare-and-set
+    /// (if another node allocated meanwhile the store moved anyway; the caller allocates
+    /// again and checks again).
+    async fn jump_past(&self, range: IdRange, high_water: u64) -> Result<(), Error> {
+        tracing::error!(
+            tag = %self.tag, start = range.start(), end = range.end(), high_water,
+            "the store went backwards: it returned ids this node already served (restored \
+             backup? lagging replica?); refusing them and moving the store past them"
+        );
+        let timeout = self.shared.config.store_call_timeout();
+        let cas = self.shared.store.compare_and_set_max_id(&self.tag, range.end(), high_water);
+        match tokio::time::timeout(timeout, cas).await {
+            Ok(Ok(true)) => {
+                tracing::warn!(tag = %self.tag, max_id = high_water, "store moved past the ids already served");
                 Ok(())
             }
-            // Another path filled the slot meanwhile; the range is stranded, not reused.
-            Err(InstallError::Full) => Ok(()),
-            Err(InstallError::Regression { range, high_water }) => {
-                Err(self.unavailable(format_args!(
-                    "the store returned [{}, {}) below ids this node already served (up to {}); \
-                     refused to avoid repeating ids (was the store restored from a backup?)",
-                    range.start(),
-                    range.end(),
-                    high_water
-                )))
-            }
-            Err(e) => Err(self.unavailable(format_args!("segment not installed: {e:?}"))),
+            Ok(Ok(false)) => Ok(()),
+            Ok(Err(StoreError::TagNotFound(tag))) => Err(Error::UnknownTag(tag)),
+            Ok(Err(e)) => Err(self.unavailable(e)),
+            Err(_elapsed) => Err(self.unavailable(format_args!(
+                "the store did not answer within {} ms",
+                timeout.as_millis()
+            ))),
         }
     }
 
@@ -242,11 +483,15 @@ impl TagGenerator {
         last.unwrap_or_else(|| self.unavailable("a refill failed"))
     }
 
+    fn pacing(&self) -> MutexGuard<'_, Pacing> {
+        // Pacing is advisory arithmetic; a poisoned value is still a usable estimate.
+        self.pacing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn unavailable(&self, reason: impl std::fmt::Display) -> Error {
         Error::Unavailable { tag: self.tag.clone(), reason: reason.to_string() }
     }
 }
-
 /// Joins ranges that continue each other, so a batch spanning nothing but a cursor step is
 /// one range.
 fn merge(ranges: Vec<IdRange>) -> Vec<IdRange> {

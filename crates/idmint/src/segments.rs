@@ -5,18 +5,26 @@
 //! `TAG_COUNT_MAX`. A tag the node has not seen gets an empty generator at once; its first
 //! request waits on the generator's single-flight refill, so a tag created a moment ago
 //! works on its first request and concurrent first requests share one store call.
+//!
+//! Two background loops run beside the generators: the tag refresh (drops tags deleted from
+//! the store) and the rate sampler (once per `RATE_SAMPLE_MS`, feeds each tag's pacing).
+//! [`Segments::shutdown`] freezes every generator, lets refills in flight land, stops the
+//! loops and gives each tag's unissued ids back to the store.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use idmint_core::limits::TAG_COUNT_MAX;
+use idmint_core::limits::{RATE_SAMPLE_MS, TAG_COUNT_MAX};
 use idmint_core::{BufferSnapshot, Count, IdRange, Step, Tag};
 use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::generator::{Shared, TagGenerator};
+use crate::generator::{Shared, TagGenerator, TagStatus};
+use crate::highwater::HighWaterFile;
 use crate::{Error, SegmentConfig};
 
 type Registry = HashMap<Tag, Arc<TagGenerator>>;
@@ -25,22 +33,42 @@ type Registry = HashMap<Tag, Arc<TagGenerator>>;
 pub struct Segments {
     shared: Arc<Shared>,
     registry: ArcSwap<Registry>,
+    /// Set when the shutdown begins: no generator is made after it.
+    closing: AtomicBool,
 }
 
 impl Segments {
-    /// Starts serving the tags of `store`, with the tag refresh running in the background.
-    /// Must be called inside a tokio runtime.
-    pub fn start(store: Arc<dyn SegmentStore>, config: SegmentConfig) -> Arc<Segments> {
+    /// Starts serving the tags of `store`, with the tag refresh and the rate sampler running
+    /// in the background. With a state directory configured, opens (and locks) its
+    /// high-water file first; a damaged or locked file refuses the start with
+    /// [`Error::LocalState`]. Must be called inside a tokio runtime.
+    pub fn start(
+        store: Arc<dyn SegmentStore>,
+        config: SegmentConfig,
+    ) -> Result<Arc<Segments>, Error> {
+        let high_water = match config.state_dir() {
+            Some(dir) => Some(Arc::new(HighWaterFile::open(dir)?)),
+            None => None,
+        };
+        if let Some(marks) = &high_water {
+            tracing::info!(path = %marks.path().display(), "store-regression guard: high-water marks persist here");
+        }
         let shared = Arc::new(Shared {
             store,
             config,
+            high_water,
             tracker: TaskTracker::new(),
             cancel: CancellationToken::new(),
         });
-        let segments = Arc::new(Segments { shared, registry: ArcSwap::default() });
+        let segments = Arc::new(Segments {
+            shared,
+            registry: ArcSwap::default(),
+            closing: AtomicBool::new(false),
+        });
         let weak = Arc::downgrade(&segments);
-        segments.shared.tracker.spawn(refresh_loop(weak, segments.shared.clone()));
-        segments
+        segments.shared.tracker.spawn(refresh_loop(weak.clone(), segments.shared.clone()));
+        segments.shared.tracker.spawn(sample_loop(weak, segments.shared.clone()));
+        Ok(segments)
     }
 
     /// The next id of `tag`.
@@ -77,6 +105,9 @@ impl Segments {
         if let Some(generator) = self.registry.load().get(tag) {
             return Ok(Arc::clone(generator));
         }
+        if self.closing.load(Ordering::Acquire) {
+            return Err(Error::ShuttingDown);
+        }
         let mut found = Err(Error::TooManyTags(TAG_COUNT_MAX));
         self.registry.rcu(|registry| {
             if let Some(generator) = registry.get(tag) {
@@ -99,6 +130,11 @@ impl Segments {
     /// The two segments this node holds for `tag`, if it serves the tag.
     pub fn snapshot(&self, tag: &Tag) -> Option<BufferSnapshot> {
         self.registry.load().get(tag).map(|g| g.snapshot())
+    }
+
+    /// How this node serves `tag` (segments, step, rate, runway, counters), if it does.
+    pub fn status(&self, tag: &Tag) -> Option<TagStatus> {
+        self.registry.load().get(tag).map(|g| g.status())
     }
 
     /// Creates a tag in the store.
@@ -128,6 +164,10 @@ impl Segments {
     pub async fn delete_tag(&self, tag: &Tag) -> Result<(), Error> {
         self.store_call(self.shared.store.delete_tag(tag)).await?;
         self.forget(tag, None);
+        if let Some(marks) = &self.shared.high_water {
+            // A tag created again under this name starts over where its operator says.
+            marks.remove(tag).await?;
+        }
         Ok(())
     }
 
@@ -158,12 +198,28 @@ impl Segments {
         self.shared.store.describe()
     }
 
-    /// Stops every background task and waits for them. Requests after this fail with
-    /// [`Error::ShuttingDown`] once their segments run out.
+    /// Shuts down without wasting ids: freezes every generator (every later take fails with
+    /// [`Error::ShuttingDown`], never an id), lets refills already running land (bounded by
+    /// the store call timeout), stops the background tasks, then gives each tag's unissued
+    /// ids back to the store with a compare-and-set. Call it after requests have drained.
     pub async fn shutdown(&self) {
+        self.closing.store(true, Ordering::Release);
+        let generators: Vec<Arc<TagGenerator>> = self.registry.load().values().cloned().collect();
+        for generator in &generators {
+            generator.freeze();
+        }
+        // A refill in flight may have reserved a range already: let it land in the frozen
+        // buffer (parked, never served) so it is given back too.
+        let deadline = tokio::time::Instant::now() + self.shared.config.store_call_timeout();
+        while generators.iter().any(|g| g.refilling()) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         self.shared.cancel.cancel();
         self.shared.tracker.close();
         self.shared.tracker.wait().await;
+        for generator in &generators {
+            generator.give_back().await;
+        }
     }
 
     async fn store_call<T>(
@@ -198,6 +254,23 @@ impl Segments {
             updated.remove(tag);
             Arc::new(updated)
         });
+    }
+}
+
+/// Samples every tag's consumption once per `RATE_SAMPLE_MS`, for the step policy and the
+/// runway.
+async fn sample_loop(segments: Weak<Segments>, shared: Arc<Shared>) {
+    let mut interval = tokio::time::interval(Duration::from_millis(RATE_SAMPLE_MS));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = shared.cancel.cancelled() => return,
+        }
+        let Some(segments) = segments.upgrade() else { return };
+        for generator in segments.registry.load().values() {
+            generator.sample_rate();
+        }
     }
 }
 

@@ -11,14 +11,16 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use idmint_core::limits::{DESCRIPTION_LEN_MAX, ID_MAX, STEP_MAX, TAG_LEN_MAX};
+use idmint_core::limits::{DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, STEP_MAX, TAG_LEN_MAX};
 use idmint_core::{Description, IdRange, StartId, Step, Tag};
-use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
+use idmint_store::{Allocation, SegmentStore, StoreError, TagRecord, TagSpec};
 
 /// Concurrent allocators in [`concurrent_allocations_tile_without_overlap`].
 const CONCURRENT_TASK_COUNT: usize = 8;
 /// Allocations each of them makes.
 const ALLOCATIONS_PER_TASK: usize = 50;
+/// Times the step changes while [`concurrent_mixed_steps_tile_without_overlap`] allocates.
+const STEP_CHANGE_COUNT: usize = 40;
 
 /// A store under test, with whatever must live as long as it does.
 pub struct Subject {
@@ -53,6 +55,17 @@ macro_rules! conformance_suite {
             concurrent_allocations_tile_without_overlap,
             overflow_is_refused_and_the_row_left_unchanged,
             exhaustion_boundary_is_exact,
+            requested_step_above_the_tag_step_is_reserved,
+            requested_step_below_the_tag_step_reserves_the_tag_step,
+            set_step_applies_to_the_next_allocation_whatever_the_request,
+            allocation_reports_the_tag_step_as_stored,
+            exhaustion_with_a_requested_step_is_refused_and_the_row_left_unchanged,
+            concurrent_mixed_steps_tile_without_overlap,
+            compare_and_set_applies_and_the_next_allocation_starts_at_new,
+            compare_and_set_with_a_stale_expected_changes_nothing,
+            compare_and_set_of_an_unknown_tag_is_not_found,
+            compare_and_set_to_an_invalid_max_id_is_refused,
+            concurrent_compare_and_sets_apply_once,
             create_returns_the_record_as_stored,
             create_of_an_existing_tag_is_refused_and_the_row_left_unchanged,
             concurrent_creates_of_one_tag_succeed_once,
@@ -80,10 +93,10 @@ pub(crate) use conformance_suite;
 /// The first allocation of a new tag is exactly `[start, start + step)`.
 pub async fn first_allocation_is_start_to_start_plus_step(store: Arc<dyn SegmentStore>) {
     let tag = create(&store, "first", 1_000, 10).await;
-    assert_eq!(store.allocate(&tag).await.unwrap(), range(1_000, 1_010));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(1_000, 1_010));
 
     let tag = create(&store, "from-one", 1, 1).await;
-    assert_eq!(store.allocate(&tag).await.unwrap(), range(1, 2));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(1, 2));
 }
 
 /// Each allocation is `[old max_id, old max_id + step)`, follows the previous one without a
@@ -94,7 +107,7 @@ pub async fn consecutive_allocations_are_contiguous_and_max_id_follows(
     let tag = create(&store, "contiguous", 5, 3).await;
     let mut max_id = 5;
     for _ in 0..20 {
-        let got = store.allocate(&tag).await.unwrap();
+        let got = store.allocate(&tag, None).await.unwrap().range;
         assert_eq!(got, range(max_id, max_id + 3), "allocation must start at the old max_id");
         let after = record(&store, &tag).await.max_id;
         assert_eq!(after, got.end(), "max_id must equal the end of the last range");
@@ -108,10 +121,10 @@ pub async fn consecutive_allocations_are_contiguous_and_max_id_follows(
 pub async fn tags_allocate_independently(store: Arc<dyn SegmentStore>) {
     let a = create(&store, "a", 100, 10).await;
     let b = create(&store, "b", 100, 20).await;
-    assert_eq!(store.allocate(&a).await.unwrap(), range(100, 110));
-    assert_eq!(store.allocate(&a).await.unwrap(), range(110, 120));
+    assert_eq!(store.allocate(&a, None).await.unwrap().range, range(100, 110));
+    assert_eq!(store.allocate(&a, None).await.unwrap().range, range(110, 120));
     assert_eq!(record(&store, &b).await.max_id, 100);
-    assert_eq!(store.allocate(&b).await.unwrap(), range(100, 120));
+    assert_eq!(store.allocate(&b, None).await.unwrap().range, range(100, 120));
     assert_eq!(record(&store, &a).await.max_id, 120);
 }
 
@@ -137,22 +150,38 @@ pub async fn concurrent_allocations_tile_without_overlap(store: Arc<dyn SegmentS
 }
 
 /// Runs one task per entry of `stores`, each making `allocations` allocations of `tag` on
-/// its store; returns each task's ranges in the order it received them.
+/// its store with the tag's step; returns each task's ranges in the order it received them.
 pub async fn allocate_concurrently(
     stores: &[Arc<dyn SegmentStore>],
     tag: &Tag,
     allocations: usize,
 ) -> Vec<Vec<IdRange>> {
-    let tasks: Vec<_> = stores
+    let callers: Vec<_> = stores.iter().map(|store| (Arc::clone(store), None)).collect();
+    allocate_concurrently_with_steps(&callers, tag, allocations)
+        .await
+        .into_iter()
+        .map(|allocations| allocations.into_iter().map(|a| a.range).collect())
+        .collect()
+}
+
+/// Runs one task per `(store, requested step)` of `callers`, each making `allocations`
+/// allocations of `tag` on its store, asking for its step; returns each task's allocations in
+/// the order it received them.
+pub async fn allocate_concurrently_with_steps(
+    callers: &[(Arc<dyn SegmentStore>, Option<Step>)],
+    tag: &Tag,
+    allocations: usize,
+) -> Vec<Vec<Allocation>> {
+    let tasks: Vec<_> = callers
         .iter()
-        .map(|store| {
-            let (store, tag) = (Arc::clone(store), tag.clone());
+        .map(|(store, step)| {
+            let (store, tag, step) = (Arc::clone(store), tag.clone(), *step);
             tokio::spawn(async move {
-                let mut ranges = Vec::with_capacity(allocations);
+                let mut got = Vec::with_capacity(allocations);
                 for _ in 0..allocations {
-                    ranges.push(store.allocate(&tag).await.unwrap());
+                    got.push(store.allocate(&tag, step).await.unwrap());
                 }
-                ranges
+                got
             })
         })
         .collect();
@@ -167,14 +196,14 @@ pub async fn allocate_concurrently(
 /// exactly at `ID_MAX`; the next allocation is refused and changes nothing.
 pub async fn overflow_is_refused_and_the_row_left_unchanged(store: Arc<dyn SegmentStore>) {
     let tag = create(&store, "edge", StartId::MAX, STEP_MAX).await;
-    let got = store.allocate(&tag).await.unwrap();
+    let got = store.allocate(&tag, None).await.unwrap().range;
     assert_eq!(got, range(StartId::MAX, ID_MAX));
     assert_eq!(got.end(), i64::MAX as u64);
     let before = record(&store, &tag).await;
     assert_eq!(before.max_id, ID_MAX);
 
     for _ in 0..2 {
-        let refused = store.allocate(&tag).await;
+        let refused = store.allocate(&tag, None).await;
         assert_eq!(
             refused,
             Err(StoreError::Exhausted { tag: tag.clone(), max_id: ID_MAX, step: STEP_MAX })
@@ -188,25 +217,261 @@ pub async fn overflow_is_refused_and_the_row_left_unchanged(store: Arc<dyn Segme
 pub async fn exhaustion_boundary_is_exact(store: Arc<dyn SegmentStore>) {
     let big = 600_000;
     let tag = create(&store, "boundary", StartId::MAX, big).await;
-    assert_eq!(store.allocate(&tag).await.unwrap(), range(StartId::MAX, StartId::MAX + big));
+    assert_eq!(
+        store.allocate(&tag, None).await.unwrap().range,
+        range(StartId::MAX, StartId::MAX + big)
+    );
     let room = ID_MAX - (StartId::MAX + big);
     assert!(room < big);
     let before = record(&store, &tag).await;
-    assert!(matches!(store.allocate(&tag).await, Err(StoreError::Exhausted { .. })));
+    assert!(matches!(store.allocate(&tag, None).await, Err(StoreError::Exhausted { .. })));
     assert_eq!(record(&store, &tag).await, before);
 
     store.set_step(&tag, Step::new(room).unwrap()).await.unwrap();
-    let last = store.allocate(&tag).await.unwrap();
+    let last = store.allocate(&tag, None).await.unwrap().range;
     assert_eq!(last, range(ID_MAX - room, ID_MAX));
     assert!(last.ids().all(|id| id <= ID_MAX));
 
     store.set_step(&tag, Step::new(1).unwrap()).await.unwrap();
     let before = record(&store, &tag).await;
     assert_eq!(
-        store.allocate(&tag).await,
+        store.allocate(&tag, None).await,
         Err(StoreError::Exhausted { tag: tag.clone(), max_id: ID_MAX, step: 1 })
     );
     assert_eq!(record(&store, &tag).await, before);
+}
+
+/// A requested step above the tag's reserves that many ids, reports the tag's own step, and
+/// leaves later default allocations at the tag's step.
+pub async fn requested_step_above_the_tag_step_is_reserved(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "raised", 100, 10).await;
+    let got = store.allocate(&tag, requested(25)).await.unwrap();
+    assert_eq!(got, Allocation { range: range(100, 125), tag_step: 10 });
+    assert_eq!(record(&store, &tag).await.max_id, 125);
+    assert_eq!(record(&store, &tag).await.step, 10, "a request must not change the row's step");
+
+    let got = store.allocate(&tag, requested(STEP_MAX)).await.unwrap();
+    assert_eq!(got.range, range(125, 125 + STEP_MAX));
+    assert_eq!(
+        store.allocate(&tag, None).await.unwrap().range,
+        range(125 + STEP_MAX, 135 + STEP_MAX)
+    );
+}
+
+/// A requested step at or below the tag's reserves the tag's step: a caller cannot shrink
+/// what an operator configured.
+pub async fn requested_step_below_the_tag_step_reserves_the_tag_step(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "floored", 1, 10).await;
+    assert_eq!(store.allocate(&tag, requested(3)).await.unwrap().range, range(1, 11));
+    assert_eq!(store.allocate(&tag, requested(1)).await.unwrap().range, range(11, 21));
+    assert_eq!(store.allocate(&tag, requested(10)).await.unwrap().range, range(21, 31));
+    assert_eq!(record(&store, &tag).await.max_id, 31);
+}
+
+/// A step changed by `set_step` governs the very next allocation, whether the caller asks
+/// for nothing, for less, or for more than it.
+pub async fn set_step_applies_to_the_next_allocation_whatever_the_request(
+    store: Arc<dyn SegmentStore>,
+) {
+    let tag = create(&store, "retuned", 1, 10).await;
+    assert_eq!(store.allocate(&tag, requested(20)).await.unwrap().range, range(1, 21));
+
+    store.set_step(&tag, Step::new(50).unwrap()).await.unwrap();
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(21, 71));
+    assert_eq!(store.allocate(&tag, requested(20)).await.unwrap().range, range(71, 121));
+    assert_eq!(store.allocate(&tag, requested(60)).await.unwrap().range, range(121, 181));
+
+    store.set_step(&tag, Step::new(5).unwrap()).await.unwrap();
+    assert_eq!(store.allocate(&tag, requested(20)).await.unwrap().range, range(181, 201));
+    assert_eq!(store.allocate(&tag, requested(2)).await.unwrap().range, range(201, 206));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(206, 211));
+    assert_eq!(record(&store, &tag).await.max_id, 211);
+}
+
+/// Every allocation reports the row's step as stored at that moment, whatever was requested.
+pub async fn allocation_reports_the_tag_step_as_stored(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "reported", 1, 7).await;
+    for step in [None, requested(1), requested(7), requested(500)] {
+        assert_eq!(store.allocate(&tag, step).await.unwrap().tag_step, 7, "asked for {step:?}");
+    }
+    store.set_step(&tag, Step::new(300).unwrap()).await.unwrap();
+    for step in [None, requested(1), requested(500)] {
+        assert_eq!(store.allocate(&tag, step).await.unwrap().tag_step, 300, "asked for {step:?}");
+    }
+    let other = create(&store, "other", 1, 42).await;
+    assert_eq!(store.allocate(&other, requested(500)).await.unwrap().tag_step, 42);
+}
+
+/// A requested step with too little room left is refused as exhausted (naming the step it
+/// needed) and changes nothing, even where the tag's own step would fit; the request that
+/// fits exactly is served, and after `ID_MAX` the tag's step is what is reported.
+pub async fn exhaustion_with_a_requested_step_is_refused_and_the_row_left_unchanged(
+    store: Arc<dyn SegmentStore>,
+) {
+    let tag = create(&store, "cramped", StartId::MAX, 10).await;
+    let max_id = StartId::MAX + 10;
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(StartId::MAX, max_id));
+    let room = ID_MAX - max_id;
+    assert_eq!(room, STEP_MAX - 10);
+
+    let before = record(&store, &tag).await;
+    for _ in 0..2 {
+        assert_eq!(
+            store.allocate(&tag, requested(room + 1)).await,
+            Err(StoreError::Exhausted { tag: tag.clone(), max_id, step: room + 1 })
+        );
+        assert_eq!(record(&store, &tag).await, before, "a refused allocation changed the row");
+    }
+
+    let last = store.allocate(&tag, requested(room)).await.unwrap();
+    assert_eq!(last, Allocation { range: range(max_id, ID_MAX), tag_step: 10 });
+    let before = record(&store, &tag).await;
+    assert_eq!(
+        store.allocate(&tag, requested(1)).await,
+        Err(StoreError::Exhausted { tag: tag.clone(), max_id: ID_MAX, step: 10 })
+    );
+    assert_eq!(record(&store, &tag).await, before);
+}
+
+/// Tasks asking for different steps, while the tag's step keeps changing, still receive
+/// disjoint ranges that tile `[start, final max_id)`; each range is as long as the larger of
+/// the step it reports and the step asked for, so the step is read in the allocating update.
+pub async fn concurrent_mixed_steps_tile_without_overlap(store: Arc<dyn SegmentStore>) {
+    let start = 9;
+    let (step_a, step_b) = (7, 11);
+    let tag = create(&store, "mixed", start, step_a).await;
+    let asks = [None, requested(1), requested(7), requested(9), requested(13), requested(100)];
+    let callers: Vec<_> =
+        (0..CONCURRENT_TASK_COUNT).map(|i| (Arc::clone(&store), asks[i % asks.len()])).collect();
+    let retuner = {
+        let (store, tag) = (Arc::clone(&store), tag.clone());
+        tokio::spawn(async move {
+            for i in 0..STEP_CHANGE_COUNT {
+                let step = if i % 2 == 0 { step_b } else { step_a };
+                store.set_step(&tag, Step::new(step).unwrap()).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let per_task = allocate_concurrently_with_steps(&callers, &tag, ALLOCATIONS_PER_TASK).await;
+    retuner.await.unwrap();
+
+    let mut ranges = Vec::new();
+    for ((_, asked), got) in callers.iter().zip(per_task) {
+        assert!(got.windows(2).all(|w| w[0].range.end() <= w[1].range.start()));
+        for allocation in got {
+            assert!([step_a, step_b].contains(&allocation.tag_step), "{allocation:?}");
+            let expected_len = allocation.tag_step.max(asked.map_or(0, Step::get));
+            assert_eq!(allocation.range.len(), expected_len, "{allocation:?} asked {asked:?}");
+            ranges.push(allocation.range);
+        }
+    }
+    assert_eq!(ranges.len(), CONCURRENT_TASK_COUNT * ALLOCATIONS_PER_TASK);
+    let max_id = record(&store, &tag).await.max_id;
+    assert_eq!(max_id, start + ranges.iter().map(IdRange::len).sum::<u64>());
+    assert_tiles(ranges, start, max_id);
+}
+
+/// A compare-and-set whose `expected` is current is applied: it returns true, `max_id` is
+/// `new`, and the next allocation starts there, whether it gave ids back or jumped forward.
+pub async fn compare_and_set_applies_and_the_next_allocation_starts_at_new(
+    store: Arc<dyn SegmentStore>,
+) {
+    let tag = create(&store, "handback", 1, 100).await;
+    let mine = store.allocate(&tag, None).await.unwrap().range;
+    assert_eq!(mine, range(1, 101));
+    // Give back the unissued tail [40, 101).
+    assert_eq!(store.compare_and_set_max_id(&tag, mine.end(), 40).await, Ok(true));
+    let row = record(&store, &tag).await;
+    assert_eq!((row.max_id, row.step), (40, 100));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(40, 140));
+
+    // Jump forward past ids served before a store regression.
+    assert_eq!(store.compare_and_set_max_id(&tag, 140, 1_000).await, Ok(true));
+    assert_eq!(record(&store, &tag).await.max_id, 1_000);
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(1_000, 1_100));
+
+    // Setting the value already held is applied too.
+    assert_eq!(store.compare_and_set_max_id(&tag, 1_100, 1_100).await, Ok(true));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(1_100, 1_200));
+}
+
+/// A compare-and-set whose `expected` is stale (another node allocated since) returns false
+/// and leaves the row, and later allocations, exactly as they were.
+pub async fn compare_and_set_with_a_stale_expected_changes_nothing(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "raced-back", 1, 10).await;
+    let mine = store.allocate(&tag, None).await.unwrap().range;
+    let theirs = store.allocate(&tag, None).await.unwrap().range;
+    assert_eq!((mine, theirs), (range(1, 11), range(11, 21)));
+    let before = record(&store, &tag).await;
+
+    for (expected, new) in [(mine.end(), 5), (mine.end(), 500), (0, 5), (ID_MAX, 5), (u64::MAX, 5)]
+    {
+        assert_eq!(
+            store.compare_and_set_max_id(&tag, expected, new).await,
+            Ok(false),
+            "expected {expected}, new {new}"
+        );
+        assert_eq!(record(&store, &tag).await, before, "a failed compare-and-set changed the row");
+    }
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(21, 31));
+}
+
+/// A compare-and-set of a tag without a row is refused as not found and creates no row.
+pub async fn compare_and_set_of_an_unknown_tag_is_not_found(store: Arc<dyn SegmentStore>) {
+    let never = tag("never-created");
+    let not_found = Err(StoreError::TagNotFound(never.clone()));
+    assert_eq!(store.compare_and_set_max_id(&never, 1, 5).await, not_found);
+    assert_eq!(store.get_tag(&never).await, Ok(None), "compare-and-set must not create a row");
+
+    let doomed = create(&store, "doomed", 1, 10).await;
+    store.allocate(&doomed, None).await.unwrap();
+    store.delete_tag(&doomed).await.unwrap();
+    assert_eq!(
+        store.compare_and_set_max_id(&doomed, 11, 1).await,
+        Err(StoreError::TagNotFound(doomed.clone()))
+    );
+    assert_eq!(store.get_tag(&doomed).await, Ok(None));
+}
+
+/// A compare-and-set to a `max_id` outside `ID_MIN..=ID_MAX` is refused and changes nothing,
+/// even when `expected` matches; both bounds themselves are accepted.
+pub async fn compare_and_set_to_an_invalid_max_id_is_refused(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "bounded", 1, 10).await;
+    store.allocate(&tag, None).await.unwrap();
+    let before = record(&store, &tag).await;
+    for new in [0, ID_MAX + 1, u64::MAX] {
+        let refused = store.compare_and_set_max_id(&tag, before.max_id, new).await;
+        assert!(matches!(refused, Err(StoreError::InvalidValue(_))), "new {new}: {refused:?}");
+        assert_eq!(record(&store, &tag).await, before, "a refused compare-and-set changed the row");
+    }
+
+    assert_eq!(store.compare_and_set_max_id(&tag, before.max_id, ID_MAX).await, Ok(true));
+    assert!(matches!(store.allocate(&tag, None).await, Err(StoreError::Exhausted { .. })));
+    assert_eq!(store.compare_and_set_max_id(&tag, ID_MAX, ID_MIN).await, Ok(true));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(ID_MIN, ID_MIN + 10));
+}
+
+/// Callers racing to compare-and-set from the same `expected` (two nodes giving back at
+/// once): exactly one is applied, and the row holds its value.
+pub async fn concurrent_compare_and_sets_apply_once(store: Arc<dyn SegmentStore>) {
+    let tag = create(&store, "contested", 1, 1_000).await;
+    let end = store.allocate(&tag, None).await.unwrap().range.end();
+    let tasks: Vec<_> = (1..=CONCURRENT_TASK_COUNT as u64)
+        .map(|i| {
+            let (store, tag) = (Arc::clone(&store), tag.clone());
+            tokio::spawn(async move { (i, store.compare_and_set_max_id(&tag, end, end - i).await) })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        let (i, applied) = task.await.unwrap();
+        if applied.unwrap() {
+            winners.push(end - i);
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one compare-and-set must apply: {winners:?}");
+    assert_eq!(record(&store, &tag).await.max_id, winners[0]);
 }
 
 /// `create_tag` returns the row as stored, and `get_tag` reads the same row back; the longest
@@ -234,12 +499,12 @@ pub async fn create_of_an_existing_tag_is_refused_and_the_row_left_unchanged(
     store: Arc<dyn SegmentStore>,
 ) {
     let tag = create(&store, "taken", 10, 5).await;
-    store.allocate(&tag).await.unwrap();
+    store.allocate(&tag, None).await.unwrap();
     let before = record(&store, &tag).await;
     let again = spec("taken", 1, 99, "other");
     assert_eq!(store.create_tag(&again).await, Err(StoreError::TagExists(tag.clone())));
     assert_eq!(record(&store, &tag).await, before);
-    assert_eq!(store.allocate(&tag).await.unwrap(), range(15, 20));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(15, 20));
 }
 
 /// Callers racing to create one tag (two operators, two CLIs): exactly one wins, the others
@@ -291,11 +556,11 @@ pub async fn list_is_exact_and_ordered_by_tag(store: Arc<dyn SegmentStore>) {
 /// unknown tag is refused.
 pub async fn set_step_changes_later_allocations(store: Arc<dyn SegmentStore>) {
     let tag = create(&store, "resized", 1, 10).await;
-    assert_eq!(store.allocate(&tag).await.unwrap(), range(1, 11));
+    assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(1, 11));
     let updated = store.set_step(&tag, Step::new(7).unwrap()).await.unwrap();
     assert_eq!((updated.tag.as_str(), updated.max_id, updated.step), ("resized", 11, 7));
     assert_eq!(record(&store, &tag).await.step, 7);
-    let got = store.allocate(&tag).await.unwrap();
+    let got = store.allocate(&tag, None).await.unwrap().range;
     assert_eq!(got, range(11, 18));
     assert_eq!(got.len(), 7);
 
@@ -311,21 +576,21 @@ pub async fn set_step_changes_later_allocations(store: Arc<dyn SegmentStore>) {
 pub async fn delete_removes_the_tag_and_only_it(store: Arc<dyn SegmentStore>) {
     let doomed = create(&store, "doomed", 1, 10).await;
     let kept = create(&store, "kept", 1, 10).await;
-    store.allocate(&doomed).await.unwrap();
+    store.allocate(&doomed, None).await.unwrap();
     let kept_before = record(&store, &kept).await;
 
     assert_eq!(store.delete_tag(&doomed).await, Ok(()));
     assert_eq!(store.get_tag(&doomed).await, Ok(None));
     let not_found = || StoreError::TagNotFound(doomed.clone());
     assert_eq!(store.delete_tag(&doomed).await, Err(not_found()));
-    assert_eq!(store.allocate(&doomed).await, Err(not_found()));
+    assert_eq!(store.allocate(&doomed, None).await, Err(not_found()));
     assert_eq!(store.set_step(&doomed, Step::new(3).unwrap()).await, Err(not_found()));
     assert_eq!(record(&store, &kept).await, kept_before);
     let listed = store.list_tags().await.unwrap();
     assert_eq!(listed.iter().map(|r| r.tag.as_str()).collect::<Vec<_>>(), ["kept"]);
 
     let never = tag("never-created");
-    assert_eq!(store.allocate(&never).await, Err(StoreError::TagNotFound(never.clone())));
+    assert_eq!(store.allocate(&never, None).await, Err(StoreError::TagNotFound(never.clone())));
     assert_eq!(store.delete_tag(&never).await, Err(StoreError::TagNotFound(never)));
 }
 
@@ -363,6 +628,11 @@ pub fn spec(name: &str, start: u64, step: u64, description: &str) -> TagSpec {
         start: StartId::new(start).unwrap(),
         description: Description::new(description).unwrap(),
     }
+}
+
+/// A requested step from a literal.
+pub fn requested(step: u64) -> Option<Step> {
+    Some(Step::new(step).unwrap())
 }
 
 /// A range from literals.

@@ -14,8 +14,8 @@ use rusqlite::{Connection, params};
 use tempfile::TempDir;
 
 use crate::conformance::{
-    Subject, allocate_concurrently, assert_tiles, conformance_suite, create, range, record, spec,
-    tag,
+    Subject, allocate_concurrently_with_steps, assert_tiles, conformance_suite, create, range,
+    record, requested, spec, tag,
 };
 
 /// Meituan Leaf's table, as its documentation creates it (MySQL types SQLite accepts).
@@ -36,14 +36,14 @@ async fn allocations_continue_above_max_id_after_reopen() {
     let store = SqliteStore::open(&path).await.unwrap();
     let durable = store.create_tag(&spec("durable", 1, 100, "kept")).await.unwrap().tag;
     for _ in 0..3 {
-        store.allocate(&durable).await.unwrap();
+        store.allocate(&durable, None).await.unwrap();
     }
     let before = store.get_tag(&durable).await.unwrap();
     drop(store);
 
     let store = SqliteStore::open(&path).await.unwrap();
     assert_eq!(store.get_tag(&durable).await.unwrap(), before);
-    assert_eq!(store.allocate(&durable).await.unwrap(), range(301, 401));
+    assert_eq!(store.allocate(&durable, None).await.unwrap().range, range(301, 401));
     assert_eq!(store.list_tags().await.unwrap().len(), 1);
 }
 
@@ -51,22 +51,27 @@ async fn allocations_continue_above_max_id_after_reopen() {
 async fn two_connections_to_one_file_never_overlap() {
     const TASKS_PER_CONNECTION: usize = 4;
     const ALLOCATIONS_PER_TASK: usize = 50;
+    const RAISED_STEP: u64 = 25;
     let (_dir, path) = temp_db();
     let first: Arc<dyn SegmentStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
     let second: Arc<dyn SegmentStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
     let shared = create(&first, "shared", 1, 10).await;
 
-    let mut stores = vec![Arc::clone(&first); TASKS_PER_CONNECTION];
-    stores.extend(vec![Arc::clone(&second); TASKS_PER_CONNECTION]);
-    let ranges: Vec<IdRange> = allocate_concurrently(&stores, &shared, ALLOCATIONS_PER_TASK)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
-    let count = 2 * TASKS_PER_CONNECTION * ALLOCATIONS_PER_TASK;
-    assert_eq!(ranges.len(), count);
+    // The first connection takes the tag's step, the second asks for more: the step each
+    // update reserves is chosen inside it, so the two still tile.
+    let mut callers = vec![(Arc::clone(&first), None); TASKS_PER_CONNECTION];
+    callers.extend(vec![(Arc::clone(&second), requested(RAISED_STEP)); TASKS_PER_CONNECTION]);
+    let ranges: Vec<IdRange> =
+        allocate_concurrently_with_steps(&callers, &shared, ALLOCATIONS_PER_TASK)
+            .await
+            .into_iter()
+            .flatten()
+            .map(|allocation| allocation.range)
+            .collect();
+    let count = TASKS_PER_CONNECTION * ALLOCATIONS_PER_TASK;
+    assert_eq!(ranges.len(), 2 * count);
     let max_id = record(&second, &shared).await.max_id;
-    assert_eq!(max_id, 1 + 10 * count as u64);
+    assert_eq!(max_id, 1 + (10 + RAISED_STEP) * count as u64);
     assert_tiles(ranges, 1, max_id);
 }
 
@@ -82,8 +87,8 @@ async fn a_leaf_table_is_served_as_is() {
 
     let store = SqliteStore::open(&path).await.unwrap();
     let leaf = tag("leaf-segment-test");
-    assert_eq!(store.allocate(&leaf).await.unwrap(), range(1, 2001));
-    assert_eq!(store.allocate(&leaf).await.unwrap(), range(2001, 4001));
+    assert_eq!(store.allocate(&leaf, None).await.unwrap().range, range(1, 2001));
+    assert_eq!(store.allocate(&leaf, None).await.unwrap().range, range(2001, 4001));
     let row = store.get_tag(&leaf).await.unwrap().unwrap();
     assert_eq!((row.max_id, row.step, row.description.as_str()), (4001, 2000, "x"));
     assert!(row.update_time_s > 0, "an allocation must stamp update_time");
@@ -91,7 +96,7 @@ async fn a_leaf_table_is_served_as_is() {
     let nulls = tag("leaf-nulls");
     let row = store.get_tag(&nulls).await.unwrap().unwrap();
     assert_eq!((row.max_id, row.step, row.description.as_str()), (5, 10, ""));
-    assert_eq!(store.allocate(&nulls).await.unwrap(), range(5, 15));
+    assert_eq!(store.allocate(&nulls, None).await.unwrap().range, range(5, 15));
     let listed = store.list_tags().await.unwrap();
     assert_eq!(
         listed.iter().map(|r| r.tag.as_str()).collect::<Vec<_>>(),
@@ -114,7 +119,7 @@ async fn rows_with_an_invalid_tag_are_skipped_by_list() {
 
     let listed = store.list_tags().await.unwrap();
     assert_eq!(listed.iter().map(|r| r.tag.as_str()).collect::<Vec<_>>(), ["valid"]);
-    assert_eq!(store.allocate(&tag("valid")).await.unwrap(), range(1, 11));
+    assert_eq!(store.allocate(&tag("valid"), None).await.unwrap().range, range(1, 11));
 }
 
 #[tokio::test]
@@ -125,7 +130,7 @@ async fn a_row_with_a_zero_step_is_refused_as_corrupt_and_left_unchanged() {
     let zero = tag("zero-step");
     let before = store.get_tag(&zero).await.unwrap();
 
-    let refused = store.allocate(&zero).await;
+    let refused = store.allocate(&zero, None).await;
     assert!(
         matches!(&refused, Err(StoreError::Corrupt { tag, .. }) if tag == "zero-step"),
         "{refused:?}"
@@ -175,7 +180,7 @@ async fn a_row_with_a_negative_max_id_is_refused_as_corrupt_and_left_unchanged()
     let store = SqliteStore::open(&path).await.unwrap();
     insert_raw(&path, &[("negative", -100, 10)]);
     let negative = tag("negative");
-    let refused = store.allocate(&negative).await;
+    let refused = store.allocate(&negative, None).await;
     assert!(matches!(&refused, Err(StoreError::Corrupt { .. })), "{refused:?}");
     let max_id: i64 = Connection::open(&path)
         .unwrap()
@@ -205,5 +210,5 @@ async fn a_leaf_row_with_a_text_update_time_is_listed() {
     let leaf = SqliteStore::open(&leaf_path).await.unwrap();
     let listed = leaf.list_tags().await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
-    assert_eq!(leaf.allocate(&tag("copied")).await.unwrap().start(), 5);
+    assert_eq!(leaf.allocate(&tag("copied"), None).await.unwrap().range.start(), 5);
 }

@@ -55,7 +55,7 @@ fn assert_unique_and_increasing_per_task(per_task: &[Vec<u64>]) -> Vec<u64> {
 async fn eight_tasks_get_unique_increasing_ids() {
     let store = TestStore::new(1);
     let tag = store.create("order", 1000).await;
-    let segments = Segments::start(store.clone(), config());
+    let segments = Segments::start(store.clone(), config()).unwrap();
     let per_task = take_concurrently(&segments, &tag, 8, 100_000).await;
     let all = assert_unique_and_increasing_per_task(&per_task);
     assert_eq!(all.len(), 800_000);
@@ -67,7 +67,8 @@ async fn eight_tasks_get_unique_increasing_ids() {
 async fn one_store_call_per_refill_under_contention() {
     let store = TestStore::new(2);
     let tag = store.create("contended", 100).await;
-    let segments = Segments::start(store.clone(), config());
+    // A fixed step, so the number of segments needed is known.
+    let segments = Segments::start(store.clone(), config().with_adaptive_step(false)).unwrap();
     let per_task = take_concurrently(&segments, &tag, 8, 20_000).await;
     assert_unique_and_increasing_per_task(&per_task);
     // 160 000 ids at 100 per segment need 1600 segments; at most the two in the buffer at
@@ -82,7 +83,7 @@ async fn one_store_call_per_refill_under_contention() {
 async fn batches_are_exact_and_continue_each_other() {
     let store = TestStore::new(3);
     let tag = store.create("batch", 10).await;
-    let segments = Segments::start(store.clone(), config());
+    let segments = Segments::start(store.clone(), config()).unwrap();
     let first = segments.next_ids(&tag, Count::new(25).unwrap()).await.unwrap();
     let second = segments.next_ids(&tag, Count::new(7).unwrap()).await.unwrap();
     let ids: Vec<u64> = first.iter().chain(&second).flat_map(|r| r.ids()).collect();
@@ -98,7 +99,7 @@ async fn a_store_that_never_answers_fails_within_the_bound() {
     let store = TestStore::new(4);
     let tag = store.create("stuck", 10).await;
     store.set_mode(Mode::Hang);
-    let segments = Segments::start(store.clone(), config());
+    let segments = Segments::start(store.clone(), config()).unwrap();
     let started = Instant::now();
     let result = segments.next_id(&tag).await;
     let waited = started.elapsed();
@@ -113,7 +114,7 @@ async fn a_failing_store_answers_fast_and_recovers_without_restart() {
     let store = TestStore::new(5);
     let tag = store.create("flaky", 10).await;
     store.set_mode(Mode::Fail);
-    let segments = Segments::start(store.clone(), config());
+    let segments = Segments::start(store.clone(), config()).unwrap();
     let started = Instant::now();
     let result = segments.next_id(&tag).await;
     assert!(
@@ -129,7 +130,7 @@ async fn a_failing_store_answers_fast_and_recovers_without_restart() {
 async fn a_store_that_goes_backwards_is_refused() {
     let store = TestStore::new(6);
     let tag = store.create("restored", 10).await;
-    let segments = Segments::start(store.clone(), config());
+    let segments = Segments::start(store.clone(), config()).unwrap();
     let mut seen: Vec<u64> = Vec::new();
     for _ in 0..10 {
         seen.push(segments.next_id(&tag).await.unwrap());
@@ -154,7 +155,7 @@ async fn a_store_that_goes_backwards_is_refused() {
 #[tokio::test]
 async fn a_new_tag_works_on_its_first_request_and_an_unknown_one_is_named() {
     let store = TestStore::new(7);
-    let segments = Segments::start(store.clone(), config());
+    let segments = Segments::start(store.clone(), config()).unwrap();
     let missing = Tag::parse("missing").unwrap();
     assert_eq!(segments.next_id(&missing).await, Err(Error::UnknownTag(missing.clone())));
     assert!(segments.snapshot(&missing).is_none(), "an unknown tag stayed registered");
@@ -168,7 +169,7 @@ async fn a_deleted_tag_stops_being_served_after_the_refresh() {
     let store = TestStore::new(8);
     let tag = store.create("gone", 1000).await;
     let config = config().with_tag_refresh_ms(100).unwrap();
-    let segments = Segments::start(store.clone(), config);
+    let segments = Segments::start(store.clone(), config).unwrap();
     assert_eq!(segments.next_id(&tag).await.unwrap(), 1);
     idmint_store::SegmentStore::delete_tag(&*store, &tag).await.unwrap();
     // Until the refresh the node serves what it holds; after it, the tag is unknown.
@@ -181,7 +182,7 @@ async fn a_deleted_tag_stops_being_served_after_the_refresh() {
 async fn after_shutdown_no_id_is_handed_out_once_segments_run_out() {
     let store = TestStore::new(9);
     let tag = store.create("closing", 5).await;
-    let segments = Segments::start(store.clone(), config());
+    let segments = Segments::start(store.clone(), config()).unwrap();
     segments.next_id(&tag).await.unwrap();
     segments.shutdown().await;
     let mut last = Ok(0);

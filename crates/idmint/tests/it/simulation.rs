@@ -25,7 +25,8 @@ async fn nodes_on_a_faulty_store_never_repeat_an_id() {
     let tag = store.create("sim", 37).await;
     store.set_mode(Mode::Faulty { fail_permille: 150, delay_ms_max: 3 });
     let config = SegmentConfig::default().with_refill_wait_ms(50).unwrap();
-    let nodes: Vec<_> = (0..NODES).map(|_| Segments::start(store.clone(), config)).collect();
+    let nodes: Vec<_> =
+        (0..NODES).map(|_| Segments::start(store.clone(), config.clone()).unwrap()).collect();
 
     let mut tasks = Vec::new();
     for (n, node) in nodes.iter().enumerate() {

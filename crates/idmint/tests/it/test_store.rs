@@ -1,16 +1,17 @@
 //! A store for tests: the memory reference store with knobs on `allocate` (count calls,
-//! hang, fail, inject seeded faults, go backwards). Other calls pass through unchanged.
+//! hang, fail, inject seeded faults, go backwards) and on `compare_and_set_max_id` (hang,
+//! fail, inject seeded faults). Other calls pass through unchanged.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use idmint::{IdRange, Tag};
+use idmint::Tag;
 use idmint_core::{Description, StartId, Step};
-use idmint_store::{MemoryStore, SegmentStore, StoreError, TagRecord, TagSpec};
+use idmint_store::{Allocation, MemoryStore, SegmentStore, StoreError, TagRecord, TagSpec};
 
-/// How `allocate` behaves.
+/// How `allocate` and `compare_and_set_max_id` behave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Normal,
@@ -23,7 +24,8 @@ pub enum Mode {
         fail_permille: u64,
         delay_ms_max: u64,
     },
-    /// Returns the previous range again (a store restored from a backup).
+    /// `allocate` returns the previous allocation again (a store restored from a backup);
+    /// `compare_and_set_max_id` acts on the row as it is.
     Regress,
 }
 
@@ -34,7 +36,7 @@ pub struct TestStore {
     pub allocations: AtomicU64,
     in_flight: AtomicU64,
     pub max_in_flight: AtomicU64,
-    last: Mutex<Option<IdRange>>,
+    last: Mutex<Option<Allocation>>,
 }
 
 impl TestStore {
@@ -75,10 +77,27 @@ impl TestStore {
         *x % below.max(1)
     }
 
-    async fn allocate_with_mode(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+    async fn allocate_with_mode(
+        &self,
+        tag: &Tag,
+        step: Option<Step>,
+    ) -> Result<Allocation, StoreError> {
+        if *self.mode.lock().unwrap() == Mode::Regress
+            && let Some(allocation) = *self.last.lock().unwrap()
+        {
+            return Ok(allocation);
+        }
+        self.inject_faults().await?;
+        let allocation = self.inner.allocate(tag, step).await?;
+        *self.last.lock().unwrap() = Some(allocation);
+        Ok(allocation)
+    }
+
+    /// Applies the hanging and failing modes; the others let the call through.
+    async fn inject_faults(&self) -> Result<(), StoreError> {
         let mode = *self.mode.lock().unwrap();
         match mode {
-            Mode::Normal => {}
+            Mode::Normal | Mode::Regress => {}
             Mode::Hang => std::future::pending::<()>().await,
             Mode::Fail => return Err(StoreError::Unavailable("injected failure".into())),
             Mode::Faulty { fail_permille, delay_ms_max } => {
@@ -89,27 +108,29 @@ impl TestStore {
                     return Err(StoreError::Unavailable("injected fault".into()));
                 }
             }
-            Mode::Regress => {
-                if let Some(range) = *self.last.lock().unwrap() {
-                    return Ok(range);
-                }
-            }
         }
-        let range = self.inner.allocate(tag).await?;
-        *self.last.lock().unwrap() = Some(range);
-        Ok(range)
+        Ok(())
     }
 }
 
 #[async_trait]
 impl SegmentStore for TestStore {
-    async fn allocate(&self, tag: &Tag) -> Result<IdRange, StoreError> {
+    async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         self.allocations.fetch_add(1, Ordering::SeqCst);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        let result = self.allocate_with_mode(tag).await;
+        let result = self.allocate_with_mode(tag, step).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         result
+    }
+    async fn compare_and_set_max_id(
+        &self,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError> {
+        self.inject_faults().await?;
+        self.inner.compare_and_set_max_id(tag, expected, new).await
     }
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         self.inner.create_tag(spec).await

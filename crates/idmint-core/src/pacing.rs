@@ -1,0 +1,141 @@
+//! Pacing of a tag's segments: the consumption rate, the size of the next segment and how
+//! many ids to keep in hand when asking for it.
+//!
+//! Pure arithmetic: the caller measures time and ids and passes them in, so a simulation
+//! drives it with a manual clock. The policy (documented in ARCHITECTURE.md):
+//!
+//! - **Rate**: two exponentially weighted moving averages of ids per second, a fast one
+//!   (time constant [`RATE_FAST_TAU_S`]) and a slow one ([`RATE_SLOW_TAU_S`]). The forecast
+//!   is the larger of the two: it follows a surge within seconds and forgets it over minutes.
+//! - **Step**: the forecast rate times the target segment duration (Leaf: 15 minutes), so a
+//!   segment lasts about that long; never below the tag's configured step, never above
+//!   [`STEP_MAX`], and shrinking at most by half per refill (Leaf's ÷2) so one quiet minute
+//!   does not undo the sizing of a busy hour. Growth is not capped at ×2: a forecast reaches
+//!   the right size in one refill where Leaf doubles repeatedly.
+//! - **Reserve**: the next segment is requested once the preload ratio of the current one is
+//!   used, or earlier, so that at least `forecast × refill latency × RESERVE_FACTOR` ids remain
+//!   when it is requested: one refill at the measured latency (three times over) fits in the
+//!   runway.
+
+use std::time::Duration;
+
+use crate::limits::STEP_MAX;
+
+/// Time constant of the fast rate average, in seconds.
+pub const RATE_FAST_TAU_S: f64 = 10.0;
+/// Time constant of the slow rate average, in seconds.
+pub const RATE_SLOW_TAU_S: f64 = 300.0;
+/// Refill latencies the reserve covers.
+pub const RESERVE_FACTOR: f64 = 3.0;
+
+/// Ids per second a tag consumes, as two moving averages.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RateMeter {
+    fast: f64,
+    slow: f64,
+    primed: bool,
+}
+
+impl RateMeter {
+    /// A meter that has seen nothing (rate 0).
+    pub fn new() -> RateMeter {
+        RateMeter::default()
+    }
+
+    /// Records that `ids` were handed out over `elapsed`. The first observation sets both
+    /// averages; an empty interval is ignored.
+    pub fn observe(&mut self, ids: u64, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        if seconds <= 0.0 {
+            return;
+        }
+        let rate = ids as f64 / seconds;
+        if !self.primed {
+            (self.fast, self.slow, self.primed) = (rate, rate, true);
+            return;
+        }
+        self.fast += (1.0 - (-seconds / RATE_FAST_TAU_S).exp()) * (rate - self.fast);
+        self.slow += (1.0 - (-seconds / RATE_SLOW_TAU_S).exp()) * (rate - self.slow);
+    }
+
+    /// The recent rate, ids per second: what runway is computed from.
+    pub fn current(&self) -> f64 {
+        self.fast
+    }
+
+    /// The rate segments are sized for: the larger of the recent and the long-term rate.
+    pub fn forecast(&self) -> f64 {
+        self.fast.max(self.slow)
+    }
+}
+
+/// The step to ask the store for: `forecast × segment_duration`, at least `tag_step` and
+/// half the previous step, at most [`STEP_MAX`] (or `tag_step`, if a Leaf row's configured
+/// step is larger).
+pub fn plan_step(
+    tag_step: u64,
+    previous_step: u64,
+    forecast: f64,
+    segment_duration: Duration,
+) -> u64 {
+    // `as` saturates: an absurd rate asks for STEP_MAX, a NaN for 0 (then the floor).
+    let target = (forecast * segment_duration.as_secs_f64()).ceil() as u64;
+    target.max(previous_step / 2).min(STEP_MAX).max(tag_step)
+}
+
+/// Ids to keep in hand when the next segment is requested: one refill at `latency`,
+/// [`RESERVE_FACTOR`] times over, at the forecast rate.
+pub fn preload_reserve(forecast: f64, latency: Duration) -> u64 {
+    (forecast * latency.as_secs_f64() * RESERVE_FACTOR).ceil() as u64
+}
+
+/// Seconds the ids in hand last at the recent rate; `None` when nothing is being consumed.
+pub fn runway_seconds(remaining: u64, current_rate: f64) -> Option<f64> {
+    (current_rate > 0.0).then(|| remaining as f64 / current_rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN15: Duration = Duration::from_secs(900);
+
+    #[test]
+    fn the_first_observation_primes_and_later_ones_average() {
+        let mut m = RateMeter::new();
+        assert_eq!(m.forecast(), 0.0);
+        m.observe(1_000, Duration::from_secs(1));
+        assert_eq!((m.current(), m.forecast()), (1_000.0, 1_000.0));
+        m.observe(0, Duration::ZERO);
+        assert_eq!(m.current(), 1_000.0, "an empty interval changes nothing");
+        // Ten quiet seconds: the fast average drops to 1/e, the slow one barely moves.
+        m.observe(0, Duration::from_secs(10));
+        assert!((m.current() - 1_000.0 / std::f64::consts::E).abs() < 1e-6);
+        assert!(m.forecast() > 960.0, "forecast keeps the long-term rate: {}", m.forecast());
+        // A surge shows within seconds.
+        m.observe(100_000, Duration::from_secs(5));
+        assert!(m.current() > 7_000.0, "{}", m.current());
+    }
+
+    #[test]
+    fn the_step_targets_the_duration_within_its_bounds() {
+        // 100 ids/s for 15 minutes.
+        assert_eq!(plan_step(1_000, 1_000, 100.0, MIN15), 90_000);
+        // Never below the tag's step, nor above STEP_MAX.
+        assert_eq!(plan_step(1_000, 1_000, 0.0, MIN15), 1_000);
+        assert_eq!(plan_step(1_000, 1_000, 1e9, MIN15), STEP_MAX);
+        assert_eq!(plan_step(1_000, 1_000, f64::NAN, MIN15), 1_000);
+        // A Leaf row with a larger configured step keeps it.
+        assert_eq!(plan_step(2_000_000, 0, 1.0, MIN15), 2_000_000);
+        // Shrinks by half at most per refill.
+        assert_eq!(plan_step(1_000, 800_000, 1.0, MIN15), 400_000);
+    }
+
+    #[test]
+    fn the_reserve_covers_three_refills_at_the_forecast() {
+        assert_eq!(preload_reserve(10_000.0, Duration::from_millis(200)), 6_000);
+        assert_eq!(preload_reserve(0.0, Duration::from_secs(1)), 0);
+        assert_eq!(runway_seconds(5_000, 1_000.0), Some(5.0));
+        assert_eq!(runway_seconds(5_000, 0.0), None);
+    }
+}
