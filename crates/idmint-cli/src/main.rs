@@ -40,6 +40,10 @@ enum Command {
         /// Address and port to listen on [default: 127.0.0.1:8080]
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
+        /// This node's directory: high-water marks of the store-regression guard (one node
+        /// per directory) [default: ./idmint-data]
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -63,7 +67,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve { listen, store } => serve::run(listen, store).await,
+            Command::Serve { listen, data_dir, store } => serve::run(listen, data_dir, store).await,
             Command::Tag { command } => tag::run(command).await,
             Command::Next(args) => next::run(args).await,
         }
@@ -78,15 +82,19 @@ fn main() -> ExitCode {
 }
 
 impl StoreArgs {
-    /// Resolves the settings (flag > env > file > default), with `listen` as the only extra
-    /// flag (`serve` has it).
-    fn settings(&self, listen: Option<String>) -> anyhow::Result<idmint_server::Settings> {
+    /// Resolves the settings (flag > env > file > default), with `listen` and `data_dir` as
+    /// the extra flags (`serve` has them).
+    fn settings(
+        &self,
+        listen: Option<String>,
+        data_dir: Option<String>,
+    ) -> anyhow::Result<idmint_server::Settings> {
         use anyhow::Context;
         let file = match &self.config {
             Some(path) => idmint_server::FileConfig::load(path)?,
             None => idmint_server::FileConfig::default(),
         };
-        let flags = idmint_server::Overrides { listen, store: self.store.clone() };
+        let flags = idmint_server::Overrides { listen, store: self.store.clone(), data_dir };
         idmint_server::Settings::resolve(&file, &|name| std::env::var(name).ok(), &flags)
             .context("invalid configuration")
     }

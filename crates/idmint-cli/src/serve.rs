@@ -1,5 +1,6 @@
 //! `idmint serve`: open the store, bind, serve until SIGTERM/SIGINT, then shut down in order
-//! (stop accepting, drain requests, stop background tasks).
+//! (stop accepting, drain requests, freeze the generators, give unissued ids back to the
+//! store, stop background tasks).
 
 use anyhow::Context;
 use idmint::Segments;
@@ -7,9 +8,13 @@ use idmint_server::AppState;
 
 use crate::StoreArgs;
 
-pub async fn run(listen: Option<String>, store_args: StoreArgs) -> anyhow::Result<()> {
+pub async fn run(
+    listen: Option<String>,
+    data_dir: Option<String>,
+    store_args: StoreArgs,
+) -> anyhow::Result<()> {
     init_logging();
-    let settings = store_args.settings(listen)?;
+    let settings = store_args.settings(listen, data_dir)?;
     let store = idmint_store::open(&settings.store)
         .await
         .with_context(|| format!("cannot open the store {}", settings.store))?;

@@ -6,27 +6,35 @@
 //! |-----------------------------------|---------------------------------------|---------|
 //! | `listen`                          | `IDMINT_LISTEN`                       | `127.0.0.1:8080` |
 //! | `store`                           | `IDMINT_STORE`                        | `sqlite://./idmint-data/idmint.db` |
+//! | `data_dir`                        | `IDMINT_DATA_DIR`                     | `./idmint-data` |
 //! | `segment.preload_ratio`           | `IDMINT_SEGMENT_PRELOAD_RATIO`        | `0.1` |
 //! | `segment.refill_wait_ms`          | `IDMINT_SEGMENT_REFILL_WAIT_MS`       | `1000` |
 //! | `segment.store_call_timeout_ms`   | `IDMINT_SEGMENT_STORE_CALL_TIMEOUT_MS`| `3000` |
 //! | `segment.tag_refresh_ms`          | `IDMINT_SEGMENT_TAG_REFRESH_MS`       | `60000` |
+//! | `segment.segment_duration_s`      | `IDMINT_SEGMENT_SEGMENT_DURATION_S`   | `900` |
+//! | `segment.adaptive_step`           | `IDMINT_SEGMENT_ADAPTIVE_STEP`        | `true` |
 //! | `limits.batch_count_max`          | `IDMINT_LIMITS_BATCH_COUNT_MAX`       | `100000` |
 
 use std::fmt::Display;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use idmint::SegmentConfig;
 use idmint_core::PreloadRatio;
 use idmint_core::limits::{
-    BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_REFRESH_MS_DEFAULT,
+    BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
+    STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_REFRESH_MS_DEFAULT,
 };
 use idmint_store::{DEFAULT_STORE_URL, StoreUrl};
 use serde::Deserialize;
 
 /// The address `idmint serve` listens on by default: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// The node's own directory by default: the SQLite store's file (by default) and the
+/// high-water marks of the store-regression guard.
+pub const DEFAULT_DATA_DIR: &str = "./idmint-data";
 
 /// The config file as written; every key optional, unknown keys refused.
 #[derive(Debug, Default, Deserialize)]
@@ -36,6 +44,8 @@ pub struct FileConfig {
     pub listen: Option<String>,
     /// `store`: store URL.
     pub store: Option<String>,
+    /// `data_dir`: this node's directory (high-water marks; one node per directory).
+    pub data_dir: Option<String>,
     /// `[segment]`: segment serving.
     #[serde(default)]
     pub segment: SegmentSection,
@@ -56,6 +66,10 @@ pub struct SegmentSection {
     pub store_call_timeout_ms: Option<u64>,
     /// How often tags deleted from the store are dropped, in ms.
     pub tag_refresh_ms: Option<u64>,
+    /// How long one segment should last at the forecast rate, in seconds.
+    pub segment_duration_s: Option<u64>,
+    /// Whether the step follows the consumption rate (else: always the tag's step).
+    pub adaptive_step: Option<bool>,
 }
 
 /// The `[limits]` section.
@@ -73,6 +87,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     /// `--store`.
     pub store: Option<String>,
+    /// `--data-dir`.
+    pub data_dir: Option<String>,
 }
 
 /// The resolved configuration.
@@ -82,7 +98,10 @@ pub struct Settings {
     pub listen: SocketAddr,
     /// Where segment rows live.
     pub store: StoreUrl,
-    /// Segment serving tunables.
+    /// This node's directory.
+    pub data_dir: PathBuf,
+    /// Segment serving tunables (with the state directory set, unless the store is
+    /// `memory://`, which keeps nothing across restarts anyway).
     pub segment: SegmentConfig,
     /// Largest `count` of a batch request.
     pub batch_count_max: u64,
@@ -165,6 +184,14 @@ impl Settings {
             "store",
             DEFAULT_STORE_URL.to_string(),
         )?;
+        let data_dir = layered(
+            flags.data_dir.as_deref().map(|v| (v, "--data-dir")),
+            env,
+            "IDMINT_DATA_DIR",
+            file.data_dir.clone(),
+            "data_dir",
+            DEFAULT_DATA_DIR.to_string(),
+        )?;
         let seg = &file.segment;
         let preload = layered(
             None,
@@ -198,6 +225,22 @@ impl Settings {
             "segment.tag_refresh_ms",
             TAG_REFRESH_MS_DEFAULT,
         )?;
+        let duration = layered(
+            None,
+            env,
+            "IDMINT_SEGMENT_SEGMENT_DURATION_S",
+            seg.segment_duration_s,
+            "segment.segment_duration_s",
+            SEGMENT_DURATION_S_DEFAULT,
+        )?;
+        let adaptive = layered(
+            None,
+            env,
+            "IDMINT_SEGMENT_ADAPTIVE_STEP",
+            seg.adaptive_step,
+            "segment.adaptive_step",
+            true,
+        )?;
         let batch = layered(
             None,
             env,
@@ -229,7 +272,21 @@ impl Settings {
             .with_store_call_timeout_ms(store_timeout.value)
             .map_err(|e| invalid(&store_timeout.origin, &e))?
             .with_tag_refresh_ms(refresh.value)
-            .map_err(|e| invalid(&refresh.origin, &e))?;
+            .map_err(|e| invalid(&refresh.origin, &e))?
+            .with_segment_duration_s(duration.value)
+            .map_err(|e| invalid(&duration.origin, &e))?
+            .with_adaptive_step(adaptive.value);
+        if data_dir.value.trim().is_empty() {
+            return Err(invalid(
+                &data_dir.origin,
+                &"the data directory is empty; name a directory",
+            ));
+        }
+        let data_dir_path = PathBuf::from(&data_dir.value);
+        let segment = match store_url {
+            StoreUrl::Memory => segment,
+            _ => segment.with_state_dir(&data_dir_path),
+        };
         if !(1..=BATCH_COUNT_MAX).contains(&batch.value) {
             return Err(invalid(
                 &batch.origin,
@@ -243,6 +300,7 @@ impl Settings {
         Ok(Settings {
             listen: listen_addr,
             store: store_url,
+            data_dir: data_dir_path,
             segment,
             batch_count_max: batch.value,
         })
@@ -295,6 +353,39 @@ mod tests {
         assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(s.store, StoreUrl::Sqlite("./idmint-data/idmint.db".into()));
         assert_eq!(s.batch_count_max, BATCH_COUNT_MAX);
+        assert_eq!(s.segment.state_dir(), Some(Path::new("./idmint-data")));
+        assert!(s.segment.adaptive_step());
+        assert_eq!(s.segment.segment_duration().as_secs(), 900);
+    }
+
+    #[test]
+    fn segment_pacing_and_the_data_dir_resolve_and_refuse_bad_values() {
+        let file = FileConfig::parse(
+            "data_dir = \"/var/lib/idmint\"\n[segment]\nsegment_duration_s = 60\nadaptive_step = false\n",
+            "t.toml",
+        )
+        .unwrap();
+        let s = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap();
+        assert_eq!(s.segment.state_dir(), Some(Path::new("/var/lib/idmint")));
+        assert_eq!(s.segment.segment_duration().as_secs(), 60);
+        assert!(!s.segment.adaptive_step());
+        let memory = env(&[("IDMINT_STORE", "memory://")]);
+        let s = Settings::resolve(&file, &memory, &Overrides::default()).unwrap();
+        assert_eq!(s.segment.state_dir(), None, "memory:// keeps no state");
+        let err = Settings::resolve(
+            &file,
+            &env(&[("IDMINT_SEGMENT_SEGMENT_DURATION_S", "0")]),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("segment_duration_s = 0 is out of range"), "{err}");
+        let err = Settings::resolve(
+            &file,
+            &env(&[("IDMINT_SEGMENT_ADAPTIVE_STEP", "maybe")]),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("IDMINT_SEGMENT_ADAPTIVE_STEP"), "{err}");
     }
 
     #[test]
@@ -312,7 +403,7 @@ mod tests {
         assert_eq!(with_env.listen.port(), 2);
         assert_eq!(with_env.segment.refill_wait().as_millis(), 9);
         assert_eq!(with_env.store, StoreUrl::Memory);
-        let flags = Overrides { listen: Some("127.0.0.1:3".into()), store: None };
+        let flags = Overrides { listen: Some("127.0.0.1:3".into()), ..Overrides::default() };
         assert_eq!(Settings::resolve(&file, &env, &flags).unwrap().listen.port(), 3);
     }
 
@@ -330,7 +421,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().starts_with("IDMINT_SEGMENT_REFILL_WAIT_MS"), "{err}");
-        let flags = Overrides { listen: Some("localhost".into()), store: None };
+        let flags = Overrides { listen: Some("localhost".into()), ..Overrides::default() };
         let err = Settings::resolve(&FileConfig::default(), &env(&[]), &flags).unwrap_err();
         assert!(err.to_string().starts_with("--listen"), "{err}");
     }

@@ -70,6 +70,7 @@ fn library_status(error: &Error) -> (StatusCode, &'static str) {
         Error::Store(StoreError::Corrupt { .. }) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "store_row_invalid")
         }
+        Error::LocalState(_) => (StatusCode::INTERNAL_SERVER_ERROR, "local_state"),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }

@@ -33,8 +33,9 @@ pub struct AppState {
     pub batch_count_max: u64,
 }
 
-/// Serves `state` on `listener` until `shutdown` completes, then drains in-flight requests
-/// and stops the library's background tasks, in that order.
+/// Serves `state` on `listener` until `shutdown` completes, then, in that order: stops
+/// accepting, drains in-flight requests, and shuts the library down (freeze every generator,
+/// give unissued ids back to the store, stop background tasks).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,

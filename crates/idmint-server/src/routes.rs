@@ -10,7 +10,8 @@ use axum::http::{StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use idmint_core::{BufferSnapshot, Count, Description, SegmentSnapshot, StartId, Step, Tag};
+use idmint::TagStatus;
+use idmint_core::{Count, Description, SegmentSnapshot, StartId, Step, Tag};
 use idmint_store::{TagRecord, TagSpec};
 use serde::{Deserialize, Serialize};
 
@@ -91,10 +92,22 @@ struct TagBody {
     segments: Option<SegmentsBody>,
 }
 
+/// How this node serves the tag: both segments, the pacing and the counters.
 #[derive(Serialize)]
 struct SegmentsBody {
     current: Option<SegmentBody>,
     next: Option<SegmentBody>,
+    /// Length of the last range the store gave (the adaptive step).
+    step: u64,
+    remaining: u64,
+    rate_per_s: f64,
+    /// `null` while idle.
+    runway_s: Option<f64>,
+    refill_latency_ms: f64,
+    refills: u64,
+    refill_failures: u64,
+    waits: u64,
+    high_water: u64,
 }
 
 #[derive(Serialize)]
@@ -106,7 +119,7 @@ struct SegmentBody {
 }
 
 impl TagBody {
-    fn new(record: TagRecord, snapshot: Option<BufferSnapshot>) -> TagBody {
+    fn new(record: TagRecord, status: Option<TagStatus>) -> TagBody {
         let segment = |s: SegmentSnapshot| SegmentBody {
             start: s.range.start(),
             end: s.range.end(),
@@ -119,9 +132,18 @@ impl TagBody {
             step: record.step,
             description: record.description,
             update_time_s: record.update_time_s,
-            segments: snapshot.map(|b| SegmentsBody {
-                current: b.current.map(segment),
-                next: b.next.map(segment),
+            segments: status.map(|s| SegmentsBody {
+                current: s.buffer.current.map(segment),
+                next: s.buffer.next.map(segment),
+                step: s.step,
+                remaining: s.remaining,
+                rate_per_s: s.rate_per_s,
+                runway_s: s.runway_s,
+                refill_latency_ms: s.refill_latency_ms,
+                refills: s.refills,
+                refill_failures: s.refill_failures,
+                waits: s.waits,
+                high_water: s.buffer.high_water,
             }),
         }
     }
@@ -168,7 +190,7 @@ async fn get_tag(
 ) -> Result<Json<TagBody>, ApiError> {
     let tag = Tag::parse(&tag)?;
     let record = app.segments.get_tag(&tag).await?;
-    Ok(Json(TagBody::new(record, app.segments.snapshot(&tag))))
+    Ok(Json(TagBody::new(record, app.segments.status(&tag))))
 }
 
 #[derive(Deserialize)]

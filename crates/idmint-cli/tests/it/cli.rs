@@ -85,14 +85,23 @@ fn ids_survive_graceful_and_hard_restarts_without_repeating() {
     let after_kill = next(dir.path(), &server, "order", 100);
     assert!(after_kill[0] > *first.last().unwrap(), "an id repeated after kill -9");
 
-    // SIGTERM: a graceful stop that exits 0.
+    // SIGTERM: a graceful stop that exits 0 and gives the unissued ids back, so the next
+    // node continues exactly where this one stopped.
     let terminated =
         Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status().unwrap();
     assert!(terminated.success());
     assert!(server.child.wait().unwrap().success(), "serve did not exit cleanly on SIGTERM");
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    assert!(log.contains("given back"), "{log}");
     let mut server = serve(dir.path(), &args, &[]);
     let after_term = next(dir.path(), &server, "order", 100);
-    assert!(after_term[0] > *after_kill.last().unwrap(), "an id repeated after SIGTERM");
+    assert_eq!(after_term[0], after_kill.last().unwrap() + 1, "ids wasted across SIGTERM");
+
+    // One node per data directory: a second one is refused while the first runs.
+    let err =
+        run_err(idmint(dir.path()).args(["serve", "--listen", "127.0.0.1:0", "--store", &store]));
+    assert!(err.contains("in use by another idmint process"), "{err}");
+    assert!(dir.path().join("idmint-data/segments.high-water").exists());
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
