@@ -1,5 +1,6 @@
 //! `segment_next`: in-process ids per second of segment mode, beside the physical floor (a
-//! bare `AtomicU64::fetch_add`) in the same group, on 1 and 2 threads.
+//! bare `AtomicU64::fetch_add`) in the same group, on 1 and 2 threads; and batch takes of
+//! 1000 ids beside one `fetch_add(1000)`. Results and ratios: docs/PERFORMANCE.md.
 //!
 //! Run: `cargo bench -p idmint --bench segment_next`. Every variant takes single ids; the
 //! library variants use a memory store and a step of `STEP_MAX`, so refills (every 10^6 ids)
@@ -47,7 +48,7 @@ fn segment_next(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 on_threads(threads, iters, |n| {
                     for _ in 0..n {
-                        black_box(buffer.take(Count::ONE).first());
+                        black_box(buffer.take_one());
                     }
                 })
             })
@@ -64,8 +65,37 @@ fn segment_next(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // Batches: one take of BATCH ids, counted as BATCH elements, beside one fetch_add of
+    // BATCH on a bare atomic.
+    let mut group = c.benchmark_group("segment_batch");
+    group.throughput(Throughput::Elements(BATCH));
+    group.measurement_time(Duration::from_secs(3));
+    group.warm_up_time(Duration::from_secs(1));
+    let batch = Count::new(BATCH).expect("count");
+    group.bench_function(format!("atomic_fetch_add_{BATCH}/1t"), |b| {
+        b.iter(|| black_box(counter.fetch_add(BATCH, Ordering::Relaxed)))
+    });
+    group.bench_function(format!("core_take_{BATCH}/1t"), |b| {
+        b.iter(|| black_box(buffer.take(batch).count()))
+    });
+    group.bench_function(format!("library_next_ids_{BATCH}/1t"), |b| {
+        b.iter_custom(|iters| {
+            on_threads(1, iters, |n| {
+                runtime.block_on(async {
+                    for _ in 0..n {
+                        black_box(generator.next_ids(batch).await.expect("ids"));
+                    }
+                })
+            })
+        })
+    });
+    group.finish();
     runtime.block_on(segments.shutdown());
 }
+
+/// Ids per batch in the `segment_batch` group.
+const BATCH: u64 = 1_000;
 
 async fn start_segments() -> (Arc<Segments>, Tag) {
     let store = Arc::new(MemoryStore::new());
