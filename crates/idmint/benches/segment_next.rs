@@ -53,6 +53,15 @@ fn segment_next(c: &mut Criterion) {
                 })
             })
         });
+        group.bench_function(format!("library_try_next_id/{threads}t"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| {
+                    for _ in 0..n {
+                        black_box(generator.try_next_id());
+                    }
+                })
+            })
+        });
         group.bench_function(format!("library_tag_handle/{threads}t"), |b| {
             b.iter_custom(|iters| {
                 on_threads(threads, iters, |n| take_from_handle(&runtime, &generator, n))

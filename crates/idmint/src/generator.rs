@@ -35,6 +35,9 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn SegmentStore>,
     pub(crate) config: SegmentConfig,
     pub(crate) high_water: Option<Arc<HighWaterFile>>,
+    /// The runtime `Segments::start` ran in: refills spawn onto it from any thread, so
+    /// synchronous callers outside the runtime can take ids too.
+    pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) tracker: TaskTracker,
     pub(crate) cancel: CancellationToken,
 }
@@ -139,6 +142,15 @@ impl TagGenerator {
             // call's future: the fast path stays small and allocation-free.
             None => Ok(Box::pin(self.wait_for(Count::ONE, Vec::new())).await?[0].start()),
         }
+    }
+
+    /// The next id of the tag if one is in memory now, without waiting: the synchronous
+    /// per-id path (loads and one atomic add), callable from any thread, in or outside the
+    /// runtime. `None` means both segments are spent (a refill is under way; `next_id`
+    /// waits for it) or the node is shutting down.
+    #[inline]
+    pub fn try_next_id(self: &Arc<Self>) -> Option<u64> {
+        self.try_take_one()
     }
 
     /// `count` ids of the tag as increasing, non-adjacent ranges (contiguous ids merged).
@@ -313,7 +325,7 @@ impl TagGenerator {
             return;
         }
         let this = Arc::clone(self);
-        self.shared.tracker.spawn(async move { this.refill().await });
+        self.shared.tracker.spawn_on(async move { this.refill().await }, &self.shared.runtime);
     }
 
     /// Allocates a range and installs it. Retries with backoff while the buffer still has

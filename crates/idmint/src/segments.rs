@@ -57,6 +57,7 @@ impl Segments {
             store,
             config,
             high_water,
+            runtime: tokio::runtime::Handle::current(),
             tracker: TaskTracker::new(),
             cancel: CancellationToken::new(),
         });

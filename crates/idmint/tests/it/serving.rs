@@ -194,3 +194,32 @@ async fn after_shutdown_no_id_is_handed_out_once_segments_run_out() {
     }
     assert_eq!(last, Err(Error::ShuttingDown));
 }
+
+#[test]
+fn synchronous_takes_work_from_threads_outside_the_runtime() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = TestStore::new(9);
+    let tag = runtime.block_on(store.create("sync", 50));
+    let segments = runtime.block_on(async { Segments::start(store.clone(), config()).unwrap() });
+    let generator = segments.generator(&tag).unwrap();
+    // Plain threads: refills spawn onto the runtime the node started in.
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let generator = Arc::clone(&generator);
+            std::thread::spawn(move || {
+                let mut ids = Vec::new();
+                while ids.len() < 2_000 {
+                    match generator.try_next_id() {
+                        Some(id) => ids.push(id),
+                        None => std::thread::yield_now(),
+                    }
+                }
+                ids
+            })
+        })
+        .collect();
+    let per_task: Vec<Vec<u64>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(assert_unique_and_increasing_per_task(&per_task).len(), 4_000);
+    runtime.block_on(segments.shutdown());
+    assert_eq!(generator.try_next_id(), None, "a frozen generator gave an id");
+}
