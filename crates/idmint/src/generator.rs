@@ -51,6 +51,15 @@ pub struct TagGenerator {
     refilled: Notify,
     /// Bumped after every failed refill attempt; waiters compare it to fail fast.
     failures: AtomicU64,
+    /// Set by a failed refill attempt, cleared by a successful one and by a fresh refill
+    /// task: while it is set and the task retries, requests that find both segments spent
+    /// fail at once with the last failure instead of each waiting out `refill_wait` (fast
+    /// 503s in an outage).
+    failing: AtomicBool,
+    /// When a request last found both segments spent, in ms since `created`: the refill
+    /// keeps retrying an empty buffer only while requests keep coming.
+    last_demand_ms: AtomicU64,
+    created: Instant,
     last_failure: Mutex<Option<Error>>,
     /// Requests that found both segments spent and waited for the store.
     waits: AtomicU64,
@@ -113,6 +122,9 @@ impl TagGenerator {
             refill_in_flight: AtomicBool::new(false),
             refilled: Notify::new(),
             failures: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            last_demand_ms: AtomicU64::new(0),
+            created: Instant::now(),
             last_failure: Mutex::new(None),
             waits: AtomicU64::new(0),
             refills: AtomicU64::new(0),
@@ -299,7 +311,13 @@ impl TagGenerator {
                 self.waits.fetch_add(1, Ordering::Relaxed);
                 counted = true;
             }
+            self.last_demand_ms.store(self.elapsed_ms(), Ordering::Relaxed);
             self.ensure_refill();
+            if self.failing.load(Ordering::Acquire) && self.refill_in_flight.load(Ordering::Acquire)
+            {
+                // The store failed and the refill is retrying: say so now, not after the wait.
+                return Err(self.last_failure());
+            }
             tokio::select! {
                 () = &mut notified => {}
                 () = tokio::time::sleep_until(deadline) => {
@@ -324,6 +342,8 @@ impl TagGenerator {
         if self.refill_in_flight.swap(true, Ordering::AcqRel) {
             return;
         }
+        // A fresh attempt: requests wait for its answer (bounded) rather than fail on an old one.
+        self.failing.store(false, Ordering::Release);
         let this = Arc::clone(self);
         self.shared.tracker.spawn_on(async move { this.refill().await }, &self.shared.runtime);
     }
@@ -335,7 +355,10 @@ impl TagGenerator {
         let mut retry_ms = REFILL_RETRY_MS_MIN;
         let installed = loop {
             let failure = match self.allocate_and_install().await {
-                Ok(()) => break true,
+                Ok(()) => {
+                    self.failing.store(false, Ordering::Release);
+                    break true;
+                }
                 Err(failure) => failure,
             };
             if matches!(failure, Error::UnknownTag(_)) {
@@ -344,11 +367,22 @@ impl TagGenerator {
             } else {
                 tracing::warn!(tag = %self.tag, error = %failure, "segment refill failed");
             }
+            // Retry while there are ids to protect or requests waiting for them.
+            let demanded =
+                self.elapsed_ms().saturating_sub(self.last_demand_ms.load(Ordering::Relaxed))
+                    <= 2 * REFILL_RETRY_MS_MAX;
             let keep_trying = !matches!(failure, Error::UnknownTag(_) | Error::ShuttingDown)
-                && self.buffer.remaining() > 0;
-            self.publish_failure(failure);
+                && !self.buffer.is_frozen()
+                && (self.buffer.remaining() > 0 || demanded);
             if !keep_trying {
-                break false;
+                // Done before the failure is published, so a request that reads the failure
+                // starts a new attempt instead of failing on this finished one.
+                self.refill_in_flight.store(false, Ordering::Release);
+            }
+            self.publish_failure(failure);
+            self.refilled.notify_waiters();
+            if !keep_trying {
+                return;
             }
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(retry_ms)) => {}
@@ -487,12 +521,17 @@ impl TagGenerator {
 
     fn publish_failure(&self, failure: Error) {
         *self.last_failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(failure);
+        self.failing.store(true, Ordering::Release);
         self.failures.fetch_add(1, Ordering::Release);
     }
 
     fn last_failure(&self) -> Error {
         let last = self.last_failure.lock().unwrap_or_else(PoisonError::into_inner).clone();
         last.unwrap_or_else(|| self.unavailable("a refill failed"))
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        self.created.elapsed().as_millis() as u64
     }
 
     fn pacing(&self) -> MutexGuard<'_, Pacing> {
