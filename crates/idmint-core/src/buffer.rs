@@ -182,7 +182,8 @@ impl DoubleBuffer {
 
     /// Takes up to `count` ids: from the current segment and, if it runs out, from the next
     /// one after switching to it. Fewer ids than asked (possibly none) come back when both
-    /// segments run out; `refill_needed` is then set. A frozen buffer gives none.
+    /// segments run out; `refill_needed` is then set. A frozen buffer gives none; a take
+    /// that races the freeze may keep the ids it took before it.
     #[inline]
     pub fn take(&self, count: Count) -> Take {
         let mut take = Take {
@@ -481,7 +482,8 @@ impl Take {
         self.refill_needed
     }
 
-    /// Whether the buffer was frozen: no id was taken and none ever will be.
+    /// Whether this take stopped at the freeze. Ids it holds were taken before the freeze
+    /// and are valid (the freeze counted them as handed out); no later take gets any.
     pub fn frozen(&self) -> bool {
         self.frozen
     }

@@ -1,6 +1,7 @@
-//! Model-based property tests of the double buffer: a random sequence of takes, installs and
-//! regressed installs is run against the buffer and against a plain model of its two
-//! segments; every take must return exactly the ids the model predicts.
+//! Model-based property tests of the double buffer: a random sequence of takes, installs,
+//! regressed installs, floor raises and (rarely) a freeze is run against the buffer and
+//! against a plain model of its two segments; every take must return exactly the ids the
+//! model predicts, and after a freeze the tail to give back must be exactly the model's.
 
 use idmint_core::{Count, DoubleBuffer, IdRange, InstallError, PreloadRatio};
 use proptest::prelude::*;
@@ -9,30 +10,52 @@ use proptest::prelude::*;
 enum Op {
     Take(u64),
     TakeOne,
-    Install { len: u64, gap: u64 },
+    Install {
+        len: u64,
+        gap: u64,
+    },
     InstallBelow(u64),
+    /// Raises the floor to the store's next id plus `rise`, minus 10: from below it (no
+    /// effect) to above it (the next installs regress).
+    RaiseFloor {
+        rise: u64,
+    },
+    Freeze,
 }
 
 fn op() -> impl Strategy<Value = Op> {
+    // The freeze is rare: most sequences run long before it, or never reach it.
     prop_oneof![
-        3 => (1u64..40).prop_map(Op::Take),
-        2 => Just(Op::TakeOne),
-        2 => (1u64..30, 0u64..5).prop_map(|(len, gap)| Op::Install { len, gap }),
-        1 => (1u64..20).prop_map(Op::InstallBelow),
+        12 => (1u64..40).prop_map(Op::Take),
+        8 => Just(Op::TakeOne),
+        8 => (1u64..30, 0u64..5).prop_map(|(len, gap)| Op::Install { len, gap }),
+        4 => (1u64..20).prop_map(Op::InstallBelow),
+        2 => (0u64..20).prop_map(|rise| Op::RaiseFloor { rise }),
+        1 => Just(Op::Freeze),
     ]
 }
 
-/// The model: the two segments as plain numbers, and the store's next free id.
+/// The model: the two segments as plain numbers, the store's next free id and what the
+/// buffer should report about itself.
 #[derive(Default)]
 struct Model {
+    /// `(next id, end)` of the segment ids are taken from.
     current: Option<(u64, u64)>,
+    /// `(start, end)` of the segment loaded ahead.
     next: Option<(u64, u64)>,
     store_max_id: u64,
+    /// End of the last range installed, or the highest floor raised.
+    high_water: u64,
+    handed_out: u64,
+    frozen: bool,
 }
 
 impl Model {
     fn take(&mut self, mut n: u64) -> Vec<u64> {
         let mut ids = Vec::new();
+        if self.frozen {
+            return ids;
+        }
         for _ in 0..2 {
             if let Some((cursor, end)) = self.current.as_mut() {
                 let got = n.min(*end - *cursor);
@@ -45,20 +68,50 @@ impl Model {
                 self.current = self.next.take();
             }
         }
+        self.handed_out += ids.len() as u64;
         ids
     }
 
     fn install(&mut self, start: u64, end: u64) -> Result<(), InstallError> {
-        let spent = self.current.is_none_or(|(cursor, end)| cursor == end);
+        if start < self.high_water {
+            let range = IdRange::new(start, end).expect("range");
+            return Err(InstallError::Regression { range, high_water: self.high_water });
+        }
         if self.next.is_some() {
             return Err(InstallError::Full);
         }
-        if spent {
+        let spent = self.current.is_none_or(|(cursor, end)| cursor == end);
+        // A frozen buffer keeps the range unserved, to be given back.
+        if spent && !self.frozen {
             self.current = Some((start, end));
         } else {
             self.next = Some((start, end));
         }
+        self.high_water = end;
         Ok(())
+    }
+
+    fn remaining(&self) -> u64 {
+        if self.frozen {
+            return 0;
+        }
+        self.current.map_or(0, |(cursor, end)| end - cursor) + self.next.map_or(0, |(s, e)| e - s)
+    }
+
+    /// Once frozen: the rest of the current segment joined to the next one if contiguous,
+    /// otherwise the next one alone, otherwise the rest of the current one.
+    fn unissued_tail(&self) -> Option<IdRange> {
+        if !self.frozen {
+            return None;
+        }
+        let rest = self.current.filter(|(cursor, end)| cursor < end);
+        let (start, end) = match (rest, self.next) {
+            (Some((cursor, end)), Some((start, next_end))) if end == start => (cursor, next_end),
+            (_, Some(next)) => next,
+            (Some(rest), None) => rest,
+            (None, None) => return None,
+        };
+        IdRange::new(start, end)
     }
 }
 
@@ -83,7 +136,10 @@ proptest! {
                     }
                     prop_assert!(ids.windows(2).all(|w| w[0] < w[1]));
                     last_id = ids.last().copied().unwrap_or(last_id);
-                    if (ids.len() as u64) < n {
+                    prop_assert_eq!(take.frozen(), model.frozen);
+                    if model.frozen {
+                        prop_assert!(!take.refill_needed(), "a frozen buffer asks for no refill");
+                    } else if (ids.len() as u64) < n {
                         prop_assert!(take.refill_needed(), "a short take must ask for a refill");
                     }
                 }
@@ -95,30 +151,52 @@ proptest! {
                         prop_assert!(id > last_id, "ids went down across takes");
                         last_id = id;
                     } else {
-                        prop_assert!(refill_needed, "an empty take_one must ask for a refill");
+                        // Frozen: no refill; otherwise an empty take must ask for one.
+                        prop_assert_eq!(refill_needed, !model.frozen);
                     }
                 }
                 Op::Install { len, gap } => {
                     let start = model.store_max_id + gap;
                     let range = IdRange::new(start, start + len).expect("range");
                     let expected = model.install(start, start + len);
-                    prop_assert_eq!(buffer.install(range), expected);
-                    if expected.is_ok() {
+                    prop_assert_eq!(buffer.install(range, 0), expected);
+                    // The store moved past the range unless the buffer was full (then the
+                    // library would not have refilled: the same range comes again).
+                    if expected != Err(InstallError::Full) {
                         model.store_max_id = start + len;
                     }
                 }
                 Op::InstallBelow(back) => {
                     let start = model.store_max_id.saturating_sub(back).max(1);
                     let range = IdRange::new(start, start + 5).expect("range");
-                    let result = buffer.install(range);
-                    if start < model.store_max_id && model.store_max_id > 1 {
-                        let is_regression = matches!(result, Err(InstallError::Regression { .. }));
-                        prop_assert!(is_regression, "a range below the high-water mark was installed");
-                    } else if result.is_ok() {
-                        // Not below anything ever installed: a legal install.
-                        prop_assert_eq!(model.install(start, start + 5), Ok(()));
-                        model.store_max_id = start + 5;
+                    let expected = model.install(start, start + 5);
+                    prop_assert_eq!(buffer.install(range, 0), expected);
+                    if expected.is_ok() {
+                        model.store_max_id = model.store_max_id.max(start + 5);
                     }
+                }
+                Op::RaiseFloor { rise } => {
+                    let floor = (model.store_max_id + rise).saturating_sub(10);
+                    buffer.raise_floor(floor);
+                    model.high_water = model.high_water.max(floor);
+                }
+                Op::Freeze => {
+                    buffer.freeze();
+                    model.frozen = true;
+                }
+            }
+            let snapshot = buffer.snapshot();
+            prop_assert_eq!(snapshot.handed_out, model.handed_out, "handed_out after {:?}", op);
+            prop_assert_eq!(snapshot.high_water, model.high_water);
+            prop_assert_eq!(snapshot.frozen, model.frozen);
+            prop_assert_eq!(buffer.is_frozen(), model.frozen);
+            prop_assert_eq!(buffer.remaining(), model.remaining());
+            prop_assert_eq!(buffer.unissued_tail(), model.unissued_tail(), "tail after {:?}", op);
+            if model.frozen {
+                prop_assert!(!buffer.refill_due(), "a frozen buffer asks for no refill");
+                if let Some(tail) = buffer.unissued_tail() {
+                    // Give-back safety: nothing handed out is in the tail.
+                    prop_assert!(tail.start() > last_id, "tail {:?} holds a handed-out id", tail);
                 }
             }
         }
@@ -130,7 +208,7 @@ proptest! {
     ) {
         let ratio = PreloadRatio::new(f64::from(permille) / 1000.0).expect("ratio");
         let buffer = DoubleBuffer::new(ratio);
-        buffer.install(IdRange::new(1, 1 + len).expect("range")).expect("install");
+        buffer.install(IdRange::new(1, 1 + len).expect("range"), 0).expect("install");
         let preload_id = 1 + ratio.preload_offset(len);
         let mut covering_takes = 0;
         loop {

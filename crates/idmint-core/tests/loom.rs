@@ -1,0 +1,282 @@
+//! Interleaving tests of the double buffer's segment switch, run by loom over every schedule
+//! within a preemption bound: takes race with installs, switches, slot reuse and the freeze,
+//! and no id may be handed out twice, come from outside the installed ranges, or be given back
+//! by the freeze after it was handed out.
+//!
+//! Built only with `--cfg loom` (which also swaps the buffer's atomics and lock for loom's, see
+//! `src/sync.rs`); in a normal build this file is empty. Run it as CI does:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p idmint-core --test loom --release --locked -- --nocapture
+//! ```
+//!
+//! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (3 for all four takes about a
+//! minute). The models run through `loom::model::Builder`, which installs no `tracing`
+//! subscriber: to see a failing schedule step by step, call `loom::model` instead and set
+//! `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
+//!
+//! Ids lost to a stale retry: a taker that read the hint before a switch and steps the cursor
+//! after it finds its slot stale and retries; the ids its step covered in the new segment are
+//! counted as handed out but returned to nobody. Such a step needs a publish between the
+//! taker's hint load and its `fetch_add`, and one taker's attempts do not overlap, so each
+//! publish wastes at most one step (of at most the count asked for) per taker. Every installed
+//! range is published at most once, so the models assert
+//! `lost <= takers * installs * count_max`. (Steps into the epoch the freeze parks the cursor on
+//! waste nothing: no segment has that epoch.) The bound is loose for these tiny ranges; the
+//! exact accounting checks (`handed_out + remaining == installed`, draining the rest) are what
+//! catch a lost id.
+
+#![cfg(loom)]
+#![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use idmint_core::{Count, DoubleBuffer, IdRange, InstallError, PreloadRatio, Take};
+use loom::sync::Arc;
+use loom::thread;
+
+/// Two takers each take twice (one id, then two) while the installer installs three ranges
+/// with gaps; some installs find both segments occupied. Switches happen in takes and in
+/// installs, racing each other.
+#[test]
+fn takes_race_installs_and_switches() {
+    const COUNT_MAX: u64 = 2;
+    explore("takes_race_installs_and_switches", 2, || {
+        let buffer = Arc::new(DoubleBuffer::new(PreloadRatio::DEFAULT));
+        let takers: Vec<_> = (0..2)
+            .map(|_| {
+                let buffer = Arc::clone(&buffer);
+                thread::spawn(move || {
+                    let mut ids = Vec::new();
+                    ids.extend(buffer.take_one().0);
+                    ids.extend(ids_of(&buffer.take(count(COUNT_MAX))));
+                    ids
+                })
+            })
+            .collect();
+        let mut installed = Vec::new();
+        for r in [range(1, 2), range(3, 5), range(6, 7)] {
+            install_unless_full(&buffer, r, &mut installed);
+        }
+        let returned = join(takers);
+        check_served(&buffer, &installed, &returned, 2 * installed.len() as u64 * COUNT_MAX);
+    });
+}
+
+/// Slot reuse: a thread playing the library installs a one-id range and takes one id, six
+/// times, so it publishes six segments and slot 1 is rewritten for epoch 5 while the other
+/// taker may still hold the hint of epoch 1, or read its slot mid-rewrite.
+#[test]
+fn a_slot_rewritten_under_a_stale_taker_is_never_misread() {
+    explore("a_slot_rewritten_under_a_stale_taker_is_never_misread", 2, || {
+        let buffer = Arc::new(DoubleBuffer::new(PreloadRatio::DEFAULT));
+        let stale = {
+            let buffer = Arc::clone(&buffer);
+            thread::spawn(move || buffer.take_one().0.into_iter().collect::<Vec<_>>())
+        };
+        let mut installed = Vec::new();
+        let mut ids = Vec::new();
+        for i in 0..6 {
+            install_unless_full(&buffer, range(2 * i + 1, 2 * i + 2), &mut installed);
+            ids.extend(buffer.take_one().0);
+        }
+        let returned = vec![ids, join(vec![stale]).remove(0)];
+        check_served(&buffer, &installed, &returned, 2 * installed.len() as u64);
+    });
+}
+
+/// The freeze races two takers and an install: afterwards nothing is handed out, and the tail
+/// the freeze names for giving back holds no id any taker got, and every id that was not
+/// handed out.
+#[test]
+fn the_freeze_never_gives_back_an_id_it_handed_out() {
+    const COUNT_MAX: u64 = 2;
+    explore("the_freeze_never_gives_back_an_id_it_handed_out", 3, || {
+        let buffer = Arc::new(DoubleBuffer::new(PreloadRatio::DEFAULT));
+        let mut installed = Vec::new();
+        install_unless_full(&buffer, range(1, 3), &mut installed);
+        let takers: Vec<_> = [1, COUNT_MAX]
+            .into_iter()
+            .map(|n| {
+                let buffer = Arc::clone(&buffer);
+                thread::spawn(move || {
+                    let mut ids = Vec::new();
+                    let mut frozen = false;
+                    for _ in 0..2 {
+                        let take = buffer.take(count(n));
+                        // Once a take saw the freeze, every later one gets nothing. The take
+                        // that saw it mid-way keeps the ids it got before (with `frozen()`
+                        // set, although `Take::frozen` says "no id was taken");
+                        // `check_frozen` checks they are not given back.
+                        if frozen {
+                            assert!(take.frozen() && take.count() == 0, "served after a freeze");
+                        }
+                        frozen = take.frozen();
+                        ids.extend(ids_of(&take));
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let freezer = {
+            let buffer = Arc::clone(&buffer);
+            thread::spawn(move || buffer.freeze())
+        };
+        // Contiguous with the first range, so the whole unissued rest is one tail. It lands
+        // before or after the freeze, as the current segment or the next.
+        install_unless_full(&buffer, range(3, 5), &mut installed);
+        freezer.join().unwrap();
+        let returned = join(takers);
+        check_frozen(&buffer, &installed, &returned, 2 * installed.len() as u64 * COUNT_MAX);
+    });
+}
+
+/// A taker drains the current segment and switches while another thread installs the next
+/// one (across a gap); a second taker races both. The install lands as `next` or, once the
+/// current segment is spent, as the current one: either way no id is repeated or skipped.
+#[test]
+fn a_switch_when_spent_races_the_install_of_the_next_segment() {
+    const COUNT_MAX: u64 = 2;
+    explore("a_switch_when_spent_races_the_install_of_the_next_segment", 3, || {
+        let buffer = Arc::new(DoubleBuffer::new(PreloadRatio::DEFAULT));
+        let mut installed = Vec::new();
+        install_unless_full(&buffer, range(1, 2), &mut installed);
+        let takers: Vec<_> = [COUNT_MAX, 1]
+            .into_iter()
+            .map(|n| {
+                let buffer = Arc::clone(&buffer);
+                thread::spawn(move || ids_of(&buffer.take(count(n))))
+            })
+            .collect();
+        let installer = {
+            let buffer = Arc::clone(&buffer);
+            thread::spawn(move || buffer.install(range(4, 6), 0))
+        };
+        if installer.join().unwrap().is_ok() {
+            installed.push(range(4, 6));
+        }
+        let returned = join(takers);
+        check_served(&buffer, &installed, &returned, 2 * installed.len() as u64 * COUNT_MAX);
+    });
+}
+
+/// Runs `model` under every schedule with at most `preemptions` preemptions (unless
+/// `LOOM_MAX_PREEMPTIONS` asks for another bound) and prints how many it explored.
+fn explore(name: &'static str, preemptions: usize, model: fn()) {
+    static EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = builder.preemption_bound.or(Some(preemptions));
+    let bound = builder.preemption_bound;
+    let before = EXECUTIONS.load(Ordering::Relaxed);
+    builder.check(move || {
+        EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+        model();
+    });
+    // Tests run in parallel, so the count is only exact with `--test-threads=1`.
+    let executions = EXECUTIONS.load(Ordering::Relaxed) - before;
+    eprintln!("{name}: {executions} executions, preemption bound {bound:?}");
+}
+
+/// Checks a buffer that was not frozen, after every thread joined: the ids returned are
+/// unique, increasing per thread and installed; the rest of what was installed is either
+/// still in the buffer (and draining it gives exactly that) or lost to stale retries, at most
+/// `lost_max` of them.
+fn check_served(
+    buffer: &DoubleBuffer,
+    installed: &[IdRange],
+    returned: &[Vec<u64>],
+    lost_max: u64,
+) {
+    let returned = check_returned(installed, returned);
+    let snapshot = buffer.snapshot();
+    let total: u64 = installed.iter().map(IdRange::len).sum();
+    assert_eq!(snapshot.handed_out + buffer.remaining(), total, "ids unaccounted for");
+    let lost = snapshot.handed_out - returned.len() as u64;
+    assert!(lost <= lost_max, "{lost} ids lost to stale retries, more than {lost_max}");
+
+    // Nothing handed out may still be in the buffer, and nothing in it may be stuck.
+    let remaining = buffer.remaining();
+    let mut drained = Vec::new();
+    for _ in 0..remaining {
+        drained.extend(buffer.take_one().0);
+    }
+    assert_eq!(drained.len() as u64, remaining, "the buffer kept ids it would not hand out");
+    assert_eq!(buffer.take_one().0, None);
+    for id in drained {
+        assert!(!returned.contains(&id), "id {id} was handed out again after the race");
+        assert!(installed.iter().any(|r| r.ids().contains(&id)), "id {id} was never installed");
+    }
+}
+
+/// Checks a frozen buffer after every thread joined: no take gets anything, and the tail to
+/// give back starts above every id returned, ends at the high-water mark and, with the
+/// handed-out count, covers everything installed (the ranges are contiguous).
+fn check_frozen(
+    buffer: &DoubleBuffer,
+    installed: &[IdRange],
+    returned: &[Vec<u64>],
+    lost_max: u64,
+) {
+    let returned = check_returned(installed, returned);
+    assert!(buffer.is_frozen());
+    assert_eq!(buffer.take_one(), (None, false));
+    assert!(buffer.take(count(1)).frozen());
+    assert_eq!(buffer.remaining(), 0);
+    let snapshot = buffer.snapshot();
+    assert!(snapshot.frozen);
+    let total: u64 = installed.iter().map(IdRange::len).sum();
+    let tail = buffer.unissued_tail();
+    if let Some(tail) = tail {
+        // The critical property: an id handed out is never given back.
+        if let Some(&highest) = returned.last() {
+            assert!(highest < tail.start(), "id {highest} handed out and given back in {tail:?}");
+        }
+        assert_eq!(tail.end(), snapshot.high_water, "the tail must end at the high-water mark");
+    }
+    let tail_len = tail.map_or(0, |t| t.len());
+    assert_eq!(snapshot.handed_out + tail_len, total, "ids neither handed out nor given back");
+    let lost = snapshot.handed_out - returned.len() as u64;
+    assert!(lost <= lost_max, "{lost} ids lost to stale retries, more than {lost_max}");
+}
+
+/// Checks each thread's ids increase and lie in an installed range, and that no id was
+/// returned twice; returns them all, sorted.
+fn check_returned(installed: &[IdRange], returned: &[Vec<u64>]) -> BTreeSet<u64> {
+    let mut all = BTreeSet::new();
+    for ids in returned {
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "a thread saw ids go down: {ids:?}");
+        for &id in ids {
+            assert!(installed.iter().any(|r| r.ids().contains(&id)), "id {id} was never installed");
+            assert!(all.insert(id), "id {id} was handed out twice: {returned:?}");
+        }
+    }
+    all
+}
+
+/// Installs `r`, recording it in `installed`; a full buffer refuses it (the library would
+/// give such a range back). Any other refusal is a test bug.
+fn install_unless_full(buffer: &DoubleBuffer, r: IdRange, installed: &mut Vec<IdRange>) {
+    match buffer.install(r, 0) {
+        Ok(()) => installed.push(r),
+        Err(InstallError::Full) => {}
+        Err(e) => panic!("install of {r:?} refused: {e:?}"),
+    }
+}
+
+fn join(threads: Vec<thread::JoinHandle<Vec<u64>>>) -> Vec<Vec<u64>> {
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+fn ids_of(take: &Take) -> Vec<u64> {
+    take.ranges().flat_map(|r| r.ids()).collect()
+}
+
+fn range(start: u64, end: u64) -> IdRange {
+    IdRange::new(start, end).unwrap()
+}
+
+fn count(n: u64) -> Count {
+    Count::new(n).unwrap()
+}
