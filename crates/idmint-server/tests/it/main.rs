@@ -3,4 +3,5 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod api;
+mod outage;
 mod support;

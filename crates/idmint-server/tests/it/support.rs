@@ -18,9 +18,13 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(store: Arc<dyn SegmentStore>) -> TestServer {
+        TestServer::start_with(store, SegmentConfig::default()).await
+    }
+
+    pub async fn start_with(store: Arc<dyn SegmentStore>, config: SegmentConfig) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
-        let segments = Segments::start(store, SegmentConfig::default()).unwrap();
+        let segments = Segments::start(store, config).unwrap();
         let state = AppState { segments, batch_count_max: idmint_core::limits::BATCH_COUNT_MAX };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(idmint_server::serve(listener, state, async move {
