@@ -63,6 +63,8 @@ pub struct TagGenerator {
     last_failure: Mutex<Option<Error>>,
     /// Requests that found both segments spent and waited for the store.
     waits: AtomicU64,
+    /// Set by the give-back, so it happens once.
+    given_back: AtomicBool,
     /// Ranges installed.
     refills: AtomicU64,
     pacing: Mutex<Pacing>,
@@ -127,6 +129,7 @@ impl TagGenerator {
             created: Instant::now(),
             last_failure: Mutex::new(None),
             waits: AtomicU64::new(0),
+            given_back: AtomicBool::new(false),
             refills: AtomicU64::new(0),
             pacing: Mutex::new(Pacing {
                 meter: RateMeter::new(),
@@ -247,7 +250,14 @@ impl TagGenerator {
     /// After the freeze: returns the unissued tail of the last range to the store with a
     /// compare-and-set, so the next allocation (by any node) starts where this node stopped.
     /// If another node allocated since, the store has moved on and nothing is returned.
+    ///
+    /// Runs at most once per generator: a second give-back of the same tail could lower the
+    /// store under a range another node was given in between (the compare-and-set cannot
+    /// tell `max_id` returning to the same value from never having moved).
     pub(crate) async fn give_back(&self) {
+        if self.given_back.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let Some(tail) = self.buffer.unissued_tail() else { return };
         let timeout = self.shared.config.store_call_timeout();
         let cas = self.shared.store.compare_and_set_max_id(&self.tag, tail.end(), tail.start());
@@ -264,6 +274,7 @@ impl TagGenerator {
             }
             Ok(Ok(false)) => {
                 tracing::info!(tag = %self.tag, ids = tail.len(), "unissued ids not given back: another node allocated since");
+                self.leave_store_above_mark().await;
             }
             Ok(Err(StoreError::TagNotFound(_))) => {}
             Ok(Err(error)) => {
@@ -272,6 +283,27 @@ impl TagGenerator {
             Err(_elapsed) => {
                 tracing::warn!(tag = %self.tag, ids = tail.len(), "unissued ids not given back: the store did not answer in time");
             }
+        }
+    }
+
+    /// After a refused give-back: if the store is below this node's high-water mark (it went
+    /// back and no refill noticed), moves it up to the mark so the next node, whatever its
+    /// own marks, does not serve this node's ids again.
+    async fn leave_store_above_mark(&self) {
+        let high_water = self.buffer.snapshot().high_water;
+        let timeout = self.shared.config.store_call_timeout();
+        let Ok(Ok(Some(row))) =
+            tokio::time::timeout(timeout, self.shared.store.get_tag(&self.tag)).await
+        else {
+            return;
+        };
+        if row.max_id >= high_water {
+            return;
+        }
+        tracing::error!(tag = %self.tag, max_id = row.max_id, high_water, "the store is below ids this node served; moving it up before stopping");
+        let cas = self.shared.store.compare_and_set_max_id(&self.tag, row.max_id, high_water);
+        if let Ok(Err(error)) = tokio::time::timeout(timeout, cas).await {
+            tracing::warn!(tag = %self.tag, %error, "store not moved up");
         }
     }
 

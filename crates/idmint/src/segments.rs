@@ -203,8 +203,15 @@ impl Segments {
     /// [`Error::ShuttingDown`], never an id), lets refills already running land (bounded by
     /// the store call timeout), stops the background tasks, then gives each tag's unissued
     /// ids back to the store with a compare-and-set. Call it after requests have drained.
+    ///
+    /// Idempotent: a second call waits for the background tasks and returns.
     pub async fn shutdown(&self) {
-        self.closing.store(true, Ordering::Release);
+        if self.closing.swap(true, Ordering::AcqRel) {
+            self.shared.cancel.cancel();
+            self.shared.tracker.close();
+            self.shared.tracker.wait().await;
+            return;
+        }
         let generators: Vec<Arc<TagGenerator>> = self.registry.load().values().cloned().collect();
         for generator in &generators {
             generator.freeze();
@@ -260,6 +267,14 @@ impl Segments {
 
 /// Samples every tag's consumption once per `RATE_SAMPLE_MS`, for the step policy and the
 /// runway.
+impl Drop for Segments {
+    /// Dropped without [`Segments::shutdown`] (a crash-like stop): the background tasks end at
+    /// once, releasing the state directory's lock; nothing is given back.
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+    }
+}
+
 async fn sample_loop(segments: Weak<Segments>, shared: Arc<Shared>) {
     let mut interval = tokio::time::interval(Duration::from_millis(RATE_SAMPLE_MS));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

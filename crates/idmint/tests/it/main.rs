@@ -2,6 +2,9 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
+mod guard;
+mod pacing;
 mod serving;
+mod shutdown;
 mod simulation;
 mod test_store;

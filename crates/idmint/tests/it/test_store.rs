@@ -1,6 +1,7 @@
 //! A store for tests: the memory reference store with knobs on `allocate` (count calls,
-//! hang, fail, inject seeded faults, go backwards) and on `compare_and_set_max_id` (hang,
-//! fail, inject seeded faults). Other calls pass through unchanged.
+//! hang, fail, inject seeded faults, answer late, go backwards) and on
+//! `compare_and_set_max_id` (hang, fail, inject seeded faults). Other calls pass through
+//! unchanged. [`TestStore::restore_max_id`] rewrites a row as a restored backup would.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,9 @@ pub enum Mode {
     /// `allocate` returns the previous allocation again (a store restored from a backup);
     /// `compare_and_set_max_id` acts on the row as it is.
     Regress,
+    /// `allocate` reserves at once and answers `ms` later (a slow network: the range is
+    /// taken in the store while the node waits); `compare_and_set_max_id` is not delayed.
+    Latency(u64),
 }
 
 pub struct TestStore {
@@ -36,6 +40,8 @@ pub struct TestStore {
     pub allocations: AtomicU64,
     in_flight: AtomicU64,
     pub max_in_flight: AtomicU64,
+    /// Compare-and-sets applied that raised `max_id`: jumps past a store that went back.
+    pub raised: AtomicU64,
     last: Mutex<Option<Allocation>>,
 }
 
@@ -48,6 +54,7 @@ impl TestStore {
             allocations: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
+            raised: AtomicU64::new(0),
             last: Mutex::new(None),
         })
     }
@@ -57,15 +64,23 @@ impl TestStore {
     }
 
     pub async fn create(&self, tag: &str, step: u64) -> Tag {
-        let tag = Tag::parse(tag).unwrap();
-        let spec = TagSpec {
-            tag: tag.clone(),
-            step: Step::new(step).unwrap(),
-            start: StartId::DEFAULT,
-            description: Description::default(),
-        };
-        self.inner.create_tag(&spec).await.unwrap();
-        tag
+        create_tag(&self.inner, tag, step).await
+    }
+
+    /// The row's `max_id`, read past the knobs.
+    pub async fn max_id(&self, tag: &Tag) -> u64 {
+        self.inner.get_tag(tag).await.unwrap().unwrap().max_id
+    }
+
+    /// Sets the row's `max_id` to `max_id`, up or down, past the knobs: what restoring a
+    /// backup (or failing over to a lagging replica) does to a running system.
+    pub async fn restore_max_id(&self, tag: &Tag, max_id: u64) {
+        loop {
+            let now = self.max_id(tag).await;
+            if self.inner.compare_and_set_max_id(tag, now, max_id).await.unwrap() {
+                return;
+            }
+        }
     }
 
     /// xorshift64: enough randomness for fault injection, replayable from the seed.
@@ -90,6 +105,10 @@ impl TestStore {
         self.inject_faults().await?;
         let allocation = self.inner.allocate(tag, step).await?;
         *self.last.lock().unwrap() = Some(allocation);
+        let mode = *self.mode.lock().unwrap();
+        if let Mode::Latency(ms) = mode {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
         Ok(allocation)
     }
 
@@ -97,7 +116,7 @@ impl TestStore {
     async fn inject_faults(&self) -> Result<(), StoreError> {
         let mode = *self.mode.lock().unwrap();
         match mode {
-            Mode::Normal | Mode::Regress => {}
+            Mode::Normal | Mode::Regress | Mode::Latency(_) => {}
             Mode::Hang => std::future::pending::<()>().await,
             Mode::Fail => return Err(StoreError::Unavailable("injected failure".into())),
             Mode::Faulty { fail_permille, delay_ms_max } => {
@@ -111,6 +130,19 @@ impl TestStore {
         }
         Ok(())
     }
+}
+
+/// Creates `tag` in any store, starting at id 1 with `step`.
+pub async fn create_tag(store: &dyn SegmentStore, tag: &str, step: u64) -> Tag {
+    let tag = Tag::parse(tag).unwrap();
+    let spec = TagSpec {
+        tag: tag.clone(),
+        step: Step::new(step).unwrap(),
+        start: StartId::DEFAULT,
+        description: Description::default(),
+    };
+    store.create_tag(&spec).await.unwrap();
+    tag
 }
 
 #[async_trait]
@@ -130,7 +162,11 @@ impl SegmentStore for TestStore {
         new: u64,
     ) -> Result<bool, StoreError> {
         self.inject_faults().await?;
-        self.inner.compare_and_set_max_id(tag, expected, new).await
+        let applied = self.inner.compare_and_set_max_id(tag, expected, new).await?;
+        if applied && new > expected {
+            self.raised.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(applied)
     }
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         self.inner.create_tag(spec).await

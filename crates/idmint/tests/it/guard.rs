@@ -1,0 +1,239 @@
+//! The store-regression guard: a store that goes back (a restored backup, a failover to a
+//! lagging replica) never makes a node hand out an id it already served, while it runs or
+//! after a restart with its state directory; a damaged or shared state directory refuses the
+//! start.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use idmint::{Error, HIGH_WATER_FILE, IdRange, LOCK_FILE, SegmentConfig, Segments, Tag};
+use idmint_store::{MemoryStore, SegmentStore, SqliteStore};
+
+use crate::test_store::{TestStore, create_tag};
+
+#[tokio::test(start_paused = true)]
+async fn a_backup_restored_under_a_running_node_is_jumped_past() {
+    let store = TestStore::new(21);
+    let tag = store.create("restored", 100).await;
+    let config = SegmentConfig::default().with_adaptive_step(false);
+    let segments = Segments::start(store.clone(), config).unwrap();
+    // Ids 1..=950: the current segment is [901, 1001), the next one [1001, 1101) is loaded.
+    let mut served = take(&segments, &tag, 950).await;
+    assert_eq!(wait_for_next(&segments, &tag).await, range(1_001, 1_101));
+    let mark = segments.snapshot(&tag).unwrap().high_water;
+    assert_eq!(mark, 1_101);
+
+    // The backup taken before the first allocation comes back: max_id is 1 again.
+    store.restore_max_id(&tag, 1).await;
+    let calls = store.allocations.load(Ordering::SeqCst);
+    // Id 1011 crosses the preload point of [1001, 1101): the refill meets the old store.
+    served.extend(take(&segments, &tag, 70).await);
+    // [1, 101) is refused and the store moved to the mark in one compare-and-set (climbing
+    // step by step would take 11 allocations); the range after it starts at the mark.
+    assert_eq!(wait_for_next(&segments, &tag).await, range(mark, mark + 100));
+    assert_eq!(store.allocations.load(Ordering::SeqCst) - calls, 2);
+    assert_eq!(store.max_id(&tag).await, mark + 100);
+
+    // A restore that overlaps the ids served: only the ids above the mark are served.
+    let mark = segments.snapshot(&tag).unwrap().high_water;
+    store.restore_max_id(&tag, mark - 50).await;
+    served.extend(take(&segments, &tag, 100).await); // crosses the preload id 1111
+    assert_eq!(wait_for_next(&segments, &tag).await, range(mark, mark + 50));
+    assert_eq!(store.max_id(&tag).await, mark + 50);
+
+    served.extend(take(&segments, &tag, 300).await);
+    // One consumer: strictly increasing means no id was handed out twice.
+    assert!(served.windows(2).all(|w| w[0] < w[1]), "ids went back: {served:?}");
+    assert_eq!(segments.status(&tag).unwrap().refill_failures, 0, "a refill failed");
+    segments.shutdown().await;
+}
+
+/// Node 1 serves from an SQLite store and dies without a shutdown (its runtime, tasks and
+/// all, is dropped: `kill -9`). The database is then restored from a copy taken before node 1
+/// served. Node 2, on the same state directory, must serve only ids above node 1's.
+#[test]
+fn after_a_restored_backup_a_restart_serves_only_ids_above_the_last_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("ids.db");
+    let (backup, unguarded) = (dir.path().join("backup.db"), dir.path().join("unguarded.db"));
+    let state_dir = dir.path().join("state");
+    let config = SegmentConfig::default().with_state_dir(&state_dir);
+
+    let tag = runtime().block_on(async { create_tag(&*sqlite(&db).await, "orders", 1_000).await });
+    // The store is closed: its file holds the row, with nothing in a write-ahead log.
+    copy_database(&db, &backup);
+
+    let node1 = runtime();
+    let served1 = node1.block_on(async {
+        let segments = Segments::start(sqlite(&db).await, config.clone()).unwrap();
+        take(&segments, &tag, 2_500).await
+    });
+    drop(node1); // kill -9: no shutdown, no give-back.
+    let highest1 = *served1.iter().max().unwrap();
+    let mark1 = read_mark(&state_dir, &tag);
+    assert!(mark1 > highest1, "the mark {mark1} was not written before id {highest1} was served");
+
+    copy_database(&backup, &db);
+    copy_database(&backup, &unguarded);
+    runtime().block_on(async {
+        // The control: without the marks, the restored store hands node 1's ids out again.
+        let blind = Segments::start(sqlite(&unguarded).await, SegmentConfig::default()).unwrap();
+        assert_eq!(blind.next_id(&tag).await, Ok(1));
+        blind.shutdown().await;
+
+        let store = sqlite(&db).await;
+        assert_eq!(max_id(&*store, &tag).await, 1, "the backup was restored");
+        let node2 = Segments::start(store.clone(), config.clone())
+            .expect("the killed node's lock was released");
+        let served2 = take(&node2, &tag, 2_500).await;
+        assert!(served2[0] >= mark1, "node 2 began at {} below the mark {mark1}", served2[0]);
+        assert!(served2.windows(2).all(|w| w[0] < w[1]));
+        assert!(max_id(&*store, &tag).await > mark1, "the store was not moved past the mark");
+        node2.shutdown().await;
+    });
+}
+
+#[tokio::test]
+async fn a_damaged_state_file_refuses_the_start_and_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(HIGH_WATER_FILE);
+    std::fs::write(&path, "# marks\norders 1200\nusers twelve\n").unwrap();
+    let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());
+    let config = SegmentConfig::default().with_state_dir(dir.path());
+    match Segments::start(store.clone(), config.clone()) {
+        Err(Error::LocalState(message)) => {
+            assert!(message.contains(&path.display().to_string()), "{message}");
+            assert!(message.contains("line 3"), "{message}");
+        }
+        Err(other) => panic!("unexpected {other:?}"),
+        Ok(_) => panic!("a damaged state file was accepted"),
+    }
+    // The refused start let go of the directory: once the file is fixed, the node starts.
+    std::fs::write(&path, "orders 1200\n").unwrap();
+    let segments = Segments::start(store, config).unwrap();
+    segments.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_second_node_on_the_same_state_dir_is_refused_while_the_first_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());
+    let tag = create_tag(&*store, "locked", 10).await;
+    let config = SegmentConfig::default().with_state_dir(dir.path());
+    let first = Segments::start(store.clone(), config.clone()).unwrap();
+    assert_eq!(first.next_id(&tag).await, Ok(1));
+    match Segments::start(store.clone(), config.clone()) {
+        Err(Error::LocalState(message)) => {
+            assert!(message.contains(&dir.path().join(LOCK_FILE).display().to_string()));
+        }
+        Err(other) => panic!("unexpected {other:?}"),
+        Ok(_) => panic!("two nodes share one state directory"),
+    }
+    first.shutdown().await;
+    drop(first);
+    let again = Segments::start(store, config).expect("the lock is released with the node");
+    assert_eq!(again.next_id(&tag).await, Ok(2), "the first node gave back ids 2..11");
+    again.shutdown().await;
+}
+
+/// Known gap, kept failing on purpose: a node's mark covers only the ranges it was given.
+/// Node B's range lies above node A's mark, so when A meets the restored store first, its
+/// guard lets it serve B's ids again. The simulation counts such repeats inside the window
+/// a restore reopens; this is the smallest case.
+#[tokio::test(start_paused = true)]
+#[ignore = "known gap: per-node marks cannot see another node's ranges after a restore"]
+async fn a_restored_backup_does_not_make_one_node_repeat_anothers_ids() {
+    let store = TestStore::new(22);
+    let tag = store.create("shared", 100).await;
+    let config = SegmentConfig::default().with_adaptive_step(false);
+    let a = Segments::start(store.clone(), config.clone()).unwrap();
+    let b = Segments::start(store.clone(), config).unwrap();
+    let mut served = take(&a, &tag, 5).await; // A holds [1, 101)
+    served.extend(take(&b, &tag, 5).await); // B holds [101, 201)
+    store.restore_max_id(&tag, 1).await; // the backup from before either allocated
+    served.extend(take(&a, &tag, 10).await); // id 11 crosses A's preload point
+    wait_for_next(&a, &tag).await; // [1, 101) refused; A's next range is [101, 201)
+    served.extend(take(&a, &tag, 100).await);
+    let total = served.len();
+    served.sort_unstable();
+    served.dedup();
+    assert_eq!(served.len(), total, "{} ids served by both nodes", total - served.len());
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Found while writing these tests, kept failing on purpose: a `Segments` dropped without
+/// `shutdown()` keeps its state directory locked until the tag refresh loop next wakes
+/// (`tag_refresh_ms`, 60 s by default): the loop holds the shared state, lock included, and
+/// notices the drop only on its next tick. An embedder that rebuilds its `Segments` on the
+/// same directory is refused for that long.
+#[tokio::test(start_paused = true)]
+async fn dropping_a_node_without_shutdown_releases_its_state_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());
+    let tag = create_tag(&*store, "dropped", 10).await;
+    let config = SegmentConfig::default().with_state_dir(dir.path());
+    let first = Segments::start(store.clone(), config.clone()).unwrap();
+    assert_eq!(first.next_id(&tag).await, Ok(1));
+    drop(first);
+    // Every task of the dropped node had 2 s to notice (the rate sampler wakes every second).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    match Segments::start(store, config) {
+        Ok(again) => again.shutdown().await,
+        Err(error) => panic!("2 s after the drop: {error}"),
+    }
+}
+
+fn range(start: u64, end: u64) -> IdRange {
+    IdRange::new(start, end).unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+async fn sqlite(path: &Path) -> Arc<SqliteStore> {
+    Arc::new(SqliteStore::open(path).await.unwrap())
+}
+
+async fn max_id(store: &dyn SegmentStore, tag: &Tag) -> u64 {
+    store.get_tag(tag).await.unwrap().unwrap().max_id
+}
+
+/// Copies a closed SQLite database over another, dropping the target's write-ahead log so
+/// none of it is replayed onto the copy.
+fn copy_database(from: &Path, to: &Path) {
+    for suffix in ["-wal", "-shm"] {
+        let sidecar = |p: &Path| p.with_file_name(format!("{}{suffix}", p.display()));
+        assert!(!sidecar(from).exists(), "{} is not closed", from.display());
+        let _ = std::fs::remove_file(sidecar(to));
+    }
+    std::fs::copy(from, to).unwrap();
+}
+
+/// The mark of `tag` in the high-water file of `state_dir`.
+fn read_mark(state_dir: &Path, tag: &Tag) -> u64 {
+    let text = std::fs::read_to_string(state_dir.join(HIGH_WATER_FILE)).unwrap();
+    let line = text.lines().find_map(|l| l.strip_prefix(&format!("{tag} "))).unwrap();
+    line.parse().unwrap()
+}
+
+async fn take(segments: &Segments, tag: &Tag, n: u64) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(segments.next_id(tag).await.unwrap());
+    }
+    ids
+}
+
+async fn wait_for_next(segments: &Segments, tag: &Tag) -> IdRange {
+    for _ in 0..1_000 {
+        if let Some(next) = segments.snapshot(tag).unwrap().next {
+            return next.range;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("the next segment was never loaded");
+}
