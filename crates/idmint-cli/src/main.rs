@@ -25,7 +25,9 @@ struct Cli {
 /// the config file, which beats the defaults.
 #[derive(clap::Args, Clone, Default)]
 struct StoreArgs {
-    /// Store URL: sqlite://PATH or memory:// [default: sqlite://./idmint-data/idmint.db]
+    /// Store URL: sqlite://PATH, memory://, mysql://USER:PASS@HOST:PORT/DB or
+    /// postgres://USER:PASS@HOST:PORT/DB (options: ?table=leaf_alloc&alloc=update|cas&pool_max=10)
+    /// [default: sqlite://./idmint-data/idmint.db]
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// TOML config file (see docs/configuration.md).

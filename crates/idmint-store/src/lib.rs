@@ -12,6 +12,10 @@
 
 mod error;
 mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 mod url;
 
@@ -23,8 +27,15 @@ use idmint_core::{Description, IdRange, StartId, Step, Tag};
 
 pub use error::StoreError;
 pub use memory::MemoryStore;
+#[cfg(feature = "mysql")]
+pub use mysql::MySqlStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
-pub use url::{DEFAULT_STORE_URL, StoreUrl};
+pub use url::{
+    AllocMode, DEFAULT_STORE_URL, POOL_MAX_DEFAULT, POOL_MAX_LIMIT, SqlOptions, SqlUrl, StoreUrl,
+    TABLE_NAME_LEN_MAX, TableName,
+};
 
 /// The name of the segment table: Meituan Leaf's, so an existing Leaf database works as is.
 pub const TABLE_NAME: &str = "leaf_alloc";
@@ -139,6 +150,22 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
     match url {
         StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
         StoreUrl::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
+        #[cfg(feature = "mysql")]
+        StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect(url).await?)),
+        #[cfg(not(feature = "mysql"))]
+        StoreUrl::Mysql(url) => Err(StoreError::BadUrl {
+            url: url.redacted(),
+            reason: "this build has no MySQL support; build idmint with `--features mysql`"
+                .to_string(),
+        }),
+        #[cfg(feature = "postgres")]
+        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
+            url: url.redacted(),
+            reason: "this build has no PostgreSQL support; build idmint with `--features postgres`"
+                .to_string(),
+        }),
     }
 }
 

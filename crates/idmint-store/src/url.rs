@@ -1,12 +1,26 @@
-//! Store URLs: `sqlite://PATH` (the default, `sqlite://./idmint-data/idmint.db`) and
-//! `memory://` (nothing persists; for tests and demos).
+//! Store URLs: `sqlite://PATH` (the default, `sqlite://./idmint-data/idmint.db`),
+//! `memory://` (nothing persists; for tests and demos), `mysql://…` (MariaDB too) and
+//! `postgres://…`.
+//!
+//! The database URLs take idmint's own options as query parameters, which are removed
+//! before the URL reaches the driver: `table` (default `leaf_alloc`), `alloc` (`update`, the
+//! default: one atomic `UPDATE`; or `cas`: read, then compare-and-set, for databases and
+//! proxies that forbid expression updates) and `pool_max` (connections, default
+//! [`POOL_MAX_DEFAULT`]). Every other parameter is the driver's (e.g. `ssl-mode`).
 //!
 //! Displaying a URL never shows a password.
 
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::StoreError;
+use crate::{StoreError, TABLE_NAME};
+
+/// Connections a database store opens at most, by default.
+pub const POOL_MAX_DEFAULT: u32 = 10;
+/// Largest `pool_max` accepted.
+pub const POOL_MAX_LIMIT: u32 = 256;
+/// Longest table name accepted (MySQL's identifier limit).
+pub const TABLE_NAME_LEN_MAX: usize = 64;
 
 /// A parsed store location.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,12 +29,54 @@ pub enum StoreUrl {
     Memory,
     /// An SQLite database file, created with its directory when absent.
     Sqlite(PathBuf),
+    /// A MySQL or MariaDB database.
+    Mysql(SqlUrl),
+    /// A PostgreSQL database.
+    Postgres(SqlUrl),
 }
+
+/// A database URL split into the driver's part and idmint's options.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SqlUrl {
+    /// The URL for the driver, idmint's parameters removed. Holds the password: never
+    /// display it; use [`SqlUrl::redacted`].
+    driver_url: String,
+    /// idmint's options.
+    pub options: SqlOptions,
+}
+
+/// How idmint uses a database store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlOptions {
+    /// The segment table.
+    pub table: TableName,
+    /// How `allocate` reserves a range.
+    pub alloc: AllocMode,
+    /// Connections opened at most.
+    pub pool_max: u32,
+}
+
+/// How a database store reserves a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AllocMode {
+    /// One atomic `UPDATE … SET max_id = max_id + …` (MySQL: with `LAST_INSERT_ID`).
+    #[default]
+    Update,
+    /// Read `max_id`, then `UPDATE … SET max_id = ? WHERE biz_tag = ? AND max_id = ?`,
+    /// retried a bounded number of times: no expression in the update.
+    Cas,
+}
+
+/// A validated table name: `[A-Za-z_][A-Za-z0-9_]*`, at most [`TABLE_NAME_LEN_MAX`]
+/// characters, so it can be written into SQL as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableName(String);
 
 /// The store `idmint serve` and `idmint tag` use without `--store`.
 pub const DEFAULT_STORE_URL: &str = "sqlite://./idmint-data/idmint.db";
 
-const ACCEPTED: &str = "use sqlite://PATH (e.g. sqlite://./idmint-data/idmint.db) or memory://";
+const ACCEPTED: &str = "use sqlite://PATH (e.g. sqlite://./idmint-data/idmint.db), memory://, \
+                        mysql://USER:PASSWORD@HOST:PORT/DB or postgres://USER:PASSWORD@HOST:PORT/DB";
 
 impl StoreUrl {
     /// Parses a store URL.
@@ -35,11 +91,136 @@ impl StoreUrl {
             "memory" => Err(bad("memory:// takes no path".to_string())),
             "sqlite" if rest.is_empty() => Err(bad(format!("no database path; {ACCEPTED}"))),
             "sqlite" => Ok(StoreUrl::Sqlite(PathBuf::from(rest))),
-            "mysql" | "mariadb" | "postgres" | "postgresql" | "redis" => {
-                Err(bad(format!("the {scheme} backend is not part of this build yet; {ACCEPTED}")))
+            "mysql" | "mariadb" => Ok(StoreUrl::Mysql(SqlUrl::parse("mysql", rest, &bad)?)),
+            "postgres" | "postgresql" => {
+                Ok(StoreUrl::Postgres(SqlUrl::parse("postgres", rest, &bad)?))
+            }
+            "redis" => {
+                Err(bad(format!("the redis backend is not part of this build yet; {ACCEPTED}")))
             }
             other => Err(bad(format!("unknown scheme {other:?}; {ACCEPTED}"))),
         }
+    }
+}
+
+impl SqlUrl {
+    fn parse(
+        scheme: &str,
+        rest: &str,
+        bad: &dyn Fn(String) -> StoreError,
+    ) -> Result<SqlUrl, StoreError> {
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let host_end = location.find('/').unwrap_or(location.len());
+        if location[..host_end].rsplit('@').next().is_none_or(str::is_empty) {
+            return Err(bad(format!("no host; {ACCEPTED}")));
+        }
+        if location[host_end..].trim_start_matches('/').is_empty() {
+            return Err(bad(format!("no database name after the host; {ACCEPTED}")));
+        }
+        let mut options = SqlOptions::default();
+        let mut driver_params = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "table" => {
+                    options.table = TableName::new(value).map_err(bad)?;
+                }
+                "alloc" => {
+                    options.alloc = match value {
+                        "update" => AllocMode::Update,
+                        "cas" => AllocMode::Cas,
+                        other => {
+                            return Err(bad(format!(
+                                "alloc={other:?} is not a mode; use alloc=update (one atomic \
+                                 UPDATE, the default) or alloc=cas (read, then compare-and-set)"
+                            )));
+                        }
+                    }
+                }
+                "pool_max" => {
+                    options.pool_max = value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=POOL_MAX_LIMIT).contains(n))
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "pool_max={value:?} is out of range; use 1 to {POOL_MAX_LIMIT}"
+                            ))
+                        })?;
+                }
+                _ => driver_params.push(pair),
+            }
+        }
+        let mut driver_url = format!("{scheme}://{location}");
+        if !driver_params.is_empty() {
+            driver_url.push('?');
+            driver_url.push_str(&driver_params.join("&"));
+        }
+        Ok(SqlUrl { driver_url, options })
+    }
+
+    /// The URL for the driver (idmint's parameters removed). It holds the password: pass it
+    /// to the driver only, never to a log or an error.
+    pub fn driver_url(&self) -> &str {
+        &self.driver_url
+    }
+
+    /// The URL with any password replaced by `***`, for logs and errors.
+    pub fn redacted(&self) -> String {
+        redact(&self.driver_url)
+    }
+}
+
+impl fmt::Debug for SqlUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlUrl")
+            .field("url", &self.redacted())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Default for SqlOptions {
+    fn default() -> SqlOptions {
+        SqlOptions {
+            table: TableName::default(),
+            alloc: AllocMode::Update,
+            pool_max: POOL_MAX_DEFAULT,
+        }
+    }
+}
+
+impl TableName {
+    /// A table name, or why it is refused.
+    pub fn new(name: &str) -> Result<TableName, String> {
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if first_ok && rest_ok && name.len() <= TABLE_NAME_LEN_MAX {
+            Ok(TableName(name.to_string()))
+        } else {
+            Err(format!(
+                "table={name:?} is not a table name; use 1 to {TABLE_NAME_LEN_MAX} characters of \
+                 A-Z a-z 0-9 _, not starting with a digit"
+            ))
+        }
+    }
+
+    /// The name, safe to write into SQL as is.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for TableName {
+    fn default() -> TableName {
+        TableName(TABLE_NAME.to_string())
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -48,6 +229,7 @@ impl fmt::Display for StoreUrl {
         match self {
             StoreUrl::Memory => f.write_str("memory://"),
             StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
+            StoreUrl::Mysql(url) | StoreUrl::Postgres(url) => f.write_str(&url.redacted()),
         }
     }
 }
@@ -79,10 +261,39 @@ mod tests {
     }
 
     #[test]
+    fn database_urls_keep_idmint_options_apart_from_the_driver() {
+        let Ok(StoreUrl::Mysql(url)) = StoreUrl::parse(
+            "mysql://root:pw@127.0.0.1:3306/ids?table=my_alloc&ssl-mode=disabled&alloc=cas&pool_max=4",
+        ) else {
+            panic!("not a MySQL URL")
+        };
+        assert_eq!(url.driver_url(), "mysql://root:pw@127.0.0.1:3306/ids?ssl-mode=disabled");
+        assert_eq!(url.options.table.as_str(), "my_alloc");
+        assert_eq!(url.options.alloc, AllocMode::Cas);
+        assert_eq!(url.options.pool_max, 4);
+        assert_eq!(url.redacted(), "mysql://root:***@127.0.0.1:3306/ids?ssl-mode=disabled");
+        assert!(!format!("{url:?}").contains("pw@"));
+        let Ok(StoreUrl::Postgres(url)) = StoreUrl::parse("postgresql://postgres@db/ids") else {
+            panic!("not a PostgreSQL URL")
+        };
+        assert_eq!(url.driver_url(), "postgres://postgres@db/ids");
+        assert_eq!(url.options, SqlOptions::default());
+        assert_eq!(url.options.table.as_str(), "leaf_alloc");
+    }
+
+    #[test]
     fn refuses_with_a_reason_and_never_shows_a_password() {
-        let err = StoreUrl::parse("mysql://root:hunter2@db:3306/ids").unwrap_err().to_string();
-        assert!(!err.contains("hunter2"), "{err}");
-        assert!(err.contains("root:***@db:3306") && err.contains("not part of this build"));
+        for (url, reason) in [
+            ("mysql://root:hunter2@db:3306/ids?table=x;drop", "not a table name"),
+            ("mysql://root:hunter2@db:3306/ids?alloc=fast", "not a mode"),
+            ("mysql://root:hunter2@db:3306/ids?pool_max=0", "out of range"),
+            ("postgres://root:hunter2@db:5432", "no database name"),
+            ("postgres://root:hunter2@/ids", "no host"),
+        ] {
+            let err = StoreUrl::parse(url).unwrap_err().to_string();
+            assert!(!err.contains("hunter2"), "{err}");
+            assert!(err.contains(reason) && err.contains("root:***@"), "{err}");
+        }
         assert!(StoreUrl::parse("sqlite://").is_err());
         assert!(StoreUrl::parse("ftp://x").unwrap_err().to_string().contains("unknown scheme"));
         assert!(StoreUrl::parse("just-a-path").is_err());

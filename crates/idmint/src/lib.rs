@@ -24,3 +24,18 @@ pub use generator::{TagGenerator, TagStatus};
 pub use highwater::{HIGH_WATER_FILE, LOCK_FILE};
 pub use idmint_core::{Count, IdRange, Tag};
 pub use segments::Segments;
+
+/// Stores to start [`Segments`] on, re-exported so an embedder needs one dependency. With the
+/// `mysql` / `postgres` features, `MySqlStore::from_pool` and `PgStore::from_pool` take the
+/// sqlx pool the application already has: ids in-process on its own database, no second
+/// pool and no idmint server.
+pub mod store {
+    #[cfg(feature = "mysql")]
+    pub use idmint_store::MySqlStore;
+    #[cfg(feature = "postgres")]
+    pub use idmint_store::PgStore;
+    pub use idmint_store::{
+        AllocMode, MemoryStore, SegmentStore, SqlOptions, SqliteStore, StoreError, StoreUrl,
+        TableName, TagSpec, open,
+    };
+}

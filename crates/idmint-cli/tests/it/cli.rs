@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use tempfile::TempDir;
 
 /// `idmint` run in `dir`, with no `IDMINT_*` variable of the calling environment.
-fn idmint(dir: &Path) -> Command {
+pub fn idmint(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_idmint"));
     command.current_dir(dir);
     for (name, _) in std::env::vars() {
@@ -19,7 +19,7 @@ fn idmint(dir: &Path) -> Command {
     command
 }
 
-fn run_ok(command: &mut Command) -> String {
+pub fn run_ok(command: &mut Command) -> String {
     let output = command.output().unwrap();
     assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
@@ -32,13 +32,13 @@ fn run_err(command: &mut Command) -> String {
     String::from_utf8(stderr).unwrap()
 }
 
-struct Server {
-    child: Child,
-    url: String,
+pub struct Server {
+    pub child: Child,
+    pub url: String,
 }
 
 /// Starts `idmint serve` with `args` and reads the address it announces.
-fn serve(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
+pub fn serve(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
     let log = std::fs::File::create(dir.join("serve.log")).unwrap();
     let mut child = idmint(dir)
         .arg("serve")
@@ -142,6 +142,14 @@ fn bad_input_is_refused_with_what_is_wrong_and_how_to_fix_it() {
     assert!(err.contains("ghost does not exist"), "{err}");
     let err = run_err(idmint(d).args(["next", "order", "-n", "0"]));
     assert!(err.contains("-n 0"), "{err}");
+    // A database that is down at start: a clear error, exit 1, and never the password.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for scheme in ["mysql", "postgres"] {
+        let url = format!("{scheme}://idmint:s3cret@127.0.0.1:{port}/ids");
+        let err = run_err(idmint(d).args(["serve", "--listen", "127.0.0.1:0", "--store", &url]));
+        assert!(err.contains("cannot open the store") && err.contains("idmint:***@"), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+    }
     // A port nothing listens on: bind one, then free it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let err =

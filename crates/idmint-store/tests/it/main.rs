@@ -3,7 +3,10 @@
 //! `conformance` is the backend-agnostic suite every `SegmentStore` must pass; each backend
 //! module instantiates it with a factory and adds the checks only that backend can make
 //! (persistence, foreign table layouts). `inputs` checks the newtypes that guard the trait.
-//! Everything here is hermetic: no network, files only in temporary directories.
+//! Memory and SQLite are hermetic (files only in temporary directories). MySQL and
+//! PostgreSQL (features `mysql`, `postgres`) run against the servers named by
+//! `IDMINT_TEST_MYSQL_URL` / `IDMINT_TEST_POSTGRES_URL`, each run in a fresh database, and
+//! skip when those are unset.
 
 // Helpers outside `#[test]` functions are test code too: an unwrap that panics is a failing
 // check, reported with its line.
@@ -12,4 +15,8 @@
 mod conformance;
 mod inputs;
 mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;

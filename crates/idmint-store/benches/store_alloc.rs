@@ -1,0 +1,213 @@
+//! `store_alloc`: allocations per second of each database store, and the ids/s ceiling that
+//! gives at a step, beside the database's raw `UPDATE` rate measured by its own benchmark
+//! tool (`mysqlslap`, `pgbench`) in the same run on the same row layout.
+//!
+//! ```text
+//! eval "$(bash ../shared/ci/services.sh)"   # sets IDMINT_TEST_MYSQL_URL / _POSTGRES_URL
+//! cargo bench -p idmint-store --bench store_alloc --features mysql,postgres
+//! ```
+//!
+//! Each store gets a fresh database; `CLIENTS` tasks allocate for `SECONDS` on one tag, in
+//! both alloc modes. The baseline runs the same statement (`UPDATE leaf_alloc SET max_id =
+//! max_id + step WHERE biz_tag = 'bench'`) with the same number of clients. Results go in
+//! docs/PERFORMANCE.md.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use idmint_core::{StartId, Step, Tag};
+use idmint_store::{SegmentStore, StoreUrl, TagSpec};
+use sqlx::Connection;
+
+const CLIENTS: u64 = 4;
+const SECONDS: u64 = 5;
+/// The step the ids/s ceiling is given for (Leaf's default step is 2000; idmint's adaptive
+/// step reaches 1 000 000).
+const STEPS: [u64; 2] = [1_000, 1_000_000];
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    println!(
+        "| store | mode | allocations/s | ids/s at step 1000 | ids/s at step 10^6 | raw UPDATE/s (tool) | ratio |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    if let Ok(admin) = std::env::var("IDMINT_TEST_MYSQL_URL") {
+        let name = format!("idmint_b{secs}_{}", std::process::id());
+        let url = fresh(&admin, &name, true).await;
+        let raw = mysqlslap(&admin, &name);
+        for mode in ["update", "cas"] {
+            let rate = allocations(&format!("{url}?alloc={mode}&table=t_{mode}")).await;
+            row("MariaDB", mode, rate, raw, "mysqlslap");
+        }
+    } else {
+        eprintln!("IDMINT_TEST_MYSQL_URL not set: MariaDB skipped");
+    }
+    if let Ok(admin) = std::env::var("IDMINT_TEST_POSTGRES_URL") {
+        let name = format!("idmint_b{secs}_{}", std::process::id());
+        let url = fresh(&admin, &name, false).await;
+        let raw = pgbench(&url);
+        for mode in ["update", "cas"] {
+            let rate = allocations(&format!("{url}?alloc={mode}&table=t_{mode}")).await;
+            row("PostgreSQL", mode, rate, raw, "pgbench");
+        }
+    } else {
+        eprintln!("IDMINT_TEST_POSTGRES_URL not set: PostgreSQL skipped");
+    }
+}
+
+fn row(store: &str, mode: &str, rate: f64, raw: Option<f64>, tool: &str) {
+    let ids = |step: u64| format!("{:.2e}", rate * step as f64);
+    let (raw_text, ratio) = match raw {
+        Some(raw) => (format!("{raw:.0} ({tool})"), format!("{:.2}", rate / raw)),
+        None => (format!("{tool} failed"), "-".to_string()),
+    };
+    println!(
+        "| {store} | {mode} | {rate:.0} | {} | {} | {raw_text} | {ratio} |",
+        ids(STEPS[0]),
+        ids(STEPS[1])
+    );
+}
+
+/// Creates database `name` (with a `leaf_alloc` row `bench` for the baseline) and returns
+/// its URL.
+async fn fresh(admin: &str, name: &str, mysql: bool) -> String {
+    let (base, _query) = admin.split_once('?').unwrap_or((admin, ""));
+    let server = base.rsplit_once('/').map_or(base, |(server, _db)| server);
+    let url = format!("{server}/{name}");
+    let table = "CREATE TABLE leaf_alloc (biz_tag varchar(128) PRIMARY KEY, max_id bigint NOT NULL, \
+                 step int NOT NULL, description varchar(256), update_time timestamp)";
+    let insert = "INSERT INTO leaf_alloc VALUES ('bench', 1, 1000, '', CURRENT_TIMESTAMP)";
+    if mysql {
+        let mut conn = sqlx::MySqlConnection::connect(admin).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("db");
+        let mut conn = sqlx::MySqlConnection::connect(&url).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(table)).execute(&mut conn).await.expect("table");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(insert)).execute(&mut conn).await.expect("row");
+    } else {
+        let mut conn = sqlx::PgConnection::connect(admin).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("db");
+        let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(table)).execute(&mut conn).await.expect("table");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(insert)).execute(&mut conn).await.expect("row");
+    }
+    url
+}
+
+/// Allocations per second of `CLIENTS` tasks on one tag for `SECONDS`.
+async fn allocations(url: &str) -> f64 {
+    let store = idmint_store::open(&StoreUrl::parse(url).expect("url")).await.expect("open");
+    let tag = Tag::parse("bench").expect("tag");
+    let spec = TagSpec {
+        tag: tag.clone(),
+        step: Step::new(1_000).expect("step"),
+        start: StartId::DEFAULT,
+        description: Default::default(),
+    };
+    store.create_tag(&spec).await.expect("create");
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(SECONDS);
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let (store, tag, done): (Arc<dyn SegmentStore>, _, _) =
+                (Arc::clone(&store), tag.clone(), Arc::clone(&done));
+            tokio::spawn(async move {
+                while Instant::now() < deadline {
+                    store.allocate(&tag, None).await.expect("allocate");
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// `mysqlslap` running the raw UPDATE with `CLIENTS` clients: statements per second.
+fn mysqlslap(admin: &str, db: &str) -> Option<f64> {
+    let (user, host, port) = parts(admin)?;
+    let queries = 20_000u64;
+    let started = Instant::now();
+    let status = Command::new("mysqlslap")
+        .args([
+            &format!("--user={user}"),
+            &format!("--host={host}"),
+            &format!("--port={port}"),
+            &format!("--create-schema={db}"),
+            &format!("--concurrency={CLIENTS}"),
+            &format!("--number-of-queries={queries}"),
+            "--iterations=1",
+            "--query=UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 'bench'",
+        ])
+        .output()
+        .ok()?;
+    if !status.status.success() {
+        eprintln!("mysqlslap: {}", String::from_utf8_lossy(&status.stderr));
+        return None;
+    }
+    // mysqlslap reports seconds; the wall time above includes its connects, so use its own.
+    let text = String::from_utf8_lossy(&status.stdout);
+    let seconds = text
+        .lines()
+        .find(|l| l.contains("Average number of seconds to run all queries"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|s| s.trim().trim_end_matches(" seconds").parse::<f64>().ok())
+        .unwrap_or_else(|| started.elapsed().as_secs_f64());
+    Some(queries as f64 / seconds)
+}
+
+/// `pgbench` running the raw UPDATE with `CLIENTS` clients for `SECONDS`: transactions/s.
+fn pgbench(url: &str) -> Option<f64> {
+    let script = std::env::temp_dir().join(format!("idmint-pgbench-{}.sql", std::process::id()));
+    std::fs::write(
+        &script,
+        "UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 'bench';\n",
+    )
+    .ok()?;
+    let output = Command::new("pgbench")
+        .args([
+            "-n",
+            "-f",
+            script.to_str()?,
+            "-c",
+            &CLIENTS.to_string(),
+            "-j",
+            "2",
+            "-T",
+            &SECONDS.to_string(),
+            url,
+        ])
+        .output()
+        .ok()?;
+    let _ = std::fs::remove_file(&script);
+    if !output.status.success() {
+        eprintln!("pgbench: {}", String::from_utf8_lossy(&output.stderr));
+        return None;
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l["tps = ".len()..].split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// User, host and port of a `mysql://user[:pass]@host:port/db` URL.
+fn parts(url: &str) -> Option<(String, String, String)> {
+    let rest = url.split_once("://")?.1;
+    let (auth, location) = rest.split_once('@')?;
+    let user = auth.split(':').next()?.to_string();
+    let hostport = location.split('/').next()?;
+    let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
+    Some((user, host.to_string(), port.to_string()))
+}

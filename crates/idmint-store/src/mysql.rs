@@ -1,0 +1,762 @@
+//! The MySQL / MariaDB backend (feature `mysql`): Meituan Leaf's `leaf_alloc` table, under a
+//! configurable name, reached through a bounded sqlx pool.
+//!
+//! Allocation has two modes ([`AllocMode`]). `update`, the default, is Leaf's own
+//! `UPDATE … SET max_id = LAST_INSERT_ID(max_id + step)`, sent with the `SELECT` that reads
+//! its result as one multi-statement text query: the caller waits for one network round trip,
+//! refusals included. (sqlx then pings the connection as it goes back to the pool, after the
+//! answer; that is the driver's, and not configurable.) `cas` reads the row, then writes
+//! `max_id` with a plain compare-and-set, retried a bounded number of times: for proxies and
+//! databases that forbid expressions in updates.
+//!
+//! The table idmint creates compares tags byte for byte, as every other backend does. A Leaf
+//! table with the server's usual case-insensitive collation is served as it is: there, tags
+//! that differ only in case share one row, as they do for Leaf.
+//!
+//! It must not alter an existing table (only create one when absent), spawn tasks of its own
+//! (the driver's pool keeps its own), close a pool it did not open, or show a password in an
+//! error or a log line.
+
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, RandomState};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
+use idmint_core::{Step, Tag};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
+
+use crate::{
+    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,
+    allocated_range, check_new_max_id, effective_step,
+};
+
+/// How long a call waits for a pooled connection (or for a new one to open) before failing as
+/// unavailable. Also bounds [`MySqlStore::connect`].
+pub const MYSQL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// A pooled connection idle for longer than this is pinged before use, so a connection the
+/// server or a proxy dropped meanwhile is replaced rather than failing a call. Busier
+/// connections are not: that ping would be a second round trip on every allocation's path.
+pub const MYSQL_IDLE_PING_AFTER_MS: u64 = 10_000;
+/// Compare-and-set attempts one `alloc=cas` allocation makes before giving up as contended.
+pub const CAS_ATTEMPTS_MAX: u32 = 16;
+/// `alloc=cas` allocations of one store queue on one of this many locks (chosen by tag)
+/// instead of racing each other's compare-and-set: only other nodes contend in the database.
+pub const CAS_LOCK_STRIPES: usize = 64;
+/// The first retry of a lost compare-and-set waits up to this long (jittered); each later one
+/// up to twice as long as the one before, capped by [`CAS_BACKOFF_US_MAX`].
+pub const CAS_BACKOFF_US_MIN: u64 = 250;
+/// Longest wait before one compare-and-set retry.
+pub const CAS_BACKOFF_US_MAX: u64 = 20_000;
+/// How long `create_tag` waits for another node's `create_tag` on the same table.
+pub const CREATE_LOCK_WAIT_S: u64 = 5;
+
+const _: () = assert!(CAS_BACKOFF_US_MIN <= CAS_BACKOFF_US_MAX);
+// The whole retry loop stays well under a second of sleeping.
+const _: () = assert!(CAS_ATTEMPTS_MAX as u64 * CAS_BACKOFF_US_MAX <= 1_000_000);
+const _: () = assert!(CREATE_LOCK_WAIT_S * 1_000 < 60_000);
+
+/// A segment table in a MySQL or MariaDB database.
+#[derive(Debug, Clone)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+    alloc: AllocMode,
+    table: String,
+    sql: Arc<Statements>,
+    /// See [`CAS_LOCK_STRIPES`].
+    cas_locks: Arc<[tokio::sync::Mutex<()>]>,
+    /// Where the store lives, for logs: no password.
+    location: String,
+}
+
+/// The row as idmint reads it: every number cast to a signed 64-bit integer (whatever the
+/// column's integer type) and the time as Unix seconds, so a Leaf table with other column
+/// types or NULLs still reads.
+const COLUMNS: &str = "biz_tag, CAST(max_id AS SIGNED), CAST(step AS SIGNED), description, \
+                       CAST(UNIX_TIMESTAMP(update_time) AS SIGNED)";
+
+impl MySqlStore {
+    /// Opens a bounded pool (`pool_max` connections) to the database `url` names and creates
+    /// the table when absent. An existing table is used as it is.
+    pub async fn connect(url: &SqlUrl) -> Result<MySqlStore, StoreError> {
+        let redacted = url.redacted();
+        let options = url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| {
+            StoreError::BadUrl { url: redacted.clone(), reason: scrub(&e.to_string(), url) }
+        })?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(url.options.pool_max)
+            .acquire_timeout(Duration::from_millis(MYSQL_ACQUIRE_TIMEOUT_MS))
+            // Pinging every connection before use would put a second round trip on each
+            // allocation's path; only connections idle long enough to have been dropped are
+            // checked.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= Duration::from_millis(MYSQL_IDLE_PING_AFTER_MS) {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
+            .connect_with(options)
+            .await
+            .map_err(|e| {
+                let reason = match e {
+                    sqlx::Error::PoolTimedOut => format!(
+                        "no connection within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (is the server up \
+                         and listening there?)"
+                    ),
+                    e => e.to_string(),
+                };
+                StoreError::Unavailable(scrub(
+                    &format!("MySQL: cannot connect to {redacted}: {reason}"),
+                    url,
+                ))
+            })?;
+        let location = with_table(&redacted, url.options.table.as_str());
+        MySqlStore::with_pool(pool, &url.options, location).await
+    }
+
+    /// Serves the table named in `options` through an application's existing pool, creating
+    /// the table when absent. `options.pool_max` is ignored: the pool keeps its own bound and
+    /// settings (with sqlx's default `test_before_acquire`, each allocation waits for a ping
+    /// first). The pool is never closed by the store.
+    pub async fn from_pool(pool: MySqlPool, options: SqlOptions) -> Result<MySqlStore, StoreError> {
+        let connect = pool.connect_options();
+        let host = match connect.get_socket() {
+            Some(socket) => format!("localhost?socket={}", socket.display()),
+            None => format!("{}:{}", connect.get_host(), connect.get_port()),
+        };
+        let location = format!(
+            "mysql://{}@{host}/{}",
+            connect.get_username(),
+            connect.get_database().unwrap_or_default()
+        );
+        let location = with_table(&location, options.table.as_str());
+        MySqlStore::with_pool(pool, &options, location).await
+    }
+
+    async fn with_pool(
+        pool: MySqlPool,
+        options: &SqlOptions,
+        location: String,
+    ) -> Result<MySqlStore, StoreError> {
+        let table = options.table.as_str().to_string();
+        let store = MySqlStore {
+            sql: Arc::new(Statements::new(&table)),
+            cas_locks: (0..CAS_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            pool,
+            alloc: options.alloc,
+            table,
+            location,
+        };
+        store.ensure_table().await?;
+        Ok(store)
+    }
+
+    /// Creates the table when absent; never alters one that exists.
+    async fn ensure_table(&self) -> Result<(), StoreError> {
+        // Probing first lets an account without the CREATE privilege serve an existing table.
+        let probe = sqlx::query(sql(&self.sql.probe)).fetch_optional(&self.pool).await;
+        match probe {
+            Ok(_) => return Ok(()),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
+            Err(e) => return Err(unavailable(e)),
+        }
+        sqlx::raw_sql(sql(&self.sql.create_table))
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        tracing::info!(table = %self.table, store = %self.location, "created the segment table");
+        Ok(())
+    }
+
+    /// `update` mode: one round trip (see [`Statements::allocate`]).
+    async fn allocate_update(
+        &self,
+        tag: &Tag,
+        requested: Option<Step>,
+    ) -> Result<Allocation, StoreError> {
+        let statement = self.sql.allocate(tag, requested);
+        let rows = sqlx::raw_sql(AssertSqlSafe(statement))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        let [row] = rows.as_slice() else {
+            return Err(StoreError::Unavailable(format!(
+                "MySQL: the allocation of tag {tag} returned {} rows instead of 1",
+                rows.len()
+            )));
+        };
+        let updated: i64 = row.try_get(0).map_err(unavailable)?;
+        let max_id_after: i64 = row.try_get(1).map_err(unavailable)?;
+        let tag_step: Option<i64> = row.try_get(2).map_err(unavailable)?;
+        match (updated, tag_step) {
+            // ROW_COUNT() = 1: the UPDATE just set LAST_INSERT_ID() and @idmint_tag_step on
+            // this connection, from the one row it changed, so neither value is stale.
+            (1, Some(tag_step)) => allocated_range(tag, max_id_after, tag_step, requested),
+            (0, _) => {
+                let exists: i64 = row.try_get(3).map_err(unavailable)?;
+                let current =
+                    (exists != 0).then(|| Ok((row.try_get(4)?, row.try_get(5)?))).transpose();
+                let current = current.map_err(unavailable)?;
+                match servable(tag, current, requested) {
+                    Err(refusal) => Err(refusal),
+                    // The row was refused by the update yet looks servable now: it changed in
+                    // between (an operator's set_step or a compare-and-set).
+                    Ok(_) => Err(StoreError::Unavailable(format!(
+                        "MySQL: the row of tag {tag} changed while it was being allocated; retry"
+                    ))),
+                }
+            }
+            (1, None) => Err(StoreError::Unavailable(format!(
+                "MySQL: the allocation of tag {tag} did not report the row's step"
+            ))),
+            (updated, _) if updated > 1 => Err(StoreError::Corrupt {
+                tag: tag.to_string(),
+                reason: format!(
+                    "{updated} rows have this biz_tag (their ids were skipped); the table \
+                     needs a primary key on biz_tag"
+                ),
+            }),
+            (updated, _) => Err(StoreError::Unavailable(format!(
+                "MySQL: the allocation of tag {tag} reported {updated} updated rows"
+            ))),
+        }
+    }
+
+    /// `cas` mode: read, then compare-and-set, retried while other allocations win.
+    async fn allocate_cas(
+        &self,
+        tag: &Tag,
+        requested: Option<Step>,
+    ) -> Result<Allocation, StoreError> {
+        // Same tag, same stripe: SipHash with fixed keys, so every call agrees.
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(tag.as_str());
+        let stripe = (hash % self.cas_locks.len() as u64) as usize;
+        let _queued = self.cas_locks[stripe].lock().await;
+        let mut conn = self.pool.acquire().await.map_err(unavailable)?;
+        for attempt in 0..CAS_ATTEMPTS_MAX {
+            let current = sqlx::query(sql(&self.sql.cas_read))
+                .bind(tag.as_str())
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(unavailable)?
+                .map(|row| Ok::<_, sqlx::Error>((row.try_get(0)?, row.try_get(1)?)))
+                .transpose()
+                .map_err(unavailable)?;
+            let (max_id, tag_step, step) = servable(tag, current, requested)?;
+            // servable checked max_id + step <= ID_MAX == i64::MAX, so every value fits i64.
+            let max_id_after = (max_id + step) as i64;
+            let applied = sqlx::query(sql(&self.sql.cas_write))
+                .bind(max_id_after)
+                .bind(tag.as_str())
+                .bind(max_id as i64)
+                .bind(tag_step as i64)
+                .execute(&mut *conn)
+                .await
+                .map_err(unavailable)?
+                .rows_affected();
+            if applied > 0 {
+                return allocated_range(tag, max_id_after, tag_step as i64, requested);
+            }
+            tokio::time::sleep(cas_backoff(attempt)).await;
+        }
+        Err(StoreError::Unavailable(format!(
+            "MySQL: tag {tag} is contended: {CAS_ATTEMPTS_MAX} compare-and-set attempts in a row \
+             lost to other allocations; retry, or use alloc=update"
+        )))
+    }
+
+    /// `create_tag` with the creators' lock held on `conn`.
+    async fn create_locked(
+        &self,
+        conn: &mut PoolConnection<MySql>,
+        spec: &TagSpec,
+    ) -> Result<TagRecord, StoreError> {
+        let count: i64 = sqlx::query(sql(&self.sql.count))
+            .fetch_one(&mut **conn)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(unavailable)?;
+        if usize::try_from(count).is_ok_and(|count| count >= TAG_COUNT_MAX) {
+            return Err(StoreError::TooManyTags);
+        }
+        let inserted = sqlx::query(sql(&self.sql.insert))
+            .bind(spec.tag.as_str())
+            // Both bounded far below i64::MAX by StartId and Step.
+            .bind(spec.start.get() as i64)
+            .bind(spec.step.get() as i64)
+            .bind(spec.description.as_str())
+            .execute(&mut **conn)
+            .await;
+        match inserted {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                return Err(StoreError::TagExists(spec.tag.clone()));
+            }
+            Err(e) => return Err(unavailable(e)),
+        }
+        select_row(&mut **conn, &self.sql, &spec.tag).await?.ok_or_else(|| {
+            StoreError::Unavailable(format!("MySQL: tag {} vanished as it was created", spec.tag))
+        })
+    }
+}
+
+#[async_trait]
+impl SegmentStore for MySqlStore {
+    async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
+        match self.alloc {
+            AllocMode::Update => self.allocate_update(tag, step).await,
+            AllocMode::Cas => self.allocate_cas(tag, step).await,
+        }
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError> {
+        check_new_max_id(new)?;
+        // A row holds an i64, so an `expected` beyond it matches no row: skip the update.
+        if let Ok(expected) = i64::try_from(expected) {
+            // The driver asks for CLIENT_FOUND_ROWS, so a matched row counts even when `new`
+            // equals `expected` and nothing changes.
+            let applied = sqlx::query(sql(&self.sql.compare_and_set))
+                // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
+                .bind(new as i64)
+                .bind(tag.as_str())
+                .bind(expected)
+                .execute(&self.pool)
+                .await
+                .map_err(unavailable)?
+                .rows_affected();
+            if applied > 0 {
+                return Ok(true);
+            }
+        }
+        let exists = sqlx::query(sql(&self.sql.exists))
+            .bind(tag.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?
+            .is_some();
+        if exists { Ok(false) } else { Err(StoreError::TagNotFound(tag.clone())) }
+    }
+
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        // Counting and inserting in one InnoDB transaction does not keep the count exact:
+        // the count's gap locks make concurrent creators deadlock, and a plain read lets two
+        // of them pass the limit together. A named lock per table serializes idmint's
+        // creators instead; creating a tag is rare and fast.
+        let mut locked = CreateLock::acquire(&self.pool, &self.sql).await?;
+        let outcome = self.create_locked(&mut locked.conn, spec).await;
+        // After a database error the connection is suspect: drop it, which ends its session
+        // and so releases the lock. Otherwise release the lock and keep the connection.
+        if !matches!(outcome, Err(StoreError::Unavailable(_))) {
+            locked.release(&self.sql).await;
+        }
+        outcome
+    }
+
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        select_row(&self.pool, &self.sql, tag).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        let rows =
+            sqlx::query(sql(&self.sql.list)).fetch_all(&self.pool).await.map_err(unavailable)?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match read_row(row).map_err(unavailable)? {
+                Ok(record) => records.push(record),
+                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        let updated = sqlx::query(sql(&self.sql.set_step))
+            // Step is bounded by STEP_MAX, far below i64::MAX.
+            .bind(step.get() as i64)
+            .bind(tag.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?
+            .rows_affected();
+        if updated == 0 {
+            return Err(StoreError::TagNotFound(tag.clone()));
+        }
+        // Read back as stored; a concurrent delete makes it not found, as if it came first.
+        select_row(&self.pool, &self.sql, tag)
+            .await?
+            .ok_or_else(|| StoreError::TagNotFound(tag.clone()))
+    }
+
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        let deleted = sqlx::query(sql(&self.sql.delete))
+            .bind(tag.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?
+            .rows_affected();
+        if deleted == 0 { Err(StoreError::TagNotFound(tag.clone())) } else { Ok(()) }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // Reads the table, so a dropped table or a revoked grant fails the ping too.
+        sqlx::query(sql(&self.sql.probe))
+            .fetch_optional(&self.pool)
+            .await
+            .map(drop)
+            .map_err(unavailable)
+    }
+
+    fn describe(&self) -> String {
+        self.location.clone()
+    }
+}
+
+/// The SQL of one table, written once. The table name is a validated identifier
+/// ([`crate::TableName`]), so it is written into the SQL as is.
+#[derive(Debug)]
+struct Statements {
+    table: String,
+    probe: Arc<str>,
+    create_table: Arc<str>,
+    select_row: Arc<str>,
+    exists: Arc<str>,
+    list: Arc<str>,
+    cas_read: Arc<str>,
+    cas_write: Arc<str>,
+    compare_and_set: Arc<str>,
+    count: Arc<str>,
+    insert: Arc<str>,
+    set_step: Arc<str>,
+    delete: Arc<str>,
+    create_lock: Arc<str>,
+    create_unlock: Arc<str>,
+}
+
+impl Statements {
+    fn new(t: &str) -> Statements {
+        // The lock name must fit MySQL's 64 characters whatever the database and table names.
+        let lock_name = format!("CONCAT('idmint.create.', MD5(CONCAT(DATABASE(), '.', '{t}')))");
+        let s = |sql: String| Arc::<str>::from(sql);
+        Statements {
+            table: t.to_string(),
+            probe: s(format!("SELECT 1 FROM {t} LIMIT 1")),
+            // Leaf's DDL, so Leaf can share the table. The binary collation makes biz_tag
+            // case-sensitive, as tags are in every other backend; Leaf never depended on the
+            // server's default, case-insensitive one.
+            create_table: s(format!(
+                "CREATE TABLE IF NOT EXISTS {t} (\
+                 biz_tag varchar(128) NOT NULL DEFAULT '', \
+                 max_id bigint(20) NOT NULL DEFAULT '1', \
+                 step int(11) NOT NULL, \
+                 description varchar(256) DEFAULT NULL, \
+                 update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP \
+                 ON UPDATE CURRENT_TIMESTAMP, \
+                 PRIMARY KEY (biz_tag)\
+                 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+            )),
+            select_row: s(format!("SELECT {COLUMNS} FROM {t} WHERE biz_tag = ?")),
+            exists: s(format!("SELECT 1 FROM {t} WHERE biz_tag = ?")),
+            // Sorted by bytes, which is how tags order, whatever the column's collation.
+            list: s(format!(
+                "SELECT {COLUMNS} FROM {t} ORDER BY CAST(biz_tag AS BINARY) LIMIT {TAG_COUNT_MAX}"
+            )),
+            cas_read: s(format!(
+                "SELECT CAST(max_id AS SIGNED), CAST(step AS SIGNED) FROM {t} WHERE biz_tag = ?"
+            )),
+            // The step read must still hold too, so the range reported is the one reserved
+            // with the step the row had when max_id moved.
+            cas_write: s(format!(
+                "UPDATE {t} SET max_id = ?, update_time = CURRENT_TIMESTAMP \
+                 WHERE biz_tag = ? AND max_id = ? AND step = ?"
+            )),
+            compare_and_set: s(format!(
+                "UPDATE {t} SET max_id = ?, update_time = CURRENT_TIMESTAMP \
+                 WHERE biz_tag = ? AND max_id = ?"
+            )),
+            count: s(format!("SELECT COUNT(*) FROM {t}")),
+            insert: s(format!(
+                "INSERT INTO {t} (biz_tag, max_id, step, description, update_time) \
+                 VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)"
+            )),
+            set_step: s(format!(
+                "UPDATE {t} SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?"
+            )),
+            delete: s(format!("DELETE FROM {t} WHERE biz_tag = ?")),
+            create_lock: s(format!("SELECT GET_LOCK({lock_name}, {CREATE_LOCK_WAIT_S})")),
+            create_unlock: s(format!("SELECT RELEASE_LOCK({lock_name})")),
+        }
+    }
+
+    /// The allocating statements for `update` mode, as one text query: one round trip.
+    ///
+    /// The `UPDATE` chooses the step (the larger of the row's and the request), refuses to
+    /// pass `ID_MAX` and rows idmint cannot serve, and leaves the new `max_id` in
+    /// `LAST_INSERT_ID()` and the row's step in `@idmint_tag_step`, both per connection. The
+    /// `SELECT` returns them with `ROW_COUNT()`, which says whether they are this update's
+    /// (1) or stale (0), and the row as it is now, to explain a refusal. MariaDB has no
+    /// `UPDATE … RETURNING`, and binding parameters would need a prepared statement, which
+    /// holds one statement only. (MySQL 8 deprecates assigning a variable inside an
+    /// expression, with a warning, but still does it.)
+    ///
+    /// Writing values into the SQL is safe here: a `Tag` holds only `[A-Za-z0-9_.:-]`
+    /// (checked again by [`tag_literal`]) and the steps are integers.
+    fn allocate(&self, tag: &Tag, requested: Option<Step>) -> String {
+        let t = &self.table;
+        let tag = tag_literal(tag);
+        // 0 lets the row's step win in GREATEST; rows with a step below 1 are refused by the
+        // WHERE clause, so 0 is never the step reserved. GREATEST(step, r) is at least 0,
+        // so `ID_MAX - GREATEST(step, r)` cannot overflow.
+        let r = requested.map_or(0, Step::get);
+        format!(
+            "UPDATE {t} \
+             SET max_id = LAST_INSERT_ID(max_id + GREATEST(@idmint_tag_step := step, {r})), \
+             update_time = CURRENT_TIMESTAMP \
+             WHERE biz_tag = '{tag}' AND step >= 1 AND max_id >= 0 \
+             AND max_id <= {ID_MAX} - GREATEST(step, {r}); \
+             SELECT ROW_COUNT(), CAST(LAST_INSERT_ID() AS SIGNED), \
+             CAST(@idmint_tag_step AS SIGNED), COUNT(a.biz_tag), \
+             CAST(MAX(a.max_id) AS SIGNED), CAST(MAX(a.step) AS SIGNED) \
+             FROM {t} AS a WHERE a.biz_tag = '{tag}'"
+        )
+    }
+}
+
+/// The tag as it may appear between single quotes in SQL.
+fn tag_literal(tag: &Tag) -> &str {
+    let name = tag.as_str();
+    // Tag::parse guarantees this; the SQL's safety rests on it, so it is checked where the
+    // SQL is written.
+    assert!(
+        name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b)),
+        "tag {name:?} holds a character that is unsafe in SQL"
+    );
+    name
+}
+
+/// Holds the creators' named lock on a pooled connection. Dropped while held (an error, a
+/// cancelled call), it closes the connection, so the server releases the lock with the
+/// session instead of leaving it on a connection back in the pool.
+struct CreateLock {
+    conn: PoolConnection<MySql>,
+    held: bool,
+}
+
+impl CreateLock {
+    async fn acquire(pool: &MySqlPool, statements: &Statements) -> Result<CreateLock, StoreError> {
+        let conn = pool.acquire().await.map_err(unavailable)?;
+        // Armed before asking, so a call cancelled while waiting cannot leak the lock.
+        let mut lock = CreateLock { conn, held: true };
+        let got: Option<i64> = sqlx::query(sql(&statements.create_lock))
+            .fetch_one(&mut *lock.conn)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(unavailable)?;
+        if got == Some(1) {
+            return Ok(lock);
+        }
+        // 0: timed out; NULL: an error. Either way this session does not hold the lock.
+        lock.held = false;
+        Err(StoreError::Unavailable(format!(
+            "MySQL: another node has been creating a tag in table {} for {CREATE_LOCK_WAIT_S} s; \
+             retry",
+            statements.table
+        )))
+    }
+
+    async fn release(&mut self, statements: &Statements) {
+        match sqlx::query(sql(&statements.create_unlock)).execute(&mut *self.conn).await {
+            Ok(_) => self.held = false,
+            // Still held: drop closes the connection, which releases it.
+            Err(error) => tracing::warn!(%error, "could not release the tag-creation lock"),
+        }
+    }
+}
+
+impl Drop for CreateLock {
+    fn drop(&mut self) {
+        if self.held {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// Checks a row (`None`: no row) before reserving `requested` ids from it: the row's
+/// `max_id`, its step and the step to reserve, or why it cannot be served.
+fn servable(
+    tag: &Tag,
+    row: Option<(Option<i64>, Option<i64>)>,
+    requested: Option<Step>,
+) -> Result<(u64, u64, u64), StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { tag: tag.to_string(), reason };
+    let (max_id, tag_step) = row.ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
+    let max_id = match max_id {
+        Some(max_id) => {
+            u64::try_from(max_id).map_err(|_| corrupt(format!("max_id is negative ({max_id})")))?
+        }
+        None => return Err(corrupt("max_id is NULL".to_string())),
+    };
+    let tag_step = match tag_step {
+        Some(step) => u64::try_from(step)
+            .ok()
+            .filter(|step| *step >= 1)
+            .ok_or_else(|| corrupt(format!("step is {step}; it must be at least 1")))?,
+        None => return Err(corrupt("step is NULL; it must be at least 1".to_string())),
+    };
+    let step = effective_step(tag_step, requested);
+    match max_id.checked_add(step) {
+        Some(end) if end <= ID_MAX => Ok((max_id, tag_step, step)),
+        _ => Err(StoreError::Exhausted { tag: tag.clone(), max_id, step }),
+    }
+}
+
+async fn select_row<'c>(
+    executor: impl sqlx::MySqlExecutor<'c>,
+    sql: &Statements,
+    tag: &Tag,
+) -> Result<Option<TagRecord>, StoreError> {
+    let row = sqlx::query(self::sql(&sql.select_row))
+        .bind(tag.as_str())
+        .fetch_optional(executor)
+        .await
+        .map_err(unavailable)?;
+    match row {
+        Some(row) => read_row(&row).map_err(unavailable)?.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads a row of [`COLUMNS`]; the outer error is the driver's, the inner one a row idmint
+/// cannot serve.
+fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error> {
+    let biz_tag: String = row.try_get(0)?;
+    let max_id: Option<i64> = row.try_get(1)?;
+    let step: Option<i64> = row.try_get(2)?;
+    let description: Option<String> = row.try_get(3)?;
+    // The time is for operators only: NULL (a Leaf row never stamped) reads as 0.
+    let update_time: Option<i64> = row.try_get(4)?;
+    let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
+    let number = |name: &str, value: Option<i64>| {
+        value.and_then(|v| u64::try_from(v).ok()).ok_or_else(|| {
+            corrupt(format!("{name} is {}", value.map_or("NULL".into(), |v| v.to_string())))
+        })
+    };
+    let record = (|| {
+        Ok(TagRecord {
+            tag: Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?,
+            max_id: number("max_id", max_id)?,
+            step: number("step", step)?,
+            description: description.unwrap_or_default(),
+            update_time_s: update_time.and_then(|t| u64::try_from(t).ok()).unwrap_or(0),
+        })
+    })();
+    Ok(record)
+}
+
+/// How long to wait before compare-and-set attempt `attempt + 1`: a random time up to a
+/// bound that doubles per attempt, so losers spread out instead of colliding again.
+fn cas_backoff(attempt: u32) -> Duration {
+    let bound_us = CAS_BACKOFF_US_MIN
+        .checked_shl(attempt)
+        .unwrap_or(CAS_BACKOFF_US_MAX)
+        .min(CAS_BACKOFF_US_MAX);
+    // A fresh RandomState is randomly keyed: enough randomness for jitter, without a
+    // dependency.
+    let jitter_us = RandomState::new().hash_one(attempt) % (bound_us + 1);
+    Duration::from_micros(jitter_us)
+}
+
+/// `url` (a URL without password) with the table named as its `table` parameter.
+fn with_table(url: &str, table: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}table={table}")
+}
+
+/// MySQL's SQLSTATE for "table doesn't exist" (error 1146).
+const SQLSTATE_NO_TABLE: &str = "42S02";
+
+fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+    AssertSqlSafe(Arc::clone(statement))
+}
+
+fn unavailable(e: sqlx::Error) -> StoreError {
+    match e {
+        sqlx::Error::PoolTimedOut => StoreError::Unavailable(format!(
+            "MySQL: no connection free within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (all in use, or the \
+             server is unreachable)"
+        )),
+        e => StoreError::Unavailable(format!("MySQL: {e}")),
+    }
+}
+
+/// `message` with the password of `url`, raw or percent-decoded, replaced by `***`: the
+/// driver's messages are not promised to leave it out.
+fn scrub(message: &str, url: &SqlUrl) -> String {
+    let driver_url = url.driver_url();
+    let Some((_, rest)) = driver_url.split_once("://") else { return message.to_string() };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let Some((user_info, _)) = authority.rsplit_once('@') else { return message.to_string() };
+    let Some((_, password)) = user_info.split_once(':') else { return message.to_string() };
+    let mut scrubbed = message.to_string();
+    for secret in [password.to_string(), percent_decode(password)] {
+        if !secret.is_empty() {
+            scrubbed = scrubbed.replace(&secret, "***");
+        }
+    }
+    scrubbed
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StoreUrl;
+
+    #[test]
+    fn scrub_removes_the_password_in_both_spellings() {
+        let Ok(StoreUrl::Mysql(url)) = StoreUrl::parse("mysql://u:p%40ss@h:1/db") else {
+            panic!("not a MySQL URL")
+        };
+        assert_eq!(scrub("x p%40ss y p@ss z", &url), "x *** y *** z");
+        let Ok(StoreUrl::Mysql(url)) = StoreUrl::parse("mysql://u@h:1/db") else {
+            panic!("not a MySQL URL")
+        };
+        assert_eq!(scrub("nothing to hide", &url), "nothing to hide");
+    }
+
+    #[test]
+    fn cas_backoff_is_bounded() {
+        for attempt in 0..CAS_ATTEMPTS_MAX + 70 {
+            assert!(cas_backoff(attempt) <= Duration::from_micros(CAS_BACKOFF_US_MAX));
+        }
+        assert!(cas_backoff(0) <= Duration::from_micros(CAS_BACKOFF_US_MIN));
+    }
+}

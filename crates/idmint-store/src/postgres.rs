@@ -1,0 +1,669 @@
+//! The PostgreSQL backend (feature `postgres`): Leaf's segment table in PostgreSQL types,
+//! reached through a bounded sqlx pool.
+//!
+//! Allocation follows the URL's `alloc` option. `update` (the default) is one
+//! `UPDATE … SET max_id = max_id + GREATEST(step, $2) … RETURNING`: the row's step is read, the
+//! bound checked and `max_id` advanced in one atomic statement. `cas` reads the row and then
+//! writes the new `max_id` as a constant under `WHERE max_id = <read> AND step = <read>`,
+//! retried a bounded number of times, for proxies that forbid expression updates. Callers in
+//! one process queue on a lock per tag (striped) rather than race each other's rounds, so
+//! only other nodes can make a round lose; beside an `alloc=update` node allocating without
+//! pause, a CAS node may still give up as contended.
+//!
+//! The table is created (Leaf's columns, `CREATE TABLE IF NOT EXISTS`) only when absent and is
+//! never altered: an existing Leaf table is served as it is. Rows are read tolerantly: NULL
+//! description reads as empty; `update_time` may be a `timestamp` (written in UTC), a
+//! `timestamptz`, or an integer column of Unix seconds; of any other type, or absent, it is
+//! neither read (0) nor stamped.
+//!
+//! It must not spawn tasks or show a password: every error text is scrubbed of the URL's
+//! password, and URLs are shown redacted.
+
+use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use idmint_core::limits::{ID_MAX, STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_COUNT_MAX};
+use idmint_core::{Step, Tag};
+use sqlx::postgres::{PgPoolOptions, PgRow};
+use sqlx::{AssertSqlSafe, PgPool, Row};
+
+use crate::{
+    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,
+    allocated_range, check_new_max_id, effective_step,
+};
+
+/// How long a call waits for a pooled connection (or for a new one to open) before failing
+/// as unavailable.
+const PG_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// Read-then-compare-and-set rounds an `alloc=cas` allocation makes before giving up as
+/// contended.
+const CAS_ATTEMPTS_MAX: u32 = 16;
+/// Ceiling of the random pause after the first lost CAS round; it doubles with every round.
+const CAS_BACKOFF_US_MIN: u64 = 250;
+/// Largest ceiling of that pause.
+const CAS_BACKOFF_US_MAX: u64 = 16_000;
+/// Locks that queue this process's CAS allocations, a tag's always on the same one.
+const CAS_LOCK_STRIPES: usize = 64;
+/// Times an `alloc=update` allocation is retried when its update matched no row but the row,
+/// read just after, had room: another writer changed it in between.
+const UPDATE_ATTEMPTS_MAX: u32 = 4;
+/// First key of the advisory lock that serializes table setup and tag creation (the second
+/// is the table's name hashed): "idmt" in ASCII, apart from other applications' locks.
+const ADVISORY_LOCK_CLASS: i32 = 0x6964_6d74;
+
+// Waiting for a connection must end before the engine's own call timeout gives up on us, and
+// so must a fully contended CAS allocation's pauses.
+const _: () = assert!(PG_ACQUIRE_TIMEOUT_MS <= STORE_CALL_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(CAS_BACKOFF_US_MIN <= CAS_BACKOFF_US_MAX);
+const _: () = assert!(
+    CAS_ATTEMPTS_MAX as u64 * CAS_BACKOFF_US_MAX <= STORE_CALL_TIMEOUT_MS_DEFAULT * 1_000 / 4
+);
+
+/// A segment table in a PostgreSQL database.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    options: SqlOptions,
+    sql: Arc<Statements>,
+    /// `alloc=cas` only: a CAS round lost to a caller in this process is a round wasted.
+    cas_locks: Arc<[tokio::sync::Mutex<()>]>,
+    /// Where the store lives, without a password, for `describe`.
+    location: String,
+    /// The URL's password, scrubbed from every error text; `None` for an embedder's pool.
+    secret: Option<Arc<str>>,
+}
+
+impl PgStore {
+    /// Connects with a pool of at most `pool_max` connections, creating the table when absent.
+    pub async fn connect(url: &SqlUrl) -> Result<PgStore, StoreError> {
+        let secret = password(url.driver_url()).filter(|p| !p.is_empty()).map(Arc::from);
+        let pool = PgPoolOptions::new()
+            .max_connections(url.options.pool_max)
+            .acquire_timeout(Duration::from_millis(PG_ACQUIRE_TIMEOUT_MS))
+            .connect(url.driver_url())
+            .await
+            .map_err(|e| {
+                let reason = format!("PostgreSQL: cannot connect to {}: {e}", url.redacted());
+                StoreError::Unavailable(scrub(reason, secret.as_deref(), url.driver_url()))
+            })?;
+        PgStore::open(pool, url.options.clone(), url.redacted(), secret).await
+    }
+
+    /// Serves the table of `options` through an application's existing pool, creating it when
+    /// absent. The pool's own bound applies; `options.pool_max` is not used.
+    pub async fn from_pool(pool: PgPool, options: SqlOptions) -> Result<PgStore, StoreError> {
+        let connect = pool.connect_options();
+        let location = format!(
+            "postgres://{}@{}:{}/{}",
+            connect.get_username(),
+            connect.get_host(),
+            connect.get_port(),
+            connect.get_database().unwrap_or("")
+        );
+        PgStore::open(pool, options, location, None).await
+    }
+
+    async fn open(
+        pool: PgPool,
+        options: SqlOptions,
+        location: String,
+        secret: Option<Arc<str>>,
+    ) -> Result<PgStore, StoreError> {
+        let mut store = PgStore {
+            pool,
+            sql: Arc::new(Statements::new(&options, TimeColumn::Absent)),
+            cas_locks: (0..CAS_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            options,
+            location,
+            secret,
+        };
+        let time_column = store.ensure_table().await?;
+        store.sql = Arc::new(Statements::new(&store.options, time_column));
+        Ok(store)
+    }
+
+    /// Creates the table when absent (never altering one that exists) and learns the type of
+    /// its `update_time` column. Serialized with other nodes by an advisory lock, so two nodes
+    /// starting on an empty database do not race to create it.
+    async fn ensure_table(&self) -> Result<TimeColumn, StoreError> {
+        let table = self.options.table.as_str();
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        self.lock(&mut tx).await?;
+        // Checked first: a Leaf user may lack the right to create tables, and PostgreSQL
+        // checks that right even for `CREATE TABLE IF NOT EXISTS` of an existing table.
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(table)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        if !exists {
+            sqlx::query(AssertSqlSafe(format!(
+                "CREATE TABLE IF NOT EXISTS {table} (
+                    biz_tag     varchar(128) NOT NULL PRIMARY KEY,
+                    max_id      bigint       NOT NULL DEFAULT 1,
+                    step        integer      NOT NULL,
+                    description varchar(256),
+                    update_time timestamp    NOT NULL DEFAULT now()
+                )"
+            )))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        }
+        let time_type: Option<String> = sqlx::query_scalar(
+            "SELECT format_type(atttypid, NULL) FROM pg_attribute \
+             WHERE attrelid = to_regclass($1) AND attname = 'update_time' \
+             AND attnum > 0 AND NOT attisdropped",
+        )
+        .bind(table)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        Ok(TimeColumn::of(time_type.as_deref()))
+    }
+
+    /// Takes the table's advisory lock until the end of the transaction.
+    async fn lock(&self, tx: &mut sqlx::PgTransaction<'_>) -> Result<(), StoreError> {
+        // PostgreSQL folds unquoted names to lower case; so does the key.
+        let key = self.options.table.as_str().to_ascii_lowercase();
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(ADVISORY_LOCK_CLASS)
+            .bind(key)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        Ok(())
+    }
+
+    /// `alloc=update`: one atomic statement; a refusal is explained by reading the row.
+    async fn allocate_by_update(
+        &self,
+        tag: &Tag,
+        step: Option<Step>,
+    ) -> Result<Allocation, StoreError> {
+        // 0 lets the row's step win in GREATEST; rows with a step below 1 are refused by the
+        // WHERE clause, so 0 is never the effective step.
+        let requested = step.map_or(0, |s| s.get() as i64);
+        for _ in 0..UPDATE_ATTEMPTS_MAX {
+            let updated = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.allocate)))
+                .bind(tag.as_str())
+                .bind(requested)
+                .bind(ID_MAX as i64)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            if let Some(row) = updated {
+                let (max_id, tag_step): (i64, i64) = (self.get(&row, 0)?, self.get(&row, 1)?);
+                return allocated_range(tag, max_id, tag_step, step);
+            }
+            let Some((max_id, tag_step)) = self.read_counters(tag).await? else {
+                return Err(StoreError::TagNotFound(tag.clone()));
+            };
+            // The row refused a moment ago; if it now has room, it changed in between.
+            plan(tag, max_id, tag_step, step)?;
+        }
+        Err(contended(tag, UPDATE_ATTEMPTS_MAX))
+    }
+
+    /// `alloc=cas`: read the row, then write the new `max_id` as a constant if neither
+    /// `max_id` nor `step` moved meanwhile; a lost round pauses a random while and retries.
+    async fn allocate_by_cas(
+        &self,
+        tag: &Tag,
+        step: Option<Step>,
+    ) -> Result<Allocation, StoreError> {
+        let stripe = BuildHasherDefault::<DefaultHasher>::default().hash_one(tag.as_str());
+        let _queued = self.cas_locks[(stripe % CAS_LOCK_STRIPES as u64) as usize].lock().await;
+        for attempt in 0..CAS_ATTEMPTS_MAX {
+            let Some((max_id, tag_step)) = self.read_counters(tag).await? else {
+                return Err(StoreError::TagNotFound(tag.clone()));
+            };
+            let (old, new, tag_step) = plan(tag, max_id, tag_step, step)?;
+            let applied = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.cas_allocate)))
+                .bind(new)
+                .bind(tag.as_str())
+                .bind(old)
+                .bind(tag_step)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.unavailable(e))?
+                .rows_affected();
+            if applied == 1 {
+                return allocated_range(tag, new, tag_step, step);
+            }
+            tokio::time::sleep(cas_backoff(attempt)).await;
+        }
+        Err(contended(tag, CAS_ATTEMPTS_MAX))
+    }
+
+    /// The row's `max_id` and `step` as stored (either may be NULL in a Leaf table).
+    async fn read_counters(
+        &self,
+        tag: &Tag,
+    ) -> Result<Option<(Option<i64>, Option<i64>)>, StoreError> {
+        let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.select_counters)))
+            .bind(tag.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        row.map(|row| Ok((self.get(&row, 0)?, self.get(&row, 1)?))).transpose()
+    }
+
+    async fn select_row(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.select_row)))
+            .bind(tag.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        row.map(|row| self.read_row(&row)?).transpose()
+    }
+
+    /// Reads a row; the outer error is the database's, the inner one a row idmint cannot
+    /// serve.
+    fn read_row(&self, row: &PgRow) -> Result<Result<TagRecord, StoreError>, StoreError> {
+        let biz_tag: String = self.get(row, 0)?;
+        let max_id: Option<i64> = self.get(row, 1)?;
+        let step: Option<i64> = self.get(row, 2)?;
+        let description: Option<String> = self.get(row, 3)?;
+        let update_time: Option<i64> = self.get(row, 4)?;
+        let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
+        Ok((|| {
+            let tag = Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
+            Ok(TagRecord {
+                tag,
+                max_id: non_negative(max_id).map_err(|v| corrupt(format!("max_id is {v}")))?,
+                step: non_negative(step).map_err(|v| corrupt(format!("step is {v}")))?,
+                description: description.unwrap_or_default(),
+                // For operators only: a NULL or pre-1970 time reads as 0 rather than failing.
+                update_time_s: update_time.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
+            })
+        })())
+    }
+
+    fn get<'r, T>(&self, row: &'r PgRow, index: usize) -> Result<T, StoreError>
+    where
+        T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+    {
+        row.try_get(index).map_err(|e| self.unavailable(e))
+    }
+
+    /// A database error as [`StoreError::Unavailable`], its text scrubbed of the password.
+    fn unavailable(&self, e: sqlx::Error) -> StoreError {
+        StoreError::Unavailable(scrub(format!("PostgreSQL: {e}"), self.secret.as_deref(), ""))
+    }
+}
+
+#[async_trait]
+impl SegmentStore for PgStore {
+    async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
+        match self.options.alloc {
+            AllocMode::Update => self.allocate_by_update(tag, step).await,
+            AllocMode::Cas => self.allocate_by_cas(tag, step).await,
+        }
+    }
+
+    async fn compare_and_set_max_id(
+        &self,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError> {
+        check_new_max_id(new)?;
+        // A row holds an i64, so an `expected` beyond it matches no row: skip the update.
+        if let Ok(expected) = i64::try_from(expected) {
+            let applied = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.compare_and_set)))
+                .bind(tag.as_str())
+                .bind(expected)
+                // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
+                .bind(new as i64)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| self.unavailable(e))?
+                .rows_affected();
+            if applied > 0 {
+                return Ok(true);
+            }
+        }
+        match self.read_counters(tag).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::TagNotFound(tag.clone())),
+        }
+    }
+
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        // Without the lock, two creates could both count TAG_COUNT_MAX - 1 rows and insert.
+        self.lock(&mut tx).await?;
+        let count: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.count)))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        if count >= TAG_COUNT_MAX as i64 {
+            return Err(StoreError::TooManyTags);
+        }
+        let inserted = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.insert)))
+            .bind(spec.tag.as_str())
+            .bind(spec.start.get() as i64)
+            .bind(spec.step.get() as i64)
+            .bind(spec.description.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        let record = match inserted {
+            Some(row) => self.read_row(&row)??,
+            None => return Err(StoreError::TagExists(spec.tag.clone())),
+        };
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        Ok(record)
+    }
+
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        self.select_row(tag).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        let rows = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.list)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match self.read_row(row)? {
+                Ok(record) => records.push(record),
+                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        let updated = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.set_step)))
+            .bind(tag.as_str())
+            .bind(step.get() as i64)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        match updated {
+            Some(row) => self.read_row(&row)?,
+            None => Err(StoreError::TagNotFound(tag.clone())),
+        }
+    }
+
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        let deleted = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.delete)))
+            .bind(tag.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?
+            .rows_affected();
+        if deleted == 0 { Err(StoreError::TagNotFound(tag.clone())) } else { Ok(()) }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // Through the table, so a dropped table or a revoked grant shows here too.
+        sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.ping)))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("{} (table {})", self.location, self.options.table)
+    }
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not derived: the pool's connect options hold the password.
+        f.debug_struct("PgStore")
+            .field("location", &self.location)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The type of the table's `update_time` column, which decides how it is read and stamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimeColumn {
+    /// `timestamp` (idmint's and Leaf's): stamped with UTC wall time.
+    Timestamp,
+    /// `timestamptz`.
+    TimestampTz,
+    /// An integer column holding Unix seconds.
+    Seconds,
+    /// Absent or of another type: read as 0, never stamped.
+    Absent,
+}
+
+impl TimeColumn {
+    fn of(format_type: Option<&str>) -> TimeColumn {
+        match format_type {
+            Some("timestamp without time zone") => TimeColumn::Timestamp,
+            Some("timestamp with time zone") => TimeColumn::TimestampTz,
+            Some("bigint" | "integer") => TimeColumn::Seconds,
+            _ => TimeColumn::Absent,
+        }
+    }
+
+    /// The expression reading it as Unix seconds (`int8`).
+    fn read(self) -> &'static str {
+        match self {
+            TimeColumn::Timestamp | TimeColumn::TimestampTz => {
+                "extract(epoch FROM update_time)::int8"
+            }
+            TimeColumn::Seconds => "update_time::int8",
+            TimeColumn::Absent => "NULL::int8",
+        }
+    }
+
+    /// The value stamped on a write, if any.
+    fn stamp(self) -> Option<&'static str> {
+        match self {
+            TimeColumn::Timestamp => Some("(now() AT TIME ZONE 'UTC')"),
+            TimeColumn::TimestampTz => Some("now()"),
+            TimeColumn::Seconds => Some("extract(epoch FROM now())::int8"),
+            TimeColumn::Absent => None,
+        }
+    }
+}
+
+/// Every statement the store runs, written once per store. The table name is a validated
+/// identifier (`TableName`), the only text inlined; every value is a bind parameter.
+struct Statements {
+    allocate: Arc<str>,
+    select_counters: Arc<str>,
+    cas_allocate: Arc<str>,
+    compare_and_set: Arc<str>,
+    count: Arc<str>,
+    insert: Arc<str>,
+    select_row: Arc<str>,
+    list: Arc<str>,
+    set_step: Arc<str>,
+    delete: Arc<str>,
+    ping: Arc<str>,
+}
+
+impl Statements {
+    fn new(options: &SqlOptions, time: TimeColumn) -> Statements {
+        let t = options.table.as_str();
+        // Cast on read, so a foreign table with other integer or text types still decodes.
+        let columns =
+            format!("biz_tag::text, max_id::int8, step::int8, description::text, {}", time.read());
+        let stamp = time.stamp().map_or(String::new(), |now| format!(", update_time = {now}"));
+        let (time_column, time_value) =
+            time.stamp().map_or((String::new(), String::new()), |now| {
+                (", update_time".to_string(), format!(", {now}"))
+            });
+        let sql = |s: String| Arc::<str>::from(s);
+        Statements {
+            // Both operands of `$3 - GREATEST(…)` are at least 0 ($2 is), so it cannot
+            // overflow, and `max_id + GREATEST(…)` is computed only for rows it bounds.
+            allocate: sql(format!(
+                "UPDATE {t} SET max_id = max_id + GREATEST(step::int8, $2::int8){stamp} \
+                 WHERE biz_tag = $1 AND step >= 1 AND max_id >= 0 \
+                 AND max_id <= $3::int8 - GREATEST(step::int8, $2::int8) \
+                 RETURNING max_id::int8, step::int8"
+            )),
+            select_counters: sql(format!(
+                "SELECT max_id::int8, step::int8 FROM {t} WHERE biz_tag = $1"
+            )),
+            cas_allocate: sql(format!(
+                "UPDATE {t} SET max_id = $1{stamp} \
+                 WHERE biz_tag = $2 AND max_id = $3 AND step = $4"
+            )),
+            compare_and_set: sql(format!(
+                "UPDATE {t} SET max_id = $3{stamp} WHERE biz_tag = $1 AND max_id = $2"
+            )),
+            count: sql(format!("SELECT count(*) FROM {t}")),
+            insert: sql(format!(
+                "INSERT INTO {t} (biz_tag, max_id, step, description{time_column}) \
+                 VALUES ($1, $2, $3, $4{time_value}) \
+                 ON CONFLICT (biz_tag) DO NOTHING RETURNING {columns}"
+            )),
+            select_row: sql(format!("SELECT {columns} FROM {t} WHERE biz_tag = $1")),
+            // Byte order, as `Tag` orders, whatever the database's collation.
+            list: sql(format!(
+                "SELECT {columns} FROM {t} ORDER BY biz_tag COLLATE \"C\" LIMIT {TAG_COUNT_MAX}"
+            )),
+            set_step: sql(format!(
+                "UPDATE {t} SET step = $2{stamp} WHERE biz_tag = $1 RETURNING {columns}"
+            )),
+            delete: sql(format!("DELETE FROM {t} WHERE biz_tag = $1")),
+            ping: sql(format!("SELECT 1 FROM {t} LIMIT 1")),
+        }
+    }
+}
+
+/// What an allocation of a row holding `max_id` and `step` advances it to:
+/// `(old max_id, new max_id, row step)`; refuses a row idmint cannot serve and an allocation
+/// that would pass `ID_MAX`.
+fn plan(
+    tag: &Tag,
+    max_id: Option<i64>,
+    step: Option<i64>,
+    requested: Option<Step>,
+) -> Result<(i64, i64, i64), StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { tag: tag.to_string(), reason };
+    let old = match max_id {
+        Some(max_id) if max_id >= 0 => max_id,
+        Some(max_id) => return Err(corrupt(format!("max_id is negative ({max_id})"))),
+        None => return Err(corrupt("max_id is NULL".to_string())),
+    };
+    let tag_step = match step {
+        Some(step) if step >= 1 => step,
+        Some(step) => return Err(corrupt(format!("step is {step}; it must be at least 1"))),
+        None => return Err(corrupt("step is NULL".to_string())),
+    };
+    // Both non-negative i64, so neither the conversions nor the sum can overflow a u64.
+    let effective = effective_step(tag_step as u64, requested);
+    let new = old as u64 + effective;
+    if new > ID_MAX {
+        return Err(StoreError::Exhausted {
+            tag: tag.clone(),
+            max_id: old as u64,
+            step: effective,
+        });
+    }
+    Ok((old, new as i64, tag_step))
+}
+
+/// The pause after losing CAS round `attempt` (0-based): uniform in `[0, ceiling]`, the
+/// ceiling doubling from [`CAS_BACKOFF_US_MIN`] up to [`CAS_BACKOFF_US_MAX`]. Random, so that
+/// the writers that collided spread out instead of colliding again.
+fn cas_backoff(attempt: u32) -> Duration {
+    let ceiling_us =
+        CAS_BACKOFF_US_MIN.saturating_mul(1 << attempt.min(16)).min(CAS_BACKOFF_US_MAX);
+    // A fresh RandomState is randomly keyed, which is all the randomness a pause needs.
+    let random = std::collections::hash_map::RandomState::new().hash_one(attempt);
+    Duration::from_micros(random % (ceiling_us + 1))
+}
+
+fn contended(tag: &Tag, attempts: u32) -> StoreError {
+    StoreError::Unavailable(format!(
+        "PostgreSQL: allocation of tag {tag} contended: {attempts} attempts lost to other \
+         writers of the row; retry"
+    ))
+}
+
+fn non_negative(value: Option<i64>) -> Result<u64, String> {
+    match value {
+        Some(v) => u64::try_from(v).map_err(|_| v.to_string()),
+        None => Err("NULL".to_string()),
+    }
+}
+
+/// The password of a `scheme://user:password@host/…` URL, as written and percent-decoded.
+fn password(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let userinfo = &authority[..authority.rfind('@')?];
+    Some(userinfo.split_once(':')?.1.to_string())
+}
+
+/// `text` with the driver URL replaced by its redacted form and every occurrence of the
+/// password, as written or percent-decoded, by `***`.
+fn scrub(text: String, secret: Option<&str>, driver_url: &str) -> String {
+    let mut text = text;
+    if !driver_url.is_empty() {
+        text = text.replace(driver_url, &crate::url::redact(driver_url));
+    }
+    if let Some(secret) = secret.filter(|s| !s.is_empty()) {
+        text = text.replace(secret, "***");
+        let decoded = percent_decode(secret);
+        if !decoded.is_empty() {
+            text = text.replace(&decoded, "***");
+        }
+    }
+    text
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrub_removes_the_password_as_written_and_decoded() {
+        let url = "postgres://app:p%40ss@db:5432/ids";
+        let secret = password(url).unwrap();
+        assert_eq!(secret, "p%40ss");
+        let text = format!("failed {url}; auth p@ss; raw p%40ss");
+        let scrubbed = scrub(text, Some(&secret), url);
+        assert_eq!(scrubbed, "failed postgres://app:***@db:5432/ids; auth ***; raw ***");
+        assert_eq!(password("postgres://app@db/ids"), None);
+        assert_eq!(password("postgres://app:@db/ids").as_deref(), Some(""));
+    }
+
+    #[test]
+    fn cas_backoff_stays_within_its_ceiling() {
+        for attempt in 0..CAS_ATTEMPTS_MAX + 4 {
+            let ceiling = CAS_BACKOFF_US_MIN << attempt.min(16);
+            let pause = cas_backoff(attempt).as_micros() as u64;
+            assert!(pause <= ceiling.min(CAS_BACKOFF_US_MAX), "attempt {attempt}: {pause}");
+        }
+    }
+}

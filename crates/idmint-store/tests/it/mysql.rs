@@ -1,0 +1,660 @@
+//! The MySQL / MariaDB backend against the server `IDMINT_TEST_MYSQL_URL` names (skipped when
+//! it is unset): the conformance suite in both allocation modes, and what only this backend
+//! can show: a table made by Meituan Leaf is served as is and never altered, an allocation is
+//! one round trip, the pool stays within `pool_max`, an application's own pool is left open,
+//! and no error shows a password.
+//!
+//! Every run makes its own database (`idmint_t{unix seconds}_{pid}`) and every check its own
+//! table in it (`?table=alloc_N`), so runs and checks never see each other's rows. Databases
+//! of runs older than [`STALE_DATABASE_AGE_S`] are dropped at the start of a run; nothing
+//! else on the server is touched. Round trips and connections are counted by a TCP relay
+//! between the store and the server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use idmint_core::StartId;
+use idmint_core::limits::{STEP_MAX, TAG_COUNT_MAX};
+use idmint_store::{
+    AllocMode, Allocation, MySqlStore, SegmentStore, SqlOptions, SqlUrl, StoreError, StoreUrl,
+    TableName,
+};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::{AssertSqlSafe, Connection, MySqlConnection, Row};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OnceCell;
+
+use crate::conformance::{
+    Subject, allocate_concurrently, allocate_concurrently_with_steps, assert_tiles, create, range,
+    record, requested, spec, tag,
+};
+
+/// The variable naming the server: a URL with a database the tests may connect to.
+const URL_VAR: &str = "IDMINT_TEST_MYSQL_URL";
+/// Every database the tests make starts with this, followed by `{unix seconds}_{pid}`.
+const DATABASE_PREFIX: &str = "idmint_t";
+/// A test database older than this belongs to a finished run and is dropped.
+const STALE_DATABASE_AGE_S: u64 = 2 * 60 * 60;
+/// Meituan Leaf's table as its README creates it (all columns nullable, no defaults).
+const LEAF_COLUMNS: &str = "(biz_tag varchar(128) primary key, max_id bigint, step int, \
+                            description varchar(256), update_time timestamp)";
+
+/// The conformance suite with the default `alloc=update`, opened through `idmint_store::open`.
+mod update {
+    use crate::conformance::{Subject, conformance_suite};
+
+    async fn fresh() -> Option<Subject> {
+        super::fresh(super::AllocMode::Update).await
+    }
+
+    conformance_suite!(fresh);
+}
+
+/// The conformance suite with `alloc=cas`: read, then compare-and-set.
+mod cas {
+    use crate::conformance::{Subject, conformance_suite};
+
+    async fn fresh() -> Option<Subject> {
+        super::fresh(super::AllocMode::Cas).await
+    }
+
+    conformance_suite!(fresh);
+}
+
+async fn fresh(alloc: AllocMode) -> Option<Subject> {
+    let mode = match alloc {
+        AllocMode::Update => "update",
+        AllocMode::Cas => "cas",
+    };
+    let url = table_url(&fresh_table("alloc"), &format!("alloc={mode}")).await?;
+    let store: Arc<dyn SegmentStore> = match alloc {
+        AllocMode::Update => idmint_store::open(&StoreUrl::Mysql(url)).await.unwrap(),
+        AllocMode::Cas => Arc::new(MySqlStore::connect(&url).await.unwrap()),
+    };
+    Some(Subject::new(store))
+}
+
+#[tokio::test]
+async fn a_leaf_table_is_served_as_is_and_never_altered() {
+    let Some(base) = database_url().await else { return skipped() };
+    let table = fresh_table("leaf_alloc");
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    execute(&mut raw, &format!("CREATE TABLE {table} {LEAF_COLUMNS}")).await;
+    execute(
+        &mut raw,
+        &format!(
+            "INSERT INTO {table} (biz_tag, max_id, step, description) VALUES \
+             ('leaf-segment-test', 1000, 2000, 'Test leaf Segment Mode Get Id'), \
+             ('leaf-one', 1, 1, NULL), ('leaf-big', 3000000000, 1000000, 'x')"
+        ),
+    )
+    .await;
+    let layout = show_create_table(&mut raw, &table).await;
+
+    let url = table_url(&table, "").await.unwrap();
+    let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+    let listed: Vec<_> = store
+        .list_tags()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.tag.to_string(), r.max_id, r.step, r.description))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("leaf-big".into(), 3_000_000_000, 1_000_000, "x".into()),
+            ("leaf-one".into(), 1, 1, String::new()),
+            ("leaf-segment-test".into(), 1000, 2000, "Test leaf Segment Mode Get Id".into()),
+        ]
+    );
+
+    let leaf = tag("leaf-segment-test");
+    assert_eq!(store.allocate(&leaf, None).await.unwrap().range, range(1000, 3000));
+    assert_eq!(store.allocate(&leaf, None).await.unwrap().range, range(3000, 5000));
+    let one = tag("leaf-one");
+    assert_eq!(store.allocate(&one, None).await.unwrap().range, range(1, 2));
+    assert_eq!(store.allocate(&one, None).await.unwrap().range, range(2, 3));
+    let big = tag("leaf-big");
+    let got = store.allocate(&big, None).await.unwrap().range;
+    assert_eq!(got, range(3_000_000_000, 3_001_000_000));
+    let row = record(&store, &leaf).await;
+    assert_eq!((row.max_id, row.step), (5000, 2000));
+    assert!(row.update_time_s > 0, "an allocation must stamp update_time");
+
+    // A Leaf node sharing the table runs Leaf's own statements; the ranges stay disjoint.
+    execute(
+        &mut raw,
+        &format!("UPDATE {table} SET max_id = max_id + step WHERE biz_tag = 'leaf-segment-test'"),
+    )
+    .await;
+    assert_eq!(store.allocate(&leaf, None).await.unwrap().range, range(7000, 9000));
+    // A tag idmint creates in Leaf's table is a row Leaf reads with its own query.
+    store.create_tag(&spec("made-by-idmint", 10, 5, "")).await.unwrap();
+    assert_eq!(store.allocate(&tag("made-by-idmint"), None).await.unwrap().range, range(10, 15));
+    let leafs_view: (String, i64, i32) = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT biz_tag, max_id, step FROM {table} WHERE biz_tag = 'made-by-idmint'"
+    )))
+    .fetch_one(&mut raw)
+    .await
+    .unwrap();
+    assert_eq!(leafs_view, ("made-by-idmint".to_string(), 15, 5));
+
+    assert_eq!(show_create_table(&mut raw, &table).await, layout, "the Leaf table was altered");
+}
+
+#[tokio::test]
+async fn the_table_made_is_leafs() {
+    let Some(base) = database_url().await else { return skipped() };
+    let table = fresh_table("made");
+    let url = table_url(&table, "").await.unwrap();
+    let store = MySqlStore::connect(&url).await.unwrap();
+    assert_eq!(store.describe(), format!("{}?table={table}", sql_url(&base).redacted()));
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    let columns: Vec<(String, String, String, Option<String>)> = sqlx::query(
+        "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+    )
+    .bind(&table)
+    .fetch_all(&mut raw)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+    .collect();
+    let column = |name: &str, ty: &str, nullable: &str, key: &str| {
+        (name.to_string(), ty.to_string(), nullable.to_string(), Some(key.to_string()))
+    };
+    assert_eq!(
+        columns,
+        [
+            column("biz_tag", "varchar(128)", "NO", "PRI"),
+            column("max_id", "bigint(20)", "NO", ""),
+            column("step", "int(11)", "NO", ""),
+            column("description", "varchar(256)", "YES", ""),
+            column("update_time", "timestamp", "NO", ""),
+        ]
+    );
+    // Opening again uses the table as it is.
+    let layout = show_create_table(&mut raw, &table).await;
+    MySqlStore::connect(&table_url(&table, "").await.unwrap()).await.unwrap();
+    assert_eq!(show_create_table(&mut raw, &table).await, layout);
+}
+
+#[tokio::test]
+async fn an_allocation_is_one_round_trip() {
+    let Some(base) = database_url().await else { return skipped() };
+    let relay = Relay::start(&base).await;
+    let table = fresh_table("trips");
+    let url = relay.url(&base, &format!("table={table}&pool_max=1"));
+    let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+    let counted = create(&store, "counted", 1, 10).await;
+    let full = create(&store, "full", StartId::MAX, STEP_MAX).await;
+    store.allocate(&full, None).await.unwrap();
+
+    // sqlx pings every connection as it goes back to the pool, after the caller has its
+    // answer: that ping is counted apart from the requests the caller waits for.
+    let one_request = Trips { requests: 1, pings: 1 };
+    let served = relay.trips_of(store.allocate(&counted, None)).await;
+    let allocated = |start, end| Ok(Allocation { range: range(start, end), tag_step: 10 });
+    assert_eq!(served, (one_request, allocated(1, 11)), "allocation with the tag's step");
+    let served = relay.trips_of(store.allocate(&counted, requested(25))).await;
+    assert_eq!(served, (one_request, allocated(11, 36)), "allocation with a raised step");
+    // Refusals are explained from the same round trip.
+    let (trips, refused) = relay.trips_of(store.allocate(&full, None)).await;
+    assert!(matches!(refused, Err(StoreError::Exhausted { .. })), "{refused:?}");
+    assert_eq!(trips, one_request, "refused allocation");
+    let never = tag("never-created");
+    let (trips, refused) = relay.trips_of(store.allocate(&never, None)).await;
+    assert_eq!((trips, refused), (one_request, Err(StoreError::TagNotFound(never))));
+    // The stale LAST_INSERT_ID() the refusals left on the connection is not reused.
+    assert_eq!(store.allocate(&counted, None).await.unwrap().range, range(36, 46));
+
+    // alloc=cas reads, then writes: two requests once its statements are prepared.
+    let url = relay.url(&base, &format!("table={table}&pool_max=1&alloc=cas"));
+    let cas: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+    cas.allocate(&counted, None).await.unwrap();
+    let served = relay.trips_of(cas.allocate(&counted, None)).await;
+    let two_requests = Trips { requests: 2, pings: 1 };
+    assert_eq!(served, (two_requests, allocated(56, 66)), "uncontended cas allocation");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_two_serves_eight_concurrent_allocators() {
+    const TASK_COUNT: usize = 8;
+    const ALLOCATIONS_PER_TASK: usize = 25;
+    let Some(base) = database_url().await else { return skipped() };
+    let relay = Relay::start(&base).await;
+    let table = fresh_table("pooled");
+    let url = relay.url(&base, &format!("table={table}&pool_max=2"));
+    let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+    let shared = create(&store, "shared", 5, 3).await;
+
+    let stores = vec![Arc::clone(&store); TASK_COUNT];
+    let ranges: Vec<_> = allocate_concurrently(&stores, &shared, ALLOCATIONS_PER_TASK)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(ranges.len(), TASK_COUNT * ALLOCATIONS_PER_TASK);
+    let max_id = record(&store, &shared).await.max_id;
+    assert_eq!(max_id, 5 + 3 * ranges.len() as u64);
+    assert_tiles(ranges, 5, max_id);
+    let open_max = relay.stats.open_max.load(Ordering::SeqCst);
+    assert!((1..=2).contains(&open_max), "{open_max} connections were open at once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_in_either_mode_share_a_table_without_overlap() {
+    const ALLOCATIONS_PER_TASK: usize = 30;
+    let Some(_) = database_url().await else { return skipped() };
+    let table = fresh_table("shared");
+    // Three nodes, each with its own pool: two compare-and-set against each other (two
+    // tasks each, which queue within the node) and against one allocating with Leaf's
+    // atomic update. A compare-and-set needs the row to stay still for two round trips, so
+    // against more than one tireless updater it would often give up as contended.
+    let mut callers: Vec<(Arc<dyn SegmentStore>, _)> = Vec::new();
+    for (alloc, tasks) in [("cas", 2), ("cas", 2), ("update", 1)] {
+        let url = table_url(&table, &format!("alloc={alloc}")).await.unwrap();
+        let node: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+        callers.extend(vec![(node, requested(15)); tasks]);
+    }
+    let shared = create(&callers[0].0, "shared", 1, 10).await;
+    let ranges: Vec<_> = allocate_concurrently_with_steps(&callers, &shared, ALLOCATIONS_PER_TASK)
+        .await
+        .into_iter()
+        .flatten()
+        .map(|allocation| allocation.range)
+        .collect();
+    assert_eq!(ranges.len(), callers.len() * ALLOCATIONS_PER_TASK);
+    let max_id = record(&callers[4].0, &shared).await.max_id;
+    assert_eq!(max_id, 1 + 15 * ranges.len() as u64);
+    assert_tiles(ranges, 1, max_id);
+}
+
+#[tokio::test]
+async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
+    let Some(base) = database_url().await else { return skipped() };
+    let table = fresh_table("leaf_alloc");
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    execute(&mut raw, &format!("CREATE TABLE {table} {LEAF_COLUMNS}")).await;
+    execute(
+        &mut raw,
+        &format!(
+            "INSERT INTO {table} (biz_tag, max_id, step) VALUES ('zero-step', 7, 0), \
+             ('negative', -100, 10), ('null-step', 5, NULL), ('null-max', NULL, 10), \
+             ('has space', 1, 10), ('', 1, 10), ('valid', 1, 10)"
+        ),
+    )
+    .await;
+    let rows_before = all_rows(&mut raw, &table).await;
+    for alloc in ["update", "cas"] {
+        let url = table_url(&table, &format!("alloc={alloc}")).await.unwrap();
+        let store = MySqlStore::connect(&url).await.unwrap();
+        for name in ["zero-step", "negative", "null-step", "null-max"] {
+            let refused = store.allocate(&tag(name), None).await;
+            assert!(
+                matches!(&refused, Err(StoreError::Corrupt { tag, .. }) if tag == name),
+                "alloc={alloc}: {name}: {refused:?}"
+            );
+        }
+        assert_eq!(all_rows(&mut raw, &table).await, rows_before, "alloc={alloc}");
+        let listed: Vec<_> =
+            store.list_tags().await.unwrap().into_iter().map(|r| r.tag.to_string()).collect();
+        assert_eq!(
+            listed,
+            ["valid", "zero-step"],
+            "alloc={alloc}: rows with an invalid tag, negative or NULL values are skipped"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_creates_stop_exactly_at_the_tag_count_limit() {
+    const RACER_COUNT: usize = 8;
+    const ROOM: usize = 2;
+    let Some(base) = database_url().await else { return skipped() };
+    let table = fresh_table("full");
+    let url = table_url(&table, "").await.unwrap();
+    let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    let rows: Vec<String> =
+        (0..TAG_COUNT_MAX - ROOM).map(|i| format!("('t{i:05}', 1, 1)")).collect();
+    let insert = format!("INSERT INTO {table} (biz_tag, max_id, step) VALUES {}", rows.join(","));
+    execute(&mut raw, &insert).await;
+
+    let racers: Vec<_> = (0..RACER_COUNT)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(
+                async move { store.create_tag(&spec(&format!("racer-{i}"), 1, 1, "")).await },
+            )
+        })
+        .collect();
+    let mut created = 0;
+    for racer in racers {
+        match racer.await.unwrap() {
+            Ok(_) => created += 1,
+            Err(refused) => assert_eq!(refused, StoreError::TooManyTags),
+        }
+    }
+    assert_eq!(created, ROOM, "exactly the room left is created");
+    assert_eq!(store.list_tags().await.map(|rows| rows.len()), Ok(TAG_COUNT_MAX));
+    assert_eq!(
+        store.create_tag(&spec("one-too-many", 1, 1, "")).await,
+        Err(StoreError::TooManyTags)
+    );
+    assert_eq!(store.get_tag(&tag("one-too-many")).await, Ok(None));
+}
+
+#[tokio::test]
+async fn an_applications_pool_is_used_and_left_open() {
+    let Some(base) = database_url().await else { return skipped() };
+    let pool = MySqlPoolOptions::new().max_connections(2).connect(&base).await.unwrap();
+    let table = fresh_table("embedded");
+    let options = SqlOptions {
+        table: TableName::new(&table).unwrap(),
+        alloc: AllocMode::Update,
+        pool_max: 50,
+    };
+    let store = MySqlStore::from_pool(pool.clone(), options).await.unwrap();
+    assert!(store.describe().ends_with(&format!("?table={table}")), "{}", store.describe());
+    let embedded = store.create_tag(&spec("embedded", 1, 10, "")).await.unwrap().tag;
+    assert_eq!(store.allocate(&embedded, None).await.unwrap().range, range(1, 11));
+    drop(store);
+
+    assert!(!pool.is_closed(), "the store closed the application's pool");
+    let max_id: i64 = sqlx::query(AssertSqlSafe(format!("SELECT max_id FROM {table}")))
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(max_id, 11);
+}
+
+#[tokio::test]
+async fn connection_errors_never_show_the_password() {
+    const SECRET: &str = "s3cret-Pw";
+    // A port nobody listens on (connections are refused until the acquire timeout), and a
+    // server that hangs up at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let rude = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let rude_port = rude.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = rude.accept().await {
+            drop(socket);
+        }
+    });
+    for port in [closed, rude_port] {
+        let url = sql_url(&format!("mysql://idmint:{SECRET}@127.0.0.1:{port}/ids?pool_max=1"));
+        let refused = MySqlStore::connect(&url).await.unwrap_err();
+        let text = format!("{refused} {refused:?}");
+        assert!(matches!(refused, StoreError::Unavailable(_)), "{text}");
+        assert!(!text.contains(SECRET), "{text}");
+        assert!(text.contains(&format!("idmint:***@127.0.0.1:{port}")), "{text}");
+    }
+}
+
+/// Counts, between a store and the server, the connections open and the round trips: a
+/// round trip begins each time the client speaks after the server did, and is a ping when
+/// its first packet is `COM_PING`.
+struct Relay {
+    addr: SocketAddr,
+    stats: Arc<RelayStats>,
+}
+
+#[derive(Default)]
+struct RelayStats {
+    requests: AtomicU64,
+    pings: AtomicU64,
+    open: AtomicUsize,
+    open_max: AtomicUsize,
+}
+
+/// Round trips counted by a [`Relay`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Trips {
+    requests: u64,
+    pings: u64,
+}
+
+/// The command byte of a MySQL packet that checks the connection is alive.
+const COM_PING: u8 = 0x0e;
+
+impl Relay {
+    /// Relays to the server of `url`.
+    async fn start(url: &str) -> Relay {
+        let upstream = authority(url).1.to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stats = Arc::new(RelayStats::default());
+        let shared = Arc::clone(&stats);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = TcpStream::connect(&upstream).await.unwrap();
+                tokio::spawn(relay_connection(client, server, Arc::clone(&shared)));
+            }
+        });
+        Relay { addr, stats }
+    }
+
+    /// The store URL of the server at `url`, reached through the relay, in plain text so
+    /// packets can be told apart, with more idmint parameters.
+    fn url(&self, url: &str, params: &str) -> SqlUrl {
+        let (user, host) = authority(url);
+        let relayed = url.replacen(&format!("{user}{host}"), &format!("{user}{}", self.addr), 1);
+        sql_url(&join_params(&relayed, &format!("ssl-mode=disabled&{params}")))
+    }
+
+    /// Awaits `call` and returns the round trips it caused, background ones included, with
+    /// its result.
+    async fn trips_of<T>(&self, call: impl Future<Output = T>) -> (Trips, T) {
+        let before = self.settled().await;
+        let result = call.await;
+        let after = self.settled().await;
+        let trips =
+            Trips { requests: after.requests - before.requests, pings: after.pings - before.pings };
+        (trips, result)
+    }
+
+    /// The counts once no round trip has begun for a while.
+    async fn settled(&self) -> Trips {
+        let read = || Trips {
+            requests: self.stats.requests.load(Ordering::SeqCst),
+            pings: self.stats.pings.load(Ordering::SeqCst),
+        };
+        let mut last = read();
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = read();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    }
+}
+
+async fn relay_connection(client: TcpStream, server: TcpStream, stats: Arc<RelayStats>) {
+    let open = stats.open.fetch_add(1, Ordering::SeqCst) + 1;
+    stats.open_max.fetch_max(open, Ordering::SeqCst);
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let client_spoke_last = AtomicBool::new(false);
+    // Each side records who spoke before forwarding, so the client's next request, which
+    // follows the reply it received, always sees the server's mark.
+    let up = async {
+        let mut buffer = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = client_read.read(&mut buffer).await {
+            if !client_spoke_last.swap(true, Ordering::SeqCst) {
+                // A packet: 3 bytes of length, 1 of sequence, then the command.
+                let counter =
+                    if n > 4 && buffer[4] == COM_PING { &stats.pings } else { &stats.requests };
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+            if server_write.write_all(&buffer[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let down = async {
+        let mut buffer = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = server_read.read(&mut buffer).await {
+            client_spoke_last.store(false, Ordering::SeqCst);
+            if client_write.write_all(&buffer[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+    stats.open.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// This run's database URL, the database made on first use; `None` when the server is not
+/// configured.
+async fn database_url() -> Option<String> {
+    static DATABASE_URL: OnceCell<String> = OnceCell::const_new();
+    let server = std::env::var(URL_VAR).ok()?;
+    Some(DATABASE_URL.get_or_init(|| make_database(server)).await.clone())
+}
+
+async fn make_database(server: String) -> String {
+    let mut admin = MySqlConnection::connect(&server)
+        .await
+        .unwrap_or_else(|e| panic!("{URL_VAR} is set but its server does not answer: {e}"));
+    drop_stale_databases(&mut admin).await;
+    let name = format!("{DATABASE_PREFIX}{}_{}", now_s(), std::process::id());
+    execute(&mut admin, &format!("CREATE DATABASE {name}")).await;
+    admin.close().await.unwrap();
+    with_database(&server, &name)
+}
+
+/// Drops the databases of earlier runs, best effort: only names this file makes, and only
+/// when their timestamp is older than [`STALE_DATABASE_AGE_S`].
+async fn drop_stale_databases(admin: &mut MySqlConnection) {
+    let names: Vec<String> =
+        match sqlx::query("SHOW DATABASES LIKE 'idmint\\_t%'").fetch_all(&mut *admin).await {
+            Ok(rows) => rows.iter().map(|row| row.get(0)).collect(),
+            Err(e) => return eprintln!("not sweeping old test databases: {e}"),
+        };
+    for name in names {
+        let Some((secs, pid)) = name.strip_prefix(DATABASE_PREFIX).and_then(|r| r.split_once('_'))
+        else {
+            continue;
+        };
+        let is_number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let Ok(made_s) = secs.parse::<u64>() else { continue };
+        if !is_number(secs)
+            || !is_number(pid)
+            || now_s().saturating_sub(made_s) < STALE_DATABASE_AGE_S
+        {
+            continue;
+        }
+        let dropped = sqlx::raw_sql(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
+            .execute(&mut *admin)
+            .await;
+        if let Err(e) = dropped {
+            eprintln!("could not drop old test database {name}: {e}");
+        }
+    }
+}
+
+/// A table name no other check uses.
+fn fresh_table(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::SeqCst))
+}
+
+/// The store URL of `table` in this run's database, with more idmint parameters.
+async fn table_url(table: &str, params: &str) -> Option<SqlUrl> {
+    let base = database_url().await?;
+    let params = [format!("table={table}"), params.to_string()];
+    Some(sql_url(&join_params(&base, params.join("&").trim_end_matches('&'))))
+}
+
+fn sql_url(url: &str) -> SqlUrl {
+    match StoreUrl::parse(url) {
+        Ok(StoreUrl::Mysql(url)) => url,
+        other => panic!("{url} is not a MySQL URL: {other:?}"),
+    }
+}
+
+fn join_params(url: &str, params: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}{params}")
+}
+
+/// `url` naming the database `name` instead of its own.
+fn with_database(url: &str, name: &str) -> String {
+    let (location, query) = url.split_once('?').map_or((url, None), |(l, q)| (l, Some(q)));
+    let (scheme, rest) = location.split_once("://").unwrap();
+    let host = rest.split('/').next().unwrap();
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+    format!("{scheme}://{host}/{name}{query}")
+}
+
+/// The `user@` part (possibly empty) and the `host:port` of `url`.
+fn authority(url: &str) -> (&str, &str) {
+    let rest = url.split_once("://").unwrap().1;
+    let authority = rest.split(['/', '?']).next().unwrap();
+    match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    }
+}
+
+async fn execute(conn: &mut MySqlConnection, sql: &str) {
+    sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
+        .execute(conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn show_create_table(conn: &mut MySqlConnection, table: &str) -> String {
+    sqlx::query(AssertSqlSafe(format!("SHOW CREATE TABLE {table}")))
+        .fetch_one(conn)
+        .await
+        .unwrap()
+        .get(1)
+}
+
+/// Every row of `table` as `(biz_tag, max_id, step)`, ordered by tag.
+async fn all_rows(
+    conn: &mut MySqlConnection,
+    table: &str,
+) -> Vec<(String, Option<i64>, Option<i32>)> {
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT biz_tag, max_id, step FROM {table} ORDER BY biz_tag"
+    )))
+    .fetch_all(conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
+}
+
+fn now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn skipped() {
+    eprintln!("skipped: {URL_VAR} is not set");
+}
+
+#[test]
+fn with_database_replaces_only_the_database() {
+    assert_eq!(with_database("mysql://root@h:3306/test", "x"), "mysql://root@h:3306/x");
+    assert_eq!(
+        with_database("mysql://u:p@h/test?ssl-mode=disabled", "x"),
+        "mysql://u:p@h/x?ssl-mode=disabled"
+    );
+    assert_eq!(authority("mysql://u:p@h:1/db?x=1"), ("u:p@", "h:1"));
+    assert_eq!(authority("mysql://h:1/db"), ("", "h:1"));
+}
