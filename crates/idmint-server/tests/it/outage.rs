@@ -1,6 +1,6 @@
 //! The store outage a running server must ride out: steady load over HTTP while another
 //! connection holds the SQLite store's write lock for 30 s (`IDMINT_TEST_OUTAGE_S` shortens
-//! it). Every request is answered from the buffer while it lasts, then with fast 503s, and
+//! it, to 10 s at least). Every request is answered from the buffer while it lasts, then with fast 503s, and
 //! service comes back by itself when the lock is released; no id repeats.
 
 use std::sync::Arc;
@@ -21,8 +21,12 @@ struct Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_outage_is_served_from_the_buffer_then_fails_fast_then_recovers() {
-    let outage_s: u64 =
-        std::env::var("IDMINT_TEST_OUTAGE_S").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    // At least 10 s: the buffer holds about 5 s of ids, and the test must see it run dry.
+    let outage_s: u64 = std::env::var("IDMINT_TEST_OUTAGE_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30)
+        .max(10);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("outage.db");
     let store = Arc::new(SqliteStore::open(&path).await.unwrap());
