@@ -16,6 +16,8 @@ mod memory;
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+mod sql;
 mod sqlite;
 mod url;
 

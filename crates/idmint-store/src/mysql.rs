@@ -17,7 +17,6 @@
 //! (the driver's pool keeps its own), close a pool it did not open, or show a password in an
 //! error or a log line.
 
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, RandomState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
+use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
     AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,
     allocated_range, check_new_max_id, effective_step,
@@ -40,22 +40,9 @@ pub const MYSQL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// server or a proxy dropped meanwhile is replaced rather than failing a call. Busier
 /// connections are not: that ping would be a second round trip on every allocation's path.
 pub const MYSQL_IDLE_PING_AFTER_MS: u64 = 10_000;
-/// Compare-and-set attempts one `alloc=cas` allocation makes before giving up as contended.
-pub const CAS_ATTEMPTS_MAX: u32 = 16;
-/// `alloc=cas` allocations of one store queue on one of this many locks (chosen by tag)
-/// instead of racing each other's compare-and-set: only other nodes contend in the database.
-pub const CAS_LOCK_STRIPES: usize = 64;
-/// The first retry of a lost compare-and-set waits up to this long (jittered); each later one
-/// up to twice as long as the one before, capped by [`CAS_BACKOFF_US_MAX`].
-pub const CAS_BACKOFF_US_MIN: u64 = 250;
-/// Longest wait before one compare-and-set retry.
-pub const CAS_BACKOFF_US_MAX: u64 = 20_000;
 /// How long `create_tag` waits for another node's `create_tag` on the same table.
 pub const CREATE_LOCK_WAIT_S: u64 = 5;
 
-const _: () = assert!(CAS_BACKOFF_US_MIN <= CAS_BACKOFF_US_MAX);
-// The whole retry loop stays well under a second of sleeping.
-const _: () = assert!(CAS_ATTEMPTS_MAX as u64 * CAS_BACKOFF_US_MAX <= 1_000_000);
 const _: () = assert!(CREATE_LOCK_WAIT_S * 1_000 < 60_000);
 
 /// A segment table in a MySQL or MariaDB database.
@@ -65,8 +52,8 @@ pub struct MySqlStore {
     alloc: AllocMode,
     table: String,
     sql: Arc<Statements>,
-    /// See [`CAS_LOCK_STRIPES`].
-    cas_locks: Arc<[tokio::sync::Mutex<()>]>,
+    /// Queues this store's `cas` allocations per tag.
+    cas_locks: Arc<CasLocks>,
     /// Where the store lives, for logs: no password.
     location: String,
 }
@@ -82,9 +69,11 @@ impl MySqlStore {
     /// the table when absent. An existing table is used as it is.
     pub async fn connect(url: &SqlUrl) -> Result<MySqlStore, StoreError> {
         let redacted = url.redacted();
-        let options = url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| {
-            StoreError::BadUrl { url: redacted.clone(), reason: scrub(&e.to_string(), url) }
-        })?;
+        let options =
+            url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| StoreError::BadUrl {
+                url: redacted.clone(),
+                reason: scrub(&e.to_string(), password(url.driver_url())),
+            })?;
         let pool = MySqlPoolOptions::new()
             .max_connections(url.options.pool_max)
             .acquire_timeout(Duration::from_millis(MYSQL_ACQUIRE_TIMEOUT_MS))
@@ -112,7 +101,7 @@ impl MySqlStore {
                 };
                 StoreError::Unavailable(scrub(
                     &format!("MySQL: cannot connect to {redacted}: {reason}"),
-                    url,
+                    password(url.driver_url()),
                 ))
             })?;
         let location = with_table(&redacted, url.options.table.as_str());
@@ -146,7 +135,7 @@ impl MySqlStore {
         let table = options.table.as_str().to_string();
         let store = MySqlStore {
             sql: Arc::new(Statements::new(&table)),
-            cas_locks: (0..CAS_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            cas_locks: Arc::new(CasLocks::new()),
             pool,
             alloc: options.alloc,
             table,
@@ -233,10 +222,7 @@ impl MySqlStore {
         tag: &Tag,
         requested: Option<Step>,
     ) -> Result<Allocation, StoreError> {
-        // Same tag, same stripe: SipHash with fixed keys, so every call agrees.
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(tag.as_str());
-        let stripe = (hash % self.cas_locks.len() as u64) as usize;
-        let _queued = self.cas_locks[stripe].lock().await;
+        let _queued = self.cas_locks.queue(tag).await;
         let mut conn = self.pool.acquire().await.map_err(unavailable)?;
         for attempt in 0..CAS_ATTEMPTS_MAX {
             let current = sqlx::query(sql(&self.sql.cas_read))
@@ -662,19 +648,6 @@ fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error
     Ok(record)
 }
 
-/// How long to wait before compare-and-set attempt `attempt + 1`: a random time up to a
-/// bound that doubles per attempt, so losers spread out instead of colliding again.
-fn cas_backoff(attempt: u32) -> Duration {
-    let bound_us = CAS_BACKOFF_US_MIN
-        .checked_shl(attempt)
-        .unwrap_or(CAS_BACKOFF_US_MAX)
-        .min(CAS_BACKOFF_US_MAX);
-    // A fresh RandomState is randomly keyed: enough randomness for jitter, without a
-    // dependency.
-    let jitter_us = RandomState::new().hash_one(attempt) % (bound_us + 1);
-    Duration::from_micros(jitter_us)
-}
-
 /// `url` (a URL without password) with the table named as its `table` parameter.
 fn with_table(url: &str, table: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
@@ -695,68 +668,5 @@ fn unavailable(e: sqlx::Error) -> StoreError {
              server is unreachable)"
         )),
         e => StoreError::Unavailable(format!("MySQL: {e}")),
-    }
-}
-
-/// `message` with the password of `url`, raw or percent-decoded, replaced by `***`: the
-/// driver's messages are not promised to leave it out.
-fn scrub(message: &str, url: &SqlUrl) -> String {
-    let driver_url = url.driver_url();
-    let Some((_, rest)) = driver_url.split_once("://") else { return message.to_string() };
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    let Some((user_info, _)) = authority.rsplit_once('@') else { return message.to_string() };
-    let Some((_, password)) = user_info.split_once(':') else { return message.to_string() };
-    let mut scrubbed = message.to_string();
-    for secret in [password.to_string(), percent_decode(password)] {
-        if !secret.is_empty() {
-            scrubbed = scrubbed.replace(&secret, "***");
-        }
-    }
-    scrubbed
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::StoreUrl;
-
-    #[test]
-    fn scrub_removes_the_password_in_both_spellings() {
-        let Ok(StoreUrl::Mysql(url)) = StoreUrl::parse("mysql://u:p%40ss@h:1/db") else {
-            panic!("not a MySQL URL")
-        };
-        assert_eq!(scrub("x p%40ss y p@ss z", &url), "x *** y *** z");
-        let Ok(StoreUrl::Mysql(url)) = StoreUrl::parse("mysql://u@h:1/db") else {
-            panic!("not a MySQL URL")
-        };
-        assert_eq!(scrub("nothing to hide", &url), "nothing to hide");
-    }
-
-    #[test]
-    fn cas_backoff_is_bounded() {
-        for attempt in 0..CAS_ATTEMPTS_MAX + 70 {
-            assert!(cas_backoff(attempt) <= Duration::from_micros(CAS_BACKOFF_US_MAX));
-        }
-        assert!(cas_backoff(0) <= Duration::from_micros(CAS_BACKOFF_US_MIN));
     }
 }

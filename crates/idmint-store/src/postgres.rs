@@ -20,7 +20,6 @@
 //! password, and URLs are shown redacted.
 
 use std::fmt;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +29,7 @@ use idmint_core::{Step, Tag};
 use sqlx::postgres::{PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
+use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
     AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,
     allocated_range, check_new_max_id, effective_step,
@@ -38,15 +38,6 @@ use crate::{
 /// How long a call waits for a pooled connection (or for a new one to open) before failing
 /// as unavailable.
 const PG_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
-/// Read-then-compare-and-set rounds an `alloc=cas` allocation makes before giving up as
-/// contended.
-const CAS_ATTEMPTS_MAX: u32 = 16;
-/// Ceiling of the random pause after the first lost CAS round; it doubles with every round.
-const CAS_BACKOFF_US_MIN: u64 = 250;
-/// Largest ceiling of that pause.
-const CAS_BACKOFF_US_MAX: u64 = 16_000;
-/// Locks that queue this process's CAS allocations, a tag's always on the same one.
-const CAS_LOCK_STRIPES: usize = 64;
 /// Times an `alloc=update` allocation is retried when its update matched no row but the row,
 /// read just after, had room: another writer changed it in between.
 const UPDATE_ATTEMPTS_MAX: u32 = 4;
@@ -57,10 +48,6 @@ const ADVISORY_LOCK_CLASS: i32 = 0x6964_6d74;
 // Waiting for a connection must end before the engine's own call timeout gives up on us, and
 // so must a fully contended CAS allocation's pauses.
 const _: () = assert!(PG_ACQUIRE_TIMEOUT_MS <= STORE_CALL_TIMEOUT_MS_DEFAULT);
-const _: () = assert!(CAS_BACKOFF_US_MIN <= CAS_BACKOFF_US_MAX);
-const _: () = assert!(
-    CAS_ATTEMPTS_MAX as u64 * CAS_BACKOFF_US_MAX <= STORE_CALL_TIMEOUT_MS_DEFAULT * 1_000 / 4
-);
 
 /// A segment table in a PostgreSQL database.
 #[derive(Clone)]
@@ -69,7 +56,7 @@ pub struct PgStore {
     options: SqlOptions,
     sql: Arc<Statements>,
     /// `alloc=cas` only: a CAS round lost to a caller in this process is a round wasted.
-    cas_locks: Arc<[tokio::sync::Mutex<()>]>,
+    cas_locks: Arc<CasLocks>,
     /// Where the store lives, without a password, for `describe`.
     location: String,
     /// The URL's password, scrubbed from every error text; `None` for an embedder's pool.
@@ -87,7 +74,7 @@ impl PgStore {
             .await
             .map_err(|e| {
                 let reason = format!("PostgreSQL: cannot connect to {}: {e}", url.redacted());
-                StoreError::Unavailable(scrub(reason, secret.as_deref(), url.driver_url()))
+                StoreError::Unavailable(scrub(&reason, secret.as_deref()))
             })?;
         PgStore::open(pool, url.options.clone(), url.redacted(), secret).await
     }
@@ -115,7 +102,7 @@ impl PgStore {
         let mut store = PgStore {
             pool,
             sql: Arc::new(Statements::new(&options, TimeColumn::Absent)),
-            cas_locks: (0..CAS_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            cas_locks: Arc::new(CasLocks::new()),
             options,
             location,
             secret,
@@ -216,8 +203,7 @@ impl PgStore {
         tag: &Tag,
         step: Option<Step>,
     ) -> Result<Allocation, StoreError> {
-        let stripe = BuildHasherDefault::<DefaultHasher>::default().hash_one(tag.as_str());
-        let _queued = self.cas_locks[(stripe % CAS_LOCK_STRIPES as u64) as usize].lock().await;
+        let _queued = self.cas_locks.queue(tag).await;
         for attempt in 0..CAS_ATTEMPTS_MAX {
             let Some((max_id, tag_step)) = self.read_counters(tag).await? else {
                 return Err(StoreError::TagNotFound(tag.clone()));
@@ -293,7 +279,7 @@ impl PgStore {
 
     /// A database error as [`StoreError::Unavailable`], its text scrubbed of the password.
     fn unavailable(&self, e: sqlx::Error) -> StoreError {
-        StoreError::Unavailable(scrub(format!("PostgreSQL: {e}"), self.secret.as_deref(), ""))
+        StoreError::Unavailable(scrub(&format!("PostgreSQL: {e}"), self.secret.as_deref()))
     }
 }
 
@@ -572,17 +558,6 @@ fn plan(
     Ok((old, new as i64, tag_step))
 }
 
-/// The pause after losing CAS round `attempt` (0-based): uniform in `[0, ceiling]`, the
-/// ceiling doubling from [`CAS_BACKOFF_US_MIN`] up to [`CAS_BACKOFF_US_MAX`]. Random, so that
-/// the writers that collided spread out instead of colliding again.
-fn cas_backoff(attempt: u32) -> Duration {
-    let ceiling_us =
-        CAS_BACKOFF_US_MIN.saturating_mul(1 << attempt.min(16)).min(CAS_BACKOFF_US_MAX);
-    // A fresh RandomState is randomly keyed, which is all the randomness a pause needs.
-    let random = std::collections::hash_map::RandomState::new().hash_one(attempt);
-    Duration::from_micros(random % (ceiling_us + 1))
-}
-
 fn contended(tag: &Tag, attempts: u32) -> StoreError {
     StoreError::Unavailable(format!(
         "PostgreSQL: allocation of tag {tag} contended: {attempts} attempts lost to other \
@@ -594,76 +569,5 @@ fn non_negative(value: Option<i64>) -> Result<u64, String> {
     match value {
         Some(v) => u64::try_from(v).map_err(|_| v.to_string()),
         None => Err("NULL".to_string()),
-    }
-}
-
-/// The password of a `scheme://user:password@host/…` URL, as written and percent-decoded.
-fn password(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    let userinfo = &authority[..authority.rfind('@')?];
-    Some(userinfo.split_once(':')?.1.to_string())
-}
-
-/// `text` with the driver URL replaced by its redacted form and every occurrence of the
-/// password, as written or percent-decoded, by `***`.
-fn scrub(text: String, secret: Option<&str>, driver_url: &str) -> String {
-    let mut text = text;
-    if !driver_url.is_empty() {
-        text = text.replace(driver_url, &crate::url::redact(driver_url));
-    }
-    if let Some(secret) = secret.filter(|s| !s.is_empty()) {
-        text = text.replace(secret, "***");
-        let decoded = percent_decode(secret);
-        if !decoded.is_empty() {
-            text = text.replace(&decoded, "***");
-        }
-    }
-    text
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scrub_removes_the_password_as_written_and_decoded() {
-        let url = "postgres://app:p%40ss@db:5432/ids";
-        let secret = password(url).unwrap();
-        assert_eq!(secret, "p%40ss");
-        let text = format!("failed {url}; auth p@ss; raw p%40ss");
-        let scrubbed = scrub(text, Some(&secret), url);
-        assert_eq!(scrubbed, "failed postgres://app:***@db:5432/ids; auth ***; raw ***");
-        assert_eq!(password("postgres://app@db/ids"), None);
-        assert_eq!(password("postgres://app:@db/ids").as_deref(), Some(""));
-    }
-
-    #[test]
-    fn cas_backoff_stays_within_its_ceiling() {
-        for attempt in 0..CAS_ATTEMPTS_MAX + 4 {
-            let ceiling = CAS_BACKOFF_US_MIN << attempt.min(16);
-            let pause = cas_backoff(attempt).as_micros() as u64;
-            assert!(pause <= ceiling.min(CAS_BACKOFF_US_MAX), "attempt {attempt}: {pause}");
-        }
     }
 }

@@ -1,0 +1,124 @@
+//! What the database backends (MySQL/MariaDB, PostgreSQL) share: the bounds, backoff and
+//! per-tag lock stripes of the `cas` allocation mode, and scrubbing a password out of the
+//! driver's messages.
+
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, RandomState};
+use std::time::Duration;
+
+use idmint_core::Tag;
+use idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT;
+
+/// Read-then-compare-and-set rounds one `alloc=cas` allocation makes before giving up as
+/// contended.
+pub(crate) const CAS_ATTEMPTS_MAX: u32 = 16;
+/// Ceiling of the random pause after the first lost round; it doubles with every round.
+pub(crate) const CAS_BACKOFF_US_MIN: u64 = 250;
+/// Largest ceiling of that pause.
+pub(crate) const CAS_BACKOFF_US_MAX: u64 = 16_000;
+/// Locks that queue one store's `cas` allocations, a tag's always on the same one, so only
+/// other nodes contend in the database.
+pub(crate) const CAS_LOCK_STRIPES: usize = 64;
+
+const _: () = assert!(CAS_BACKOFF_US_MIN <= CAS_BACKOFF_US_MAX);
+// A fully contended allocation's pauses end well before the engine's call timeout.
+const _: () = assert!(
+    CAS_ATTEMPTS_MAX as u64 * CAS_BACKOFF_US_MAX <= STORE_CALL_TIMEOUT_MS_DEFAULT * 1_000 / 4
+);
+
+/// The lock stripes of one store's `cas` allocations.
+#[derive(Debug)]
+pub(crate) struct CasLocks(Vec<tokio::sync::Mutex<()>>);
+
+impl CasLocks {
+    pub(crate) fn new() -> CasLocks {
+        CasLocks((0..CAS_LOCK_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect())
+    }
+
+    /// Waits for `tag`'s stripe: allocations of one tag in this process go one at a time.
+    pub(crate) async fn queue(&self, tag: &Tag) -> tokio::sync::MutexGuard<'_, ()> {
+        // SipHash with fixed keys: every call agrees on a tag's stripe.
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(tag.as_str());
+        self.0[(hash % CAS_LOCK_STRIPES as u64) as usize].lock().await
+    }
+}
+
+/// The pause after losing round `attempt` (0-based): uniform in `[0, ceiling]`, the ceiling
+/// doubling from [`CAS_BACKOFF_US_MIN`] up to [`CAS_BACKOFF_US_MAX`]. Random, so writers that
+/// collided spread out instead of colliding again.
+pub(crate) fn cas_backoff(attempt: u32) -> Duration {
+    let ceiling_us =
+        CAS_BACKOFF_US_MIN.saturating_mul(1 << attempt.min(16)).min(CAS_BACKOFF_US_MAX);
+    // A fresh RandomState is randomly keyed: all the randomness a pause needs.
+    let random = RandomState::new().hash_one(attempt);
+    Duration::from_micros(random % (ceiling_us + 1))
+}
+
+/// The password of a `scheme://user:password@host/…` URL, as written.
+pub(crate) fn password(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    let userinfo = &authority[..authority.rfind('@')?];
+    Some(userinfo.split_once(':')?.1)
+}
+
+/// `text` with every occurrence of `password`, as written or percent-decoded, replaced by
+/// `***`: the drivers' messages are not promised to leave it out.
+pub(crate) fn scrub(text: &str, password: Option<&str>) -> String {
+    let mut text = text.to_string();
+    if let Some(password) = password.filter(|p| !p.is_empty()) {
+        for secret in [password.to_string(), percent_decode(password)] {
+            if !secret.is_empty() {
+                text = text.replace(&secret, "***");
+            }
+        }
+    }
+    text
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrub_removes_the_password_as_written_and_decoded() {
+        let url = "postgres://app:p%40ss@db:5432/ids";
+        assert_eq!(password(url), Some("p%40ss"));
+        let text = format!("failed {url}; auth p@ss; raw p%40ss");
+        assert_eq!(
+            scrub(&text, password(url)),
+            "failed postgres://app:***@db:5432/ids; auth ***; raw ***"
+        );
+        assert_eq!(password("mysql://app@db/ids"), None);
+        assert_eq!(password("mysql://app:@db/ids"), Some(""));
+        assert_eq!(scrub("nothing to hide", Some("")), "nothing to hide");
+    }
+
+    #[test]
+    fn cas_backoff_stays_within_its_ceiling() {
+        for attempt in 0..CAS_ATTEMPTS_MAX + 70 {
+            let ceiling = CAS_BACKOFF_US_MIN.saturating_mul(1 << attempt.min(16));
+            let pause = cas_backoff(attempt).as_micros() as u64;
+            assert!(pause <= ceiling.min(CAS_BACKOFF_US_MAX), "attempt {attempt}: {pause}");
+        }
+    }
+}
