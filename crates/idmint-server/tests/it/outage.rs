@@ -1,7 +1,7 @@
 //! The store outage a running server must ride out: steady load over HTTP while another
 //! connection holds the SQLite store's write lock for 30 s (`IDMINT_TEST_OUTAGE_S` shortens
-//! it, to 10 s at least). Every request is answered from the buffer while it lasts, then with fast 503s, and
-//! service comes back by itself when the lock is released; no id repeats.
+//! it, to 15 s at least). Every request is answered from the buffer while it lasts, then with
+//! fast 503s, and service comes back by itself when the lock is released; no id repeats.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,12 +21,13 @@ struct Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_outage_is_served_from_the_buffer_then_fails_fast_then_recovers() {
-    // At least 10 s: the buffer holds about 5 s of ids, and the test must see it run dry.
+    // At least 15 s: the buffer holds up to 10 s of ids (two 5-s segments), and the test must
+    // see it run dry.
     let outage_s: u64 = std::env::var("IDMINT_TEST_OUTAGE_S")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(30)
-        .max(10);
+        .max(15);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("outage.db");
     let store = Arc::new(SqliteStore::open(&path).await.unwrap());
@@ -70,9 +71,16 @@ async fn a_store_outage_is_served_from_the_buffer_then_fails_fast_then_recovers(
     };
 
     tokio::time::sleep(warm_up).await;
-    // The runway the node reports just before the outage: remaining ids / recent rate.
-    let status: serde_json::Value = server.get("/v1/tags/steady").await.json().await.unwrap();
-    let reported_runway = status["segments"]["runway_s"].as_f64().expect("a runway under load");
+    // The runway the node reports just before the outage: remaining ids / recent rate. Read
+    // once the next segment is loaded, so no refill can land between this and the lock and
+    // add a segment the report did not count.
+    let reported_runway = loop {
+        let status: serde_json::Value = server.get("/v1/tags/steady").await.json().await.unwrap();
+        if !status["segments"]["next"].is_null() {
+            break status["segments"]["runway_s"].as_f64().expect("a runway under load");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     // The outage: another connection takes the write lock and holds it.
     let lock_holder = std::thread::spawn(move || {
         let conn = rusqlite::Connection::open(&path).unwrap();
