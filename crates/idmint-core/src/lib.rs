@@ -3,8 +3,8 @@
 //! This crate owns tag names, the named limits, validated newtypes (`Step`, `Count`,
 //! `StartId`, `Description`, `PreloadRatio`), segment ranges ([`IdRange`]) and the
 //! [`DoubleBuffer`] that hands them out with one atomic cursor and says when a refill is
-//! needed, and the pacing arithmetic (`pacing.rs`) that sizes segments from the measured
-//! rate.
+//! needed, the pacing arithmetic (`pacing.rs`) that sizes segments from the measured
+//! rate, and the block arithmetic of residue interleaving over N stores (`residue.rs`).
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -13,6 +13,7 @@
 pub mod buffer;
 pub mod limits;
 pub mod pacing;
+pub mod residue;
 pub mod segment;
 pub mod tag;
 pub mod values;

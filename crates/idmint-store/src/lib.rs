@@ -5,12 +5,17 @@
 //! or jumps past a regression; tag create, list, get, set step, delete), its typed errors,
 //! store URLs, and the backends: [`MemoryStore`] (the reference every backend is checked
 //! against) and [`SqliteStore`] (the embedded default). Every backend passes one conformance
-//! suite (`tests/it/conformance.rs`).
+//! suite (`tests/it/conformance.rs`). [`InterleavedStore`] serves one tag from N stores by
+//! residue: N segment databases, or N Flicker ticket databases (`flicker.rs`, feature
+//! `mysql`).
 //!
 //! It must not spawn background tasks or read idmint's clock; it must not know HTTP. Its
 //! only timing is the database's own `update_time` column.
 
 mod error;
+#[cfg(feature = "mysql")]
+mod flicker;
+mod interleave;
 mod memory;
 #[cfg(feature = "mysql")]
 mod mysql;
@@ -28,6 +33,12 @@ use idmint_core::limits::{ID_MAX, ID_MIN};
 use idmint_core::{Description, IdRange, StartId, Step, Tag};
 
 pub use error::StoreError;
+#[cfg(feature = "mysql")]
+pub use flicker::{FLICKER_PROBE_TIMEOUT_MS, open_flicker};
+pub use interleave::{
+    INTERLEAVE_SOURCES_MAX, InterleavedStore, SOURCE_BACKOFF_MS_MAX, SOURCE_BACKOFF_MS_MIN,
+    SOURCE_CALL_TIMEOUT_MS,
+};
 pub use memory::MemoryStore;
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
@@ -35,8 +46,9 @@ pub use mysql::MySqlStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use url::{
-    AllocMode, DEFAULT_STORE_URL, POOL_MAX_DEFAULT, POOL_MAX_LIMIT, SqlOptions, SqlUrl, StoreUrl,
-    TABLE_NAME_LEN_MAX, TableName,
+    AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
+    FLICKER_TABLE_DEFAULT, FlickerUrl, POOL_MAX_DEFAULT, POOL_MAX_LIMIT, SqlOptions, SqlUrl,
+    StoreUrl, TABLE_NAME_LEN_MAX, TableName,
 };
 
 /// The name of the segment table: Meituan Leaf's, so an existing Leaf database works as is.
@@ -162,6 +174,16 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
         }),
         #[cfg(feature = "postgres")]
         StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        #[cfg(feature = "mysql")]
+        StoreUrl::Flicker(urls) => Ok(Arc::new(open_flicker(urls).await?)),
+        #[cfg(not(feature = "mysql"))]
+        StoreUrl::Flicker(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "this build has no MySQL support, which Flicker needs; build idmint with \
+                     `--features mysql`"
+                .to_string(),
+        }),
+        StoreUrl::Interleaved(urls) => Ok(Arc::new(interleave::open_interleaved(urls).await?)),
         #[cfg(not(feature = "postgres"))]
         StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
             url: url.redacted(),

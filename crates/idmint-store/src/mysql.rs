@@ -74,36 +74,19 @@ impl MySqlStore {
                 url: redacted.clone(),
                 reason: scrub(&e.to_string(), password(url.driver_url())),
             })?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(url.options.pool_max)
-            .acquire_timeout(Duration::from_millis(MYSQL_ACQUIRE_TIMEOUT_MS))
-            // Pinging every connection before use would put a second round trip on each
-            // allocation's path; only connections idle long enough to have been dropped are
-            // checked.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= Duration::from_millis(MYSQL_IDLE_PING_AFTER_MS) {
-                        conn.ping().await?;
-                    }
-                    Ok(true)
-                })
-            })
-            .connect_with(options)
-            .await
-            .map_err(|e| {
-                let reason = match e {
-                    sqlx::Error::PoolTimedOut => format!(
-                        "no connection within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (is the server up \
+        let pool = pool_options(url.options.pool_max).connect_with(options).await.map_err(|e| {
+            let reason = match e {
+                sqlx::Error::PoolTimedOut => format!(
+                    "no connection within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (is the server up \
                          and listening there?)"
-                    ),
-                    e => e.to_string(),
-                };
-                StoreError::Unavailable(scrub(
-                    &format!("MySQL: cannot connect to {redacted}: {reason}"),
-                    password(url.driver_url()),
-                ))
-            })?;
+                ),
+                e => e.to_string(),
+            };
+            StoreError::Unavailable(scrub(
+                &format!("MySQL: cannot connect to {redacted}: {reason}"),
+                password(url.driver_url()),
+            ))
+        })?;
         let location = with_table(&redacted, url.options.table.as_str());
         MySqlStore::with_pool(pool, &url.options, location).await
     }
@@ -518,7 +501,7 @@ impl Statements {
 }
 
 /// The tag as it may appear between single quotes in SQL.
-fn tag_literal(tag: &Tag) -> &str {
+pub(crate) fn tag_literal(tag: &Tag) -> &str {
     let name = tag.as_str();
     // Tag::parse guarantees this; the SQL's safety rests on it, so it is checked where the
     // SQL is written.
@@ -648,20 +631,40 @@ fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error
     Ok(record)
 }
 
+/// The bounded pool idmint opens: `pool_max` connections, [`MYSQL_ACQUIRE_TIMEOUT_MS`] to
+/// get one, and a ping only for connections idle past [`MYSQL_IDLE_PING_AFTER_MS`].
+pub(crate) fn pool_options(pool_max: u32) -> MySqlPoolOptions {
+    MySqlPoolOptions::new()
+        .max_connections(pool_max)
+        .acquire_timeout(Duration::from_millis(MYSQL_ACQUIRE_TIMEOUT_MS))
+        // Pinging every connection before use would put a second round trip on each
+        // allocation's path; only connections idle long enough to have been dropped are
+        // checked.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= Duration::from_millis(MYSQL_IDLE_PING_AFTER_MS) {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// `url` (a URL without password) with the table named as its `table` parameter.
-fn with_table(url: &str, table: &str) -> String {
+pub(crate) fn with_table(url: &str, table: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}table={table}")
 }
 
 /// MySQL's SQLSTATE for "table doesn't exist" (error 1146).
-const SQLSTATE_NO_TABLE: &str = "42S02";
+pub(crate) const SQLSTATE_NO_TABLE: &str = "42S02";
 
-fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+pub(crate) fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
     AssertSqlSafe(Arc::clone(statement))
 }
 
-fn unavailable(e: sqlx::Error) -> StoreError {
+pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
     match e {
         sqlx::Error::PoolTimedOut => StoreError::Unavailable(format!(
             "MySQL: no connection free within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (all in use, or the \

@@ -8,6 +8,16 @@
 //! proxies that forbid expression updates) and `pool_max` (connections, default
 //! [`POOL_MAX_DEFAULT`]). Every other parameter is the driver's (e.g. `ssl-mode`).
 //!
+//! Several URLs separated by spaces interleave their stores by residue
+//! ([`crate::InterleavedStore`]): `"mysql://a/ids mysql://b/ids"` serves each tag from both
+//! databases, the first handing out the blocks ≡ 0 and the second those ≡ 1 (mod 2).
+//! `flicker+mysql://…` names a Flicker ticket database (feature `mysql`), with the options
+//! `table` (default [`FLICKER_TABLE_DEFAULT`]), `pool_max`, `node` (this node's stub row;
+//! default: the host name) and `increment` + `offset` (the `auto_increment_increment` and
+//! `auto_increment_offset` idmint sets and checks on every connection; without them the
+//! server's own settings are read and checked). Several `flicker+mysql://` URLs are one
+//! Flicker set.
+//!
 //! Displaying a URL never shows a password.
 
 use std::fmt;
@@ -33,7 +43,44 @@ pub enum StoreUrl {
     Mysql(SqlUrl),
     /// A PostgreSQL database.
     Postgres(SqlUrl),
+    /// Flicker ticket databases (MySQL family), interleaved by their auto-increment offsets.
+    Flicker(Vec<FlickerUrl>),
+    /// Segment stores interleaved by residue: the store at position `i` owns the blocks
+    /// `≡ i (mod len)`. Never nested.
+    Interleaved(Vec<StoreUrl>),
 }
+
+/// One Flicker ticket database: `flicker+mysql://USER:PASSWORD@HOST:PORT/DB?…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlickerUrl {
+    /// The database; `options.table` names the ticket table (its tag table is the same name
+    /// with `_tags`), `options.alloc` is unused.
+    pub url: SqlUrl,
+    /// This node's stub row (`{tag}/{node}`): `[A-Za-z0-9_.:-]`, 1 to
+    /// [`FLICKER_NODE_LEN_MAX`] characters.
+    pub node: String,
+    /// `auto_increment_increment` and `auto_increment_offset` to set on each connection;
+    /// `None` reads the server's.
+    pub auto_increment: Option<AutoIncrement>,
+}
+
+/// A ticket database's auto-increment series: `offset + k × increment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoIncrement {
+    /// `auto_increment_increment`: how many databases the set may hold.
+    pub increment: u64,
+    /// `auto_increment_offset`, 1 to `increment`: the database's place in the set.
+    pub offset: u64,
+}
+
+/// The ticket table of a Flicker database, by default.
+pub const FLICKER_TABLE_DEFAULT: &str = "idmint_tickets";
+/// Longest Flicker node name (the stub row's suffix).
+pub const FLICKER_NODE_LEN_MAX: usize = 64;
+/// Largest `auto_increment_increment` MySQL and MariaDB accept.
+pub const AUTO_INCREMENT_MAX: u64 = 65_535;
+/// Longest Flicker table name: `_tags` is appended for its tag table.
+const FLICKER_TABLE_LEN_MAX: usize = TABLE_NAME_LEN_MAX - "_tags".len();
 
 /// A database URL split into the driver's part and idmint's options.
 #[derive(Clone, PartialEq, Eq)]
@@ -79,8 +126,43 @@ const ACCEPTED: &str = "use sqlite://PATH (e.g. sqlite://./idmint-data/idmint.db
                         mysql://USER:PASSWORD@HOST:PORT/DB or postgres://USER:PASSWORD@HOST:PORT/DB";
 
 impl StoreUrl {
-    /// Parses a store URL.
+    /// Parses a store URL, or several separated by spaces (interleaved).
     pub fn parse(url: &str) -> Result<StoreUrl, StoreError> {
+        let parts: Vec<&str> = url.split_whitespace().collect();
+        // A single URL (a file path may hold spaces), unless every part names a scheme.
+        if parts.len() <= 1 || !parts.iter().all(|p| p.contains("://")) {
+            return StoreUrl::parse_one(url.trim());
+        }
+        let bad = |reason: String| StoreError::BadUrl { url: redact_all(url), reason };
+        if parts.len() > crate::INTERLEAVE_SOURCES_MAX {
+            return Err(bad(format!(
+                "{} stores given; interleave at most {}",
+                parts.len(),
+                crate::INTERLEAVE_SOURCES_MAX
+            )));
+        }
+        let stores = parts.into_iter().map(StoreUrl::parse_one).collect::<Result<Vec<_>, _>>()?;
+        if stores.iter().all(|s| matches!(s, StoreUrl::Flicker(_))) {
+            let urls = stores.into_iter().flat_map(|s| match s {
+                StoreUrl::Flicker(urls) => urls,
+                _ => Vec::new(),
+            });
+            return Ok(StoreUrl::Flicker(urls.collect()));
+        }
+        if stores.iter().any(|s| matches!(s, StoreUrl::Flicker(_))) {
+            return Err(bad(
+                "Flicker ticket databases and segment stores cannot be mixed in one store; \
+                 run one idmint for each"
+                    .to_string(),
+            ));
+        }
+        if stores.contains(&StoreUrl::Memory) && stores.iter().any(|s| *s != StoreUrl::Memory) {
+            return Err(bad("memory:// interleaves only with memory://".to_string()));
+        }
+        Ok(StoreUrl::Interleaved(stores))
+    }
+
+    fn parse_one(url: &str) -> Result<StoreUrl, StoreError> {
         let bad = |reason: String| StoreError::BadUrl { url: redact(url), reason };
         let (scheme, rest) = url
             .split_once("://")
@@ -95,12 +177,118 @@ impl StoreUrl {
             "postgres" | "postgresql" => {
                 Ok(StoreUrl::Postgres(SqlUrl::parse("postgres", rest, &bad)?))
             }
+            "flicker+mysql" | "flicker+mariadb" => {
+                Ok(StoreUrl::Flicker(vec![FlickerUrl::parse(rest, &bad)?]))
+            }
             "redis" => {
                 Err(bad(format!("the redis backend is not part of this build yet; {ACCEPTED}")))
             }
             other => Err(bad(format!("unknown scheme {other:?}; {ACCEPTED}"))),
         }
     }
+}
+
+impl FlickerUrl {
+    fn parse(rest: &str, bad: &dyn Fn(String) -> StoreError) -> Result<FlickerUrl, StoreError> {
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut node = None;
+        let mut increment = None;
+        let mut offset = None;
+        let mut table = None;
+        let mut passed = Vec::new();
+        let number = |key: &str, value: &str| {
+            value.parse::<u64>().ok().filter(|n| (1..=AUTO_INCREMENT_MAX).contains(n)).ok_or_else(
+                || bad(format!("{key}={value:?} is out of range; use 1 to {AUTO_INCREMENT_MAX}")),
+            )
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "node" => node = Some(node_name(value).map_err(bad)?),
+                "increment" => increment = Some(number(key, value)?),
+                "offset" => offset = Some(number(key, value)?),
+                "alloc" => {
+                    return Err(bad(
+                        "alloc does not apply to a Flicker database: its tickets come from the \
+                         auto-increment"
+                            .to_string(),
+                    ));
+                }
+                "table" => {
+                    if value.len() > FLICKER_TABLE_LEN_MAX {
+                        return Err(bad(format!(
+                            "table={value:?} is too long for a ticket table; use at most \
+                             {FLICKER_TABLE_LEN_MAX} characters (idmint adds `_tags`)"
+                        )));
+                    }
+                    table = Some(value);
+                    passed.push(pair);
+                }
+                _ => passed.push(pair),
+            }
+        }
+        let table_param = format!("table={FLICKER_TABLE_DEFAULT}");
+        if table.is_none() {
+            passed.push(&table_param);
+        }
+        let rest = format!("{location}?{}", passed.join("&"));
+        let url = SqlUrl::parse("mysql", &rest, bad)?;
+        let auto_increment = match (increment, offset) {
+            (None, None) => None,
+            (Some(increment), Some(offset)) if offset <= increment => {
+                Some(AutoIncrement { increment, offset })
+            }
+            (Some(increment), Some(offset)) => {
+                return Err(bad(format!(
+                    "offset={offset} is above increment={increment}; the server would ignore \
+                     it. Use an offset from 1 to the increment"
+                )));
+            }
+            _ => {
+                return Err(bad(
+                    "give both increment and offset (e.g. increment=2&offset=1), or neither to \
+                     use the server's settings"
+                        .to_string(),
+                ));
+            }
+        };
+        let node = match node {
+            Some(node) => node,
+            None => default_node_name(),
+        };
+        Ok(FlickerUrl { url, node, auto_increment })
+    }
+}
+
+/// A Flicker node name, or why it is refused.
+fn node_name(name: &str) -> Result<String, String> {
+    let ok = !name.is_empty()
+        && name.len() <= FLICKER_NODE_LEN_MAX
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "node={name:?} is not a node name; use 1 to {FLICKER_NODE_LEN_MAX} characters of \
+             A-Z a-z 0-9 _ . : -"
+        ))
+    }
+}
+
+/// This machine's host name as a node name (characters outside the node alphabet become
+/// `-`), or `idmint` when it cannot be read.
+fn default_node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let cleaned: String = host
+        .trim()
+        .chars()
+        .take(FLICKER_NODE_LEN_MAX)
+        .map(|c| if c.is_ascii_alphanumeric() || "_.:-".contains(c) { c } else { '-' })
+        .collect();
+    if cleaned.is_empty() { "idmint".to_string() } else { cleaned }
 }
 
 impl SqlUrl {
@@ -230,8 +418,24 @@ impl fmt::Display for StoreUrl {
             StoreUrl::Memory => f.write_str("memory://"),
             StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
             StoreUrl::Mysql(url) | StoreUrl::Postgres(url) => f.write_str(&url.redacted()),
+            StoreUrl::Flicker(urls) => {
+                let urls: Vec<String> = urls
+                    .iter()
+                    .map(|u| u.url.redacted().replacen("mysql://", "flicker+mysql://", 1))
+                    .collect();
+                f.write_str(&urls.join(" "))
+            }
+            StoreUrl::Interleaved(urls) => {
+                let urls: Vec<String> = urls.iter().map(ToString::to_string).collect();
+                f.write_str(&urls.join(" "))
+            }
         }
     }
+}
+
+/// Each of several space-separated URLs redacted.
+fn redact_all(urls: &str) -> String {
+    urls.split_whitespace().map(redact).collect::<Vec<_>>().join(" ")
 }
 
 /// `url` with the password of its `user:password@` part replaced by `***`.

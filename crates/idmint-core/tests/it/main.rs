@@ -3,3 +3,4 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod buffer_model;
+mod residue_model;
