@@ -103,11 +103,13 @@ struct Health {
 }
 
 /// What this process knows of a tag.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct TagState {
     block: u64,
     /// Every ticket returned from now on is at least this.
     floor: u64,
+    /// The last ticket each source gave this process (0: none yet).
+    last: Vec<u64>,
 }
 
 impl std::fmt::Debug for InterleavedStore {
@@ -174,14 +176,21 @@ impl InterleavedStore {
         self.health[source].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The sources in the order this call tries them: round-robin, the ones skipped after a
-    /// failure last (still tried, so that a set whose sources all failed recovers at once).
-    fn round(&self) -> Vec<usize> {
+    /// The sources in the order this call tries them: round-robin, or for an allocation the
+    /// source whose last ticket for the tag is lowest first (while the counters move in step,
+    /// that alternates the sources and keeps each one's next ticket above the last one
+    /// served, with no raise); the ones skipped after a failure last (still tried, so that a
+    /// set whose sources all failed recovers at once).
+    fn round(&self, last: Option<&[u64]>) -> Vec<usize> {
         let n = self.sources.len();
         let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
         let now = Instant::now();
-        let (mut up, mut skipped): (Vec<usize>, Vec<usize>) = (0..n)
-            .map(|k| (first + k) % n)
+        let mut order: Vec<usize> = (0..n).map(|k| (first + k) % n).collect();
+        if let Some(last) = last {
+            order.sort_by_key(|i| last.get(*i).copied().unwrap_or(0));
+        }
+        let (mut up, mut skipped): (Vec<usize>, Vec<usize>) = order
+            .into_iter()
             .partition(|i| self.health(*i).skip_until.is_none_or(|until| until <= now));
         up.append(&mut skipped);
         up
@@ -222,17 +231,22 @@ impl InterleavedStore {
     /// process has not seen it yet.
     async fn state(&self, tag: &Tag) -> Result<TagState, StoreError> {
         if let Some(state) = self.tags().get(tag) {
-            return Ok(*state);
+            return Ok(state.clone());
         }
         let record =
             self.get_tag(tag).await?.ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
-        let state = TagState { block: record.step, floor: 1 };
-        Ok(*self.tags().entry(tag.clone()).or_insert(state))
+        let state = TagState { block: record.step, floor: 1, last: vec![0; self.sources.len()] };
+        Ok(self.tags().entry(tag.clone()).or_insert(state).clone())
     }
 
-    fn raise_floor(&self, tag: &Tag, floor: u64) {
+    /// Records that `source` (if any) served `ticket`, and that no later ticket may be below
+    /// `floor`.
+    fn served(&self, tag: &Tag, source: Option<(usize, u64)>, floor: u64) {
         if let Some(state) = self.tags().get_mut(tag) {
             state.floor = state.floor.max(floor);
+            if let Some((source, ticket)) = source {
+                state.last[source] = state.last[source].max(ticket);
+            }
         }
     }
 
@@ -265,7 +279,7 @@ impl InterleavedStore {
         Fut: Future<Output = Result<T, StoreError>> + 'a,
     {
         let mut answers = Vec::with_capacity(self.sources.len());
-        for source in self.round() {
+        for source in self.round(None) {
             let answer = self.call(source, call(self.sources[source].as_ref())).await;
             match &answer {
                 Ok(_) => self.succeeded(source),
@@ -294,9 +308,10 @@ fn split<T>(answers: Vec<Result<T, StoreError>>) -> (Vec<T>, Option<StoreError>)
 #[async_trait]
 impl SegmentStore for InterleavedStore {
     async fn allocate(&self, tag: &Tag, _step: Option<Step>) -> Result<Allocation, StoreError> {
-        let block = self.state(tag).await?.block;
+        let state = self.state(tag).await?;
+        let block = state.block;
         let mut failure = None;
-        for source in self.round() {
+        for source in self.round(Some(&state.last)) {
             match self.ticket_from(source, tag, block).await {
                 Ok(ticket) => {
                     self.succeeded(source);
@@ -305,7 +320,7 @@ impl SegmentStore for InterleavedStore {
                         max_id: ticket.saturating_mul(block),
                         step: block,
                     })?;
-                    self.raise_floor(tag, ticket + 1);
+                    self.served(tag, Some((source, ticket)), ticket + 1);
                     return Ok(Allocation { range, tag_step: block });
                 }
                 // This source is down or lost the tag: the next one serves.
@@ -335,7 +350,7 @@ impl SegmentStore for InterleavedStore {
         }
         let block = self.state(tag).await?.block;
         let ticket = ticket_at_or_above(new, block);
-        self.raise_floor(tag, ticket);
+        self.served(tag, None, ticket);
         let (raised, failure) =
             split(self.on_each(|source| source.raise(tag, block, ticket)).await);
         match (raised.is_empty(), failure) {
@@ -426,7 +441,7 @@ impl SegmentStore for InterleavedStore {
     async fn ping(&self) -> Result<(), StoreError> {
         // Serving needs one source: the store is up while any answers.
         let mut failure = None;
-        for source in self.round() {
+        for source in self.round(None) {
             match self.call(source, self.sources[source].ping()).await {
                 Ok(()) => return Ok(()),
                 Err(error) => failure = Some(error),

@@ -14,6 +14,7 @@
 
 mod conformance;
 mod inputs;
+mod interleave;
 mod memory;
 #[cfg(feature = "mysql")]
 mod mysql;
