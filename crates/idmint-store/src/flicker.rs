@@ -19,6 +19,7 @@
 //! (`{tag}/{node}/raise`): the counter moves past it and that id is never a ticket.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -27,10 +28,13 @@ use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::residue::ticket_at_or_above;
 use idmint_core::{Tag, TagError};
 use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
-use sqlx::{AssertSqlSafe, Executor, MySqlPool, Row};
+use sqlx::{AssertSqlSafe, Connection, Executor, MySqlPool, Row};
 
 use crate::interleave::{InterleavedStore, TicketSource};
-use crate::mysql::{SQLSTATE_NO_TABLE, pool_options, sql, tag_literal, unavailable, with_table};
+use crate::mysql::{
+    MYSQL_IDLE_PING_AFTER_MS, SQLSTATE_NO_TABLE, pool_options, sql, tag_literal, unavailable,
+    with_table,
+};
 use crate::sql::{password, scrub};
 use crate::{AutoIncrement, FlickerUrl, StoreError, TagRecord, TagSpec};
 
@@ -154,6 +158,36 @@ struct FlickerSource {
     ready: tokio::sync::OnceCell<()>,
     /// Blocks of tags this source checked.
     blocks: Mutex<HashMap<Tag, u64>>,
+    /// When a call last failed, for the pool's check of idle connections.
+    failures: Arc<FailureClock>,
+}
+
+/// When a source's last call failed.
+struct FailureClock {
+    origin: std::time::Instant,
+    /// Milliseconds from `origin` to the last failure; `u64::MAX`: none yet.
+    last_ms: AtomicU64,
+}
+
+impl FailureClock {
+    fn new() -> FailureClock {
+        FailureClock { origin: std::time::Instant::now(), last_ms: AtomicU64::new(u64::MAX) }
+    }
+
+    fn failed(&self) {
+        let now = self.origin.elapsed().as_millis() as u64;
+        self.last_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether a connection idle for `idle` has been idle since before the last failure.
+    fn idle_since_failure(&self, idle: Duration) -> bool {
+        let last = self.last_ms.load(Ordering::Relaxed);
+        if last == u64::MAX {
+            return false;
+        }
+        let since = (self.origin.elapsed().as_millis() as u64).saturating_sub(last);
+        idle.as_millis() as u64 >= since
+    }
 }
 
 impl FlickerSource {
@@ -171,7 +205,24 @@ impl FlickerSource {
             let _ = settings.set(given);
         }
         let expected = Arc::clone(&settings);
+        let failures = Arc::new(FailureClock::new());
+        let clock = Arc::clone(&failures);
         let pool = pool_options(url.url.options.pool_max)
+            // After a failure, every connection idle since before it is pinged once before
+            // use: a database that went away and came back leaves the pool full of dead
+            // connections, and each would otherwise fail one call (and earn the source
+            // another backoff) before being replaced.
+            .before_acquire(move |conn, meta| {
+                let clock = Arc::clone(&clock);
+                Box::pin(async move {
+                    let idle_too_long =
+                        meta.idle_for >= Duration::from_millis(MYSQL_IDLE_PING_AFTER_MS);
+                    if idle_too_long || clock.idle_since_failure(meta.idle_for) {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .after_connect(move |conn, _meta| {
                 let expected = Arc::clone(&expected);
                 Box::pin(async move {
@@ -220,6 +271,7 @@ impl FlickerSource {
             location: format!("flicker+{}", with_table(&redacted, table)),
             ready: tokio::sync::OnceCell::new(),
             blocks: Mutex::default(),
+            failures,
         })
     }
 
@@ -251,6 +303,7 @@ impl FlickerSource {
     }
 
     fn unavailable(&self, e: sqlx::Error) -> StoreError {
+        self.failures.failed();
         match unavailable(e) {
             StoreError::Unavailable(reason) => {
                 StoreError::Unavailable(format!("{}: {reason}", self.location))

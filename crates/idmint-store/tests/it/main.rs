@@ -13,6 +13,10 @@
 #![allow(clippy::unwrap_used, reason = "in tests, a panicking unwrap is a failed assertion")]
 
 mod conformance;
+#[cfg(feature = "mysql")]
+mod flicker;
+#[cfg(feature = "mysql")]
+mod gate;
 mod inputs;
 mod interleave;
 mod memory;

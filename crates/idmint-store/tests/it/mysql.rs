@@ -518,7 +518,7 @@ async fn relay_connection(client: TcpStream, server: TcpStream, stats: Arc<Relay
 
 /// This run's database URL, the database made on first use; `None` when the server is not
 /// configured.
-async fn database_url() -> Option<String> {
+pub(crate) async fn database_url() -> Option<String> {
     static DATABASE_URL: OnceCell<String> = OnceCell::const_new();
     let server = std::env::var(URL_VAR).ok()?;
     Some(DATABASE_URL.get_or_init(|| make_database(server)).await.clone())
@@ -566,7 +566,7 @@ async fn drop_stale_databases(admin: &mut MySqlConnection) {
 }
 
 /// A table name no other check uses.
-fn fresh_table(prefix: &str) -> String {
+pub(crate) fn fresh_table(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!("{prefix}_{}", NEXT.fetch_add(1, Ordering::SeqCst))
 }
@@ -644,7 +644,7 @@ fn now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
 
-fn skipped() {
+pub(crate) fn skipped() {
     eprintln!("skipped: {URL_VAR} is not set");
 }
 
