@@ -35,7 +35,7 @@ pub mod store {
     #[cfg(feature = "postgres")]
     pub use idmint_store::PgStore;
     pub use idmint_store::{
-        AllocMode, MemoryStore, SegmentStore, SqlOptions, SqliteStore, StoreError, StoreUrl,
-        TableName, TagSpec, open,
+        AllocMode, InterleavedStore, MemoryStore, SegmentStore, SqlOptions, SqliteStore,
+        StoreError, StoreUrl, TableName, TagSpec, open,
     };
 }

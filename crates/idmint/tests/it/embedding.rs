@@ -16,7 +16,7 @@ use sqlx::Connection;
 const IDS: u64 = 20_000;
 
 /// Creates `idmint_em{secs}_{pid}_{kind}` on the server of `admin`; returns its URL.
-async fn fresh_database(admin: &str, kind: &str) -> String {
+pub(crate) async fn fresh_database(admin: &str, kind: &str) -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     let name = format!("idmint_em{secs}_{}_{kind}", std::process::id());
     let create = format!("CREATE DATABASE {name}");

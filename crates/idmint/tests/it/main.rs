@@ -3,6 +3,11 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod embedding;
+#[cfg(feature = "mysql")]
+mod flicker;
+#[cfg(feature = "mysql")]
+#[path = "../../../idmint-store/tests/it/gate.rs"]
+mod gate;
 mod guard;
 mod pacing;
 mod serving;
