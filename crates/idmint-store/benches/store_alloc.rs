@@ -9,8 +9,10 @@
 //!
 //! Each store gets a fresh database; `CLIENTS` tasks allocate for `SECONDS` on one tag, in
 //! both alloc modes. The baseline runs the same statement (`UPDATE leaf_alloc SET max_id =
-//! max_id + step WHERE biz_tag = 'bench'`) with the same number of clients. Results go in
-//! docs/PERFORMANCE.md.
+//! max_id + step WHERE biz_tag = 'bench'`) with the same number of clients. Interleaved
+//! segment tables and Flicker ticket tables (one, and two by offset) run one tag per client,
+//! as a node does (one refill at a time per tag), beside `mysqlslap` running Flickr's raw
+//! `REPLACE`. Results go in docs/PERFORMANCE.md.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -37,11 +39,28 @@ async fn main() {
     if let Ok(admin) = std::env::var("IDMINT_TEST_MYSQL_URL") {
         let name = format!("idmint_b{secs}_{}", std::process::id());
         let url = fresh(&admin, &name, true).await;
-        let raw = mysqlslap(&admin, &name);
+        let raw = mysqlslap(&admin, &name, UPDATE);
         for mode in ["update", "cas"] {
             let rate = allocations(&format!("{url}?alloc={mode}&table=t_{mode}")).await;
             row("MariaDB", mode, rate, raw, "mysqlslap");
         }
+        // Two segment tables interleaved by residue: each allocation is one UPDATE on one.
+        let pair = format!("{url}?table=t_even {url}?table=t_odd");
+        row("MariaDB", "interleave ×2", allocations_on(&pair, CLIENTS).await, raw, "mysqlslap");
+        // Flicker: one ticket is a REPLACE on the auto-increment table.
+        // Concurrent REPLACEs of one stub row deadlock in InnoDB (mysqlslap's own clients
+        // do), which is why a node queues its tickets per tag: the baseline is one client.
+        let raw = mysqlslap_with(&admin, &name, REPLACE, 1);
+        let flicker = url.replacen("mysql://", "flicker+mysql://", 1);
+        let one = allocations_with(&format!("{flicker}?table=tk_solo"), 1, 1).await;
+        row("MariaDB", "flicker ×1, 1 client", one, raw, "mysqlslap REPLACE, 1 client");
+        let one = allocations_on(&format!("{flicker}?table=tk_one"), CLIENTS).await;
+        row("MariaDB", "flicker ×1, 4 tags", one, raw, "mysqlslap REPLACE, 1 client");
+        let pair = format!(
+            "{flicker}?table=tk_a&increment=2&offset=1 {flicker}?table=tk_b&increment=2&offset=2"
+        );
+        let two = allocations_on(&pair, CLIENTS).await;
+        row("MariaDB", "flicker ×2, 4 tags", two, raw, "mysqlslap REPLACE, 1 client");
     } else {
         eprintln!("IDMINT_TEST_MYSQL_URL not set: MariaDB skipped");
     }
@@ -89,6 +108,9 @@ async fn fresh(admin: &str, name: &str, mysql: bool) -> String {
         let mut conn = sqlx::MySqlConnection::connect(&url).await.expect("connect");
         sqlx::raw_sql(sqlx::AssertSqlSafe(table)).execute(&mut conn).await.expect("table");
         sqlx::raw_sql(sqlx::AssertSqlSafe(insert)).execute(&mut conn).await.expect("row");
+        let tickets = "CREATE TABLE slap_tickets (id bigint unsigned NOT NULL AUTO_INCREMENT \
+                       PRIMARY KEY, stub varchar(255) NOT NULL, UNIQUE KEY (stub)) ENGINE=InnoDB";
+        sqlx::raw_sql(sqlx::AssertSqlSafe(tickets)).execute(&mut conn).await.expect("tickets");
     } else {
         let mut conn = sqlx::PgConnection::connect(admin).await.expect("connect");
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
@@ -104,22 +126,37 @@ async fn fresh(admin: &str, name: &str, mysql: bool) -> String {
 
 /// Allocations per second of `CLIENTS` tasks on one tag for `SECONDS`.
 async fn allocations(url: &str) -> f64 {
+    allocations_on(url, 1).await
+}
+
+/// Allocations per second of `CLIENTS` tasks for `SECONDS`, spread over `tags` tags.
+async fn allocations_on(url: &str, tags: u64) -> f64 {
+    allocations_with(url, tags, CLIENTS).await
+}
+
+/// Allocations per second of `clients` tasks for `SECONDS`, spread over `tags` tags.
+async fn allocations_with(url: &str, tags: u64, clients: u64) -> f64 {
     let store = idmint_store::open(&StoreUrl::parse(url).expect("url")).await.expect("open");
-    let tag = Tag::parse("bench").expect("tag");
-    let spec = TagSpec {
-        tag: tag.clone(),
-        step: Step::new(1_000).expect("step"),
-        start: StartId::DEFAULT,
-        description: Default::default(),
-    };
-    store.create_tag(&spec).await.expect("create");
+    let mut names = Vec::new();
+    for i in 0..tags {
+        let tag = Tag::parse(&format!("bench{i}")).expect("tag");
+        let spec = TagSpec {
+            tag: tag.clone(),
+            step: Step::new(1_000).expect("step"),
+            start: StartId::DEFAULT,
+            description: Default::default(),
+        };
+        store.create_tag(&spec).await.expect("create");
+        names.push(tag);
+    }
     let done = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let deadline = started + Duration::from_secs(SECONDS);
-    let tasks: Vec<_> = (0..CLIENTS)
-        .map(|_| {
+    let tasks: Vec<_> = (0..clients)
+        .map(|client| {
+            let tag = names[(client % tags) as usize].clone();
             let (store, tag, done): (Arc<dyn SegmentStore>, _, _) =
-                (Arc::clone(&store), tag.clone(), Arc::clone(&done));
+                (Arc::clone(&store), tag, Arc::clone(&done));
             tokio::spawn(async move {
                 while Instant::now() < deadline {
                     store.allocate(&tag, None).await.expect("allocate");
@@ -134,8 +171,18 @@ async fn allocations(url: &str) -> f64 {
     done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
-/// `mysqlslap` running the raw UPDATE with `CLIENTS` clients: statements per second.
-fn mysqlslap(admin: &str, db: &str) -> Option<f64> {
+/// Leaf's raw allocation statement.
+const UPDATE: &str = "UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 'bench'";
+/// Flickr's raw ticket statement.
+const REPLACE: &str = "REPLACE INTO slap_tickets (stub) VALUES ('bench')";
+
+/// `mysqlslap` running `query` with `CLIENTS` clients: statements per second.
+fn mysqlslap(admin: &str, db: &str, query: &str) -> Option<f64> {
+    mysqlslap_with(admin, db, query, CLIENTS)
+}
+
+/// `mysqlslap` running `query` with `clients` clients: statements per second.
+fn mysqlslap_with(admin: &str, db: &str, query: &str, clients: u64) -> Option<f64> {
     let (user, host, port) = parts(admin)?;
     let queries = 20_000u64;
     let started = Instant::now();
@@ -145,14 +192,15 @@ fn mysqlslap(admin: &str, db: &str) -> Option<f64> {
             &format!("--host={host}"),
             &format!("--port={port}"),
             &format!("--create-schema={db}"),
-            &format!("--concurrency={CLIENTS}"),
+            &format!("--concurrency={clients}"),
             &format!("--number-of-queries={queries}"),
             "--iterations=1",
-            "--query=UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 'bench'",
+            &format!("--query={query}"),
         ])
         .output()
         .ok()?;
-    if !status.status.success() {
+    // mysqlslap exits 0 even when a query failed; its errors are on stderr.
+    if !status.status.success() || String::from_utf8_lossy(&status.stderr).contains("ERROR") {
         eprintln!("mysqlslap: {}", String::from_utf8_lossy(&status.stderr));
         return None;
     }

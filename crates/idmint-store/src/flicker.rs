@@ -35,12 +35,14 @@ use crate::mysql::{
     MYSQL_IDLE_PING_AFTER_MS, SQLSTATE_NO_TABLE, pool_options, sql, tag_literal, unavailable,
     with_table,
 };
-use crate::sql::{password, scrub};
+use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{AutoIncrement, FlickerUrl, StoreError, TagRecord, TagSpec};
 
 /// How long opening a Flicker set waits for each database before deciding it is down.
 pub const FLICKER_PROBE_TIMEOUT_MS: u64 = 3_000;
 
+/// MySQL's SQLSTATE for a deadlock, the transaction rolled back (error 1213).
+const SQLSTATE_DEADLOCK: &str = "40001";
 /// MySQL's SQLSTATE for a duplicate key (error 1062).
 const SQLSTATE_DUPLICATE: &str = "23000";
 
@@ -160,6 +162,8 @@ struct FlickerSource {
     blocks: Mutex<HashMap<Tag, u64>>,
     /// When a call last failed, for the pool's check of idle connections.
     failures: Arc<FailureClock>,
+    /// Queues this node's ticket calls per tag.
+    queue: CasLocks,
 }
 
 /// When a source's last call failed.
@@ -272,6 +276,7 @@ impl FlickerSource {
             ready: tokio::sync::OnceCell::new(),
             blocks: Mutex::default(),
             failures,
+            queue: CasLocks::new(),
         })
     }
 
@@ -382,10 +387,25 @@ impl TicketSource for FlickerSource {
             tag = tag_literal(tag),
             node = self.node,
         );
-        let row = sqlx::raw_sql(AssertSqlSafe(statement))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| self.unavailable(e))?;
+        // This node's calls for one tag queue here: they would all replace the same stub row,
+        // which InnoDB answers with deadlocks.
+        let _queued = self.queue.queue(tag).await;
+        let mut attempt = 0;
+        let row = loop {
+            match sqlx::raw_sql(AssertSqlSafe(statement.clone())).fetch_one(&self.pool).await {
+                Ok(row) => break row,
+                // Another node's REPLACE won a lock: the loser is rolled back (its ticket is
+                // skipped, never reused) and may simply run again.
+                Err(sqlx::Error::Database(e))
+                    if e.code().as_deref() == Some(SQLSTATE_DEADLOCK)
+                        && attempt < CAS_ATTEMPTS_MAX =>
+                {
+                    tokio::time::sleep(cas_backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(self.unavailable(e)),
+            }
+        };
         let ticket: i64 = row.try_get(0).map_err(|e| self.unavailable(e))?;
         let ticket = u64::try_from(ticket).unwrap_or(0);
         let residue = self.residue();
