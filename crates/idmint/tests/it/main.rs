@@ -7,6 +7,7 @@ mod embedding;
 mod flicker;
 #[cfg(feature = "mysql")]
 #[path = "../../../idmint-store/tests/it/gate.rs"]
+#[allow(dead_code, reason = "shared with idmint-store's tests, which use all of it")]
 mod gate;
 mod guard;
 mod pacing;
