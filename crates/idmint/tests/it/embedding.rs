@@ -15,10 +15,11 @@ use sqlx::Connection;
 /// Ids each test takes.
 const IDS: u64 = 20_000;
 
-/// Creates `idmint_em{secs}_{pid}_{kind}` on the server of `admin`; returns its URL.
-pub(crate) async fn fresh_database(admin: &str, kind: &str) -> String {
+/// Creates `idmint_em{secs}_{pid}_{kind}_{purpose}` on the server of `admin` (`kind`:
+/// `mysql` or `postgres`); returns its URL.
+pub(crate) async fn fresh_database(admin: &str, kind: &str, purpose: &str) -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let name = format!("idmint_em{secs}_{}_{kind}", std::process::id());
+    let name = format!("idmint_em{secs}_{}_{kind}_{purpose}", std::process::id());
     let create = format!("CREATE DATABASE {name}");
     if kind == "mysql" {
         let mut conn = sqlx::MySqlConnection::connect(admin).await.unwrap();
@@ -65,7 +66,7 @@ async fn a_service_hands_its_own_mysql_pool_to_the_library() {
         eprintln!("skipped: IDMINT_TEST_MYSQL_URL is not set");
         return;
     };
-    let url = fresh_database(&admin, "mysql").await;
+    let url = fresh_database(&admin, "mysql", "pool").await;
     // The application's pool, made the application's way.
     let pool = sqlx::mysql::MySqlPoolOptions::new().max_connections(3).connect(&url).await.unwrap();
     let store =
@@ -84,7 +85,7 @@ async fn a_service_hands_its_own_postgres_pool_to_the_library() {
         eprintln!("skipped: IDMINT_TEST_POSTGRES_URL is not set");
         return;
     };
-    let url = fresh_database(&admin, "postgres").await;
+    let url = fresh_database(&admin, "postgres", "pool").await;
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(3).connect(&url).await.unwrap();
     let store = idmint::store::PgStore::from_pool(pool.clone(), Default::default()).await.unwrap();
     take_ids(Arc::new(store)).await;

@@ -24,7 +24,11 @@ async fn a_node_keeps_serving_when_one_ticket_database_goes_away() {
         eprintln!("skipped: IDMINT_TEST_MYSQL_URL is not set");
         return;
     };
-    let url = fresh_database(&admin, "mysql").await.replacen("mysql://", "flicker+mysql://", 1);
+    let url = fresh_database(&admin, "mysql", "flicker").await.replacen(
+        "mysql://",
+        "flicker+mysql://",
+        1,
+    );
     let gate = Gate::start(&upstream(&url)).await;
     let urls = format!(
         "{url}?table=tickets_a&increment=2&offset=1 {}?table=tickets_b&increment=2&offset=2",
