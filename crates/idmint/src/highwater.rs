@@ -35,15 +35,36 @@ pub(crate) struct HighWaterFile {
     _lock: File,
 }
 
+/// What one marks file holds: its name, its lock's name, and what a mark means (for the
+/// message when the file is damaged).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MarksFile {
+    pub(crate) file: &'static str,
+    pub(crate) lock: &'static str,
+    pub(crate) meaning: &'static str,
+}
+
+/// The segment engine's marks.
+pub(crate) const SEGMENT_MARKS: MarksFile = MarksFile {
+    file: HIGH_WATER_FILE,
+    lock: LOCK_FILE,
+    meaning: "the highest id this node was given per tag",
+};
+
 impl HighWaterFile {
-    /// Opens (creating the directory and an empty file when absent) and locks the state of
-    /// `dir`, reading every mark.
+    /// Opens (creating the directory and an empty file when absent) and locks the segment
+    /// marks of `dir`, reading every mark.
     pub(crate) fn open(dir: &Path) -> Result<HighWaterFile, Error> {
+        HighWaterFile::open_as(dir, SEGMENT_MARKS)
+    }
+
+    /// Opens and locks the marks file `kind` of `dir`.
+    pub(crate) fn open_as(dir: &Path, kind: MarksFile) -> Result<HighWaterFile, Error> {
         let fail = |what: String| Error::LocalState(what);
         std::fs::create_dir_all(dir).map_err(|e| {
             fail(format!("cannot create the state directory {}: {e}", dir.display()))
         })?;
-        let lock_path = dir.join(LOCK_FILE);
+        let lock_path = dir.join(kind.lock);
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -58,13 +79,14 @@ impl HighWaterFile {
                 lock_path.display()
             ))
         })?;
-        let path = dir.join(HIGH_WATER_FILE);
+        let path = dir.join(kind.file);
         let marks = match std::fs::read_to_string(&path) {
             Ok(text) => parse(&text).map_err(|reason| {
                 fail(format!(
-                    "{} is damaged: {reason}. It holds the highest id this node was given per \
-                     tag; restore it from a backup, or delete it to trust the store as it is",
-                    path.display()
+                    "{} is damaged: {reason}. It holds {}; restore it from a backup, or delete \
+                     it to trust the store as it is",
+                    path.display(),
+                    kind.meaning
                 ))
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),

@@ -12,12 +12,14 @@
 //! `TaskTracker` and stops on one `CancellationToken` ([`Segments::shutdown`]). It knows
 //! nothing of HTTP.
 
+mod clock;
 mod config;
 mod error;
 mod generator;
 mod highwater;
 mod segments;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{ConfigError, SegmentConfig};
 pub use error::Error;
 pub use generator::{TagGenerator, TagStatus};
