@@ -4,7 +4,9 @@
 //! `StartId`, `Description`, `PreloadRatio`), segment ranges ([`IdRange`]) and the
 //! [`DoubleBuffer`] that hands them out with one atomic cursor and says when a refill is
 //! needed, the pacing arithmetic (`pacing.rs`) that sizes segments from the measured
-//! rate, and the block arithmetic of residue interleaving over N stores (`residue.rs`).
+//! rate, the block arithmetic of residue interleaving over N stores (`residue.rs`),
+//! snowflake-style layouts with the pure state step of their generator (`snowflake.rs`), and
+//! the lock-free [`Ring`] of pre-made ids behind the cached generator (`ring.rs`).
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -14,7 +16,9 @@ pub mod buffer;
 pub mod limits;
 pub mod pacing;
 pub mod residue;
+pub mod ring;
 pub mod segment;
+pub mod snowflake;
 pub mod tag;
 pub mod values;
 
@@ -22,6 +26,10 @@ mod sync;
 
 pub use buffer::{BufferSnapshot, DoubleBuffer, InstallError, SEGMENT_LEN_MAX, Take};
 pub use pacing::RateMeter;
+pub use ring::{Ring, RingError};
 pub use segment::{IdRange, SegmentSnapshot};
+// `snowflake::Step`, `Start` and `Parts` stay in their module: the root's `Step` is the
+// segment step.
+pub use snowflake::{ClockPolicy, Layout, LayoutError, TimeUnit};
 pub use tag::{Tag, TagError};
 pub use values::{Count, Description, PreloadRatio, StartId, Step, ValueError};

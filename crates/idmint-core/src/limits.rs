@@ -87,6 +87,50 @@ pub const REGRESSION_JUMPS_MAX: u32 = 3;
 /// Most segments one take may draw from: the current one and, after a switch, the next.
 pub const TAKE_SEGMENTS_MAX: usize = 2;
 
+/// Bits of a snowflake-style id: everything below the sign bit, so ids stay positive as a
+/// signed 64-bit integer (`BIGINT`, Java `long`).
+pub const LAYOUT_BITS_MAX: u32 = 63;
+
+/// Widest single field (time, worker or sequence) of a layout: the time and sequence fields
+/// need at least one bit each, so no field can use all [`LAYOUT_BITS_MAX`].
+pub const LAYOUT_FIELD_BITS_MAX: u32 = 62;
+
+/// Latest wall-clock millisecond a layout may reach: its epoch plus its whole time range must
+/// stay a valid signed 64-bit millisecond timestamp (Java `long`, what Leaf's decode returns).
+pub const LAYOUT_END_MS_MAX: u64 = i64::MAX as u64;
+
+/// A layout whose time runs out within this many years is reported (at startup, in status).
+pub const LAYOUT_EXPIRY_HORIZON_YEARS: u64 = 10;
+
+/// Milliseconds in a mean Gregorian year (365.2425 days).
+pub const MS_PER_YEAR: u64 = 31_556_952_000;
+
+/// [`LAYOUT_EXPIRY_HORIZON_YEARS`] in milliseconds.
+pub const LAYOUT_EXPIRY_HORIZON_MS: u64 = LAYOUT_EXPIRY_HORIZON_YEARS * MS_PER_YEAR;
+
+/// Largest tolerated backward clock step a snowflake generator waits out instead of refusing
+/// (ShardingSphere's default is 10 ms, Leaf's 5 ms). Bounds the wait of one request.
+pub const CLOCK_TOLERANCE_MS_MAX: u64 = 1_000;
+
+/// Largest lead a snowflake generator's borrowed (logical) time may take over the wall clock.
+/// A restart has to wait out the lead, so it is kept short.
+pub const BORROW_LEAD_MS_MAX: u64 = 10_000;
+
+/// Smallest ring of pre-made ids: a one-slot ring cannot tell "filled" from "free".
+pub const RING_CAPACITY_MIN: u64 = 2;
+
+/// Largest ring of pre-made ids (16 bytes a slot: 64 MiB). uid-generator's default is 65 536.
+pub const RING_CAPACITY_MAX: u64 = 1 << 22;
+
+/// Default fill point of the ring, in per-mille of its capacity: refill once fewer ids than
+/// this remain (uid-generator's `paddingFactor`, 50 %).
+pub const RING_PADDING_PERMILLE_DEFAULT: u32 = 500;
+
+/// Attempts of one ring put or take that lost the race for its position before it gives up
+/// (reported as full or empty). Each lost attempt means another thread's put or take
+/// succeeded, so only a crowd of takers can exhaust it.
+pub const RING_ATTEMPTS_MAX: u32 = 1_024;
+
 const _: () = assert!(ID_MIN >= 1);
 const _: () = assert!(STEP_MIN >= 1 && STEP_MIN <= STEP_DEFAULT && STEP_DEFAULT <= STEP_MAX);
 const _: () = assert!(STEP_MAX < ID_MAX / 2);
@@ -105,3 +149,16 @@ const _: () = assert!(
 // A cursor may overshoot a segment's end by at most (concurrent takers x BATCH_COUNT_MAX);
 // ids end below 2^63, so the u64 cursor has 2^63 of headroom and cannot wrap.
 const _: () = assert!(ID_MAX < u64::MAX / 2 + 1);
+// Ids below the sign bit are exactly the ids idmint may hand out.
+const _: () = assert!(ID_MAX == (1u64 << LAYOUT_BITS_MAX) - 1);
+const _: () = assert!(LAYOUT_FIELD_BITS_MAX + 1 == LAYOUT_BITS_MAX);
+const _: () = assert!(LAYOUT_END_MS_MAX <= i64::MAX as u64);
+const _: () = assert!(CLOCK_TOLERANCE_MS_MAX <= REFILL_WAIT_MS_MAX);
+const _: () = assert!(
+    RING_CAPACITY_MIN >= 2
+        && RING_CAPACITY_MIN.is_power_of_two()
+        && RING_CAPACITY_MAX.is_power_of_two()
+        && RING_CAPACITY_MIN <= RING_CAPACITY_MAX
+);
+const _: () = assert!(RING_PADDING_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
+const _: () = assert!(RING_ATTEMPTS_MAX >= 1);

@@ -280,3 +280,79 @@ fn range(start: u64, end: u64) -> IdRange {
 fn count(n: u64) -> Count {
     Count::new(n).unwrap()
 }
+
+// The ring of pre-made ids (`src/ring.rs`): puts and takes race over slot turns and the two
+// cursors. No id may be taken twice, taken without having been put, or lost; and a taker must
+// never read a slot whose put is unfinished or that was refilled under it (the first would
+// return 0 or an old id, the second an id twice or out of order).
+
+/// One filler puts three ids into a two-slot ring while two takers take twice each: some puts
+/// find the ring full, some takes find it empty, and slot 0 is refilled in the schedules where
+/// a take finishes before the third put.
+#[test]
+fn ring_takers_race_the_filler_and_each_other() {
+    explore("ring_takers_race_the_filler_and_each_other", 3, || {
+        let ring = Arc::new(idmint_core::Ring::new(2).unwrap());
+        let filler = {
+            let ring = Arc::clone(&ring);
+            thread::spawn(move || (1..=3).filter(|&id| ring.put(id)).collect::<Vec<u64>>())
+        };
+        let takers: Vec<_> = (0..2)
+            .map(|_| {
+                let ring = Arc::clone(&ring);
+                thread::spawn(move || (0..2).filter_map(|_| ring.take()).collect::<Vec<u64>>())
+            })
+            .collect();
+        let put = filler.join().unwrap();
+        check_ring(&ring, &put, &join(takers));
+    });
+}
+
+/// Slot reuse in every schedule: the main thread fills a two-slot ring, takes, and refills it
+/// twice, so both slots are rewritten while a stale taker may hold the head position it read
+/// before, or the turn of a slot's previous round.
+#[test]
+fn ring_slot_refilled_under_a_stale_taker_is_never_misread() {
+    explore("ring_slot_refilled_under_a_stale_taker_is_never_misread", 5, || {
+        let ring = Arc::new(idmint_core::Ring::new(2).unwrap());
+        let stale = {
+            let ring = Arc::clone(&ring);
+            thread::spawn(move || ring.take().into_iter().collect::<Vec<u64>>())
+        };
+        let mut put = Vec::new();
+        let mut taken = Vec::new();
+        for id in 1..=2 {
+            assert!(ring.put(id), "an empty two-slot ring takes two ids");
+            put.push(id);
+        }
+        for id in 3..=4 {
+            taken.extend(ring.take());
+            if ring.put(id) {
+                put.push(id);
+            }
+        }
+        let returned = vec![taken, join(vec![stale]).remove(0)];
+        check_ring(&ring, &put, &returned);
+    });
+}
+
+/// Checks a ring after every thread joined: each taker's ids increase (one filler puts them in
+/// increasing order), and the ids taken plus the ids still in the ring are exactly the ids put,
+/// each once.
+fn check_ring(ring: &idmint_core::Ring, put: &[u64], returned: &[Vec<u64>]) {
+    let mut all = BTreeSet::new();
+    for ids in returned {
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "a taker saw ids out of order: {ids:?}");
+        for &id in ids {
+            assert!(all.insert(id), "id {id} was taken twice: {returned:?}");
+        }
+    }
+    let remaining = ring.len();
+    let drained: Vec<u64> = std::iter::from_fn(|| ring.take()).collect();
+    assert_eq!(drained.len() as u64, remaining, "the ring's length was off");
+    for id in drained {
+        assert!(all.insert(id), "id {id} was taken and is still in the ring");
+    }
+    let put: BTreeSet<u64> = put.iter().copied().collect();
+    assert_eq!(all, put, "taken + remaining != put: an id was lost or made up");
+}

@@ -4,6 +4,8 @@
 use idmint_core::Tag;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 
+use crate::{WORKERS_TABLE, WorkerSpace};
+
 /// Why a store call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -48,6 +50,45 @@ pub enum StoreError {
     /// caller can rely on. Retry later.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// No worker id of the space is free: every id up to `max` is held by a lease (or
+    /// within its safety margin after expiry), or has already been assigned.
+    #[error(
+        "no worker id of space {space} is free: every id up to {max} is held or was assigned; \
+         stop nodes you no longer need (a lease frees its id after its TTL and safety margin), \
+         or use a layout with more worker bits (assigned ids are never reused)"
+    )]
+    WorkersExhausted {
+        /// The space.
+        space: WorkerSpace,
+        /// The largest worker id the request allowed.
+        max: u64,
+    },
+    /// The lease no longer holds its worker id: it expired, was released, or another node
+    /// took the id over (the row's fencing token changed). The holder must stop issuing ids
+    /// with it at once.
+    #[error(
+        "the lease on worker id {worker_id} of space {space} is lost (expired, released or \
+         taken over by another node); stop issuing ids with it and acquire a new lease"
+    )]
+    LeaseLost {
+        /// The space.
+        space: WorkerSpace,
+        /// The worker id that was held.
+        worker_id: u64,
+    },
+    /// A row of the lease table holds values idmint cannot use without risking a duplicate.
+    #[error(
+        "the row of worker id {worker_id} of space {space} in table {WORKERS_TABLE} is invalid: \
+         {reason}; fix or delete the row"
+    )]
+    CorruptWorker {
+        /// The space.
+        space: WorkerSpace,
+        /// The row's worker id, as stored.
+        worker_id: i64,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The store URL could not be used.
     #[error("bad store URL {url:?}: {reason}")]
     BadUrl {

@@ -9,6 +9,12 @@
 //! residue: N segment databases, or N Flicker ticket databases (`flicker.rs`, feature
 //! `mysql`).
 //!
+//! It also owns the [`WorkerStore`] trait (`worker.rs`): worker ids for snowflake-style
+//! layouts, leased with a fencing token and a time high-water mark (table `idmint_workers`)
+//! or assigned once per start (table `idmint_worker_node`), on the same backends (the
+//! per-backend code in `memory/`, `sqlite/`, `mysql/` and `postgres/`), checked by the
+//! worker suite (`tests/it/workers.rs`).
+//!
 //! It must not spawn background tasks or read idmint's clock; it must not know HTTP. Its
 //! only timing is the database's own `update_time` column.
 
@@ -25,6 +31,7 @@ mod postgres;
 mod sql;
 mod sqlite;
 mod url;
+mod worker;
 
 use std::sync::Arc;
 
@@ -49,6 +56,12 @@ pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, POOL_MAX_DEFAULT, POOL_MAX_LIMIT, SqlOptions, SqlUrl,
     StoreUrl, TABLE_NAME_LEN_MAX, TableName,
+};
+pub use worker::{
+    ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX, LEASE_TTL_MS_MAX,
+    LEASE_TTL_MS_MIN, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, WORKER_NODE_TABLE,
+    WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WORKERS_TABLE, WorkerSpace, WorkerStore,
+    open_workers,
 };
 
 /// The name of the segment table: Meituan Leaf's, so an existing Leaf database works as is.

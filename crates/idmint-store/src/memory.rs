@@ -11,6 +11,8 @@ use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
 
+mod workers;
+
 use crate::{
     Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,
     effective_step,
@@ -20,6 +22,8 @@ use crate::{
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rows: Mutex<BTreeMap<Tag, TagRecord>>,
+    /// Worker leases and the assignment sequence (`memory/workers.rs`).
+    workers: Mutex<workers::Workers>,
 }
 
 impl MemoryStore {

@@ -27,6 +27,8 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
+mod workers;
+
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
     AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,

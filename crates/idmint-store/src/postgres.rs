@@ -29,6 +29,8 @@ use idmint_core::{Step, Tag};
 use sqlx::postgres::{PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
+mod workers;
+
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
     AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,

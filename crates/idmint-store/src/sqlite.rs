@@ -16,6 +16,8 @@ use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+mod workers;
+
 use crate::{
     Allocation, SegmentStore, StoreError, TABLE_NAME, TagRecord, TagSpec, allocated_range,
     check_new_max_id, effective_step,

@@ -18,6 +18,7 @@ mod error;
 mod generator;
 mod highwater;
 mod segments;
+mod snowflake;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{ConfigError, SegmentConfig};
@@ -26,6 +27,12 @@ pub use generator::{TagGenerator, TagStatus};
 pub use highwater::{HIGH_WATER_FILE, LOCK_FILE};
 pub use idmint_core::{Count, IdRange, Tag};
 pub use segments::Segments;
+pub use snowflake::{
+    LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, SNOWFLAKE_WAIT_MS_MAX, Snowflake,
+    SnowflakeConfig, SnowflakeError, SnowflakeStatus, TIME_MARK_FILE, TIME_MARK_LOCK_FILE,
+    TIME_WINDOW_MS_DEFAULT, TIME_WINDOW_MS_MAX, TIME_WINDOW_MS_MIN, TOLERANCE_MS_DEFAULT,
+    TOLERANCE_MS_MAX, WorkerIdSource,
+};
 
 /// Stores to start [`Segments`] on, re-exported so an embedder needs one dependency. With the
 /// `mysql` / `postgres` features, `MySqlStore::from_pool` and `PgStore::from_pool` take the

@@ -4,3 +4,5 @@
 
 mod buffer_model;
 mod residue_model;
+mod ring_model;
+mod snowflake_model;

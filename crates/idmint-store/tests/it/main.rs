@@ -6,7 +6,8 @@
 //! Memory and SQLite are hermetic (files only in temporary directories). MySQL and
 //! PostgreSQL (features `mysql`, `postgres`) run against the servers named by
 //! `IDMINT_TEST_MYSQL_URL` / `IDMINT_TEST_POSTGRES_URL`, each run in a fresh database, and
-//! skip when those are unset.
+//! skip when those are unset. `workers` is the suite every `WorkerStore` must pass (worker
+//! leases and assigned ids), instantiated there for all four backends.
 
 // Helpers outside `#[test]` functions are test code too: an unwrap that panics is a failing
 // check, reported with its line.
@@ -25,3 +26,4 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
+mod workers;

@@ -398,7 +398,7 @@ async fn errors_never_show_the_password() {
 
 /// The URL of this process's database, created on first use, or `None` when
 /// `IDMINT_TEST_POSTGRES_URL` is unset.
-async fn database_url() -> Option<&'static str> {
+pub(crate) async fn database_url() -> Option<&'static str> {
     static DATABASE: OnceCell<Option<String>> = OnceCell::const_new();
     DATABASE
         .get_or_init(|| async {

@@ -14,4 +14,5 @@ mod pacing;
 mod serving;
 mod shutdown;
 mod simulation;
+mod snowflake;
 mod test_store;

@@ -1,0 +1,117 @@
+//! The memory backend's [`WorkerStore`]: the reference the worker suite is written against.
+//!
+//! Lease rows live in a map behind one mutex, so every call is trivially atomic; the
+//! acquisition is written out plainly (every id from 0 up) rather than through the database
+//! backends' paged walk, so the suite checks that walk against an independent model. Assigned
+//! ids keep only their sequence: nothing reads the rows back. Nothing persists.
+
+use std::collections::BTreeMap;
+use std::sync::{MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+
+use super::MemoryStore;
+use crate::worker::{
+    check_assign_request, check_lease_request, check_renewal, check_time_ms, lease_lost,
+    reusable_below,
+};
+use crate::{
+    AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
+};
+
+/// The worker state of one memory store.
+#[derive(Debug, Default)]
+pub(super) struct Workers {
+    leases: BTreeMap<(WorkerSpace, u64), LeaseRecord>,
+    /// The last assigned id (0: none yet), shared by every space as a database sequence is.
+    last_assigned: u64,
+}
+
+impl MemoryStore {
+    fn workers(&self) -> MutexGuard<'_, Workers> {
+        // Every mutation below is a single assignment after its checks, so a poisoned map is
+        // still consistent.
+        self.workers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl WorkerStore for MemoryStore {
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        check_lease_request(req)?;
+        let below = reusable_below(req.now_ms, req.margin_ms);
+        let mut workers = self.workers();
+        for worker_id in 0..=req.max_worker {
+            let key = (req.space.clone(), worker_id);
+            let (token, time_mark) = match workers.leases.get(&key) {
+                None => (1, 0),
+                Some(row) if below.is_some_and(|below| row.expires_ms < below) => {
+                    (row.token + 1, row.time_mark)
+                }
+                Some(_) => continue,
+            };
+            let expires_ms = req.now_ms + req.ttl_ms;
+            let record =
+                LeaseRecord { worker_id, holder: req.holder.clone(), token, expires_ms, time_mark };
+            workers.leases.insert(key, record);
+            return Ok(Lease { space: req.space.clone(), worker_id, token, expires_ms, time_mark });
+        }
+        Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &Lease,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        check_renewal(now_ms, ttl_ms)?;
+        let mut workers = self.workers();
+        let row = held(&mut workers, lease).filter(|row| row.expires_ms >= now_ms);
+        let row = row.ok_or_else(|| lease_lost(lease))?;
+        row.expires_ms = row.expires_ms.max(now_ms + ttl_ms);
+        Ok(Lease { expires_ms: row.expires_ms, time_mark: row.time_mark, ..lease.clone() })
+    }
+
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("now_ms", now_ms)?;
+        let mut workers = self.workers();
+        let row = held(&mut workers, lease).ok_or_else(|| lease_lost(lease))?;
+        row.expires_ms = row.expires_ms.min(now_ms);
+        Ok(())
+    }
+
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("mark_ms", mark_ms)?;
+        let mut workers = self.workers();
+        let row = held(&mut workers, lease).ok_or_else(|| lease_lost(lease))?;
+        row.time_mark = row.time_mark.max(mark_ms);
+        Ok(())
+    }
+
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        check_assign_request(req)?;
+        let mut workers = self.workers();
+        let id = workers.last_assigned + 1;
+        if id > req.max_worker {
+            return Err(StoreError::WorkersExhausted {
+                space: req.space.clone(),
+                max: req.max_worker,
+            });
+        }
+        workers.last_assigned = id;
+        Ok(id)
+    }
+
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let workers = self.workers();
+        let rows = workers.leases.range((space.clone(), 0)..=(space.clone(), u64::MAX));
+        Ok(rows.map(|(_, row)| row.clone()).collect())
+    }
+}
+
+/// The row of `lease` if it still holds the lease's token.
+fn held<'w>(workers: &'w mut Workers, lease: &Lease) -> Option<&'w mut LeaseRecord> {
+    let key = (lease.space.clone(), lease.worker_id);
+    workers.leases.get_mut(&key).filter(|row| row.token == lease.token)
+}

@@ -1,0 +1,335 @@
+//! The MySQL / MariaDB backend's [`WorkerStore`]: the lease and assignment tables in the
+//! store's database (InnoDB, `utf8mb4_bin`), created on first use when absent and never
+//! altered.
+//!
+//! Claiming a never-held id is a plain `INSERT` under the `(space, worker_id)` primary key: of
+//! two racing inserts InnoDB commits one and fails the other with a duplicate key. A takeover
+//! and a renewal are a conditional `UPDATE` on the fencing token (and the expiry) followed, in
+//! the same transaction and under the row lock that update took, by a `SELECT … FOR UPDATE`
+//! of what it wrote: MariaDB has no `UPDATE … RETURNING`. An `UPDATE` reads the latest
+//! committed row and locks it, so of two racing writers the second re-reads the first's
+//! token and matches nothing. The driver asks for `CLIENT_FOUND_ROWS`, so a matched row
+//! counts even when a `GREATEST` leaves it unchanged. An assignment inserts into an
+//! `AUTO_INCREMENT` table in a transaction rolled back when the id is past `max_worker`.
+//!
+//! It must not show a password: errors come from queries, which carry none.
+
+use async_trait::async_trait;
+use sqlx::mysql::MySqlRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use super::{MySqlStore, SQLSTATE_NO_TABLE, unavailable};
+use crate::worker::{
+    LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
+    check_time_ms, column, lease_lost, stored,
+};
+use crate::{
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
+    WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, WorkerStore,
+};
+
+#[async_trait]
+impl WorkerStore for MySqlStore {
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        self.ensure_worker_tables().await?;
+        acquire_from(self, req).await
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &Lease,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        check_renewal(now_ms, ttl_ms)?;
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let renewed = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, ?) \
+             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms >= ?"
+        )))
+        .bind(column(now_ms + ttl_ms))
+        .bind(lease.space.as_str())
+        .bind(column(lease.worker_id))
+        .bind(column(lease.token))
+        .bind(column(now_ms))
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?
+        .rows_affected();
+        if renewed != 1 {
+            // Dropping the transaction rolls it back.
+            return Err(lease_lost(lease));
+        }
+        let row = select_own_row(&mut tx, &lease.space, lease.worker_id).await?;
+        tx.commit().await.map_err(unavailable)?;
+        let (token, expires_ms, time_mark) = row;
+        if token != lease.token {
+            return Err(lease_lost(lease));
+        }
+        Ok(Lease { expires_ms, time_mark, ..lease.clone() })
+    }
+
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("now_ms", now_ms)?;
+        self.update_held(lease, "expires_ms = LEAST(expires_ms, ?)", column(now_ms)).await
+    }
+
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("mark_ms", mark_ms)?;
+        self.update_held(lease, "time_mark = GREATEST(time_mark, ?)", column(mark_ms)).await
+    }
+
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        check_assign_request(req)?;
+        self.ensure_worker_tables().await?;
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let id = sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {WORKER_NODE_TABLE} (space, host, port, launch_ms) VALUES (?, ?, ?, ?)"
+        )))
+        .bind(req.space.as_str())
+        .bind(req.host.as_str())
+        .bind(i32::from(req.port))
+        .bind(column(req.launch_ms))
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?
+        .last_insert_id();
+        if id == 0 || id > req.max_worker {
+            // Dropping the transaction rolls the row back; the counter stays past it.
+            return Err(StoreError::WorkersExhausted {
+                space: req.space.clone(),
+                max: req.max_worker,
+            });
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(id)
+    }
+
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.ensure_worker_tables().await?;
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT worker_id, holder, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+             WHERE space = ? ORDER BY worker_id LIMIT {}",
+            LEASE_WORKER_ID_MAX + 1
+        )))
+        .bind(space.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        rows.iter().map(|row| read_record(space, row)).collect()
+    }
+}
+
+#[async_trait]
+impl LeaseTable for MySqlStore {
+    async fn scan(
+        &self,
+        space: &WorkerSpace,
+        from: u64,
+        max: u64,
+    ) -> Result<Vec<ScanRow>, StoreError> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+             WHERE space = ? AND worker_id >= ? AND worker_id <= ? \
+             ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
+        )))
+        .bind(space.as_str())
+        .bind(column(from))
+        .bind(column(max))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        rows.iter()
+            .map(|row| {
+                let (worker_id, token, expires_ms) = three_numbers(row)?;
+                Ok(ScanRow {
+                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
+                    token: stored(space, worker_id, "token", token)?,
+                    expires_ms: stored(space, worker_id, "expires_ms", expires_ms)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn insert_lease(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let expires_ms = req.now_ms + req.ttl_ms;
+        let inserted = sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {WORKERS_TABLE} (space, worker_id, holder, token, expires_ms, time_mark) \
+             VALUES (?, ?, ?, 1, ?, 0)"
+        )))
+        .bind(req.space.as_str())
+        .bind(column(worker_id))
+        .bind(req.holder.as_str())
+        .bind(column(expires_ms))
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(Some(Lease {
+                space: req.space.clone(),
+                worker_id,
+                token: 1,
+                expires_ms,
+                time_mark: 0,
+            })),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(None),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn take_over(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+        token: u64,
+        below: u64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let expires_ms = req.now_ms + req.ttl_ms;
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let taken = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {WORKERS_TABLE} SET holder = ?, token = token + 1, expires_ms = ? \
+             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms < ?"
+        )))
+        .bind(req.holder.as_str())
+        .bind(column(expires_ms))
+        .bind(req.space.as_str())
+        .bind(column(worker_id))
+        .bind(column(token))
+        .bind(column(below))
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?
+        .rows_affected();
+        if taken != 1 {
+            return Ok(None);
+        }
+        // Read under the row lock the update took: the token is `token + 1`, the time mark the
+        // previous owner's last.
+        let (new_token, _, time_mark) = select_own_row(&mut tx, &req.space, worker_id).await?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(Some(Lease {
+            space: req.space.clone(),
+            worker_id,
+            token: new_token,
+            expires_ms,
+            time_mark,
+        }))
+    }
+}
+
+impl MySqlStore {
+    /// Creates each worker table when absent; never alters one that exists. Probing first
+    /// lets an account without the CREATE privilege use tables an operator made.
+    async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
+        for (table, ddl) in [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())]
+        {
+            let probe = sqlx::query(AssertSqlSafe(format!("SELECT 1 FROM {table} LIMIT 1")))
+                .fetch_optional(&self.pool)
+                .await;
+            match probe {
+                Ok(_) => continue,
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&self.pool).await.map_err(unavailable)?;
+            tracing::info!(table, store = %self.location, "created a worker table");
+        }
+        Ok(())
+    }
+
+    /// Runs `UPDATE … SET {set}` (whose one `?` is `value`) on the row of `lease` if it still
+    /// holds the lease's token; [`StoreError::LeaseLost`] otherwise.
+    async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+        let updated = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ? AND worker_id = ? AND ? >= 0"
+        )))
+        .bind(value)
+        .bind(lease.space.as_str())
+        .bind(column(lease.worker_id))
+        .bind(column(lease.token))
+        .execute(&self.pool)
+        .await
+        .map_err(unavailable)?
+        .rows_affected();
+        if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
+    }
+}
+
+/// The lease table: the key and holder in `utf8mb4_bin`, as the segment table's tags, so
+/// spaces compare byte for byte.
+fn workers_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {WORKERS_TABLE} (\
+         space varchar(64) NOT NULL, \
+         worker_id bigint NOT NULL, \
+         holder varchar(255) NOT NULL DEFAULT '', \
+         token bigint NOT NULL, \
+         expires_ms bigint NOT NULL, \
+         time_mark bigint NOT NULL DEFAULT 0, \
+         PRIMARY KEY (space, worker_id)\
+         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
+}
+
+/// The assignment table, uid-generator's `WORKER_NODE` reduced to what idmint records.
+fn worker_node_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {WORKER_NODE_TABLE} (\
+         id bigint NOT NULL AUTO_INCREMENT, \
+         space varchar(64) NOT NULL, \
+         host varchar(255) NOT NULL, \
+         port int NOT NULL, \
+         launch_ms bigint NOT NULL, \
+         PRIMARY KEY (id)\
+         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
+}
+
+/// `(token, expires_ms, time_mark)` of a row this transaction has just updated, read under
+/// its row lock.
+async fn select_own_row(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    space: &WorkerSpace,
+    worker_id: u64,
+) -> Result<(u64, u64, u64), StoreError> {
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+         WHERE space = ? AND worker_id = ? FOR UPDATE"
+    )))
+    .bind(space.as_str())
+    .bind(column(worker_id))
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(unavailable)?;
+    let (token, expires_ms, time_mark) = three_numbers(&row)?;
+    let id = column(worker_id);
+    Ok((
+        stored(space, id, "token", token)?,
+        stored(space, id, "expires_ms", expires_ms)?,
+        stored(space, id, "time_mark", time_mark)?,
+    ))
+}
+
+fn three_numbers(row: &MySqlRow) -> Result<(i64, i64, i64), StoreError> {
+    let get = |i| row.try_get::<i64, _>(i).map_err(unavailable);
+    Ok((get(0)?, get(1)?, get(2)?))
+}
+
+fn read_record(space: &WorkerSpace, row: &MySqlRow) -> Result<LeaseRecord, StoreError> {
+    let worker_id: i64 = row.try_get(0).map_err(unavailable)?;
+    let number = |i, name| {
+        let value: i64 = row.try_get(i).map_err(unavailable)?;
+        stored(space, worker_id, name, value)
+    };
+    Ok(LeaseRecord {
+        worker_id: stored(space, worker_id, "worker_id", worker_id)?,
+        holder: row.try_get(1).map_err(unavailable)?,
+        token: number(2, "token")?,
+        expires_ms: number(3, "expires_ms")?,
+        time_mark: number(4, "time_mark")?,
+    })
+}

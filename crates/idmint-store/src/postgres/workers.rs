@@ -1,0 +1,301 @@
+//! The PostgreSQL backend's [`WorkerStore`]: the lease and assignment tables in the store's
+//! schema, created on first use when absent (under an advisory lock, so nodes starting
+//! together do not race) and never altered.
+//!
+//! Every step is one statement: claiming a never-held id is an
+//! `INSERT … ON CONFLICT DO NOTHING` under the `(space, worker_id)` primary key (a racing
+//! insert waits for the first to commit, then inserts nothing); a takeover and a renewal are
+//! a conditional `UPDATE … RETURNING` on the fencing token and the expiry. Under READ
+//! COMMITTED a second `UPDATE` of the same row waits for the first and re-checks its `WHERE`
+//! against the row the first wrote, so it sees the new token and matches nothing. An
+//! assignment takes the next value of an identity column in a transaction rolled back when
+//! it is past `max_worker` (the sequence stays past it).
+//!
+//! It must not show a password: every error is scrubbed through the store's `unavailable`.
+
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use super::{ADVISORY_LOCK_CLASS, PgStore};
+use crate::worker::{
+    LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
+    check_time_ms, column, lease_lost, stored,
+};
+use crate::{
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
+    WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, WorkerStore,
+};
+
+#[async_trait]
+impl WorkerStore for PgStore {
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        self.ensure_worker_tables().await?;
+        acquire_from(self, req).await
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &Lease,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        check_renewal(now_ms, ttl_ms)?;
+        let renewed = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, $4) \
+             WHERE space = $1 AND worker_id = $2 AND token = $3 AND expires_ms >= $5 \
+             RETURNING expires_ms, time_mark"
+        )))
+        .bind(lease.space.as_str())
+        .bind(column(lease.worker_id))
+        .bind(column(lease.token))
+        .bind(column(now_ms + ttl_ms))
+        .bind(column(now_ms))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        let row = renewed.ok_or_else(|| lease_lost(lease))?;
+        let id = column(lease.worker_id);
+        let (expires_ms, time_mark): (i64, i64) = (self.number(&row, 0)?, self.number(&row, 1)?);
+        Ok(Lease {
+            expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
+            time_mark: stored(&lease.space, id, "time_mark", time_mark)?,
+            ..lease.clone()
+        })
+    }
+
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("now_ms", now_ms)?;
+        self.update_held(lease, "expires_ms = LEAST(expires_ms, $4)", column(now_ms)).await
+    }
+
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("mark_ms", mark_ms)?;
+        self.update_held(lease, "time_mark = GREATEST(time_mark, $4)", column(mark_ms)).await
+    }
+
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        check_assign_request(req)?;
+        self.ensure_worker_tables().await?;
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let id: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "INSERT INTO {WORKER_NODE_TABLE} (space, host, port, launch_ms) \
+             VALUES ($1, $2, $3, $4) RETURNING id"
+        )))
+        .bind(req.space.as_str())
+        .bind(req.host.as_str())
+        .bind(i32::from(req.port))
+        .bind(column(req.launch_ms))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        match u64::try_from(id) {
+            Ok(id) if id >= 1 && id <= req.max_worker => {
+                tx.commit().await.map_err(|e| self.unavailable(e))?;
+                Ok(id)
+            }
+            // Dropping the transaction rolls the row back; the sequence stays past it.
+            _ => {
+                Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
+            }
+        }
+    }
+
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.ensure_worker_tables().await?;
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT worker_id, holder::text, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+             WHERE space = $1 ORDER BY worker_id LIMIT {}",
+            LEASE_WORKER_ID_MAX + 1
+        )))
+        .bind(space.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        rows.iter()
+            .map(|row| {
+                let worker_id: i64 = self.number(row, 0)?;
+                let number = |i, name| stored(space, worker_id, name, self.number(row, i)?);
+                Ok(LeaseRecord {
+                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
+                    holder: row.try_get(1).map_err(|e| self.unavailable(e))?,
+                    token: number(2, "token")?,
+                    expires_ms: number(3, "expires_ms")?,
+                    time_mark: number(4, "time_mark")?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl LeaseTable for PgStore {
+    async fn scan(
+        &self,
+        space: &WorkerSpace,
+        from: u64,
+        max: u64,
+    ) -> Result<Vec<ScanRow>, StoreError> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+             WHERE space = $1 AND worker_id >= $2 AND worker_id <= $3 \
+             ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
+        )))
+        .bind(space.as_str())
+        .bind(column(from))
+        .bind(column(max))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        rows.iter()
+            .map(|row| {
+                let worker_id: i64 = self.number(row, 0)?;
+                Ok(ScanRow {
+                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
+                    token: stored(space, worker_id, "token", self.number(row, 1)?)?,
+                    expires_ms: stored(space, worker_id, "expires_ms", self.number(row, 2)?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn insert_lease(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let expires_ms = req.now_ms + req.ttl_ms;
+        let inserted = sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {WORKERS_TABLE} (space, worker_id, holder, token, expires_ms, time_mark) \
+             VALUES ($1, $2, $3, 1, $4, 0) ON CONFLICT (space, worker_id) DO NOTHING"
+        )))
+        .bind(req.space.as_str())
+        .bind(column(worker_id))
+        .bind(req.holder.as_str())
+        .bind(column(expires_ms))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.unavailable(e))?
+        .rows_affected();
+        Ok((inserted == 1).then(|| Lease {
+            space: req.space.clone(),
+            worker_id,
+            token: 1,
+            expires_ms,
+            time_mark: 0,
+        }))
+    }
+
+    async fn take_over(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+        token: u64,
+        below: u64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let expires_ms = req.now_ms + req.ttl_ms;
+        let taken = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {WORKERS_TABLE} SET holder = $3, token = token + 1, expires_ms = $4 \
+             WHERE space = $1 AND worker_id = $2 AND token = $5 AND expires_ms < $6 \
+             RETURNING token, time_mark"
+        )))
+        .bind(req.space.as_str())
+        .bind(column(worker_id))
+        .bind(req.holder.as_str())
+        .bind(column(expires_ms))
+        .bind(column(token))
+        .bind(column(below))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        let Some(row) = taken else { return Ok(None) };
+        let id = column(worker_id);
+        Ok(Some(Lease {
+            space: req.space.clone(),
+            worker_id,
+            token: stored(&req.space, id, "token", self.number(&row, 0)?)?,
+            expires_ms,
+            time_mark: stored(&req.space, id, "time_mark", self.number(&row, 1)?)?,
+        }))
+    }
+}
+
+impl PgStore {
+    /// Creates each worker table when absent, never altering one that exists. Checked first,
+    /// as the segment table is: PostgreSQL checks the right to create even for
+    /// `CREATE TABLE IF NOT EXISTS` of an existing table.
+    async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(ADVISORY_LOCK_CLASS)
+            .bind(WORKERS_TABLE)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        for (table, ddl) in [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())]
+        {
+            let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+                .bind(table)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            if !exists {
+                sqlx::query(AssertSqlSafe(ddl))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.unavailable(e))?;
+                tracing::info!(table, store = %self.location, "created a worker table");
+            }
+        }
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    /// Runs `UPDATE … SET {set}` (which reads `$4` as `value`) on the row of `lease` if it
+    /// still holds the lease's token; [`StoreError::LeaseLost`] otherwise.
+    async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+        let updated = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = $1 AND worker_id = $2 AND token = $3"
+        )))
+        .bind(lease.space.as_str())
+        .bind(column(lease.worker_id))
+        .bind(column(lease.token))
+        .bind(value)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.unavailable(e))?
+        .rows_affected();
+        if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
+    }
+
+    fn number(&self, row: &PgRow, index: usize) -> Result<i64, StoreError> {
+        row.try_get(index).map_err(|e| self.unavailable(e))
+    }
+}
+
+/// The lease table.
+fn workers_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {WORKERS_TABLE} (
+            space      varchar(64)  NOT NULL,
+            worker_id  bigint       NOT NULL,
+            holder     varchar(255) NOT NULL DEFAULT '',
+            token      bigint       NOT NULL,
+            expires_ms bigint       NOT NULL,
+            time_mark  bigint       NOT NULL DEFAULT 0,
+            PRIMARY KEY (space, worker_id)
+        )"
+    )
+}
+
+/// The assignment table, uid-generator's `WORKER_NODE` reduced to what idmint records.
+fn worker_node_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {WORKER_NODE_TABLE} (
+            id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            space     varchar(64)  NOT NULL,
+            host      varchar(255) NOT NULL,
+            port      integer      NOT NULL,
+            launch_ms bigint       NOT NULL
+        )"
+    )
+}

@@ -1,0 +1,298 @@
+//! The SQLite backend's [`WorkerStore`]: the lease and assignment tables in the same file as
+//! the segments, STRICT, created on first use and never altered.
+//!
+//! Every step is one statement, atomic across threads and across processes sharing the file:
+//! claiming a never-held id is an `INSERT … ON CONFLICT DO NOTHING` under the
+//! `(space, worker_id)` primary key, a takeover and a renewal are conditional
+//! `UPDATE … RETURNING`s on the fencing token (and the expiry), and an assignment an insert
+//! into an `AUTOINCREMENT` table (its ids are never reused, even after a delete) in an
+//! immediate transaction that is rolled back when the id is past `max_worker`.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::{SqliteStore, unavailable};
+use crate::worker::{
+    LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
+    check_time_ms, column, lease_lost, stored,
+};
+use crate::{
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
+    WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, WorkerStore,
+};
+
+#[async_trait]
+impl WorkerStore for SqliteStore {
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        self.call(ensure_tables).await?;
+        acquire_from(self, req).await
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &Lease,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        check_renewal(now_ms, ttl_ms)?;
+        let held = lease.clone();
+        let renewed = self
+            .call(move |conn| {
+                conn.query_row(
+                    &format!(
+                        "UPDATE {WORKERS_TABLE} SET expires_ms = max(expires_ms, ?4) \
+                         WHERE space = ?1 AND worker_id = ?2 AND token = ?3 \
+                         AND expires_ms >= ?5 RETURNING expires_ms, time_mark"
+                    ),
+                    params![
+                        held.space.as_str(),
+                        column(held.worker_id),
+                        column(held.token),
+                        column(now_ms + ttl_ms),
+                        column(now_ms)
+                    ],
+                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+                )
+                .optional()
+                .map_err(unavailable)
+            })
+            .await?;
+        let (expires_ms, time_mark) = renewed.ok_or_else(|| lease_lost(lease))?;
+        let id = column(lease.worker_id);
+        Ok(Lease {
+            expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
+            time_mark: stored(&lease.space, id, "time_mark", time_mark)?,
+            ..lease.clone()
+        })
+    }
+
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("now_ms", now_ms)?;
+        let set = "expires_ms = min(expires_ms, ?4)";
+        self.update_held(lease, set, column(now_ms)).await
+    }
+
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("mark_ms", mark_ms)?;
+        let set = "time_mark = max(time_mark, ?4)";
+        self.update_held(lease, set, column(mark_ms)).await
+    }
+
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        check_assign_request(req)?;
+        let req = req.clone();
+        self.call(move |conn| {
+            ensure_tables(conn)?;
+            // Immediate: the write lock is taken first, so the insert cannot fail as busy
+            // halfway through.
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO {WORKER_NODE_TABLE} (space, host, port, launch_ms) \
+                     VALUES (?1, ?2, ?3, ?4)"
+                ),
+                params![req.space.as_str(), req.host, req.port, column(req.launch_ms)],
+            )
+            .map_err(unavailable)?;
+            let id = tx.last_insert_rowid();
+            match u64::try_from(id) {
+                Ok(id) if id >= 1 && id <= req.max_worker => {
+                    tx.commit().map_err(unavailable)?;
+                    Ok(id)
+                }
+                // Dropping the transaction rolls the row (and the sequence) back.
+                _ => Err(StoreError::WorkersExhausted { space: req.space, max: req.max_worker }),
+            }
+        })
+        .await
+    }
+
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let space = space.clone();
+        self.call(move |conn| {
+            ensure_tables(conn)?;
+            let mut statement = conn
+                .prepare(&format!(
+                    "SELECT worker_id, holder, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+                     WHERE space = ?1 ORDER BY worker_id LIMIT {}",
+                    LEASE_WORKER_ID_MAX + 1
+                ))
+                .map_err(unavailable)?;
+            let rows = statement.query_map([space.as_str()], read_record).map_err(unavailable)?;
+            let mut records = Vec::new();
+            for row in rows {
+                let (worker_id, holder, token, expires_ms, time_mark) = row.map_err(unavailable)?;
+                records.push(LeaseRecord {
+                    worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
+                    holder,
+                    token: stored(&space, worker_id, "token", token)?,
+                    expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
+                    time_mark: stored(&space, worker_id, "time_mark", time_mark)?,
+                });
+            }
+            Ok(records)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl LeaseTable for SqliteStore {
+    async fn scan(
+        &self,
+        space: &WorkerSpace,
+        from: u64,
+        max: u64,
+    ) -> Result<Vec<ScanRow>, StoreError> {
+        let space = space.clone();
+        self.call(move |conn| {
+            let mut statement = conn
+                .prepare(&format!(
+                    "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+                     WHERE space = ?1 AND worker_id >= ?2 AND worker_id <= ?3 \
+                     ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
+                ))
+                .map_err(unavailable)?;
+            let rows = statement
+                .query_map(params![space.as_str(), column(from), column(max)], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+                })
+                .map_err(unavailable)?;
+            let mut scanned = Vec::new();
+            for row in rows {
+                let (worker_id, token, expires_ms) = row.map_err(unavailable)?;
+                scanned.push(ScanRow {
+                    worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
+                    token: stored(&space, worker_id, "token", token)?,
+                    expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
+                });
+            }
+            Ok(scanned)
+        })
+        .await
+    }
+
+    async fn insert_lease(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let (space, holder) = (req.space.clone(), req.holder.clone());
+        let expires_ms = req.now_ms + req.ttl_ms;
+        let inserted = self
+            .call(move |conn| {
+                conn.execute(
+                    &format!(
+                        "INSERT INTO {WORKERS_TABLE} \
+                         (space, worker_id, holder, token, expires_ms, time_mark) \
+                         VALUES (?1, ?2, ?3, 1, ?4, 0) ON CONFLICT DO NOTHING"
+                    ),
+                    params![space.as_str(), column(worker_id), holder, column(expires_ms)],
+                )
+                .map_err(unavailable)
+            })
+            .await?;
+        Ok((inserted == 1).then(|| Lease {
+            space: req.space.clone(),
+            worker_id,
+            token: 1,
+            expires_ms,
+            time_mark: 0,
+        }))
+    }
+
+    async fn take_over(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+        token: u64,
+        below: u64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let (space, holder) = (req.space.clone(), req.holder.clone());
+        let expires_ms = req.now_ms + req.ttl_ms;
+        let taken = self
+            .call(move |conn| {
+                conn.query_row(
+                    &format!(
+                        "UPDATE {WORKERS_TABLE} \
+                         SET holder = ?3, token = token + 1, expires_ms = ?4 \
+                         WHERE space = ?1 AND worker_id = ?2 AND token = ?5 \
+                         AND expires_ms < ?6 RETURNING token, time_mark"
+                    ),
+                    params![
+                        space.as_str(),
+                        column(worker_id),
+                        holder,
+                        column(expires_ms),
+                        column(token),
+                        column(below)
+                    ],
+                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+                )
+                .optional()
+                .map_err(unavailable)
+            })
+            .await?;
+        let Some((token, time_mark)) = taken else { return Ok(None) };
+        let id = column(worker_id);
+        Ok(Some(Lease {
+            space: req.space.clone(),
+            worker_id,
+            token: stored(&req.space, id, "token", token)?,
+            expires_ms,
+            time_mark: stored(&req.space, id, "time_mark", time_mark)?,
+        }))
+    }
+}
+
+impl SqliteStore {
+    /// Runs `UPDATE … SET {set}` (which reads `?4` as `value`) on the row of `lease` if it
+    /// still holds the lease's token; [`StoreError::LeaseLost`] otherwise.
+    async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+        let held = lease.clone();
+        let sql = format!(
+            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ?1 AND worker_id = ?2 AND token = ?3"
+        );
+        let updated = self
+            .call(move |conn| {
+                conn.execute(
+                    &sql,
+                    params![held.space.as_str(), column(held.worker_id), column(held.token), value],
+                )
+                .map_err(unavailable)
+            })
+            .await?;
+        if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
+    }
+}
+
+/// Creates both worker tables when absent; an existing table is used as it is.
+fn ensure_tables(conn: &mut Connection) -> Result<(), StoreError> {
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {WORKERS_TABLE} (
+            space      TEXT    NOT NULL,
+            worker_id  INTEGER NOT NULL,
+            holder     TEXT    NOT NULL DEFAULT '',
+            token      INTEGER NOT NULL,
+            expires_ms INTEGER NOT NULL,
+            time_mark  INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (space, worker_id)
+        ) STRICT;
+        CREATE TABLE IF NOT EXISTS {WORKER_NODE_TABLE} (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            space      TEXT    NOT NULL,
+            host       TEXT    NOT NULL,
+            port       INTEGER NOT NULL,
+            launch_ms  INTEGER NOT NULL
+        ) STRICT;"
+    ))
+    .map_err(unavailable)
+}
+
+type RecordColumns = (i64, String, i64, i64, i64);
+
+fn read_record(row: &Row<'_>) -> rusqlite::Result<RecordColumns> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+}

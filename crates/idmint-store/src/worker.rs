@@ -1,0 +1,488 @@
+//! Worker ids for snowflake-style layouts: the [`WorkerStore`] trait, its request and answer
+//! types, their bounds, and the lease-acquisition walk the database backends share.
+//!
+//! Two ways to give a node its worker id, both kept in the same database as the segments:
+//!
+//! - **Leases** (table [`WORKERS_TABLE`]): a node claims the lowest free id of its *space*
+//!   (the layout's name) for a TTL and renews it. Every takeover of an expired id increments
+//!   the row's fencing `token`; renewing, raising the time mark and releasing all check it,
+//!   so a node whose id was taken over learns it ([`StoreError::LeaseLost`]) on its next
+//!   call. An expired id is reused only once `expires_ms + margin_ms < now_ms` (the margin
+//!   covers clock skew between nodes), and its new owner inherits the previous owner's
+//!   persisted time high-water mark (`time_mark`), so it can refuse to issue at or below it.
+//! - **Assignment** (table [`WORKER_NODE_TABLE`], uid-generator's `WORKER_NODE`): every start
+//!   inserts a row `(space, host, port, launch_ms)` and takes its auto-increment id as its
+//!   worker id, never reused. The ids form one sequence per database, shared by all spaces,
+//!   and start at 1.
+//!
+//! Both tables are created when absent and never altered. The store never reads a clock:
+//! every time (`now_ms`, `launch_ms`, marks) is the caller's, in milliseconds. What the caller
+//! must do with a lease (stop issuing ids at `expires_ms` by its own clock even before a
+//! renewal fails, persist a mark before issuing up to it) is the `idmint` library's job; this
+//! module must not spawn tasks, read time or decide when to renew.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+#[cfg(feature = "mysql")]
+use crate::MySqlStore;
+#[cfg(feature = "postgres")]
+use crate::PgStore;
+use crate::{MemoryStore, SqliteStore, StoreError, StoreUrl};
+
+/// The lease table: one row per `(space, worker_id)` ever held, with its holder, fencing
+/// token, expiry and time high-water mark.
+pub const WORKERS_TABLE: &str = "idmint_workers";
+/// The assignment table (uid-generator's `WORKER_NODE`): one row per start of a node with an
+/// assigned id; the row's auto-increment `id` is the worker id.
+pub const WORKER_NODE_TABLE: &str = "idmint_worker_node";
+/// Longest worker space name (a layout name), in characters of `A-Z a-z 0-9 _ . : -`.
+pub const WORKER_SPACE_LEN_MAX: usize = 64;
+/// Largest `max_worker` a lease request may name: acquiring walks the space's rows in id
+/// order, and listing returns them all, so a space holds at most this many plus one rows.
+/// Sonyflake's 16 machine-id bits; Twitter's and Leaf's 10 bits fit far below.
+pub const LEASE_WORKER_ID_MAX: u64 = (1 << 16) - 1;
+/// Largest `max_worker` an assignment request may name (uid-generator's 22 worker bits fit).
+pub const ASSIGN_WORKER_ID_MAX: u64 = (1 << 32) - 1;
+/// Shortest lease.
+pub const LEASE_TTL_MS_MIN: u64 = 1;
+/// Longest lease: a node that vanishes holds its id at most this long (plus the margin).
+pub const LEASE_TTL_MS_MAX: u64 = 3_600_000;
+/// Longest safety margin between a lease's expiry and the reuse of its id.
+pub const LEASE_MARGIN_MS_MAX: u64 = 3_600_000;
+/// Largest time, in milliseconds, a request may carry (`now_ms`, `launch_ms`, a mark): about
+/// 285 000 years past the Unix epoch, and far enough below `i64::MAX` that adding a TTL never
+/// overflows a `BIGINT` column.
+pub const WORKER_TIME_MS_MAX: u64 = (1 << 53) - 1;
+/// Longest lease holder or assigned host description, in bytes.
+pub const HOLDER_LEN_MAX: usize = 255;
+/// Rows one page of the acquisition walk reads.
+pub(crate) const LEASE_SCAN_PAGE: usize = 256;
+
+const _: () = assert!(LEASE_WORKER_ID_MAX <= ASSIGN_WORKER_ID_MAX);
+const _: () = assert!(ASSIGN_WORKER_ID_MAX < i64::MAX as u64);
+const _: () = assert!(LEASE_TTL_MS_MIN >= 1 && LEASE_TTL_MS_MIN <= LEASE_TTL_MS_MAX);
+const _: () = assert!(WORKER_TIME_MS_MAX + LEASE_TTL_MS_MAX < i64::MAX as u64);
+const _: () = assert!(LEASE_SCAN_PAGE >= 1);
+
+/// Durable worker-id allocation, shared by every node of every layout.
+///
+/// Implementations make [`acquire_lease`](WorkerStore::acquire_lease) atomic across nodes:
+/// two acquirers never hold the same id of a space at once. A never-held id is claimed by
+/// inserting its row under the `(space, worker_id)` primary key; an expired one by a
+/// compare-and-set of its fencing token that also re-checks the expiry.
+#[async_trait]
+pub trait WorkerStore: Send + Sync + 'static {
+    /// Claims the lowest worker id in `0..=req.max_worker` of `req.space` that is free: never
+    /// held, or held by a lease that expired more than `req.margin_ms` ago
+    /// (`expires_ms + margin_ms < now_ms`). The lease lasts until `now_ms + ttl_ms`.
+    ///
+    /// A never-held id starts at token 1 and time mark 0; a taken-over one gets the previous
+    /// token plus one and keeps the previous owner's time mark, which the caller must not
+    /// issue at or below. Refuses with [`StoreError::WorkersExhausted`] when every id is
+    /// held, and with [`StoreError::InvalidValue`] for a request outside the bounds of this
+    /// module, before the store is asked.
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError>;
+
+    /// Extends `lease` to `now_ms + ttl_ms` (never shortening it) if its row still holds
+    /// `lease.token` and has not expired (`expires_ms >= now_ms`); returns the lease as
+    /// stored, with the row's current time mark.
+    ///
+    /// Otherwise [`StoreError::LeaseLost`]: the caller must stop issuing ids with this worker
+    /// id at once.
+    async fn renew_lease(
+        &self,
+        lease: &Lease,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError>;
+
+    /// Gives `lease` up: its expiry becomes `now_ms` (if earlier than the stored one), its
+    /// time mark is kept, and the id is free again once the safety margin has passed.
+    /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token`.
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError>;
+
+    /// Persists "ids may be issued up to `mark_ms`" before the caller issues them: the row's
+    /// time mark becomes the larger of its own and `mark_ms`, never smaller.
+    /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token`.
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError>;
+
+    /// Assigns a fresh worker id for one start of a node (uid-generator's `WORKER_NODE`):
+    /// inserts `(space, host, port, launch_ms)` into [`WORKER_NODE_TABLE`] and returns the
+    /// row's auto-increment id. Ids are never reused, start at 1 and come from one sequence
+    /// per database shared by all spaces. Refuses with [`StoreError::WorkersExhausted`],
+    /// keeping no row, when the id would exceed `req.max_worker`.
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError>;
+
+    /// Every lease row of `space` (held, expired or released), ordered by worker id: at most
+    /// [`LEASE_WORKER_ID_MAX`] + 1. For operators.
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError>;
+}
+
+/// The name of a set of worker ids: a layout's name. 1 to [`WORKER_SPACE_LEN_MAX`]
+/// characters of `A-Z a-z 0-9 _ . : -`. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkerSpace(Arc<str>);
+
+impl WorkerSpace {
+    /// Parses a space name, refusing anything outside the alphabet and length with
+    /// [`StoreError::InvalidValue`].
+    pub fn parse(name: &str) -> Result<WorkerSpace, StoreError> {
+        let valid = !name.is_empty()
+            && name.len() <= WORKER_SPACE_LEN_MAX
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+        if valid {
+            Ok(WorkerSpace(Arc::from(name)))
+        } else {
+            Err(StoreError::InvalidValue(format!(
+                "worker space {name:?} is not a space name; use 1 to {WORKER_SPACE_LEN_MAX} \
+                 characters of A-Z a-z 0-9 _ . : - (the layout's name)"
+            )))
+        }
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for WorkerSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.0)
+    }
+}
+
+impl fmt::Debug for WorkerSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WorkerSpace({:?})", &*self.0)
+    }
+}
+
+/// What [`WorkerStore::acquire_lease`] asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    /// The space (layout) whose ids are claimed.
+    pub space: WorkerSpace,
+    /// The largest worker id the layout can encode, at most [`LEASE_WORKER_ID_MAX`].
+    pub max_worker: u64,
+    /// Who holds the lease, for operators (`host:port/pid`): at most [`HOLDER_LEN_MAX`]
+    /// bytes, no control characters.
+    pub holder: String,
+    /// The caller's clock, in milliseconds (at most [`WORKER_TIME_MS_MAX`]).
+    pub now_ms: u64,
+    /// How long the lease lasts unless renewed: [`LEASE_TTL_MS_MIN`] to
+    /// [`LEASE_TTL_MS_MAX`].
+    pub ttl_ms: u64,
+    /// How long past its expiry an id stays unusable, for clock skew between nodes: at most
+    /// [`LEASE_MARGIN_MS_MAX`].
+    pub margin_ms: u64,
+}
+
+/// A held lease on one worker id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The space the id belongs to.
+    pub space: WorkerSpace,
+    /// The worker id.
+    pub worker_id: u64,
+    /// The fencing token: 1 for a never-held id, incremented on every takeover. Every later
+    /// call on the lease proves ownership with it.
+    pub token: u64,
+    /// When the lease ends unless renewed, on the caller's clock, in milliseconds.
+    pub expires_ms: u64,
+    /// The persisted time high-water mark, in milliseconds, carried over from earlier owners
+    /// (0 if none): the owner must not issue ids at or below it.
+    pub time_mark: u64,
+}
+
+/// One row of [`WORKERS_TABLE`], for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The worker id.
+    pub worker_id: u64,
+    /// The last holder, as it described itself.
+    pub holder: String,
+    /// The fencing token of the last holder.
+    pub token: u64,
+    /// When the lease ends or ended, in milliseconds.
+    pub expires_ms: u64,
+    /// The persisted time high-water mark, in milliseconds.
+    pub time_mark: u64,
+}
+
+/// What [`WorkerStore::assign_worker`] records for one start of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssignRequest {
+    /// The space (layout) the id is for.
+    pub space: WorkerSpace,
+    /// The largest worker id the layout can encode, at most [`ASSIGN_WORKER_ID_MAX`].
+    pub max_worker: u64,
+    /// The node's host, for operators: at most [`HOLDER_LEN_MAX`] bytes, no control
+    /// characters.
+    pub host: String,
+    /// The node's port, for operators (0 when it has none).
+    pub port: u16,
+    /// When the node started, on its clock, in milliseconds.
+    pub launch_ms: u64,
+}
+
+/// Opens the store a URL names as a worker store: `memory://`, `sqlite://…`, `mysql://…` or
+/// `postgres://…`, creating the segment table as [`crate::open`] does. The worker tables are
+/// created on first use. Flicker and interleaved URLs are refused: worker ids must live in
+/// one database.
+pub async fn open_workers(url: &StoreUrl) -> Result<Arc<dyn WorkerStore>, StoreError> {
+    match url {
+        StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
+        StoreUrl::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
+        #[cfg(feature = "mysql")]
+        StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect(url).await?)),
+        #[cfg(not(feature = "mysql"))]
+        StoreUrl::Mysql(url) => Err(StoreError::BadUrl {
+            url: url.redacted(),
+            reason: "this build has no MySQL support; build idmint with `--features mysql`"
+                .to_string(),
+        }),
+        #[cfg(feature = "postgres")]
+        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
+            url: url.redacted(),
+            reason: "this build has no PostgreSQL support; build idmint with `--features postgres`"
+                .to_string(),
+        }),
+        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "worker ids are kept in one database, so they need a single store: name one \
+                     sqlite://, mysql:// or postgres:// URL (or memory://) for them"
+                .to_string(),
+        }),
+    }
+}
+
+/// Refuses a lease request outside this module's bounds, before any store is asked.
+pub(crate) fn check_lease_request(req: &LeaseRequest) -> Result<(), StoreError> {
+    if req.max_worker > LEASE_WORKER_ID_MAX {
+        return Err(StoreError::InvalidValue(format!(
+            "max_worker {} is above {LEASE_WORKER_ID_MAX}, the most a lease space holds; use \
+             store-assigned worker ids for wider layouts, or lower max_worker",
+            req.max_worker
+        )));
+    }
+    check_text("holder", &req.holder)?;
+    check_time_ms("now_ms", req.now_ms)?;
+    check_ttl_ms(req.ttl_ms)?;
+    if req.margin_ms > LEASE_MARGIN_MS_MAX {
+        return Err(StoreError::InvalidValue(format!(
+            "margin_ms {} is above {LEASE_MARGIN_MS_MAX}; use a shorter safety margin",
+            req.margin_ms
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses an assignment request outside this module's bounds.
+pub(crate) fn check_assign_request(req: &AssignRequest) -> Result<(), StoreError> {
+    if req.max_worker > ASSIGN_WORKER_ID_MAX {
+        return Err(StoreError::InvalidValue(format!(
+            "max_worker {} is above {ASSIGN_WORKER_ID_MAX}, the largest assigned worker id",
+            req.max_worker
+        )));
+    }
+    check_text("host", &req.host)?;
+    check_time_ms("launch_ms", req.launch_ms)
+}
+
+/// Refuses a renewal's `now_ms` or `ttl_ms` outside the bounds.
+pub(crate) fn check_renewal(now_ms: u64, ttl_ms: u64) -> Result<(), StoreError> {
+    check_time_ms("now_ms", now_ms)?;
+    check_ttl_ms(ttl_ms)
+}
+
+/// Refuses a time (`now_ms`, a mark) past [`WORKER_TIME_MS_MAX`].
+pub(crate) fn check_time_ms(name: &str, ms: u64) -> Result<(), StoreError> {
+    if ms <= WORKER_TIME_MS_MAX {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidValue(format!(
+            "{name} {ms} is above {WORKER_TIME_MS_MAX}; pass milliseconds since the Unix epoch"
+        )))
+    }
+}
+
+fn check_ttl_ms(ttl_ms: u64) -> Result<(), StoreError> {
+    if (LEASE_TTL_MS_MIN..=LEASE_TTL_MS_MAX).contains(&ttl_ms) {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidValue(format!(
+            "ttl_ms {ttl_ms} is outside {LEASE_TTL_MS_MIN}..={LEASE_TTL_MS_MAX}; use a lease \
+             of at most an hour"
+        )))
+    }
+}
+
+fn check_text(name: &str, text: &str) -> Result<(), StoreError> {
+    if text.len() > HOLDER_LEN_MAX {
+        return Err(StoreError::InvalidValue(format!(
+            "{name} is {} bytes long; use at most {HOLDER_LEN_MAX}",
+            text.len()
+        )));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(StoreError::InvalidValue(format!(
+            "{name} {text:?} holds a control character; describe the node in printable text"
+        )));
+    }
+    Ok(())
+}
+
+/// The expiry below which a lease's id may be reused at `now_ms`: an id is free when
+/// `expires_ms + margin_ms < now_ms`, i.e. `expires_ms < now_ms - margin_ms`. `None` while
+/// `now_ms` is within the margin of the epoch: nothing is reusable yet.
+pub(crate) fn reusable_below(now_ms: u64, margin_ms: u64) -> Option<u64> {
+    now_ms.checked_sub(margin_ms)
+}
+
+/// A row of [`WORKERS_TABLE`] as the acquisition walk reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScanRow {
+    pub(crate) worker_id: u64,
+    pub(crate) token: u64,
+    pub(crate) expires_ms: u64,
+}
+
+/// The three atomic steps a database backend provides for [`acquire_from`].
+#[async_trait]
+pub(crate) trait LeaseTable: Send + Sync {
+    /// Up to [`LEASE_SCAN_PAGE`] rows of `space` with `from <= worker_id <= max`, in id
+    /// order.
+    async fn scan(
+        &self,
+        space: &WorkerSpace,
+        from: u64,
+        max: u64,
+    ) -> Result<Vec<ScanRow>, StoreError>;
+
+    /// Inserts the row of a never-held id with token 1 and time mark 0; `None` when a row for
+    /// it exists (another node claimed it first), changing nothing.
+    async fn insert_lease(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+    ) -> Result<Option<Lease>, StoreError>;
+
+    /// Takes an expired id over in one conditional write: only if its row still holds
+    /// `token` and `expires_ms < below`, sets the holder, `token + 1` and the new expiry,
+    /// keeping the time mark. `None` when the row changed meanwhile, changing nothing.
+    async fn take_over(
+        &self,
+        req: &LeaseRequest,
+        worker_id: u64,
+        token: u64,
+        below: u64,
+    ) -> Result<Option<Lease>, StoreError>;
+}
+
+/// [`WorkerStore::acquire_lease`] over a [`LeaseTable`]: walks the space's rows in id order,
+/// a page at a time, and tries each free id it meets (a gap is a never-held id, an expired
+/// row one to take over) until one attempt wins. An attempt that loses went to another node,
+/// so the walk moves on; every id is tried at most once, which bounds the walk by
+/// `max_worker + 1` attempts.
+pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
+    table: &T,
+    req: &LeaseRequest,
+) -> Result<Lease, StoreError> {
+    check_lease_request(req)?;
+    let below = reusable_below(req.now_ms, req.margin_ms);
+    // The lowest id not yet examined.
+    let mut next = 0;
+    loop {
+        let rows = table.scan(&req.space, next, req.max_worker).await?;
+        let last_page = rows.len() < LEASE_SCAN_PAGE;
+        for row in rows {
+            if row.worker_id < next || row.worker_id > req.max_worker {
+                return Err(StoreError::Unavailable(format!(
+                    "the scan of space {} returned worker id {} outside {next}..={}",
+                    req.space, row.worker_id, req.max_worker
+                )));
+            }
+            for vacant in next..row.worker_id {
+                if let Some(lease) = table.insert_lease(req, vacant).await? {
+                    return Ok(lease);
+                }
+            }
+            if let Some(below) = below.filter(|below| row.expires_ms < *below)
+                && let Some(lease) = table.take_over(req, row.worker_id, row.token, below).await?
+            {
+                return Ok(lease);
+            }
+            next = row.worker_id + 1;
+        }
+        if last_page {
+            for vacant in next..=req.max_worker {
+                if let Some(lease) = table.insert_lease(req, vacant).await? {
+                    return Ok(lease);
+                }
+            }
+            return Err(StoreError::WorkersExhausted {
+                space: req.space.clone(),
+                max: req.max_worker,
+            });
+        }
+    }
+}
+
+/// [`StoreError::LeaseLost`] for `lease`.
+pub(crate) fn lease_lost(lease: &Lease) -> StoreError {
+    StoreError::LeaseLost { space: lease.space.clone(), worker_id: lease.worker_id }
+}
+
+/// A stored number that must not be negative, or why the row is corrupt.
+pub(crate) fn stored(
+    space: &WorkerSpace,
+    worker_id: i64,
+    column: &str,
+    value: i64,
+) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::CorruptWorker {
+        space: space.clone(),
+        worker_id,
+        reason: format!("{column} is negative ({value})"),
+    })
+}
+
+/// `value` as a `BIGINT` column holds it. Every value this module writes is bounded far below
+/// `i64::MAX` by the checks above ([`WORKER_TIME_MS_MAX`], [`ASSIGN_WORKER_ID_MAX`]), and a
+/// token by the number of takeovers.
+pub(crate) fn column(value: u64) -> i64 {
+    // Not a silent wrap: a value past i64::MAX would be a broken bound, and writing it
+    // negative could let an id be reused early.
+    i64::try_from(value).unwrap_or_else(|_| panic!("{value} does not fit a BIGINT column"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn space_names_are_checked() {
+        assert!(WorkerSpace::parse("snowflake.default:v1-a_b").is_ok());
+        assert!(WorkerSpace::parse(&"s".repeat(WORKER_SPACE_LEN_MAX)).is_ok());
+        for bad in ["", "has space", "quote'", "é", &"s".repeat(WORKER_SPACE_LEN_MAX + 1)] {
+            assert!(
+                matches!(WorkerSpace::parse(bad), Err(StoreError::InvalidValue(_))),
+                "{bad:?} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn reuse_starts_strictly_after_the_margin() {
+        // expires 100, margin 10: reusable only when now > 110.
+        assert!(reusable_below(110, 10).is_some_and(|below| 100 >= below));
+        assert!(reusable_below(111, 10).is_some_and(|below| 100 < below));
+        assert_eq!(reusable_below(5, 10), None);
+    }
+}

@@ -1,0 +1,710 @@
+//! The worker suite: what every `WorkerStore` backend must do (leases with fencing tokens and
+//! time marks, store-assigned ids), written once against the trait and instantiated per
+//! backend with [`worker_suite!`] in the modules at the end of this file, beside the checks
+//! only one backend can make.
+//!
+//! Time is whatever the checks say it is: the store reads no clock, so every `now_ms` below
+//! is a plain number and expiry boundaries are hit to the millisecond.
+//!
+//! The worker tables have fixed names, so on MySQL and PostgreSQL every check of a run shares
+//! them (in the run's fresh database). Checks therefore keep to spaces of their own, named
+//! after the check; `assign_worker_…` is the only check that assigns ids, so the database's
+//! one assignment sequence is its alone.
+
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use idmint_store::{
+    ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX, LEASE_TTL_MS_MAX,
+    LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError, WORKER_SPACE_LEN_MAX,
+    WORKER_TIME_MS_MAX, WorkerSpace, WorkerStore,
+};
+
+/// The time the checks start at, in milliseconds since the Unix epoch.
+const T0: u64 = 1_700_000_000_000;
+/// The lease every check asks for.
+const TTL_MS: u64 = 10_000;
+/// The safety margin every check asks for.
+const MARGIN_MS: u64 = 2_000;
+/// The first moment an id leased at [`T0`] (and not renewed) may be reused.
+const REUSABLE_MS: u64 = T0 + TTL_MS + MARGIN_MS + 1;
+/// Concurrent acquirers in the exhaustion check: one per id of a 4-bit layout.
+const ACQUIRER_COUNT: u64 = 16;
+/// Ids held by the paging check: more than one page of the database backends' walk (256).
+const HELD_PAST_A_PAGE: u64 = 300;
+/// Tasks acquiring them.
+const PAGING_TASK_COUNT: u64 = 10;
+
+const _: () = assert!(HELD_PAST_A_PAGE.is_multiple_of(PAGING_TASK_COUNT));
+
+/// A worker store under test, with whatever must live as long as it does.
+pub struct WorkerSubject {
+    /// The store.
+    pub store: Arc<dyn WorkerStore>,
+    /// Dropped after the check: a temporary directory.
+    _guard: Box<dyn Any + Send>,
+}
+
+impl WorkerSubject {
+    /// A store that needs nothing kept alive.
+    pub fn new(store: Arc<dyn WorkerStore>) -> WorkerSubject {
+        WorkerSubject { store, _guard: Box::new(()) }
+    }
+
+    /// A store whose backing resource `guard` is released when the check ends.
+    pub fn with_guard(store: Arc<dyn WorkerStore>, guard: impl Any + Send) -> WorkerSubject {
+        WorkerSubject { store, _guard: Box::new(guard) }
+    }
+}
+
+/// Generates one `#[tokio::test]` per worker check in the calling module.
+///
+/// `$factory` is an `async fn() -> Option<WorkerSubject>`: a store on which the check's own
+/// spaces are empty, or `None` when the backend's server is not configured (the check is then
+/// skipped with a line on stderr).
+macro_rules! worker_suite {
+    ($factory:path) => {
+        $crate::workers::worker_suite!(@checks $factory;
+            acquirers_get_the_lowest_free_ids,
+            concurrent_acquirers_get_distinct_ids_until_exhausted,
+            concurrent_takeovers_give_each_expired_id_once,
+            acquisition_walks_past_a_page_of_held_ids,
+            renew_extends_the_lease_and_never_shortens_it,
+            renew_after_expiry_is_lease_lost,
+            an_expired_id_is_reused_only_after_the_margin,
+            release_frees_the_id_after_the_margin,
+            raise_time_mark_only_grows,
+            assign_worker_gives_increasing_ids_and_refuses_past_max,
+            spaces_are_independent,
+            invalid_requests_are_refused_and_nothing_is_written,
+        );
+    };
+    (@checks $factory:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let Some(subject) = $factory().await else {
+                    eprintln!("skipped: the backend's IDMINT_TEST_*_URL is not set");
+                    return;
+                };
+                $crate::workers::$check(::std::sync::Arc::clone(&subject.store)).await;
+                drop(subject);
+            }
+        )*
+    };
+}
+pub(crate) use worker_suite;
+
+/// Successive acquirers get the lowest free ids, 0 then 1 then 2, each a fresh lease: token
+/// 1, no time mark, expiring one TTL after the request; the rows record their holders.
+pub async fn acquirers_get_the_lowest_free_ids(store: Arc<dyn WorkerStore>) {
+    let space = space("lowest");
+    for (worker_id, holder) in ["a:1/1", "b:2/2", "c:3/3"].into_iter().enumerate() {
+        let lease = store.acquire_lease(&request(&space, 15, holder, T0)).await.unwrap();
+        let expected = Lease {
+            space: space.clone(),
+            worker_id: worker_id as u64,
+            token: 1,
+            expires_ms: T0 + TTL_MS,
+            time_mark: 0,
+        };
+        assert_eq!(lease, expected);
+    }
+    let listed = store.list_leases(&space).await.unwrap();
+    let holders: Vec<_> = listed.iter().map(|r| (r.worker_id, r.holder.as_str())).collect();
+    assert_eq!(holders, [(0, "a:1/1"), (1, "b:2/2"), (2, "c:3/3")]);
+    assert!(listed.iter().all(|r| r.token == 1 && r.expires_ms == T0 + TTL_MS && r.time_mark == 0));
+}
+
+/// Sixteen nodes acquiring a 4-bit space at once get the sixteen ids, each once; the
+/// seventeenth is refused as exhausted.
+pub async fn concurrent_acquirers_get_distinct_ids_until_exhausted(store: Arc<dyn WorkerStore>) {
+    let space = space("crowd");
+    let max = ACQUIRER_COUNT - 1;
+    let leases = acquire_concurrently(&store, &space, max, ACQUIRER_COUNT, 1, T0).await;
+    let ids: BTreeSet<u64> = leases.iter().map(|l| l.worker_id).collect();
+    assert_eq!(ids, (0..=max).collect(), "{leases:?}");
+    assert!(leases.iter().all(|l| l.token == 1), "{leases:?}");
+
+    let refused = store.acquire_lease(&request(&space, max, "late", T0 + 1)).await;
+    assert_eq!(refused, Err(StoreError::WorkersExhausted { space: space.clone(), max }));
+    assert_eq!(store.list_leases(&space).await.unwrap().len() as u64, ACQUIRER_COUNT);
+}
+
+/// Nodes racing for expired ids take each over exactly once: every id goes to one of them
+/// with the next token and its previous owner's time mark.
+pub async fn concurrent_takeovers_give_each_expired_id_once(store: Arc<dyn WorkerStore>) {
+    let space = space("takeover-race");
+    let max = 7;
+    for worker_id in 0..=max {
+        let lease = store.acquire_lease(&request(&space, max, "old", T0)).await.unwrap();
+        assert_eq!(lease.worker_id, worker_id);
+        store.raise_time_mark(&lease, mark_of(worker_id)).await.unwrap();
+    }
+    let leases = acquire_concurrently(&store, &space, max, max + 1, 1, REUSABLE_MS).await;
+    let ids: BTreeSet<u64> = leases.iter().map(|l| l.worker_id).collect();
+    assert_eq!(ids, (0..=max).collect(), "{leases:?}");
+    for lease in &leases {
+        assert_eq!((lease.token, lease.time_mark), (2, mark_of(lease.worker_id)), "{lease:?}");
+    }
+    let refused = store.acquire_lease(&request(&space, max, "late", REUSABLE_MS)).await;
+    assert_eq!(refused, Err(StoreError::WorkersExhausted { space: space.clone(), max }));
+}
+
+/// With more ids held than one page of the database backends' walk, the lowest free id is
+/// still found, whether it is expired among the held ones or the first never held.
+pub async fn acquisition_walks_past_a_page_of_held_ids(store: Arc<dyn WorkerStore>) {
+    let space = space("paging");
+    let max = 511;
+    let per_task = HELD_PAST_A_PAGE / PAGING_TASK_COUNT;
+    let mut leases =
+        acquire_concurrently(&store, &space, max, PAGING_TASK_COUNT, per_task, T0).await;
+    leases.sort_by_key(|l| l.worker_id);
+    let ids: Vec<u64> = leases.iter().map(|l| l.worker_id).collect();
+    assert_eq!(ids, (0..HELD_PAST_A_PAGE).collect::<Vec<_>>());
+
+    // Every lease but one is renewed: only id 270 expires.
+    let expiring = 270;
+    for lease in leases.iter().filter(|l| l.worker_id != expiring) {
+        store.renew_lease(lease, T0 + 5_000, TTL_MS).await.unwrap();
+    }
+    let taken = store.acquire_lease(&request(&space, max, "taker", REUSABLE_MS)).await.unwrap();
+    assert_eq!((taken.worker_id, taken.token), (expiring, 2));
+    let fresh = store.acquire_lease(&request(&space, max, "fresh", REUSABLE_MS)).await.unwrap();
+    assert_eq!((fresh.worker_id, fresh.token), (HELD_PAST_A_PAGE, 1));
+}
+
+/// Renewing moves the expiry to one TTL after the renewal, as stored; a renewal asking for
+/// less than the lease already has leaves it, and renewing at the very millisecond of expiry
+/// still succeeds.
+pub async fn renew_extends_the_lease_and_never_shortens_it(store: Arc<dyn WorkerStore>) {
+    let space = space("renew");
+    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+
+    let renewed = store.renew_lease(&lease, T0 + 5_000, TTL_MS).await.unwrap();
+    assert_eq!(renewed, Lease { expires_ms: T0 + 5_000 + TTL_MS, ..lease.clone() });
+    assert_eq!(only_row(&store, &space).await.expires_ms, T0 + 5_000 + TTL_MS);
+
+    let kept = store.renew_lease(&renewed, T0 + 6_000, 1).await.unwrap();
+    assert_eq!(kept, renewed, "a shorter renewal must not shorten the lease");
+    assert_eq!(only_row(&store, &space).await.expires_ms, T0 + 5_000 + TTL_MS);
+
+    let at_expiry = renewed.expires_ms;
+    let last = store.renew_lease(&kept, at_expiry, TTL_MS).await.unwrap();
+    assert_eq!(last.expires_ms, at_expiry + TTL_MS);
+    assert_eq!((last.worker_id, last.token), (0, 1));
+}
+
+/// A renewal one millisecond after expiry is refused as lost even though nobody took the id,
+/// and changes nothing; so is a renewal with a token the row does not hold.
+pub async fn renew_after_expiry_is_lease_lost(store: Arc<dyn WorkerStore>) {
+    let space = space("expired");
+    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+    let before = only_row(&store, &space).await;
+    let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
+
+    assert_eq!(store.renew_lease(&lease, lease.expires_ms + 1, TTL_MS).await, lost);
+    assert_eq!(only_row(&store, &space).await, before);
+
+    let forged = Lease { token: lease.token + 1, ..lease.clone() };
+    assert_eq!(store.renew_lease(&forged, T0 + 1, TTL_MS).await, lost);
+    assert_eq!(store.raise_time_mark(&forged, T0 + 1).await, lost.clone().map(drop));
+    assert_eq!(store.release_lease(&forged, T0 + 1).await, lost.map(drop));
+    assert_eq!(only_row(&store, &space).await, before);
+}
+
+/// An expired id is not reused while `expires_ms + margin_ms >= now_ms`, and is reused from
+/// the next millisecond with the next token and its previous owner's time mark; from then on
+/// the previous owner's renewals, marks and release are refused as lost and change nothing.
+pub async fn an_expired_id_is_reused_only_after_the_margin(store: Arc<dyn WorkerStore>) {
+    let space = space("reuse");
+    let old = store.acquire_lease(&request(&space, 3, "old", T0)).await.unwrap();
+    let mark = T0 + 3_000;
+    store.raise_time_mark(&old, mark).await.unwrap();
+
+    let at_margin = T0 + TTL_MS + MARGIN_MS;
+    let other = store.acquire_lease(&request(&space, 3, "other", at_margin)).await.unwrap();
+    assert_eq!(other.worker_id, 1, "id 0 was reused before its margin passed");
+
+    let new = store.acquire_lease(&request(&space, 3, "new", at_margin + 1)).await.unwrap();
+    let expected = Lease {
+        space: space.clone(),
+        worker_id: 0,
+        token: old.token + 1,
+        expires_ms: at_margin + 1 + TTL_MS,
+        time_mark: mark,
+    };
+    assert_eq!(new, expected);
+    let row = store.list_leases(&space).await.unwrap().remove(0);
+    assert_eq!(row, record_of(&new, "new"));
+
+    let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
+    assert_eq!(store.renew_lease(&old, at_margin + 2, TTL_MS).await, lost);
+    assert_eq!(store.raise_time_mark(&old, mark + 10_000).await, lost.clone().map(drop));
+    assert_eq!(store.release_lease(&old, at_margin + 2).await, lost.map(drop));
+    assert_eq!(store.list_leases(&space).await.unwrap().remove(0), row);
+
+    let renewed = store.renew_lease(&new, at_margin + 2, TTL_MS).await.unwrap();
+    assert_eq!((renewed.token, renewed.time_mark), (2, mark));
+}
+
+/// Releasing sets the expiry to the release time (never later than it was) and keeps the
+/// time mark; the id is reused once the margin after the release has passed, not before.
+pub async fn release_frees_the_id_after_the_margin(store: Arc<dyn WorkerStore>) {
+    let space = space("release");
+    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+    store.raise_time_mark(&lease, T0 + 500).await.unwrap();
+    let released_at = T0 + 1_000;
+    store.release_lease(&lease, released_at).await.unwrap();
+    let row = only_row(&store, &space).await;
+    assert_eq!((row.token, row.expires_ms, row.time_mark), (1, released_at, T0 + 500));
+    // Releasing again, later, does not push the expiry back out.
+    store.release_lease(&lease, released_at + 50_000).await.unwrap();
+    assert_eq!(only_row(&store, &space).await.expires_ms, released_at);
+
+    let early = store.acquire_lease(&request(&space, 3, "b", released_at + MARGIN_MS)).await;
+    assert_eq!(early.unwrap().worker_id, 1, "a released id was reused within the margin");
+    let after = released_at + MARGIN_MS + 1;
+    let reused = store.acquire_lease(&request(&space, 3, "c", after)).await.unwrap();
+    assert_eq!((reused.worker_id, reused.token, reused.time_mark), (0, 2, T0 + 500));
+    let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
+    assert_eq!(store.release_lease(&lease, after).await, lost);
+}
+
+/// The time mark takes the larger of its value and the one raised to; a renewal reports it,
+/// and a takeover carries it over.
+pub async fn raise_time_mark_only_grows(store: Arc<dyn WorkerStore>) {
+    let space = space("marks");
+    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+    for (raise, expected) in [(T0 + 500, T0 + 500), (T0 + 300, T0 + 500), (T0 + 700, T0 + 700)] {
+        store.raise_time_mark(&lease, raise).await.unwrap();
+        assert_eq!(only_row(&store, &space).await.time_mark, expected, "after raising to {raise}");
+    }
+    // Raising to the mark already held is accepted and changes nothing.
+    store.raise_time_mark(&lease, T0 + 700).await.unwrap();
+    let renewed = store.renew_lease(&lease, T0 + 1_000, TTL_MS).await.unwrap();
+    assert_eq!(renewed.time_mark, T0 + 700);
+
+    let late = renewed.expires_ms + MARGIN_MS + 1;
+    let next = store.acquire_lease(&request(&space, 3, "b", late)).await.unwrap();
+    assert_eq!((next.worker_id, next.time_mark), (0, T0 + 700));
+}
+
+/// Assigned ids are distinct under concurrency and increase; once the next id would pass
+/// `max_worker` the request is refused, and stays refused, with no id handed out. The ids
+/// are one sequence shared by the spaces of a store.
+pub async fn assign_worker_gives_increasing_ids_and_refuses_past_max(store: Arc<dyn WorkerStore>) {
+    let space = space("assigned");
+    let tasks: Vec<_> = (0..8)
+        .map(|port| {
+            let (store, req) = (Arc::clone(&store), assign(&space, ASSIGN_WORKER_ID_MAX, port));
+            tokio::spawn(async move { store.assign_worker(&req).await.unwrap() })
+        })
+        .collect();
+    let mut ids = BTreeSet::new();
+    for task in tasks {
+        ids.insert(task.await.unwrap());
+    }
+    assert_eq!(ids.len(), 8, "{ids:?}");
+    assert!(ids.iter().all(|id| *id >= 1), "0 is never assigned: {ids:?}");
+
+    let mut last = *ids.last().unwrap();
+    let max = last + 3;
+    let other = space_of("assigned-other");
+    for _ in 0..3 {
+        // Alternating spaces: the sequence is the store's, not the space's.
+        let id = store.assign_worker(&assign(&other, max, 1)).await.unwrap();
+        assert!(id > last && id <= max, "{id} after {last}, max {max}");
+        last = id;
+    }
+    assert_eq!(last, max);
+    for _ in 0..2 {
+        assert_eq!(
+            store.assign_worker(&assign(&space, max, 1)).await,
+            Err(StoreError::WorkersExhausted { space: space.clone(), max })
+        );
+    }
+    let id = store.assign_worker(&assign(&space, max + 10, 1)).await.unwrap();
+    assert!(id > max && id <= max + 10, "{id}");
+}
+
+/// Leases of one space never affect another's, including spaces whose names differ only in
+/// case: each starts at id 0, is exhausted on its own, and keeps its own marks.
+pub async fn spaces_are_independent(store: Arc<dyn WorkerStore>) {
+    let (upper, lower) = (space("Independent"), space("independent"));
+    let a = store.acquire_lease(&request(&upper, 1, "a", T0)).await.unwrap();
+    let b = store.acquire_lease(&request(&lower, 1, "b", T0)).await.unwrap();
+    assert_eq!((a.worker_id, b.worker_id), (0, 0));
+    store.raise_time_mark(&a, T0 + 900).await.unwrap();
+    store.acquire_lease(&request(&upper, 1, "a2", T0)).await.unwrap();
+    assert_eq!(
+        store.acquire_lease(&request(&upper, 1, "a3", T0)).await,
+        Err(StoreError::WorkersExhausted { space: upper.clone(), max: 1 })
+    );
+    let b2 = store.acquire_lease(&request(&lower, 1, "b2", T0)).await.unwrap();
+    assert_eq!(b2.worker_id, 1);
+
+    let lower_rows = store.list_leases(&lower).await.unwrap();
+    assert_eq!(lower_rows, [record_of(&b, "b"), record_of(&b2, "b2")]);
+    assert_eq!(store.list_leases(&upper).await.unwrap()[0].time_mark, T0 + 900);
+    assert_eq!(store.list_leases(&space("independent-unused")).await, Ok(Vec::new()));
+}
+
+/// Bad space names cannot be made, and requests outside the bounds are refused as invalid
+/// before anything is written; the bounds themselves are accepted.
+pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn WorkerStore>) {
+    for bad in ["", "has space", "quote'", "naïve", &"s".repeat(WORKER_SPACE_LEN_MAX + 1)] {
+        assert!(invalid(WorkerSpace::parse(bad)), "space {bad:?} was accepted");
+    }
+    let space = space("invalid");
+    let ok = request(&space, 3, "ok", T0);
+    let bad_requests = [
+        LeaseRequest { max_worker: LEASE_WORKER_ID_MAX + 1, ..ok.clone() },
+        LeaseRequest { ttl_ms: 0, ..ok.clone() },
+        LeaseRequest { ttl_ms: LEASE_TTL_MS_MAX + 1, ..ok.clone() },
+        LeaseRequest { margin_ms: LEASE_MARGIN_MS_MAX + 1, ..ok.clone() },
+        LeaseRequest { now_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
+        LeaseRequest { holder: "h".repeat(HOLDER_LEN_MAX + 1), ..ok.clone() },
+        LeaseRequest { holder: "two\nlines".to_string(), ..ok.clone() },
+    ];
+    for req in &bad_requests {
+        assert!(invalid(store.acquire_lease(req).await), "{req:?} was accepted");
+    }
+    assert_eq!(store.list_leases(&space).await, Ok(Vec::new()));
+
+    let widest = LeaseRequest {
+        max_worker: LEASE_WORKER_ID_MAX,
+        ttl_ms: LEASE_TTL_MS_MAX,
+        margin_ms: LEASE_MARGIN_MS_MAX,
+        holder: "h".repeat(HOLDER_LEN_MAX),
+        ..ok
+    };
+    let lease = store.acquire_lease(&widest).await.unwrap();
+    assert!(invalid(store.renew_lease(&lease, T0, 0).await));
+    assert!(invalid(store.renew_lease(&lease, WORKER_TIME_MS_MAX + 1, TTL_MS).await));
+    assert!(invalid(store.raise_time_mark(&lease, WORKER_TIME_MS_MAX + 1).await));
+    assert!(invalid(store.release_lease(&lease, WORKER_TIME_MS_MAX + 1).await));
+    assert_eq!(store.list_leases(&space).await.unwrap(), [record_of(&lease, &widest.holder)]);
+
+    let base = assign(&space, 3, 1);
+    let bad_assignments = [
+        AssignRequest { max_worker: ASSIGN_WORKER_ID_MAX + 1, ..base.clone() },
+        AssignRequest { host: "h".repeat(HOLDER_LEN_MAX + 1), ..base.clone() },
+        AssignRequest { launch_ms: WORKER_TIME_MS_MAX + 1, ..base },
+    ];
+    for req in &bad_assignments {
+        assert!(invalid(store.assign_worker(req).await), "{req:?} was accepted");
+    }
+}
+
+/// Runs `tasks` tasks, each acquiring `per_task` leases of `space` in turn; returns them all.
+pub async fn acquire_concurrently(
+    store: &Arc<dyn WorkerStore>,
+    space: &WorkerSpace,
+    max: u64,
+    tasks: u64,
+    per_task: u64,
+    now_ms: u64,
+) -> Vec<Lease> {
+    let tasks: Vec<_> = (0..tasks)
+        .map(|task| {
+            let store = Arc::clone(store);
+            let req = request(space, max, &format!("task-{task}"), now_ms);
+            tokio::spawn(async move {
+                let mut leases = Vec::new();
+                for _ in 0..per_task {
+                    leases.push(store.acquire_lease(&req).await.unwrap());
+                }
+                leases
+            })
+        })
+        .collect();
+    let mut leases = Vec::new();
+    for task in tasks {
+        leases.extend(task.await.unwrap());
+    }
+    leases
+}
+
+/// A lease request of `space` at `now_ms` with the suite's TTL and margin.
+pub fn request(space: &WorkerSpace, max_worker: u64, holder: &str, now_ms: u64) -> LeaseRequest {
+    LeaseRequest {
+        space: space.clone(),
+        max_worker,
+        holder: holder.to_string(),
+        now_ms,
+        ttl_ms: TTL_MS,
+        margin_ms: MARGIN_MS,
+    }
+}
+
+/// An assignment request of `space` from `worker.test:{port}`.
+pub fn assign(space: &WorkerSpace, max_worker: u64, port: u16) -> AssignRequest {
+    AssignRequest {
+        space: space.clone(),
+        max_worker,
+        host: "worker.test".to_string(),
+        port,
+        launch_ms: T0,
+    }
+}
+
+/// The space `name` of the worker suite (`ws.{name}`), apart from other tests' spaces.
+pub fn space(name: &str) -> WorkerSpace {
+    space_of(&format!("ws.{name}"))
+}
+
+/// The space `name`, as is.
+pub fn space_of(name: &str) -> WorkerSpace {
+    WorkerSpace::parse(name).unwrap()
+}
+
+/// The row a lease left, with `holder`.
+pub fn record_of(lease: &Lease, holder: &str) -> LeaseRecord {
+    LeaseRecord {
+        worker_id: lease.worker_id,
+        holder: holder.to_string(),
+        token: lease.token,
+        expires_ms: lease.expires_ms,
+        time_mark: lease.time_mark,
+    }
+}
+
+/// The only row of `space`.
+pub async fn only_row(store: &Arc<dyn WorkerStore>, space: &WorkerSpace) -> LeaseRecord {
+    let mut rows = store.list_leases(space).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows.remove(0)
+}
+
+/// A time mark distinct per worker id.
+fn mark_of(worker_id: u64) -> u64 {
+    T0 + 100 * (worker_id + 1)
+}
+
+fn invalid<T: std::fmt::Debug>(result: Result<T, StoreError>) -> bool {
+    matches!(result, Err(StoreError::InvalidValue(_)))
+}
+
+mod memory {
+    //! The worker suite on the memory backend, and `open_workers`' refusals.
+
+    use std::sync::Arc;
+
+    use idmint_store::{MemoryStore, StoreError, StoreUrl, open_workers};
+
+    use super::WorkerSubject;
+
+    async fn fresh() -> Option<WorkerSubject> {
+        Some(WorkerSubject::new(Arc::new(MemoryStore::new())))
+    }
+
+    worker_suite!(fresh);
+
+    #[tokio::test]
+    async fn open_workers_refuses_sets_of_stores_without_showing_a_password() {
+        for url in [
+            "flicker+mysql://app:s3cret-Pw@db1/ids flicker+mysql://app:s3cret-Pw@db2/ids",
+            "mysql://app:s3cret-Pw@db1/ids mysql://app:s3cret-Pw@db2/ids",
+            "memory:// memory://",
+        ] {
+            let parsed = StoreUrl::parse(url).unwrap();
+            let Err(error) = open_workers(&parsed).await else { panic!("{url} was opened") };
+            assert!(matches!(error, StoreError::BadUrl { .. }), "{error:?}");
+            let text = error.to_string();
+            assert!(text.contains("single store"), "{text}");
+            assert!(!text.contains("s3cret"), "the password shows: {text}");
+        }
+        assert!(open_workers(&StoreUrl::Memory).await.is_ok());
+    }
+}
+
+mod sqlite {
+    //! The worker suite on an SQLite file, and what only a file shows: leases, marks and the
+    //! assignment sequence survive reopening, two connections to one file hand out distinct
+    //! ids, and an existing worker table is used as it is.
+
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use idmint_store::{
+        SqliteStore, StoreError, StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE, WorkerStore,
+        open_workers,
+    };
+    use rusqlite::Connection;
+    use tempfile::TempDir;
+
+    use super::{T0, TTL_MS, WorkerSubject, acquire_concurrently, assign, request, space};
+
+    async fn fresh() -> Option<WorkerSubject> {
+        let (dir, path) = temp_db();
+        let store = open_workers(&StoreUrl::Sqlite(path)).await.unwrap();
+        Some(WorkerSubject::with_guard(store, dir))
+    }
+
+    worker_suite!(fresh);
+
+    #[tokio::test]
+    async fn leases_marks_and_assignments_survive_reopening() {
+        let (_dir, path) = temp_db();
+        let store = SqliteStore::open(&path).await.unwrap();
+        let space = space("durable");
+        let lease = store.acquire_lease(&request(&space, 7, "a", T0)).await.unwrap();
+        store.raise_time_mark(&lease, T0 + 42).await.unwrap();
+        let assigned = store.assign_worker(&assign(&space, 100, 1)).await.unwrap();
+        drop(store);
+
+        let store = SqliteStore::open(&path).await.unwrap();
+        let listed = store.list_leases(&space).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].token, listed[0].time_mark), (1, T0 + 42));
+        let renewed = store.renew_lease(&lease, T0 + 1, TTL_MS).await.unwrap();
+        assert_eq!(renewed.time_mark, T0 + 42);
+        let next = store.acquire_lease(&request(&space, 7, "b", T0 + 1)).await.unwrap();
+        assert_eq!(next.worker_id, 1);
+        assert!(store.assign_worker(&assign(&space, 100, 1)).await.unwrap() > assigned);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_connections_to_one_file_hand_out_distinct_ids() {
+        let (_dir, path) = temp_db();
+        let first: Arc<dyn WorkerStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let second: Arc<dyn WorkerStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let space = space("shared-file");
+        let (a, b) = tokio::join!(
+            acquire_concurrently(&first, &space, 31, 4, 4, T0),
+            acquire_concurrently(&second, &space, 31, 4, 4, T0),
+        );
+        let mut ids: Vec<u64> = a.iter().chain(&b).map(|l| l.worker_id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..32).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_refused_assignment_keeps_no_row() {
+        let (_dir, path) = temp_db();
+        let store = SqliteStore::open(&path).await.unwrap();
+        let space = space("refused");
+        assert_eq!(store.assign_worker(&assign(&space, 2, 1)).await, Ok(1));
+        assert_eq!(store.assign_worker(&assign(&space, 2, 2)).await, Ok(2));
+        for port in [3, 4] {
+            let refused = store.assign_worker(&assign(&space, 2, port)).await;
+            assert_eq!(refused, Err(StoreError::WorkersExhausted { space: space.clone(), max: 2 }));
+        }
+        let raw = Connection::open(&path).unwrap();
+        let rows: Vec<(i64, String, String, i64, i64)> = raw
+            .prepare(&format!(
+                "SELECT id, space, host, port, launch_ms FROM {WORKER_NODE_TABLE} ORDER BY id"
+            ))
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let node = |id, port| (id, space.to_string(), "worker.test".to_string(), port, T0 as i64);
+        assert_eq!(rows, [node(1, 1), node(2, 2)]);
+    }
+
+    #[tokio::test]
+    async fn an_existing_worker_table_is_used_as_is() {
+        let (_dir, path) = temp_db();
+        let made = format!(
+            "CREATE TABLE {WORKERS_TABLE} (space TEXT NOT NULL, worker_id INTEGER NOT NULL, \
+             holder TEXT NOT NULL, token INTEGER NOT NULL, expires_ms INTEGER NOT NULL, \
+             time_mark INTEGER NOT NULL, note TEXT, PRIMARY KEY (space, worker_id))"
+        );
+        let raw = Connection::open(&path).unwrap();
+        raw.execute_batch(&made).unwrap();
+        raw.execute(
+            &format!(
+                "INSERT INTO {WORKERS_TABLE} VALUES ('ws.foreign', 0, 'ops', 3, ?1, 77, 'kept')"
+            ),
+            [T0 as i64],
+        )
+        .unwrap();
+
+        let store = SqliteStore::open(&path).await.unwrap();
+        let space = space("foreign");
+        let lease =
+            store.acquire_lease(&request(&space, 7, "a", T0 + TTL_MS + 10_000)).await.unwrap();
+        assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 4, 77));
+        let layout: String = raw
+            .query_row("SELECT sql FROM sqlite_master WHERE name = ?1", [WORKERS_TABLE], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(layout, made);
+        let note: String =
+            raw.query_row(&format!("SELECT note FROM {WORKERS_TABLE}"), [], |r| r.get(0)).unwrap();
+        assert_eq!(note, "kept");
+    }
+
+    fn temp_db() -> (TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("idmint.db");
+        (dir, path)
+    }
+}
+
+#[cfg(feature = "mysql")]
+mod mysql {
+    //! The worker suite on MySQL / MariaDB, in this run's database (skipped when
+    //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
+
+    use idmint_store::{StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE, open_workers};
+    use sqlx::{AssertSqlSafe, Connection, MySqlConnection, Row};
+
+    use super::{T0, WorkerSubject, request, space};
+
+    /// The run's database, with a segment table of the suite's own and a small pool.
+    async fn url() -> Option<StoreUrl> {
+        let db = crate::mysql::database_url().await?;
+        let separator = if db.contains('?') { '&' } else { '?' };
+        Some(StoreUrl::parse(&format!("{db}{separator}table=worker_suite&pool_max=4")).unwrap())
+    }
+
+    async fn fresh() -> Option<WorkerSubject> {
+        Some(WorkerSubject::new(open_workers(&url().await?).await.unwrap()))
+    }
+
+    worker_suite!(fresh);
+
+    #[tokio::test]
+    async fn the_worker_tables_compare_bytes() {
+        let Some(url) = url().await else { return crate::mysql::skipped() };
+        let store = open_workers(&url).await.unwrap();
+        store.acquire_lease(&request(&space("mysql-tables"), 3, "a", T0)).await.unwrap();
+        let db = crate::mysql::database_url().await.unwrap();
+        let mut raw = MySqlConnection::connect(&db).await.unwrap();
+        for table in [WORKERS_TABLE, WORKER_NODE_TABLE] {
+            let layout: String = sqlx::query(AssertSqlSafe(format!("SHOW CREATE TABLE {table}")))
+                .fetch_one(&mut raw)
+                .await
+                .unwrap()
+                .get(1);
+            assert!(layout.contains("utf8mb4_bin"), "{layout}");
+            assert!(layout.contains("InnoDB"), "{layout}");
+        }
+        raw.close().await.unwrap();
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    //! The worker suite on PostgreSQL, in this run's database (skipped when
+    //! `IDMINT_TEST_POSTGRES_URL` is unset).
+
+    use idmint_store::{StoreUrl, open_workers};
+
+    use super::WorkerSubject;
+
+    async fn fresh() -> Option<WorkerSubject> {
+        let db = crate::postgres::database_url().await?;
+        let separator = if db.contains('?') { '&' } else { '?' };
+        let url = StoreUrl::parse(&format!("{db}{separator}table=worker_suite&pool_max=4"));
+        Some(WorkerSubject::new(open_workers(&url.unwrap()).await.unwrap()))
+    }
+
+    worker_suite!(fresh);
+}

@@ -1,0 +1,690 @@
+//! The snowflake generator: `time | worker | sequence` ids from the injected [`Clock`], with
+//! a worker id that two nodes never share and a time mark that a restart never goes below.
+//!
+//! - **Worker ids** ([`WorkerIdSource`]): `lease` (the default) claims the lowest free id in
+//!   the store with a TTL and renews it; the generator issues only while the lease is
+//!   *proven*, i.e. the clock is before the expiry the store last confirmed (fencing: a node
+//!   that was paused or cut off stops at that instant, and resumes only on a lease it holds
+//!   again). `store-assigned` takes a fresh id from the store at every start (Baidu's
+//!   WORKER_NODE); `static` takes it from the configuration; `ordinal` from the trailing
+//!   number of a Kubernetes StatefulSet host name (`ids-3` → 3).
+//! - **Time mark**: before issuing an id whose time passes the mark, the generator persists
+//!   a new mark `now + time_window_ms`, first in the local marks file
+//!   (`data_dir/snowflake.time-mark`, per layout and worker id), then in the store's lease
+//!   row. At start the state begins at the highest of those marks, so after a `kill -9` and
+//!   a clock set back, no id at or below one issued before can be issued again: the run-time
+//!   rule (wait out a step back within `tolerance_ms`, refuse beyond it) applies to the mark
+//!   too. A background task keeps the mark ahead of the clock, so the hot path never waits
+//!   for a write in steady state.
+//! - **Clock rollback at run time** follows `idmint_core::snowflake::step`: waited out within
+//!   the tolerance, refused beyond it (counted), or, with `borrow`, run on a logical clock at
+//!   most `max_lead_ms` ahead.
+//!
+//! The state (last id's time and sequence, worker id, mark, fence) sits behind one mutex:
+//! the layout's own limit (4 096 ids per ms for 41/10/12) is far below what a mutex allows,
+//! and one lock makes a worker-id change and the state it starts from one step.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use idmint_core::Tag;
+use idmint_core::snowflake::{ClockPolicy, Layout, Parts, Step, step};
+use idmint_store::{AssignRequest, Lease, LeaseRequest, StoreError, WorkerSpace, WorkerStore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::Clock;
+use crate::highwater::{HighWaterFile, MarksFile};
+
+/// Name of the snowflake time-mark file inside the state directory.
+pub const TIME_MARK_FILE: &str = "snowflake.time-mark";
+/// Name of its lock file.
+pub const TIME_MARK_LOCK_FILE: &str = "snowflake.lock";
+/// Default clock step back that is waited out rather than refused.
+pub const TOLERANCE_MS_DEFAULT: u64 = 10;
+/// Largest tolerance accepted.
+pub const TOLERANCE_MS_MAX: u64 = 10_000;
+/// Default time mark persisted ahead of the clock.
+pub const TIME_WINDOW_MS_DEFAULT: u64 = 3_000;
+/// Time-mark window bounds.
+pub const TIME_WINDOW_MS_MIN: u64 = 100;
+/// Largest time-mark window: a restart with a clock this far behind waits or is refused.
+pub const TIME_WINDOW_MS_MAX: u64 = 60_000;
+/// Default worker-lease TTL.
+pub const LEASE_TTL_MS_DEFAULT: u64 = 10_000;
+/// Default wait after a lease expired before another node may take its worker id.
+pub const LEASE_MARGIN_MS_DEFAULT: u64 = 10_000;
+/// Longest a `next_id` call waits (sequence spent, clock behind within tolerance, a mark
+/// being written) before it fails.
+pub const SNOWFLAKE_WAIT_MS_MAX: u64 = 1_000;
+
+const SNOWFLAKE_MARKS: MarksFile = MarksFile {
+    file: TIME_MARK_FILE,
+    lock: TIME_MARK_LOCK_FILE,
+    meaning: "the time (ms) up to which each snowflake worker id of this node may have issued ids",
+};
+
+/// Where a node's worker id comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerIdSource {
+    /// A fixed id from the configuration. Two nodes configured alike share it: that is on
+    /// whoever configured them.
+    Static(u64),
+    /// A fresh id from the store at every start.
+    StoreAssigned,
+    /// The lowest free id in the store, leased with a TTL and renewed (the default).
+    Lease,
+    /// The trailing number of this host's name (`ids-3` → 3), as a StatefulSet gives.
+    Ordinal,
+}
+
+/// How a snowflake generator runs.
+#[derive(Debug, Clone)]
+pub struct SnowflakeConfig {
+    /// Name of the id space (the layout's name): worker ids and time marks are per space.
+    pub space: String,
+    /// The bit layout.
+    pub layout: Layout,
+    /// Where the worker id comes from.
+    pub worker: WorkerIdSource,
+    /// A clock step back up to this is waited out; beyond it ids are refused.
+    pub tolerance_ms: u64,
+    /// `Some(lead)`: run ahead of the clock on borrowed time by at most `lead` ms instead of
+    /// waiting.
+    pub borrow_max_lead_ms: Option<u64>,
+    /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`.
+    pub max_vibration: u64,
+    /// How far ahead of the clock the persisted time mark is kept.
+    pub time_window_ms: u64,
+    /// Worker-lease TTL.
+    pub lease_ttl_ms: u64,
+    /// Wait after a lease expired before its id may be taken by another node.
+    pub lease_margin_ms: u64,
+    /// The node's state directory (time marks); `None` keeps marks in the store only.
+    pub state_dir: Option<PathBuf>,
+    /// Who this node is, for the store's lease rows (`host:port`).
+    pub holder: String,
+    /// The port recorded by `store-assigned`.
+    pub port: u16,
+}
+
+impl SnowflakeConfig {
+    /// The `snowflake` preset (41 bits of ms / 10 / 12, Leaf's epoch), leased worker ids.
+    pub fn new(space: &str, layout: Layout) -> SnowflakeConfig {
+        SnowflakeConfig {
+            space: space.to_string(),
+            layout,
+            worker: WorkerIdSource::Lease,
+            tolerance_ms: TOLERANCE_MS_DEFAULT,
+            borrow_max_lead_ms: None,
+            max_vibration: 0,
+            time_window_ms: TIME_WINDOW_MS_DEFAULT,
+            lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
+            lease_margin_ms: LEASE_MARGIN_MS_DEFAULT,
+            state_dir: None,
+            holder: "idmint".to_string(),
+            port: 0,
+        }
+    }
+}
+
+/// Why a snowflake id was not issued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnowflakeError {
+    /// The clock is behind the last id issued (or the persisted mark) by more than the
+    /// tolerance: issuing could repeat an id.
+    #[error(
+        "the clock is {behind_ms} ms behind the last id issued (tolerance {tolerance_ms} ms); no \
+         id is issued until it catches up. Check the node's time sync"
+    )]
+    ClockBehind {
+        /// How far behind.
+        behind_ms: u64,
+        /// The configured tolerance.
+        tolerance_ms: u64,
+    },
+    /// The worker-id lease is not proven (renewal failed, or the node was paused past it).
+    #[error("worker id {worker} of {space}: the lease is not proven ({reason}); retrying")]
+    LeaseNotProven {
+        /// The layout space.
+        space: String,
+        /// The worker id.
+        worker: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The layout's time field is full.
+    #[error("layout {0}: its time bits ran out; configure a new epoch or a wider layout")]
+    Exhausted(String),
+    /// No id within [`SNOWFLAKE_WAIT_MS_MAX`] (a mark could not be written, or the clock did
+    /// not move).
+    #[error("no snowflake id within {SNOWFLAKE_WAIT_MS_MAX} ms: {0}")]
+    Unavailable(String),
+    /// The configuration cannot run; the message names the field and the fix.
+    #[error("snowflake configuration: {0}")]
+    Config(String),
+    /// A store call failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The local marks file failed.
+    #[error("local state: {0}")]
+    LocalState(String),
+}
+
+/// A snowflake generator, started with [`Snowflake::start`].
+pub struct Snowflake {
+    config: SnowflakeConfig,
+    policy: ClockPolicy,
+    clock: Arc<dyn Clock>,
+    store: Option<Arc<dyn WorkerStore>>,
+    space: WorkerSpace,
+    marks: Option<Arc<HighWaterFile>>,
+    state: Mutex<State>,
+    /// Serialises mark writes and lease changes.
+    writer: tokio::sync::Mutex<()>,
+    rollbacks: AtomicU64,
+    waits: AtomicU64,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl std::fmt::Debug for Snowflake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snowflake").field("status", &self.status()).finish()
+    }
+}
+
+/// The generator's state.
+#[derive(Debug, Clone)]
+struct State {
+    /// `(time_units << sequence_bits) | sequence` of the last id issued.
+    last: u64,
+    worker: u64,
+    /// Ids may be issued with a time up to this (units): it is persisted.
+    mark_units: u64,
+    /// The clock (ms) from which the worker id is no longer proven; `u64::MAX` when it needs
+    /// no lease.
+    fence_ms: u64,
+    lease: Option<Lease>,
+    /// Why the fence closed, for the error.
+    fence_reason: String,
+}
+
+/// What [`Snowflake::status`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnowflakeStatus {
+    /// The layout space.
+    pub space: String,
+    /// The layout.
+    pub layout: Layout,
+    /// The worker id.
+    pub worker: u64,
+    /// The persisted time mark, ms since the Unix epoch.
+    pub mark_ms: u64,
+    /// Until when the lease is proven (ms since the Unix epoch); `None` without a lease.
+    pub lease_until_ms: Option<u64>,
+    /// Clock steps back beyond the tolerance (ids refused).
+    pub rollbacks: u64,
+    /// Waits (sequence spent, or a step back within the tolerance).
+    pub waits: u64,
+}
+
+/// One attempt of the hot path.
+enum Attempt {
+    Id(u64),
+    Wait(u64),
+    NeedMark,
+}
+
+impl Snowflake {
+    /// Starts a generator: takes its worker id, reads the highest time mark (local file and
+    /// store), persists a mark ahead of the clock, and starts the tasks that keep the mark
+    /// ahead and the lease renewed. `store` is required for `lease` and `store-assigned`.
+    pub async fn start(
+        store: Option<Arc<dyn WorkerStore>>,
+        config: SnowflakeConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Snowflake>, SnowflakeError> {
+        let layout = config.layout;
+        let bad = |m: String| SnowflakeError::Config(m);
+        if config.tolerance_ms > TOLERANCE_MS_MAX {
+            return Err(bad(format!(
+                "tolerance_ms {} is above {TOLERANCE_MS_MAX}",
+                config.tolerance_ms
+            )));
+        }
+        if !(TIME_WINDOW_MS_MIN..=TIME_WINDOW_MS_MAX).contains(&config.time_window_ms) {
+            return Err(bad(format!(
+                "time_window_ms {} is outside {TIME_WINDOW_MS_MIN}..={TIME_WINDOW_MS_MAX}",
+                config.time_window_ms
+            )));
+        }
+        let space = WorkerSpace::parse(&config.space)?;
+        let policy = ClockPolicy::from_ms(&layout, config.tolerance_ms, config.borrow_max_lead_ms);
+        let marks = match &config.state_dir {
+            Some(dir) => Some(Arc::new(
+                HighWaterFile::open_as(dir, SNOWFLAKE_MARKS)
+                    .map_err(|e| SnowflakeError::LocalState(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let now = clock.now_ms();
+        let (worker, lease) = match &config.worker {
+            WorkerIdSource::Static(id) => (*id, None),
+            WorkerIdSource::Ordinal => (ordinal()?, None),
+            WorkerIdSource::StoreAssigned => {
+                let store = need(&store, "store-assigned")?;
+                let request = AssignRequest {
+                    space: space.clone(),
+                    max_worker: layout.max_worker(),
+                    host: config.holder.clone(),
+                    port: config.port,
+                    launch_ms: now,
+                };
+                (store.assign_worker(&request).await?, None)
+            }
+            WorkerIdSource::Lease => {
+                let store = need(&store, "lease")?;
+                let lease = store.acquire_lease(&lease_request(&config, &space, now)).await?;
+                (lease.worker_id, Some(lease))
+            }
+        };
+        if worker > layout.max_worker() {
+            return Err(bad(format!(
+                "worker id {worker} does not fit the layout's {} worker bits (at most {})",
+                layout.worker_bits(),
+                layout.max_worker()
+            )));
+        }
+        let fence_ms = lease.as_ref().map_or(u64::MAX, |l| l.expires_ms);
+        let generator = Arc::new(Snowflake {
+            policy,
+            clock,
+            store,
+            space,
+            marks,
+            state: Mutex::new(State {
+                last: 0,
+                worker,
+                mark_units: 0,
+                fence_ms,
+                lease,
+                fence_reason: String::new(),
+            }),
+            writer: tokio::sync::Mutex::new(()),
+            rollbacks: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            config,
+        });
+        generator.begin_at_marks().await?;
+        generator.extend_mark().await?;
+        tracing::info!(
+            space = %generator.config.space, worker, layout = %layout,
+            expires = %idmint_core::snowflake::UtcMs(layout.expires_at_ms()),
+            "snowflake generator started"
+        );
+        // The tasks hold the generator weakly: dropping it (without `shutdown`, as a crash
+        // would) stops them and releases the marks file's lock.
+        let cancel = generator.cancel.clone();
+        let period = Duration::from_millis((generator.config.time_window_ms / 3).max(1));
+        let weak = Arc::downgrade(&generator);
+        generator.tracker.spawn(every(period, cancel.clone(), weak, |g| async move {
+            if let Err(error) = g.extend_mark().await {
+                tracing::warn!(space = %g.config.space, %error, "time mark not extended; ids stop at the current mark until it is");
+            }
+        }));
+        if generator.lock().lease.is_some() {
+            let period = Duration::from_millis((generator.config.lease_ttl_ms / 3).max(1));
+            let weak = Arc::downgrade(&generator);
+            generator.tracker.spawn(every(period, cancel, weak, |g| async move {
+                g.renew_once().await;
+            }));
+        }
+        generator.tracker.close();
+        Ok(generator)
+    }
+
+    /// The next id, waiting (bounded by [`SNOWFLAKE_WAIT_MS_MAX`]) for the next unit when the
+    /// sequence is spent, for the clock when it is behind within tolerance, and for a mark
+    /// write when the clock passed the mark.
+    pub async fn next_id(&self) -> Result<u64, SnowflakeError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(SNOWFLAKE_WAIT_MS_MAX);
+        loop {
+            match self.attempt()? {
+                Attempt::Id(id) => return Ok(id),
+                Attempt::Wait(until_ms) => {
+                    self.waits.fetch_add(1, Ordering::Relaxed);
+                    let pause = until_ms.saturating_sub(self.clock.now_ms()).clamp(1, 50);
+                    if tokio::time::Instant::now() + Duration::from_millis(pause) > deadline {
+                        return Err(SnowflakeError::Unavailable(
+                            "the clock did not reach the next usable unit".into(),
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
+                }
+                Attempt::NeedMark => {
+                    let extended = tokio::time::timeout_at(deadline, self.extend_mark())
+                        .await
+                        .map_err(|_| {
+                            SnowflakeError::Unavailable("the time mark could not be written".into())
+                        })?;
+                    extended?;
+                }
+            }
+        }
+    }
+
+    /// The next id without waiting: `None` when it would have to wait (sequence spent, mark
+    /// not yet written); an error when it must refuse.
+    pub fn try_next_id(&self) -> Result<Option<u64>, SnowflakeError> {
+        match self.attempt()? {
+            Attempt::Id(id) => Ok(Some(id)),
+            Attempt::Wait(_) | Attempt::NeedMark => Ok(None),
+        }
+    }
+
+    /// `count` ids, increasing.
+    pub async fn next_ids(&self, count: u64) -> Result<Vec<u64>, SnowflakeError> {
+        let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+        for _ in 0..count {
+            ids.push(self.next_id().await?);
+        }
+        Ok(ids)
+    }
+
+    /// The parts of `id` under this generator's layout.
+    pub fn decode(&self, id: u64) -> Option<Parts> {
+        self.config.layout.decode(id)
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.config.layout
+    }
+
+    /// The generator's worker id, lease and counters.
+    pub fn status(&self) -> SnowflakeStatus {
+        let state = self.lock().clone();
+        let layout = self.config.layout;
+        SnowflakeStatus {
+            space: self.config.space.clone(),
+            layout,
+            worker: state.worker,
+            mark_ms: layout.timestamp_ms(state.mark_units).unwrap_or(0),
+            lease_until_ms: state.lease.as_ref().map(|_| state.fence_ms),
+            rollbacks: self.rollbacks.load(Ordering::Relaxed),
+            waits: self.waits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops the background tasks and releases the lease (its time mark stays in the store).
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        self.tracker.wait().await;
+        let lease = {
+            let mut state = self.lock();
+            state.fence_ms = 0;
+            state.fence_reason = "the node is shutting down".into();
+            state.lease.take()
+        };
+        if let (Some(lease), Some(store)) = (lease, &self.store)
+            && let Err(error) = store.release_lease(&lease, self.clock.now_ms()).await
+        {
+            tracing::warn!(%error, worker = lease.worker_id, "worker lease not released; it expires on its own");
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One try of the hot path, under the state lock.
+    fn attempt(&self) -> Result<Attempt, SnowflakeError> {
+        let layout = &self.config.layout;
+        let mut state = self.lock();
+        let now_ms = self.clock.now_ms();
+        if now_ms >= state.fence_ms {
+            return Err(SnowflakeError::LeaseNotProven {
+                space: self.config.space.clone(),
+                worker: state.worker,
+                reason: if state.fence_reason.is_empty() {
+                    "the lease was not renewed in time".into()
+                } else {
+                    state.fence_reason.clone()
+                },
+            });
+        }
+        let Some(now_units) = layout.to_units(now_ms) else {
+            return Err(SnowflakeError::Config(format!(
+                "the clock reads {now_ms} ms, before the layout's epoch {}",
+                layout.epoch_ms()
+            )));
+        };
+        match step(layout, state.last, now_units, &self.policy, self.config.max_vibration) {
+            Step::Issue { packed } => {
+                let (time, _) = layout.unpack(packed);
+                if time > state.mark_units {
+                    return Ok(Attempt::NeedMark);
+                }
+                state.last = packed;
+                layout
+                    .compose_packed(packed, state.worker)
+                    .map(Attempt::Id)
+                    .ok_or_else(|| SnowflakeError::Exhausted(self.config.space.clone()))
+            }
+            Step::WaitUntil { units } => {
+                Ok(Attempt::Wait(layout.timestamp_ms(units).unwrap_or(now_ms + 1)))
+            }
+            Step::Refuse { behind_units } => {
+                self.rollbacks.fetch_add(1, Ordering::Relaxed);
+                let behind_ms = behind_units.saturating_mul(layout.unit().millis());
+                tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing");
+                Err(SnowflakeError::ClockBehind {
+                    behind_ms,
+                    tolerance_ms: self.config.tolerance_ms,
+                })
+            }
+            Step::Exhausted => Err(SnowflakeError::Exhausted(self.config.space.clone())),
+        }
+    }
+
+    /// The marks key of this space and worker.
+    fn mark_key(&self, worker: u64) -> Result<Tag, SnowflakeError> {
+        Tag::parse(&format!("{}.w{worker}", self.config.space))
+            .map_err(|e| SnowflakeError::Config(format!("space {}: {e}", self.config.space)))
+    }
+
+    /// Starts the state above the highest mark known for the worker id: the local file's and
+    /// the lease's (the previous owner's).
+    async fn begin_at_marks(&self) -> Result<(), SnowflakeError> {
+        let layout = self.config.layout;
+        let mut state = self.lock();
+        let local = match &self.marks {
+            Some(marks) => marks.get(&self.mark_key(state.worker)?).unwrap_or(0),
+            None => 0,
+        };
+        let stored = state.lease.as_ref().map_or(0, |l| l.time_mark);
+        let mark_ms = local.max(stored);
+        if mark_ms > 0 {
+            // Ids at or below the mark's unit may have been issued: start as if its last
+            // sequence had been, so the next id lies above it; a clock behind it is the
+            // run-time rollback rule's to wait out or refuse.
+            let units = layout.to_units(mark_ms).unwrap_or(0);
+            let last = layout
+                .pack(units, layout.max_sequence())
+                .ok_or_else(|| SnowflakeError::Exhausted(self.config.space.clone()))?;
+            state.last = state.last.max(last);
+            state.mark_units = state.mark_units.max(units);
+            tracing::info!(space = %self.config.space, worker = state.worker, mark_ms, "snowflake resumes above its time mark");
+        }
+        Ok(())
+    }
+
+    /// Persists a mark `time_window_ms` ahead of the clock (local file first, then the
+    /// store) and publishes it.
+    async fn extend_mark(&self) -> Result<(), SnowflakeError> {
+        let _writing = self.writer.lock().await;
+        let layout = self.config.layout;
+        let (worker, lease, last) = {
+            let state = self.lock();
+            (state.worker, state.lease.clone(), state.last)
+        };
+        let ahead_ms = self.clock.now_ms() + self.config.time_window_ms;
+        // With borrowed time the state may already be ahead of the clock.
+        let last_ms = layout.timestamp_ms(layout.unpack(last).0).unwrap_or(0);
+        let mark_ms = ahead_ms.max(last_ms + self.config.time_window_ms);
+        if let Some(marks) = &self.marks {
+            marks
+                .raise(&self.mark_key(worker)?, mark_ms)
+                .await
+                .map_err(|e| SnowflakeError::LocalState(e.to_string()))?;
+        }
+        if let (Some(lease), Some(store)) = (&lease, &self.store) {
+            store.raise_time_mark(lease, mark_ms).await?;
+        }
+        let units = layout.to_units(mark_ms).unwrap_or(0);
+        let mut state = self.lock();
+        if state.worker == worker {
+            state.mark_units = state.mark_units.max(units);
+        }
+        Ok(())
+    }
+
+    /// One lease renewal; when the lease is lost, closes the fence at once (a later round
+    /// acquires a lease again, possibly another worker id, starting above its marks).
+    async fn renew_once(&self) {
+        let Some(store) = self.store.clone() else { return };
+        let lease = self.lock().lease.clone();
+        let now = self.clock.now_ms();
+        let result = match &lease {
+            Some(lease) => store.renew_lease(lease, now, self.config.lease_ttl_ms).await,
+            None => store.acquire_lease(&lease_request(&self.config, &self.space, now)).await,
+        };
+        match result {
+            Ok(renewed) => self.install_lease(renewed).await,
+            Err(StoreError::LeaseLost { .. }) => {
+                let mut state = self.lock();
+                state.fence_ms = 0;
+                state.fence_reason = "the lease was lost to another node".into();
+                state.lease = None;
+                tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
+            }
+            Err(error) => {
+                // The fence stays where the store last confirmed: ids stop there if no
+                // renewal succeeds before.
+                tracing::warn!(space = %self.config.space, %error, "worker lease not renewed");
+            }
+        }
+    }
+
+    /// Installs a renewed or newly acquired lease.
+    async fn install_lease(&self, lease: Lease) {
+        let layout = self.config.layout;
+        let changed = {
+            let mut state = self.lock();
+            let changed = state.worker != lease.worker_id || state.lease.is_none();
+            if changed {
+                // A new incarnation: start above the previous owner's mark and our own.
+                state.worker = lease.worker_id;
+                state.mark_units = 0;
+                let units = layout.to_units(lease.time_mark).unwrap_or(0);
+                let floor = layout.pack(units, layout.max_sequence()).unwrap_or(u64::MAX);
+                state.last = state.last.max(floor);
+                tracing::info!(space = %self.config.space, worker = lease.worker_id, "worker lease held again");
+            }
+            state.fence_ms = lease.expires_ms;
+            state.fence_reason.clear();
+            state.lease = Some(lease);
+            changed
+        };
+        if changed && let Err(error) = self.extend_mark().await {
+            tracing::warn!(space = %self.config.space, %error, "time mark not written after a new lease");
+        }
+    }
+}
+
+/// Runs `work` on the generator every `period` until `cancel`, or until the generator is
+/// dropped.
+async fn every<F, Fut>(
+    period: Duration,
+    cancel: CancellationToken,
+    generator: std::sync::Weak<Snowflake>,
+    work: F,
+) where
+    F: Fn(Arc<Snowflake>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        let Some(generator) = generator.upgrade() else { return };
+        work(generator).await;
+    }
+}
+
+impl Drop for Snowflake {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+fn need<'a>(
+    store: &'a Option<Arc<dyn WorkerStore>>,
+    kind: &str,
+) -> Result<&'a Arc<dyn WorkerStore>, SnowflakeError> {
+    store.as_ref().ok_or_else(|| {
+        SnowflakeError::Config(format!(
+            "worker = \"{kind}\" needs a store; configure one or use a static worker id"
+        ))
+    })
+}
+
+fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> LeaseRequest {
+    LeaseRequest {
+        space: space.clone(),
+        max_worker: config.layout.max_worker(),
+        holder: config.holder.clone(),
+        now_ms,
+        ttl_ms: config.lease_ttl_ms,
+        margin_ms: config.lease_margin_ms,
+    }
+}
+
+/// The worker id of a StatefulSet pod: the number after the host name's last `-`.
+fn ordinal() -> Result<u64, SnowflakeError> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    ordinal_of(host.trim())
+}
+
+/// The number after the last `-` of `host`.
+pub(crate) fn ordinal_of(host: &str) -> Result<u64, SnowflakeError> {
+    host.rsplit_once('-').and_then(|(_, n)| n.parse::<u64>().ok()).ok_or_else(|| {
+        SnowflakeError::Config(format!(
+            "worker = \"ordinal\" needs a host name ending in -N (a StatefulSet pod, e.g. ids-3); \
+             this host is {host:?}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_come_from_statefulset_names() {
+        assert_eq!(ordinal_of("ids-0"), Ok(0));
+        assert_eq!(ordinal_of("idmint-web-12"), Ok(12));
+        assert!(ordinal_of("laptop").is_err());
+        assert!(ordinal_of("ids-x").is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! The snowflake generator on an injected clock: steps back waited out or refused, a restart
+//! with the clock behind never repeating an id, leased worker ids distinct per node, fencing
+//! when a lease cannot be renewed, and 2 nodes × 2 threads × 1 000 000 ids unique.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use idmint::store::{MemoryStore, StoreError};
+use idmint::{
+    Clock, ManualClock, Snowflake, SnowflakeConfig, SnowflakeError, SystemClock, WorkerIdSource,
+};
+use idmint_core::snowflake::Layout;
+use idmint_store::{AssignRequest, Lease, LeaseRecord, LeaseRequest, WorkerSpace, WorkerStore};
+
+fn layout() -> Layout {
+    Layout::preset("snowflake").unwrap()
+}
+
+fn config() -> SnowflakeConfig {
+    SnowflakeConfig::new("snowflake", layout())
+}
+
+async fn start(
+    store: &Arc<dyn WorkerStore>,
+    config: SnowflakeConfig,
+    clock: &Arc<ManualClock>,
+) -> Arc<Snowflake> {
+    Snowflake::start(Some(Arc::clone(store)), config, Arc::clone(clock) as Arc<dyn Clock>)
+        .await
+        .unwrap()
+}
+
+fn time_ms(generator: &Snowflake, id: u64) -> u64 {
+    generator.decode(id).unwrap().timestamp_ms
+}
+
+#[tokio::test]
+async fn a_small_step_back_is_waited_out_and_a_large_one_refused() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let generator = start(&store, config(), &clock).await;
+    let first = generator.next_id().await.unwrap();
+    let last_ms = time_ms(&generator, first);
+
+    // 5 ms back, within the 10 ms tolerance: nothing is issued until the clock is past the
+    // last id's time, then ids continue above it.
+    clock.step_back(5);
+    assert_eq!(generator.try_next_id(), Ok(None), "a step back within tolerance waits");
+    clock.advance(5);
+    let second = generator.try_next_id().unwrap().unwrap();
+    assert!(second > first);
+
+    // 10 s back: refused with a typed error, counted; never an id at or below the last.
+    clock.step_back(10_000);
+    match generator.try_next_id() {
+        Err(SnowflakeError::ClockBehind { behind_ms, tolerance_ms: 10 }) => {
+            assert!((9_999..=10_001).contains(&behind_ms), "{behind_ms}")
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    assert!(generator.next_id().await.is_err());
+    assert!(generator.status().rollbacks >= 2);
+    clock.advance(10_001);
+    let third = generator.next_id().await.unwrap();
+    assert!(third > second && time_ms(&generator, third) > last_ms);
+    generator.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restart_with_the_clock_behind_never_repeats_an_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    cfg.state_dir = Some(dir.path().to_path_buf());
+    cfg.worker = WorkerIdSource::Static(7);
+    let before = start(&store, cfg.clone(), &clock).await;
+    let mut issued = Vec::new();
+    for _ in 0..1_000 {
+        issued.push(before.next_id().await.unwrap());
+        clock.advance(1);
+    }
+    let highest = *issued.last().unwrap();
+    // kill -9: no shutdown, the marks stay as written; the lock goes with the process.
+    drop(before);
+
+    // Restarted with the clock 10 s behind: refused until the clock passes the mark, then
+    // every id lies above everything issued before.
+    clock.step_back(10_000);
+    let after = start(&store, cfg, &clock).await;
+    assert!(matches!(after.try_next_id(), Err(SnowflakeError::ClockBehind { .. })));
+    clock.advance(10_000 + idmint::TIME_WINDOW_MS_DEFAULT + 1);
+    let next = after.next_id().await.unwrap();
+    assert!(next > highest, "{next} after {highest}");
+}
+
+#[tokio::test]
+async fn two_nodes_on_one_store_lease_different_worker_ids() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let one = start(&store, config(), &clock).await;
+    let two = start(&store, config(), &clock).await;
+    assert_ne!(one.status().worker, two.status().worker);
+    let (a, b) = (one.next_id().await.unwrap(), two.next_id().await.unwrap());
+    assert_ne!(one.decode(a).unwrap().worker, two.decode(b).unwrap().worker);
+}
+
+/// A worker store whose renewals can be made to fail (the database unreachable).
+struct Flaky {
+    inner: MemoryStore,
+    renewals_fail: AtomicBool,
+}
+
+#[async_trait]
+impl WorkerStore for Flaky {
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        self.inner.acquire_lease(req).await
+    }
+    async fn renew_lease(&self, lease: &Lease, now: u64, ttl: u64) -> Result<Lease, StoreError> {
+        if self.renewals_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("switched off".into()));
+        }
+        self.inner.renew_lease(lease, now, ttl).await
+    }
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
+        self.inner.release_lease(lease, now_ms).await
+    }
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        self.inner.raise_time_mark(lease, mark_ms).await
+    }
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        self.inner.assign_worker(req).await
+    }
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.inner.list_leases(space).await
+    }
+}
+
+#[tokio::test]
+async fn a_node_that_cannot_renew_its_lease_stops_before_it_expires() {
+    let flaky = Arc::new(Flaky { inner: MemoryStore::new(), renewals_fail: AtomicBool::new(true) });
+    let store: Arc<dyn WorkerStore> = flaky.clone();
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    cfg.lease_ttl_ms = 1_000;
+    let generator = start(&store, cfg, &clock).await;
+    let until = generator.status().lease_until_ms.unwrap();
+    assert!(generator.next_id().await.is_ok());
+    // The lease is proven up to its expiry and not a millisecond longer.
+    clock.set(until - 1);
+    assert!(generator.try_next_id().is_ok());
+    clock.set(until);
+    assert!(matches!(generator.try_next_id(), Err(SnowflakeError::LeaseNotProven { .. })));
+    // Another node may take the id only after the margin: ours is refused before it.
+    let other =
+        Snowflake::start(Some(Arc::clone(&store)), config(), Arc::clone(&clock) as Arc<dyn Clock>)
+            .await
+            .unwrap();
+    assert_ne!(other.status().worker, generator.status().worker, "taken before the margin");
+    flaky.renewals_fail.store(false, Ordering::SeqCst);
+}
+
+#[test]
+fn two_nodes_two_threads_a_million_ids_each_unique() {
+    const PER_THREAD: usize = 1_000_000;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let nodes: Vec<Arc<Snowflake>> = (0..2)
+        .map(|_| {
+            runtime
+                .block_on(Snowflake::start(
+                    Some(Arc::clone(&store)),
+                    config(),
+                    Arc::new(SystemClock),
+                ))
+                .unwrap()
+        })
+        .collect();
+    let threads: Vec<_> = nodes
+        .iter()
+        .flat_map(|node| [Arc::clone(node), Arc::clone(node)])
+        .map(|node| {
+            std::thread::spawn(move || {
+                let mut ids = Vec::with_capacity(PER_THREAD);
+                while ids.len() < PER_THREAD {
+                    match node.try_next_id() {
+                        Ok(Some(id)) => ids.push(id),
+                        Ok(None) => std::thread::yield_now(),
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut seen = HashSet::with_capacity(4 * PER_THREAD);
+    for thread in threads {
+        let ids = thread.join().unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "a thread's ids went back");
+        for id in ids {
+            assert!(seen.insert(id), "id {id} twice");
+        }
+    }
+    assert_eq!(seen.len(), 4 * PER_THREAD);
+}
