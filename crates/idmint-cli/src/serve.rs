@@ -3,7 +3,7 @@
 //! store, stop background tasks).
 
 use anyhow::Context;
-use idmint::Segments;
+use idmint::{Segments, Snowflake};
 use idmint_server::AppState;
 
 use crate::StoreArgs;
@@ -25,14 +25,57 @@ pub async fn run(
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can create and delete tags");
     }
-    let segments = Segments::start(store, settings.segment).context("cannot start serving")?;
+    let segments =
+        Segments::start(store, settings.segment.clone()).context("cannot start serving")?;
     tracing::info!(%addr, store = %segments.store_description(), "idmint serving");
     // The one line scripts read to learn the address (e.g. with --listen 127.0.0.1:0).
     println!("idmint listening on http://{addr}");
-    let state = AppState { segments, batch_count_max: settings.batch_count_max };
+    let snowflake = start_snowflake(&settings, addr).await;
+    let state = AppState { segments, batch_count_max: settings.batch_count_max, snowflake };
     idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
     tracing::info!("idmint stopped");
     Ok(())
+}
+
+/// Starts the snowflake generator on the configured store (worker ids and time marks) and
+/// the node's data directory; a failure leaves segment serving up and the snowflake routes
+/// answering 503 with the reason.
+async fn start_snowflake(
+    settings: &idmint_server::Settings,
+    addr: std::net::SocketAddr,
+) -> Result<std::sync::Arc<Snowflake>, String> {
+    let Some(mut config) = settings.snowflake.clone() else {
+        return Err("snowflake ids are disabled (snowflake.enabled = false)".to_string());
+    };
+    config.holder = format!("{}:{}", host_name(), addr.port());
+    config.port = addr.port();
+    if settings.store != idmint_store::StoreUrl::Memory {
+        config.state_dir = Some(settings.data_dir.clone());
+    }
+    let store = match config.worker {
+        idmint::WorkerIdSource::Static(_) | idmint::WorkerIdSource::Ordinal => None,
+        _ => Some(idmint_store::open_workers(&settings.store).await.map_err(|e| e.to_string())?),
+    };
+    match Snowflake::start(store, config, std::sync::Arc::new(idmint::SystemClock)).await {
+        Ok(generator) => {
+            let status = generator.status();
+            tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
+            Ok(generator)
+        }
+        Err(error) => {
+            tracing::error!(%error, "snowflake ids not served");
+            Err(error.to_string())
+        }
+    }
+}
+
+/// This machine's host name, for the store's worker rows.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "idmint".to_string())
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).

@@ -14,18 +14,29 @@
 //! | `segment.segment_duration_s`      | `IDMINT_SEGMENT_SEGMENT_DURATION_S`   | `900` |
 //! | `segment.adaptive_step`           | `IDMINT_SEGMENT_ADAPTIVE_STEP`        | `true` |
 //! | `limits.batch_count_max`          | `IDMINT_LIMITS_BATCH_COUNT_MAX`       | `100000` |
+//! | `snowflake.enabled`               | `IDMINT_SNOWFLAKE_ENABLED`            | `true` |
+//! | `snowflake.layout`                | `IDMINT_SNOWFLAKE_LAYOUT`             | `snowflake` |
+//! | `snowflake.worker`                | `IDMINT_SNOWFLAKE_WORKER`             | `lease` |
+//! | `snowflake.tolerance_ms`          | `IDMINT_SNOWFLAKE_TOLERANCE_MS`       | `10` |
+//! | `snowflake.borrow_max_lead_ms`    | `IDMINT_SNOWFLAKE_BORROW_MAX_LEAD_MS` | none (no borrowing) |
+//! | `snowflake.max_vibration`         | `IDMINT_SNOWFLAKE_MAX_VIBRATION`      | `0` |
+//! | `snowflake.time_window_ms`        | `IDMINT_SNOWFLAKE_TIME_WINDOW_MS`     | `3000` |
+//! | `snowflake.lease_ttl_ms`          | `IDMINT_SNOWFLAKE_LEASE_TTL_MS`       | `10000` |
+//! | `snowflake.lease_margin_ms`       | `IDMINT_SNOWFLAKE_LEASE_MARGIN_MS`    | `10000` |
+//! | `snowflake.refuse_expiring`       | `IDMINT_SNOWFLAKE_REFUSE_EXPIRING`    | `false` (warn only) |
 
 use std::fmt::Display;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use idmint::SegmentConfig;
+use idmint::{SegmentConfig, SnowflakeConfig, WorkerIdSource};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::{
     BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
     STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_REFRESH_MS_DEFAULT,
 };
+use idmint_core::snowflake::Layout;
 use idmint_store::{DEFAULT_STORE_URL, StoreUrl};
 use serde::Deserialize;
 
@@ -52,6 +63,35 @@ pub struct FileConfig {
     /// `[limits]`: request limits.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// `[snowflake]`: the snowflake generator.
+    #[serde(default)]
+    pub snowflake: SnowflakeSection,
+}
+
+/// The `[snowflake]` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnowflakeSection {
+    /// Whether the node serves snowflake ids.
+    pub enabled: Option<bool>,
+    /// A preset: `snowflake`, `sonyflake`, `uid`, `js-safe`.
+    pub layout: Option<String>,
+    /// `lease`, `store-assigned`, `ordinal` or `static:N`.
+    pub worker: Option<String>,
+    /// A clock step back up to this is waited out, in ms.
+    pub tolerance_ms: Option<u64>,
+    /// Borrowed time: run at most this far ahead of the clock instead of waiting, in ms.
+    pub borrow_max_lead_ms: Option<u64>,
+    /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`.
+    pub max_vibration: Option<u64>,
+    /// How far ahead of the clock the time mark is persisted, in ms.
+    pub time_window_ms: Option<u64>,
+    /// Worker-lease TTL, in ms.
+    pub lease_ttl_ms: Option<u64>,
+    /// Wait after a lease expired before its worker id may be reused, in ms.
+    pub lease_margin_ms: Option<u64>,
+    /// Refuse (rather than warn about) a layout whose time runs out within 10 years.
+    pub refuse_expiring: Option<bool>,
 }
 
 /// The `[segment]` section.
@@ -105,6 +145,9 @@ pub struct Settings {
     pub segment: SegmentConfig,
     /// Largest `count` of a batch request.
     pub batch_count_max: u64,
+    /// The snowflake generator, unless disabled (holder, port and state directory are the
+    /// server's to fill in).
+    pub snowflake: Option<SnowflakeConfig>,
 }
 
 /// A configuration that cannot be used; the message names its origin and the fix.
@@ -297,14 +340,166 @@ impl Settings {
                 ),
             ));
         }
+        let snowflake = snowflake_config(&file.snowflake, env)?;
         Ok(Settings {
             listen: listen_addr,
             store: store_url,
             data_dir: data_dir_path,
             segment,
             batch_count_max: batch.value,
+            snowflake,
         })
     }
+}
+
+/// The `[snowflake]` section resolved: `None` when disabled.
+fn snowflake_config(
+    sf: &SnowflakeSection,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<SnowflakeConfig>, ConfigError> {
+    let enabled =
+        layered(None, env, "IDMINT_SNOWFLAKE_ENABLED", sf.enabled, "snowflake.enabled", true)?;
+    if !enabled.value {
+        return Ok(None);
+    }
+    let text = |key: &str, env_name: &str, file: &Option<String>, default: &str| {
+        layered(None, env, env_name, file.clone(), key, default.to_string())
+    };
+    let number = |key: &str, env_name: &str, file: Option<u64>, default: u64| {
+        layered(None, env, env_name, file, key, default)
+    };
+    let invalid =
+        |origin: &str, reason: String| ConfigError::Invalid { origin: origin.to_string(), reason };
+    let layout_name = text("snowflake.layout", "IDMINT_SNOWFLAKE_LAYOUT", &sf.layout, "snowflake")?;
+    let layout = Layout::preset(&layout_name.value).ok_or_else(|| {
+        invalid(
+            &layout_name.origin,
+            format!(
+                "{:?} is not a layout; use one of {}",
+                layout_name.value,
+                idmint_core::snowflake::PRESETS
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })?;
+    let worker = text("snowflake.worker", "IDMINT_SNOWFLAKE_WORKER", &sf.worker, "lease")?;
+    let source = match worker.value.as_str() {
+        "lease" => WorkerIdSource::Lease,
+        "store-assigned" => WorkerIdSource::StoreAssigned,
+        "ordinal" => WorkerIdSource::Ordinal,
+        other => match other.strip_prefix("static:").and_then(|n| n.parse::<u64>().ok()) {
+            Some(id) if id <= layout.max_worker() => WorkerIdSource::Static(id),
+            _ => {
+                return Err(invalid(
+                    &worker.origin,
+                    format!(
+                        "{other:?} is not a worker source; use lease, store-assigned, ordinal \
+                         or static:N with N from 0 to {}",
+                        layout.max_worker()
+                    ),
+                ));
+            }
+        },
+    };
+    let tolerance = number(
+        "snowflake.tolerance_ms",
+        "IDMINT_SNOWFLAKE_TOLERANCE_MS",
+        sf.tolerance_ms,
+        idmint::TOLERANCE_MS_DEFAULT,
+    )?;
+    if tolerance.value > idmint::TOLERANCE_MS_MAX {
+        return Err(invalid(
+            &tolerance.origin,
+            format!("{} is above {} ms", tolerance.value, idmint::TOLERANCE_MS_MAX),
+        ));
+    }
+    let lead = layered(
+        None,
+        env,
+        "IDMINT_SNOWFLAKE_BORROW_MAX_LEAD_MS",
+        sf.borrow_max_lead_ms,
+        "snowflake.borrow_max_lead_ms",
+        0,
+    )?;
+    let vibration =
+        number("snowflake.max_vibration", "IDMINT_SNOWFLAKE_MAX_VIBRATION", sf.max_vibration, 0)?;
+    let window = number(
+        "snowflake.time_window_ms",
+        "IDMINT_SNOWFLAKE_TIME_WINDOW_MS",
+        sf.time_window_ms,
+        idmint::TIME_WINDOW_MS_DEFAULT,
+    )?;
+    if !(idmint::TIME_WINDOW_MS_MIN..=idmint::TIME_WINDOW_MS_MAX).contains(&window.value) {
+        return Err(invalid(
+            &window.origin,
+            format!(
+                "{} is outside {}..={} ms",
+                window.value,
+                idmint::TIME_WINDOW_MS_MIN,
+                idmint::TIME_WINDOW_MS_MAX
+            ),
+        ));
+    }
+    let ttl = number(
+        "snowflake.lease_ttl_ms",
+        "IDMINT_SNOWFLAKE_LEASE_TTL_MS",
+        sf.lease_ttl_ms,
+        idmint::LEASE_TTL_MS_DEFAULT,
+    )?;
+    let margin = number(
+        "snowflake.lease_margin_ms",
+        "IDMINT_SNOWFLAKE_LEASE_MARGIN_MS",
+        sf.lease_margin_ms,
+        idmint::LEASE_MARGIN_MS_DEFAULT,
+    )?;
+    if !(idmint_store::LEASE_TTL_MS_MIN..=idmint_store::LEASE_TTL_MS_MAX).contains(&ttl.value) {
+        return Err(invalid(
+            &ttl.origin,
+            format!(
+                "{} is outside {}..={} ms",
+                ttl.value,
+                idmint_store::LEASE_TTL_MS_MIN,
+                idmint_store::LEASE_TTL_MS_MAX
+            ),
+        ));
+    }
+    if margin.value > idmint_store::LEASE_MARGIN_MS_MAX {
+        return Err(invalid(
+            &margin.origin,
+            format!("{} is above {} ms", margin.value, idmint_store::LEASE_MARGIN_MS_MAX),
+        ));
+    }
+    let refuse = layered(
+        None,
+        env,
+        "IDMINT_SNOWFLAKE_REFUSE_EXPIRING",
+        sf.refuse_expiring,
+        "snowflake.refuse_expiring",
+        false,
+    )?;
+    let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
+    let horizon = idmint_core::limits::LAYOUT_EXPIRY_HORIZON_MS;
+    if let Some(warning) = layout.expiry_warning(now_ms, horizon) {
+        if refuse.value {
+            return Err(invalid(
+                &layout_name.origin,
+                format!("layout {}: {warning}; pick a layout with more time", layout_name.value),
+            ));
+        }
+        tracing::warn!(layout = %layout_name.value, %warning, "snowflake layout runs out of time soon");
+    }
+    let mut config = SnowflakeConfig::new(&layout_name.value, layout);
+    config.worker = source;
+    config.tolerance_ms = tolerance.value;
+    config.borrow_max_lead_ms = (lead.value > 0).then_some(lead.value);
+    config.max_vibration = vibration.value;
+    config.time_window_ms = window.value;
+    config.lease_ttl_ms = ttl.value;
+    config.lease_margin_ms = margin.value;
+    Ok(Some(config))
 }
 
 /// One setting resolved flag > env > file > default, with where it came from. Flag and env

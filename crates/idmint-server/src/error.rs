@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use idmint::Error;
+use idmint::{Error, SnowflakeError};
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;
@@ -25,6 +25,8 @@ pub enum ApiError {
     NoRoute(String),
     /// The library refused (status depends on the error).
     Library(Error),
+    /// The snowflake generator refused, or is not running (status depends on the error).
+    Snowflake(SnowflakeError),
 }
 
 #[derive(Serialize)]
@@ -49,7 +51,24 @@ impl ApiError {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             ApiError::Library(error) => library_status(error),
+            ApiError::Snowflake(error) => snowflake_status(error),
         }
+    }
+}
+
+fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
+    match error {
+        SnowflakeError::ClockBehind { .. } => (StatusCode::SERVICE_UNAVAILABLE, "clock_behind"),
+        SnowflakeError::LeaseNotProven { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, "worker_lease_not_proven")
+        }
+        SnowflakeError::Exhausted(_) => (StatusCode::SERVICE_UNAVAILABLE, "layout_exhausted"),
+        SnowflakeError::Unavailable(_) | SnowflakeError::Store(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "snowflake_unavailable")
+        }
+        SnowflakeError::Config(_) => (StatusCode::SERVICE_UNAVAILABLE, "snowflake_not_running"),
+        SnowflakeError::LocalState(_) => (StatusCode::INTERNAL_SERVER_ERROR, "local_state"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }
 
@@ -84,6 +103,7 @@ impl IntoResponse for ApiError {
                 format!("no route {route}; the API is described at /openapi.json")
             }
             ApiError::Library(error) => error.to_string(),
+            ApiError::Snowflake(error) => error.to_string(),
         };
         if status.is_server_error() {
             tracing::warn!(%status, code, %message, "request failed");
@@ -95,6 +115,12 @@ impl IntoResponse for ApiError {
 impl From<Error> for ApiError {
     fn from(error: Error) -> ApiError {
         ApiError::Library(error)
+    }
+}
+
+impl From<SnowflakeError> for ApiError {
+    fn from(error: SnowflakeError) -> ApiError {
+        ApiError::Snowflake(error)
     }
 }
 

@@ -14,7 +14,7 @@ mod routes;
 use std::future::Future;
 use std::sync::Arc;
 
-use idmint::Segments;
+use idmint::{Segments, Snowflake};
 use tokio::net::TcpListener;
 
 pub use config::{ConfigError, FileConfig, Overrides, Settings};
@@ -31,6 +31,8 @@ pub struct AppState {
     pub segments: Arc<Segments>,
     /// Largest `count` a batch request may ask for (at most `BATCH_COUNT_MAX`).
     pub batch_count_max: u64,
+    /// The snowflake generator, or why it is not running (its routes answer 503 with it).
+    pub snowflake: Result<Arc<Snowflake>, String>,
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then, in that order: stops
@@ -42,7 +44,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let segments = Arc::clone(&state.segments);
+    let snowflake = state.snowflake.clone().ok();
     let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await;
     segments.shutdown().await;
+    if let Some(snowflake) = snowflake {
+        snowflake.shutdown().await;
+    }
     served
 }

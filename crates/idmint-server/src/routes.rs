@@ -10,7 +10,10 @@ use axum::http::{StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use idmint::TagStatus;
+use std::sync::Arc;
+
+use idmint::{Snowflake, SnowflakeError, TagStatus};
+use idmint_core::snowflake::{Layout, Parts, UtcMs};
 use idmint_core::{Count, Description, SegmentSnapshot, StartId, Step, Tag};
 use idmint_store::{TagRecord, TagSpec};
 use serde::{Deserialize, Serialize};
@@ -27,6 +30,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/segment/{tag}", get(segment_ids))
         .route("/v1/tags", get(list_tags).post(create_tag))
         .route("/v1/tags/{tag}", get(get_tag).patch(set_step).delete(delete_tag))
+        .route("/api/snowflake/get/{key}", get(leaf_snowflake))
+        .route("/decodeSnowflakeId", get(leaf_decode))
+        .route("/v1/snowflake", get(snowflake_ids))
+        .route("/v1/snowflake/{id}", get(snowflake_decode))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/openapi.json", get(openapi))
@@ -42,6 +49,137 @@ async fn leaf_segment(
 ) -> Result<String, ApiError> {
     let tag = Tag::parse(&tag)?;
     Ok(app.segments.next_id(&tag).await?.to_string())
+}
+
+/// The running snowflake generator, or a 503 saying why there is none.
+fn snowflake(app: &AppState) -> Result<&Arc<Snowflake>, ApiError> {
+    app.snowflake
+        .as_ref()
+        .map_err(|reason| ApiError::Snowflake(SnowflakeError::Config(reason.clone())))
+}
+
+/// Leaf's snowflake route: `200 text/plain` with the decimal id. The key is Leaf's and, as
+/// in Leaf, does not change the id.
+async fn leaf_snowflake(
+    State(app): State<AppState>,
+    Path(_key): Path<String>,
+) -> Result<String, ApiError> {
+    Ok(snowflake(&app)?.next_id().await?.to_string())
+}
+
+#[derive(Deserialize)]
+struct LeafDecodeQuery {
+    #[serde(rename = "snowflakeId")]
+    snowflake_id: Option<String>,
+}
+
+/// Leaf's decode body: every value a string, the time as `ms(yyyy-MM-dd HH:mm:ss.SSS)` (UTC).
+#[derive(Serialize)]
+struct LeafDecodeBody {
+    timestamp: String,
+    #[serde(rename = "workerId")]
+    worker_id: String,
+    #[serde(rename = "sequenceId")]
+    sequence_id: String,
+}
+
+/// Leaf's decode route.
+async fn leaf_decode(
+    State(app): State<AppState>,
+    query: Result<Query<LeafDecodeQuery>, QueryRejection>,
+) -> Result<Json<LeafDecodeBody>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let text = query.snowflake_id.unwrap_or_default();
+    let id = parse_id(&text)?;
+    let parts = decode_with(snowflake(&app)?.layout(), id)?;
+    let time = UtcMs(parts.timestamp_ms).to_string().replace('T', " ").replace('Z', "");
+    Ok(Json(LeafDecodeBody {
+        timestamp: format!("{}({time})", parts.timestamp_ms),
+        worker_id: parts.worker.to_string(),
+        sequence_id: parts.sequence.to_string(),
+    }))
+}
+
+fn parse_id(text: &str) -> Result<u64, ApiError> {
+    text.parse::<u64>().ok().filter(|id| *id <= i64::MAX as u64).ok_or_else(|| {
+        ApiError::bad_request(
+            "bad_id",
+            format!("{text:?} is not an id; give a decimal number from 0 to {}", i64::MAX),
+        )
+    })
+}
+
+fn decode_with(layout: &Layout, id: u64) -> Result<Parts, ApiError> {
+    layout.decode(id).ok_or_else(|| {
+        ApiError::bad_request("bad_id", format!("{id} is not an id of layout {layout}"))
+    })
+}
+
+#[derive(Serialize)]
+struct SnowflakeIdsBody {
+    ids: Vec<u64>,
+    worker: u64,
+}
+
+/// `count` snowflake ids (default 1), increasing.
+async fn snowflake_ids(
+    State(app): State<AppState>,
+    query: Result<Query<CountQuery>, QueryRejection>,
+) -> Result<Json<SnowflakeIdsBody>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
+    let generator = snowflake(&app)?;
+    let ids = generator.next_ids(count.get()).await?;
+    Ok(Json(SnowflakeIdsBody { ids, worker: generator.status().worker }))
+}
+
+#[derive(Deserialize)]
+struct DecodeQuery {
+    layout: Option<String>,
+}
+
+#[derive(Serialize)]
+struct DecodeBody {
+    id: u64,
+    layout: String,
+    timestamp_ms: u64,
+    time: String,
+    worker: u64,
+    sequence: u64,
+}
+
+/// The parts of an id under the node's layout, or a preset named by `?layout=`.
+async fn snowflake_decode(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<DecodeQuery>, QueryRejection>,
+) -> Result<Json<DecodeBody>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let id = parse_id(&id)?;
+    let (name, layout) = match query.layout {
+        Some(name) => {
+            let layout = Layout::preset(&name).ok_or_else(|| {
+                ApiError::bad_request(
+                    "bad_layout",
+                    format!("{name:?} is not a layout; use snowflake, sonyflake, uid or js-safe"),
+                )
+            })?;
+            (name, layout)
+        }
+        None => {
+            let generator = snowflake(&app)?;
+            (generator.status().space, *generator.layout())
+        }
+    };
+    let parts = decode_with(&layout, id)?;
+    Ok(Json(DecodeBody {
+        id,
+        layout: name,
+        timestamp_ms: parts.timestamp_ms,
+        time: UtcMs(parts.timestamp_ms).to_string(),
+        worker: parts.worker,
+        sequence: parts.sequence,
+    }))
 }
 
 #[derive(Deserialize)]

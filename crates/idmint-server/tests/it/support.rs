@@ -25,7 +25,11 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let segments = Segments::start(store, config).unwrap();
-        let state = AppState { segments, batch_count_max: idmint_core::limits::BATCH_COUNT_MAX };
+        let state = AppState {
+            segments,
+            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
+            snowflake: Err("not started in this test".to_string()),
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(idmint_server::serve(listener, state, async move {
             let _ = stopped.await;

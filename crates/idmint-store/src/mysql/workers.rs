@@ -245,7 +245,7 @@ impl MySqlStore {
     /// holds the lease's token; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
         let updated = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ? AND worker_id = ? AND ? >= 0"
+            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ? AND worker_id = ? AND token = ?"
         )))
         .bind(value)
         .bind(lease.space.as_str())
