@@ -4,6 +4,7 @@
 //! Errors are `anyhow` with context and end the process with status 1 and a one-line
 //! message. The tracing subscriber is installed here and nowhere else.
 
+mod decode;
 mod next;
 mod serve;
 mod tag;
@@ -56,6 +57,8 @@ enum Command {
     },
     /// Print ids of a tag from a running server, one per line.
     Next(next::NextArgs),
+    /// Print the time, worker and sequence of a snowflake-style id.
+    Decode(decode::DecodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
             Command::Serve { listen, data_dir, store } => serve::run(listen, data_dir, store).await,
             Command::Tag { command } => tag::run(command).await,
             Command::Next(args) => next::run(args).await,
+            Command::Decode(args) => decode::run(&args),
         }
     });
     match result {

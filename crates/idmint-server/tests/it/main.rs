@@ -4,4 +4,5 @@
 
 mod api;
 mod outage;
+mod snowflake;
 mod support;

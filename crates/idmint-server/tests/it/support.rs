@@ -22,14 +22,32 @@ impl TestServer {
     }
 
     pub async fn start_with(store: Arc<dyn SegmentStore>, config: SegmentConfig) -> TestServer {
+        TestServer::start_full(store, config, Err("not started in this test".to_string())).await
+    }
+
+    /// A memory store for segments and a snowflake generator leasing its worker id there.
+    pub async fn with_snowflake() -> TestServer {
+        let memory = Arc::new(idmint_store::MemoryStore::new());
+        let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
+        let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+        let config = idmint::SnowflakeConfig::new("snowflake", layout);
+        let generator =
+            idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
+                .await
+                .unwrap();
+        TestServer::start_full(memory, SegmentConfig::default(), Ok(generator)).await
+    }
+
+    pub async fn start_full(
+        store: Arc<dyn SegmentStore>,
+        config: SegmentConfig,
+        snowflake: Result<Arc<idmint::Snowflake>, String>,
+    ) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let segments = Segments::start(store, config).unwrap();
-        let state = AppState {
-            segments,
-            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
-            snowflake: Err("not started in this test".to_string()),
-        };
+        let state =
+            AppState { segments, batch_count_max: idmint_core::limits::BATCH_COUNT_MAX, snowflake };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(idmint_server::serve(listener, state, async move {
             let _ = stopped.await;

@@ -71,7 +71,7 @@ impl WorkerStore for PgStore {
 
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
-        self.update_held(lease, "time_mark = $4", column(mark_ms)).await
+        self.update_held(lease, "time_mark = GREATEST(time_mark, $4)", column(mark_ms)).await
     }
 
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {

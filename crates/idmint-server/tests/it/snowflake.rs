@@ -1,0 +1,61 @@
+//! The snowflake routes: Leaf's (`/api/snowflake/get/{key}` as `text/plain`,
+//! `/decodeSnowflakeId` with Leaf's string fields) and the native ones (`/v1/snowflake`,
+//! `/v1/snowflake/{id}`), their errors, and a server without a generator answering 503.
+
+use crate::support::{TestServer, assert_error};
+
+#[tokio::test]
+async fn leaf_routes_serve_and_decode_snowflake_ids() {
+    let server = TestServer::with_snowflake().await;
+    let response = server.get("/api/snowflake/get/anykey").await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/plain; charset=utf-8");
+    let first: u64 = response.text().await.unwrap().parse().unwrap();
+    let second: u64 =
+        server.get("/api/snowflake/get/other").await.text().await.unwrap().parse().unwrap();
+    assert!(second > first);
+
+    let decoded: serde_json::Value =
+        server.get(&format!("/decodeSnowflakeId?snowflakeId={first}")).await.json().await.unwrap();
+    let timestamp = decoded["timestamp"].as_str().unwrap();
+    let (ms, text) = timestamp.split_once('(').unwrap();
+    let ms: u64 = ms.parse().unwrap();
+    let now = idmint::Clock::now_ms(&idmint::SystemClock);
+    assert!(ms <= now && now - ms < 60_000, "{timestamp}");
+    assert!(text.ends_with(')') && text.len() == "2026-11-22 07:41:05.390)".len(), "{text}");
+    assert_eq!(decoded["workerId"], "0");
+    assert!(decoded["sequenceId"].as_str().unwrap().parse::<u64>().is_ok());
+    assert_error(server.get("/decodeSnowflakeId?snowflakeId=abc").await, 400, "bad_id").await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn native_routes_batch_and_decode_under_any_preset() {
+    let server = TestServer::with_snowflake().await;
+    let body: serde_json::Value = server.get("/v1/snowflake?count=500").await.json().await.unwrap();
+    let ids: Vec<u64> =
+        body["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), 500);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let parts: serde_json::Value =
+        server.get(&format!("/v1/snowflake/{}", ids[0])).await.json().await.unwrap();
+    assert_eq!(parts["layout"], "snowflake");
+    assert_eq!(parts["worker"], body["worker"]);
+    // Any preset decodes any id; a known Baidu uid-generator id decodes to its parts.
+    let uid: serde_json::Value =
+        server.get("/v1/snowflake/42?layout=uid").await.json().await.unwrap();
+    assert_eq!((uid["sequence"].as_u64(), uid["worker"].as_u64()), (Some(42), Some(0)));
+    assert_error(server.get("/v1/snowflake/1?layout=nope").await, 400, "bad_layout").await;
+    assert_error(server.get("/v1/snowflake/-1").await, 400, "bad_id").await;
+    assert_error(server.get("/v1/snowflake?count=0").await, 400, "bad_count").await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_generator_the_routes_say_why() {
+    let server = TestServer::memory().await;
+    let message =
+        assert_error(server.get("/api/snowflake/get/x").await, 503, "snowflake_not_running").await;
+    assert!(message.contains("not started in this test"), "{message}");
+    server.stop().await;
+}
