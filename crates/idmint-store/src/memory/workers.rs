@@ -67,7 +67,7 @@ impl WorkerStore for MemoryStore {
     ) -> Result<Lease, StoreError> {
         check_renewal(now_ms, ttl_ms)?;
         let mut workers = self.workers();
-        let row = held(&mut workers, lease).filter(|row| row.expires_ms + 1 >= now_ms);
+        let row = held(&mut workers, lease).filter(|row| row.expires_ms >= now_ms);
         let row = row.ok_or_else(|| lease_lost(lease))?;
         row.expires_ms = row.expires_ms.max(now_ms + ttl_ms);
         Ok(Lease { expires_ms: row.expires_ms, time_mark: row.time_mark, ..lease.clone() })
