@@ -131,7 +131,7 @@ impl Ring {
                     Ok(_) => {
                         let id = slot.id.load(Ordering::Relaxed);
                         // Release: the read above happens before the next put into the slot.
-                        slot.turn.store(position + self.capacity() - 1, Ordering::Release);
+                        slot.turn.store(position + self.capacity(), Ordering::Release);
                         return Some(id);
                     }
                     Err(current) => position = current,

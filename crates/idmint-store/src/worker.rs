@@ -439,6 +439,15 @@ pub(crate) fn lease_lost(lease: &Lease) -> StoreError {
     StoreError::LeaseLost { space: lease.space.clone(), worker_id: lease.worker_id }
 }
 
+/// The `(worker_id, token)` columns of the row `lease` claims to hold. A lease whose values
+/// no `BIGINT` column can hold (it was not made by a store) holds no row: lost.
+pub(crate) fn held_columns(lease: &Lease) -> Result<(i64, i64), StoreError> {
+    match (i64::try_from(lease.worker_id), i64::try_from(lease.token)) {
+        (Ok(worker_id), Ok(token)) => Ok((worker_id, token)),
+        _ => Err(lease_lost(lease)),
+    }
+}
+
 /// A stored number that must not be negative, or why the row is corrupt.
 pub(crate) fn stored(
     space: &WorkerSpace,

@@ -21,7 +21,7 @@ use sqlx::{AssertSqlSafe, Row};
 use super::{MySqlStore, SQLSTATE_NO_TABLE, unavailable};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, lease_lost, stored,
+    check_time_ms, column, held_columns, lease_lost, stored,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
@@ -42,6 +42,7 @@ impl WorkerStore for MySqlStore {
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
         check_renewal(now_ms, ttl_ms)?;
+        let (id, token) = held_columns(lease)?;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, ?) \
@@ -49,8 +50,8 @@ impl WorkerStore for MySqlStore {
         )))
         .bind(column(now_ms + ttl_ms))
         .bind(lease.space.as_str())
-        .bind(column(lease.worker_id))
-        .bind(column(lease.token))
+        .bind(id)
+        .bind(token)
         .bind(column(now_ms))
         .execute(&mut *tx)
         .await
@@ -244,13 +245,14 @@ impl MySqlStore {
     /// Runs `UPDATE … SET {set}` (whose one `?` is `value`) on the row of `lease` if it still
     /// holds the lease's token; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+        let (id, token) = held_columns(lease)?;
         let updated = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ? AND worker_id = ? AND token = ?"
         )))
         .bind(value)
         .bind(lease.space.as_str())
-        .bind(column(lease.worker_id))
-        .bind(column(lease.token))
+        .bind(id)
+        .bind(token)
         .execute(&self.pool)
         .await
         .map_err(unavailable)?

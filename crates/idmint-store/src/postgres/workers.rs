@@ -20,7 +20,7 @@ use sqlx::{AssertSqlSafe, Row};
 use super::{ADVISORY_LOCK_CLASS, PgStore};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, lease_lost, stored,
+    check_time_ms, column, held_columns, lease_lost, stored,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
@@ -41,21 +41,21 @@ impl WorkerStore for PgStore {
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
         check_renewal(now_ms, ttl_ms)?;
+        let (id, token) = held_columns(lease)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, $4) \
              WHERE space = $1 AND worker_id = $2 AND token = $3 AND expires_ms >= $5 \
              RETURNING expires_ms, time_mark"
         )))
         .bind(lease.space.as_str())
-        .bind(column(lease.worker_id))
-        .bind(column(lease.token))
+        .bind(id)
+        .bind(token)
         .bind(column(now_ms + ttl_ms))
         .bind(column(now_ms))
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
         let row = renewed.ok_or_else(|| lease_lost(lease))?;
-        let id = column(lease.worker_id);
         let (expires_ms, time_mark): (i64, i64) = (self.number(&row, 0)?, self.number(&row, 1)?);
         Ok(Lease {
             expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
@@ -253,12 +253,13 @@ impl PgStore {
     /// Runs `UPDATE … SET {set}` (which reads `$4` as `value`) on the row of `lease` if it
     /// still holds the lease's token; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+        let (id, token) = held_columns(lease)?;
         let updated = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {WORKERS_TABLE} SET {set} WHERE space = $1 AND worker_id = $2 AND token = $3"
         )))
         .bind(lease.space.as_str())
-        .bind(column(lease.worker_id))
-        .bind(column(lease.token))
+        .bind(id)
+        .bind(token)
         .bind(value)
         .execute(&self.pool)
         .await

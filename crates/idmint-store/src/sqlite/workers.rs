@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::{SqliteStore, unavailable};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, lease_lost, stored,
+    check_time_ms, column, held_columns, lease_lost, stored,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
@@ -35,7 +35,8 @@ impl WorkerStore for SqliteStore {
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
         check_renewal(now_ms, ttl_ms)?;
-        let held = lease.clone();
+        let (id, token) = held_columns(lease)?;
+        let space = lease.space.clone();
         let renewed = self
             .call(move |conn| {
                 conn.query_row(
@@ -44,13 +45,7 @@ impl WorkerStore for SqliteStore {
                          WHERE space = ?1 AND worker_id = ?2 AND token = ?3 \
                          AND expires_ms >= ?5 RETURNING expires_ms, time_mark"
                     ),
-                    params![
-                        held.space.as_str(),
-                        column(held.worker_id),
-                        column(held.token),
-                        column(now_ms + ttl_ms),
-                        column(now_ms)
-                    ],
+                    params![space.as_str(), id, token, column(now_ms + ttl_ms), column(now_ms)],
                     |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
                 )
                 .optional()
@@ -58,7 +53,6 @@ impl WorkerStore for SqliteStore {
             })
             .await?;
         let (expires_ms, time_mark) = renewed.ok_or_else(|| lease_lost(lease))?;
-        let id = column(lease.worker_id);
         Ok(Lease {
             expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
             time_mark: stored(&lease.space, id, "time_mark", time_mark)?,
@@ -251,17 +245,14 @@ impl SqliteStore {
     /// Runs `UPDATE … SET {set}` (which reads `?4` as `value`) on the row of `lease` if it
     /// still holds the lease's token; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
-        let held = lease.clone();
+        let (id, token) = held_columns(lease)?;
+        let space = lease.space.clone();
         let sql = format!(
             "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ?1 AND worker_id = ?2 AND token = ?3"
         );
         let updated = self
             .call(move |conn| {
-                conn.execute(
-                    &sql,
-                    params![held.space.as_str(), column(held.worker_id), column(held.token), value],
-                )
-                .map_err(unavailable)
+                conn.execute(&sql, params![space.as_str(), id, token, value]).map_err(unavailable)
             })
             .await?;
         if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
