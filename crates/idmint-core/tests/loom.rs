@@ -304,7 +304,7 @@ fn ring_takers_race_the_filler_and_each_other() {
             })
             .collect();
         let put = filler.join().unwrap();
-        check_ring(&ring, &put, &join(takers));
+        check_ring(&ring, 1, &put, &join(takers));
     });
 }
 
@@ -332,17 +332,45 @@ fn ring_slot_refilled_under_a_stale_taker_is_never_misread() {
             }
         }
         let returned = vec![taken, join(vec![stale]).remove(0)];
-        check_ring(&ring, &put, &returned);
+        check_ring(&ring, 1, &put, &returned);
     });
 }
 
-/// Checks a ring after every thread joined: each taker's ids increase (one filler puts them in
-/// increasing order), and the ids taken plus the ids still in the ring are exactly the ids put,
-/// each once.
-fn check_ring(ring: &idmint_core::Ring, put: &[u64], returned: &[Vec<u64>]) {
+/// The ring is built for one filler, but two concurrent putters must not claim one slot: two
+/// fillers put two ids each into a two-slot ring while a taker takes twice.
+#[test]
+fn ring_two_fillers_never_claim_one_slot() {
+    explore("ring_two_fillers_never_claim_one_slot", 3, || {
+        let ring = Arc::new(idmint_core::Ring::new(2).unwrap());
+        let fillers: Vec<_> = [[1, 3], [2, 4]]
+            .into_iter()
+            .map(|ids| {
+                let ring = Arc::clone(&ring);
+                thread::spawn(move || ids.into_iter().filter(|&id| ring.put(id)).collect())
+            })
+            .collect();
+        let taker = {
+            let ring = Arc::clone(&ring);
+            thread::spawn(move || (0..2).filter_map(|_| ring.take()).collect::<Vec<u64>>())
+        };
+        let put: Vec<u64> = join(fillers).concat();
+        check_ring(&ring, 2, &put, &join(vec![taker]));
+    });
+}
+
+/// Checks a ring after every thread joined: each taker saw each filler's ids in increasing
+/// order (filler `f` of `fillers` puts the ids `≡ f` modulo `fillers`, increasing), and the ids
+/// taken plus the ids still in the ring are exactly the ids put, each once.
+fn check_ring(ring: &idmint_core::Ring, fillers: u64, put: &[u64], returned: &[Vec<u64>]) {
     let mut all = BTreeSet::new();
     for ids in returned {
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "a taker saw ids out of order: {ids:?}");
+        for f in 0..fillers {
+            let from_f: Vec<u64> = ids.iter().copied().filter(|id| id % fillers == f).collect();
+            assert!(
+                from_f.windows(2).all(|w| w[0] < w[1]),
+                "a taker saw ids out of order: {ids:?}"
+            );
+        }
         for &id in ids {
             assert!(all.insert(id), "id {id} was taken twice: {returned:?}");
         }

@@ -1,7 +1,10 @@
-//! The memory backend: the reference implementation of [`SegmentStore`].
+//! The memory backend: the reference implementation of [`SegmentStore`] (and, in
+//! `memory/workers.rs`, of [`WorkerStore`](crate::WorkerStore)).
 //!
 //! It keeps rows in a map behind one mutex, so every call is trivially atomic. It is what the
 //! conformance suite's expectations are written against; nothing persists across restarts.
+
+mod workers;
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -10,8 +13,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
-
-mod workers;
 
 use crate::{
     Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,

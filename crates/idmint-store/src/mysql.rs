@@ -16,6 +16,11 @@
 //! It must not alter an existing table (only create one when absent), spawn tasks of its own
 //! (the driver's pool keeps its own), close a pool it did not open, or show a password in an
 //! error or a log line.
+//!
+//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
+//! `mysql/workers.rs`.
+
+mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +31,6 @@ use idmint_core::{Step, Tag};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
-
-mod workers;
 
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{

@@ -18,6 +18,11 @@
 //!
 //! It must not spawn tasks or show a password: every error text is scrubbed of the URL's
 //! password, and URLs are shown redacted.
+//!
+//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
+//! `postgres/workers.rs`.
+
+mod workers;
 
 use std::fmt;
 use std::sync::Arc;
@@ -28,8 +33,6 @@ use idmint_core::limits::{ID_MAX, STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
 use sqlx::postgres::{PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, PgPool, Row};
-
-mod workers;
 
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{

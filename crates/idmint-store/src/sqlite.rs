@@ -6,6 +6,11 @@
 //! running server). Calls run on tokio's blocking pool and are
 //! awaited in place; the connection sits behind a mutex, and SQLite's busy timeout bounds how
 //! long a call waits for another process's write lock.
+//!
+//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
+//! `sqlite/workers.rs`.
+
+mod workers;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,8 +20,6 @@ use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
 use rusqlite::{Connection, OptionalExtension, Row, params};
-
-mod workers;
 
 use crate::{
     Allocation, SegmentStore, StoreError, TABLE_NAME, TagRecord, TagSpec, allocated_range,

@@ -28,10 +28,10 @@ pub use highwater::{HIGH_WATER_FILE, LOCK_FILE};
 pub use idmint_core::{Count, IdRange, Tag};
 pub use segments::Segments;
 pub use snowflake::{
-    LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, SNOWFLAKE_WAIT_MS_MAX, Snowflake,
-    SnowflakeConfig, SnowflakeError, SnowflakeStatus, TIME_MARK_FILE, TIME_MARK_LOCK_FILE,
-    TIME_WINDOW_MS_DEFAULT, TIME_WINDOW_MS_MAX, TIME_WINDOW_MS_MIN, TOLERANCE_MS_DEFAULT,
-    TOLERANCE_MS_MAX, WorkerIdSource,
+    BORROW_LEAD_MS_MAX, LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, SNOWFLAKE_WAIT_MS_MAX,
+    Snowflake, SnowflakeConfig, SnowflakeError, SnowflakeStatus, TIME_MARK_FILE,
+    TIME_MARK_LOCK_FILE, TIME_WINDOW_MS_DEFAULT, TIME_WINDOW_MS_MAX, TIME_WINDOW_MS_MIN,
+    TOLERANCE_MS_DEFAULT, TOLERANCE_MS_MAX, WorkerIdSource,
 };
 
 /// Stores to start [`Segments`] on, re-exported so an embedder needs one dependency. With the

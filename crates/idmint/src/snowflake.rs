@@ -44,8 +44,10 @@ pub const TIME_MARK_FILE: &str = "snowflake.time-mark";
 pub const TIME_MARK_LOCK_FILE: &str = "snowflake.lock";
 /// Default clock step back that is waited out rather than refused.
 pub const TOLERANCE_MS_DEFAULT: u64 = 10;
-/// Largest tolerance accepted.
-pub const TOLERANCE_MS_MAX: u64 = 10_000;
+/// Largest tolerance accepted (the core's bound on waiting out a step back).
+pub const TOLERANCE_MS_MAX: u64 = idmint_core::limits::CLOCK_TOLERANCE_MS_MAX;
+/// Largest lead over the wall clock that borrowing may take.
+pub const BORROW_LEAD_MS_MAX: u64 = idmint_core::limits::BORROW_LEAD_MS_MAX;
 /// Default time mark persisted ahead of the clock.
 pub const TIME_WINDOW_MS_DEFAULT: u64 = 3_000;
 /// Time-mark window bounds.
@@ -260,6 +262,12 @@ impl Snowflake {
             return Err(bad(format!(
                 "time_window_ms {} is outside {TIME_WINDOW_MS_MIN}..={TIME_WINDOW_MS_MAX}",
                 config.time_window_ms
+            )));
+        }
+        if config.borrow_max_lead_ms.is_some_and(|lead| lead > BORROW_LEAD_MS_MAX) {
+            return Err(bad(format!(
+                "borrow_max_lead_ms {:?} is above {BORROW_LEAD_MS_MAX}",
+                config.borrow_max_lead_ms
             )));
         }
         let space = WorkerSpace::parse(&config.space)?;

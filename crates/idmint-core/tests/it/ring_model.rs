@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use idmint_core::Ring;
 use proptest::prelude::*;
@@ -64,7 +65,7 @@ fn one_filler_and_three_takers_move_a_million_ids_each_once() {
 #[test]
 fn two_fillers_and_two_takers_lose_and_repeat_nothing() {
     const IDS: u64 = 200_000;
-    let taken = run(64, 2, 2, IDS);
+    let taken = run(4_096, 2, 2, IDS);
     assert_eq!(taken, (1..=IDS).collect::<Vec<_>>(), "an id was lost or taken twice");
 }
 
@@ -72,7 +73,12 @@ fn two_fillers_and_two_takers_lose_and_repeat_nothing() {
 /// fillers, in increasing order) and `takers` threads taking until the fillers are done and
 /// the ring is empty. Checks that each taker saw each filler's ids in increasing order and
 /// returns every id taken, sorted.
+/// A thread stuck longer than this (a ring that stays full or empty) fails the test instead of
+/// hanging it.
+const STUCK_AFTER: Duration = Duration::from_secs(60);
+
 fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
+    let deadline = Instant::now() + STUCK_AFTER;
     let ring = Arc::new(Ring::new(capacity).unwrap());
     let filled = Arc::new(AtomicBool::new(false));
     let takers: Vec<_> = (0..takers)
@@ -84,7 +90,13 @@ fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
                     match ring.take() {
                         Some(id) => got.push(id),
                         None if filled.load(Ordering::Acquire) && ring.is_empty() => break,
-                        None => std::thread::yield_now(),
+                        None => {
+                            assert!(
+                                Instant::now() < deadline,
+                                "a taker found the ring empty for good"
+                            );
+                            std::thread::yield_now();
+                        }
                     }
                 }
                 got
@@ -97,6 +109,10 @@ fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
             std::thread::spawn(move || {
                 for id in (1..=ids).filter(|id| id % filler_count == f) {
                     while !ring.put(id) {
+                        assert!(
+                            Instant::now() < deadline,
+                            "the filler found the ring full for good"
+                        );
                         std::thread::yield_now();
                     }
                 }

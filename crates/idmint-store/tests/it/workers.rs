@@ -197,7 +197,7 @@ pub async fn renew_extends_the_lease_and_never_shortens_it(store: Arc<dyn Worker
 }
 
 /// A renewal one millisecond after expiry is refused as lost even though nobody took the id,
-/// and changes nothing; so is a renewal with a token the row does not hold.
+/// and changes nothing; so is every call with a lease whose token the row does not hold.
 pub async fn renew_after_expiry_is_lease_lost(store: Arc<dyn WorkerStore>) {
     let space = space("expired");
     let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
@@ -207,10 +207,18 @@ pub async fn renew_after_expiry_is_lease_lost(store: Arc<dyn WorkerStore>) {
     assert_eq!(store.renew_lease(&lease, lease.expires_ms + 1, TTL_MS).await, lost);
     assert_eq!(only_row(&store, &space).await, before);
 
-    let forged = Lease { token: lease.token + 1, ..lease.clone() };
-    assert_eq!(store.renew_lease(&forged, T0 + 1, TTL_MS).await, lost);
-    assert_eq!(store.raise_time_mark(&forged, T0 + 1).await, lost.clone().map(drop));
-    assert_eq!(store.release_lease(&forged, T0 + 1).await, lost.map(drop));
+    // Leases no store made: another token, or values no row can hold.
+    let forgeries = [
+        Lease { token: lease.token + 1, ..lease.clone() },
+        Lease { token: u64::MAX, ..lease.clone() },
+        Lease { worker_id: u64::MAX, ..lease.clone() },
+    ];
+    for forged in &forgeries {
+        let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: forged.worker_id });
+        assert_eq!(store.renew_lease(forged, T0 + 1, TTL_MS).await, lost, "{forged:?}");
+        assert_eq!(store.raise_time_mark(forged, T0 + 1).await, lost.clone().map(drop));
+        assert_eq!(store.release_lease(forged, T0 + 1).await, lost.map(drop));
+    }
     assert_eq!(only_row(&store, &space).await, before);
 }
 
@@ -523,7 +531,7 @@ mod memory {
 mod sqlite {
     //! The worker suite on an SQLite file, and what only a file shows: leases, marks and the
     //! assignment sequence survive reopening, two connections to one file hand out distinct
-    //! ids, and an existing worker table is used as it is.
+    //! ids, a refused assignment leaves no row, and an existing worker table is used as it is.
 
     use std::path::PathBuf;
     use std::sync::Arc;
