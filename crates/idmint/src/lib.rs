@@ -12,6 +12,7 @@
 //! `TaskTracker` and stops on one `CancellationToken` ([`Segments::shutdown`]). It knows
 //! nothing of HTTP.
 
+mod cached;
 mod clock;
 mod config;
 mod error;
@@ -20,6 +21,7 @@ mod highwater;
 mod segments;
 mod snowflake;
 
+pub use cached::{CACHED_RING_CAPACITY_DEFAULT, CachedSnowflake};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{ConfigError, SegmentConfig};
 pub use error::Error;

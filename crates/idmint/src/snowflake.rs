@@ -405,6 +405,52 @@ impl Snowflake {
         Ok(ids)
     }
 
+    /// Reserves one whole unit of borrowed time for the cached generator: every sequence of
+    /// the first unit above the last one issued (or the clock, if later), as long as it lies
+    /// within the persisted mark and at most `max_lead_ms` ahead of the clock. Returns the
+    /// unit and the worker id; `None` when the lead or the mark forbids it for now.
+    pub(crate) fn reserve_unit(
+        &self,
+        max_lead_ms: u64,
+    ) -> Result<Option<(u64, u64)>, SnowflakeError> {
+        let layout = &self.config.layout;
+        let mut state = self.lock();
+        let now_ms = self.clock.now_ms();
+        if now_ms >= state.fence_ms {
+            return Err(SnowflakeError::LeaseNotProven {
+                space: self.config.space.clone(),
+                worker: state.worker,
+                reason: "the lease was not renewed in time".into(),
+            });
+        }
+        let now_units = layout.to_units(now_ms).unwrap_or(0);
+        let (last_time, _) = layout.unpack(state.last);
+        let unit = (last_time + 1).max(now_units);
+        let lead_units = max_lead_ms / layout.unit().millis();
+        if unit > state.mark_units || unit - now_units > lead_units {
+            return Ok(None);
+        }
+        let Some(last) = layout.pack(unit, layout.max_sequence()) else {
+            return Err(SnowflakeError::Exhausted(self.config.space.clone()));
+        };
+        state.last = last;
+        Ok(Some((unit, state.worker)))
+    }
+
+    /// Whether the last id's time is within half a time window of the persisted mark: the
+    /// cached generator's filler extends the mark then, before borrowing reaches it.
+    pub(crate) fn mark_due(&self) -> bool {
+        let state = self.lock();
+        let (last_time, _) = self.config.layout.unpack(state.last);
+        let half_window = self.config.time_window_ms / 2 / self.config.layout.unit().millis();
+        last_time + half_window >= state.mark_units
+    }
+
+    /// Persists the time mark now (the cached generator's filler, before borrowing past it).
+    pub(crate) async fn extend_mark_now(&self) -> Result<(), SnowflakeError> {
+        self.extend_mark().await
+    }
+
     /// The parts of `id` under this generator's layout.
     pub fn decode(&self, id: u64) -> Option<Parts> {
         self.config.layout.decode(id)

@@ -206,3 +206,37 @@ fn two_nodes_two_threads_a_million_ids_each_unique() {
     }
     assert_eq!(seen.len(), 4 * PER_THREAD);
 }
+
+#[test]
+fn the_cached_generator_hands_out_seven_million_unique_ids_to_four_threads() {
+    const PER_THREAD: usize = 1_750_000;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let cached = runtime.block_on(async {
+        let generator =
+            Snowflake::start(Some(store), config(), Arc::new(SystemClock)).await.unwrap();
+        idmint::CachedSnowflake::start(generator, idmint::CACHED_RING_CAPACITY_DEFAULT, 10_000)
+            .unwrap()
+    });
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let cached = Arc::clone(&cached);
+            std::thread::spawn(move || {
+                let mut ids = Vec::with_capacity(PER_THREAD);
+                while ids.len() < PER_THREAD {
+                    ids.push(cached.take().unwrap().expect("a take was rejected"));
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut seen = HashSet::with_capacity(4 * PER_THREAD);
+    for thread in threads {
+        for id in thread.join().unwrap() {
+            assert!(seen.insert(id), "id {id} twice");
+        }
+    }
+    assert_eq!(seen.len(), 7_000_000);
+    assert_eq!(cached.rejected(), 0);
+}
