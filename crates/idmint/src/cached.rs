@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::snowflake::{Snowflake, SnowflakeError};
 
 /// Longest a take on an empty ring waits for borrowing to resume before it is refused.
-pub const TAKE_WAIT_MS_MAX: u64 = 50;
+pub const TAKE_WAIT_MS_MAX: u64 = 1_000;
 
 /// Default ring capacity (ids).
 pub const CACHED_RING_CAPACITY_DEFAULT: u64 = 1 << 16;
@@ -89,8 +89,10 @@ impl CachedSnowflake {
         let deadline = std::time::Instant::now() + Duration::from_millis(TAKE_WAIT_MS_MAX);
         while std::time::Instant::now() < deadline {
             if !self.fill_unit()? {
+                // Sleep rather than spin: on a busy machine the filler (which moves the
+                // mark) needs this core.
                 self.wake.notify_one();
-                std::thread::yield_now();
+                std::thread::sleep(Duration::from_micros(100));
             }
             if let Some(id) = self.ring.take() {
                 return Ok(Some(id));
