@@ -175,6 +175,29 @@ pub trait SegmentStore: Send + Sync + 'static {
 /// directory) when absent.
 pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
     match url {
+        #[cfg(feature = "mysql")]
+        StoreUrl::Flicker(urls) => Ok(Arc::new(open_flicker(urls).await?)),
+        #[cfg(not(feature = "mysql"))]
+        StoreUrl::Flicker(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "this build has no MySQL support, which Flicker needs; build idmint with \
+                     `--features mysql`"
+                .to_string(),
+        }),
+        StoreUrl::Interleaved(urls) => Ok(Arc::new(interleave::open_interleaved(urls).await?)),
+        single => Ok(open_database(single).await?),
+    }
+}
+
+/// A store of one database: it keeps segment rows and worker ids alike.
+pub(crate) trait Database: SegmentStore + WorkerStore {}
+
+impl<T: SegmentStore + WorkerStore> Database for T {}
+
+/// Opens a single-database URL (memory, SQLite, MySQL, PostgreSQL), creating its segment
+/// table when absent; refuses sets of databases (Flicker, interleaved).
+pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, StoreError> {
+    match url {
         StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
         StoreUrl::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
         #[cfg(feature = "mysql")]
@@ -187,20 +210,16 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
         }),
         #[cfg(feature = "postgres")]
         StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
-        #[cfg(feature = "mysql")]
-        StoreUrl::Flicker(urls) => Ok(Arc::new(open_flicker(urls).await?)),
-        #[cfg(not(feature = "mysql"))]
-        StoreUrl::Flicker(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "this build has no MySQL support, which Flicker needs; build idmint with \
-                     `--features mysql`"
-                .to_string(),
-        }),
-        StoreUrl::Interleaved(urls) => Ok(Arc::new(interleave::open_interleaved(urls).await?)),
         #[cfg(not(feature = "postgres"))]
         StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
             url: url.redacted(),
             reason: "this build has no PostgreSQL support; build idmint with `--features postgres`"
+                .to_string(),
+        }),
+        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "worker ids are kept in one database, so they need a single store: name one \
+                     sqlite://, mysql:// or postgres:// URL (or memory://) for them"
                 .to_string(),
         }),
     }

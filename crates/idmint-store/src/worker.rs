@@ -26,11 +26,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-#[cfg(feature = "mysql")]
-use crate::MySqlStore;
-#[cfg(feature = "postgres")]
-use crate::PgStore;
-use crate::{MemoryStore, SqliteStore, StoreError, StoreUrl};
+use crate::{StoreError, StoreUrl};
 
 /// The lease table: one row per `(space, worker_id)` ever held, with its holder, fencing
 /// token, expiry and time high-water mark.
@@ -234,32 +230,7 @@ pub struct AssignRequest {
 /// created on first use. Flicker and interleaved URLs are refused: worker ids must live in
 /// one database.
 pub async fn open_workers(url: &StoreUrl) -> Result<Arc<dyn WorkerStore>, StoreError> {
-    match url {
-        StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
-        StoreUrl::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
-        #[cfg(feature = "mysql")]
-        StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect(url).await?)),
-        #[cfg(not(feature = "mysql"))]
-        StoreUrl::Mysql(url) => Err(StoreError::BadUrl {
-            url: url.redacted(),
-            reason: "this build has no MySQL support; build idmint with `--features mysql`"
-                .to_string(),
-        }),
-        #[cfg(feature = "postgres")]
-        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
-        #[cfg(not(feature = "postgres"))]
-        StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
-            url: url.redacted(),
-            reason: "this build has no PostgreSQL support; build idmint with `--features postgres`"
-                .to_string(),
-        }),
-        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "worker ids are kept in one database, so they need a single store: name one \
-                     sqlite://, mysql:// or postgres:// URL (or memory://) for them"
-                .to_string(),
-        }),
-    }
+    Ok(crate::open_database(url).await?)
 }
 
 /// Refuses a lease request outside this module's bounds, before any store is asked.
