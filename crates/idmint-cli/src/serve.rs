@@ -69,13 +69,9 @@ async fn start_snowflake(
     }
 }
 
-/// This machine's host name, for the store's worker rows.
+/// This machine's host name, for the store's worker rows (`idmint` when unknown).
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "idmint".to_string())
+    Some(idmint_store::host_name()).filter(|h| !h.is_empty()).unwrap_or_else(|| "idmint".into())
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).

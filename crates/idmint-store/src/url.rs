@@ -275,15 +275,20 @@ fn node_name(name: &str) -> Result<String, String> {
     }
 }
 
+/// This machine's host name (Linux's `/proc/sys/kernel/hostname`, else `$HOSTNAME`), or an
+/// empty string when neither can be read.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// This machine's host name as a node name (characters outside the node alphabet become
 /// `-`), or `idmint` when it cannot be read.
 fn default_node_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default();
-    let cleaned: String = host
-        .trim()
+    let cleaned: String = host_name()
         .chars()
         .take(FLICKER_NODE_LEN_MAX)
         .map(|c| if c.is_ascii_alphanumeric() || "_.:-".contains(c) { c } else { '-' })

@@ -713,11 +713,7 @@ fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> 
 
 /// The worker id of a StatefulSet pod: the number after the host name's last `-`.
 fn ordinal() -> Result<u64, SnowflakeError> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default();
-    ordinal_of(host.trim())
+    ordinal_of(&idmint_store::host_name())
 }
 
 /// The number after the last `-` of `host`.
