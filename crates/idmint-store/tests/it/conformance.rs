@@ -22,22 +22,23 @@ const ALLOCATIONS_PER_TASK: usize = 50;
 /// Times the step changes while [`concurrent_mixed_steps_tile_without_overlap`] allocates.
 const STEP_CHANGE_COUNT: usize = 40;
 
-/// A store under test, with whatever must live as long as it does.
-pub struct Subject {
+/// A store under test (a segment store by default; the worker suite uses it for worker
+/// stores), with whatever must live as long as it does.
+pub struct Subject<S: ?Sized = dyn SegmentStore> {
     /// The store, fresh and empty.
-    pub store: Arc<dyn SegmentStore>,
+    pub store: Arc<S>,
     /// Dropped after the check: a temporary directory, a scratch schema.
     _guard: Box<dyn Any + Send>,
 }
 
-impl Subject {
+impl<S: ?Sized> Subject<S> {
     /// A store that needs nothing kept alive.
-    pub fn new(store: Arc<dyn SegmentStore>) -> Subject {
+    pub fn new(store: Arc<S>) -> Subject<S> {
         Subject { store, _guard: Box::new(()) }
     }
 
     /// A store whose backing resource `guard` is released when the check ends.
-    pub fn with_guard(store: Arc<dyn SegmentStore>, guard: impl Any + Send) -> Subject {
+    pub fn with_guard(store: Arc<S>, guard: impl Any + Send) -> Subject<S> {
         Subject { store, _guard: Box::new(guard) }
     }
 }

@@ -11,7 +11,6 @@
 //! after the check; `assign_worker_…` is the only check that assigns ids, so the database's
 //! one assignment sequence is its alone.
 
-use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -39,24 +38,7 @@ const PAGING_TASK_COUNT: u64 = 10;
 const _: () = assert!(HELD_PAST_A_PAGE.is_multiple_of(PAGING_TASK_COUNT));
 
 /// A worker store under test, with whatever must live as long as it does.
-pub struct WorkerSubject {
-    /// The store.
-    pub store: Arc<dyn WorkerStore>,
-    /// Dropped after the check: a temporary directory.
-    _guard: Box<dyn Any + Send>,
-}
-
-impl WorkerSubject {
-    /// A store that needs nothing kept alive.
-    pub fn new(store: Arc<dyn WorkerStore>) -> WorkerSubject {
-        WorkerSubject { store, _guard: Box::new(()) }
-    }
-
-    /// A store whose backing resource `guard` is released when the check ends.
-    pub fn with_guard(store: Arc<dyn WorkerStore>, guard: impl Any + Send) -> WorkerSubject {
-        WorkerSubject { store, _guard: Box::new(guard) }
-    }
-}
+pub type WorkerSubject = crate::conformance::Subject<dyn WorkerStore>;
 
 /// Generates one `#[tokio::test]` per worker check in the calling module.
 ///
