@@ -1,5 +1,6 @@
-//! The synchronisation primitives the double buffer uses: std's, or loom's when built with
-//! `--cfg loom` so `tests/loom.rs` can explore every interleaving of takes and switches.
+//! The synchronisation primitives the double buffer and the id ring use: std's, or loom's
+//! when built with `--cfg loom` so `tests/loom.rs` can explore every interleaving of takes,
+//! switches, puts and fills.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};

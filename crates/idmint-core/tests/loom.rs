@@ -1,7 +1,8 @@
-//! Interleaving tests of the double buffer's segment switch, run by loom over every schedule
-//! within a preemption bound: takes race with installs, switches, slot reuse and the freeze,
-//! and no id may be handed out twice, come from outside the installed ranges, or be given back
-//! by the freeze after it was handed out.
+//! Interleaving tests, run by loom over every schedule within a preemption bound: the double
+//! buffer's segment switch (takes race with installs, switches, slot reuse and the freeze; no
+//! id may be handed out twice, come from outside the installed ranges, or be given back by
+//! the freeze after it was handed out) and the id ring (takers race the filler and each
+//! other; no id is taken twice or lost).
 //!
 //! Built only with `--cfg loom` (which also swaps the buffer's atomics and lock for loom's, see
 //! `src/sync.rs`); in a normal build this file is empty. Run it as CI does:
@@ -11,8 +12,8 @@
 //!     cargo test -p idmint-core --test loom --release --locked -- --nocapture
 //! ```
 //!
-//! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (3 for all four takes about a
-//! minute). The models run through `loom::model::Builder`, which installs no `tracing`
+//! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (the seven models take about
+//! 40 s at the bounds they set). The models run through `loom::model::Builder`, which installs no `tracing`
 //! subscriber: to see a failing schedule step by step, call `loom::model` instead and set
 //! `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
 //!
