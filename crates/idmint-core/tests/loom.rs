@@ -14,8 +14,8 @@
 //!
 //! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (at their own bounds the
 //! seven models take about 40 s). The models run through `loom::model::Builder`, which
-//! installs no `tracing` subscriber: to see a failing schedule step by step, call `loom::model` instead and set
-//! `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
+//! installs no `tracing` subscriber: to see a failing schedule step by step, call
+//! `loom::model` instead and set `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
 //!
 //! Ids lost to a stale retry: a taker that read the hint before a switch and steps the cursor
 //! after it finds its slot stale and retries; the ids its step covered in the new segment are
