@@ -34,6 +34,9 @@ pub struct CachedSnowflake {
     ring: Ring,
     max_lead_ms: u64,
     wake: tokio::sync::Notify,
+    /// Held by whoever is putting a unit (the filler task or a taker on an empty ring): one
+    /// putter at a time keeps units whole and in order.
+    filling: std::sync::Mutex<()>,
     rejected: AtomicU64,
     cancel: CancellationToken,
 }
@@ -52,6 +55,7 @@ impl CachedSnowflake {
             ring,
             max_lead_ms,
             wake: tokio::sync::Notify::new(),
+            filling: std::sync::Mutex::new(()),
             rejected: AtomicU64::new(0),
             cancel: CancellationToken::new(),
         });
@@ -84,23 +88,38 @@ impl CachedSnowflake {
             }
             return Ok(Some(id));
         }
-        // The ring ran dry: fill a unit here rather than reject; if borrowing is stopped (the
-        // mark being moved), give the filler a bounded moment.
+        self.take_slow()
+    }
+
+    /// A take that found no id: the ring is empty, or a put is still writing the front slot.
+    /// One thread at a time fills a unit in place (the others take what it puts); a unit is
+    /// reserved only when the whole of it fits, so no borrowed time is wasted. If borrowing
+    /// is stopped (the mark being moved), the filler gets a bounded moment.
+    fn take_slow(&self) -> Result<Option<u64>, SnowflakeError> {
+        let unit_ids = self.generator.layout().max_sequence() + 1;
         let deadline = std::time::Instant::now() + Duration::from_millis(TAKE_WAIT_MS_MAX);
-        while std::time::Instant::now() < deadline {
-            if !self.fill_unit()? {
-                // Sleep rather than spin: on a busy machine the filler (which moves the
-                // mark) needs this core.
-                self.wake.notify_one();
-                std::thread::sleep(Duration::from_micros(100));
-            }
+        loop {
             if let Some(id) = self.ring.take() {
                 return Ok(Some(id));
             }
+            let room = self.ring.capacity() - self.ring.len();
+            match if room >= unit_ids { self.fill_unit_alone()? } else { None } {
+                Some(true) => continue,
+                Some(false) => {
+                    // Sleep rather than spin: on a busy machine the filler (which moves the
+                    // mark) needs this core.
+                    self.wake.notify_one();
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                // Another thread is putting ids: they arrive within nanoseconds each.
+                None => std::thread::yield_now(),
+            }
+            if std::time::Instant::now() >= deadline {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                self.wake.notify_one();
+                return Ok(None);
+            }
         }
-        self.rejected.fetch_add(1, Ordering::Relaxed);
-        self.wake.notify_one();
-        Ok(None)
     }
 
     /// Takes refused so far.
@@ -147,15 +166,26 @@ impl CachedSnowflake {
             if self.generator.mark_due() {
                 self.generator.extend_mark_now().await?;
             }
-            if !self.fill_unit()? {
-                // The mark (or the lead) stops borrowing: move the mark, then retry once.
-                self.generator.extend_mark_now().await?;
-                if !self.fill_unit()? {
-                    return Ok(());
+            match self.fill_unit_alone()? {
+                Some(true) => {}
+                // A taker is putting a unit: let it finish.
+                None => tokio::task::yield_now().await,
+                Some(false) => {
+                    // The mark (or the lead) stops borrowing: move the mark, then retry once.
+                    self.generator.extend_mark_now().await?;
+                    if self.fill_unit_alone()? == Some(false) {
+                        return Ok(());
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// [`Self::fill_unit`] unless another thread is putting a unit (`None`).
+    fn fill_unit_alone(&self) -> Result<Option<bool>, SnowflakeError> {
+        let Ok(_filling) = self.filling.try_lock() else { return Ok(None) };
+        self.fill_unit().map(Some)
     }
 }
 
