@@ -31,7 +31,26 @@ pub async fn run(
     // The one line scripts read to learn the address (e.g. with --listen 127.0.0.1:0).
     println!("idmint listening on http://{addr}");
     let snowflake = start_snowflake(&settings, addr).await;
-    let state = AppState { segments, batch_count_max: settings.batch_count_max, snowflake };
+    let snowflake_cached = match (&snowflake, settings.snowflake_cached) {
+        (Ok(generator), Some(ring)) => {
+            let generator = std::sync::Arc::clone(generator);
+            let cached = idmint::CachedSnowflake::start(generator, ring.capacity, ring.max_lead_ms)
+                .context("cannot start the cached snowflake ring")?;
+            tracing::info!(
+                capacity = ring.capacity,
+                max_lead_ms = ring.max_lead_ms,
+                "snowflake ids served from a ring of pre-made ids"
+            );
+            Some(cached)
+        }
+        _ => None,
+    };
+    let state = AppState {
+        segments,
+        batch_count_max: settings.batch_count_max,
+        snowflake,
+        snowflake_cached,
+    };
     idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
     tracing::info!("idmint stopped");
     Ok(())

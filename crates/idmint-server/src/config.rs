@@ -24,13 +24,16 @@
 //! | `snowflake.lease_ttl_ms`          | `IDMINT_SNOWFLAKE_LEASE_TTL_MS`       | `10000` |
 //! | `snowflake.lease_margin_ms`       | `IDMINT_SNOWFLAKE_LEASE_MARGIN_MS`    | `10000` |
 //! | `snowflake.refuse_expiring`       | `IDMINT_SNOWFLAKE_REFUSE_EXPIRING`    | `false` (warn only) |
+//! | `snowflake.cached`                | `IDMINT_SNOWFLAKE_CACHED`             | `false` |
+//! | `snowflake.ring_capacity`         | `IDMINT_SNOWFLAKE_RING_CAPACITY`      | `65536` |
+//! | `snowflake.ring_max_lead_ms`      | `IDMINT_SNOWFLAKE_RING_MAX_LEAD_MS`   | `10000` |
 
 use std::fmt::Display;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use idmint::{SegmentConfig, SnowflakeConfig, WorkerIdSource};
+use idmint::{CachedConfig, SegmentConfig, SnowflakeConfig, WorkerIdSource};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::{
     BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
@@ -92,6 +95,13 @@ pub struct SnowflakeSection {
     pub lease_margin_ms: Option<u64>,
     /// Refuse (rather than warn about) a layout whose time runs out within 10 years.
     pub refuse_expiring: Option<bool>,
+    /// Serve snowflake ids from a ring of pre-made ids on borrowed time (uid-generator's
+    /// CachedUidGenerator).
+    pub cached: Option<bool>,
+    /// Ring capacity in ids (a power of two holding one whole time unit).
+    pub ring_capacity: Option<u64>,
+    /// How far the ring's borrowed time may run ahead of the clock, in ms.
+    pub ring_max_lead_ms: Option<u64>,
 }
 
 /// The `[segment]` section.
@@ -148,6 +158,8 @@ pub struct Settings {
     /// The snowflake generator, unless disabled (holder, port and state directory are the
     /// server's to fill in).
     pub snowflake: Option<SnowflakeConfig>,
+    /// Serve snowflake ids from a ring of pre-made ids (`snowflake.cached`).
+    pub snowflake_cached: Option<CachedConfig>,
 }
 
 /// A configuration that cannot be used; the message names its origin and the fix.
@@ -341,6 +353,10 @@ impl Settings {
             ));
         }
         let snowflake = snowflake_config(&file.snowflake, env)?;
+        let snowflake_cached = match &snowflake {
+            Some(config) => cached_config(&file.snowflake, env, &config.layout)?,
+            None => None,
+        };
         Ok(Settings {
             listen: listen_addr,
             store: store_url,
@@ -348,6 +364,7 @@ impl Settings {
             segment,
             batch_count_max: batch.value,
             snowflake,
+            snowflake_cached,
         })
     }
 }
@@ -502,6 +519,46 @@ fn snowflake_config(
     Ok(Some(config))
 }
 
+/// The ring of pre-made snowflake ids, when `snowflake.cached` is on.
+fn cached_config(
+    sf: &SnowflakeSection,
+    env: &dyn Fn(&str) -> Option<String>,
+    layout: &Layout,
+) -> Result<Option<CachedConfig>, ConfigError> {
+    let cached =
+        layered(None, env, "IDMINT_SNOWFLAKE_CACHED", sf.cached, "snowflake.cached", false)?;
+    if !cached.value {
+        return Ok(None);
+    }
+    let capacity = layered(
+        None,
+        env,
+        "IDMINT_SNOWFLAKE_RING_CAPACITY",
+        sf.ring_capacity,
+        "snowflake.ring_capacity",
+        idmint::CACHED_RING_CAPACITY_DEFAULT,
+    )?;
+    let lead = layered(
+        None,
+        env,
+        "IDMINT_SNOWFLAKE_RING_MAX_LEAD_MS",
+        sf.ring_max_lead_ms,
+        "snowflake.ring_max_lead_ms",
+        idmint::CACHED_MAX_LEAD_MS_DEFAULT,
+    )?;
+    let invalid = |origin: &str| {
+        let origin = origin.to_string();
+        move |reason| ConfigError::Invalid { origin, reason }
+    };
+    // The capacity alone first, so the error names the setting at fault.
+    CachedConfig { capacity: capacity.value, max_lead_ms: 0 }
+        .check(layout)
+        .map_err(invalid(&capacity.origin))?;
+    let config = CachedConfig { capacity: capacity.value, max_lead_ms: lead.value };
+    config.check(layout).map_err(invalid(&lead.origin))?;
+    Ok(Some(config))
+}
+
 /// One setting resolved flag > env > file > default, with where it came from. Flag and env
 /// values are text and parsed here; file values arrive typed from the TOML parser.
 fn layered<T: FromStr>(
@@ -619,5 +676,44 @@ mod tests {
         let flags = Overrides { listen: Some("localhost".into()), ..Overrides::default() };
         let err = Settings::resolve(&FileConfig::default(), &env(&[]), &flags).unwrap_err();
         assert!(err.to_string().starts_with("--listen"), "{err}");
+    }
+
+    #[test]
+    fn the_snowflake_section_resolves_and_refuses_what_cannot_run() {
+        let resolve = |toml: &str, vars: &[(&str, &str)]| {
+            let file = FileConfig::parse(toml, "t.toml").unwrap();
+            Settings::resolve(&file, &env(vars), &Overrides::default())
+        };
+        let s = resolve("", &[]).unwrap();
+        let config = s.snowflake.unwrap();
+        assert_eq!((config.space.as_str(), config.worker), ("snowflake", WorkerIdSource::Lease));
+        assert_eq!(s.snowflake_cached, None);
+        let s = resolve("[snowflake]\nenabled = false\ncached = true", &[]).unwrap();
+        assert!(s.snowflake.is_none() && s.snowflake_cached.is_none());
+        let s = resolve("[snowflake]\nworker = \"static:1023\"\ncached = true", &[]).unwrap();
+        assert_eq!(s.snowflake.unwrap().worker, WorkerIdSource::Static(1023));
+        assert_eq!(
+            s.snowflake_cached,
+            Some(CachedConfig {
+                capacity: idmint::CACHED_RING_CAPACITY_DEFAULT,
+                max_lead_ms: idmint::CACHED_MAX_LEAD_MS_DEFAULT
+            })
+        );
+        let refused = |toml: &str, vars: &[(&str, &str)], says: &str| {
+            let err = resolve(toml, vars).unwrap_err().to_string();
+            assert!(err.contains(says), "{err} does not say {says:?}");
+        };
+        refused("[snowflake]\nlayout = \"twitter\"", &[], "use one of snowflake, sonyflake");
+        refused("[snowflake]\nworker = \"static:1024\"", &[], "N from 0 to 1023");
+        refused("", &[("IDMINT_SNOWFLAKE_TOLERANCE_MS", "5000")], "above 1000 ms");
+        // Baidu's layout ran out in 2024: warned about by default, refused on request.
+        assert!(resolve("[snowflake]\nlayout = \"uid\"", &[]).is_ok());
+        refused("[snowflake]\nlayout = \"uid\"\nrefuse_expiring = true", &[], "layout uid");
+        let ring = "[snowflake]\ncached = true\n";
+        refused(&format!("{ring}ring_capacity = 1000"), &[], "config key snowflake.ring_capacity");
+        refused(&format!("{ring}ring_capacity = 1024"), &[], "cannot hold one time unit");
+        refused(ring, &[("IDMINT_SNOWFLAKE_RING_MAX_LEAD_MS", "60000")], "IDMINT_SNOWFLAKE_RING");
+        let err = FileConfig::parse("[snowflake]\ncache = true", "t.toml").unwrap_err();
+        assert!(err.to_string().contains("unknown field `cache`"), "{err}");
     }
 }

@@ -14,7 +14,7 @@ mod routes;
 use std::future::Future;
 use std::sync::Arc;
 
-use idmint::{Segments, Snowflake};
+use idmint::{CachedSnowflake, Segments, Snowflake};
 use tokio::net::TcpListener;
 
 pub use config::{ConfigError, FileConfig, Overrides, Settings};
@@ -33,6 +33,9 @@ pub struct AppState {
     pub batch_count_max: u64,
     /// The snowflake generator, or why it is not running (its routes answer 503 with it).
     pub snowflake: Result<Arc<Snowflake>, String>,
+    /// The ring of pre-made ids over that generator (`snowflake.cached`): when present, the
+    /// snowflake routes take their ids from it.
+    pub snowflake_cached: Option<Arc<CachedSnowflake>>,
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then, in that order: stops

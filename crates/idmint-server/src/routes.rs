@@ -58,13 +58,24 @@ fn snowflake(app: &AppState) -> Result<&Arc<Snowflake>, ApiError> {
         .map_err(|reason| ApiError::Snowflake(SnowflakeError::Config(reason.clone())))
 }
 
+/// `count` snowflake ids: from the ring of pre-made ids when the node runs one, else from
+/// the generator.
+async fn snowflake_next_ids(app: &AppState, count: u64) -> Result<Vec<u64>, ApiError> {
+    let generator = snowflake(app)?;
+    Ok(match &app.snowflake_cached {
+        Some(cached) => cached.next_ids(count).await?,
+        None => generator.next_ids(count).await?,
+    })
+}
+
 /// Leaf's snowflake route: `200 text/plain` with the decimal id. The key is Leaf's and, as
 /// in Leaf, does not change the id.
 async fn leaf_snowflake(
     State(app): State<AppState>,
     Path(_key): Path<String>,
 ) -> Result<String, ApiError> {
-    Ok(snowflake(&app)?.next_id().await?.to_string())
+    let ids = snowflake_next_ids(&app, 1).await?;
+    Ok(ids.first().map(u64::to_string).unwrap_or_default())
 }
 
 #[derive(Deserialize)]
@@ -128,9 +139,8 @@ async fn snowflake_ids(
 ) -> Result<Json<SnowflakeIdsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
-    let generator = snowflake(&app)?;
-    let ids = generator.next_ids(count.get()).await?;
-    Ok(Json(SnowflakeIdsBody { ids, worker: generator.status().worker }))
+    let ids = snowflake_next_ids(&app, count.get()).await?;
+    Ok(Json(SnowflakeIdsBody { ids, worker: snowflake(&app)?.status().worker }))
 }
 
 #[derive(Deserialize)]

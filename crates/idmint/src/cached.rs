@@ -13,19 +13,80 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use idmint_core::Ring;
-use idmint_core::limits::RING_PADDING_PERMILLE_DEFAULT;
+use idmint_core::limits::{
+    BORROW_LEAD_MS_MAX, RING_CAPACITY_MAX, RING_CAPACITY_MIN, RING_PADDING_PERMILLE_DEFAULT,
+};
+use idmint_core::snowflake::Layout;
 use tokio_util::sync::CancellationToken;
 
-use crate::snowflake::{Snowflake, SnowflakeError};
+use crate::snowflake::{SNOWFLAKE_WAIT_MS_MAX, Snowflake, SnowflakeError};
 
 /// Longest a take on an empty ring waits for borrowing to resume before it is refused.
-pub const TAKE_WAIT_MS_MAX: u64 = 1_000;
+pub const TAKE_WAIT_MS_MAX: u64 = SNOWFLAKE_WAIT_MS_MAX;
 
-/// Default ring capacity (ids).
+/// Pause of a take while borrowing is stopped (the filler is moving the mark).
+const STOPPED_PAUSE: Duration = Duration::from_micros(100);
+
+/// One step of a take on a dry ring.
+enum Attempt {
+    /// An id.
+    Id(u64),
+    /// This thread put a unit; take again.
+    Filled,
+    /// Another thread is putting ids (or a put is finishing its slot).
+    Busy,
+    /// Borrowing is stopped by the lead bound or the mark.
+    Stopped,
+}
+
+/// Default ring capacity (ids), uid-generator's default.
 pub const CACHED_RING_CAPACITY_DEFAULT: u64 = 1 << 16;
+
+/// Default bound on how far the ring's borrowed time may run ahead of the clock.
+pub const CACHED_MAX_LEAD_MS_DEFAULT: u64 = BORROW_LEAD_MS_MAX;
+
+/// How a server runs the cached generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedConfig {
+    /// Ring capacity in ids: a power of two holding at least one time unit.
+    pub capacity: u64,
+    /// Bound on the borrowed time's lead over the clock, in ms.
+    pub max_lead_ms: u64,
+}
+
+impl CachedConfig {
+    /// Why this ring cannot run over `layout`, if it cannot: the capacity must be a power of
+    /// two within the ring bounds and hold one whole time unit; the lead is bounded.
+    pub fn check(&self, layout: &Layout) -> Result<(), String> {
+        let CachedConfig { capacity, max_lead_ms } = *self;
+        if !(RING_CAPACITY_MIN..=RING_CAPACITY_MAX).contains(&capacity)
+            || !capacity.is_power_of_two()
+        {
+            return Err(format!(
+                "a ring capacity of {capacity} is not a power of two from {RING_CAPACITY_MIN} \
+                 to {RING_CAPACITY_MAX}; use e.g. {CACHED_RING_CAPACITY_DEFAULT}"
+            ));
+        }
+        let unit_ids = layout.max_sequence() + 1;
+        if capacity < unit_ids {
+            return Err(format!(
+                "a ring of {capacity} ids cannot hold one time unit of layout {layout} \
+                 ({unit_ids} ids); use a capacity of at least {}",
+                unit_ids.next_power_of_two()
+            ));
+        }
+        if max_lead_ms > BORROW_LEAD_MS_MAX {
+            return Err(format!(
+                "a ring lead of {max_lead_ms} ms is above {BORROW_LEAD_MS_MAX} ms (a restart \
+                 waits out the lead); use a smaller lead"
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// A ring of pre-made snowflake ids over a [`Snowflake`].
 #[derive(Debug)]
@@ -49,6 +110,9 @@ impl CachedSnowflake {
         capacity: u64,
         max_lead_ms: u64,
     ) -> Result<Arc<CachedSnowflake>, SnowflakeError> {
+        CachedConfig { capacity, max_lead_ms }
+            .check(generator.layout())
+            .map_err(SnowflakeError::Config)?;
         let ring = Ring::new(capacity).map_err(|e| SnowflakeError::Config(e.to_string()))?;
         let cached = Arc::new(CachedSnowflake {
             generator,
@@ -92,34 +156,83 @@ impl CachedSnowflake {
     }
 
     /// A take that found no id: the ring is empty, or a put is still writing the front slot.
-    /// One thread at a time fills a unit in place (the others take what it puts); a unit is
-    /// reserved only when the whole of it fits, so no borrowed time is wasted. If borrowing
-    /// is stopped (the mark being moved), the filler gets a bounded moment.
+    /// Waits (sleeping, not spinning: on a busy machine the filler, which moves the mark,
+    /// needs this core) at most [`TAKE_WAIT_MS_MAX`].
     fn take_slow(&self) -> Result<Option<u64>, SnowflakeError> {
-        let unit_ids = self.generator.layout().max_sequence() + 1;
-        let deadline = std::time::Instant::now() + Duration::from_millis(TAKE_WAIT_MS_MAX);
+        let deadline = Instant::now() + Duration::from_millis(TAKE_WAIT_MS_MAX);
         loop {
-            if let Some(id) = self.ring.take() {
-                return Ok(Some(id));
+            match self.attempt()? {
+                Attempt::Id(id) => return Ok(Some(id)),
+                Attempt::Filled => continue,
+                Attempt::Busy => std::thread::yield_now(),
+                Attempt::Stopped => std::thread::sleep(STOPPED_PAUSE),
             }
-            let room = self.ring.capacity() - self.ring.len();
-            match if room >= unit_ids { self.fill_unit_alone()? } else { None } {
-                Some(true) => continue,
-                Some(false) => {
-                    // Sleep rather than spin: on a busy machine the filler (which moves the
-                    // mark) needs this core.
-                    self.wake.notify_one();
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-                // Another thread is putting ids: they arrive within nanoseconds each.
-                None => std::thread::yield_now(),
-            }
-            if std::time::Instant::now() >= deadline {
-                self.rejected.fetch_add(1, Ordering::Relaxed);
-                self.wake.notify_one();
-                return Ok(None);
+            if Instant::now() >= deadline {
+                return Ok(self.reject());
             }
         }
+    }
+
+    /// `count` ids for an async caller: like [`Self::take`], but a wait for the ring
+    /// suspends the task instead of its thread. An error when the ring stays dry for
+    /// [`TAKE_WAIT_MS_MAX`] (counted as a rejected take).
+    pub async fn next_ids(&self, count: u64) -> Result<Vec<u64>, SnowflakeError> {
+        let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+        let mut deadline = None;
+        while (ids.len() as u64) < count {
+            if let Some(id) = self.ring.take() {
+                ids.push(id);
+                continue;
+            }
+            let deadline = *deadline
+                .get_or_insert_with(|| Instant::now() + Duration::from_millis(TAKE_WAIT_MS_MAX));
+            match self.attempt()? {
+                Attempt::Id(id) => ids.push(id),
+                Attempt::Filled => {}
+                Attempt::Busy => tokio::task::yield_now().await,
+                Attempt::Stopped => tokio::time::sleep(STOPPED_PAUSE).await,
+            }
+            if Instant::now() >= deadline {
+                self.reject();
+                return Err(SnowflakeError::Unavailable(
+                    "the cached ring stayed empty: borrowing is stopped by its lead bound or \
+                     the time mark"
+                        .into(),
+                ));
+            }
+        }
+        if self.ring.needs_fill(RING_PADDING_PERMILLE_DEFAULT) {
+            self.wake.notify_one();
+        }
+        Ok(ids)
+    }
+
+    /// One step of a take on a dry ring: an id, or a unit put in place (by this thread alone,
+    /// and only when all of it fits, so no borrowed time is wasted), or another thread is
+    /// putting, or borrowing is stopped (the filler is woken to move the mark).
+    fn attempt(&self) -> Result<Attempt, SnowflakeError> {
+        if let Some(id) = self.ring.take() {
+            return Ok(Attempt::Id(id));
+        }
+        let unit_ids = self.generator.layout().max_sequence() + 1;
+        if self.ring.capacity() - self.ring.len() < unit_ids {
+            return Ok(Attempt::Busy);
+        }
+        Ok(match self.fill_unit_alone()? {
+            Some(true) => Attempt::Filled,
+            Some(false) => {
+                self.wake.notify_one();
+                Attempt::Stopped
+            }
+            None => Attempt::Busy,
+        })
+    }
+
+    /// Counts a refused take and wakes the filler.
+    fn reject(&self) -> Option<u64> {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_one();
+        None
     }
 
     /// Takes refused so far.

@@ -21,7 +21,10 @@ mod highwater;
 mod segments;
 mod snowflake;
 
-pub use cached::{CACHED_RING_CAPACITY_DEFAULT, CachedSnowflake};
+pub use cached::{
+    CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, CachedConfig, CachedSnowflake,
+    TAKE_WAIT_MS_MAX,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{ConfigError, SegmentConfig};
 pub use error::Error;

@@ -59,3 +59,45 @@ async fn without_a_generator_the_routes_say_why() {
     assert!(message.contains("not started in this test"), "{message}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_cached_node_serves_both_routes_from_its_ring_uniquely() {
+    // A ring of 8 192 ids: requests of 20 000 drain it several times each, so takes also
+    // fill units in place.
+    let server = std::sync::Arc::new(TestServer::with_cached_snowflake(8_192).await);
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let server = std::sync::Arc::clone(&server);
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for _ in 0..5 {
+                    let body: serde_json::Value =
+                        server.get("/v1/snowflake?count=20000").await.json().await.unwrap();
+                    let batch: Vec<u64> = body["ids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_u64().unwrap())
+                        .collect();
+                    assert_eq!(batch.len(), 20_000);
+                    assert!(batch.windows(2).all(|w| w[0] < w[1]), "a batch is increasing");
+                    ids.extend(batch);
+                    let leaf = server.get("/api/snowflake/get/k").await.text().await.unwrap();
+                    ids.push(leaf.parse().unwrap());
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            assert!(seen.insert(id), "id {id} twice");
+        }
+    }
+    assert_eq!(seen.len(), 4 * 5 * 20_001);
+    let any = *seen.iter().next().unwrap();
+    let parts: serde_json::Value =
+        server.get(&format!("/v1/snowflake/{any}")).await.json().await.unwrap();
+    assert_eq!(parts["worker"], 0);
+}

@@ -27,15 +27,16 @@ impl TestServer {
 
     /// A memory store for segments and a snowflake generator leasing its worker id there.
     pub async fn with_snowflake() -> TestServer {
-        let memory = Arc::new(idmint_store::MemoryStore::new());
-        let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
-        let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
-        let config = idmint::SnowflakeConfig::new("snowflake", layout);
-        let generator =
-            idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
-                .await
-                .unwrap();
+        let (memory, generator) = memory_snowflake().await;
         TestServer::start_full(memory, SegmentConfig::default(), Ok(generator)).await
+    }
+
+    /// [`TestServer::with_snowflake`] serving its snowflake ids from a ring of `capacity`.
+    pub async fn with_cached_snowflake(capacity: u64) -> TestServer {
+        let (memory, generator) = memory_snowflake().await;
+        let cached =
+            idmint::CachedSnowflake::start(Arc::clone(&generator), capacity, 10_000).unwrap();
+        TestServer::start_parts(memory, SegmentConfig::default(), Ok(generator), Some(cached)).await
     }
 
     pub async fn start_full(
@@ -43,11 +44,24 @@ impl TestServer {
         config: SegmentConfig,
         snowflake: Result<Arc<idmint::Snowflake>, String>,
     ) -> TestServer {
+        TestServer::start_parts(store, config, snowflake, None).await
+    }
+
+    pub async fn start_parts(
+        store: Arc<dyn SegmentStore>,
+        config: SegmentConfig,
+        snowflake: Result<Arc<idmint::Snowflake>, String>,
+        snowflake_cached: Option<Arc<idmint::CachedSnowflake>>,
+    ) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let segments = Segments::start(store, config).unwrap();
-        let state =
-            AppState { segments, batch_count_max: idmint_core::limits::BATCH_COUNT_MAX, snowflake };
+        let state = AppState {
+            segments,
+            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
+            snowflake,
+            snowflake_cached,
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(idmint_server::serve(listener, state, async move {
             let _ = stopped.await;
@@ -94,4 +108,16 @@ pub async fn assert_error(response: reqwest::Response, status: u16, code: &str) 
     let message = body["error"]["message"].as_str().expect("message").to_string();
     assert!(!message.is_empty() && message.parse::<i64>().is_err(), "{message}");
     message
+}
+
+/// A memory store and a snowflake generator leasing its worker id there.
+async fn memory_snowflake() -> (Arc<idmint_store::MemoryStore>, Arc<idmint::Snowflake>) {
+    let memory = Arc::new(idmint_store::MemoryStore::new());
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    let config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
+        .await
+        .unwrap();
+    (memory, generator)
 }

@@ -240,3 +240,37 @@ fn the_cached_generator_hands_out_seven_million_unique_ids_to_four_threads() {
     assert_eq!(seen.len(), 7_000_000);
     assert_eq!(cached.rejected(), 0);
 }
+
+#[tokio::test]
+async fn the_cached_ring_borrows_no_further_than_its_lead_then_refuses() {
+    // The clock stands still: the ring may borrow at most 5 ms ahead of it, then a take
+    // waits TAKE_WAIT_MS_MAX for borrowing to resume and is refused, counted.
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let generator = start(&store, config(), &clock).await;
+    let cached = idmint::CachedSnowflake::start(Arc::clone(&generator), 4_096, 5).unwrap();
+    let unit_ids = layout().max_sequence() + 1;
+    let mut taken = Vec::new();
+    let refused = loop {
+        match cached.next_ids(unit_ids).await {
+            Ok(ids) => taken.extend(ids),
+            Err(error) => break error,
+        }
+        assert!(taken.len() as u64 <= 10 * unit_ids, "borrowing ran past the lead");
+    };
+    assert!(matches!(refused, SnowflakeError::Unavailable(_)), "{refused}");
+    assert_eq!(cached.rejected(), 1);
+    let now = clock.now_ms();
+    let latest = taken.iter().map(|&id| time_ms(&generator, id)).max().unwrap();
+    assert!(latest <= now + 5, "an id at {latest} is more than 5 ms ahead of {now}");
+    assert!(taken.len() as u64 >= 5 * unit_ids, "{} ids before the lead stopped", taken.len());
+    // Time moves on: borrowing resumes above everything taken.
+    clock.advance(1_000);
+    let next = cached.next_ids(1).await.unwrap()[0];
+    assert!(taken.iter().all(|&id| id < next));
+    // A ring that cannot hold one unit, or leads too far, is refused with the fix.
+    let small = idmint::CachedSnowflake::start(Arc::clone(&generator), 1_024, 5).unwrap_err();
+    assert!(small.to_string().contains("at least 4096"), "{small}");
+    let far = idmint::CachedSnowflake::start(Arc::clone(&generator), 4_096, 60_000).unwrap_err();
+    assert!(far.to_string().contains("above 10000 ms"), "{far}");
+}
