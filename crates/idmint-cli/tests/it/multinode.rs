@@ -182,3 +182,65 @@ fn start_node(dir: &Path, url: &str, n: usize) -> Server {
         &[],
     )
 }
+
+/// Issue 5's end-to-end check: two servers on one MariaDB database lease different worker
+/// ids, serve Leaf's snowflake route (one of them from the cached ring) and decode their own
+/// ids; `idmint decode` agrees offline.
+#[test]
+fn two_servers_on_one_mariadb_lease_different_snowflake_worker_ids() {
+    let Ok(admin) = std::env::var("IDMINT_TEST_MYSQL_URL") else {
+        eprintln!("skipped: IDMINT_TEST_MYSQL_URL is not set");
+        return;
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let url = runtime.block_on(fresh_database(&admin, "mysql"));
+    let dir = tempfile::TempDir::new().unwrap();
+    let d = dir.path();
+    let plain = start_node(d, &url, 0);
+    let data_dir = d.join("node1");
+    let cached = serve(
+        d,
+        &["--listen", "127.0.0.1:0", "--store", &url, "--data-dir", data_dir.to_str().unwrap()],
+        &[("IDMINT_SNOWFLAKE_CACHED", "true")],
+    );
+    let mut workers = Vec::new();
+    let mut seen = HashSet::new();
+    for node in [&plain, &cached] {
+        let (ids, decoded) = runtime.block_on(async {
+            let client = reqwest::Client::new();
+            let mut ids = Vec::new();
+            for key in ["a", "b", "c"] {
+                let text = client
+                    .get(format!("{}/api/snowflake/get/{key}", node.url))
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                ids.push(text.parse::<u64>().unwrap_or_else(|_| panic!("not an id: {text}")));
+            }
+            let decoded: serde_json::Value = client
+                .get(format!("{}/decodeSnowflakeId?snowflakeId={}", node.url, ids[0]))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (ids, decoded)
+        });
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        seen.extend(ids.iter().copied());
+        let worker = decoded["workerId"].as_str().unwrap().to_string();
+        let offline = run_ok(idmint(d).args(["decode", &ids[0].to_string()]));
+        assert!(offline.contains(&format!("worker     {worker}\n")), "{offline}");
+        workers.push(worker);
+    }
+    assert_ne!(workers[0], workers[1], "two servers on one store share a worker id");
+    assert_eq!(seen.len(), 6);
+    for mut node in [plain, cached] {
+        node.child.kill().unwrap();
+        node.child.wait().unwrap();
+    }
+}
