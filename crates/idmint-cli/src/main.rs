@@ -1,4 +1,5 @@
-//! The `idmint` binary: `serve`, `tag create|list|set|delete`, `next`.
+//! The `idmint` binary: `serve`, `tag create|list|set|delete`, `seq create|list|delete`,
+//! `next`, `decode`.
 //!
 //! This file owns the command line (clap) and dispatch; each command lives in its own module.
 //! Errors are `anyhow` with context and end the process with status 1 and a one-line
@@ -6,6 +7,7 @@
 
 mod decode;
 mod next;
+mod seq;
 mod serve;
 mod tag;
 
@@ -47,6 +49,10 @@ enum Command {
         /// per directory) [default: ./idmint-data]
         #[arg(long, value_name = "DIR")]
         data_dir: Option<String>,
+        /// Redis that serves sequences: redis://HOST:PORT[/DB][?prefix=idmint:] (their
+        /// ceilings live in the store) [default: none, no sequences]
+        #[arg(long, value_name = "URL")]
+        redis: Option<String>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -54,6 +60,11 @@ enum Command {
     Tag {
         #[command(subcommand)]
         command: tag::TagCommand,
+    },
+    /// Create, list and delete sequences in the store (served from Redis by `serve --redis`).
+    Seq {
+        #[command(subcommand)]
+        command: seq::SeqCommand,
     },
     /// Print ids of a tag from a running server, one per line.
     Next(next::NextArgs),
@@ -72,7 +83,10 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve { listen, data_dir, store } => serve::run(listen, data_dir, store).await,
+            Command::Serve { listen, data_dir, redis, store } => {
+                serve::run(listen, data_dir, redis, store).await
+            }
+            Command::Seq { command } => seq::run(command).await,
             Command::Tag { command } => tag::run(command).await,
             Command::Next(args) => next::run(args).await,
             Command::Decode(args) => decode::run(&args),
@@ -94,13 +108,14 @@ impl StoreArgs {
         &self,
         listen: Option<String>,
         data_dir: Option<String>,
+        redis: Option<String>,
     ) -> anyhow::Result<idmint_server::Settings> {
         use anyhow::Context;
         let file = match &self.config {
             Some(path) => idmint_server::FileConfig::load(path)?,
             None => idmint_server::FileConfig::default(),
         };
-        let flags = idmint_server::Overrides { listen, store: self.store.clone(), data_dir };
+        let flags = idmint_server::Overrides { listen, store: self.store.clone(), data_dir, redis };
         idmint_server::Settings::resolve(&file, &|name| std::env::var(name).ok(), &flags)
             .context("invalid configuration")
     }

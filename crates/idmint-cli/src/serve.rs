@@ -4,17 +4,18 @@
 
 use anyhow::Context;
 use idmint::{Segments, Snowflake};
-use idmint_server::AppState;
+use idmint_server::{AppState, SequenceSlot};
 
 use crate::StoreArgs;
 
 pub async fn run(
     listen: Option<String>,
     data_dir: Option<String>,
+    redis: Option<String>,
     store_args: StoreArgs,
 ) -> anyhow::Result<()> {
     init_logging();
-    let settings = store_args.settings(listen, data_dir)?;
+    let settings = store_args.settings(listen, data_dir, redis)?;
     let store = idmint_store::open(&settings.store)
         .await
         .with_context(|| format!("cannot open the store {}", settings.store))?;
@@ -45,11 +46,13 @@ pub async fn run(
         }
         _ => None,
     };
+    let sequences = start_sequences(&settings, addr).await;
     let state = AppState {
         segments,
         batch_count_max: settings.batch_count_max,
         snowflake,
         snowflake_cached,
+        sequences,
     };
     idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
     tracing::info!("idmint stopped");
@@ -86,6 +89,61 @@ async fn start_snowflake(
             Err(error.to_string())
         }
     }
+}
+
+/// Starts the sequence engine when `--redis` (or `redis`) is set: definitions and ceilings
+/// in the store, counters in Redis. A store that cannot hold ceilings leaves the sequence
+/// routes answering 503 with the reason; a Redis that does not answer yet is retried in the
+/// background until it does.
+async fn start_sequences(
+    settings: &idmint_server::Settings,
+    addr: std::net::SocketAddr,
+) -> SequenceSlot {
+    let Some(redis) = settings.redis.clone() else {
+        return SequenceSlot::not_running(
+            "sequences need Redis: start idmint serve with --redis redis://HOST:6379 (or set \
+             redis in the config, or IDMINT_REDIS)",
+        );
+    };
+    let store = match idmint_store::open_sequences(&settings.store).await {
+        Ok(store) => store,
+        Err(error) => {
+            tracing::error!(%error, "sequences not served");
+            return SequenceSlot::not_running(format!(
+                "sequences are not served: their ceilings need one SQL store ({error})"
+            ));
+        }
+    };
+    let slot = SequenceSlot::not_running("connecting to Redis");
+    let installed = slot.clone();
+    let config = idmint::SequenceConfig {
+        holder: format!("{}:{}", host_name(), addr.port()),
+        ..idmint::SequenceConfig::default()
+    };
+    tokio::spawn(async move {
+        loop {
+            match idmint_store::open_counters(&redis).await {
+                Ok(counters) => {
+                    let clock = std::sync::Arc::new(idmint::SystemClock);
+                    let engine = idmint::Sequences::start(store, counters, clock, config);
+                    tracing::info!(redis = %engine.describe(), "sequences served");
+                    installed.set(engine);
+                    return;
+                }
+                Err(idmint_store::StoreError::BadUrl { url, reason }) => {
+                    tracing::error!(%url, %reason, "sequences not served: bad Redis URL");
+                    installed.set_reason(format!("bad Redis URL {url}: {reason}"));
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "Redis not reachable; retrying in 2 s");
+                    installed.set_reason(format!("Redis is not reachable yet ({error})"));
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                }
+            }
+        }
+    });
+    slot
 }
 
 /// This machine's host name, for the store's worker rows (`idmint` when unknown).

@@ -7,6 +7,7 @@
 //! | `listen`                          | `IDMINT_LISTEN`                       | `127.0.0.1:8080` |
 //! | `store`                           | `IDMINT_STORE`                        | `sqlite://./idmint-data/idmint.db` |
 //! | `data_dir`                        | `IDMINT_DATA_DIR`                     | `./idmint-data` |
+//! | `redis`                           | `IDMINT_REDIS`                        | none (no sequences) |
 //! | `segment.preload_ratio`           | `IDMINT_SEGMENT_PRELOAD_RATIO`        | `0.1` |
 //! | `segment.refill_wait_ms`          | `IDMINT_SEGMENT_REFILL_WAIT_MS`       | `1000` |
 //! | `segment.store_call_timeout_ms`   | `IDMINT_SEGMENT_STORE_CALL_TIMEOUT_MS`| `3000` |
@@ -58,6 +59,8 @@ pub struct FileConfig {
     pub listen: Option<String>,
     /// `store`: store URL.
     pub store: Option<String>,
+    /// `redis`: the Redis that serves sequences (`redis://HOST:PORT[/DB][?prefix=P]`).
+    pub redis: Option<String>,
     /// `data_dir`: this node's directory (high-water marks; one node per directory).
     pub data_dir: Option<String>,
     /// `[segment]`: segment serving.
@@ -139,6 +142,8 @@ pub struct Overrides {
     pub store: Option<String>,
     /// `--data-dir`.
     pub data_dir: Option<String>,
+    /// `--redis`.
+    pub redis: Option<String>,
 }
 
 /// The resolved configuration.
@@ -148,6 +153,8 @@ pub struct Settings {
     pub listen: SocketAddr,
     /// Where segment rows live.
     pub store: StoreUrl,
+    /// The Redis that serves sequences; `None`: no sequences.
+    pub redis: Option<String>,
     /// This node's directory.
     pub data_dir: PathBuf,
     /// Segment serving tunables (with the state directory set, unless the store is
@@ -247,6 +254,11 @@ impl Settings {
             "data_dir",
             DEFAULT_DATA_DIR.to_string(),
         )?;
+        let redis = match flags.redis.as_deref() {
+            Some(url) => Some(url.to_string()),
+            None => env("IDMINT_REDIS").or_else(|| file.redis.clone()),
+        }
+        .filter(|url| !url.trim().is_empty());
         let seg = &file.segment;
         let preload = layered(
             None,
@@ -360,6 +372,7 @@ impl Settings {
         Ok(Settings {
             listen: listen_addr,
             store: store_url,
+            redis,
             data_dir: data_dir_path,
             segment,
             batch_count_max: batch.value,

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use idmint::{Error, SnowflakeError};
+use idmint::{Error, SequenceError, SnowflakeError};
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;
@@ -27,6 +27,10 @@ pub enum ApiError {
     Library(Error),
     /// The snowflake generator refused, or is not running (status depends on the error).
     Snowflake(SnowflakeError),
+    /// The sequence engine refused (status depends on the error).
+    Sequence(SequenceError),
+    /// Sequences are not served by this node (503), with the reason.
+    SequencesNotRunning(String),
 }
 
 #[derive(Serialize)]
@@ -52,6 +56,10 @@ impl ApiError {
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             ApiError::Library(error) => library_status(error),
             ApiError::Snowflake(error) => snowflake_status(error),
+            ApiError::Sequence(error) => sequence_status(error),
+            ApiError::SequencesNotRunning(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "sequences_not_running")
+            }
         }
     }
 }
@@ -68,6 +76,21 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
         }
         SnowflakeError::Config(_) => (StatusCode::SERVICE_UNAVAILABLE, "snowflake_not_running"),
         SnowflakeError::LocalState(_) => (StatusCode::INTERNAL_SERVER_ERROR, "local_state"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
+fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
+    match error {
+        SequenceError::NotFound(_) | SequenceError::Store(StoreError::TagNotFound(_)) => {
+            (StatusCode::NOT_FOUND, "unknown_sequence")
+        }
+        SequenceError::Invalid(_) | SequenceError::Store(StoreError::InvalidValue(_)) => {
+            (StatusCode::BAD_REQUEST, "bad_sequence")
+        }
+        SequenceError::Unavailable { .. } | SequenceError::Store(StoreError::Unavailable(_)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "sequence_unavailable")
+        }
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }
@@ -104,6 +127,8 @@ impl IntoResponse for ApiError {
             }
             ApiError::Library(error) => error.to_string(),
             ApiError::Snowflake(error) => error.to_string(),
+            ApiError::Sequence(error) => error.to_string(),
+            ApiError::SequencesNotRunning(reason) => reason,
         };
         if status.is_server_error() {
             tracing::warn!(%status, code, %message, "request failed");
@@ -137,5 +162,11 @@ impl From<ValueError> for ApiError {
             _ => "bad_value",
         };
         ApiError::bad_request(code, error.to_string())
+    }
+}
+
+impl From<SequenceError> for ApiError {
+    fn from(error: SequenceError) -> ApiError {
+        ApiError::Sequence(error)
     }
 }

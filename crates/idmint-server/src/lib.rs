@@ -5,11 +5,12 @@
 //! configuration file and its precedence (`config.rs`), and serving with graceful shutdown.
 //!
 //! It must not hold id logic or touch a store directly: ids and tags come from
-//! [`idmint::Segments`]. It is the only crate that knows HTTP status codes.
+//! [`idmint::Segments`], [`idmint::Snowflake`] and [`idmint::Sequences`]. It is the only crate that knows HTTP status codes.
 
 mod config;
 mod error;
 mod routes;
+mod sequences;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use tokio::net::TcpListener;
 pub use config::{ConfigError, FileConfig, Overrides, Settings};
 pub use error::ApiError;
 pub use routes::router;
+pub use sequences::SequenceSlot;
 
 /// Largest request body accepted, in bytes (admin JSON bodies are a few hundred bytes).
 pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
@@ -36,6 +38,8 @@ pub struct AppState {
     /// The ring of pre-made ids over that generator (`snowflake.cached`): when present, the
     /// snowflake routes take their ids from it.
     pub snowflake_cached: Option<Arc<CachedSnowflake>>,
+    /// The sequence engine, once it runs (its routes answer 503 with the reason until then).
+    pub sequences: SequenceSlot,
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then, in that order: stops
@@ -48,10 +52,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let segments = Arc::clone(&state.segments);
     let snowflake = state.snowflake.clone().ok();
+    let sequences = state.sequences.clone();
     let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await;
     segments.shutdown().await;
     if let Some(snowflake) = snowflake {
         snowflake.shutdown().await;
+    }
+    if let Some(sequences) = sequences.running() {
+        sequences.shutdown().await;
     }
     served
 }

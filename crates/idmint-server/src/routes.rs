@@ -34,6 +34,12 @@ pub fn router(state: AppState) -> Router {
         .route("/decodeSnowflakeId", get(leaf_decode))
         .route("/v1/snowflake", get(snowflake_ids))
         .route("/v1/snowflake/{id}", get(snowflake_decode))
+        .route("/v1/seq/{name}", get(crate::sequences::seq_ids))
+        .route("/v1/seqs", get(crate::sequences::list_seqs).post(crate::sequences::create_seq))
+        .route(
+            "/v1/seqs/{name}",
+            get(crate::sequences::get_seq).delete(crate::sequences::delete_seq),
+        )
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/openapi.json", get(openapi))
@@ -217,7 +223,7 @@ async fn segment_ids(
     Ok(Json(IdsBody { tag: tag.to_string(), ids }))
 }
 
-fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiError> {
+pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiError> {
     let Some(text) = count else { return Ok(Count::ONE) };
     let count: u64 = text.parse().map_err(|_| {
         ApiError::bad_request(

@@ -15,9 +15,15 @@
 //! per-backend code in `memory/`, `sqlite/`, `mysql/` and `postgres/`), checked by the
 //! worker suite (`tests/it/workers.rs`).
 //!
+//! And the [`SequenceStore`] trait (`sequence.rs`): sequence definitions and the ceilings that
+//! keep Redis-served sequences from repeating (tables `idmint_sequences`,
+//! `idmint_sequence_ceilings`), on the same four backends, checked by the sequence suite
+//! (`tests/it/sequences.rs`).
+//!
 //! It must not spawn background tasks or read idmint's clock; it must not know HTTP. Its
 //! only timing is the database's own `update_time` column.
 
+mod counter;
 mod error;
 #[cfg(feature = "mysql")]
 mod flicker;
@@ -27,6 +33,9 @@ mod memory;
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
+mod sequence;
 #[cfg(any(feature = "mysql", feature = "postgres"))]
 mod sql;
 mod sqlite;
@@ -39,6 +48,7 @@ use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, ID_MIN};
 use idmint_core::{Description, IdRange, StartId, Step, Tag};
 
+pub use counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take, open_counters};
 pub use error::StoreError;
 #[cfg(feature = "mysql")]
 pub use flicker::{FLICKER_PROBE_TIMEOUT_MS, open_flicker};
@@ -51,6 +61,11 @@ pub use memory::MemoryStore;
 pub use mysql::MySqlStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
+pub use sequence::{
+    CEILING_MAX, CEILINGS_TABLE, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX,
+    SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, TIME_ZONE_LEN_MAX,
+    open_sequences,
+};
 pub use sqlite::SqliteStore;
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
@@ -185,17 +200,20 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
                 .to_string(),
         }),
         StoreUrl::Interleaved(urls) => Ok(Arc::new(interleave::open_interleaved(urls).await?)),
+        #[cfg(feature = "redis")]
+        StoreUrl::Redis(url) => Ok(Arc::new(self::redis::RedisStore::connect(url).await?)),
         single => Ok(open_database(single).await?),
     }
 }
 
-/// A store of one database: it keeps segment rows and worker ids alike.
-pub(crate) trait Database: SegmentStore + WorkerStore {}
+/// A store of one database: it keeps segment rows, worker ids and sequence ceilings alike.
+pub(crate) trait Database: SegmentStore + WorkerStore + SequenceStore {}
 
-impl<T: SegmentStore + WorkerStore> Database for T {}
+impl<T: SegmentStore + WorkerStore + SequenceStore> Database for T {}
 
 /// Opens a single-database URL (memory, SQLite, MySQL, PostgreSQL), creating its segment
-/// table when absent; refuses sets of databases (Flicker, interleaved).
+/// table when absent; refuses sets of databases (Flicker, interleaved) and Redis, which
+/// [`open`] and [`open_workers`] open themselves.
 pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, StoreError> {
     match url {
         StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
@@ -220,6 +238,14 @@ pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, S
             url: url.to_string(),
             reason: "worker ids are kept in one database, so they need a single store: name one \
                      sqlite://, mysql:// or postgres:// URL (or memory://) for them"
+                .to_string(),
+        }),
+        // `open` and `open_workers` open Redis themselves: what is left needs a database.
+        #[cfg(feature = "redis")]
+        StoreUrl::Redis(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "sequences' ceilings are kept in SQL only, not in Redis: name a sqlite://, \
+                     mysql:// or postgres:// URL for them"
                 .to_string(),
         }),
     }

@@ -4,6 +4,7 @@
 //! It keeps rows in a map behind one mutex, so every call is trivially atomic. It is what the
 //! conformance suite's expectations are written against; nothing persists across restarts.
 
+mod sequences;
 mod workers;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,8 @@ pub struct MemoryStore {
     rows: Mutex<BTreeMap<Tag, TagRecord>>,
     /// Worker leases and the assignment sequence (`memory/workers.rs`).
     workers: Mutex<workers::Workers>,
+    /// Sequence definitions and ceilings (`memory/sequences.rs`).
+    sequences: Mutex<sequences::Sequences>,
 }
 
 impl MemoryStore {

@@ -18,8 +18,10 @@
 //! error or a log line.
 //!
 //! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
-//! `mysql/workers.rs`.
+//! `mysql/workers.rs`; sequence definitions and ceilings
+//! ([`SequenceStore`](crate::SequenceStore)) in `mysql/sequences.rs`.
 
+mod sequences;
 mod workers;
 
 use std::sync::Arc;

@@ -20,8 +20,10 @@
 //! password, and URLs are shown redacted.
 //!
 //! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
-//! `postgres/workers.rs`.
+//! `postgres/workers.rs`; sequence definitions and ceilings
+//! ([`SequenceStore`](crate::SequenceStore)) in `postgres/sequences.rs`.
 
+mod sequences;
 mod workers;
 
 use std::fmt;

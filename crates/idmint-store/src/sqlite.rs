@@ -8,8 +8,10 @@
 //! long a call waits for another process's write lock.
 //!
 //! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
-//! `sqlite/workers.rs`.
+//! `sqlite/workers.rs`; sequence definitions and ceilings
+//! ([`SequenceStore`](crate::SequenceStore)) in `sqlite/sequences.rs`.
 
+mod sequences;
 mod workers;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,9 @@
 //! Store URLs: `sqlite://PATH` (the default, `sqlite://./idmint-data/idmint.db`),
-//! `memory://` (nothing persists; for tests and demos), `mysql://…` (MariaDB too) and
-//! `postgres://…`.
+//! `memory://` (nothing persists; for tests and demos), `mysql://…` (MariaDB too),
+//! `postgres://…` and, with feature `redis`, `redis://[USER:PASSWORD@]HOST[:PORT][/DB]`,
+//! `redis+sentinel://[PASSWORD@]HOST:PORT[,…]/MASTER[/DB]` and
+//! `redis+cluster://[PASSWORD@]HOST:PORT[,…]`, each with `?prefix=P` (default `idmint:`,
+//! starts every key idmint writes; see `idmint_store::redis`).
 //!
 //! The database URLs take idmint's own options as query parameters, which are removed
 //! before the URL reaches the driver: `table` (default `leaf_alloc`), `alloc` (`update`, the
@@ -45,6 +48,9 @@ pub enum StoreUrl {
     Postgres(SqlUrl),
     /// Flicker ticket databases (MySQL family), interleaved by their auto-increment offsets.
     Flicker(Vec<FlickerUrl>),
+    /// A Redis server (feature `redis`): segments and worker ids, not sequences' ceilings.
+    #[cfg(feature = "redis")]
+    Redis(crate::redis::RedisUrl),
     /// Segment stores interleaved by residue: the store at position `i` owns the blocks
     /// `≡ i (mod len)`. Never nested.
     Interleaved(Vec<StoreUrl>),
@@ -123,7 +129,9 @@ pub struct TableName(String);
 pub const DEFAULT_STORE_URL: &str = "sqlite://./idmint-data/idmint.db";
 
 const ACCEPTED: &str = "use sqlite://PATH (e.g. sqlite://./idmint-data/idmint.db), memory://, \
-                        mysql://USER:PASSWORD@HOST:PORT/DB or postgres://USER:PASSWORD@HOST:PORT/DB";
+                        mysql://USER:PASSWORD@HOST:PORT/DB, postgres://USER:PASSWORD@HOST:PORT/DB \
+                        or redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=P] (also \
+                        redis+sentinel://, redis+cluster://)";
 
 impl StoreUrl {
     /// Parses a store URL, or several separated by spaces (interleaved).
@@ -180,8 +188,14 @@ impl StoreUrl {
             "flicker+mysql" | "flicker+mariadb" => {
                 Ok(StoreUrl::Flicker(vec![FlickerUrl::parse(rest, &bad)?]))
             }
-            "redis" => {
-                Err(bad(format!("the redis backend is not part of this build yet; {ACCEPTED}")))
+            #[cfg(feature = "redis")]
+            "redis" | "redis+sentinel" | "redis+cluster" => {
+                Ok(StoreUrl::Redis(crate::redis::RedisUrl::parse(url)?))
+            }
+            #[cfg(not(feature = "redis"))]
+            "redis" | "redis+sentinel" | "redis+cluster" => {
+                Err(bad("this build has no Redis support; build idmint with `--features redis`"
+                    .to_string()))
             }
             other => Err(bad(format!("unknown scheme {other:?}; {ACCEPTED}"))),
         }
@@ -423,6 +437,8 @@ impl fmt::Display for StoreUrl {
             StoreUrl::Memory => f.write_str("memory://"),
             StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
             StoreUrl::Mysql(url) | StoreUrl::Postgres(url) => f.write_str(&url.redacted()),
+            #[cfg(feature = "redis")]
+            StoreUrl::Redis(url) => write!(f, "{url}"),
             StoreUrl::Flicker(urls) => {
                 let urls: Vec<String> = urls
                     .iter()
@@ -450,6 +466,8 @@ pub(crate) fn redact(url: &str) -> String {
     let Some(at) = rest[..authority_end].rfind('@') else { return url.to_string() };
     match rest[..at].split_once(':') {
         Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        // redis+sentinel:// and redis+cluster:// take a lone password.
+        None if scheme.starts_with("redis+") => format!("{scheme}://***{}", &rest[at..]),
         None => url.to_string(),
     }
 }

@@ -225,12 +225,16 @@ pub struct AssignRequest {
     pub launch_ms: u64,
 }
 
-/// Opens the store a URL names as a worker store: `memory://`, `sqlite://…`, `mysql://…` or
-/// `postgres://…`, creating the segment table as [`crate::open`] does. The worker tables are
-/// created on first use. Flicker and interleaved URLs are refused: worker ids must live in
-/// one database.
+/// Opens the store a URL names as a worker store: `memory://`, `sqlite://…`, `mysql://…`,
+/// `postgres://…` or `redis://…`, creating the segment table as [`crate::open`] does. The
+/// worker tables are created on first use. Flicker and interleaved URLs are refused: worker
+/// ids must live in one database.
 pub async fn open_workers(url: &StoreUrl) -> Result<Arc<dyn WorkerStore>, StoreError> {
-    Ok(crate::open_database(url).await?)
+    match url {
+        #[cfg(feature = "redis")]
+        StoreUrl::Redis(url) => Ok(Arc::new(crate::redis::RedisStore::connect(url).await?)),
+        _ => Ok(crate::open_database(url).await?),
+    }
 }
 
 /// Refuses a lease request outside this module's bounds, before any store is asked.

@@ -19,6 +19,8 @@ mod error;
 mod generator;
 mod highwater;
 mod segments;
+mod seqformat;
+mod sequence;
 mod snowflake;
 
 pub use cached::{
@@ -32,6 +34,12 @@ pub use generator::{TagGenerator, TagStatus};
 pub use highwater::{HIGH_WATER_FILE, LOCK_FILE};
 pub use idmint_core::{Count, IdRange, Tag};
 pub use segments::Segments;
+pub use seqformat::{DAILY_FORMAT_DEFAULT, DAY_SPAN_CHECKED, SEQ_WIDTH_MAX, SeqFormat, time_zone};
+pub use sequence::{
+    DEFINITION_TTL_MS, IDLE_AFTER_S, RAISE_LOCK_MS, SEQ_COUNT_MAX, SEQ_RAISE_MAX, SEQ_RAISE_MIN,
+    SEQ_WAIT_MS_DEFAULT, SequenceConfig, SequenceError, SequenceIds, SequenceStatus, Sequences,
+    prepare_sequence,
+};
 pub use snowflake::{
     BORROW_LEAD_MS_MAX, LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, SNOWFLAKE_WAIT_MS_MAX,
     Snowflake, SnowflakeConfig, SnowflakeError, SnowflakeStatus, TIME_MARK_FILE,
@@ -49,7 +57,8 @@ pub mod store {
     #[cfg(feature = "postgres")]
     pub use idmint_store::PgStore;
     pub use idmint_store::{
-        AllocMode, InterleavedStore, MemoryStore, SegmentStore, SqlOptions, SqliteStore,
-        StoreError, StoreUrl, TableName, TagSpec, open,
+        AllocMode, CounterStore, InterleavedStore, MemoryStore, SegmentStore, SequenceSpec,
+        SequenceStore, SqlOptions, SqliteStore, StoreError, StoreUrl, TableName, TagSpec, open,
+        open_counters,
     };
 }

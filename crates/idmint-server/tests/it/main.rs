@@ -4,5 +4,7 @@
 
 mod api;
 mod outage;
+#[cfg(feature = "redis")]
+mod sequences;
 mod snowflake;
 mod support;

@@ -36,7 +36,9 @@ impl TestServer {
         let (memory, generator) = memory_snowflake().await;
         let cached =
             idmint::CachedSnowflake::start(Arc::clone(&generator), capacity, 10_000).unwrap();
-        TestServer::start_parts(memory, SegmentConfig::default(), Ok(generator), Some(cached)).await
+        let sequences = idmint_server::SequenceSlot::not_running("not started in this test");
+        let config = SegmentConfig::default();
+        TestServer::start_parts(memory, config, Ok(generator), Some(cached), sequences).await
     }
 
     pub async fn start_full(
@@ -44,7 +46,30 @@ impl TestServer {
         config: SegmentConfig,
         snowflake: Result<Arc<idmint::Snowflake>, String>,
     ) -> TestServer {
-        TestServer::start_parts(store, config, snowflake, None).await
+        let sequences = idmint_server::SequenceSlot::not_running("not started in this test");
+        TestServer::start_parts(store, config, snowflake, None, sequences).await
+    }
+
+    /// A memory store, and sequences served from the Redis at `redis_url` under a fresh key
+    /// prefix.
+    #[cfg(feature = "redis")]
+    pub async fn with_sequences(redis_url: &str) -> TestServer {
+        let memory = Arc::new(idmint_store::MemoryStore::new());
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let prefix = format!("idmint_t{nanos}_{}_srv:", std::process::id());
+        let url = idmint_store::redis::RedisUrl::parse(redis_url).unwrap().with_prefix(&prefix);
+        let counters = idmint_store::redis::RedisCounters::connect(&url.unwrap()).await.unwrap();
+        let engine = idmint::Sequences::start(
+            memory.clone(),
+            Arc::new(counters),
+            Arc::new(idmint::SystemClock),
+            idmint::SequenceConfig::default(),
+        );
+        let slot = idmint_server::SequenceSlot::default();
+        slot.set(engine);
+        let unused = Err("not started in this test".to_string());
+        TestServer::start_parts(memory, SegmentConfig::default(), unused, None, slot).await
     }
 
     pub async fn start_parts(
@@ -52,6 +77,7 @@ impl TestServer {
         config: SegmentConfig,
         snowflake: Result<Arc<idmint::Snowflake>, String>,
         snowflake_cached: Option<Arc<idmint::CachedSnowflake>>,
+        sequences: idmint_server::SequenceSlot,
     ) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
@@ -61,6 +87,7 @@ impl TestServer {
             batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
             snowflake,
             snowflake_cached,
+            sequences,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(idmint_server::serve(listener, state, async move {

@@ -7,7 +7,8 @@
 //! PostgreSQL (features `mysql`, `postgres`) run against the servers named by
 //! `IDMINT_TEST_MYSQL_URL` / `IDMINT_TEST_POSTGRES_URL`, each run in a fresh database, and
 //! skip when those are unset. `workers` is the suite every `WorkerStore` must pass (worker
-//! leases and assigned ids), instantiated there for all four backends.
+//! leases and assigned ids), instantiated there for all four backends; `sequences` likewise
+//! for every `SequenceStore` (sequence definitions and their ceilings).
 
 // Helpers outside `#[test]` functions are test code too: an unwrap that panics is a failing
 // check, reported with its line.
@@ -25,5 +26,8 @@ mod memory;
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+mod sequences;
 mod sqlite;
 mod workers;

@@ -11,6 +11,10 @@ mod flicker;
 mod gate;
 mod guard;
 mod pacing;
+#[cfg(feature = "redis")]
+mod redis_guard;
+#[cfg(feature = "redis")]
+mod sequences;
 mod serving;
 mod shutdown;
 mod simulation;

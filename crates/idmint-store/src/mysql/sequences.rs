@@ -1,0 +1,353 @@
+//! The MySQL / MariaDB backend's [`SequenceStore`]: the definitions and ceilings tables in the
+//! store's database (InnoDB, `utf8mb4_bin`, so names compare byte for byte), created on first
+//! use when absent and never altered.
+//!
+//! A raise is one text query, so one round trip: an insert of the `(name, period)` row at 0
+//! when it is absent (0 is what a never-raised ceiling reads as, so this changes no ceiling),
+//! then the raise itself, one
+//! `UPDATE … SET max_value = LAST_INSERT_ID(max_value + by) WHERE … AND max_value <= MAX - by`,
+//! then a `SELECT` of `ROW_COUNT()` and `LAST_INSERT_ID()`, which are per connection: 1 and
+//! the new ceiling when this update raised it, 0 when the guard refused (nothing written).
+//! MariaDB has no `UPDATE … RETURNING`. InnoDB's row lock makes concurrent raises queue, each
+//! adding to the value the previous one committed. Creating takes a named lock
+//! (`GET_LOCK`), so the count of sequences stays exact across nodes; deleting is one
+//! transaction.
+//!
+//! It must not show a password: errors come from queries, which carry none.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use idmint_core::Tag;
+use idmint_core::limits::TAG_LEN_MAX;
+use sqlx::mysql::MySqlRow;
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row};
+
+use super::{CREATE_LOCK_WAIT_S, MySqlStore, SQLSTATE_NO_TABLE, tag_literal, unavailable};
+use crate::sequence::{
+    CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
+    bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
+    stored_ceiling, stored_sequence, too_many_sequences,
+};
+use crate::{
+    CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
+};
+
+/// The definition columns as idmint reads them: numbers cast to signed 64-bit integers.
+const COLUMNS: &str = "name, CAST(daily AS SIGNED), format, time_zone, CAST(created_ms AS SIGNED)";
+/// The named lock that serializes creators, per database (64 characters at most).
+const CREATE_LOCK_NAME: &str = "CONCAT('idmint.sequences.', MD5(DATABASE()))";
+
+/// What one attempt yields: a database error (perhaps a missing table, retried once the
+/// tables exist), or the call's outcome, refusals included.
+type Attempt<T> = Result<Result<T, StoreError>, sqlx::Error>;
+
+#[async_trait]
+impl SequenceStore for MySqlStore {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRecord, StoreError> {
+        check_spec(spec)?;
+        self.with_sequence_tables(|| self.create_once(spec)).await
+    }
+
+    async fn get_sequence(&self, name: &Tag) -> Result<Option<SequenceRecord>, StoreError> {
+        self.with_sequence_tables(|| async {
+            let row = sqlx::query(AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} WHERE name = ?"
+            )))
+            .bind(name.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+            Ok(match row {
+                Some(row) => read_definition(&row)?.map(Some),
+                None => Ok(None),
+            })
+        })
+        .await
+    }
+
+    async fn list_sequences(&self) -> Result<Vec<SequenceRecord>, StoreError> {
+        let rows = self
+            .with_sequence_tables(|| async {
+                let rows = sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} \
+                     ORDER BY CAST(name AS BINARY) LIMIT {SEQUENCE_COUNT_MAX}"
+                )))
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(Ok(rows))
+            })
+            .await?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match read_definition(row).map_err(unavailable)? {
+                Ok(record) => records.push(record),
+                Err(skipped) => tracing::warn!(%skipped, "skipping a sequence idmint cannot serve"),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn delete_sequence(&self, name: &Tag) -> Result<(), StoreError> {
+        self.with_sequence_tables(|| async {
+            let mut tx = self.pool.begin().await?;
+            let deleted =
+                sqlx::query(AssertSqlSafe(format!("DELETE FROM {SEQUENCES_TABLE} WHERE name = ?")))
+                    .bind(name.as_str())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            if deleted == 0 {
+                // Dropping the transaction rolls it back (it changed nothing anyway).
+                return Ok(Err(StoreError::TagNotFound(name.clone())));
+            }
+            sqlx::query(AssertSqlSafe(format!("DELETE FROM {CEILINGS_TABLE} WHERE name = ?")))
+                .bind(name.as_str())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Ok(()))
+        })
+        .await
+    }
+
+    async fn ceiling(&self, name: &Tag, period: &str) -> Result<u64, StoreError> {
+        check_period(period)?;
+        self.with_sequence_tables(|| async {
+            let value: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+                "SELECT CAST(max_value AS SIGNED) FROM {CEILINGS_TABLE} \
+                 WHERE name = ? AND period = ?"
+            )))
+            .bind(name.as_str())
+            .bind(period)
+            .fetch_optional(&self.pool)
+            .await?;
+            Ok(value.map_or(Ok(0), |value| stored_ceiling(name, period, value)))
+        })
+        .await
+    }
+
+    async fn raise_ceiling(&self, name: &Tag, period: &str, by: u64) -> Result<u64, StoreError> {
+        check_raise(period, by)?;
+        self.with_sequence_tables(|| self.raise_once(name, period, by)).await
+    }
+}
+
+impl MySqlStore {
+    /// Runs `attempt`; when it fails because a sequence table does not exist yet, creates the
+    /// tables and runs it once more. The tables are thus made on first use without a probe
+    /// on every call.
+    async fn with_sequence_tables<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
+        match attempt().await {
+            Ok(outcome) => return outcome,
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
+            Err(e) => return Err(unavailable(e)),
+        }
+        self.ensure_sequence_tables().await?;
+        attempt().await.map_err(unavailable)?
+    }
+
+    /// Creates each sequence table when absent; never alters one that exists. Probing first
+    /// lets an account without the CREATE privilege use tables an operator made.
+    async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
+        for (table, ddl) in [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())] {
+            let probe = sqlx::query(AssertSqlSafe(format!("SELECT 1 FROM {table} LIMIT 1")))
+                .fetch_optional(&self.pool)
+                .await;
+            match probe {
+                Ok(_) => continue,
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&self.pool).await.map_err(unavailable)?;
+            tracing::info!(table, store = %self.location, "created a sequence table");
+        }
+        Ok(())
+    }
+
+    /// One creation under the creators' named lock: count, then insert.
+    async fn create_once(&self, spec: &SequenceSpec) -> Attempt<SequenceRecord> {
+        let Some(mut lock) = CreateLock::acquire(&self.pool).await? else {
+            return Ok(Err(StoreError::Unavailable(format!(
+                "MySQL: another node has been creating a sequence for {CREATE_LOCK_WAIT_S} s; \
+                 retry"
+            ))));
+        };
+        // A database error returns with the lock still held: dropping it closes the
+        // connection, which releases the lock.
+        let count: i64 =
+            sqlx::query_scalar(AssertSqlSafe(format!("SELECT COUNT(*) FROM {SEQUENCES_TABLE}")))
+                .fetch_one(&mut *lock.conn)
+                .await?;
+        let outcome = if usize::try_from(count).is_ok_and(|count| count >= SEQUENCE_COUNT_MAX) {
+            Err(too_many_sequences())
+        } else {
+            let inserted = sqlx::query(AssertSqlSafe(format!(
+                "INSERT INTO {SEQUENCES_TABLE} (name, daily, format, time_zone, created_ms) \
+                 VALUES (?, ?, ?, ?, ?)"
+            )))
+            .bind(spec.name.as_str())
+            .bind(spec.daily)
+            .bind(spec.format.as_deref())
+            .bind(spec.time_zone.as_str())
+            .bind(bigint(spec.created_ms))
+            .execute(&mut *lock.conn)
+            .await;
+            match inserted {
+                Ok(_) => Ok(spec.clone()),
+                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                    Err(sequence_exists(&spec.name))
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        lock.release().await;
+        Ok(outcome)
+    }
+
+    /// One raise, in one round trip (see the module's documentation).
+    ///
+    /// Writing values into the SQL is safe: a `Tag` holds only `[A-Za-z0-9_.:-]` (checked
+    /// again by [`tag_literal`]), a period only digits (by [`period_literal`]), the rest are
+    /// integers.
+    async fn raise_once(&self, name: &Tag, period: &str, by: u64) -> Attempt<u64> {
+        let (n, p) = (tag_literal(name), period_literal(period));
+        // check_raise bounds `by` by CEILING_MAX, so the guard cannot underflow.
+        let room = CEILING_MAX - by;
+        let statement = format!(
+            "INSERT INTO {CEILINGS_TABLE} (name, period, max_value) VALUES ('{n}', '{p}', 0) \
+             ON DUPLICATE KEY UPDATE max_value = max_value; \
+             UPDATE {CEILINGS_TABLE} SET max_value = LAST_INSERT_ID(max_value + {by}) \
+             WHERE name = '{n}' AND period = '{p}' AND max_value <= {room}; \
+             SELECT ROW_COUNT(), CAST(LAST_INSERT_ID() AS SIGNED), \
+             (SELECT CAST(max_value AS SIGNED) FROM {CEILINGS_TABLE} \
+             WHERE name = '{n}' AND period = '{p}')"
+        );
+        let rows = sqlx::raw_sql(AssertSqlSafe(statement)).fetch_all(&self.pool).await?;
+        let [row] = rows.as_slice() else {
+            return Ok(Err(StoreError::Unavailable(format!(
+                "MySQL: the ceiling raise of sequence {name} returned {} rows instead of 1",
+                rows.len()
+            ))));
+        };
+        let raised: i64 = row.try_get(0)?;
+        let value: i64 = row.try_get(1)?;
+        let current: Option<i64> = row.try_get(2)?;
+        Ok(match raised {
+            // ROW_COUNT() = 1: this update set LAST_INSERT_ID() on this connection, from the
+            // one row it changed, so the value is not stale.
+            1 => stored_ceiling(name, period, value),
+            0 => match current.map_or(Ok(0), |value| stored_ceiling(name, period, value)) {
+                Ok(current) => Err(ceiling_overflow(name, period, current, by)),
+                Err(corrupt) => Err(corrupt),
+            },
+            raised => Err(StoreError::Corrupt {
+                tag: name.to_string(),
+                reason: format!(
+                    "{raised} rows of table {CEILINGS_TABLE} have period {period:?}; the table \
+                     needs a primary key on (name, period)"
+                ),
+            }),
+        })
+    }
+}
+
+/// Holds the creators' named lock on a pooled connection. Dropped while held (a database
+/// error, a cancelled call), it closes the connection, so the server releases the lock with
+/// the session instead of leaving it on a connection back in the pool.
+struct CreateLock {
+    conn: PoolConnection<MySql>,
+    held: bool,
+}
+
+impl CreateLock {
+    /// Waits up to [`CREATE_LOCK_WAIT_S`] for the lock; `None` when another session kept it.
+    async fn acquire(pool: &MySqlPool) -> Result<Option<CreateLock>, sqlx::Error> {
+        let conn = pool.acquire().await?;
+        // Armed before asking, so a call cancelled while waiting cannot leak the lock.
+        let mut lock = CreateLock { conn, held: true };
+        let got: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT GET_LOCK({CREATE_LOCK_NAME}, {CREATE_LOCK_WAIT_S})"
+        )))
+        .fetch_one(&mut *lock.conn)
+        .await?;
+        if got == Some(1) {
+            return Ok(Some(lock));
+        }
+        // 0: timed out; NULL: an error. Either way this session does not hold the lock.
+        lock.held = false;
+        Ok(None)
+    }
+
+    async fn release(&mut self) {
+        let release = format!("SELECT RELEASE_LOCK({CREATE_LOCK_NAME})");
+        match sqlx::query(AssertSqlSafe(release)).execute(&mut *self.conn).await {
+            Ok(_) => self.held = false,
+            // Still held: drop closes the connection, which releases it.
+            Err(error) => tracing::warn!(%error, "could not release the sequence-creation lock"),
+        }
+    }
+}
+
+impl Drop for CreateLock {
+    fn drop(&mut self) {
+        if self.held {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// The definitions table.
+fn sequences_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {SEQUENCES_TABLE} (\
+         name varchar({TAG_LEN_MAX}) NOT NULL, \
+         daily tinyint NOT NULL, \
+         format varchar({SEQUENCE_FORMAT_LEN_MAX}) DEFAULT NULL, \
+         time_zone varchar({TIME_ZONE_LEN_MAX}) NOT NULL, \
+         created_ms bigint NOT NULL, \
+         PRIMARY KEY (name)\
+         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
+}
+
+/// The ceilings table.
+fn ceilings_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {CEILINGS_TABLE} (\
+         name varchar({TAG_LEN_MAX}) NOT NULL, \
+         period varchar({PERIOD_LEN_MAX}) NOT NULL, \
+         max_value bigint NOT NULL, \
+         PRIMARY KEY (name, period)\
+         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
+}
+
+/// The period as it may appear between single quotes in SQL.
+fn period_literal(period: &str) -> &str {
+    // check_raise guarantees this; the SQL's safety rests on it, so it is checked where the
+    // SQL is written.
+    assert!(
+        period.len() <= PERIOD_LEN_MAX && period.bytes().all(|b| b.is_ascii_digit()),
+        "period {period:?} holds a character that is unsafe in SQL"
+    );
+    period
+}
+
+/// A definition row; the outer error is the driver's, the inner one a row idmint cannot
+/// serve.
+fn read_definition(row: &MySqlRow) -> Result<Result<SequenceRecord, StoreError>, sqlx::Error> {
+    let daily: i64 = row.try_get(1)?;
+    Ok(stored_sequence(
+        row.try_get(0)?,
+        daily != 0,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+    ))
+}

@@ -1,0 +1,283 @@
+//! The PostgreSQL backend's [`SequenceStore`]: the definitions and ceilings tables in the
+//! store's schema, created on first use when absent (under an advisory lock, so nodes starting
+//! together do not race) and never altered.
+//!
+//! A raise is one `INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING`: a missing row is
+//! inserted at `by`, an existing one grows by `by` unless that would pass
+//! [`CEILING_MAX`](crate::CEILING_MAX), in which case nothing is written and no row returned.
+//! PostgreSQL makes the insert-or-update atomic: of two racing raises the second waits for
+//! the first's row and adds to the value it committed. Creating counts and inserts under an
+//! advisory lock, so the count of sequences stays exact across nodes; deleting is one
+//! transaction.
+//!
+//! It must not show a password: every error is scrubbed through the store's `unavailable`.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use idmint_core::Tag;
+use idmint_core::limits::TAG_LEN_MAX;
+use sqlx::postgres::PgRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use super::{ADVISORY_LOCK_CLASS, PgStore};
+use crate::sequence::{
+    CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
+    bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
+    stored_ceiling, stored_sequence, too_many_sequences,
+};
+use crate::{
+    CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
+};
+
+/// PostgreSQL's SQLSTATE for "relation does not exist" (`undefined_table`).
+const SQLSTATE_UNDEFINED_TABLE: &str = "42P01";
+
+const COLUMNS: &str = "name::text, daily, format::text, time_zone::text, created_ms";
+
+/// What one attempt yields: a database error (perhaps a missing table, retried once the
+/// tables exist), or the call's outcome, refusals included.
+type Attempt<T> = Result<Result<T, StoreError>, sqlx::Error>;
+
+#[async_trait]
+impl SequenceStore for PgStore {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRecord, StoreError> {
+        check_spec(spec)?;
+        self.with_sequence_tables(|| self.create_once(spec)).await
+    }
+
+    async fn get_sequence(&self, name: &Tag) -> Result<Option<SequenceRecord>, StoreError> {
+        self.with_sequence_tables(|| async {
+            let row = sqlx::query(AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} WHERE name = $1"
+            )))
+            .bind(name.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+            Ok(match row {
+                Some(row) => read_definition(&row)?.map(Some),
+                None => Ok(None),
+            })
+        })
+        .await
+    }
+
+    async fn list_sequences(&self) -> Result<Vec<SequenceRecord>, StoreError> {
+        let rows = self
+            .with_sequence_tables(|| async {
+                // COLLATE "C": byte order, which is how names order in every backend.
+                let rows = sqlx::query(AssertSqlSafe(format!(
+                    "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} \
+                     ORDER BY name COLLATE \"C\" LIMIT {SEQUENCE_COUNT_MAX}"
+                )))
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(Ok(rows))
+            })
+            .await?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match read_definition(row).map_err(|e| self.unavailable(e))? {
+                Ok(record) => records.push(record),
+                Err(skipped) => tracing::warn!(%skipped, "skipping a sequence idmint cannot serve"),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn delete_sequence(&self, name: &Tag) -> Result<(), StoreError> {
+        self.with_sequence_tables(|| async {
+            let mut tx = self.pool.begin().await?;
+            let deleted = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM {SEQUENCES_TABLE} WHERE name = $1"
+            )))
+            .bind(name.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if deleted == 0 {
+                // Dropping the transaction rolls it back (it changed nothing anyway).
+                return Ok(Err(StoreError::TagNotFound(name.clone())));
+            }
+            sqlx::query(AssertSqlSafe(format!("DELETE FROM {CEILINGS_TABLE} WHERE name = $1")))
+                .bind(name.as_str())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Ok(()))
+        })
+        .await
+    }
+
+    async fn ceiling(&self, name: &Tag, period: &str) -> Result<u64, StoreError> {
+        check_period(period)?;
+        self.with_sequence_tables(|| async {
+            let value: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+                "SELECT max_value FROM {CEILINGS_TABLE} WHERE name = $1 AND period = $2"
+            )))
+            .bind(name.as_str())
+            .bind(period)
+            .fetch_optional(&self.pool)
+            .await?;
+            Ok(value.map_or(Ok(0), |value| stored_ceiling(name, period, value)))
+        })
+        .await
+    }
+
+    async fn raise_ceiling(&self, name: &Tag, period: &str, by: u64) -> Result<u64, StoreError> {
+        check_raise(period, by)?;
+        let c = CEILINGS_TABLE;
+        self.with_sequence_tables(|| async {
+            // One statement. `$4 - $3` cannot overflow: both are in 0..=i64::MAX. A missing
+            // row starts at `by`, which check_raise bounds by CEILING_MAX.
+            let raised: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+                "INSERT INTO {c} (name, period, max_value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name, period) DO UPDATE SET max_value = {c}.max_value + $3 \
+                 WHERE {c}.max_value <= $4 - $3 \
+                 RETURNING {c}.max_value"
+            )))
+            .bind(name.as_str())
+            .bind(period)
+            .bind(bigint(by))
+            .bind(bigint(CEILING_MAX))
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(value) = raised {
+                return Ok(stored_ceiling(name, period, value));
+            }
+            let current: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+                "SELECT max_value FROM {c} WHERE name = $1 AND period = $2"
+            )))
+            .bind(name.as_str())
+            .bind(period)
+            .fetch_optional(&self.pool)
+            .await?;
+            Ok(match current.map_or(Ok(0), |value| stored_ceiling(name, period, value)) {
+                Ok(current) => Err(ceiling_overflow(name, period, current, by)),
+                Err(corrupt) => Err(corrupt),
+            })
+        })
+        .await
+    }
+}
+
+impl PgStore {
+    /// Runs `attempt`; when it fails because a sequence table does not exist yet, creates the
+    /// tables and runs it once more. The tables are thus made on first use without a check
+    /// on every call.
+    async fn with_sequence_tables<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
+        match attempt().await {
+            Ok(outcome) => return outcome,
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) => {}
+            Err(e) => return Err(self.unavailable(e)),
+        }
+        self.ensure_sequence_tables().await?;
+        attempt().await.map_err(|e| self.unavailable(e))?
+    }
+
+    /// Creates each sequence table when absent, never altering one that exists. Checked first,
+    /// as the segment table is: PostgreSQL checks the right to create even for
+    /// `CREATE TABLE IF NOT EXISTS` of an existing table.
+    async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        lock_sequences(&mut tx).await.map_err(|e| self.unavailable(e))?;
+        for (table, ddl) in [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())] {
+            let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+                .bind(table)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            if !exists {
+                sqlx::query(AssertSqlSafe(ddl))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.unavailable(e))?;
+                tracing::info!(table, store = %self.location, "created a sequence table");
+            }
+        }
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    /// One creation: count, then insert, under the sequences' advisory lock.
+    async fn create_once(&self, spec: &SequenceSpec) -> Attempt<SequenceRecord> {
+        let mut tx = self.pool.begin().await?;
+        lock_sequences(&mut tx).await?;
+        let count: i64 =
+            sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {SEQUENCES_TABLE}")))
+                .fetch_one(&mut *tx)
+                .await?;
+        if usize::try_from(count).is_ok_and(|count| count >= SEQUENCE_COUNT_MAX) {
+            return Ok(Err(too_many_sequences()));
+        }
+        let inserted = sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {SEQUENCES_TABLE} (name, daily, format, time_zone, created_ms) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING"
+        )))
+        .bind(spec.name.as_str())
+        .bind(spec.daily)
+        .bind(spec.format.as_deref())
+        .bind(spec.time_zone.as_str())
+        .bind(bigint(spec.created_ms))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if inserted == 0 {
+            return Ok(Err(sequence_exists(&spec.name)));
+        }
+        tx.commit().await?;
+        Ok(Ok(spec.clone()))
+    }
+}
+
+/// Takes the sequences' advisory lock until the end of the transaction: table setup and
+/// creation, one node at a time.
+async fn lock_sequences(tx: &mut sqlx::PgTransaction<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(ADVISORY_LOCK_CLASS)
+        .bind(SEQUENCES_TABLE)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+}
+
+/// The definitions table.
+fn sequences_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {SEQUENCES_TABLE} (
+            name       varchar({TAG_LEN_MAX}) NOT NULL PRIMARY KEY,
+            daily      boolean NOT NULL,
+            format     varchar({SEQUENCE_FORMAT_LEN_MAX}),
+            time_zone  varchar({TIME_ZONE_LEN_MAX}) NOT NULL,
+            created_ms bigint  NOT NULL
+        )"
+    )
+}
+
+/// The ceilings table.
+fn ceilings_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {CEILINGS_TABLE} (
+            name      varchar({TAG_LEN_MAX}) NOT NULL,
+            period    varchar({PERIOD_LEN_MAX}) NOT NULL,
+            max_value bigint NOT NULL,
+            PRIMARY KEY (name, period)
+        )"
+    )
+}
+
+/// A definition row; the outer error is the driver's, the inner one a row idmint cannot
+/// serve.
+fn read_definition(row: &PgRow) -> Result<Result<SequenceRecord, StoreError>, sqlx::Error> {
+    Ok(stored_sequence(
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+    ))
+}

@@ -1,0 +1,310 @@
+//! Sequence counters in Redis ([`RedisCounters`], a [`CounterStore`]): one hash per
+//! `(sequence, period)` with `cur`, `max`, `run`, `seqs_recently` and `seqs_long_term`, and
+//! every step one Lua script, so each is atomic on the server.
+//!
+//! Keys: `{prefix}seq:{NAME}:PERIOD` (the hash; a daily one expires after
+//! [`DAILY_COUNTER_TTL_S`]), `{prefix}seq:{NAME}:PERIOD:lock` (the raise lock) and
+//! `{prefix}seq:{NAME}:periods` (the periods seen, for removal). The braces are a Redis
+//! Cluster hash tag: all keys of one sequence share a slot.
+//!
+//! **Why every script reads `INFO server`**: a counter is trusted only if the server that
+//! answers now is the one that seeded it. After a restart from an older snapshot (RDB or a
+//! lagging AOF) or a failover to a replica that was behind, the hash may exist with a `cur`
+//! below ids already handed out; the server's `run_id` is new in both cases, so the script
+//! sees `run ≠ run_id` and answers "reseed" instead of ids. A `FLUSHALL` removes the hash,
+//! with the same answer. The check is inside the script, so no connection, reconnection or
+//! second node can slip a take in between. It costs one `INFO server` per take.
+
+use async_trait::async_trait;
+use idmint_core::Tag;
+use redis::Script;
+
+use super::{RedisConn, RedisUrl, unavailable};
+use crate::StoreError;
+use crate::counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take};
+
+/// A daily counter expires this long after it was last seeded (its ceiling stays in SQL;
+/// a node that still serves an old day after that reseeds from it).
+pub const DAILY_COUNTER_TTL_S: u64 = 3 * 86_400;
+
+/// The current server's run id, in every script.
+const RUN: &str = "local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')\n";
+
+/// KEYS[1] hash; ARGV n, now_s → {0, last, max} taken, {1, cur, max} no room, {2, 0, 0} seed.
+const TAKE: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run', 'tick', 'tick_ids')
+if h[2] == false or h[3] ~= run then return {2, 0, 0} end
+local n = tonumber(ARGV[1])
+local cur = tonumber(h[1])
+local max = tonumber(h[2])
+if cur + n > max then return {1, cur, max} end
+local now = tonumber(ARGV[2])
+local tick = tonumber(h[4]) or 0
+if now > tick then
+  local last = 0
+  if now == tick + 1 then last = tonumber(h[5]) or 0 end
+  redis.call('HSET', KEYS[1], 'tick', now, 'tick_ids', n, 'seqs_recently', last)
+else
+  redis.call('HINCRBY', KEYS[1], 'tick_ids', n)
+end
+return {0, redis.call('HINCRBY', KEYS[1], 'cur', n), max}
+";
+
+/// KEYS[1] hash, KEYS[2] periods set; ARGV floor, max, period, ttl_s (0: none).
+const SEED: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run')
+local floor = tonumber(ARGV[1])
+local max = tonumber(ARGV[2])
+if h[2] ~= false and h[3] == run then
+  floor = math.max(floor, tonumber(h[1]))
+  max = math.max(max, tonumber(h[2]))
+end
+redis.call('HSET', KEYS[1], 'cur', floor, 'max', max, 'run', run)
+redis.call('SADD', KEYS[2], ARGV[3])
+if tonumber(ARGV[4]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
+return 1
+";
+
+/// KEYS[1] hash; ARGV max → 1 raised (or already higher), 0 needs a seed.
+const RAISE: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'max', 'run')
+if h[1] == false or h[2] ~= run then return 0 end
+if tonumber(ARGV[1]) > tonumber(h[1]) then redis.call('HSET', KEYS[1], 'max', ARGV[1]) end
+return 1
+";
+
+/// KEYS[1] hash; ARGV now_s → {} or {cur, max, recent, long_term, current_run}.
+const STATE: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run', 'tick', 'tick_ids',
+  'seqs_recently', 'seqs_long_term')
+if h[2] == false then return {} end
+local now = tonumber(ARGV[1])
+local tick = tonumber(h[4]) or 0
+local recent = 0
+if tick == now - 1 then recent = tonumber(h[5]) or 0 end
+if tick == now then recent = tonumber(h[6]) or 0 end
+local current = 0
+if h[3] == run then current = 1 end
+return {tonumber(h[1]), tonumber(h[2]), recent, tonumber(h[7]) or 0, current}
+";
+
+/// KEYS[1] hash; ARGV per_s: recorded only on an existing counter.
+const LONG_TERM: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'seqs_long_term', ARGV[1])
+end
+return 1
+";
+
+/// KEYS[1] lock; ARGV holder.
+const UNLOCK: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+";
+
+/// Sequence counters on one Redis server.
+#[derive(Debug, Clone)]
+pub struct RedisCounters {
+    conn: RedisConn,
+    take: Script,
+    seed: Script,
+    raise: Script,
+    state: Script,
+    long_term: Script,
+    unlock: Script,
+}
+
+impl RedisCounters {
+    /// Connects to the server of `url`.
+    pub async fn connect(url: &RedisUrl) -> Result<RedisCounters, StoreError> {
+        let with_run = |body: &str| Script::new(&format!("{RUN}{body}"));
+        Ok(RedisCounters {
+            conn: url.connect().await?,
+            take: with_run(TAKE),
+            seed: with_run(SEED),
+            raise: with_run(RAISE),
+            state: with_run(STATE),
+            long_term: Script::new(LONG_TERM),
+            unlock: Script::new(UNLOCK),
+        })
+    }
+
+    /// The hash of `key`.
+    fn hash(&self, key: &CounterKey) -> String {
+        self.conn.key(&format!("seq:{{{}}}:{}", key.name, key.period))
+    }
+
+    /// The periods set of sequence `name`.
+    fn periods(&self, name: &Tag) -> String {
+        self.conn.key(&format!("seq:{{{name}}}:periods"))
+    }
+
+    fn fail(&self, error: &redis::RedisError) -> StoreError {
+        unavailable(self.conn.url(), error)
+    }
+}
+
+/// A counter value read back from Redis, refused if negative or past [`COUNTER_MAX`].
+fn counter_value(key: &CounterKey, field: &str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).ok().filter(|v| *v <= COUNTER_MAX).ok_or_else(|| {
+        StoreError::Unavailable(format!(
+            "sequence {} (period {:?}): Redis holds {field} = {value}, outside 0..={COUNTER_MAX}",
+            key.name, key.period
+        ))
+    })
+}
+
+#[async_trait]
+impl CounterStore for RedisCounters {
+    async fn take(&self, key: &CounterKey, n: u64, now_s: u64) -> Result<Take, StoreError> {
+        if n == 0 || n > COUNTER_MAX {
+            return Err(StoreError::InvalidValue(format!("take of {n} ids")));
+        }
+        let mut conn = self.conn.clone();
+        let (kind, a, b): (i64, i64, i64) = self
+            .take
+            .key(self.hash(key))
+            .arg(n)
+            .arg(now_s)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(match kind {
+            0 => Take::Taken { last: counter_value(key, "cur", a)? },
+            1 => Take::NoRoom {
+                cur: counter_value(key, "cur", a)?,
+                max: counter_value(key, "max", b)?,
+            },
+            _ => Take::NeedsSeed,
+        })
+    }
+
+    async fn seed(&self, key: &CounterKey, floor: u64, max: u64) -> Result<(), StoreError> {
+        if floor > max || max > COUNTER_MAX {
+            return Err(StoreError::InvalidValue(format!(
+                "seed at {floor} below {max}: the ceiling must be at least the floor and at \
+                 most {COUNTER_MAX}"
+            )));
+        }
+        let ttl = if key.period.is_empty() { 0 } else { DAILY_COUNTER_TTL_S };
+        let mut conn = self.conn.clone();
+        let _: i64 = self
+            .seed
+            .key(self.hash(key))
+            .key(self.periods(&key.name))
+            .arg(floor)
+            .arg(max)
+            .arg(&key.period)
+            .arg(ttl)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    async fn raise_max(&self, key: &CounterKey, max: u64) -> Result<bool, StoreError> {
+        if max > COUNTER_MAX {
+            return Err(StoreError::InvalidValue(format!("a ceiling above {COUNTER_MAX}")));
+        }
+        let mut conn = self.conn.clone();
+        let raised: i64 = self
+            .raise
+            .key(self.hash(key))
+            .arg(max)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(raised == 1)
+    }
+
+    async fn state(
+        &self,
+        key: &CounterKey,
+        now_s: u64,
+    ) -> Result<Option<CounterState>, StoreError> {
+        let mut conn = self.conn.clone();
+        let values: Vec<i64> = self
+            .state
+            .key(self.hash(key))
+            .arg(now_s)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        let [cur, max, recent, long_term, current] = values[..] else { return Ok(None) };
+        Ok(Some(CounterState {
+            cur: counter_value(key, "cur", cur)?,
+            max: counter_value(key, "max", max)?,
+            recent_per_s: counter_value(key, "seqs_recently", recent)?,
+            long_term_per_s: counter_value(key, "seqs_long_term", long_term)?,
+            current_run: current == 1,
+        }))
+    }
+
+    async fn set_long_term(&self, key: &CounterKey, per_s: u64) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let _: i64 = self
+            .long_term
+            .key(self.hash(key))
+            .arg(per_s.min(COUNTER_MAX))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    async fn try_lock(
+        &self,
+        key: &CounterKey,
+        holder: &str,
+        ttl_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(format!("{}:lock", self.hash(key)))
+            .arg(holder)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms.max(1))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(set.is_some())
+    }
+
+    async fn unlock(&self, key: &CounterKey, holder: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let _: i64 = self
+            .unlock
+            .key(format!("{}:lock", self.hash(key)))
+            .arg(holder)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    async fn remove(&self, name: &Tag) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let periods: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.periods(name))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.fail(&e))?;
+        let mut del = redis::cmd("DEL");
+        del.arg(self.periods(name));
+        for period in periods {
+            let key = CounterKey { name: name.clone(), period };
+            del.arg(self.hash(&key)).arg(format!("{}:lock", self.hash(&key)));
+        }
+        let _: i64 = del.query_async(&mut conn).await.map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.conn.clone().ping().await
+    }
+
+    fn describe(&self) -> String {
+        self.conn.url().to_string()
+    }
+}

@@ -1,0 +1,270 @@
+//! [`RedisStore`]'s [`WorkerStore`]: worker-id leases and assigned ids, each call one atomic
+//! server-side script on one key.
+//!
+//! Keys (after the URL's prefix): `workers:{SPACE}` is a hash per space (the braces make the
+//! space a Redis Cluster hash tag) whose field `ID` holds the lease of worker id `ID` as
+//! `TOKEN EXPIRES_MS TIME_MARK HOLDER`. `worker_node` is a hash whose field `last` is the
+//! last assigned id (one sequence shared by all spaces, from 1) and whose field `ID` records
+//! that start as `SPACE PORT LAUNCH_MS HOST`.
+//!
+//! Acquiring runs the memory backend's walk inside one script (every id from 0 up, the first
+//! never-held or expired-past-the-margin one wins), so no other call interleaves with it; it
+//! reads at most `LEASE_WORKER_ID_MAX + 1` fields. Times and tokens cross the scripts as
+//! decimal text and are compared digit by digit; sums (`now_ms + ttl_ms`) are made here, in
+//! integers. The store reads no clock.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use redis::Script;
+
+use super::{RedisStore, script};
+use crate::worker::{
+    check_assign_request, check_lease_request, check_renewal, check_time_ms, lease_lost,
+    reusable_below,
+};
+use crate::{
+    AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
+};
+
+/// Lua helpers for lease values: `lease(v)` splits one into token, expiry, mark and holder
+/// (nil when it is not one); `joined(...)` makes one.
+const LUA_LEASE: &str = r"
+local function lease(v)
+    if not v then return nil end
+    local t, e, m, h = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
+    if not (uint(t) and uint(e) and uint(m)) then return nil end
+    return t, e, m, h
+end
+local function joined(t, e, m, h)
+    return t .. ' ' .. e .. ' ' .. m .. ' ' .. h
+end
+";
+
+/// KEYS: the space's hash. ARGV: max_worker, holder, expires_ms, reusable-below (empty:
+/// nothing reusable yet). Returns `{id, token, time_mark}`, `{'corrupt', id, value}`, or nil
+/// when every id is held.
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    script(&format!(
+        "{LUA_LEASE}{}",
+        r"
+        for id = 0, tonumber(ARGV[1]) do
+            local field = tostring(id)
+            local row = redis.call('HGET', KEYS[1], field)
+            local token, mark
+            if not row then
+                token, mark = '1', '0'
+            else
+                local t, e, m = lease(row)
+                if not t or #t > 15 then return {'corrupt', field, row} end
+                if ARGV[4] ~= '' and lt(e, ARGV[4]) then
+                    token, mark = string.format('%d', tonumber(t) + 1), m
+                end
+            end
+            if token then
+                redis.call('HSET', KEYS[1], field, joined(token, ARGV[3], mark, ARGV[2]))
+                return {field, token, mark}
+            end
+        end
+        return false
+        "
+    ))
+});
+
+/// KEYS: the space's hash. ARGV: worker id, token, operation, value. If the lease is still
+/// held with that token, applies `renew` (only before expiry: expiry := max(expiry,
+/// value)), `release` (expiry := min(expiry, value)) or `raise` (mark := max(mark, value)).
+/// Returns `{'ok', expires_ms, time_mark}`, `{'lost'}` or `{'corrupt', value}`.
+static HELD: LazyLock<Script> = LazyLock::new(|| {
+    script(&format!(
+        "{LUA_LEASE}{}",
+        r"
+        local row = redis.call('HGET', KEYS[1], ARGV[1])
+        if not row then return {'lost'} end
+        local t, e, m, h = lease(row)
+        if not t then return {'corrupt', row} end
+        if t ~= ARGV[2] then return {'lost'} end
+        local op, value = ARGV[3], ARGV[4]
+        if op == 'renew' then
+            if lt(e, ARGV[5]) then return {'lost'} end
+            if lt(e, value) then e = value end
+        elseif op == 'release' then
+            if lt(value, e) then e = value end
+        elseif op == 'raise' then
+            if lt(m, value) then m = value end
+        else
+            return redis.error_reply('unknown lease operation ' .. op)
+        end
+        redis.call('HSET', KEYS[1], ARGV[1], joined(t, e, m, h))
+        return {'ok', e, m}
+        "
+    ))
+});
+
+/// KEYS: the assignment hash. ARGV: max_worker, the record of the start. Returns the
+/// assigned id, or nil when it would pass max_worker (nothing written).
+static ASSIGN: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r"
+        local last = redis.call('HGET', KEYS[1], 'last') or '0'
+        if not uint(last) or #last > 15 then
+            return redis.error_reply('the assignment sequence ' .. KEYS[1] ..
+                ' last=' .. last .. ' is not a number; fix or delete the field')
+        end
+        local id = tonumber(last) + 1
+        if id > tonumber(ARGV[1]) then return false end
+        local field = string.format('%d', id)
+        redis.call('HSET', KEYS[1], 'last', field, field, ARGV[2])
+        return field
+        ",
+    )
+});
+
+impl RedisStore {
+    fn space_key(&self, space: &WorkerSpace) -> String {
+        self.conn().key(&format!("workers:{{{space}}}"))
+    }
+
+    /// Runs [`HELD`] for `lease`; `deadline` is the `now_ms` a renewal must not be past.
+    async fn update_held(
+        &self,
+        lease: &Lease,
+        op: &str,
+        value: u64,
+        deadline: u64,
+    ) -> Result<Lease, StoreError> {
+        let mut invocation = HELD.key(self.space_key(&lease.space));
+        invocation
+            .arg(lease.worker_id.to_string())
+            .arg(lease.token.to_string())
+            .arg(op)
+            .arg(value.to_string())
+            .arg(deadline.to_string());
+        let reply: Vec<String> = self.run(&invocation).await?;
+        match reply.as_slice() {
+            [status, expires_ms, time_mark] if status == "ok" => Ok(Lease {
+                expires_ms: stored_number(&lease.space, lease.worker_id, expires_ms)?,
+                time_mark: stored_number(&lease.space, lease.worker_id, time_mark)?,
+                ..lease.clone()
+            }),
+            [status] if status == "lost" => Err(lease_lost(lease)),
+            _ => Err(corrupt(&lease.space, lease.worker_id, &format!("{reply:?}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl WorkerStore for RedisStore {
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        check_lease_request(req)?;
+        let below = reusable_below(req.now_ms, req.margin_ms).map(|b| b.to_string());
+        let mut invocation = ACQUIRE.key(self.space_key(&req.space));
+        invocation
+            .arg(req.max_worker.to_string())
+            .arg(&req.holder)
+            .arg((req.now_ms + req.ttl_ms).to_string())
+            .arg(below.unwrap_or_default());
+        let reply: Option<Vec<String>> = self.run(&invocation).await?;
+        let Some(reply) = reply else {
+            return Err(StoreError::WorkersExhausted {
+                space: req.space.clone(),
+                max: req.max_worker,
+            });
+        };
+        match reply.as_slice() {
+            [status, id, value] if status == "corrupt" => {
+                Err(corrupt(&req.space, id.parse().unwrap_or(u64::MAX), value))
+            }
+            [id, token, time_mark] => {
+                let worker_id = stored_number(&req.space, u64::MAX, id)?;
+                Ok(Lease {
+                    space: req.space.clone(),
+                    worker_id,
+                    token: stored_number(&req.space, worker_id, token)?,
+                    expires_ms: req.now_ms + req.ttl_ms,
+                    time_mark: stored_number(&req.space, worker_id, time_mark)?,
+                })
+            }
+            _ => Err(corrupt(&req.space, u64::MAX, &format!("{reply:?}"))),
+        }
+    }
+
+    async fn renew_lease(
+        &self,
+        lease: &Lease,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        check_renewal(now_ms, ttl_ms)?;
+        self.update_held(lease, "renew", now_ms + ttl_ms, now_ms).await
+    }
+
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("now_ms", now_ms)?;
+        self.update_held(lease, "release", now_ms, 0).await.map(drop)
+    }
+
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        check_time_ms("mark_ms", mark_ms)?;
+        self.update_held(lease, "raise", mark_ms, 0).await.map(drop)
+    }
+
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        check_assign_request(req)?;
+        let mut invocation = ASSIGN.key(self.conn().key("worker_node"));
+        invocation
+            .arg(req.max_worker.to_string())
+            .arg(format!("{} {} {} {}", req.space, req.port, req.launch_ms, req.host));
+        let assigned: Option<String> = self.run(&invocation).await?;
+        match assigned {
+            Some(id) => id.parse().map_err(|_| {
+                StoreError::Unavailable(format!("redis answered {id:?} for an assigned id"))
+            }),
+            None => {
+                Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
+            }
+        }
+    }
+
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let rows: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(self.space_key(space))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail(&e))?;
+        let mut records = rows
+            .iter()
+            .map(|(field, value)| {
+                let worker_id = stored_number(space, u64::MAX, field)?;
+                let parts: Vec<&str> = value.splitn(4, ' ').collect();
+                let [token, expires_ms, time_mark, holder] = parts[..] else {
+                    return Err(corrupt(space, worker_id, &format!("{value:?}")));
+                };
+                let number = |text| stored_number(space, worker_id, text);
+                Ok(LeaseRecord {
+                    worker_id,
+                    holder: holder.to_string(),
+                    token: number(token)?,
+                    expires_ms: number(expires_ms)?,
+                    time_mark: number(time_mark)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        records.sort_unstable_by_key(|record| record.worker_id);
+        Ok(records)
+    }
+}
+
+/// A number of a lease value, or why the lease of `worker_id` is corrupt.
+fn stored_number(space: &WorkerSpace, worker_id: u64, text: &str) -> Result<u64, StoreError> {
+    text.parse().map_err(|_| corrupt(space, worker_id, &format!("{text:?} is not a number")))
+}
+
+/// [`StoreError::CorruptWorker`] for a lease value (`worker_id` `u64::MAX`: not known).
+fn corrupt(space: &WorkerSpace, worker_id: u64, reason: &str) -> StoreError {
+    StoreError::CorruptWorker {
+        space: space.clone(),
+        worker_id: i64::try_from(worker_id).unwrap_or(-1),
+        reason: format!("the lease value is {reason}; fix or delete the field"),
+    }
+}

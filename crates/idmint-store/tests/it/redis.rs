@@ -1,0 +1,235 @@
+//! The Redis backend against the server `IDMINT_TEST_REDIS_URL` names (skipped when it is
+//! unset): the conformance and worker suites, and what only this backend can show: the key
+//! layout, rows it cannot serve, the bound on tags kept by the name set.
+//!
+//! The server is shared: every check writes under a key prefix of its own
+//! (`idmint_t{unix seconds}_{pid}_{n}:`) and deletes its keys when it ends (SCAN MATCH + DEL),
+//! even when it fails. Nothing else on the server is touched: no FLUSH, no CONFIG.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ::redis as driver;
+use idmint_core::limits::TAG_COUNT_MAX;
+use idmint_store::redis::{RedisConn, RedisStore, RedisUrl};
+use idmint_store::{SegmentStore, StoreError, StoreUrl, WorkerStore};
+
+use crate::conformance::{Subject, conformance_suite, range, spec, tag};
+
+/// The variable naming the server.
+const URL_VAR: &str = "IDMINT_TEST_REDIS_URL";
+/// Keys a cleanup deletes per `DEL`.
+const CLEANUP_BATCH: usize = 1_000;
+
+conformance_suite!(fresh);
+
+async fn fresh() -> Option<Subject> {
+    let (url, cleanup) = fresh_url()?;
+    let store = idmint_store::open(&StoreUrl::Redis(url)).await.unwrap();
+    Some(Subject::with_guard(store, cleanup))
+}
+
+mod workers {
+    //! The worker suite on Redis, each check under its own key prefix.
+
+    use idmint_store::{StoreUrl, open_workers};
+
+    use crate::workers::{WorkerSubject, worker_suite};
+
+    async fn fresh() -> Option<WorkerSubject> {
+        let (url, cleanup) = super::fresh_url()?;
+        let store = open_workers(&StoreUrl::Redis(url)).await.unwrap();
+        Some(WorkerSubject::with_guard(store, cleanup))
+    }
+
+    worker_suite!(fresh);
+}
+
+#[tokio::test]
+async fn a_tag_is_one_hash_and_a_name_in_the_set() {
+    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let store = RedisStore::connect(&url).await.unwrap();
+    let orders = store.create_tag(&spec("orders", 5, 10, "for orders")).await.unwrap().tag;
+    assert_eq!(store.allocate(&orders, None).await.unwrap().range, range(5, 15));
+    let mut raw = url.connect().await.unwrap();
+    let key = raw.key("tag:{orders}");
+    let mut row: Vec<(String, String)> = query(driver::cmd("HGETALL").arg(&key), &mut raw).await;
+    row.sort();
+    let update_time_ms: u64 =
+        row.iter().find(|(f, _)| f == "update_time").unwrap().1.parse().unwrap();
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(now_ms.abs_diff(update_time_ms) < 60_000, "update_time {update_time_ms} is not ms");
+    let fields: Vec<_> = row.iter().map(|(f, v)| (f.as_str(), v.as_str())).collect();
+    assert_eq!(
+        fields,
+        [
+            ("description", "for orders"),
+            ("max_id", "15"),
+            ("step", "10"),
+            ("update_time", update_time_ms.to_string().as_str())
+        ]
+    );
+    let names: Vec<String> = query(driver::cmd("SMEMBERS").arg(raw.key("tags")), &mut raw).await;
+    assert_eq!(names, ["orders"]);
+    assert_eq!(store.describe(), url.to_string());
+    store.delete_tag(&orders).await.unwrap();
+    let exists: i64 = query(driver::cmd("EXISTS").arg(&key).arg(raw.key("tags")), &mut raw).await;
+    assert_eq!(exists, 0, "delete left keys behind");
+}
+
+#[tokio::test]
+async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
+    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let store = RedisStore::connect(&url).await.unwrap();
+    let mut raw = url.connect().await.unwrap();
+    let rows = [
+        ("zero-step", "7", Some("0")),
+        ("negative", "-100", Some("10")),
+        ("text", "12abc", Some("10")),
+        ("leading-zero", "007", Some("10")),
+        ("no-step", "5", None),
+        ("past-i64", "9223372036854775808", Some("1")),
+    ];
+    for (name, max_id, step) in rows {
+        let mut hset = driver::cmd("HSET");
+        hset.arg(raw.key(&format!("tag:{{{name}}}"))).arg("max_id").arg(max_id);
+        if let Some(step) = step {
+            hset.arg("step").arg(step);
+        }
+        let _: i64 = query(&hset, &mut raw).await;
+    }
+    store.create_tag(&spec("valid", 1, 10, "")).await.unwrap();
+    let names =
+        ["zero-step", "negative", "text", "leading-zero", "no-step", "past-i64", "bad name"];
+    let _: i64 = query(driver::cmd("SADD").arg(raw.key("tags")).arg(&names), &mut raw).await;
+
+    for (name, max_id, _) in rows {
+        let refused = store.allocate(&tag(name), None).await;
+        assert!(matches!(refused, Err(StoreError::Corrupt { .. })), "{name}: {refused:?}");
+        let key = raw.key(&format!("tag:{{{name}}}"));
+        let kept: String = query(driver::cmd("HGET").arg(&key).arg("max_id"), &mut raw).await;
+        assert_eq!(kept, max_id, "{name} was changed");
+    }
+    let listed: Vec<String> =
+        store.list_tags().await.unwrap().iter().map(|r| r.tag.to_string()).collect();
+    assert_eq!(listed, ["valid", "zero-step"], "rows that cannot be read are skipped");
+}
+
+#[tokio::test]
+async fn the_name_set_bounds_the_tags() {
+    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let store = RedisStore::connect(&url).await.unwrap();
+    let kept = store.create_tag(&spec("kept", 1, 1, "")).await.unwrap().tag;
+    // Names without hashes (as an interrupted create leaves them) fill the set.
+    let mut raw = url.connect().await.unwrap();
+    let fillers: Vec<String> = (1..TAG_COUNT_MAX).map(|i| format!("filler-{i}")).collect();
+    let _: i64 = query(driver::cmd("SADD").arg(raw.key("tags")).arg(&fillers), &mut raw).await;
+
+    let again = store.create_tag(&spec("kept", 1, 1, "")).await;
+    assert_eq!(again, Err(StoreError::TagExists(kept.clone())));
+    let refused = store.create_tag(&spec("one-too-many", 1, 1, "")).await;
+    assert_eq!(refused, Err(StoreError::TooManyTags));
+    assert_eq!(store.get_tag(&tag("one-too-many")).await, Ok(None));
+    assert_eq!(store.get_tag(&tag("filler-1")).await, Ok(None));
+    store.delete_tag(&kept).await.unwrap();
+    store.create_tag(&spec("one-too-many", 1, 1, "")).await.unwrap();
+    let listed: Vec<String> =
+        store.list_tags().await.unwrap().iter().map(|r| r.tag.to_string()).collect();
+    assert_eq!(listed, ["one-too-many"]);
+    // Deleting a name without a hash removes the name, and says the tag was not there.
+    let filler = tag("filler-1");
+    assert_eq!(store.delete_tag(&filler).await, Err(StoreError::TagNotFound(filler)));
+    store.create_tag(&spec("fits-again", 1, 1, "")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lease_is_one_field_of_its_space_hash() {
+    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let store = RedisStore::connect(&url).await.unwrap();
+    let space = idmint_store::WorkerSpace::parse("layout-a").unwrap();
+    let request = idmint_store::LeaseRequest {
+        space: space.clone(),
+        max_worker: 3,
+        holder: "host:80/1 x".to_string(),
+        now_ms: 1_000,
+        ttl_ms: 500,
+        margin_ms: 0,
+    };
+    let lease = store.acquire_lease(&request).await.unwrap();
+    store.raise_time_mark(&lease, 1_200).await.unwrap();
+    let mut raw = url.connect().await.unwrap();
+    let value: String =
+        query(driver::cmd("HGET").arg(raw.key("workers:{layout-a}")).arg("0"), &mut raw).await;
+    assert_eq!(value, "1 1500 1200 host:80/1 x");
+    // A second connection (another node) sees the same lease.
+    let other = RedisStore::connect(&url).await.unwrap();
+    let listed = other.list_leases(&space).await.unwrap();
+    assert_eq!((listed.len(), listed[0].holder.as_str()), (1, "host:80/1 x"));
+}
+
+#[test]
+fn redis_urls_parse_as_store_urls_without_showing_a_password() {
+    let parsed = StoreUrl::parse("redis://:s3cret@127.0.0.1:6379/2?prefix=ids:").unwrap();
+    let StoreUrl::Redis(url) = &parsed else { panic!("not a Redis URL: {parsed:?}") };
+    assert_eq!(url.prefix(), "ids:");
+    let shown = format!("{parsed} {parsed:?}");
+    assert!(!shown.contains("s3cret") && shown.contains("***"), "{shown}");
+    let err = StoreUrl::parse("redis://:s3cret@h?prefix=no space").unwrap_err().to_string();
+    assert!(err.contains("not a key prefix") && !err.contains("s3cret"), "{err}");
+}
+
+/// A URL of the test server with a prefix no other check uses, and the guard that deletes
+/// its keys; `None` when the server is not configured.
+pub(crate) fn fresh_url() -> Option<(RedisUrl, Cleanup)> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = std::env::var(URL_VAR).ok()?;
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let prefix = format!("idmint_t{secs}_{}_{n}:", std::process::id());
+    let url = RedisUrl::parse(&base).unwrap().with_prefix(&prefix).unwrap();
+    Some((url, Cleanup { server: base, prefix }))
+}
+
+/// Deletes every key under `prefix` on `server` when dropped.
+pub(crate) struct Cleanup {
+    server: String,
+    prefix: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        // A plain blocking connection: Drop cannot await, and the check is over.
+        let cleaned = driver::Client::open(self.server.as_str())
+            .and_then(|client| client.get_connection())
+            .and_then(|mut conn| {
+                let mut cursor = 0_u64;
+                loop {
+                    let (next, keys): (u64, Vec<String>) = driver::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(format!("{}*", self.prefix))
+                        .arg("COUNT")
+                        .arg(CLEANUP_BATCH)
+                        .query(&mut conn)?;
+                    if !keys.is_empty() {
+                        let _: i64 = driver::cmd("DEL").arg(&keys).query(&mut conn)?;
+                    }
+                    if next == 0 {
+                        return Ok(());
+                    }
+                    cursor = next;
+                }
+            });
+        if let Err(e) = cleaned {
+            eprintln!("could not delete the test keys {}*: {e}", self.prefix);
+        }
+    }
+}
+
+async fn query<T: driver::FromRedisValue>(cmd: &driver::Cmd, conn: &mut RedisConn) -> T {
+    cmd.query_async(conn).await.unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
+}
+
+fn skipped() {
+    eprintln!("skipped: {URL_VAR} is not set");
+}

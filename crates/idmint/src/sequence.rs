@@ -1,0 +1,584 @@
+//! Sequences: numbers served from shared counters (Redis) below a ceiling kept in the SQL
+//! store, so Redis is fast and a Redis that loses data still never repeats a number.
+//!
+//! - **Taking** is one counter call ([`CounterStore::take`]): the ids, "no room below the
+//!   ceiling" or "reseed". No room: this node raises the ceiling itself (one node at a time,
+//!   under the counter's raise lock) and takes again, within [`SequenceConfig::wait_ms`];
+//!   past that the caller gets [`SequenceError::Unavailable`] (503).
+//! - **The ceiling** only grows, in the SQL store first ([`SequenceStore::raise_ceiling`],
+//!   one atomic statement) and in the counter second, never the reverse: a counter's `max`
+//!   is never above the SQL ceiling.
+//! - **Reseeding**: when the counter is missing, was seeded by another Redis run (restart,
+//!   failover), or hands out a number at or below one this node already handed out, the
+//!   node raises the SQL ceiling from `c` to `c + r` and seeds the counter at `cur = c`,
+//!   `max = c + r`. Every number ever handed out was at most `c` (the ceiling before the
+//!   raise), so none repeats.
+//! - **Forecast and stats** (one task, every [`SequenceConfig::tick_ms`]): for each counter
+//!   this node used lately it reads the rate of the last second (counted by the take
+//!   script), averages it over [`SequenceConfig::long_term_s`] and records that in the
+//!   counter; if the room left (`max − cur`) is less than [`SequenceConfig::forecast_s`] of
+//!   the larger rate, it raises the ceiling by [`SequenceConfig::raise_s`] of it (bounded).
+//!   Several nodes may run it at once: the raise lock and a re-check after taking it keep
+//!   them from raising twice.
+//! - **Daily** sequences count per day of their time zone (period `YYYYMMDD`), each day's
+//!   counter and ceiling starting at 0, so the first number of a day is 1; their format
+//!   carries the date, so ids of different days differ.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use idmint_core::Tag;
+use idmint_store::{
+    COUNTER_MAX, CounterKey, CounterStore, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
+    Take,
+};
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, Zoned};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::Clock;
+use crate::seqformat::{DAILY_FORMAT_DEFAULT, SeqFormat, time_zone};
+
+/// Longest a request waits for room below the ceiling before it is refused, by default.
+pub const SEQ_WAIT_MS_DEFAULT: u64 = 1_000;
+/// Most ids one request may take.
+pub const SEQ_COUNT_MAX: u64 = 100_000;
+/// Smallest ceiling raise (and the first seed of a counter).
+pub const SEQ_RAISE_MIN: u64 = 10_000;
+/// Largest ceiling raise.
+pub const SEQ_RAISE_MAX: u64 = 1_000_000_000;
+/// How long one node holds a counter's raise lock at most.
+pub const RAISE_LOCK_MS: u64 = 5_000;
+/// A counter this node has not used for this long is no longer forecast by it.
+pub const IDLE_AFTER_S: u64 = 600;
+/// How long a sequence definition is trusted before it is read again from the store.
+pub const DEFINITION_TTL_MS: u64 = 60_000;
+
+/// Tunables of the sequence engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceConfig {
+    /// Longest a request waits for room.
+    pub wait_ms: u64,
+    /// Period of the forecast/stats task.
+    pub tick_ms: u64,
+    /// Room below which the ceiling is raised, in seconds of the rate (15 minutes).
+    pub forecast_s: u64,
+    /// A raise is this many seconds of the rate (30 minutes), within
+    /// [`SEQ_RAISE_MIN`]..=[`SEQ_RAISE_MAX`].
+    pub raise_s: u64,
+    /// Window of the long-term rate (5 minutes).
+    pub long_term_s: u64,
+    /// Who this node is, in raise locks (`host:port`).
+    pub holder: String,
+}
+
+impl Default for SequenceConfig {
+    fn default() -> SequenceConfig {
+        SequenceConfig {
+            wait_ms: SEQ_WAIT_MS_DEFAULT,
+            tick_ms: 1_000,
+            forecast_s: 900,
+            raise_s: 1_800,
+            long_term_s: 300,
+            holder: format!("idmint-{}", std::process::id()),
+        }
+    }
+}
+
+/// Why sequence ids were not served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SequenceError {
+    /// No such sequence.
+    #[error("sequence {0} does not exist; create it with `idmint seq create {0}`")]
+    NotFound(Tag),
+    /// A bad request (count, definition); the message says how to fix it.
+    #[error("{0}")]
+    Invalid(String),
+    /// No room below the ceiling within the wait, or the counters or the store failed.
+    #[error("sequence {name}: {reason}")]
+    Unavailable {
+        /// The sequence.
+        name: Tag,
+        /// What failed.
+        reason: String,
+    },
+    /// A store call failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Ids taken from a sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceIds {
+    /// The sequence.
+    pub name: Tag,
+    /// `""`, or the day (`YYYYMMDD`) of a daily sequence.
+    pub period: String,
+    /// The numbers, increasing.
+    pub numbers: Vec<u64>,
+    /// The formatted ids, when the sequence has a format.
+    pub formatted: Option<Vec<String>>,
+}
+
+/// A sequence's definition and its current counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceStatus {
+    /// The definition.
+    pub spec: SequenceSpec,
+    /// The current period.
+    pub period: String,
+    /// The last number taken (0: none this period).
+    pub cur: u64,
+    /// The ceiling Redis holds.
+    pub max: u64,
+    /// Ids taken in the last second.
+    pub recent_per_s: u64,
+    /// Ids per second over the long-term window.
+    pub long_term_per_s: u64,
+    /// Requests of this node that waited for a raise.
+    pub waits: u64,
+    /// Counters this node reseeded.
+    pub reseeds: u64,
+    /// Ceiling raises this node made.
+    pub raises: u64,
+}
+
+/// A definition as served.
+#[derive(Debug)]
+struct Definition {
+    record: SequenceRecord,
+    format: Option<SeqFormat>,
+    zone: TimeZone,
+    loaded_ms: u64,
+}
+
+/// This node's view of one counter.
+#[derive(Debug, Default)]
+struct CounterLocal {
+    /// The largest number this node handed out from it.
+    last_issued: AtomicU64,
+    /// Last second this node took from it.
+    used_s: AtomicU64,
+    /// One seed or raise at a time from this node.
+    refill: tokio::sync::Mutex<()>,
+    /// Per-second rates sampled by the stats step, newest last.
+    samples: Mutex<VecDeque<u64>>,
+}
+
+/// The sequence engine of one node.
+pub struct Sequences {
+    store: Arc<dyn SequenceStore>,
+    counters: Arc<dyn CounterStore>,
+    clock: Arc<dyn Clock>,
+    config: SequenceConfig,
+    definitions: Mutex<HashMap<Tag, Arc<Definition>>>,
+    locals: Mutex<HashMap<CounterKey, Arc<CounterLocal>>>,
+    waits: AtomicU64,
+    reseeds: AtomicU64,
+    raises: AtomicU64,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Sequences {
+    /// Starts serving sequences defined in `store` from `counters`, with the forecast task
+    /// spawned on the current runtime.
+    pub fn start(
+        store: Arc<dyn SequenceStore>,
+        counters: Arc<dyn CounterStore>,
+        clock: Arc<dyn Clock>,
+        config: SequenceConfig,
+    ) -> Arc<Sequences> {
+        let sequences = Arc::new(Sequences {
+            store,
+            counters,
+            clock,
+            config,
+            definitions: Mutex::default(),
+            locals: Mutex::default(),
+            waits: AtomicU64::new(0),
+            reseeds: AtomicU64::new(0),
+            raises: AtomicU64::new(0),
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        });
+        let weak = Arc::downgrade(&sequences);
+        let cancel = sequences.cancel.clone();
+        let tick = Duration::from_millis(sequences.config.tick_ms.max(1));
+        sequences.tracker.spawn(async move {
+            let mut interval = tokio::time::interval(tick);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    _ = interval.tick() => {}
+                }
+                let Some(sequences) = weak.upgrade() else { return };
+                sequences.forecast_round().await;
+            }
+        });
+        sequences
+    }
+
+    /// Where the counters live, for logs.
+    pub fn describe(&self) -> String {
+        self.counters.describe()
+    }
+
+    /// Defines a sequence (`idmint seq create`): the format and time zone are checked first,
+    /// a daily sequence gets [`DAILY_FORMAT_DEFAULT`] when it names none.
+    pub async fn create(&self, spec: SequenceSpec) -> Result<SequenceRecord, SequenceError> {
+        let spec = prepare_sequence(spec)?;
+        Ok(self.store.create_sequence(&spec).await?)
+    }
+
+    /// Every definition.
+    pub async fn list(&self) -> Result<Vec<SequenceRecord>, SequenceError> {
+        Ok(self.store.list_sequences().await?)
+    }
+
+    /// Deletes a sequence, its ceilings and its counters.
+    pub async fn delete(&self, name: &Tag) -> Result<(), SequenceError> {
+        self.store.delete_sequence(name).await.map_err(|e| match e {
+            StoreError::TagNotFound(name) => SequenceError::NotFound(name),
+            other => other.into(),
+        })?;
+        lock(&self.definitions).remove(name);
+        lock(&self.locals).retain(|key, _| key.name != *name);
+        self.counters.remove(name).await?;
+        Ok(())
+    }
+
+    /// `count` ids of sequence `name`, increasing.
+    pub async fn next(&self, name: &Tag, count: u64) -> Result<SequenceIds, SequenceError> {
+        if !(1..=SEQ_COUNT_MAX).contains(&count) {
+            return Err(SequenceError::Invalid(format!(
+                "count {count} is out of range; ask for 1 to {SEQ_COUNT_MAX}"
+            )));
+        }
+        let definition = self.definition(name).await?;
+        let now_ms = self.clock.now_ms();
+        let at = zoned(now_ms, &definition.zone);
+        let key = CounterKey { name: name.clone(), period: period_of(&definition, &at) };
+        let local = self.local(&key);
+        local.used_s.store(now_ms / 1_000, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.wait_ms);
+        let unavailable =
+            |reason: String| SequenceError::Unavailable { name: name.clone(), reason };
+        loop {
+            // Everything this node handed out before the take was sent must lie below what
+            // it gets (the counter serialises takes); takes in flight meanwhile may not.
+            let before = local.last_issued.load(Ordering::Acquire);
+            let taken = self.counters.take(&key, count, now_ms / 1_000).await;
+            let taken = taken.map_err(|e| unavailable(e.to_string()))?;
+            match taken {
+                Take::Taken { last } => {
+                    let first = last + 1 - count;
+                    local.last_issued.fetch_max(last, Ordering::AcqRel);
+                    if first > before {
+                        let numbers: Vec<u64> = (first..=last).collect();
+                        let formatted = match &definition.format {
+                            Some(format) => Some(
+                                numbers
+                                    .iter()
+                                    .map(|n| format.render(*n, &at))
+                                    .collect::<Result<Vec<_>, _>>()
+                                    .map_err(SequenceError::Invalid)?,
+                            ),
+                            None => None,
+                        };
+                        return Ok(SequenceIds {
+                            name: name.clone(),
+                            period: key.period,
+                            numbers,
+                            formatted,
+                        });
+                    }
+                    // The counter went back below what this node handed out (Redis lost
+                    // writes without a restart this node could see): these numbers may be
+                    // out already. Drop them and reseed above the ceiling.
+                    tracing::error!(sequence = %name, period = %key.period, first, handed_out = before, "sequence counter went back; reseeding above the ceiling");
+                    self.reseed(&key, &local, count, true)
+                        .await
+                        .map_err(|e| unavailable(e.to_string()))?;
+                }
+                Take::NeedsSeed => {
+                    self.reseed(&key, &local, count, false)
+                        .await
+                        .map_err(|e| unavailable(e.to_string()))?;
+                }
+                Take::NoRoom { .. } => {
+                    self.waits.fetch_add(1, Ordering::Relaxed);
+                    self.raise(&key, &local, count, count)
+                        .await
+                        .map_err(|e| unavailable(e.to_string()))?;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(unavailable(format!(
+                    "no room below the ceiling within {} ms; the store may be down (retry \
+                     later)",
+                    self.config.wait_ms
+                )));
+            }
+        }
+    }
+
+    /// The definition and current counter of `name`.
+    pub async fn status(&self, name: &Tag) -> Result<SequenceStatus, SequenceError> {
+        let definition = self.definition(name).await?;
+        let now_ms = self.clock.now_ms();
+        let key = CounterKey {
+            name: name.clone(),
+            period: period_of(&definition, &zoned(now_ms, &definition.zone)),
+        };
+        let state = self.counters.state(&key, now_ms / 1_000).await?.unwrap_or_default();
+        Ok(SequenceStatus {
+            spec: definition.record.clone(),
+            period: key.period,
+            cur: state.cur,
+            max: state.max,
+            recent_per_s: state.recent_per_s,
+            long_term_per_s: state.long_term_per_s,
+            waits: self.waits.load(Ordering::Relaxed),
+            reseeds: self.reseeds.load(Ordering::Relaxed),
+            raises: self.raises.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Requests of this node that found no room and waited for a raise.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
+    }
+
+    /// Counters this node reseeded.
+    pub fn reseeds(&self) -> u64 {
+        self.reseeds.load(Ordering::Relaxed)
+    }
+
+    /// Ceiling raises this node made.
+    pub fn raises(&self) -> u64 {
+        self.raises.load(Ordering::Relaxed)
+    }
+
+    /// Stops the forecast task.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+
+    /// The definition of `name`, read again from the store after [`DEFINITION_TTL_MS`].
+    async fn definition(&self, name: &Tag) -> Result<Arc<Definition>, SequenceError> {
+        let now_ms = self.clock.now_ms();
+        if let Some(found) = lock(&self.definitions).get(name)
+            && now_ms.saturating_sub(found.loaded_ms) < DEFINITION_TTL_MS
+        {
+            return Ok(Arc::clone(found));
+        }
+        let Some(record) = self.store.get_sequence(name).await? else {
+            lock(&self.definitions).remove(name);
+            return Err(SequenceError::NotFound(name.clone()));
+        };
+        let (format, zone) = check_definition(&record)?;
+        let definition = Arc::new(Definition { record, format, zone, loaded_ms: now_ms });
+        lock(&self.definitions).insert(name.clone(), Arc::clone(&definition));
+        Ok(definition)
+    }
+
+    fn local(&self, key: &CounterKey) -> Arc<CounterLocal> {
+        Arc::clone(lock(&self.locals).entry(key.clone()).or_default())
+    }
+
+    /// Reseeds the counter above the SQL ceiling, unless (not `force`) another node already
+    /// seeded it for the current Redis run.
+    async fn reseed(
+        &self,
+        key: &CounterKey,
+        local: &CounterLocal,
+        need: u64,
+        force: bool,
+    ) -> Result<(), StoreError> {
+        let _refill = local.refill.lock().await;
+        let now_s = self.clock.now_ms() / 1_000;
+        if !force && self.counters.state(key, now_s).await?.is_some_and(|s| s.current_run) {
+            return Ok(());
+        }
+        let by = need.clamp(SEQ_RAISE_MIN, SEQ_RAISE_MAX);
+        let ceiling = self.raise_store(key, by).await?;
+        self.counters.seed(key, ceiling - by, ceiling).await?;
+        self.reseeds.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(sequence = %key.name, period = %key.period, from = ceiling - by, ceiling, "sequence counter seeded above the ceiling");
+        Ok(())
+    }
+
+    /// Raises the ceiling by about `by` unless `room` ids are already free, under the
+    /// counter's raise lock (re-checked once held). Another node holding the lock: returns at
+    /// once, the caller takes again.
+    async fn raise(
+        &self,
+        key: &CounterKey,
+        local: &CounterLocal,
+        room: u64,
+        by: u64,
+    ) -> Result<(), StoreError> {
+        let _refill = local.refill.lock().await;
+        let now_s = self.clock.now_ms() / 1_000;
+        let has_room = |state: Option<idmint_store::CounterState>| {
+            state.is_some_and(|s| s.current_run && s.max.saturating_sub(s.cur) >= room)
+        };
+        if has_room(self.counters.state(key, now_s).await?) {
+            return Ok(());
+        }
+        if !self.counters.try_lock(key, &self.config.holder, RAISE_LOCK_MS).await? {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            return Ok(());
+        }
+        let raised = async {
+            let state = self.counters.state(key, now_s).await?;
+            if has_room(state) {
+                return Ok(());
+            }
+            // At least `raise_s` of the current rate, so a request that found the ceiling
+            // under a heavy load does not raise by a sliver.
+            let rate = state.map_or(0, |s| s.recent_per_s.max(s.long_term_per_s));
+            let by = by.max(rate.saturating_mul(self.config.raise_s));
+            let by = by.clamp(SEQ_RAISE_MIN, SEQ_RAISE_MAX);
+            let ceiling = self.raise_store(key, by).await?;
+            if !self.counters.raise_max(key, ceiling).await? {
+                // Lost meanwhile: seed from this raise instead.
+                self.counters.seed(key, ceiling - by, ceiling).await?;
+                self.reseeds.fetch_add(1, Ordering::Relaxed);
+            }
+            self.raises.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(sequence = %key.name, period = %key.period, ceiling, by, "sequence ceiling raised");
+            Ok(())
+        }
+        .await;
+        let unlocked = self.counters.unlock(key, &self.config.holder).await;
+        raised.and(unlocked)
+    }
+
+    /// Raises the SQL ceiling by `by`, refusing past [`COUNTER_MAX`].
+    async fn raise_store(&self, key: &CounterKey, by: u64) -> Result<u64, StoreError> {
+        let ceiling = self.store.raise_ceiling(&key.name, &key.period, by).await?;
+        if ceiling > COUNTER_MAX {
+            return Err(StoreError::InvalidValue(format!(
+                "sequence {} has reached {COUNTER_MAX}, the most a Redis counter holds exactly",
+                key.name
+            )));
+        }
+        Ok(ceiling)
+    }
+
+    /// One round of the stats and forecast task over the counters this node used lately.
+    async fn forecast_round(&self) {
+        let now_s = self.clock.now_ms() / 1_000;
+        let active: Vec<(CounterKey, Arc<CounterLocal>)> = {
+            let mut locals = lock(&self.locals);
+            locals.retain(|_, l| {
+                now_s.saturating_sub(l.used_s.load(Ordering::Relaxed)) < IDLE_AFTER_S
+            });
+            locals.iter().map(|(k, l)| (k.clone(), Arc::clone(l))).collect()
+        };
+        for (key, local) in active {
+            if let Err(error) = self.forecast_one(&key, &local, now_s).await {
+                tracing::warn!(sequence = %key.name, period = %key.period, %error, "sequence forecast failed");
+            }
+        }
+    }
+
+    /// Samples the rate of `key`, records the long-term average and raises the ceiling if
+    /// the room left would not last [`SequenceConfig::forecast_s`].
+    async fn forecast_one(
+        &self,
+        key: &CounterKey,
+        local: &CounterLocal,
+        now_s: u64,
+    ) -> Result<(), StoreError> {
+        let Some(state) = self.counters.state(key, now_s).await? else { return Ok(()) };
+        let long_term = {
+            let mut samples = lock(&local.samples);
+            samples.push_back(state.recent_per_s);
+            while samples.len() as u64 > self.config.long_term_s.max(1) {
+                samples.pop_front();
+            }
+            samples.iter().sum::<u64>() / samples.len() as u64
+        };
+        self.counters.set_long_term(key, long_term).await?;
+        let rate = state.recent_per_s.max(long_term);
+        if rate == 0 || !state.current_run {
+            return Ok(());
+        }
+        let need = rate.saturating_mul(self.config.forecast_s);
+        if state.max.saturating_sub(state.cur) >= need {
+            return Ok(());
+        }
+        self.raise(key, local, need, rate.saturating_mul(self.config.raise_s)).await
+    }
+}
+
+impl std::fmt::Debug for Sequences {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequences")
+            .field("counters", &self.counters.describe())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Sequences {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// A definition ready to store: a daily sequence without a format gets
+/// [`DAILY_FORMAT_DEFAULT`]; the format and time zone are checked (a daily format must tell
+/// days apart). `idmint seq create` and `POST /v1/seqs` both go through it.
+pub fn prepare_sequence(mut spec: SequenceSpec) -> Result<SequenceSpec, SequenceError> {
+    if spec.daily && spec.format.is_none() {
+        spec.format = Some(DAILY_FORMAT_DEFAULT.to_string());
+    }
+    check_definition(&spec)?;
+    Ok(spec)
+}
+
+/// Checks a definition's format and time zone (a daily one's format must tell days apart).
+fn check_definition(spec: &SequenceSpec) -> Result<(Option<SeqFormat>, TimeZone), SequenceError> {
+    let invalid =
+        |reason: String| SequenceError::Invalid(format!("sequence {}: {reason}", spec.name));
+    let zone = time_zone(&spec.time_zone).map_err(invalid)?;
+    let format = spec.format.as_deref().map(SeqFormat::parse).transpose().map_err(invalid)?;
+    if spec.daily {
+        let Some(format) = &format else {
+            return Err(invalid("a daily sequence needs a format with its date".to_string()));
+        };
+        format.check_daily(&zone).map_err(invalid)?;
+    }
+    Ok((format, zone))
+}
+
+/// The period of a definition at `at`: `""`, or the day in its time zone.
+fn period_of(definition: &Definition, at: &Zoned) -> String {
+    if definition.record.daily {
+        format!("{:04}{:02}{:02}", at.year(), at.month(), at.day())
+    } else {
+        String::new()
+    }
+}
+
+/// `ms` in `zone` (the epoch for a time jiff cannot hold).
+fn zoned(ms: u64, zone: &TimeZone) -> Zoned {
+    let at = i64::try_from(ms).ok().and_then(|ms| Timestamp::from_millisecond(ms).ok());
+    at.unwrap_or(Timestamp::UNIX_EPOCH).to_zoned(zone.clone())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is a single map or queue update, consistent if interrupted.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
