@@ -4,3 +4,8 @@
 
 mod cli;
 mod multinode;
+#[cfg(feature = "redis")]
+#[path = "../../../idmint/tests/it/private_redis.rs"]
+mod private_redis;
+#[cfg(feature = "redis")]
+mod sequences;

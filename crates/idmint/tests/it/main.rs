@@ -12,6 +12,8 @@ mod gate;
 mod guard;
 mod pacing;
 #[cfg(feature = "redis")]
+mod private_redis;
+#[cfg(feature = "redis")]
 mod redis_guard;
 #[cfg(feature = "redis")]
 mod sequences;
