@@ -32,8 +32,9 @@ pub enum SeqCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Delete a sequence and its ceilings (servers drop its Redis counters when they delete
-    /// it through the API; through here they expire or stay unused).
+    /// Delete a sequence. Its ceilings stay in the store, so a sequence created again under
+    /// the name continues above every number the old one served, even if its Redis counter
+    /// (which only a server's DELETE /v1/seqs/{name} removes) is still there.
     Delete {
         /// Sequence name.
         name: String,

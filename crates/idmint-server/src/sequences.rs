@@ -185,7 +185,7 @@ pub(crate) async fn get_seq(
     Ok(Json(SeqBody::new(status.spec.clone(), Some(status))))
 }
 
-/// Deletes a sequence, its ceilings and its counters.
+/// Deletes a sequence and its Redis counters (its ceilings stay in the store).
 pub(crate) async fn delete_seq(
     State(app): State<AppState>,
     Path(name): Path<String>,

@@ -69,8 +69,10 @@ pub trait SequenceStore: Send + Sync + 'static {
     /// Every definition, ordered by name.
     async fn list_sequences(&self) -> Result<Vec<SequenceRecord>, StoreError>;
 
-    /// Deletes the definition of `name` and all its ceilings; [`StoreError::TagNotFound`]
-    /// when there is none.
+    /// Deletes the definition of `name`; [`StoreError::TagNotFound`] when there is none.
+    /// Its ceilings stay: a sequence created again under the name continues above every
+    /// number the old one could have served (a Redis counter the deleting node could not
+    /// remove may still hold them), instead of starting at 1 and repeating them.
     async fn delete_sequence(&self, name: &Tag) -> Result<(), StoreError>;
 
     /// The ceiling of `(name, period)`: 0 when it was never raised.

@@ -241,7 +241,8 @@ impl Sequences {
         Ok(self.store.list_sequences().await?)
     }
 
-    /// Deletes a sequence, its ceilings and its counters.
+    /// Deletes a sequence and its Redis counters; its ceilings stay, so a sequence created
+    /// again under the name continues above every number the old one served.
     pub async fn delete(&self, name: &Tag) -> Result<(), SequenceError> {
         self.store.delete_sequence(name).await.map_err(|e| match e {
             StoreError::TagNotFound(name) => SequenceError::NotFound(name),

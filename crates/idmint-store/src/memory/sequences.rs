@@ -57,7 +57,6 @@ impl SequenceStore for MemoryStore {
         if sequences.definitions.remove(name).is_none() {
             return Err(StoreError::TagNotFound(name.clone()));
         }
-        sequences.ceilings.retain(|(n, _), _| n != name);
         Ok(())
     }
 

@@ -101,10 +101,6 @@ impl SequenceStore for MySqlStore {
                 // Dropping the transaction rolls it back (it changed nothing anyway).
                 return Ok(Err(StoreError::TagNotFound(name.clone())));
             }
-            sqlx::query(AssertSqlSafe(format!("DELETE FROM {CEILINGS_TABLE} WHERE name = ?")))
-                .bind(name.as_str())
-                .execute(&mut *tx)
-                .await?;
             tx.commit().await?;
             Ok(Ok(()))
         })

@@ -99,10 +99,6 @@ impl SequenceStore for PgStore {
                 // Dropping the transaction rolls it back (it changed nothing anyway).
                 return Ok(Err(StoreError::TagNotFound(name.clone())));
             }
-            sqlx::query(AssertSqlSafe(format!("DELETE FROM {CEILINGS_TABLE} WHERE name = $1")))
-                .bind(name.as_str())
-                .execute(&mut *tx)
-                .await?;
             tx.commit().await?;
             Ok(Ok(()))
         })

@@ -120,8 +120,6 @@ impl SequenceStore for SqliteStore {
                 // Dropping the transaction rolls it back (it changed nothing anyway).
                 return Err(StoreError::TagNotFound(name));
             }
-            tx.execute(&format!("DELETE FROM {CEILINGS_TABLE} WHERE name = ?1"), [name.as_str()])
-                .map_err(unavailable)?;
             tx.commit().map_err(unavailable)
         })
         .await

@@ -43,7 +43,7 @@ macro_rules! sequence_suite {
             ceilings_are_per_period_and_per_name,
             bad_raises_and_periods_are_refused_and_nothing_is_written,
             a_raise_past_the_max_is_refused_and_the_ceiling_left_unchanged,
-            delete_removes_the_ceilings_and_only_its_own,
+            delete_keeps_the_ceilings_so_a_recreated_sequence_continues_above,
             concurrent_raises_are_distinct_and_add_up,
         );
     };
@@ -255,9 +255,11 @@ pub async fn a_raise_past_the_max_is_refused_and_the_ceiling_left_unchanged(
     assert_eq!(store.ceiling(&name, "20240102").await, Ok(1));
 }
 
-/// Deleting a sequence removes its ceilings of every period, and only its own: recreated, it
-/// starts from 0 again.
-pub async fn delete_removes_the_ceilings_and_only_its_own(store: Arc<dyn SequenceStore>) {
+/// Deleting a sequence removes its definition, and only its own, but keeps its ceilings:
+/// recreated, it continues above every number the old one could have served.
+pub async fn delete_keeps_the_ceilings_so_a_recreated_sequence_continues_above(
+    store: Arc<dyn SequenceStore>,
+) {
     let gone = spec("sq.delete.gone", true, None, "UTC");
     let kept = spec("sq.delete.kept", true, None, "UTC");
     for spec in [&gone, &kept] {
@@ -266,14 +268,17 @@ pub async fn delete_removes_the_ceilings_and_only_its_own(store: Arc<dyn Sequenc
         store.raise_ceiling(&spec.name, "20240102", 200).await.unwrap();
     }
     store.delete_sequence(&gone.name).await.unwrap();
-    assert_eq!(store.ceiling(&gone.name, "20240101").await, Ok(0));
-    assert_eq!(store.ceiling(&gone.name, "20240102").await, Ok(0));
-    assert_eq!(store.ceiling(&kept.name, "20240101").await, Ok(100));
-    assert_eq!(store.ceiling(&kept.name, "20240102").await, Ok(200));
+    assert_eq!(store.get_sequence(&gone.name).await, Ok(None));
+    assert_eq!(store.get_sequence(&kept.name).await, Ok(Some(kept.clone())));
+    assert_eq!(store.ceiling(&gone.name, "20240101").await, Ok(100));
+    assert_eq!(store.ceiling(&gone.name, "20240102").await, Ok(200));
+    assert_eq!(
+        store.delete_sequence(&gone.name).await,
+        Err(StoreError::TagNotFound(gone.name.clone()))
+    );
 
     store.create_sequence(&gone).await.unwrap();
-    assert_eq!(store.ceiling(&gone.name, "20240101").await, Ok(0));
-    assert_eq!(store.raise_ceiling(&gone.name, "20240101", 1).await, Ok(1));
+    assert_eq!(store.raise_ceiling(&gone.name, "20240101", 1).await, Ok(101));
 }
 
 /// Eight nodes raising one ceiling at once, fifty times each, by sizes all distinct: every
