@@ -4,8 +4,9 @@
 //! may raise above the tag's; a compare-and-set of `max_id` that gives back an unissued tail
 //! or jumps past a regression; tag create, list, get, set step, delete), its typed errors,
 //! store URLs, and the backends: [`MemoryStore`] (the reference every backend is checked
-//! against) and [`SqliteStore`] (the embedded default). Every backend passes one conformance
-//! suite (`tests/it/conformance.rs`). [`InterleavedStore`] serves one tag from N stores by
+//! against) and [`SqliteStore`] (the embedded default); with features, MySQL, PostgreSQL and
+//! Redis (`redis/`: one server, Sentinel or Cluster; segments and worker ids, no sequence
+//! ceilings). Every backend passes one conformance suite (`tests/it/conformance.rs`). [`InterleavedStore`] serves one tag from N stores by
 //! residue: N segment databases, or N Flicker ticket databases (`flicker.rs`, feature
 //! `mysql`).
 //!

@@ -509,6 +509,15 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "redis"))]
+    fn redis_urls_say_which_feature_they_need() {
+        for url in ["redis://h", "redis+sentinel://pw@h:1/m", "redis+cluster://pw@h:1"] {
+            let err = StoreUrl::parse(url).unwrap_err().to_string();
+            assert!(err.contains("--features redis") && !err.contains("pw@"), "{err}");
+        }
+    }
+
+    #[test]
     fn refuses_with_a_reason_and_never_shows_a_password() {
         for (url, reason) in [
             ("mysql://root:hunter2@db:3306/ids?table=x;drop", "not a table name"),

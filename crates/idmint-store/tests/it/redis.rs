@@ -5,9 +5,13 @@
 //! The server is shared: every check writes under a key prefix of its own
 //! (`idmint_t{unix seconds}_{pid}_{n}:`) and deletes its keys when it ends (SCAN MATCH + DEL),
 //! even when it fails. Nothing else on the server is touched: no FLUSH, no CONFIG.
+//!
+//! When that variable is set, the suites also run through a Redis Sentinel and a Redis
+//! Cluster of the tests' own (`redis/servers.rs`: private `redis-server` processes on free
+//! ports, killed with the test binary), and a sentinel failover is played out.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::redis as driver;
 use idmint_core::limits::TAG_COUNT_MAX;
@@ -15,6 +19,8 @@ use idmint_store::redis::{RedisConn, RedisStore, RedisUrl};
 use idmint_store::{SegmentStore, StoreError, StoreUrl, WorkerStore};
 
 use crate::conformance::{Subject, conformance_suite, range, spec, tag};
+
+mod servers;
 
 /// The variable naming the server.
 const URL_VAR: &str = "IDMINT_TEST_REDIS_URL";
@@ -178,16 +184,163 @@ fn redis_urls_parse_as_store_urls_without_showing_a_password() {
     assert!(err.contains("not a key prefix") && !err.contains("s3cret"), "{err}");
 }
 
+mod sentinel {
+    //! The suites through a sentinel (one master, no replica, shared by the checks), and a
+    //! failover under a running store (a deployment of its own).
+
+    use std::sync::OnceLock;
+
+    use idmint_store::redis::RedisStore;
+    use idmint_store::{SegmentStore, StoreError, StoreUrl};
+
+    use super::servers::SentinelSet;
+    use super::{Duration, Instant, RedisUrl, driver, fresh_prefix, query, range, spec};
+    use crate::conformance::{Subject, conformance_suite};
+
+    /// The shared deployment, started by the first check that needs it; `None` when Redis
+    /// checks are not asked for.
+    fn deployment() -> Option<&'static SentinelSet> {
+        static SET: OnceLock<Result<SentinelSet, String>> = OnceLock::new();
+        std::env::var(super::URL_VAR).ok()?;
+        Some(SET.get_or_init(|| SentinelSet::start(0)).as_ref().unwrap())
+    }
+
+    async fn fresh() -> Option<Subject> {
+        let url = StoreUrl::parse(&deployment()?.url(&fresh_prefix())).unwrap();
+        Some(Subject::new(idmint_store::open(&url).await.unwrap()))
+    }
+
+    conformance_suite!(fresh);
+
+    mod workers {
+        use idmint_store::{StoreUrl, open_workers};
+
+        use crate::workers::{WorkerSubject, worker_suite};
+
+        async fn fresh() -> Option<WorkerSubject> {
+            let url = super::deployment()?.url(&super::fresh_prefix());
+            let store = open_workers(&StoreUrl::parse(&url).unwrap()).await.unwrap();
+            Some(WorkerSubject::new(store))
+        }
+
+        worker_suite!(fresh);
+    }
+
+    /// The master dies after its writes reached the replica: calls fail until the sentinel
+    /// promotes the replica, then the same store allocates from it, continuing the tag.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_follows_a_failover() {
+        if std::env::var(super::URL_VAR).is_err() {
+            return super::skipped();
+        }
+        let mut set = SentinelSet::start(1).unwrap();
+        let url = RedisUrl::parse(&set.url("failover:")).unwrap();
+        let store = RedisStore::connect(&url).await.unwrap();
+        let moved = store.create_tag(&spec("moved", 1, 100, "")).await.unwrap().tag;
+        for _ in 0..3 {
+            store.allocate(&moved, None).await.unwrap();
+        }
+        let mut raw = url.connect().await.unwrap();
+        let old_run_id = raw.run_id().await.unwrap();
+        let acked: i64 = query(driver::cmd("WAIT").arg(1).arg(5_000), &mut raw).await;
+        assert_eq!(acked, 1, "the replica did not acknowledge the writes");
+
+        set.nodes[0].kill();
+        let started = Instant::now();
+        let allocation = loop {
+            match store.allocate(&moved, None).await {
+                Ok(allocation) => break allocation,
+                Err(StoreError::Unavailable(_)) if started.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("the store did not follow the failover: {e}"),
+            }
+        };
+        assert_eq!(allocation.range, range(301, 401), "the tag did not continue");
+        assert_eq!(set.master_port(), Some(set.nodes[1].port));
+        // The raw connection's first call meets the dead master; the next asks again.
+        let _ = raw.run_id().await;
+        assert_ne!(raw.run_id().await.unwrap(), old_run_id);
+    }
+}
+
+mod cluster {
+    //! The suites through a Redis Cluster of three masters shared by the checks, and what a
+    //! cluster shows: tags land on different nodes and are still listed together.
+
+    use std::sync::OnceLock;
+
+    use idmint_store::redis::RedisStore;
+    use idmint_store::{SegmentStore, StoreUrl};
+
+    use super::servers::Cluster;
+    use super::{RedisUrl, driver, fresh_prefix, spec};
+    use crate::conformance::{Subject, conformance_suite};
+
+    fn deployment() -> Option<&'static Cluster> {
+        static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+        std::env::var(super::URL_VAR).ok()?;
+        Some(CLUSTER.get_or_init(Cluster::start).as_ref().unwrap())
+    }
+
+    async fn fresh() -> Option<Subject> {
+        let url = StoreUrl::parse(&deployment()?.url(&fresh_prefix())).unwrap();
+        Some(Subject::new(idmint_store::open(&url).await.unwrap()))
+    }
+
+    conformance_suite!(fresh);
+
+    mod workers {
+        use idmint_store::{StoreUrl, open_workers};
+
+        use crate::workers::{WorkerSubject, worker_suite};
+
+        async fn fresh() -> Option<WorkerSubject> {
+            let url = super::deployment()?.url(&super::fresh_prefix());
+            let store = open_workers(&StoreUrl::parse(&url).unwrap()).await.unwrap();
+            Some(WorkerSubject::new(store))
+        }
+
+        worker_suite!(fresh);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tags_spread_over_the_nodes_and_list_together() {
+        let Some(cluster) = deployment() else { return super::skipped() };
+        let prefix = fresh_prefix();
+        let url = RedisUrl::parse(&cluster.url(&prefix)).unwrap();
+        let store = RedisStore::connect(&url).await.unwrap();
+        let names: Vec<String> = (0..30).map(|i| format!("spread-{i:02}")).collect();
+        for name in &names {
+            store.create_tag(&spec(name, 1, 10, "")).await.unwrap();
+        }
+        for node in &cluster.nodes {
+            let mut conn = node.connect().unwrap();
+            let keys: Vec<String> =
+                driver::cmd("KEYS").arg(format!("{prefix}tag:*")).query(&mut conn).unwrap();
+            assert!(!keys.is_empty(), "node {} holds none of the 30 tags", node.port);
+        }
+        let listed: Vec<String> =
+            store.list_tags().await.unwrap().iter().map(|r| r.tag.to_string()).collect();
+        assert_eq!(listed, names);
+    }
+}
+
 /// A URL of the test server with a prefix no other check uses, and the guard that deletes
 /// its keys; `None` when the server is not configured.
 pub(crate) fn fresh_url() -> Option<(RedisUrl, Cleanup)> {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
     let base = std::env::var(URL_VAR).ok()?;
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let n = NEXT.fetch_add(1, Ordering::SeqCst);
-    let prefix = format!("idmint_t{secs}_{}_{n}:", std::process::id());
+    let prefix = fresh_prefix();
     let url = RedisUrl::parse(&base).unwrap().with_prefix(&prefix).unwrap();
     Some((url, Cleanup { server: base, prefix }))
+}
+
+/// A key prefix no other check of any run uses: `idmint_t{unix seconds}_{pid}_{n}:`.
+fn fresh_prefix() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    format!("idmint_t{secs}_{}_{n}:", std::process::id())
 }
 
 /// Deletes every key under `prefix` on `server` when dropped.

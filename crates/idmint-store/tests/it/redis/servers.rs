@@ -204,7 +204,8 @@ impl Cluster {
         }
         for node in &nodes {
             node.wait_until("cluster_state:ok", |conn| {
-                let info: String = driver::cmd("CLUSTER").arg("INFO").query(conn).unwrap_or_default();
+                let info: String =
+                    driver::cmd("CLUSTER").arg("INFO").query(conn).unwrap_or_default();
                 info.contains("cluster_state:ok")
             })?;
         }
@@ -220,11 +221,8 @@ impl Cluster {
 
 /// What `SENTINEL get-master-addr-by-name` answers, as a port.
 fn master_port_of(conn: &mut driver::Connection) -> Option<u16> {
-    let addr: Option<(String, String)> = driver::cmd("SENTINEL")
-        .arg("get-master-addr-by-name")
-        .arg(MASTER_NAME)
-        .query(conn)
-        .ok()?;
+    let addr: Option<(String, String)> =
+        driver::cmd("SENTINEL").arg("get-master-addr-by-name").arg(MASTER_NAME).query(conn).ok()?;
     addr?.1.parse().ok()
 }
 
