@@ -56,22 +56,29 @@ fn main() {
         };
         node.create(spec).await.expect("create");
         for count in [1u64, 100] {
-            let (requests, ids) = measure(&node, count).await;
+            let waits_before = node.waits();
+            let (requests, ids, waits_after_1s) = measure(&node, count).await;
             println!(
                 "| idmint sequence, count={count} | {CLIENTS} | {requests:.0} | {ids:.0} | {:.2} (ids {:.1}) |",
                 requests / baseline,
                 ids / baseline
             );
+            println!(
+                "  waits for a raise: {} in the first second, {} after",
+                waits_after_1s - waits_before,
+                node.waits() - waits_after_1s
+            );
         }
-        println!("waits: {}, reseeds: {}, raises: {}", node.waits(), node.reseeds(), node.raises());
+        println!("reseeds: {}, raises: {}", node.reseeds(), node.raises());
         node.delete(&Tag::parse("bench").expect("tag")).await.expect("delete");
         node.shutdown().await;
     });
     let _ = Command::new("redis-cli").args(["-h", &host, "-p", &port, "DEL", &incr_key]).output();
 }
 
-/// Requests and ids per second of `CLIENTS` tasks asking for `count` ids each time.
-async fn measure(node: &Arc<Sequences>, count: u64) -> (f64, f64) {
+/// Requests and ids per second of `CLIENTS` tasks asking for `count` ids each time, and the
+/// node's wait count one second in.
+async fn measure(node: &Arc<Sequences>, count: u64) -> (f64, f64, u64) {
     let name = Tag::parse("bench").expect("tag");
     let requests = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
@@ -87,11 +94,13 @@ async fn measure(node: &Arc<Sequences>, count: u64) -> (f64, f64) {
             })
         })
         .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let waits_after_1s = node.waits();
     for task in tasks {
         task.await.expect("task");
     }
     let per_s = requests.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
-    (per_s, per_s * count as f64)
+    (per_s, per_s * count as f64, waits_after_1s)
 }
 
 /// `redis-benchmark` `INCR` of one key: requests per second.
