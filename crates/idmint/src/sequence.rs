@@ -451,9 +451,9 @@ impl Sequences {
             let by = by.clamp(SEQ_RAISE_MIN, SEQ_RAISE_MAX);
             let ceiling = self.raise_store(key, by).await?;
             if !self.counters.raise_max(key, ceiling).await? {
-                // Lost meanwhile: seed from this raise instead.
-                self.counters.seed(key, ceiling - by, ceiling).await?;
-                self.reseeds.fetch_add(1, Ordering::Relaxed);
+                // Lost meanwhile (or the sequence was deleted): the next take reseeds it;
+                // this raise's ids stay unused.
+                return Ok(());
             }
             self.raises.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(sequence = %key.name, period = %key.period, ceiling, by, "sequence ceiling raised");

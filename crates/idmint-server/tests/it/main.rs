@@ -5,6 +5,9 @@
 mod api;
 mod outage;
 #[cfg(feature = "redis")]
+#[path = "../../../idmint-store/tests/it/redis/keys.rs"]
+mod redis_keys;
+#[cfg(feature = "redis")]
 mod sequences;
 mod snowflake;
 mod support;

@@ -6,11 +6,10 @@ use crate::support::{TestServer, assert_error};
 
 #[tokio::test]
 async fn sequences_are_created_served_described_and_deleted_over_http() {
-    let Ok(redis) = std::env::var("IDMINT_TEST_REDIS_URL") else {
+    let Some(server) = TestServer::with_sequences().await else {
         eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
         return;
     };
-    let server = TestServer::with_sequences(&redis).await;
     let post =
         |body: serde_json::Value| server.client.post(server.url("/v1/seqs")).json(&body).send();
     assert_eq!(post(serde_json::json!({"name": "orders"})).await.unwrap().status(), 201);

@@ -14,6 +14,9 @@ pub struct TestServer {
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
+    /// Deletes the server's Redis test keys when the server is dropped.
+    #[cfg(feature = "redis")]
+    redis_keys: Option<crate::redis_keys::Cleanup>,
 }
 
 impl TestServer {
@@ -50,16 +53,13 @@ impl TestServer {
         TestServer::start_parts(store, config, snowflake, None, sequences).await
     }
 
-    /// A memory store, and sequences served from the Redis at `redis_url` under a fresh key
-    /// prefix.
+    /// A memory store, and sequences served from the shared test Redis under a fresh key
+    /// prefix (deleted when the server is dropped); `None` when that Redis is not set.
     #[cfg(feature = "redis")]
-    pub async fn with_sequences(redis_url: &str) -> TestServer {
+    pub async fn with_sequences() -> Option<TestServer> {
+        let (url, cleanup) = crate::redis_keys::fresh_url()?;
         let memory = Arc::new(idmint_store::MemoryStore::new());
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let prefix = format!("idmint_t{nanos}_{}_srv:", std::process::id());
-        let url = idmint_store::redis::RedisUrl::parse(redis_url).unwrap().with_prefix(&prefix);
-        let counters = idmint_store::redis::RedisCounters::connect(&url.unwrap()).await.unwrap();
+        let counters = idmint_store::redis::RedisCounters::connect(&url).await.unwrap();
         let engine = idmint::Sequences::start(
             memory.clone(),
             Arc::new(counters),
@@ -69,7 +69,10 @@ impl TestServer {
         let slot = idmint_server::SequenceSlot::default();
         slot.set(engine);
         let unused = Err("not started in this test".to_string());
-        TestServer::start_parts(memory, SegmentConfig::default(), unused, None, slot).await
+        let mut server =
+            TestServer::start_parts(memory, SegmentConfig::default(), unused, None, slot).await;
+        server.redis_keys = Some(cleanup);
+        Some(server)
     }
 
     pub async fn start_parts(
@@ -98,6 +101,8 @@ impl TestServer {
             client: reqwest::Client::new(),
             stop: Some(stop),
             task: Some(task),
+            #[cfg(feature = "redis")]
+            redis_keys: None,
         }
     }
 

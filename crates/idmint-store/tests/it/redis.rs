@@ -10,7 +10,6 @@
 //! Cluster of the tests' own (`redis/servers.rs`: private `redis-server` processes on free
 //! ports, killed with the test binary), and a sentinel failover is played out.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::redis as driver;
@@ -20,12 +19,10 @@ use idmint_store::{SegmentStore, StoreError, StoreUrl, WorkerStore};
 
 use crate::conformance::{Subject, conformance_suite, range, spec, tag};
 
+mod keys;
 mod servers;
 
-/// The variable naming the server.
-const URL_VAR: &str = "IDMINT_TEST_REDIS_URL";
-/// Keys a cleanup deletes per `DEL`.
-const CLEANUP_BATCH: usize = 1_000;
+pub(crate) use keys::{URL_VAR, fresh_prefix, fresh_url};
 
 conformance_suite!(fresh);
 
@@ -323,59 +320,6 @@ mod cluster {
         let listed: Vec<String> =
             store.list_tags().await.unwrap().iter().map(|r| r.tag.to_string()).collect();
         assert_eq!(listed, names);
-    }
-}
-
-/// A URL of the test server with a prefix no other check uses, and the guard that deletes
-/// its keys; `None` when the server is not configured.
-pub(crate) fn fresh_url() -> Option<(RedisUrl, Cleanup)> {
-    let base = std::env::var(URL_VAR).ok()?;
-    let prefix = fresh_prefix();
-    let url = RedisUrl::parse(&base).unwrap().with_prefix(&prefix).unwrap();
-    Some((url, Cleanup { server: base, prefix }))
-}
-
-/// A key prefix no other check of any run uses: `idmint_t{unix seconds}_{pid}_{n}:`.
-fn fresh_prefix() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let n = NEXT.fetch_add(1, Ordering::SeqCst);
-    format!("idmint_t{secs}_{}_{n}:", std::process::id())
-}
-
-/// Deletes every key under `prefix` on `server` when dropped.
-pub(crate) struct Cleanup {
-    server: String,
-    prefix: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        // A plain blocking connection: Drop cannot await, and the check is over.
-        let cleaned = driver::Client::open(self.server.as_str())
-            .and_then(|client| client.get_connection())
-            .and_then(|mut conn| {
-                let mut cursor = 0_u64;
-                loop {
-                    let (next, keys): (u64, Vec<String>) = driver::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(format!("{}*", self.prefix))
-                        .arg("COUNT")
-                        .arg(CLEANUP_BATCH)
-                        .query(&mut conn)?;
-                    if !keys.is_empty() {
-                        let _: i64 = driver::cmd("DEL").arg(&keys).query(&mut conn)?;
-                    }
-                    if next == 0 {
-                        return Ok(());
-                    }
-                    cursor = next;
-                }
-            });
-        if let Err(e) = cleaned {
-            eprintln!("could not delete the test keys {}*: {e}", self.prefix);
-        }
     }
 }
 

@@ -16,6 +16,9 @@ mod private_redis;
 #[cfg(feature = "redis")]
 mod redis_guard;
 #[cfg(feature = "redis")]
+#[path = "../../../idmint-store/tests/it/redis/keys.rs"]
+mod redis_keys;
+#[cfg(feature = "redis")]
 mod sequences;
 mod serving;
 mod shutdown;

@@ -6,24 +6,21 @@
 //! Nothing else on the shared server is touched; the test's keys are deleted at the end.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use idmint::{SegmentConfig, Segments, Tag};
 use idmint_store::SegmentStore;
-use idmint_store::redis::{RedisStore, RedisUrl, driver};
+use idmint_store::redis::{RedisStore, driver};
 
+use crate::redis_keys::fresh_url;
 use crate::test_store::create_tag;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_that_lost_its_latest_writes_is_jumped_past() {
-    let Ok(server) = std::env::var("IDMINT_TEST_REDIS_URL") else {
+    let Some((url, _cleanup)) = fresh_url() else {
         eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
         return;
     };
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let prefix = format!("idmint_t{secs}_{}_guard:", std::process::id());
-    let _cleanup = Cleanup { server: server.clone(), prefix: prefix.clone() };
-    let url = RedisUrl::parse(&server).unwrap().with_prefix(&prefix).unwrap();
     let store = Arc::new(RedisStore::connect(&url).await.unwrap());
     let tag = create_tag(&*store, "lost", 100).await;
     let config = SegmentConfig::default().with_adaptive_step(false);
@@ -75,37 +72,4 @@ async fn wait_for_next(segments: &Segments, tag: &Tag) {
 
 async fn max_id(store: &dyn SegmentStore, tag: &Tag) -> u64 {
     store.get_tag(tag).await.unwrap().unwrap().max_id
-}
-
-/// Deletes every key under `prefix` on `server` when dropped, even after a failed assertion.
-struct Cleanup {
-    server: String,
-    prefix: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let cleaned = driver::Client::open(self.server.as_str())
-            .and_then(|client| client.get_connection())
-            .and_then(|mut conn| {
-                let mut cursor = 0_u64;
-                loop {
-                    let (next, keys): (u64, Vec<String>) = driver::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(format!("{}*", self.prefix))
-                        .query(&mut conn)?;
-                    if !keys.is_empty() {
-                        let _: i64 = driver::cmd("DEL").arg(&keys).query(&mut conn)?;
-                    }
-                    if next == 0 {
-                        return Ok(());
-                    }
-                    cursor = next;
-                }
-            });
-        if let Err(e) = cleaned {
-            eprintln!("could not delete the test keys {}*: {e}", self.prefix);
-        }
-    }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
 use idmint::{Clock, ManualClock, SequenceConfig, Sequences, SystemClock, Tag};
@@ -15,12 +15,7 @@ use idmint_store::CounterStore;
 use idmint_store::redis::{RedisCounters, RedisUrl};
 
 use crate::private_redis::PrivateRedis;
-
-/// A key prefix no other run uses.
-fn fresh_prefix(what: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!("idmint_t{nanos}_{}_{what}:", std::process::id())
-}
+use crate::redis_keys::{fresh_prefix, fresh_url};
 
 async fn counters(url: &str, prefix: &str) -> Arc<dyn CounterStore> {
     let url = RedisUrl::parse(url).unwrap().with_prefix(prefix).unwrap();
@@ -49,7 +44,7 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
     const PER_TASK: usize = 100_000;
     let mut redis = PrivateRedis::start();
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
-    let prefix = fresh_prefix("chaos");
+    let prefix = fresh_prefix();
     let nodes: Vec<Arc<Sequences>> = {
         let mut nodes = Vec::new();
         for node in ["a", "b"] {
@@ -171,12 +166,12 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
 /// waits; without load it raises nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_forecast_raises_ahead_of_a_steady_load_and_not_without_load() {
-    let Ok(url) = std::env::var("IDMINT_TEST_REDIS_URL") else {
+    let Some((url, _cleanup)) = fresh_url() else {
         eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
         return;
     };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
-    let counters = counters(&url, &fresh_prefix("forecast")).await;
+    let counters: Arc<dyn CounterStore> = Arc::new(RedisCounters::connect(&url).await.unwrap());
     // Short horizons so a few seconds of load exercise it: keep 3 s of room, raise 6 s.
     let config = SequenceConfig { forecast_s: 3, raise_s: 6, ..config("f") };
     let node = Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config);
@@ -213,19 +208,18 @@ async fn the_forecast_raises_ahead_of_a_steady_load_and_not_without_load() {
 /// whose clocks differ by 300 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daily_sequences_restart_at_one_after_midnight_in_their_zone() {
-    let Ok(url) = std::env::var("IDMINT_TEST_REDIS_URL") else {
+    let Some((url, _cleanup)) = fresh_url() else {
         eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
         return;
     };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
-    let prefix = fresh_prefix("daily");
     // 2026-11-22T15:59:59.000Z is 23:59:59 in UTC+8.
     let before_midnight = 1_795_363_199_000;
     let early = Arc::new(ManualClock::new(before_midnight));
     let late = Arc::new(ManualClock::new(before_midnight + 300));
     let mut nodes = Vec::new();
     for (node, clock) in [("early", &early), ("late", &late)] {
-        let counters = counters(&url, &prefix).await;
+        let counters = Arc::new(RedisCounters::connect(&url).await.unwrap());
         let clock = Arc::clone(clock) as Arc<dyn Clock>;
         nodes.push(Sequences::start(Arc::clone(&store), counters, clock, config(node)));
     }
@@ -272,12 +266,12 @@ async fn daily_sequences_restart_at_one_after_midnight_in_their_zone() {
 /// named.
 #[tokio::test]
 async fn bad_requests_and_definitions_are_refused_with_the_fix() {
-    let Ok(url) = std::env::var("IDMINT_TEST_REDIS_URL") else {
+    let Some((url, _cleanup)) = fresh_url() else {
         eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
         return;
     };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
-    let counters = counters(&url, &fresh_prefix("bad")).await;
+    let counters = Arc::new(RedisCounters::connect(&url).await.unwrap());
     let node = Sequences::start(store, counters, Arc::new(SystemClock), config("x"));
     let missing = node.next(&Tag::parse("nope").unwrap(), 1).await.unwrap_err();
     assert!(missing.to_string().contains("idmint seq create nope"), "{missing}");
