@@ -658,3 +658,28 @@ fn with_database_replaces_only_the_database() {
     assert_eq!(authority("mysql://u:p@h:1/db?x=1"), ("u:p@", "h:1"));
     assert_eq!(authority("mysql://h:1/db"), ("", "h:1"));
 }
+
+/// The run's database with a segment table of a suite's own and a pool of `pool_max`.
+pub(crate) async fn suite_url(table: &str, pool_max: u32) -> Option<idmint_store::StoreUrl> {
+    let db = database_url().await?;
+    let separator = if db.contains('?') { '&' } else { '?' };
+    let url = format!("{db}{separator}table={table}&pool_max={pool_max}");
+    Some(idmint_store::StoreUrl::parse(&url).unwrap())
+}
+
+/// Asserts that each table is InnoDB with a binary collation: names compare byte for byte,
+/// as in every other backend.
+pub(crate) async fn assert_tables_compare_bytes(tables: &[&str]) {
+    let db = database_url().await.unwrap();
+    let mut raw = MySqlConnection::connect(&db).await.unwrap();
+    for table in tables {
+        let layout: String = sqlx::query(AssertSqlSafe(format!("SHOW CREATE TABLE {table}")))
+            .fetch_one(&mut raw)
+            .await
+            .unwrap()
+            .get(1);
+        assert!(layout.contains("utf8mb4_bin"), "{layout}");
+        assert!(layout.contains("InnoDB"), "{layout}");
+    }
+    raw.close().await.unwrap();
+}

@@ -535,3 +535,11 @@ fn now_s() -> u64 {
 fn skipped() {
     eprintln!("skipped: {URL_VAR} is not set");
 }
+
+/// The run's database with a segment table of a suite's own and a pool of `pool_max`.
+pub(crate) async fn suite_url(table: &str, pool_max: u32) -> Option<idmint_store::StoreUrl> {
+    let db = database_url().await?;
+    let separator = if db.contains('?') { '&' } else { '?' };
+    let url = format!("{db}{separator}table={table}&pool_max={pool_max}");
+    Some(idmint_store::StoreUrl::parse(&url).unwrap())
+}

@@ -504,16 +504,13 @@ mod mysql {
     //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
 
     use idmint_store::{CEILINGS_TABLE, SEQUENCES_TABLE, StoreUrl, open_sequences};
-    use sqlx::{AssertSqlSafe, Connection, MySqlConnection, Row};
 
     use super::{SequenceSubject, tag};
 
     /// The run's database, with a segment table of the suite's own and a pool as wide as the
     /// concurrency check.
     async fn url() -> Option<StoreUrl> {
-        let db = crate::mysql::database_url().await?;
-        let separator = if db.contains('?') { '&' } else { '?' };
-        Some(StoreUrl::parse(&format!("{db}{separator}table=sequence_suite&pool_max=8")).unwrap())
+        crate::mysql::suite_url("sequence_suite", 8).await
     }
 
     async fn fresh() -> Option<SequenceSubject> {
@@ -527,18 +524,7 @@ mod mysql {
         let Some(url) = url().await else { return crate::mysql::skipped() };
         let store = open_sequences(&url).await.unwrap();
         store.raise_ceiling(&tag("sq.mysql-tables"), "", 1).await.unwrap();
-        let db = crate::mysql::database_url().await.unwrap();
-        let mut raw = MySqlConnection::connect(&db).await.unwrap();
-        for table in [SEQUENCES_TABLE, CEILINGS_TABLE] {
-            let layout: String = sqlx::query(AssertSqlSafe(format!("SHOW CREATE TABLE {table}")))
-                .fetch_one(&mut raw)
-                .await
-                .unwrap()
-                .get(1);
-            assert!(layout.contains("utf8mb4_bin"), "{layout}");
-            assert!(layout.contains("InnoDB"), "{layout}");
-        }
-        raw.close().await.unwrap();
+        crate::mysql::assert_tables_compare_bytes(&[SEQUENCES_TABLE, CEILINGS_TABLE]).await;
     }
 }
 
@@ -547,15 +533,13 @@ mod postgres {
     //! The sequence suite on PostgreSQL, in this run's database (skipped when
     //! `IDMINT_TEST_POSTGRES_URL` is unset).
 
-    use idmint_store::{StoreUrl, open_sequences};
+    use idmint_store::open_sequences;
 
     use super::SequenceSubject;
 
     async fn fresh() -> Option<SequenceSubject> {
-        let db = crate::postgres::database_url().await?;
-        let separator = if db.contains('?') { '&' } else { '?' };
-        let url = StoreUrl::parse(&format!("{db}{separator}table=sequence_suite&pool_max=8"));
-        Some(SequenceSubject::new(open_sequences(&url.unwrap()).await.unwrap()))
+        let url = crate::postgres::suite_url("sequence_suite", 8).await?;
+        Some(SequenceSubject::new(open_sequences(&url).await.unwrap()))
     }
 
     sequence_suite!(fresh);

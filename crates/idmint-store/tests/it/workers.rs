@@ -643,15 +643,12 @@ mod mysql {
     //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
 
     use idmint_store::{StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE, open_workers};
-    use sqlx::{AssertSqlSafe, Connection, MySqlConnection, Row};
 
     use super::{T0, WorkerSubject, request, space};
 
     /// The run's database, with a segment table of the suite's own and a small pool.
     async fn url() -> Option<StoreUrl> {
-        let db = crate::mysql::database_url().await?;
-        let separator = if db.contains('?') { '&' } else { '?' };
-        Some(StoreUrl::parse(&format!("{db}{separator}table=worker_suite&pool_max=4")).unwrap())
+        crate::mysql::suite_url("worker_suite", 4).await
     }
 
     async fn fresh() -> Option<WorkerSubject> {
@@ -665,18 +662,7 @@ mod mysql {
         let Some(url) = url().await else { return crate::mysql::skipped() };
         let store = open_workers(&url).await.unwrap();
         store.acquire_lease(&request(&space("mysql-tables"), 3, "a", T0)).await.unwrap();
-        let db = crate::mysql::database_url().await.unwrap();
-        let mut raw = MySqlConnection::connect(&db).await.unwrap();
-        for table in [WORKERS_TABLE, WORKER_NODE_TABLE] {
-            let layout: String = sqlx::query(AssertSqlSafe(format!("SHOW CREATE TABLE {table}")))
-                .fetch_one(&mut raw)
-                .await
-                .unwrap()
-                .get(1);
-            assert!(layout.contains("utf8mb4_bin"), "{layout}");
-            assert!(layout.contains("InnoDB"), "{layout}");
-        }
-        raw.close().await.unwrap();
+        crate::mysql::assert_tables_compare_bytes(&[WORKERS_TABLE, WORKER_NODE_TABLE]).await;
     }
 }
 
@@ -685,15 +671,13 @@ mod postgres {
     //! The worker suite on PostgreSQL, in this run's database (skipped when
     //! `IDMINT_TEST_POSTGRES_URL` is unset).
 
-    use idmint_store::{StoreUrl, open_workers};
+    use idmint_store::open_workers;
 
     use super::WorkerSubject;
 
     async fn fresh() -> Option<WorkerSubject> {
-        let db = crate::postgres::database_url().await?;
-        let separator = if db.contains('?') { '&' } else { '?' };
-        let url = StoreUrl::parse(&format!("{db}{separator}table=worker_suite&pool_max=4"));
-        Some(WorkerSubject::new(open_workers(&url.unwrap()).await.unwrap()))
+        let url = crate::postgres::suite_url("worker_suite", 4).await?;
+        Some(WorkerSubject::new(open_workers(&url).await.unwrap()))
     }
 
     worker_suite!(fresh);
