@@ -13,6 +13,7 @@
 //! generator deterministically.
 
 pub mod buffer;
+pub mod encoding;
 pub mod limits;
 pub mod pacing;
 pub mod residue;

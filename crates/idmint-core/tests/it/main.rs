@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod buffer_model;
+mod encoding_model;
 mod residue_model;
 mod ring_model;
 mod snowflake_model;
