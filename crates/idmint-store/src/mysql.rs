@@ -680,3 +680,28 @@ pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
         e => StoreError::Unavailable(format!("MySQL: {e}")),
     }
 }
+
+impl MySqlStore {
+    /// Creates each `(table, ddl)` that is absent, never altering one that exists: a probe
+    /// first, so an existing table is used as it is. `what` names the tables in the log.
+    pub(crate) async fn create_missing_tables(
+        &self,
+        tables: [(&str, String); 2],
+        what: &str,
+    ) -> Result<(), StoreError> {
+        for (table, ddl) in tables {
+            let probe = sqlx::query(AssertSqlSafe(format!("SELECT 1 FROM {table} LIMIT 1")))
+                .fetch_optional(&self.pool)
+                .await;
+            match probe {
+                Ok(_) => continue,
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&self.pool).await.map_err(unavailable)?;
+            tracing::info!(table, store = %self.location, "created a {what} table");
+        }
+        Ok(())
+    }
+}

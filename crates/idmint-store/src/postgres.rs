@@ -578,3 +578,32 @@ fn non_negative(value: Option<i64>) -> Result<u64, String> {
         None => Err("NULL".to_string()),
     }
 }
+
+impl PgStore {
+    /// Creates each `(table, ddl)` that is absent within `tx`, never altering one that
+    /// exists. Checked first, as the segment table is: PostgreSQL checks the right to create
+    /// even for `CREATE TABLE IF NOT EXISTS` of an existing table. `what` names the tables in
+    /// the log.
+    pub(crate) async fn create_missing_tables(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+        tables: [(&str, String); 2],
+        what: &str,
+    ) -> Result<(), StoreError> {
+        for (table, ddl) in tables {
+            let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+                .bind(table)
+                .fetch_one(&mut **tx)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            if !exists {
+                sqlx::query(AssertSqlSafe(ddl))
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(|e| self.unavailable(e))?;
+                tracing::info!(table, store = %self.location, "created a {what} table");
+            }
+        }
+        Ok(())
+    }
+}

@@ -150,20 +150,8 @@ impl MySqlStore {
     /// Creates each sequence table when absent; never alters one that exists. Probing first
     /// lets an account without the CREATE privilege use tables an operator made.
     async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
-        for (table, ddl) in [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())] {
-            let probe = sqlx::query(AssertSqlSafe(format!("SELECT 1 FROM {table} LIMIT 1")))
-                .fetch_optional(&self.pool)
-                .await;
-            match probe {
-                Ok(_) => continue,
-                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {
-                }
-                Err(e) => return Err(unavailable(e)),
-            }
-            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&self.pool).await.map_err(unavailable)?;
-            tracing::info!(table, store = %self.location, "created a sequence table");
-        }
-        Ok(())
+        let tables = [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())];
+        self.create_missing_tables(tables, "sequence").await
     }
 
     /// One creation under the creators' named lock: count, then insert.

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{MySqlStore, SQLSTATE_NO_TABLE, unavailable};
+use super::{MySqlStore, unavailable};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
     check_time_ms, column, held_columns, lease_lost, stored,
@@ -225,21 +225,8 @@ impl MySqlStore {
     /// Creates each worker table when absent; never alters one that exists. Probing first
     /// lets an account without the CREATE privilege use tables an operator made.
     async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
-        for (table, ddl) in [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())]
-        {
-            let probe = sqlx::query(AssertSqlSafe(format!("SELECT 1 FROM {table} LIMIT 1")))
-                .fetch_optional(&self.pool)
-                .await;
-            match probe {
-                Ok(_) => continue,
-                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {
-                }
-                Err(e) => return Err(unavailable(e)),
-            }
-            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&self.pool).await.map_err(unavailable)?;
-            tracing::info!(table, store = %self.location, "created a worker table");
-        }
-        Ok(())
+        let tables = [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())];
+        self.create_missing_tables(tables, "worker").await
     }
 
     /// Runs `UPDATE … SET {set}` (whose one `?` is `value`) on the row of `lease` if it still

@@ -182,20 +182,8 @@ impl PgStore {
     async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
         lock_sequences(&mut tx).await.map_err(|e| self.unavailable(e))?;
-        for (table, ddl) in [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())] {
-            let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-                .bind(table)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-            if !exists {
-                sqlx::query(AssertSqlSafe(ddl))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| self.unavailable(e))?;
-                tracing::info!(table, store = %self.location, "created a sequence table");
-            }
-        }
+        let tables = [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())];
+        self.create_missing_tables(&mut tx, tables, "sequence").await?;
         tx.commit().await.map_err(|e| self.unavailable(e))
     }
 

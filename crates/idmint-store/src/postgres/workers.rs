@@ -232,21 +232,8 @@ impl PgStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| self.unavailable(e))?;
-        for (table, ddl) in [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())]
-        {
-            let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-                .bind(table)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-            if !exists {
-                sqlx::query(AssertSqlSafe(ddl))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| self.unavailable(e))?;
-                tracing::info!(table, store = %self.location, "created a worker table");
-            }
-        }
+        let tables = [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())];
+        self.create_missing_tables(&mut tx, tables, "worker").await?;
         tx.commit().await.map_err(|e| self.unavailable(e))
     }
 
