@@ -5,8 +5,10 @@
 //! [`DoubleBuffer`] that hands them out with one atomic cursor and says when a refill is
 //! needed, the pacing arithmetic (`pacing.rs`) that sizes segments from the measured
 //! rate, the block arithmetic of residue interleaving over N stores (`residue.rs`),
-//! snowflake-style layouts with the pure state step of their generator (`snowflake.rs`), and
-//! the lock-free [`Ring`] of pre-made ids behind the cached generator (`ring.rs`).
+//! snowflake-style layouts with the pure state step of their generator (`snowflake.rs`),
+//! the lock-free [`Ring`] of pre-made ids behind the cached generator (`ring.rs`), the
+//! string encodings of ids (`encoding.rs`), and the keyed permutation behind non-guessable
+//! public ids (`permute.rs`).
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -16,6 +18,7 @@ pub mod buffer;
 pub mod encoding;
 pub mod limits;
 pub mod pacing;
+pub mod permute;
 pub mod residue;
 pub mod ring;
 pub mod segment;
