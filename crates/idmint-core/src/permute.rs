@@ -36,7 +36,7 @@ pub const PERMUTE_KEY_BYTES: usize = 16;
 const _: () = assert!(PERMUTE_BITS_MIN >= 2 && PERMUTE_BITS_MAX <= 63);
 // A half fits the 4 bytes the round function hashes.
 const _: () = assert!(PERMUTE_BITS_MAX - PERMUTE_BITS_MAX / 2 <= 32);
-const _: () = assert!(FEISTEL_ROUNDS % 2 == 0, "the halves end at their starting widths");
+const _: () = assert!(FEISTEL_ROUNDS.is_multiple_of(2), "the halves end at their starting widths");
 
 /// A 128-bit permutation key. Its `Debug` never shows the bytes, so a key cannot reach a
 /// log by accident; it has no `Display`.

@@ -18,6 +18,7 @@ mod config;
 mod error;
 mod generator;
 mod highwater;
+mod idformat;
 mod segments;
 mod seqformat;
 mod sequence;
@@ -32,6 +33,10 @@ pub use config::{ConfigError, SegmentConfig};
 pub use error::Error;
 pub use generator::{TagGenerator, TagStatus};
 pub use highwater::{HIGH_WATER_FILE, LOCK_FILE};
+pub use idformat::{
+    Decoded, FormatError, IdFormat, KEY_GUARD_PREFIX, Renderer, TEMPLATE_DEFAULT, TEMPLATE_LEN_MAX,
+    claim_key, key_guard_tag,
+};
 pub use idmint_core::{Count, IdRange, Tag};
 pub use segments::Segments;
 pub use seqformat::{DAILY_FORMAT_DEFAULT, DAY_SPAN_CHECKED, SEQ_WIDTH_MAX, SeqFormat, time_zone};

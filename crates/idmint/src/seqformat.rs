@@ -181,7 +181,7 @@ fn placeholder(text: &str, inner: &str) -> Result<Part, String> {
     }
 }
 
-fn strftime(directives: &str, at: &Zoned) -> Result<String, String> {
+pub(crate) fn strftime(directives: &str, at: &Zoned) -> Result<String, String> {
     jiff::fmt::strtime::format(directives, at)
         .map_err(|e| format!("date directives {directives:?}: {e}"))
 }

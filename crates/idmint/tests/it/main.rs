@@ -10,6 +10,7 @@ mod flicker;
 #[allow(dead_code, reason = "shared with idmint-store's tests, which use all of it")]
 mod gate;
 mod guard;
+mod key_guard;
 mod pacing;
 #[cfg(feature = "redis")]
 mod private_redis;
