@@ -1,20 +1,49 @@
-//! `idmint decode ID [--layout NAME]`: the parts of a snowflake-style id, offline.
+//! `idmint decode TEXT`: what an id stands for, offline. By default the parts of a
+//! snowflake-style id (`--layout NAME`); with `--tag TAG` the internal id behind a public id
+//! of the tag's `[format.TAG]` section (template and key, from `--config FILE`); with
+//! `--encoding NAME` the number behind a plain encoded id.
+
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use idmint::IdFormat;
+use idmint_core::Tag;
+use idmint_core::encoding::Encoding;
 use idmint_core::snowflake::{Layout, PRESETS, UtcMs};
 
 /// `idmint decode`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct DecodeArgs {
-    /// The id, in decimal.
+    /// The id: decimal for a snowflake id, or the public id text of a tag or encoding.
     pub id: String,
     /// The layout the id was made with: snowflake, sonyflake, uid or js-safe.
-    #[arg(long, default_value = "snowflake")]
+    #[arg(long, default_value = "snowflake", conflicts_with_all = ["tag", "encoding"])]
     pub layout: String,
+    /// Decode a public id of this tag, with the template and key of its `[format.TAG]`
+    /// section in the config file.
+    #[arg(long, value_name = "TAG", conflicts_with = "encoding")]
+    pub tag: Option<String>,
+    /// Decode a plain encoded id: decimal, base36, base62 or crockford32.
+    #[arg(long, value_name = "NAME")]
+    pub encoding: Option<String>,
+    /// TOML config file with the tag's `[format.TAG]` section (the key may come from the
+    /// variable its key_env names).
+    #[arg(long, value_name = "FILE", env = "IDMINT_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
-/// Prints the id's time, worker and sequence.
+/// Prints what the id stands for.
 pub fn run(args: &DecodeArgs) -> anyhow::Result<()> {
+    if let Some(tag) = &args.tag {
+        return decode_public(args, tag);
+    }
+    if let Some(name) = &args.encoding {
+        let encoding = Encoding::parse(name)?;
+        let id = encoding.decode(&args.id)?;
+        println!("encoding   {encoding}");
+        println!("id         {id}");
+        return Ok(());
+    }
     let layout = Layout::preset(&args.layout).with_context(|| {
         let names: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
         format!("{:?} is not a layout; use one of {}", args.layout, names.join(", "))
@@ -29,5 +58,33 @@ pub fn run(args: &DecodeArgs) -> anyhow::Result<()> {
     println!("time       {} ({} ms)", UtcMs(parts.timestamp_ms), parts.timestamp_ms);
     println!("worker     {}", parts.worker);
     println!("sequence   {}", parts.sequence);
+    Ok(())
+}
+
+/// Decodes a public id of `tag` with the format its config section gives.
+fn decode_public(args: &DecodeArgs, tag: &str) -> anyhow::Result<()> {
+    let tag = Tag::parse(tag)?;
+    let file = match &args.config {
+        Some(path) => idmint_server::FileConfig::load(path)?,
+        None => idmint_server::FileConfig::default(),
+    };
+    let settings = idmint_server::Settings::resolve(
+        &file,
+        &|name| std::env::var(name).ok(),
+        &idmint_server::Overrides::default(),
+    )
+    .context("invalid configuration")?;
+    let configured = settings.formats.into_iter().find(|f| f.tag == tag).map(|f| f.format);
+    let format = configured.unwrap_or_else(IdFormat::plain);
+    let decoded = format.decode(&args.id)?;
+    println!("tag        {tag}");
+    println!("template   {format}");
+    if let Some(permutation) = format.permutation() {
+        println!("public id  {} (a {}-bit permutation)", decoded.public_id, permutation.bits());
+    }
+    for date in &decoded.dates {
+        println!("date       {date}");
+    }
+    println!("id         {}", decoded.internal_id);
     Ok(())
 }

@@ -68,7 +68,8 @@ enum Command {
     },
     /// Print ids of a tag from a running server, one per line.
     Next(next::NextArgs),
-    /// Print the time, worker and sequence of a snowflake-style id.
+    /// Print what an id stands for: a snowflake id's parts, or the internal id behind a
+    /// tag's public id (--tag) or an encoded id (--encoding).
     Decode(decode::DecodeArgs),
 }
 

@@ -1,5 +1,5 @@
 //! `idmint next TAG [-n N]`: fetch ids from a running server (its batch route) and print them
-//! one per line. Large counts are fetched in batches of at most `BATCH_COUNT_MAX`.
+//! one per line, as the tag's format renders them. Large counts are fetched in batches of at most `BATCH_COUNT_MAX`.
 
 use std::io::Write;
 
@@ -30,7 +30,24 @@ pub struct NextArgs {
 
 #[derive(Deserialize)]
 struct Ids {
-    ids: Vec<u64>,
+    ids: Vec<Id>,
+}
+
+/// An id as the server sends it: a number, or a string for a tag with a text template.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Id {
+    Number(u64),
+    Text(String),
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Id::Number(id) => write!(f, "{id}"),
+            Id::Text(text) => f.write_str(text),
+        }
+    }
 }
 
 #[derive(Deserialize)]

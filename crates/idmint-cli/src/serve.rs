@@ -28,6 +28,7 @@ pub async fn run(
     }
     let segments =
         Segments::start(store, settings.segment.clone()).context("cannot start serving")?;
+    let formats = claim_formats(&segments, &settings).await?;
     tracing::info!(%addr, store = %segments.store_description(), "idmint serving");
     // The one line scripts read to learn the address (e.g. with --listen 127.0.0.1:0).
     println!("idmint listening on http://{addr}");
@@ -53,10 +54,31 @@ pub async fn run(
         snowflake,
         snowflake_cached,
         sequences,
+        formats,
     };
     idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
     tracing::info!("idmint stopped");
     Ok(())
+}
+
+/// The tags' public id formats, each keyed one checked against the key recorded in the
+/// store (and recorded there on first use) before any id is served: a changed key stops the
+/// start with the reason.
+async fn claim_formats(
+    segments: &Segments,
+    settings: &idmint_server::Settings,
+) -> anyhow::Result<std::sync::Arc<idmint_server::TagFormats>> {
+    let mut formats = idmint_server::TagFormats::new();
+    for tag_format in &settings.formats {
+        if let Some(permutation) = tag_format.format.permutation() {
+            idmint::claim_key(segments, &tag_format.tag, permutation, tag_format.force_key_change)
+                .await
+                .with_context(|| format!("cannot serve tag {} under its key", tag_format.tag))?;
+        }
+        tracing::info!(tag = %tag_format.tag, template = %tag_format.format, keyed = tag_format.format.permutation().is_some(), "public id format");
+        formats.insert(tag_format.tag.clone(), tag_format.format.clone());
+    }
+    Ok(std::sync::Arc::new(formats))
 }
 
 /// Starts the snowflake generator on the configured store (worker ids and time marks) and

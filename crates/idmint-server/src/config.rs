@@ -28,19 +28,27 @@
 //! | `snowflake.cached`                | `IDMINT_SNOWFLAKE_CACHED`             | `false` |
 //! | `snowflake.ring_capacity`         | `IDMINT_SNOWFLAKE_RING_CAPACITY`      | `65536` |
 //! | `snowflake.ring_max_lead_ms`      | `IDMINT_SNOWFLAKE_RING_MAX_LEAD_MS`   | `10000` |
+//! | `format.TAG.template`             | —                                     | `{id}` |
+//! | `format.TAG.time_zone`            | —                                     | `UTC` |
+//! | `format.TAG.key` / `key_env`      | the variable `key_env` names          | none (ids not permuted) |
+//! | `format.TAG.bits`                 | —                                     | required with a key |
+//! | `format.TAG.force_key_change`     | —                                     | `false` |
 
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use idmint::{CachedConfig, SegmentConfig, SnowflakeConfig, WorkerIdSource};
-use idmint_core::PreloadRatio;
+use idmint::{CachedConfig, IdFormat, SegmentConfig, SnowflakeConfig, WorkerIdSource};
+use idmint_core::limits::TAG_COUNT_MAX;
 use idmint_core::limits::{
     BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
     STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_REFRESH_MS_DEFAULT,
 };
+use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_core::snowflake::Layout;
+use idmint_core::{PreloadRatio, Tag};
 use idmint_store::{DEFAULT_STORE_URL, StoreUrl};
 use serde::Deserialize;
 
@@ -72,6 +80,29 @@ pub struct FileConfig {
     /// `[snowflake]`: the snowflake generator.
     #[serde(default)]
     pub snowflake: SnowflakeSection,
+    /// `[format.TAG]`: public id formats of segment tags, by tag.
+    #[serde(default)]
+    pub format: BTreeMap<String, FormatSection>,
+}
+
+/// A `[format.TAG]` section: how the tag's ids are shown to clients.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FormatSection {
+    /// Output template, e.g. `ORD-{date:%Y%m%d}-{id:base36:8}` (default `{id}`).
+    pub template: Option<String>,
+    /// Time zone of `{date}`: `UTC`, `+08:00` or an IANA name (default UTC).
+    pub time_zone: Option<String>,
+    /// The permutation key, 32 hex digits. Prefer `key_env`: a key in a file is easier to
+    /// leak.
+    pub key: Option<String>,
+    /// The name of an environment variable holding the key.
+    pub key_env: Option<String>,
+    /// Width of the permuted public ids in bits (16 to 63); required with a key.
+    pub bits: Option<u32>,
+    /// Serve under a key other than the one recorded for the tag (or a first key on a tag
+    /// that already allocated ids). Only for tags whose ids were never published.
+    pub force_key_change: Option<bool>,
 }
 
 /// The `[snowflake]` section.
@@ -167,6 +198,19 @@ pub struct Settings {
     pub snowflake: Option<SnowflakeConfig>,
     /// Serve snowflake ids from a ring of pre-made ids (`snowflake.cached`).
     pub snowflake_cached: Option<CachedConfig>,
+    /// Public id formats of segment tags (`[format.TAG]`).
+    pub formats: Vec<TagFormat>,
+}
+
+/// A tag's public id format, resolved from its `[format.TAG]` section.
+#[derive(Debug, Clone)]
+pub struct TagFormat {
+    /// The tag.
+    pub tag: Tag,
+    /// Template, time zone and permutation.
+    pub format: IdFormat,
+    /// Whether a key change is forced (`force_key_change`).
+    pub force_key_change: bool,
 }
 
 /// A configuration that cannot be used; the message names its origin and the fix.
@@ -369,6 +413,7 @@ impl Settings {
             Some(config) => cached_config(&file.snowflake, env, &config.layout)?,
             None => None,
         };
+        let formats = tag_formats(&file.format, env)?;
         Ok(Settings {
             listen: listen_addr,
             store: store_url,
@@ -378,8 +423,76 @@ impl Settings {
             batch_count_max: batch.value,
             snowflake,
             snowflake_cached,
+            formats,
         })
     }
+}
+
+/// The `[format.TAG]` sections resolved: tag names, templates, time zones and keys checked.
+/// The key is read from the file or from the variable `key_env` names, and appears in no
+/// error message.
+fn tag_formats(
+    sections: &BTreeMap<String, FormatSection>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<TagFormat>, ConfigError> {
+    if sections.len() > TAG_COUNT_MAX {
+        return Err(ConfigError::Invalid {
+            origin: "config key format".to_string(),
+            reason: format!("{} formats; at most {TAG_COUNT_MAX}", sections.len()),
+        });
+    }
+    let mut formats = Vec::with_capacity(sections.len());
+    for (name, section) in sections {
+        let origin = format!("config key format.{name}");
+        let invalid = |reason: String| ConfigError::Invalid { origin: origin.clone(), reason };
+        let tag = Tag::parse(name).map_err(|e| invalid(e.to_string()))?;
+        let zone =
+            idmint::time_zone(section.time_zone.as_deref().unwrap_or("UTC")).map_err(&invalid)?;
+        let key = match (&section.key, &section.key_env) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("give key or key_env, not both".to_string()));
+            }
+            (Some(text), None) => {
+                Some(PermuteKey::parse_hex(text).map_err(|e| invalid(e.to_string()))?)
+            }
+            (None, Some(var)) => {
+                let text = env(var).ok_or_else(|| {
+                    invalid(format!(
+                        "key_env names {var:?}, which is not set; export it with the tag's key \
+                         (32 hex digits)"
+                    ))
+                })?;
+                let key = PermuteKey::parse_hex(&text)
+                    .map_err(|e| invalid(format!("the key in {var}: {e}")))?;
+                Some(key)
+            }
+            (None, None) => None,
+        };
+        let permutation = match (key, section.bits) {
+            (Some(key), Some(bits)) => {
+                Some(Permutation::new(&key, bits).map_err(|e| invalid(e.to_string()))?)
+            }
+            (Some(_), None) => {
+                return Err(invalid(
+                    "a key needs bits, the width of public ids (16 to 63), e.g. bits = 41 \
+                     for ids up to 2.2 × 10^12"
+                        .to_string(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "bits is the width of permuted ids and needs a key or key_env".to_string(),
+                ));
+            }
+            (None, None) => None,
+        };
+        let template = section.template.as_deref().unwrap_or(idmint::TEMPLATE_DEFAULT);
+        let format =
+            IdFormat::new(template, zone, permutation).map_err(|e| invalid(e.to_string()))?;
+        let force_key_change = section.force_key_change.unwrap_or(false);
+        formats.push(TagFormat { tag, format, force_key_change });
+    }
+    Ok(formats)
 }
 
 /// The `[snowflake]` section resolved: `None` when disabled.

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use idmint::{Error, SequenceError, SnowflakeError};
+use idmint::{Error, FormatError, SequenceError, SnowflakeError};
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;
@@ -31,6 +31,8 @@ pub enum ApiError {
     Sequence(SequenceError),
     /// Sequences are not served by this node (503), with the reason.
     SequencesNotRunning(String),
+    /// A tag's public id format refused (status depends on the error).
+    Format(FormatError),
 }
 
 #[derive(Serialize)]
@@ -60,6 +62,7 @@ impl ApiError {
             ApiError::SequencesNotRunning(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "sequences_not_running")
             }
+            ApiError::Format(error) => format_status(error),
         }
     }
 }
@@ -76,6 +79,20 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
         }
         SnowflakeError::Config(_) => (StatusCode::SERVICE_UNAVAILABLE, "snowflake_not_running"),
         SnowflakeError::LocalState(_) => (StatusCode::INTERNAL_SERVER_ERROR, "local_state"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
+fn format_status(error: &FormatError) -> (StatusCode, &'static str) {
+    match error {
+        // An internal id past the permutation's width or the template's: the tag has used
+        // up its public ids.
+        FormatError::Permute(_) | FormatError::Encoding(_) => {
+            (StatusCode::CONFLICT, "public_ids_exhausted")
+        }
+        FormatError::NotThisFormat { .. } => (StatusCode::BAD_REQUEST, "not_an_id"),
+        FormatError::KeyChanged { .. } => (StatusCode::CONFLICT, "key_changed"),
+        FormatError::KeyGuard { .. } => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }
@@ -129,6 +146,7 @@ impl IntoResponse for ApiError {
             ApiError::Snowflake(error) => error.to_string(),
             ApiError::Sequence(error) => error.to_string(),
             ApiError::SequencesNotRunning(reason) => reason,
+            ApiError::Format(error) => error.to_string(),
         };
         if status.is_server_error() {
             tracing::warn!(%status, code, %message, "request failed");
@@ -162,6 +180,12 @@ impl From<ValueError> for ApiError {
             _ => "bad_value",
         };
         ApiError::bad_request(code, error.to_string())
+    }
+}
+
+impl From<FormatError> for ApiError {
+    fn from(error: FormatError) -> ApiError {
+        ApiError::Format(error)
     }
 }
 

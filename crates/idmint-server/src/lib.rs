@@ -9,6 +9,7 @@
 
 mod config;
 mod error;
+mod formats;
 mod routes;
 mod sequences;
 
@@ -18,8 +19,9 @@ use std::sync::Arc;
 use idmint::{CachedSnowflake, Segments, Snowflake};
 use tokio::net::TcpListener;
 
-pub use config::{ConfigError, FileConfig, Overrides, Settings};
+pub use config::{ConfigError, FileConfig, FormatSection, Overrides, Settings, TagFormat};
 pub use error::ApiError;
+pub use formats::TagFormats;
 pub use routes::router;
 pub use sequences::SequenceSlot;
 
@@ -40,6 +42,9 @@ pub struct AppState {
     pub snowflake_cached: Option<Arc<CachedSnowflake>>,
     /// The sequence engine, once it runs (its routes answer 503 with the reason until then).
     pub sequences: SequenceSlot,
+    /// Public id formats of segment tags (`[format.TAG]`); a tag without one serves its ids
+    /// as they are. Keys must be claimed ([`idmint::claim_key`]) before serving.
+    pub formats: Arc<TagFormats>,
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then, in that order: stops

@@ -18,6 +18,7 @@ use idmint_core::{Count, Description, SegmentSnapshot, StartId, Step, Tag};
 use idmint_store::{TagRecord, TagSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::formats::IdsAs;
 use crate::{ApiError, AppState, REQUEST_BODY_BYTES_MAX};
 
 /// The OpenAPI 3.1 document describing every route, served at `/openapi.json`.
@@ -28,6 +29,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/segment/get/{tag}", get(leaf_segment))
         .route("/v1/segment/{tag}", get(segment_ids))
+        .route("/v1/decode", get(crate::formats::decode))
         .route("/v1/tags", get(list_tags).post(create_tag))
         .route("/v1/tags/{tag}", get(get_tag).patch(set_step).delete(delete_tag))
         .route("/api/snowflake/get/{key}", get(leaf_snowflake))
@@ -54,7 +56,8 @@ async fn leaf_segment(
     Path(tag): Path<String>,
 ) -> Result<String, ApiError> {
     let tag = Tag::parse(&tag)?;
-    Ok(app.segments.next_id(&tag).await?.to_string())
+    let id = app.segments.next_id(&tag).await?;
+    crate::formats::public_text(&app, &tag, id)
 }
 
 /// The running snowflake generator, or a 503 saying why there is none.
@@ -134,7 +137,7 @@ fn decode_with(layout: &Layout, id: u64) -> Result<Parts, ApiError> {
 
 #[derive(Serialize)]
 struct SnowflakeIdsBody {
-    ids: Vec<u64>,
+    ids: Vec<serde_json::Value>,
     worker: u64,
 }
 
@@ -145,7 +148,8 @@ async fn snowflake_ids(
 ) -> Result<Json<SnowflakeIdsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
-    let ids = snowflake_next_ids(&app, count.get()).await?;
+    let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
+    let ids = ids_as.values(snowflake_next_ids(&app, count.get()).await?);
     Ok(Json(SnowflakeIdsBody { ids, worker: snowflake(&app)?.status().worker }))
 }
 
@@ -201,12 +205,15 @@ async fn snowflake_decode(
 #[derive(Deserialize)]
 struct CountQuery {
     count: Option<String>,
+    /// `number` (default) or `string`.
+    ids_as: Option<String>,
 }
 
 #[derive(Serialize)]
 struct IdsBody {
     tag: String,
-    ids: Vec<u64>,
+    /// Numbers, or strings (a tag with a text template, or `ids_as=string`).
+    ids: Vec<serde_json::Value>,
 }
 
 /// `count` ids (default 1) of a tag, as JSON.
@@ -218,8 +225,9 @@ async fn segment_ids(
     let tag = Tag::parse(&tag)?;
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
+    let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
     let ranges = app.segments.next_ids(&tag, count).await?;
-    let ids = ranges.iter().flat_map(|r| r.ids()).collect();
+    let ids = crate::formats::public_ids(&app, &tag, &ranges, ids_as)?;
     Ok(Json(IdsBody { tag: tag.to_string(), ids }))
 }
 

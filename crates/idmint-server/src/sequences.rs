@@ -62,6 +62,8 @@ impl SequenceSlot {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SeqQuery {
     count: Option<String>,
+    /// `number` (default) or `string`; formatted sequences are always strings.
+    ids_as: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -82,10 +84,11 @@ pub(crate) async fn seq_ids(
     let name = Tag::parse(&name)?;
     let count =
         crate::routes::parse_count(query.count.as_deref(), app.batch_count_max.min(SEQ_COUNT_MAX))?;
+    let ids_as = crate::formats::IdsAs::parse(query.ids_as.as_deref())?;
     let ids = app.sequences.get()?.next(&name, count.get()).await?;
     let values = match ids.formatted {
         Some(formatted) => formatted.into_iter().map(serde_json::Value::from).collect(),
-        None => ids.numbers.into_iter().map(serde_json::Value::from).collect(),
+        None => ids_as.values(ids.numbers),
     };
     Ok(Json(SeqIdsBody { name: ids.name.to_string(), period: ids.period, ids: values }))
 }

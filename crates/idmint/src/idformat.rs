@@ -148,6 +148,16 @@ impl IdFormat {
         Ok(format)
     }
 
+    /// The format of a tag configured without one: `{id}`, in decimal, not permuted.
+    pub fn plain() -> IdFormat {
+        IdFormat {
+            template: TEMPLATE_DEFAULT.to_string(),
+            parts: vec![Part::Id { encoding: Encoding::Decimal, width: None }],
+            zone: TimeZone::UTC,
+            permutation: None,
+        }
+    }
+
     fn with_permutation(mut self, permutation: Option<Permutation>) -> IdFormat {
         self.permutation = permutation.map(Arc::new);
         self

@@ -25,7 +25,7 @@ pub fn run_ok(command: &mut Command) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-fn run_err(command: &mut Command) -> String {
+pub fn run_err(command: &mut Command) -> String {
     let Output { status, stderr, .. } = command.output().unwrap();
     assert!(!status.success(), "expected a failure");
     assert_eq!(status.code(), Some(1));

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod cli;
+mod formats;
 mod multinode;
 #[cfg(feature = "redis")]
 #[path = "../../../idmint/tests/it/private_redis.rs"]

@@ -91,6 +91,7 @@ impl TestServer {
             snowflake,
             snowflake_cached,
             sequences,
+            formats: Default::default(),
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(idmint_server::serve(listener, state, async move {

@@ -1,0 +1,154 @@
+//! Public id formats on the wire: the ids of a tag with a `[format.TAG]` section leave as
+//! its template renders them (permuted when it has a key), `ids_as=string` carries numeric
+//! ids as JSON strings for JavaScript clients, and `GET /v1/decode` maps a public id text
+//! back to the internal id.
+//!
+//! Handlers here hold no format logic: templates, permutations and decoding are
+//! [`idmint::IdFormat`]'s.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use idmint::{Clock, IdFormat, IdRange, SystemClock, Tag};
+use idmint_core::encoding::Encoding;
+use serde::{Deserialize, Serialize};
+
+use crate::{ApiError, AppState};
+
+/// The public id formats of a node, by tag.
+pub type TagFormats = HashMap<Tag, IdFormat>;
+
+/// How JSON answers carry ids: numbers (default) or strings (`ids_as=string`; JavaScript
+/// numbers lose precision above 2^53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum IdsAs {
+    #[default]
+    Number,
+    String,
+}
+
+impl IdsAs {
+    pub(crate) fn parse(text: Option<&str>) -> Result<IdsAs, ApiError> {
+        match text {
+            None | Some("number") => Ok(IdsAs::Number),
+            Some("string") => Ok(IdsAs::String),
+            Some(other) => Err(ApiError::bad_request(
+                "bad_ids_as",
+                format!("ids_as={other:?}; use ids_as=number (the default) or ids_as=string"),
+            )),
+        }
+    }
+
+    /// `ids` as JSON values of this kind.
+    pub(crate) fn values(self, ids: impl IntoIterator<Item = u64>) -> Vec<serde_json::Value> {
+        match self {
+            IdsAs::Number => ids.into_iter().map(serde_json::Value::from).collect(),
+            IdsAs::String => ids.into_iter().map(|id| id.to_string().into()).collect(),
+        }
+    }
+}
+
+/// The public ids of `ranges` of `tag`: rendered by the tag's format if it has one (strings,
+/// or numbers for a plain `{id}` template unless `ids_as=string`), else the ids as they are.
+pub(crate) fn public_ids(
+    app: &AppState,
+    tag: &Tag,
+    ranges: &[IdRange],
+    ids_as: IdsAs,
+) -> Result<Vec<serde_json::Value>, ApiError> {
+    let ids = ranges.iter().flat_map(|r| r.ids());
+    let Some(format) = app.formats.get(tag) else {
+        return Ok(ids_as.values(ids));
+    };
+    if format.is_numeric() {
+        let publics = ids.map(|id| format.public_id(id)).collect::<Result<Vec<_>, _>>()?;
+        return Ok(ids_as.values(publics));
+    }
+    let renderer = format.at(&format.zoned(SystemClock.now_ms()))?;
+    ids.map(|id| renderer.render(id).map(serde_json::Value::from))
+        .collect::<Result<_, _>>()
+        .map_err(ApiError::from)
+}
+
+/// Leaf's route answers one id as text: the tag's public id as its format renders it.
+pub(crate) fn public_text(app: &AppState, tag: &Tag, id: u64) -> Result<String, ApiError> {
+    let Some(format) = app.formats.get(tag) else {
+        return Ok(id.to_string());
+    };
+    Ok(format.at(&format.zoned(SystemClock.now_ms()))?.render(id)?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecodeQuery {
+    /// The public id text.
+    id: Option<String>,
+    /// Decode with this tag's format.
+    tag: Option<String>,
+    /// Decode a plain encoding instead of a tag's format.
+    encoding: Option<String>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct DecodeBody {
+    text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tag: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    template: Option<String>,
+    /// The id after permutation (what the text encodes).
+    public_id: u64,
+    /// The id the tag issued.
+    id: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dates: Vec<String>,
+}
+
+/// `GET /v1/decode?id=TEXT&tag=TAG` (the tag's template and key) or
+/// `GET /v1/decode?id=TEXT&encoding=base36` (a plain encoding).
+pub(crate) async fn decode(
+    State(app): State<AppState>,
+    query: Result<Query<DecodeQuery>, QueryRejection>,
+) -> Result<Json<DecodeBody>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let text = query.id.ok_or_else(|| {
+        ApiError::bad_request("bad_query", "give the id to decode: ?id=TEXT&tag=TAG")
+    })?;
+    let not_an_id = |e: &dyn std::fmt::Display| ApiError::bad_request("not_an_id", e.to_string());
+    match (query.tag, query.encoding) {
+        (Some(tag), None) => {
+            let tag = Tag::parse(&tag)?;
+            let plain = IdFormat::plain();
+            let format = app.formats.get(&tag).unwrap_or(&plain);
+            let decoded = format.decode(&text).map_err(|e| not_an_id(&e))?;
+            Ok(Json(DecodeBody {
+                text,
+                tag: Some(tag.to_string()),
+                template: Some(format.template().to_string()),
+                public_id: decoded.public_id,
+                id: decoded.internal_id,
+                dates: decoded.dates,
+            }))
+        }
+        (None, Some(name)) => {
+            let encoding = Encoding::parse(&name)
+                .map_err(|e| ApiError::bad_request("bad_encoding", e.to_string()))?;
+            let id = encoding.decode(&text).map_err(|e| not_an_id(&e))?;
+            Ok(Json(DecodeBody {
+                text,
+                tag: None,
+                template: None,
+                public_id: id,
+                id,
+                dates: Vec::new(),
+            }))
+        }
+        _ => Err(ApiError::bad_request(
+            "bad_query",
+            "give exactly one of tag= (decode with the tag's format) or encoding= (decimal, \
+             base36, base62, crockford32)",
+        )),
+    }
+}
