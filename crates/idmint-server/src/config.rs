@@ -842,4 +842,38 @@ mod tests {
         let err = FileConfig::parse("[snowflake]\ncache = true", "t.toml").unwrap_err();
         assert!(err.to_string().contains("unknown field `cache`"), "{err}");
     }
+
+    #[test]
+    fn formats_resolve_their_key_from_env_and_never_show_it() {
+        let key = "00112233445566778899aabbccddeeff";
+        let toml = "[format.order]\ntemplate = \"O{id:base62:6}\"\nkey_env = \"K\"\nbits = 35\n\
+                    [format.plain]\n";
+        let file = FileConfig::parse(toml, "t.toml").unwrap();
+        let s = Settings::resolve(&file, &env(&[("K", key)]), &Overrides::default()).unwrap();
+        assert_eq!(s.formats.len(), 2);
+        let order = s.formats.iter().find(|f| f.tag.as_str() == "order").unwrap();
+        assert_eq!(order.format.permutation().map(|p| p.bits()), Some(35));
+        assert!(!order.force_key_change);
+        assert!(!format!("{s:?}").contains(key), "the key reached Debug output");
+        let inline = "[format.order]\nkey = \"00112233445566778899aabbccddeeff\"\nbits = 40\n";
+        let file = FileConfig::parse(inline, "t.toml").unwrap();
+        assert!(Settings::resolve(&file, &env(&[]), &Overrides::default()).is_ok());
+        let refused = |toml: &str, says: &str| {
+            let file = FileConfig::parse(toml, "t.toml").unwrap();
+            let err = Settings::resolve(&file, &env(&[("K", key)]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says) && err.contains("format."), "{err} does not say {says:?}");
+            assert!(!err.contains(key), "{err}");
+        };
+        refused("[format.o]\nkey_env = \"K\"\nkey = \"00\"\nbits = 40", "not both");
+        refused("[format.o]\nbits = 40", "needs a key or key_env");
+        refused("[format.o]\nkey_env = \"K\"\nbits = 64", "use 16 to 63");
+        refused("[format.o]\ntime_zone = \"Mars/Base\"", "time zone");
+        // 62^6 holds 35 bits, not 36.
+        refused(
+            "[format.o]\ntemplate = \"{id:base62:6}\"\nkey_env = \"K\"\nbits = 36",
+            "bits = 35",
+        );
+    }
 }

@@ -82,8 +82,6 @@ impl TestServer {
         snowflake_cached: Option<Arc<idmint::CachedSnowflake>>,
         sequences: idmint_server::SequenceSlot,
     ) -> TestServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr: SocketAddr = listener.local_addr().unwrap();
         let segments = Segments::start(store, config).unwrap();
         let state = AppState {
             segments,
@@ -93,6 +91,33 @@ impl TestServer {
             sequences,
             formats: Default::default(),
         };
+        TestServer::serve(state).await
+    }
+
+    /// A memory store whose tags have the public id `formats` given (keys claimed first).
+    pub async fn with_formats(formats: idmint_server::TagFormats) -> TestServer {
+        let store = Arc::new(idmint_store::MemoryStore::new());
+        let segments = Segments::start(store, SegmentConfig::default()).unwrap();
+        for (tag, format) in &formats {
+            if let Some(permutation) = format.permutation() {
+                idmint::claim_key(&segments, tag, permutation, false).await.unwrap();
+            }
+        }
+        let state = AppState {
+            segments,
+            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
+            snowflake: Err("not started in this test".to_string()),
+            snowflake_cached: None,
+            sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
+            formats: Arc::new(formats),
+        };
+        TestServer::serve(state).await
+    }
+
+    /// Serves `state` on a free loopback port.
+    async fn serve(state: AppState) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(idmint_server::serve(listener, state, async move {
             let _ = stopped.await;
