@@ -151,6 +151,7 @@ async fn health_ready_and_an_openapi_document_covering_every_route() {
         "/decodeSnowflakeId",
         "/v1/snowflake",
         "/v1/snowflake/{id}",
+        "/v1/decode",
         "/v1/seq/{name}",
         "/v1/seqs",
         "/v1/seqs/{name}",
