@@ -80,6 +80,27 @@ pub(crate) fn public_text(app: &AppState, tag: &Tag, id: u64) -> Result<String, 
     Ok(format.at(&format.zoned(SystemClock.now_ms()))?.render(id)?)
 }
 
+/// A tag's format as `GET /v1/tags/{tag}` shows it: never the key, only its fingerprint.
+#[derive(Serialize)]
+pub(crate) struct FormatBody {
+    template: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bits: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_fingerprint: Option<String>,
+}
+
+impl FormatBody {
+    pub(crate) fn new(format: &IdFormat) -> FormatBody {
+        let permutation = format.permutation();
+        FormatBody {
+            template: format.template().to_string(),
+            bits: permutation.map(|p| p.bits()),
+            key_fingerprint: permutation.map(|p| format!("{:016x}", p.fingerprint())),
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DecodeQuery {

@@ -252,6 +252,9 @@ struct TagBody {
     update_time_s: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     segments: Option<SegmentsBody>,
+    /// The tag's public id format, on `GET /v1/tags/{tag}` when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<crate::formats::FormatBody>,
 }
 
 /// How this node serves the tag: both segments, the pacing and the counters.
@@ -294,6 +297,7 @@ impl TagBody {
             step: record.step,
             description: record.description,
             update_time_s: record.update_time_s,
+            format: None,
             segments: status.map(|s| SegmentsBody {
                 current: s.buffer.current.map(segment),
                 next: s.buffer.next.map(segment),
@@ -352,7 +356,9 @@ async fn get_tag(
 ) -> Result<Json<TagBody>, ApiError> {
     let tag = Tag::parse(&tag)?;
     let record = app.segments.get_tag(&tag).await?;
-    Ok(Json(TagBody::new(record, app.segments.status(&tag))))
+    let mut body = TagBody::new(record, app.segments.status(&tag));
+    body.format = app.formats.get(&tag).map(crate::formats::FormatBody::new);
+    Ok(Json(body))
 }
 
 #[derive(Deserialize)]

@@ -46,6 +46,12 @@ async fn keyed_and_templated_tags_answer_public_ids_that_decode_back() {
     assert_ne!(numbers[..3], [1, 2, 3]);
     let strings = ids(&server, "/v1/segment/user?count=2&ids_as=string").await;
     assert!(strings.iter().all(Value::is_string), "{strings:?}");
+    let status: Value = server.get("/v1/tags/user").await.json().await.unwrap();
+    assert_eq!(status["format"]["bits"], 32);
+    assert_eq!(status["format"]["key_fingerprint"].as_str().map(str::len), Some(16));
+    assert!(!status.to_string().contains("0f1e2d3c4b5a6978"), "the key is shown: {status}");
+    let plain: Value = server.get("/v1/tags/plain").await.json().await.unwrap();
+    assert!(plain.get("format").is_none(), "{plain}");
 
     let decoded: Value =
         server.get(&format!("/v1/decode?tag=user&id={}", numbers[4])).await.json().await.unwrap();
