@@ -7,8 +7,9 @@
 //! rate, the block arithmetic of residue interleaving over N stores (`residue.rs`),
 //! snowflake-style layouts with the pure state step of their generator (`snowflake.rs`),
 //! the lock-free [`Ring`] of pre-made ids behind the cached generator (`ring.rs`), the
-//! string encodings of ids (`encoding.rs`), and the keyed permutation behind non-guessable
-//! public ids (`permute.rs`).
+//! string encodings of ids (`encoding.rs`), the keyed permutation behind non-guessable
+//! public ids (`permute.rs`), and UUID v4/v7 and ULID: monotonic states, text forms and
+//! parsing (`uuid.rs`).
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -24,6 +25,7 @@ pub mod ring;
 pub mod segment;
 pub mod snowflake;
 pub mod tag;
+pub mod uuid;
 pub mod values;
 
 mod sync;

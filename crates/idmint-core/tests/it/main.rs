@@ -8,3 +8,4 @@ mod permute_model;
 mod residue_model;
 mod ring_model;
 mod snowflake_model;
+mod uuid_model;
