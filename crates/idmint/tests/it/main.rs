@@ -9,6 +9,7 @@ mod flicker;
 #[path = "../../../idmint-store/tests/it/gate.rs"]
 #[allow(dead_code, reason = "shared with idmint-store's tests, which use all of it")]
 mod gate;
+mod formats_model;
 mod guard;
 mod key_guard;
 mod pacing;
