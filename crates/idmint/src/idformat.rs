@@ -24,7 +24,7 @@ use idmint_store::{StoreError, TagSpec};
 use jiff::Zoned;
 use jiff::tz::TimeZone;
 
-use crate::seqformat::strftime;
+use crate::seqformat::{Piece, split_template, strftime};
 use crate::{DAY_SPAN_CHECKED, Error, Segments};
 
 /// Longest template accepted, in bytes.
@@ -454,24 +454,14 @@ fn bits_fitting(encoding: Encoding, width: usize) -> u32 {
 }
 
 fn parse_parts(template: &str) -> Result<Vec<Part>, String> {
-    let mut parts = Vec::new();
-    let mut rest = template;
-    while !rest.is_empty() {
-        let Some(open) = rest.find(['{', '}']) else {
-            parts.push(Part::Literal(rest.to_string()));
-            break;
-        };
-        if open > 0 {
-            parts.push(Part::Literal(rest[..open].to_string()));
-        }
-        let after = &rest[open..];
-        let close = after
-            .strip_prefix('{')
-            .and_then(|inner| inner.find('}'))
-            .ok_or_else(|| format!("an unmatched brace; {SYNTAX}"))?;
-        parts.push(placeholder(&after[1..=close])?);
-        rest = &after[close + 2..];
-    }
+    let pieces = split_template(template).ok_or_else(|| format!("an unmatched brace; {SYNTAX}"))?;
+    let parts = pieces
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Literal(literal) => Ok(Part::Literal(literal.to_string())),
+            Piece::Placeholder(inner) => placeholder(inner),
+        })
+        .collect::<Result<Vec<Part>, String>>()?;
     if parts.iter().filter(|p| matches!(p, Part::Id { .. })).count() != 1 {
         return Err(format!("it needs exactly one {{id}}; {SYNTAX}"));
     }
@@ -479,9 +469,6 @@ fn parse_parts(template: &str) -> Result<Vec<Part>, String> {
 }
 
 fn placeholder(inner: &str) -> Result<Part, String> {
-    if inner.contains('{') {
-        return Err(format!("an unmatched brace; {SYNTAX}"));
-    }
     if let Some(directives) = inner.strip_prefix("date:") {
         if directives.is_empty() {
             return Err(format!("{{date:}} needs strftime directives; {SYNTAX}"));

@@ -42,25 +42,15 @@ enum Part {
 impl SeqFormat {
     /// Parses a format; the error says what is wrong and how to write it.
     pub fn parse(text: &str) -> Result<SeqFormat, String> {
-        let mut parts = Vec::new();
-        let mut rest = text;
-        while !rest.is_empty() {
-            let Some(open) = rest.find(['{', '}']) else {
-                parts.push(Part::Literal(rest.to_string()));
-                break;
-            };
-            if open > 0 {
-                parts.push(Part::Literal(rest[..open].to_string()));
-            }
-            let after = &rest[open..];
-            let close = after
-                .strip_prefix('{')
-                .and_then(|inner| inner.find('}'))
-                .ok_or_else(|| format!("format {text:?}: an unmatched brace; {SYNTAX}"))?;
-            let inner = &after[1..=close];
-            parts.push(placeholder(text, inner)?);
-            rest = &after[close + 2..];
-        }
+        let pieces = split_template(text)
+            .ok_or_else(|| format!("format {text:?}: an unmatched brace; {SYNTAX}"))?;
+        let parts = pieces
+            .into_iter()
+            .map(|piece| match piece {
+                Piece::Literal(literal) => Ok(Part::Literal(literal.to_string())),
+                Piece::Placeholder(inner) => placeholder(text, inner),
+            })
+            .collect::<Result<Vec<Part>, String>>()?;
         let seqs: Vec<usize> = parts
             .iter()
             .enumerate()
@@ -160,10 +150,39 @@ impl fmt::Display for SeqFormat {
 const SYNTAX: &str = "write literal text with {date:STRFTIME} and one {seq} or {seq:0N} last, \
                       e.g. {date:%Y%m%d}{seq:06}";
 
-fn placeholder(text: &str, inner: &str) -> Result<Part, String> {
-    if inner.contains('{') {
-        return Err(format!("format {text:?}: an unmatched brace; {SYNTAX}"));
+/// A piece of a template: literal text, or what stands between `{` and `}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Piece<'t> {
+    Literal(&'t str),
+    Placeholder(&'t str),
+}
+
+/// Splits a template (sequence formats and tag id formats alike) into literal text and
+/// placeholders; `None` if a brace is unmatched (a `}` alone, a `{` without its `}`, or a
+/// `{` inside a placeholder).
+pub(crate) fn split_template(text: &str) -> Option<Vec<Piece<'_>>> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let Some(open) = rest.find(['{', '}']) else {
+            pieces.push(Piece::Literal(rest));
+            break;
+        };
+        if open > 0 {
+            pieces.push(Piece::Literal(&rest[..open]));
+        }
+        let inner = rest[open..].strip_prefix('{')?;
+        let close = inner.find('}')?;
+        if inner[..close].contains('{') {
+            return None;
+        }
+        pieces.push(Piece::Placeholder(&inner[..close]));
+        rest = &inner[close + 1..];
     }
+    Some(pieces)
+}
+
+fn placeholder(text: &str, inner: &str) -> Result<Part, String> {
     if inner == "seq" {
         return Ok(Part::Seq { width: 0 });
     }
