@@ -6,7 +6,7 @@
 //! time) at a step paced to the consumption rate, bounding every wait, dropping tags
 //! deleted from the store, refusing ranges from a store that went backwards (per-tag
 //! high-water marks, persisted in a state directory), and giving unissued ids back at
-//! shutdown.
+//! shutdown. [`Uuids`] makes UUID v4/v7 and ULID ids from the clock and a CSPRNG, no store.
 //!
 //! It is the only crate that spawns tasks or reads time. Every task it spawns belongs to a
 //! `TaskTracker` and stops on one `CancellationToken` ([`Segments::shutdown`]). It knows
@@ -23,6 +23,7 @@ mod segments;
 mod seqformat;
 mod sequence;
 mod snowflake;
+mod uuids;
 
 pub use cached::{
     CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, CachedConfig, CachedSnowflake,
@@ -51,6 +52,7 @@ pub use snowflake::{
     TIME_MARK_LOCK_FILE, TIME_WINDOW_MS_DEFAULT, TIME_WINDOW_MS_MAX, TIME_WINDOW_MS_MIN,
     TOLERANCE_MS_DEFAULT, TOLERANCE_MS_MAX, WorkerIdSource,
 };
+pub use uuids::{UUID_LOCK_CHUNK, Uuids, UuidsError};
 
 /// Stores to start [`Segments`] on, re-exported so an embedder needs one dependency. With the
 /// `mysql` / `postgres` features, `MySqlStore::from_pool` and `PgStore::from_pool` take the

@@ -27,3 +27,4 @@ mod shutdown;
 mod simulation;
 mod snowflake;
 mod test_store;
+mod uuids;

@@ -1,0 +1,144 @@
+//! `formats`: in-process ids per second of each id format beside a baseline in the same run
+//! and the same criterion group, with the ratios printed as a table after each group.
+//! Results: docs/PERFORMANCE.md.
+//!
+//! Groups (one function each, all listed in `criterion_group!` at the bottom; run one with
+//! `cargo bench -p idmint --bench formats -- GROUP`):
+//! - `uuid_ulid`: idmint's UUID v4, UUID v7 and ULID (the [`Uuids`] generator on the system
+//!   clock, as served) beside the `uuid` crate's `Uuid::new_v4()` / `Uuid::now_v7()` and the
+//!   `ulid` crate's `Ulid::generate()` / `Generator::generate()`: the id alone, and the id
+//!   formatted to a `String` (what a response carries).
+//!
+//! Run: `cargo bench -p idmint --bench formats`.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
+use idmint::{Count, SystemClock, Uuids};
+use idmint_core::uuid::{UuidFormat, ulid_encode};
+
+fn uuid_ulid(c: &mut Criterion) {
+    let uuids = Uuids::new(Arc::new(SystemClock));
+    let mut ulid_generator = ulid::Generator::new();
+    let tally = Tally::default();
+    let mut group = group(c, "uuid_ulid");
+    tally.bench(&mut group, "idmint_v4", 1, || uuids.next_v4());
+    tally.bench(&mut group, "uuid_new_v4", 1, uuid::Uuid::new_v4);
+    tally.bench(&mut group, "idmint_v7", 1, || uuids.next_v7().expect("v7"));
+    tally.bench(&mut group, "uuid_now_v7", 1, uuid::Uuid::now_v7);
+    tally.bench(&mut group, "idmint_ulid", 1, || uuids.next_ulid().expect("ulid"));
+    tally.bench(&mut group, "ulid_generate", 1, ulid::Ulid::generate);
+    tally.bench(&mut group, "ulid_generator", 1, || ulid_generator.generate().expect("ulid"));
+    let batch = Count::new(BATCH).expect("count");
+    tally.bench(&mut group, "idmint_v7_batch", BATCH, || uuids.v7(batch).expect("v7"));
+    tally.bench(&mut group, "idmint_v4_string", 1, || UuidFormat::Standard.encode(uuids.next_v4()));
+    tally.bench(&mut group, "uuid_new_v4_string", 1, || uuid::Uuid::new_v4().to_string());
+    tally.bench(&mut group, "idmint_v7_string", 1, || {
+        UuidFormat::Standard.encode(uuids.next_v7().expect("v7"))
+    });
+    tally.bench(&mut group, "uuid_now_v7_string", 1, || uuid::Uuid::now_v7().to_string());
+    tally.bench(&mut group, "idmint_v7_hex_string", 1, || {
+        UuidFormat::Hex.encode(uuids.next_v7().expect("v7"))
+    });
+    tally.bench(&mut group, "uuid_now_v7_simple_string", 1, || {
+        uuid::Uuid::now_v7().simple().to_string()
+    });
+    tally.bench(&mut group, "idmint_ulid_string", 1, || {
+        ulid_encode(uuids.next_ulid().expect("ulid"))
+    });
+    tally.bench(&mut group, "ulid_generate_string", 1, || ulid::Ulid::generate().to_string());
+    tally.bench(&mut group, "ulid_generator_string", 1, || {
+        ulid_generator.generate().expect("ulid").to_string()
+    });
+    group.finish();
+    tally.print(&[
+        ("idmint_v4", "uuid_new_v4"),
+        ("idmint_v7", "uuid_now_v7"),
+        ("idmint_v7_batch", "uuid_now_v7"),
+        ("idmint_ulid", "ulid_generate"),
+        ("idmint_ulid", "ulid_generator"),
+        ("idmint_v4_string", "uuid_new_v4_string"),
+        ("idmint_v7_string", "uuid_now_v7_string"),
+        ("idmint_v7_hex_string", "uuid_now_v7_simple_string"),
+        ("idmint_ulid_string", "ulid_generate_string"),
+        ("idmint_ulid_string", "ulid_generator_string"),
+    ]);
+}
+
+/// Ids per call of the `idmint_v7_batch` variant (`Uuids::v7(count)`, the HTTP path).
+const BATCH: u64 = 1_000;
+
+/// A group with this file's measurement settings.
+fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
+    group.measurement_time(Duration::from_secs(2));
+    group.warm_up_time(Duration::from_millis(500));
+    group
+}
+
+/// Ids and time of every variant of a group, as criterion ran it (warm-up included), so the
+/// ratios come from the same run as criterion's own figures.
+#[derive(Default)]
+struct Tally {
+    runs: RefCell<BTreeMap<&'static str, (u64, Duration)>>,
+}
+
+impl Tally {
+    /// Benchmarks `make` (one call makes `ids` ids) as `name` in `group`, counting its ids
+    /// and time.
+    fn bench<T>(
+        &self,
+        group: &mut BenchmarkGroup<'_, WallTime>,
+        name: &'static str,
+        ids: u64,
+        mut make: impl FnMut() -> T,
+    ) {
+        group.throughput(Throughput::Elements(ids));
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    black_box(make());
+                }
+                let elapsed = started.elapsed();
+                let mut runs = self.runs.borrow_mut();
+                let run = runs.entry(name).or_default();
+                run.0 += iters * ids;
+                run.1 += elapsed;
+                elapsed
+            })
+        });
+    }
+
+    /// Ids per second of `name`, if it ran (a filter may skip it).
+    fn rate(&self, name: &str) -> Option<f64> {
+        let runs = self.runs.borrow();
+        let (ids, time) = runs.get(name)?;
+        Some(*ids as f64 / time.as_secs_f64().max(f64::MIN_POSITIVE))
+    }
+
+    /// A Markdown table: each `(variant, baseline)` pair's ids/s and their ratio.
+    fn print(&self, pairs: &[(&str, &str)]) {
+        let show = |rate: Option<f64>| rate.map_or("-".to_string(), |r| format!("{r:.0}"));
+        println!();
+        println!("| variant | ids/s | baseline | baseline ids/s | ratio |");
+        println!("|---|---:|---|---:|---:|");
+        for (variant, baseline) in pairs {
+            let (ours, theirs) = (self.rate(variant), self.rate(baseline));
+            let ratio = match (ours, theirs) {
+                (Some(ours), Some(theirs)) => format!("{:.2}", ours / theirs),
+                _ => "-".to_string(),
+            };
+            println!("| {variant} | {} | {baseline} | {} | {ratio} |", show(ours), show(theirs));
+        }
+        println!();
+    }
+}
+
+criterion_group!(benches, uuid_ulid);
+criterion_main!(benches);
