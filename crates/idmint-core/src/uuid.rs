@@ -217,16 +217,18 @@ impl UuidFormat {
 
     /// `uuid` written in this form.
     pub fn encode(self, uuid: u128) -> String {
-        let mut out = String::with_capacity(self.text_len());
-        for nibble in 0..32 {
-            if self == UuidFormat::Standard && matches!(nibble, 8 | 12 | 16 | 20) {
-                out.push('-');
+        let mut text = [0u8; UUID_STANDARD_LEN];
+        let mut at = 0;
+        for (i, byte) in uuid.to_be_bytes().into_iter().enumerate() {
+            if self == UuidFormat::Standard && matches!(i, 4 | 6 | 8 | 10) {
+                text[at] = b'-';
+                at += 1;
             }
-            // A nibble is below 16, an index of the hex alphabet.
-            let digit = (uuid >> (124 - 4 * nibble)) & 0xF;
-            out.push(char::from(HEX[digit as usize]));
+            text[at] = HEX[usize::from(byte >> 4)];
+            text[at + 1] = HEX[usize::from(byte & 0xF)];
+            at += 2;
         }
-        out
+        ascii_string(&text[..at])
     }
 
     /// The UUID `text` stands for, in this form exactly.
@@ -265,13 +267,13 @@ impl fmt::Display for UuidFormat {
 
 /// `ulid` as 26 characters of Crockford base32, upper case.
 pub fn ulid_encode(ulid: u128) -> String {
-    let mut out = String::with_capacity(ULID_LEN);
-    for digit in 0..ULID_LEN {
+    let mut text = [0u8; ULID_LEN];
+    for (digit, slot) in text.iter_mut().enumerate() {
         // 5 bits, an index of the alphabet; the first digit holds the top 3 bits.
         let value = (ulid >> (5 * (ULID_LEN - 1 - digit))) & 0x1F;
-        out.push(char::from(CROCKFORD[value as usize]));
+        *slot = CROCKFORD[value as usize];
     }
-    out
+    ascii_string(&text)
 }
 
 /// The ULID `text` stands for: 26 Crockford base32 characters, either case.
@@ -405,6 +407,12 @@ const fn digit_table(alphabet: &[u8]) -> [u8; 256] {
         i += 1;
     }
     table
+}
+
+/// `bytes` as a `String`: one allocation and one validation, not a push per character.
+fn ascii_string(bytes: &[u8]) -> String {
+    // Every byte comes from an ASCII alphabet (hex, Crockford, '-'), and ASCII is UTF-8.
+    String::from_utf8(bytes.to_vec()).expect("ASCII text is UTF-8")
 }
 
 /// At most [`ERROR_TEXT_CHARS_MAX`] characters of `text`, for an error message.
