@@ -1,5 +1,5 @@
 //! The `idmint` binary: `serve`, `tag create|list|set|delete`, `seq create|list|delete`,
-//! `next`, `decode`.
+//! `next`, `decode`, `uuid`, `ulid`.
 //!
 //! This file owns the command line (clap) and dispatch; each command lives in its own module.
 //! Errors are `anyhow` with context and end the process with status 1 and a one-line
@@ -10,6 +10,7 @@ mod next;
 mod seq;
 mod serve;
 mod tag;
+mod uuid;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -71,6 +72,10 @@ enum Command {
     /// Print what an id stands for: a snowflake id's parts, or the internal id behind a
     /// tag's public id (--tag) or an encoded id (--encoding).
     Decode(decode::DecodeArgs),
+    /// Print UUIDs (v4 by default, or time-ordered v7) made here, one per line; no server.
+    Uuid(uuid::UuidArgs),
+    /// Print ULIDs made here, increasing, one per line; no server.
+    Ulid(uuid::UlidArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +96,8 @@ fn main() -> ExitCode {
             Command::Tag { command } => tag::run(command).await,
             Command::Next(args) => next::run(args).await,
             Command::Decode(args) => decode::run(&args),
+            Command::Uuid(args) => uuid::run_uuid(&args),
+            Command::Ulid(args) => uuid::run_ulid(&args),
         }
     });
     match result {

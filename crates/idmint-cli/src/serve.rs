@@ -55,6 +55,7 @@ pub async fn run(
         snowflake_cached,
         sequences,
         formats,
+        uuids: std::sync::Arc::new(idmint::Uuids::new(std::sync::Arc::new(idmint::SystemClock))),
     };
     idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
     tracing::info!("idmint stopped");

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use idmint::{Error, FormatError, SequenceError, SnowflakeError};
+use idmint::{Error, FormatError, SequenceError, SnowflakeError, UuidsError};
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;
@@ -33,6 +33,8 @@ pub enum ApiError {
     SequencesNotRunning(String),
     /// A tag's public id format refused (status depends on the error).
     Format(FormatError),
+    /// No UUID v7 or ULID: the clock is past their 48-bit time field (503).
+    Uuids(UuidsError),
 }
 
 #[derive(Serialize)]
@@ -63,6 +65,7 @@ impl ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "sequences_not_running")
             }
             ApiError::Format(error) => format_status(error),
+            ApiError::Uuids(_) => (StatusCode::SERVICE_UNAVAILABLE, "clock_out_of_range"),
         }
     }
 }
@@ -147,6 +150,7 @@ impl IntoResponse for ApiError {
             ApiError::Sequence(error) => error.to_string(),
             ApiError::SequencesNotRunning(reason) => reason,
             ApiError::Format(error) => error.to_string(),
+            ApiError::Uuids(error) => error.to_string(),
         };
         if status.is_server_error() {
             tracing::warn!(%status, code, %message, "request failed");
@@ -186,6 +190,12 @@ impl From<ValueError> for ApiError {
 impl From<FormatError> for ApiError {
     fn from(error: FormatError) -> ApiError {
         ApiError::Format(error)
+    }
+}
+
+impl From<UuidsError> for ApiError {
+    fn from(error: UuidsError) -> ApiError {
+        ApiError::Uuids(error)
     }
 }
 

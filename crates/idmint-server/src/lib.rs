@@ -12,6 +12,7 @@ mod error;
 mod formats;
 mod routes;
 mod sequences;
+mod uuids;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -45,6 +46,8 @@ pub struct AppState {
     /// Public id formats of segment tags (`[format.TAG]`); a tag without one serves its ids
     /// as they are. Keys must be claimed ([`idmint::claim_key`]) before serving.
     pub formats: Arc<TagFormats>,
+    /// UUID v4/v7 and ULID ids of this node (`/v1/uuid`, `/v1/ulid`): no store, no tag.
+    pub uuids: Arc<idmint::Uuids>,
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then, in that order: stops

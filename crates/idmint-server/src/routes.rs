@@ -42,6 +42,8 @@ pub fn router(state: AppState) -> Router {
             "/v1/seqs/{name}",
             get(crate::sequences::get_seq).delete(crate::sequences::delete_seq),
         )
+        .route("/v1/uuid", get(crate::uuids::uuid_ids))
+        .route("/v1/ulid", get(crate::uuids::ulid_ids))
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/openapi.json", get(openapi))

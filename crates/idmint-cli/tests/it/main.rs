@@ -10,3 +10,4 @@ mod multinode;
 mod private_redis;
 #[cfg(feature = "redis")]
 mod sequences;
+mod uuids;

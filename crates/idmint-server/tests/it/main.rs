@@ -12,3 +12,4 @@ mod redis_keys;
 mod sequences;
 mod snowflake;
 mod support;
+mod uuids;

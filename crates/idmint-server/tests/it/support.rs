@@ -90,6 +90,7 @@ impl TestServer {
             snowflake_cached,
             sequences,
             formats: Default::default(),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
         };
         TestServer::serve(state).await
     }
@@ -110,6 +111,7 @@ impl TestServer {
             snowflake_cached: None,
             sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
             formats: Arc::new(formats),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
         };
         TestServer::serve(state).await
     }
