@@ -6,8 +6,10 @@
 //! `cargo bench -p idmint --bench formats -- GROUP`):
 //! - `uuid_ulid`: idmint's UUID v4, UUID v7 and ULID (the [`Uuids`] generator on the system
 //!   clock, as served) beside the `uuid` crate's `Uuid::new_v4()` / `Uuid::now_v7()` and the
-//!   `ulid` crate's `Ulid::generate()` / `Generator::generate()`: the id alone, and the id
-//!   formatted to a `String` (what a response carries).
+//!   `ulid` crate's `Ulid::generate()` / `Generator::generate()` (also behind a `Mutex`, as
+//!   a generator shared by threads must be, like ours): the id alone, and the id formatted
+//!   to a `String` (what a response carries); and `Uuids::v7(1000)`, the batch path of
+//!   `/v1/uuid`, counted per id.
 //!
 //! Run: `cargo bench -p idmint --bench formats`.
 
@@ -34,6 +36,11 @@ fn uuid_ulid(c: &mut Criterion) {
     tally.bench(&mut group, "idmint_ulid", 1, || uuids.next_ulid().expect("ulid"));
     tally.bench(&mut group, "ulid_generate", 1, ulid::Ulid::generate);
     tally.bench(&mut group, "ulid_generator", 1, || ulid_generator.generate().expect("ulid"));
+    // The ulid crate's generator is `&mut self`: behind a mutex, as a shared one must be.
+    let shared_generator = std::sync::Mutex::new(ulid::Generator::new());
+    tally.bench(&mut group, "ulid_generator_mutex", 1, || {
+        shared_generator.lock().expect("lock").generate().expect("ulid")
+    });
     let batch = Count::new(BATCH).expect("count");
     tally.bench(&mut group, "idmint_v7_batch", BATCH, || uuids.v7(batch).expect("v7"));
     tally.bench(&mut group, "idmint_v4_string", 1, || UuidFormat::Standard.encode(uuids.next_v4()));
@@ -62,6 +69,7 @@ fn uuid_ulid(c: &mut Criterion) {
         ("idmint_v7_batch", "uuid_now_v7"),
         ("idmint_ulid", "ulid_generate"),
         ("idmint_ulid", "ulid_generator"),
+        ("idmint_ulid", "ulid_generator_mutex"),
         ("idmint_v4_string", "uuid_new_v4_string"),
         ("idmint_v7_string", "uuid_now_v7_string"),
         ("idmint_v7_hex_string", "uuid_now_v7_simple_string"),
