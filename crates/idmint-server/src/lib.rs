@@ -5,7 +5,8 @@
 //! configuration file and its precedence (`config.rs`), and serving with graceful shutdown.
 //!
 //! It must not hold id logic or touch a store directly: ids and tags come from
-//! [`idmint::Segments`], [`idmint::Snowflake`] and [`idmint::Sequences`]. It is the only crate that knows HTTP status codes.
+//! [`idmint::Segments`], [`idmint::Snowflake`], [`idmint::Sequences`] and
+//! [`idmint::Uuids`]. It is the only crate that knows HTTP status codes.
 
 mod config;
 mod error;
