@@ -127,20 +127,19 @@ impl Encoding {
             Some(w) if w < needs => return Err(EncodingError::TooWide { id, width: w, needs }),
             Some(w) => w,
         };
-        let alphabet = self.alphabet();
-        let radix = self.radix();
-        let mut out = vec![alphabet[0]; len];
-        let mut n = id;
-        for slot in out.iter_mut().rev() {
-            // The remainder is below the radix, an index of the alphabet.
-            *slot = alphabet[(n % radix) as usize];
-            n /= radix;
-            if n == 0 {
-                break;
-            }
+        let mut out = vec![self.alphabet()[0]; len];
+        // A constant radix per arm lets the compiler turn each division into a multiply.
+        match self {
+            Encoding::Decimal => write_digits::<10>(self.alphabet(), id, &mut out),
+            Encoding::Base36 => write_digits::<36>(BASE36, id, &mut out),
+            Encoding::Base62 => write_digits::<62>(BASE62, id, &mut out),
+            Encoding::Crockford32 => write_digits::<32>(CROCKFORD, id, &mut out),
         }
-        // Every byte comes from an ASCII alphabet.
-        Ok(out.into_iter().map(char::from).collect())
+        // Every byte comes from an ASCII alphabet, so this never fails.
+        String::from_utf8(out).map_err(|_| EncodingError::NotAnId {
+            text: String::new(),
+            reason: "an alphabet is not ASCII",
+        })
     }
 
     /// The id `text` stands for (leading zeros allowed, so fixed-width strings decode).
@@ -176,6 +175,22 @@ impl Encoding {
         };
         index.map(|i| i as u64)
     }
+}
+
+/// Writes `id` in base `RADIX` into the tail of `out` (already filled with the zero digit,
+/// and long enough: checked by the caller).
+fn write_digits<const RADIX: u64>(alphabet: &[u8], id: u64, out: &mut [u8]) {
+    assert_eq!(alphabet.len() as u64, RADIX, "alphabet and radix disagree");
+    let mut n = id;
+    for slot in out.iter_mut().rev() {
+        // The remainder is below the radix, an index of the alphabet.
+        *slot = alphabet[(n % RADIX) as usize];
+        n /= RADIX;
+        if n == 0 {
+            break;
+        }
+    }
+    assert!(n == 0, "an id was cut to fit its width");
 }
 
 impl fmt::Display for Encoding {

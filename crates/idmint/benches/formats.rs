@@ -10,6 +10,12 @@
 //!   a generator shared by threads must be, like ours): the id alone, and the id formatted
 //!   to a `String` (what a response carries); and `Uuids::v7(1000)`, the batch path of
 //!   `/v1/uuid`, counted per id.
+//! - `encodings`: a numeric id in each encoding at its fixed width (decimal, base36,
+//!   base62, Crockford base32), the keyed permutation at 32, 41 and 63 bits, and a whole
+//!   template (`ORD-{date:%Y%m%d}-{id:base36:8}` with a 41-bit key, dates rendered once per
+//!   batch as the server does), over consecutive ids as a tag issues them, beside a bare
+//!   `AtomicU64::fetch_add` (the permutation's baseline) and `u64::to_string` (the
+//!   encodings' baseline).
 //!
 //! Run: `cargo bench -p idmint --bench formats`.
 
@@ -21,7 +27,11 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use idmint::{Count, SystemClock, Uuids};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use idmint::{Count, IdFormat, SystemClock, Uuids};
+use idmint_core::encoding::Encoding;
+use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_core::uuid::{UuidFormat, ulid_encode};
 
 fn uuid_ulid(c: &mut Criterion) {
@@ -76,6 +86,54 @@ fn uuid_ulid(c: &mut Criterion) {
         ("idmint_ulid_string", "ulid_generate_string"),
         ("idmint_ulid_string", "ulid_generator_string"),
     ]);
+}
+
+fn encodings(c: &mut Criterion) {
+    let tally = Tally::default();
+    let mut group = group(c, "encodings");
+    let counter = AtomicU64::new(1);
+    tally.bench(&mut group, "fetch_add", 1, || counter.fetch_add(1, Ordering::Relaxed));
+    let mut id = 0u64;
+    let mut next = move || {
+        id += 1;
+        black_box(id)
+    };
+    tally.bench(&mut group, "u64_to_string", 1, || next().to_string());
+    for (name, encoding) in [
+        ("decimal_19", Encoding::Decimal),
+        ("base36_13", Encoding::Base36),
+        ("base62_11", Encoding::Base62),
+        ("crockford32_13", Encoding::Crockford32),
+    ] {
+        let width = Some(encoding.digits_max());
+        tally.bench(&mut group, name, 1, || encoding.encode(next(), width).expect("fits"));
+    }
+    let key = PermuteKey::from_bytes(*b"bench-key-16byte");
+    for (name, bits) in [("permute_32", 32), ("permute_41", 41), ("permute_63", 63)] {
+        let permutation = Permutation::new(&key, bits).expect("width");
+        tally.bench(&mut group, name, 1, || permutation.forward(next()).expect("in range"));
+    }
+    let zone = idmint::time_zone("UTC").expect("UTC");
+    let keyed = Permutation::new(&key, 41).ok();
+    let format = IdFormat::new("ORD-{date:%Y%m%d}-{id:base36:8}", zone, keyed).expect("template");
+    let renderer = format.at(&format.zoned(1_795_341_600_000)).expect("renders");
+    tally.bench(&mut group, "template_keyed", 1, || renderer.render(next()).expect("renders"));
+    group.finish();
+    tally.print(&[
+        ("decimal_19", "u64_to_string"),
+        ("base36_13", "u64_to_string"),
+        ("base62_11", "u64_to_string"),
+        ("crockford32_13", "u64_to_string"),
+        ("permute_32", "fetch_add"),
+        ("permute_41", "fetch_add"),
+        ("permute_63", "fetch_add"),
+        ("template_keyed", "u64_to_string"),
+    ]);
+    for name in ["permute_32", "permute_41", "permute_63", "template_keyed"] {
+        if let Some(rate) = tally.rate(name) {
+            println!("{name}: {:.1} ns per id", 1e9 / rate);
+        }
+    }
 }
 
 /// Ids per call of the `idmint_v7_batch` variant (`Uuids::v7(count)`, the HTTP path).
@@ -148,5 +206,5 @@ impl Tally {
     }
 }
 
-criterion_group!(benches, uuid_ulid);
+criterion_group!(benches, uuid_ulid, encodings);
 criterion_main!(benches);

@@ -5,11 +5,11 @@
 mod embedding;
 #[cfg(feature = "mysql")]
 mod flicker;
+mod formats_model;
 #[cfg(feature = "mysql")]
 #[path = "../../../idmint-store/tests/it/gate.rs"]
 #[allow(dead_code, reason = "shared with idmint-store's tests, which use all of it")]
 mod gate;
-mod formats_model;
 mod guard;
 mod key_guard;
 mod pacing;
