@@ -23,8 +23,14 @@ pub async fn run(
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
-    if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "listening beyond loopback: anyone who can reach this address can create and delete tags");
+    // Beyond loopback without an admin token was refused when the settings were resolved.
+    if settings.auth.has_admin_token() {
+        tracing::info!(
+            clients = settings.auth.clients().len(),
+            "admin routes need the admin token"
+        );
+    } else {
+        tracing::warn!(%addr, "no admin token configured: serving on loopback only, where every local process may create and delete tags; set IDMINT_ADMIN_TOKEN to require a token");
     }
     let segments =
         Segments::start(store, settings.segment.clone()).context("cannot start serving")?;
@@ -56,6 +62,9 @@ pub async fn run(
         sequences,
         formats,
         uuids: std::sync::Arc::new(idmint::Uuids::new(std::sync::Arc::new(idmint::SystemClock))),
+        auth: std::sync::Arc::new(settings.auth.clone()),
+        http_limits: settings.http_limits,
+        clients: std::sync::Arc::default(),
     };
     idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
     tracing::info!("idmint stopped");

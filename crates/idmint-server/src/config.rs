@@ -33,6 +33,13 @@
 //! | `format.TAG.key` / `key_env`      | the variable `key_env` names          | none (ids not permuted) |
 //! | `format.TAG.bits`                 | —                                     | required with a key |
 //! | `format.TAG.force_key_change`     | —                                     | `false` |
+//! | `auth.admin_token`                | `IDMINT_ADMIN_TOKEN`                  | none (loopback only) |
+//! | `auth.clients.NAME.token` / `token_env` | the variable `token_env` names  | none |
+//! | `auth.clients.NAME.tags`          | —                                     | required |
+//! | `limits.client_in_flight_max`     | `IDMINT_LIMITS_CLIENT_IN_FLIGHT_MAX`  | `64` |
+//! | `limits.request_timeout_ms`       | `IDMINT_LIMITS_REQUEST_TIMEOUT_MS`    | `15000` |
+//! | `limits.idle_timeout_ms`          | `IDMINT_LIMITS_IDLE_TIMEOUT_MS`       | `30000` |
+//! | `limits.connections_max`          | `IDMINT_LIMITS_CONNECTIONS_MAX`       | `4096` |
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -50,6 +57,9 @@ use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_core::snowflake::Layout;
 use idmint_core::{PreloadRatio, Tag};
 use idmint_store::{DEFAULT_STORE_URL, StoreUrl};
+
+use crate::auth::{Auth, CLIENTS_MAX, Client, Token};
+use crate::limits::HttpLimits;
 use serde::Deserialize;
 
 /// The address `idmint serve` listens on by default: loopback only.
@@ -83,6 +93,34 @@ pub struct FileConfig {
     /// `[format.TAG]`: public id formats of segment tags, by tag.
     #[serde(default)]
     pub format: BTreeMap<String, FormatSection>,
+    /// `[auth]`: the admin token and client tokens.
+    #[serde(default)]
+    pub auth: AuthSection,
+}
+
+/// The `[auth]` section. Tokens are checked when the file is read and never printed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    /// The admin token (prefer the `IDMINT_ADMIN_TOKEN` variable: a token in a file is
+    /// easier to leak).
+    pub admin_token: Option<Token>,
+    /// `[auth.clients.NAME]`: clients with their own token, for the tags they name.
+    #[serde(default)]
+    pub clients: BTreeMap<String, ClientSection>,
+}
+
+/// An `[auth.clients.NAME]` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSection {
+    /// The client's token.
+    pub token: Option<Token>,
+    /// The name of an environment variable holding the client's token.
+    pub token_env: Option<String>,
+    /// The tags (and sequences) whose ids need this client's token (or the admin token).
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// A `[format.TAG]` section: how the tag's ids are shown to clients.
@@ -162,6 +200,15 @@ pub struct SegmentSection {
 pub struct LimitsSection {
     /// Largest `count` of a batch request (at most 100 000).
     pub batch_count_max: Option<u64>,
+    /// Requests one client address may have in flight (at most 1 024).
+    pub client_in_flight_max: Option<u32>,
+    /// How long one request may take, in ms (100 to 60 000).
+    pub request_timeout_ms: Option<u64>,
+    /// How long a connection may stay without a byte read or written, in ms (above the
+    /// request timeout, at most 600 000).
+    pub idle_timeout_ms: Option<u64>,
+    /// Connections open at once (at most 65 536).
+    pub connections_max: Option<usize>,
 }
 
 /// Values given as command-line flags (highest precedence).
@@ -200,6 +247,10 @@ pub struct Settings {
     pub snowflake_cached: Option<CachedConfig>,
     /// Public id formats of segment tags (`[format.TAG]`).
     pub formats: Vec<TagFormat>,
+    /// The admin token and client tokens (`[auth]`, `IDMINT_ADMIN_TOKEN`).
+    pub auth: Auth,
+    /// Connection and request limits (`[limits]`).
+    pub http_limits: HttpLimits,
 }
 
 /// A tag's public id format, resolved from its `[format.TAG]` section.
@@ -414,6 +465,11 @@ impl Settings {
             None => None,
         };
         let formats = tag_formats(&file.format, env)?;
+        let auth = auth_config(&file.auth, env)?;
+        let http_limits = http_limits(&file.limits, env)?;
+        if let Err(reason) = crate::auth::check_exposure(listen_addr, &auth) {
+            return Err(invalid(&listen.origin, &reason));
+        }
         Ok(Settings {
             listen: listen_addr,
             store: store_url,
@@ -424,6 +480,8 @@ impl Settings {
             snowflake,
             snowflake_cached,
             formats,
+            auth,
+            http_limits,
         })
     }
 }
@@ -493,6 +551,105 @@ fn tag_formats(
         formats.push(TagFormat { tag, format, force_key_change });
     }
     Ok(formats)
+}
+
+/// The `[auth]` section resolved: `IDMINT_ADMIN_TOKEN` beats `admin_token`; each client's
+/// token from `token` or the variable `token_env` names. No error shows a token.
+fn auth_config(
+    section: &AuthSection,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Auth, ConfigError> {
+    let invalid =
+        |origin: &str, reason: String| ConfigError::Invalid { origin: origin.to_string(), reason };
+    let admin = match env("IDMINT_ADMIN_TOKEN").filter(|t| !t.is_empty()) {
+        Some(text) => Some(Token::parse(&text).map_err(|e| invalid("IDMINT_ADMIN_TOKEN", e))?),
+        None => section.admin_token.clone(),
+    };
+    if section.clients.len() > CLIENTS_MAX {
+        return Err(invalid(
+            "config key auth.clients",
+            format!("{} clients; at most {CLIENTS_MAX}", section.clients.len()),
+        ));
+    }
+    let mut clients = Vec::with_capacity(section.clients.len());
+    for (name, client) in &section.clients {
+        let origin = format!("config key auth.clients.{name}");
+        let token = match (&client.token, &client.token_env) {
+            (Some(token), None) => token.clone(),
+            (None, Some(var)) => {
+                let text = env(var).ok_or_else(|| {
+                    invalid(&origin, format!("token_env names {var:?}, which is not set"))
+                })?;
+                Token::parse(&text)
+                    .map_err(|e| invalid(&origin, format!("the token in {var}: {e}")))?
+            }
+            _ => return Err(invalid(&origin, "give token or token_env (one of them)".to_string())),
+        };
+        if client.tags.is_empty() {
+            return Err(invalid(
+                &origin,
+                "tags is empty; name the tags whose ids need this client's token".to_string(),
+            ));
+        }
+        let tags = client
+            .tags
+            .iter()
+            .map(|t| Tag::parse(t).map_err(|e| invalid(&origin, e.to_string())))
+            .collect::<Result<Vec<Tag>, ConfigError>>()?;
+        clients.push(Client { name: name.clone(), token, tags });
+    }
+    Ok(Auth::new(admin, clients))
+}
+
+/// The HTTP limits of `[limits]`, each with its `IDMINT_LIMITS_*` variable, checked against
+/// their bounds.
+fn http_limits(
+    section: &LimitsSection,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<HttpLimits, ConfigError> {
+    let defaults = HttpLimits::default();
+    let in_flight = layered(
+        None,
+        env,
+        "IDMINT_LIMITS_CLIENT_IN_FLIGHT_MAX",
+        section.client_in_flight_max,
+        "limits.client_in_flight_max",
+        defaults.client_in_flight_max,
+    )?;
+    let timeout = layered(
+        None,
+        env,
+        "IDMINT_LIMITS_REQUEST_TIMEOUT_MS",
+        section.request_timeout_ms,
+        "limits.request_timeout_ms",
+        defaults.request_timeout_ms,
+    )?;
+    let idle = layered(
+        None,
+        env,
+        "IDMINT_LIMITS_IDLE_TIMEOUT_MS",
+        section.idle_timeout_ms,
+        "limits.idle_timeout_ms",
+        defaults.idle_timeout_ms,
+    )?;
+    let connections = layered(
+        None,
+        env,
+        "IDMINT_LIMITS_CONNECTIONS_MAX",
+        section.connections_max,
+        "limits.connections_max",
+        defaults.connections_max,
+    )?;
+    let limits = HttpLimits {
+        client_in_flight_max: in_flight.value,
+        request_timeout_ms: timeout.value,
+        idle_timeout_ms: idle.value,
+        connections_max: connections.value,
+    };
+    limits
+        .check()
+        .map_err(|reason| ConfigError::Invalid { origin: "[limits]".to_string(), reason })?;
+    Ok(limits)
 }
 
 /// The `[snowflake]` section resolved: `None` when disabled.

@@ -3,7 +3,7 @@
 //! number that could be mistaken for an id.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use idmint::{Error, FormatError, SequenceError, SnowflakeError, UuidsError};
 use idmint_core::{TagError, ValueError};
@@ -35,6 +35,16 @@ pub enum ApiError {
     Format(FormatError),
     /// No UUID v7 or ULID: the clock is past their 48-bit time field (503).
     Uuids(UuidsError),
+    /// The route needs a bearer token and the request has none, or not in the
+    /// `Authorization: Bearer TOKEN` form (401, with `WWW-Authenticate: Bearer`).
+    Unauthorized(String),
+    /// The request's bearer token is not one the route accepts (403).
+    Forbidden(String),
+    /// This client already has as many requests in flight as `limits.client_in_flight_max`
+    /// allows (429, with `Retry-After: 1`).
+    TooManyRequests(String),
+    /// The request took longer than `limits.request_timeout_ms` (503).
+    Timeout(String),
 }
 
 #[derive(Serialize)]
@@ -66,6 +76,10 @@ impl ApiError {
             }
             ApiError::Format(error) => format_status(error),
             ApiError::Uuids(_) => (StatusCode::SERVICE_UNAVAILABLE, "clock_out_of_range"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
+            ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
         }
     }
 }
@@ -151,11 +165,25 @@ impl IntoResponse for ApiError {
             ApiError::SequencesNotRunning(reason) => reason,
             ApiError::Format(error) => error.to_string(),
             ApiError::Uuids(error) => error.to_string(),
+            ApiError::Unauthorized(message)
+            | ApiError::Forbidden(message)
+            | ApiError::TooManyRequests(message)
+            | ApiError::Timeout(message) => message,
         };
         if status.is_server_error() {
             tracing::warn!(%status, code, %message, "request failed");
         }
-        (status, Json(ErrorBody { error: ErrorDetail { code, message } })).into_response()
+        let mut response =
+            (status, Json(ErrorBody { error: ErrorDetail { code, message } })).into_response();
+        let extra = match status {
+            StatusCode::UNAUTHORIZED => Some((header::WWW_AUTHENTICATE, "Bearer")),
+            StatusCode::TOO_MANY_REQUESTS => Some((header::RETRY_AFTER, "1")),
+            _ => None,
+        };
+        if let Some((name, value)) = extra {
+            response.headers_mut().insert(name, HeaderValue::from_static(value));
+        }
+        response
     }
 }
 

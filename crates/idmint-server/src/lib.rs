@@ -2,15 +2,21 @@
 //!
 //! This crate owns the routes (Meituan Leaf's, byte-compatible, and the native `/v1` API),
 //! the mapping of every library error to an HTTP status (in `error.rs`, nowhere else), the
-//! configuration file and its precedence (`config.rs`), and serving with graceful shutdown.
+//! configuration file and its precedence (`config.rs`), bearer tokens (`auth.rs`), limits
+//! (`limits.rs`), Prometheus metrics (`metrics.rs`), the dashboard (`dashboard.rs`), and
+//! serving with graceful shutdown.
 //!
 //! It must not hold id logic or touch a store directly: ids and tags come from
 //! [`idmint::Segments`], [`idmint::Snowflake`], [`idmint::Sequences`] and
 //! [`idmint::Uuids`]. It is the only crate that knows HTTP status codes.
 
+mod auth;
 mod config;
+mod dashboard;
 mod error;
 mod formats;
+mod limits;
+mod metrics;
 mod routes;
 mod sequences;
 mod uuids;
@@ -21,9 +27,12 @@ use std::sync::Arc;
 use idmint::{CachedSnowflake, Segments, Snowflake};
 use tokio::net::TcpListener;
 
+pub use auth::{ADMIN_ROUTES, Auth, Client, TAG_ROUTES, Token, check_exposure};
 pub use config::{ConfigError, FileConfig, FormatSection, Overrides, Settings, TagFormat};
+pub use dashboard::DASHBOARD_HTML;
 pub use error::ApiError;
 pub use formats::TagFormats;
+pub use limits::{ClientAddr, ClientGate, HttpLimits, LimitedListener};
 pub use routes::router;
 pub use sequences::SequenceSlot;
 
@@ -49,9 +58,16 @@ pub struct AppState {
     pub formats: Arc<TagFormats>,
     /// UUID v4/v7 and ULID ids of this node (`/v1/uuid`, `/v1/ulid`): no store, no tag.
     pub uuids: Arc<idmint::Uuids>,
+    /// The admin token and the client tokens ([`Auth::open`]: none, loopback only).
+    pub auth: Arc<Auth>,
+    /// Connection and request limits.
+    pub http_limits: HttpLimits,
+    /// Requests in flight per client address.
+    pub clients: Arc<ClientGate>,
 }
 
-/// Serves `state` on `listener` until `shutdown` completes, then, in that order: stops
+/// Serves `state` on `listener`, within `state.http_limits` (connections, idle time,
+/// requests per client, request time), until `shutdown` completes, then, in that order: stops
 /// accepting, drains in-flight requests, and shuts the library down (freeze every generator,
 /// give unissued ids back to the store, stop background tasks).
 pub async fn serve(
@@ -62,7 +78,9 @@ pub async fn serve(
     let segments = Arc::clone(&state.segments);
     let snowflake = state.snowflake.clone().ok();
     let sequences = state.sequences.clone();
-    let served = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await;
+    let listener = LimitedListener::new(listener, &state.http_limits);
+    let app = router(state).into_make_service_with_connect_info::<ClientAddr>();
+    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
     segments.shutdown().await;
     if let Some(snowflake) = snowflake {
         snowflake.shutdown().await;

@@ -1,5 +1,6 @@
 //! The routes: Meituan Leaf's (`/api/segment/get/{tag}`, byte-compatible) and the native JSON
-//! API under `/v1`, plus `/health`, `/ready` and `/openapi.json`.
+//! API under `/v1`, plus `/health`, `/ready`, `/openapi.json`, `/metrics`, the dashboard at
+//! `/` and its `/v1/status`.
 //!
 //! Handlers parse their input into idmint's newtypes, call the library, and shape JSON;
 //! they hold no id logic and never choose a status code (that is `error.rs`'s job).
@@ -9,7 +10,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Json, Router, middleware};
 use std::sync::Arc;
 
 use idmint::{Snowflake, SnowflakeError, TagStatus};
@@ -26,6 +27,8 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
 /// The API as an axum router over `state`.
 pub fn router(state: AppState) -> Router {
+    // The recorder first, so the library's first refill is already measured.
+    crate::metrics::handle();
     Router::new()
         .route("/api/segment/get/{tag}", get(leaf_segment))
         .route("/v1/segment/{tag}", get(segment_ids))
@@ -47,8 +50,16 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/openapi.json", get(openapi))
+        .route("/metrics", get(crate::metrics::scrape))
+        .route("/", get(crate::dashboard::page))
+        .route("/v1/status", get(crate::dashboard::status))
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        // Outermost last: metrics see every answer (401s, 429s and timeouts included),
+        // the limits bound everything behind them, the tokens are checked before handlers.
+        .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authorize))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::limits::limit))
+        .layer(middleware::from_fn(crate::metrics::track))
         .with_state(state)
 }
 
@@ -246,7 +257,7 @@ pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiErr
 
 /// A tag's store row, and on `GET /v1/tags/{tag}` the segments this node holds for it.
 #[derive(Serialize)]
-struct TagBody {
+pub(crate) struct TagBody {
     tag: String,
     max_id: u64,
     step: u64,
@@ -286,7 +297,7 @@ struct SegmentBody {
 }
 
 impl TagBody {
-    fn new(record: TagRecord, status: Option<TagStatus>) -> TagBody {
+    pub(crate) fn new(record: TagRecord, status: Option<TagStatus>) -> TagBody {
         let segment = |s: SegmentSnapshot| SegmentBody {
             start: s.range.start(),
             end: s.range.end(),

@@ -32,7 +32,7 @@ pub use cached::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{ConfigError, SegmentConfig};
 pub use error::Error;
-pub use generator::{TagGenerator, TagStatus};
+pub use generator::{REFILL_DURATION_METRIC, TagGenerator, TagStatus};
 pub use highwater::{HIGH_WATER_FILE, LOCK_FILE};
 pub use idformat::{
     Decoded, FormatError, IdFormat, KEY_GUARD_PREFIX, Renderer, TEMPLATE_DEFAULT, TEMPLATE_LEN_MAX,

@@ -138,6 +138,15 @@ impl Segments {
         self.registry.load().get(tag).map(|g| g.status())
     }
 
+    /// How this node serves each tag it holds a generator for, sorted by tag: the metrics
+    /// and the dashboard read it. Bounded by `TAG_COUNT_MAX`.
+    pub fn statuses(&self) -> Vec<(Tag, TagStatus)> {
+        let mut statuses: Vec<(Tag, TagStatus)> =
+            self.registry.load().iter().map(|(tag, g)| (tag.clone(), g.status())).collect();
+        statuses.sort_by(|a, b| a.0.cmp(&b.0));
+        statuses
+    }
+
     /// Creates a tag in the store.
     pub async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, Error> {
         self.store_call(self.shared.store.create_tag(spec)).await

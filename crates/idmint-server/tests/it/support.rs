@@ -91,6 +91,9 @@ impl TestServer {
             sequences,
             formats: Default::default(),
             uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            auth: Arc::new(idmint_server::Auth::open()),
+            http_limits: idmint_server::HttpLimits::default(),
+            clients: Arc::default(),
         };
         TestServer::serve(state).await
     }
@@ -112,6 +115,32 @@ impl TestServer {
             sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
             formats: Arc::new(formats),
             uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            auth: Arc::new(idmint_server::Auth::open()),
+            http_limits: idmint_server::HttpLimits::default(),
+            clients: Arc::default(),
+        };
+        TestServer::serve(state).await
+    }
+
+    /// `store` served with `auth` and `limits`, no snowflake, no sequences.
+    pub async fn with_auth_and_limits(
+        store: Arc<dyn SegmentStore>,
+        auth: idmint_server::Auth,
+        limits: idmint_server::HttpLimits,
+        config: SegmentConfig,
+    ) -> TestServer {
+        let segments = Segments::start(store, config).unwrap();
+        let state = AppState {
+            segments,
+            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
+            snowflake: Err("not started in this test".to_string()),
+            snowflake_cached: None,
+            sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
+            formats: Default::default(),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            auth: Arc::new(auth),
+            http_limits: limits,
+            clients: Arc::default(),
         };
         TestServer::serve(state).await
     }

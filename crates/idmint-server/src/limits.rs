@@ -1,0 +1,410 @@
+//! HTTP limits, each a named constant that configuration may lower but never raise:
+//! open connections ([`LimitedListener`]), idle and slow connections (a deadline per
+//! connection, [`IdleTimeout`]), requests in flight per client address and the time one
+//! request may take ([`limit`], a middleware over the whole router).
+//!
+//! Request bodies (`REQUEST_BODY_BYTES_MAX`) and batch sizes (`BATCH_COUNT_MAX`) are bounded
+//! where they are read. This file must not decide statuses: errors go through `ApiError`.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::connect_info::Connected;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::serve::{IncomingStream, Listener};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+
+use crate::{ApiError, AppState};
+
+/// Most requests one client address may have in flight.
+pub const CLIENT_IN_FLIGHT_MAX: u32 = 1_024;
+/// Requests one client address may have in flight by default.
+pub const CLIENT_IN_FLIGHT_DEFAULT: u32 = 64;
+/// Client addresses tracked at once; past it, new addresses share one overflow allowance.
+pub const CLIENTS_TRACKED_MAX: usize = 10_000;
+/// Longest a request may take, in ms.
+pub const REQUEST_TIMEOUT_MS_MAX: u64 = 60_000;
+/// How long a request may take by default, in ms: above the longest refill wait (10 s), so
+/// a request that waits for the store answers with the store's error, not a timeout.
+pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 15_000;
+/// Shortest request timeout, in ms.
+pub const REQUEST_TIMEOUT_MS_MIN: u64 = 100;
+/// Longest a connection may go without a byte read or written, in ms.
+pub const IDLE_TIMEOUT_MS_MAX: u64 = 600_000;
+/// How long a connection may go without a byte read or written by default, in ms.
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Most connections open at once.
+pub const CONNECTIONS_MAX: usize = 65_536;
+/// Connections open at once by default (accepting waits above it).
+pub const CONNECTIONS_DEFAULT: usize = 4_096;
+
+const _: () = assert!(REQUEST_TIMEOUT_MS_DEFAULT > idmint_core::limits::REFILL_WAIT_MS_MAX);
+const _: () = assert!(IDLE_TIMEOUT_MS_DEFAULT > REQUEST_TIMEOUT_MS_DEFAULT);
+const _: () = assert!(CLIENT_IN_FLIGHT_DEFAULT <= CLIENT_IN_FLIGHT_MAX);
+const _: () = assert!(CONNECTIONS_DEFAULT <= CONNECTIONS_MAX);
+
+/// The HTTP limits of one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Requests one client address may have in flight (`limits.client_in_flight_max`).
+    pub client_in_flight_max: u32,
+    /// How long one request may take, in ms (`limits.request_timeout_ms`).
+    pub request_timeout_ms: u64,
+    /// How long a connection may stay without a byte read or written, in ms
+    /// (`limits.idle_timeout_ms`); above the request timeout.
+    pub idle_timeout_ms: u64,
+    /// Connections open at once (`limits.connections_max`).
+    pub connections_max: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> HttpLimits {
+        HttpLimits {
+            client_in_flight_max: CLIENT_IN_FLIGHT_DEFAULT,
+            request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
+            idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
+            connections_max: CONNECTIONS_DEFAULT,
+        }
+    }
+}
+
+impl HttpLimits {
+    /// Checks every limit against its bound; the message names the setting and the range.
+    pub fn check(&self) -> Result<(), String> {
+        let out = |name: &str, value: u64, min: u64, max: u64| {
+            Err(format!(
+                "limits.{name} = {value} is out of range; use {min} to {max} (configuration may \
+                 lower a limit, never raise it)"
+            ))
+        };
+        let in_flight = u64::from(self.client_in_flight_max);
+        if !(1..=u64::from(CLIENT_IN_FLIGHT_MAX)).contains(&in_flight) {
+            return out("client_in_flight_max", in_flight, 1, u64::from(CLIENT_IN_FLIGHT_MAX));
+        }
+        let timeout = self.request_timeout_ms;
+        if !(REQUEST_TIMEOUT_MS_MIN..=REQUEST_TIMEOUT_MS_MAX).contains(&timeout) {
+            return out(
+                "request_timeout_ms",
+                timeout,
+                REQUEST_TIMEOUT_MS_MIN,
+                REQUEST_TIMEOUT_MS_MAX,
+            );
+        }
+        let idle = self.idle_timeout_ms;
+        if !(timeout + 1..=IDLE_TIMEOUT_MS_MAX).contains(&idle) {
+            return Err(format!(
+                "limits.idle_timeout_ms = {idle} is out of range; use {} (above \
+                 limits.request_timeout_ms, so a request in progress is never cut off) to \
+                 {IDLE_TIMEOUT_MS_MAX}",
+                timeout + 1
+            ));
+        }
+        let connections = self.connections_max as u64;
+        if !(1..=CONNECTIONS_MAX as u64).contains(&connections) {
+            return out("connections_max", connections, 1, CONNECTIONS_MAX as u64);
+        }
+        Ok(())
+    }
+}
+
+/// Requests in flight per client address.
+#[derive(Debug, Default)]
+pub struct ClientGate {
+    in_flight: Mutex<HashMap<IpAddr, u32>>,
+}
+
+/// A request counted against its client; uncounted when dropped.
+struct Pass {
+    gate: Arc<ClientGate>,
+    ip: IpAddr,
+}
+
+impl ClientGate {
+    /// Counts a request of `ip`, or refuses it when the client is at `max`.
+    fn enter(self: &Arc<Self>, ip: IpAddr, max: u32) -> Result<Pass, ApiError> {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        // Past the tracking bound, unknown addresses share one allowance: a flood of
+        // addresses cannot grow the table.
+        let ip = if in_flight.len() >= CLIENTS_TRACKED_MAX && !in_flight.contains_key(&ip) {
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        } else {
+            ip
+        };
+        let count = in_flight.entry(ip).or_insert(0);
+        if *count >= max {
+            return Err(ApiError::TooManyRequests(format!(
+                "this client already has {max} requests in flight (limits.client_in_flight_max); \
+                 wait for answers, or ask for more ids per request with count"
+            )));
+        }
+        *count += 1;
+        Ok(Pass { gate: Arc::clone(self), ip })
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut in_flight = self.gate.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = in_flight.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                in_flight.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The client's address, as the connection gave it (see [`LimitedListener`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub SocketAddr);
+
+impl Connected<IncomingStream<'_, LimitedListener>> for ClientAddr {
+    fn connect_info(stream: IncomingStream<'_, LimitedListener>) -> ClientAddr {
+        ClientAddr(*stream.remote_addr())
+    }
+}
+
+/// The middleware: counts the request against its client (429 past the limit) and bounds
+/// its time (503 `request_timeout`). A request whose future is dropped by the timeout loses
+/// the ids it had taken (a gap), never repeats one.
+pub async fn limit(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let limits = app.http_limits;
+    // Absent when the router is served without connect info (embedders, some tests).
+    let client = request.extensions().get::<ConnectInfo<ClientAddr>>().map(|c| c.0);
+    let _pass = match client {
+        Some(ClientAddr(addr)) => match app.clients.enter(addr.ip(), limits.client_in_flight_max) {
+            Ok(pass) => Some(pass),
+            Err(error) => return error.into_response(),
+        },
+        None => None,
+    };
+    let timeout = Duration::from_millis(limits.request_timeout_ms);
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_elapsed) => ApiError::Timeout(format!(
+            "the request took longer than {} ms (limits.request_timeout_ms); retry",
+            limits.request_timeout_ms
+        ))
+        .into_response(),
+    }
+}
+
+/// A TCP listener that holds at most `connections_max` connections open (accepting waits
+/// for one to close) and closes a connection that reads and writes nothing for
+/// `idle_timeout_ms`: idle keep-alive connections and clients that send their request, or
+/// read their answer, too slowly.
+pub struct LimitedListener {
+    inner: TcpListener,
+    open: Arc<Semaphore>,
+    idle: Duration,
+}
+
+impl LimitedListener {
+    /// Wraps a bound listener.
+    pub fn new(inner: TcpListener, limits: &HttpLimits) -> LimitedListener {
+        LimitedListener {
+            inner,
+            open: Arc::new(Semaphore::new(limits.connections_max)),
+            idle: Duration::from_millis(limits.idle_timeout_ms),
+        }
+    }
+}
+
+impl Listener for LimitedListener {
+    type Io = IdleTimeout;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (IdleTimeout, SocketAddr) {
+        let permit = loop {
+            // The semaphore is never closed; the loop only satisfies the type.
+            if let Ok(permit) = Arc::clone(&self.open).acquire_owned().await {
+                break permit;
+            }
+        };
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    // Ids are small answers: send them at once.
+                    let _ = stream.set_nodelay(true);
+                    return (IdleTimeout::new(stream, self.idle, permit), addr);
+                }
+                // A connection that failed before it was accepted (reset, aborted) is the
+                // peer's problem; anything else (out of file descriptors) is retried after a
+                // pause rather than spinning.
+                Err(error) if is_connection_error(&error) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed; retrying in 1 s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// A connection with a deadline, which fails with `TimedOut` once it passes, and gives its
+/// connection slot back when dropped.
+///
+/// Between requests the deadline is the idle timeout after the last byte written. Once a
+/// request's first byte is read, reads no longer move it: the whole request must arrive,
+/// and its answer start, within the idle timeout of that first byte. So a client that
+/// trickles its headers a byte at a time (slowloris) is cut off as surely as one that sends
+/// nothing; a handler is bounded by the shorter request timeout, so it is never cut off.
+pub struct IdleTimeout {
+    stream: TcpStream,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+    /// A request's first byte was read and no answer byte was written since.
+    in_request: bool,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl IdleTimeout {
+    fn new(stream: TcpStream, idle: Duration, slot: OwnedSemaphorePermit) -> IdleTimeout {
+        let deadline = Box::pin(tokio::time::sleep(idle));
+        IdleTimeout { stream, idle, deadline, in_request: false, _slot: slot }
+    }
+
+    /// A read made progress: the first one of a request starts its clock.
+    fn read_progressed(&mut self) {
+        if !self.in_request {
+            self.in_request = true;
+            self.restart_clock();
+        }
+    }
+
+    /// A write made progress: the answer is flowing, the idle clock starts again.
+    fn progressed(&mut self) {
+        self.in_request = false;
+        self.restart_clock();
+    }
+
+    fn restart_clock(&mut self) {
+        let next = Instant::now() + self.idle;
+        self.deadline.as_mut().reset(next);
+    }
+
+    /// Pending, or the timeout error once the deadline passed.
+    fn expired<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "connection idle longer than limits.idle_timeout_ms",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for IdleTimeout {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                this.read_progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.expired(cx),
+        }
+    }
+}
+
+impl AsyncWrite for IdleTimeout {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.stream).poll_write(cx, buf) {
+            Poll::Ready(result) => {
+                this.progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.expired(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.stream).poll_write_vectored(cx, bufs) {
+            Poll::Ready(result) => {
+                this.progressed();
+                Poll::Ready(result)
+            }
+            Poll::Pending => this.expired(cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_bounded() {
+        assert!(HttpLimits::default().check().is_ok());
+        let raised =
+            HttpLimits { client_in_flight_max: CLIENT_IN_FLIGHT_MAX + 1, ..HttpLimits::default() };
+        assert!(raised.check().unwrap_err().contains("client_in_flight_max"));
+        let idle_below = HttpLimits { idle_timeout_ms: 1_000, ..HttpLimits::default() };
+        assert!(idle_below.check().unwrap_err().contains("idle_timeout_ms"));
+        let zero = HttpLimits { connections_max: 0, ..HttpLimits::default() };
+        assert!(zero.check().unwrap_err().contains("connections_max"));
+    }
+
+    #[test]
+    fn a_client_at_its_limit_is_refused_until_a_request_ends() {
+        let gate = Arc::new(ClientGate::default());
+        let ip: IpAddr = "10.0.0.1".parse().expect("ip");
+        let other: IpAddr = "10.0.0.2".parse().expect("ip");
+        let first = gate.enter(ip, 2).expect("first");
+        let _second = gate.enter(ip, 2).expect("second");
+        assert!(gate.enter(ip, 2).is_err());
+        assert!(gate.enter(other, 2).is_ok(), "another client is not affected");
+        drop(first);
+        assert!(gate.enter(ip, 2).is_ok());
+    }
+}

@@ -1,0 +1,464 @@
+//! Operations: `/metrics` (valid Prometheus text that moves with the ids issued), bearer
+//! tokens on admin and guarded tag routes, and the HTTP limits (requests per client,
+//! request timeout, idle and slow connections).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use idmint::SegmentConfig;
+use idmint_core::{Description, StartId, Step, Tag};
+use idmint_server::{ADMIN_ROUTES, Auth, Client, HttpLimits, Token};
+use idmint_store::{SegmentStore, SqliteStore, TagSpec};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::TestServer;
+
+const ADMIN: &str = "admin-token-0123456789";
+const SHOP: &str = "shop-client-token-0001";
+const OTHER: &str = "other-client-token-002";
+
+/// A sample: the metric name, its labels, its value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parses Prometheus text exposition strictly: every line is a `# HELP`/`# TYPE` comment
+/// or `name{label="value",...} value`; names and label names are valid; values are floats;
+/// each `# TYPE` precedes its samples; histogram buckets are cumulative with `+Inf` equal
+/// to `_count`. Panics naming the first bad line.
+fn parse_prometheus(text: &str) -> Vec<Sample> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.chars().enumerate().all(|(i, c)| {
+                c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())
+            })
+    };
+    let mut types: HashMap<String, String> = HashMap::new();
+    let mut samples = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let (kind, name) = (parts.next().unwrap(), parts.next().unwrap_or(""));
+            assert!(kind == "HELP" || kind == "TYPE", "bad comment line {line:?}");
+            assert!(name_ok(name), "bad metric name in {line:?}");
+            if kind == "TYPE" {
+                let t = parts.next().unwrap_or("");
+                assert!(
+                    ["counter", "gauge", "histogram", "summary", "untyped"].contains(&t),
+                    "bad type in {line:?}"
+                );
+                types.insert(name.to_string(), t.to_string());
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line:?}"));
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            "NaN" => f64::NAN,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
+        };
+        let (name, labels) = match series.split_once('{') {
+            None => (series, Vec::new()),
+            Some((name, rest)) => {
+                let inner =
+                    rest.strip_suffix('}').unwrap_or_else(|| panic!("bad labels: {line:?}"));
+                let mut labels = Vec::new();
+                for pair in split_labels(inner) {
+                    let (k, v) =
+                        pair.split_once('=').unwrap_or_else(|| panic!("bad label: {line:?}"));
+                    assert!(name_ok(k), "bad label name in {line:?}");
+                    let v = v
+                        .strip_prefix('"')
+                        .and_then(|v| v.strip_suffix('"'))
+                        .unwrap_or_else(|| panic!("unquoted label value: {line:?}"));
+                    labels.push((k.to_string(), v.to_string()));
+                }
+                (name, labels)
+            }
+        };
+        assert!(name_ok(name), "bad metric name in {line:?}");
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s).filter(|b| types.get(*b).is_some_and(|t| t == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(types.contains_key(base), "sample before its # TYPE: {line:?}");
+        samples.push((name.to_string(), labels, value));
+    }
+    check_histograms(&samples);
+    samples
+}
+
+/// Splits `a="x",b="y,z"` at the commas outside quotes.
+fn split_labels(inner: &str) -> Vec<&str> {
+    let (mut parts, mut start, mut quoted, mut escaped) = (Vec::new(), 0, false, false);
+    for (i, c) in inner.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < inner.len() {
+        parts.push(&inner[start..]);
+    }
+    parts
+}
+
+/// Buckets of each histogram series never decrease, and `+Inf` is the count.
+fn check_histograms(samples: &[Sample]) {
+    let mut series: HashMap<String, Vec<(f64, f64)>> = HashMap::new();
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    for (name, labels, value) in samples {
+        let others: Vec<String> =
+            labels.iter().filter(|(k, _)| k != "le").map(|(k, v)| format!("{k}={v}")).collect();
+        if let Some(base) = name.strip_suffix("_bucket") {
+            let le = labels.iter().find(|(k, _)| k == "le").expect("a bucket without le");
+            let le: f64 = if le.1 == "+Inf" { f64::INFINITY } else { le.1.parse().unwrap() };
+            series.entry(format!("{base}{others:?}")).or_default().push((le, *value));
+        } else if let Some(base) = name.strip_suffix("_count") {
+            counts.insert(format!("{base}{others:?}"), *value);
+        }
+    }
+    for (key, mut buckets) in series {
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{key}: buckets not cumulative");
+        let last = buckets.last().unwrap();
+        assert!(last.0.is_infinite(), "{key}: no +Inf bucket");
+        assert_eq!(Some(&last.1), counts.get(&key), "{key}: +Inf bucket is not the count");
+    }
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|(n, l, _)| {
+            n == name && labels.iter().all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .map(|s| s.2)
+}
+
+async fn scrape(server: &TestServer) -> Vec<Sample> {
+    let response = server.get("/metrics").await;
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
+    parse_prometheus(&response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn metrics_parse_as_prometheus_text_and_move_when_ids_are_issued() {
+    let server = TestServer::memory().await;
+    // A tag no other test uses: the recorder is process-wide.
+    let tag = "metrics_moving";
+    assert_eq!(server.create_tag(serde_json::json!({"tag": tag, "step": 100})).await.status(), 201);
+    let before = scrape(&server).await;
+    let issued = |s: &[Sample]| value(s, "idmint_segment_ids_issued_total", &[("tag", tag)]);
+    assert_eq!(issued(&before), None, "a tag this node never served has no series yet");
+    for _ in 0..5 {
+        let response = server.get(&format!("/v1/segment/{tag}?count=90")).await;
+        assert_eq!(response.status(), 200);
+    }
+    let after = scrape(&server).await;
+    assert_eq!(issued(&after), Some(450.0));
+    let labels = [("route", "/v1/segment/{tag}"), ("method", "GET"), ("status", "200")];
+    let requests = value(&after, "idmint_http_requests_total", &labels).unwrap();
+    assert!(requests >= 5.0, "{requests}");
+    let refills = value(&after, "idmint_segment_refills_total", &[("tag", tag)]).unwrap();
+    assert!(refills >= 4.0, "450 ids at step 100 need at least 4 refills, saw {refills}");
+    let latency_count =
+        value(&after, "idmint_segment_refill_duration_seconds_count", &[("tag", tag)]).unwrap();
+    assert!(latency_count >= refills, "{latency_count} < {refills}");
+    assert_eq!(value(&after, "idmint_store_up", &[]), Some(1.0));
+    assert!(value(&after, "idmint_segment_remaining_ids", &[("tag", tag)]).is_some());
+    assert!(value(&after, "idmint_segment_runway_seconds", &[("tag", tag)]).is_some());
+    assert!(value(&after, "idmint_segment_step", &[("tag", tag)]).unwrap() >= 100.0);
+    // Unknown routes share one label, whatever the path.
+    server.get("/no/such/route/12345").await;
+    let unmatched = scrape(&server).await;
+    assert!(value(&unmatched, "idmint_http_requests_total", &[("route", "unmatched")]).is_some());
+    assert!(!unmatched.iter().any(|(_, l, _)| l.iter().any(|(_, v)| v.contains("12345"))));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn snowflake_metrics_show_the_worker_and_its_lease() {
+    let server = TestServer::with_snowflake().await;
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_up", &[]), Some(1.0));
+    assert!(value(&samples, "idmint_snowflake_worker_id", &[]).is_some());
+    assert_eq!(value(&samples, "idmint_snowflake_lease_held", &[]), Some(1.0));
+    assert!(value(&samples, "idmint_snowflake_lease_remaining_seconds", &[]).unwrap() > 0.0);
+    assert!(value(&samples, "idmint_snowflake_clock_rollbacks_total", &[]).is_some());
+    server.stop().await;
+}
+
+#[test]
+fn the_prometheus_checker_rejects_bad_text() {
+    let bad = [
+        "idmint_x 1\n",                             // no # TYPE first
+        "# TYPE idmint_x gauge\nidmint_x one\n",    // not a number
+        "# TYPE idmint_x gauge\nidmint_x{a=b} 1\n", // unquoted label
+        "# TYPE 9x gauge\n9x 1\n",                  // bad name
+        "# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n",
+    ];
+    for text in bad {
+        assert!(std::panic::catch_unwind(|| parse_prometheus(text)).is_err(), "accepted {text:?}");
+    }
+    let good = "# HELP g a gauge\n# TYPE g gauge\ng{tag=\"a,b\"} +Inf\n";
+    assert_eq!(parse_prometheus(good).len(), 1);
+}
+
+fn token(text: &str) -> Token {
+    Token::parse(text).unwrap()
+}
+
+fn guarded_auth() -> Auth {
+    let client = |name: &str, text: &str, tag: &str| Client {
+        name: name.to_string(),
+        token: token(text),
+        tags: vec![Tag::parse(tag).unwrap()],
+    };
+    Auth::new(
+        Some(token(ADMIN)),
+        vec![client("shop", SHOP, "guarded"), client("other", OTHER, "elsewhere")],
+    )
+}
+
+async fn send(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<serde_json::Value>,
+) -> reqwest::Response {
+    let mut request = server.client.request(method, server.url(path));
+    if let Some(token) = bearer {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn admin_routes_need_the_admin_token() {
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let server = TestServer::with_auth_and_limits(
+        store,
+        guarded_auth(),
+        HttpLimits::default(),
+        SegmentConfig::default(),
+    )
+    .await;
+    // Every admin route: 401 without a token (with the challenge), 403 with a wrong one or
+    // a client's.
+    for (method, route) in ADMIN_ROUTES {
+        let path = route.replace("{tag}", "order").replace("{name}", "daily");
+        let body = (*method != reqwest::Method::DELETE)
+            .then(|| serde_json::json!({"tag": "order", "name": "daily", "step": 10}));
+        let none = send(&server, method.clone(), &path, None, body.clone()).await;
+        assert_eq!(none.status(), 401, "{method} {path} without a token");
+        assert_eq!(none.headers()["www-authenticate"], "Bearer");
+        let error: serde_json::Value = none.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "unauthorized");
+        for wrong in ["wrong-token-0123456789", SHOP] {
+            let refused = send(&server, method.clone(), &path, Some(wrong), body.clone()).await;
+            assert_eq!(refused.status(), 403, "{method} {path} with a wrong token");
+        }
+    }
+    // A token in the query string is not a token.
+    let query = server
+        .client
+        .post(server.url(&format!("/v1/tags?access_token={ADMIN}")))
+        .json(&serde_json::json!({"tag": "order"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(query.status(), 401);
+    // The right token works: create, change, delete.
+    let post = reqwest::Method::POST;
+    let created =
+        send(&server, post, "/v1/tags", Some(ADMIN), Some(serde_json::json!({"tag": "order"})))
+            .await;
+    assert_eq!(created.status(), 201);
+    let patch = reqwest::Method::PATCH;
+    let changed =
+        send(&server, patch, "/v1/tags/order", Some(ADMIN), Some(serde_json::json!({"step": 50})))
+            .await;
+    assert_eq!(changed.status(), 200);
+    // Reads stay open.
+    assert_eq!(server.get("/v1/tags").await.status(), 200);
+    assert_eq!(server.get("/v1/segment/order").await.status(), 200);
+    let deleted = send(&server, reqwest::Method::DELETE, "/v1/tags/order", Some(ADMIN), None).await;
+    assert_eq!(deleted.status(), 204);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_guarded_tag_needs_one_of_its_client_tokens() {
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    for tag in ["guarded", "open"] {
+        let spec = TagSpec {
+            tag: Tag::parse(tag).unwrap(),
+            step: Step::DEFAULT,
+            start: StartId::DEFAULT,
+            description: Description::default(),
+        };
+        store.create_tag(&spec).await.unwrap();
+    }
+    let server = TestServer::with_auth_and_limits(
+        store,
+        guarded_auth(),
+        HttpLimits::default(),
+        SegmentConfig::default(),
+    )
+    .await;
+    let get = reqwest::Method::GET;
+    for path in [
+        "/api/segment/get/guarded",
+        "/v1/segment/guarded?count=3",
+        "/v1/tags/guarded",
+        "/v1/decode?tag=guarded&id=1",
+    ] {
+        assert_eq!(send(&server, get.clone(), path, None, None).await.status(), 401, "{path}");
+        assert_eq!(
+            send(&server, get.clone(), path, Some(OTHER), None).await.status(),
+            403,
+            "{path}"
+        );
+        let shop = send(&server, get.clone(), path, Some(SHOP), None).await;
+        assert!(shop.status().is_success(), "{path} with the client's token: {}", shop.status());
+        let admin = send(&server, get.clone(), path, Some(ADMIN), None).await;
+        assert!(admin.status().is_success(), "{path} with the admin token: {}", admin.status());
+    }
+    // A tag no client names stays open.
+    assert_eq!(send(&server, get, "/api/segment/get/open", None, None).await.status(), 200);
+    server.stop().await;
+}
+
+/// A SQLite store whose write lock another connection holds: allocations hang until the
+/// store call times out.
+async fn locked_store(dir: &tempfile::TempDir) -> (Arc<SqliteStore>, std::thread::JoinHandle<()>) {
+    let path = dir.path().join("locked.db");
+    let store = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let spec = TagSpec {
+        tag: Tag::parse("stuck").unwrap(),
+        step: Step::DEFAULT,
+        start: StartId::DEFAULT,
+        description: Description::default(),
+    };
+    store.create_tag(&spec).await.unwrap();
+    let (locked, is_locked) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        locked.send(()).unwrap();
+        std::thread::sleep(Duration::from_secs(4));
+        conn.execute_batch("ROLLBACK").unwrap();
+    });
+    is_locked.recv().unwrap();
+    (store, holder)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_past_its_in_flight_limit_gets_429_and_slow_requests_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, holder) = locked_store(&dir).await;
+    let limits = HttpLimits {
+        client_in_flight_max: 2,
+        request_timeout_ms: 1_500,
+        idle_timeout_ms: 5_000,
+        ..HttpLimits::default()
+    };
+    let config = SegmentConfig::default().with_refill_wait_ms(10_000).unwrap();
+    let server =
+        Arc::new(TestServer::with_auth_and_limits(store, Auth::open(), limits, config).await);
+    // Two requests wait for the locked store...
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let server = Arc::clone(&server);
+            tokio::spawn(async move {
+                let began = Instant::now();
+                let response = server.get("/api/segment/get/stuck").await;
+                (response.status().as_u16(), response.text().await.unwrap(), began.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // ...so a third from the same address is refused at once.
+    let began = Instant::now();
+    let third = server.get("/health").await;
+    assert_eq!(third.status(), 429);
+    assert_eq!(third.headers()["retry-after"], "1");
+    assert!(began.elapsed() < Duration::from_millis(500));
+    let body: serde_json::Value = third.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_requests");
+    for task in waiting {
+        let (status, body, took) = task.await.unwrap();
+        // The request timeout (1.5 s) ends them, well before the 10 s refill wait.
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("request_timeout"), "{body}");
+        assert!(took >= Duration::from_millis(1_400) && took < Duration::from_secs(3), "{took:?}");
+    }
+    // Their slots are free again.
+    assert_eq!(server.get("/health").await.status(), 200);
+    holder.join().unwrap();
+    Arc::into_inner(server).unwrap().stop().await;
+}
+
+#[tokio::test]
+async fn idle_and_trickling_connections_are_closed() {
+    let limits =
+        HttpLimits { request_timeout_ms: 300, idle_timeout_ms: 800, ..HttpLimits::default() };
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let server =
+        TestServer::with_auth_and_limits(store, Auth::open(), limits, SegmentConfig::default())
+            .await;
+    let addr = server.base.trim_start_matches("http://").to_string();
+
+    // A connection that sends nothing is closed after the idle timeout.
+    let began = Instant::now();
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 256];
+    let read = tokio::time::timeout(Duration::from_secs(5), idle.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "idle connection not closed: {read:?}");
+    let took = began.elapsed();
+    assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(3), "{took:?}");
+
+    // A client that trickles its headers a byte every 100 ms (slowloris) is cut off too,
+    // although it never goes idle.
+    let began = Instant::now();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let mut closed_after = None;
+    for byte in request {
+        if slow.write_all(&[*byte]).await.is_err() {
+            closed_after = Some(began.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if began.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+    }
+    if closed_after.is_none() {
+        // Writes may still land in the socket buffer: the read tells.
+        let read = tokio::time::timeout(Duration::from_secs(2), slow.read(&mut buf)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "trickling client not cut off: {read:?}");
+        closed_after = Some(began.elapsed());
+    }
+    let took = closed_after.unwrap();
+    assert!(took < Duration::from_secs(3), "trickling client lasted {took:?}");
+
+    // A well-behaved client on a kept-alive connection is served.
+    assert_eq!(server.get("/health").await.status(), 200);
+    server.stop().await;
+}
