@@ -26,6 +26,11 @@ pub struct NextArgs {
         default_value = "http://127.0.0.1:8080"
     )]
     server: String,
+    /// Bearer token for a tag guarded by a client token (or the admin token); sent in the
+    /// Authorization header, never shown. Prefer the variable to the flag: a flag is
+    /// visible to other users in the process list.
+    #[arg(long, value_name = "TOKEN", env = "IDMINT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -73,7 +78,11 @@ pub async fn run(args: NextArgs) -> anyhow::Result<()> {
     while remaining > 0 {
         let batch = remaining.min(BATCH_COUNT_MAX);
         let url = format!("{base}/v1/segment/{tag}?count={batch}");
-        let response = client.get(&url).send().await.with_context(|| {
+        let mut request = client.get(&url);
+        if let Some(token) = &args.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.with_context(|| {
             format!("cannot reach idmint at {base}; is `idmint serve` running there?")
         })?;
         let status = response.status();

@@ -58,7 +58,7 @@ use idmint_core::snowflake::Layout;
 use idmint_core::{PreloadRatio, Tag};
 use idmint_store::{DEFAULT_STORE_URL, StoreUrl};
 
-use crate::auth::{Auth, CLIENTS_MAX, Client, Token};
+use crate::auth::{Auth, CLIENTS_MAX, Client, SecretText, Token};
 use crate::limits::HttpLimits;
 use serde::Deserialize;
 
@@ -104,7 +104,7 @@ pub struct FileConfig {
 pub struct AuthSection {
     /// The admin token (prefer the `IDMINT_ADMIN_TOKEN` variable: a token in a file is
     /// easier to leak).
-    pub admin_token: Option<Token>,
+    pub admin_token: Option<SecretText>,
     /// `[auth.clients.NAME]`: clients with their own token, for the tags they name.
     #[serde(default)]
     pub clients: BTreeMap<String, ClientSection>,
@@ -115,7 +115,7 @@ pub struct AuthSection {
 #[serde(deny_unknown_fields)]
 pub struct ClientSection {
     /// The client's token.
-    pub token: Option<Token>,
+    pub token: Option<SecretText>,
     /// The name of an environment variable holding the client's token.
     pub token_env: Option<String>,
     /// The tags (and sequences) whose ids need this client's token (or the admin token).
@@ -306,8 +306,25 @@ impl FileConfig {
 
     /// Parses config text; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<FileConfig, ConfigError> {
-        toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: path.to_string(), reason: e.to_string() })
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_string(),
+            reason: parse_error(text, &e),
+        })
+    }
+}
+
+/// The parser's message, which quotes the offending line, unless that line may hold a
+/// secret (a token or a key): then only its position and the message.
+fn parse_error(text: &str, error: &toml::de::Error) -> String {
+    let Some(span) = error.span() else { return error.to_string() };
+    let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[line_start..].find('\n').map_or(text.len(), |i| line_start + i);
+    let line = text[line_start..line_end].to_ascii_lowercase();
+    if line.contains("token") || line.contains("key") {
+        let number = text[..line_start].matches('\n').count() + 1;
+        format!("line {number}: {} (the line is not shown: it may hold a secret)", error.message())
+    } else {
+        error.to_string()
     }
 }
 
@@ -563,7 +580,12 @@ fn auth_config(
         |origin: &str, reason: String| ConfigError::Invalid { origin: origin.to_string(), reason };
     let admin = match env("IDMINT_ADMIN_TOKEN").filter(|t| !t.is_empty()) {
         Some(text) => Some(Token::parse(&text).map_err(|e| invalid("IDMINT_ADMIN_TOKEN", e))?),
-        None => section.admin_token.clone(),
+        None => match &section.admin_token {
+            Some(text) => {
+                Some(Token::parse(&text.0).map_err(|e| invalid("config key auth.admin_token", e))?)
+            }
+            None => None,
+        },
     };
     if section.clients.len() > CLIENTS_MAX {
         return Err(invalid(
@@ -575,7 +597,7 @@ fn auth_config(
     for (name, client) in &section.clients {
         let origin = format!("config key auth.clients.{name}");
         let token = match (&client.token, &client.token_env) {
-            (Some(token), None) => token.clone(),
+            (Some(text), None) => Token::parse(&text.0).map_err(|e| invalid(&origin, e))?,
             (None, Some(var)) => {
                 let text = env(var).ok_or_else(|| {
                     invalid(&origin, format!("token_env names {var:?}, which is not set"))
@@ -879,6 +901,40 @@ mod tests {
         let map: HashMap<String, String> =
             vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn tokens_are_checked_but_never_quoted_back() {
+        let secret = "hunter2-hunter2-hunter2";
+        for text in [
+            format!("[auth]\nadmin_token = \"{secret}"),
+            format!("[auth]\nadmin_token = \"{secret}\" nonsense"),
+            format!("[auth.clients.shop]\ntoken = \"{secret}\"\ntags = 5\n"),
+        ] {
+            let error = FileConfig::parse(&text, "t.toml").unwrap_err().to_string();
+            assert!(!error.contains("hunter2"), "{error}");
+        }
+        let file =
+            FileConfig::parse(&format!("[auth]\nadmin_token = \"{secret}\""), "t.toml").unwrap();
+        assert!(!format!("{file:?}").contains("hunter2"));
+        let settings = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap();
+        assert!(settings.auth.has_admin_token());
+        assert!(!format!("{settings:?}").contains("hunter2"));
+        let short = FileConfig::parse("[auth]\nadmin_token = \"hunter2\"", "t.toml").unwrap();
+        let error = Settings::resolve(&short, &env(&[]), &Overrides::default()).unwrap_err();
+        assert!(error.to_string().contains("16 to 512") && !error.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn limits_may_be_lowered_never_raised() {
+        let file = FileConfig::parse("[limits]\nclient_in_flight_max = 8\n", "t.toml").unwrap();
+        let vars = env(&[("IDMINT_LIMITS_REQUEST_TIMEOUT_MS", "2000")]);
+        let settings = Settings::resolve(&file, &vars, &Overrides::default()).unwrap();
+        assert_eq!(settings.http_limits.client_in_flight_max, 8);
+        assert_eq!(settings.http_limits.request_timeout_ms, 2_000);
+        let raised = FileConfig::parse("[limits]\nconnections_max = 1000000\n", "t.toml").unwrap();
+        let error = Settings::resolve(&raised, &env(&[]), &Overrides::default()).unwrap_err();
+        assert!(error.to_string().contains("never raise"), "{error}");
     }
 
     #[test]
