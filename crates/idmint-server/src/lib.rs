@@ -11,6 +11,7 @@
 mod config;
 mod error;
 mod formats;
+mod openapi;
 mod routes;
 mod sequences;
 mod uuids;
