@@ -4,6 +4,7 @@
 
 mod api;
 mod formats;
+mod openapi;
 mod outage;
 #[cfg(feature = "redis")]
 #[path = "../../../idmint-store/tests/it/redis/keys.rs"]
