@@ -88,9 +88,10 @@ pub(crate) struct UlidsBody {
     ids: Vec<String>,
 }
 
-/// `count` UUIDs made by this node, no store: random v4 (the default) or time-ordered v7 (increasing within the node); RFC 9562 version and variant bits
+/// `count` UUIDs made by this node, no store
 ///
-/// `count` UUIDs (default 1) of `version` in `format`.
+/// Random v4 (the default) or time-ordered v7 (increasing within the node); RFC 9562 version
+/// and variant bits. `count` UUIDs (default 1) of `version` in `format`.
 #[utoipa::path(
     get,
     path = "/v1/uuid",
@@ -130,9 +131,10 @@ pub(crate) async fn uuid_ids(
     Ok(Json(UuidsBody { ids: ids.into_iter().map(|id| format.encode(id)).collect() }))
 }
 
-/// `count` ULIDs made by this node, no store: 48-bit Unix ms then 80 random bits, 26 characters of Crockford base32, increasing within the node
+/// `count` ULIDs made by this node, no store
 ///
-/// `count` ULIDs (default 1).
+/// 48-bit Unix ms then 80 random bits, 26 characters of Crockford base32, increasing within
+/// the node. `count` ULIDs (default 1).
 #[utoipa::path(
     get,
     path = "/v1/ulid",
