@@ -56,7 +56,7 @@ struct ErrorDetail {
 }
 
 /// Every code an error body can carry, and what it means: the `code` enum of the OpenAPI
-/// document (`tests/it/openapi.rs` checks that each code the sources answer is listed).
+/// document (`tests/it/openapi.rs` checks that it lists exactly the codes the sources answer).
 pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("bad_tag", "400: a tag or sequence name that is not 1-128 characters of A-Z a-z 0-9 _ . : -"),
     ("bad_count", "400: `count` is not a whole number from 1 to the node's batch limit"),
@@ -75,7 +75,7 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("unknown_tag", "404: the tag does not exist"),
     ("unknown_sequence", "404: the sequence does not exist"),
     ("tag_exists", "409: a tag of that name exists"),
-    ("tag_exhausted", "409: the tag's ids reached 2^63-1"),
+    ("tag_exhausted", "409: the tag's next range would pass the largest id, 2^63-1"),
     ("too_many_tags", "409: the store holds the most tags it may (10 000)"),
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
