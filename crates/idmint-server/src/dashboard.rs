@@ -18,6 +18,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use idmint::Clock;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::routes::TagBody;
 use crate::{ApiError, AppState};
@@ -29,7 +30,19 @@ pub const DASHBOARD_HTML: &str = include_str!("dashboard.html");
 pub const STATUS_STORE_WAIT_MS: u64 = 1_000;
 
 /// `GET /`: the dashboard page.
-pub async fn page() -> impl IntoResponse {
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "operations",
+    summary = "The dashboard",
+    description = "One self-contained HTML page (no CDN): tags with their two segments, step, \
+        rate, runway and a sparkline; snowflake; sequences; store health. It polls \
+        /v1/status every 2 s (`?refresh_ms=N`). Read-only until an admin token is entered.",
+    responses(
+        (status = 200, description = "The page", content_type = "text/html", body = String),
+    )
+)]
+pub(crate) async fn page() -> impl IntoResponse {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -46,7 +59,7 @@ pub async fn page() -> impl IntoResponse {
 }
 
 /// The node at a glance.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct StatusBody {
     version: &'static str,
     /// When this answer was made, ms since the Unix epoch.
@@ -59,7 +72,7 @@ pub(crate) struct StatusBody {
     sequences: SequencesBody,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct StoreBody {
     description: String,
     up: bool,
@@ -68,7 +81,7 @@ struct StoreBody {
     error: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct AuthBody {
     /// Whether admin routes need the admin token (else: loopback only, open).
     admin_token: bool,
@@ -76,7 +89,7 @@ struct AuthBody {
     clients: usize,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct SnowflakeBody {
     running: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,7 +110,7 @@ struct SnowflakeBody {
     ring_ids: Option<u64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct SequencesBody {
     running: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,7 +120,7 @@ struct SequencesBody {
     reseeds: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct SequenceItem {
     name: String,
     daily: bool,
@@ -119,6 +132,16 @@ struct SequenceItem {
 }
 
 /// `GET /v1/status`: what the dashboard shows.
+#[utoipa::path(
+    get,
+    path = "/v1/status",
+    tag = "operations",
+    summary = "The node at a glance",
+    description = "Store health, every tag of the store with the segments this node holds, \
+        the snowflake worker and lease, and sequences. A store or Redis that does not answer \
+        within 1 s is reported down in the body, not as an error.",
+    responses((status = 200, description = "The node's status", body = StatusBody))
+)]
 pub(crate) async fn status(State(app): State<AppState>) -> Json<StatusBody> {
     let wait = Duration::from_millis(STATUS_STORE_WAIT_MS);
     let (tags, store_error) = match tokio::time::timeout(wait, app.segments.list_tags()).await {

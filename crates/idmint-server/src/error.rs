@@ -9,6 +9,8 @@ use idmint::{Error, FormatError, SequenceError, SnowflakeError, UuidsError};
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 /// An error answered by the API.
 #[derive(Debug)]
@@ -47,15 +49,83 @@ pub enum ApiError {
     Timeout(String),
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: ErrorDetail<'a>,
+/// Every error answer's body: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct ErrorBody {
+    error: ErrorDetail,
 }
 
-#[derive(Serialize)]
-struct ErrorDetail<'a> {
-    code: &'a str,
+/// What went wrong: a machine-readable code and a message for people.
+#[derive(Serialize, ToSchema)]
+struct ErrorDetail {
+    #[schema(schema_with = code_schema)]
+    code: &'static str,
+    /// What is wrong and how to fix it.
     message: String,
+}
+
+/// Every code an error body can carry, and what it means: the `code` enum of the OpenAPI
+/// document (`tests/it/openapi.rs` checks that it lists exactly the codes the sources answer).
+pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
+    ("bad_tag", "400: a tag or sequence name that is not 1-128 characters of A-Z a-z 0-9 _ . : -"),
+    ("bad_count", "400: `count` is not a whole number from 1 to the node's batch limit"),
+    ("bad_value", "400: a step, start id or description out of range"),
+    ("bad_body", "400: the JSON body is missing, malformed, too large or has unknown fields"),
+    ("bad_query", "400: a query parameter is malformed, missing or unknown"),
+    ("bad_id", "400: not a decimal id from 0 to 2^63-1, or not an id of the layout"),
+    ("bad_layout", "400: not a layout preset (snowflake, sonyflake, uid, js-safe)"),
+    ("bad_ids_as", "400: `ids_as` is neither `number` nor `string`"),
+    ("bad_version", "400: a UUID version other than 4 and 7"),
+    ("bad_format", "400: a UUID format other than `standard` and `hex`"),
+    ("bad_encoding", "400: not an encoding (decimal, base36, base62, crockford32)"),
+    ("not_an_id", "400: the text is not an id of the tag's format or the encoding"),
+    ("bad_sequence", "400: a bad sequence definition or request, or the name exists"),
+    ("unauthorized", "401: the route needs a bearer token and the request has none"),
+    ("forbidden", "403: the bearer token is not one the route accepts"),
+    ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
+    ("no_route", "404: no route has this path"),
+    ("unknown_tag", "404: the tag does not exist"),
+    ("unknown_sequence", "404: the sequence does not exist"),
+    ("tag_exists", "409: a tag of that name exists"),
+    ("tag_exhausted", "409: the tag's next range would pass the largest id, 2^63-1"),
+    ("too_many_tags", "409: the store holds the most tags it may (10 000)"),
+    ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
+    ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
+    ("store_row_invalid", "500: the tag's store row holds impossible values"),
+    ("local_state", "500: the node's data directory could not be read or written"),
+    ("internal", "500: an unexpected failure"),
+    (
+        "unavailable",
+        "503: the store did not answer in time, or the tag's format key guard is unavailable",
+    ),
+    ("shutting_down", "503: the node is shutting down"),
+    ("request_timeout", "503: the request took longer than `limits.request_timeout_ms`"),
+    ("clock_behind", "503: the clock went back beyond the snowflake tolerance"),
+    ("worker_lease_not_proven", "503: the snowflake worker id lease could not be renewed in time"),
+    ("layout_exhausted", "503: the snowflake layout's time field ran out"),
+    ("snowflake_unavailable", "503: the snowflake generator or its store did not answer in time"),
+    ("snowflake_not_running", "503: this node runs no snowflake generator (the message says why)"),
+    (
+        "sequence_unavailable",
+        "503: no room below the ceiling within 1 s, or Redis or the store unavailable",
+    ),
+    ("sequences_not_running", "503: this node serves no sequences (the message says why)"),
+    (
+        "clock_out_of_range",
+        "503: the clock reads past the 48-bit millisecond field of UUID v7 and ULID",
+    ),
+];
+
+/// The `code` property: one of [`ERROR_CODES`], each explained in the description.
+fn code_schema() -> Object {
+    let meanings: Vec<String> =
+        ERROR_CODES.iter().map(|(code, meaning)| format!("- `{code}`: {meaning}")).collect();
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(ERROR_CODES.iter().map(|(code, _)| *code)))
+        .description(Some(format!("Machine-readable code:\n{}", meanings.join("\n"))))
+        .build()
 }
 
 impl ApiError {

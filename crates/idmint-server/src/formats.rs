@@ -14,7 +14,10 @@ use axum::extract::{Query, State};
 use idmint::{Clock, IdFormat, IdRange, SystemClock, Tag};
 use idmint_core::encoding::Encoding;
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
+use crate::error::ErrorBody;
+use crate::openapi::TagName;
 use crate::{ApiError, AppState};
 
 /// The public id formats of a node, by tag.
@@ -81,12 +84,18 @@ pub(crate) fn public_text(app: &AppState, tag: &Tag, id: u64) -> Result<String, 
 }
 
 /// A tag's format as `GET /v1/tags/{tag}` shows it: never the key, only its fingerprint.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = TagFormat)]
 pub(crate) struct FormatBody {
+    /// The template, e.g. `ORD-{date:%Y%m%d}-{id:base36:8}`.
     template: String,
+    /// The permutation's width in bits, with a key.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 16, maximum = 63, nullable = false)]
     bits: Option<u32>,
+    /// The key's fingerprint (SipHash-2-4), with a key.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[0-9a-f]{16}$", nullable = false)]
     key_fingerprint: Option<String>,
 }
 
@@ -101,34 +110,72 @@ impl FormatBody {
     }
 }
 
-#[derive(Deserialize)]
+/// The query of `GET /v1/decode`: the text, and a tag or an encoding.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DecodeQuery {
-    /// The public id text.
+    /// The public id text, e.g. `ORD-20261124-0a1b2c3d`.
+    #[param(required = true, value_type = String, min_length = 1, max_length = 512)]
     id: Option<String>,
-    /// Decode with this tag's format.
+    /// Decode with this tag's `[format.TAG]` template and key (a tag without one: plain
+    /// decimal). Give `tag` or `encoding`, not both.
+    #[param(value_type = Option<TagName>)]
     tag: Option<String>,
-    /// Decode a plain encoding instead of a tag's format.
+    /// Decode a plain encoded id.
+    #[param(inline, value_type = Option<EncodingName>)]
     encoding: Option<String>,
 }
 
-#[derive(Serialize)]
+/// The encodings `?encoding=` names.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code, reason = "documents the accepted values; `Encoding::parse` parses them")]
+enum EncodingName {
+    Decimal,
+    Base36,
+    Base62,
+    Crockford32,
+}
+
+/// What a public id text stands for.
+#[derive(Serialize, ToSchema)]
+#[schema(as = DecodedId)]
 pub(crate) struct DecodeBody {
     text: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     tag: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     template: Option<String>,
-    /// The id after permutation (what the text encodes).
+    /// The number the text encodes (after the permutation).
     public_id: u64,
     /// The id the tag issued.
     id: u64,
+    /// The template's rendered dates, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     dates: Vec<String>,
 }
 
+/// The internal id behind a public id (a tag's template and key) or an encoded id
+///
 /// `GET /v1/decode?id=TEXT&tag=TAG` (the tag's template and key) or
 /// `GET /v1/decode?id=TEXT&encoding=base36` (a plain encoding).
+#[utoipa::path(
+    get,
+    path = "/v1/decode",
+    tag = "segment",
+    operation_id = "decodeId",
+    params(DecodeQuery),
+    responses(
+        (status = 200, description = "What the text stands for", body = DecodeBody),
+        (status = 400, description = "No `id`, neither or both of `tag` and `encoding`, or an \
+            unknown parameter (`bad_query`); a bad tag (`bad_tag`) or encoding (`bad_encoding`); \
+            the text is not an id of the tag's format or the encoding (`not_an_id`)",
+            body = ErrorBody),
+    )
+)]
 pub(crate) async fn decode(
     State(app): State<AppState>,
     query: Result<Query<DecodeQuery>, QueryRejection>,

@@ -2,9 +2,10 @@
 //!
 //! This crate owns the routes (Meituan Leaf's, byte-compatible, and the native `/v1` API),
 //! the mapping of every library error to an HTTP status (in `error.rs`, nowhere else), the
-//! configuration file and its precedence (`config.rs`), bearer tokens (`auth.rs`), limits
-//! (`limits.rs`), Prometheus metrics (`metrics.rs`), the dashboard (`dashboard.rs`), and
-//! serving with graceful shutdown.
+//! OpenAPI document generated from the handlers (`openapi.rs`), the configuration file and
+//! its precedence (`config.rs`), bearer tokens (`auth.rs`), limits (`limits.rs`), Prometheus
+//! metrics (`metrics.rs`), the dashboard (`dashboard.rs`), and serving with graceful
+//! shutdown.
 //!
 //! It must not hold id logic or touch a store directly: ids and tags come from
 //! [`idmint::Segments`], [`idmint::Snowflake`], [`idmint::Sequences`] and
@@ -17,6 +18,7 @@ mod error;
 mod formats;
 mod limits;
 mod metrics;
+mod openapi;
 mod routes;
 mod sequences;
 mod uuids;

@@ -60,7 +60,20 @@ pub fn handle() -> &'static PrometheusHandle {
 }
 
 /// `GET /metrics`: reads the state series, then renders everything as Prometheus text.
-pub async fn scrape(State(app): State<AppState>) -> Response {
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    description = "Prometheus text format 0.0.4: per tag ids issued, refills and their \
+        latency histogram, step, remaining ids and runway; the snowflake worker, lease and \
+        clock rollbacks; sequence room, raises and reseeds; HTTP requests and latency by route, \
+        method and status. docs/operations.md lists every series.",
+    responses(
+        (status = 200, description = "The metrics", content_type = "text/plain", body = String),
+    )
+)]
+pub(crate) async fn scrape(State(app): State<AppState>) -> Response {
     let handle = handle();
     collect(&app).await;
     handle.run_upkeep();
@@ -92,9 +105,12 @@ fn method_label(method: &Method) -> &'static str {
         Method::DELETE => "DELETE",
         Method::HEAD => "HEAD",
         Method::OPTIONS => "OPTIONS",
-        _ => "other",
+        _ => OTHER_METHOD,
     }
 }
+
+/// The `method` label of any method outside the standard set.
+const OTHER_METHOD: &str = "other";
 
 /// Sets every state series from the library's counters and statuses.
 async fn collect(app: &AppState) {

@@ -18,12 +18,15 @@ use idmint_core::snowflake::{Layout, Parts, UtcMs};
 use idmint_core::{Count, Description, SegmentSnapshot, StartId, Step, Tag};
 use idmint_store::{TagRecord, TagSpec};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
-use crate::formats::IdsAs;
+use crate::error::ErrorBody;
+use crate::formats::{FormatBody, IdsAs};
+use crate::openapi::{
+    DecimalId, FORBIDDEN, IdText, SNOWFLAKE_500, SNOWFLAKE_503, STORE_500, STORE_503, TAG_PARAM,
+    TagName, UNAUTHORIZED,
+};
 use crate::{ApiError, AppState, REQUEST_BODY_BYTES_MAX};
-
-/// The OpenAPI 3.1 document describing every route, served at `/openapi.json`.
-pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
 /// The API as an axum router over `state`.
 pub fn router(state: AppState) -> Router {
@@ -63,8 +66,29 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Leaf's segment route: `200 text/plain` with the decimal id.
-async fn leaf_segment(
+/// Next id of a tag (Meituan Leaf compatible)
+///
+/// Leaf's segment route, byte-compatible: `200 text/plain` with the decimal id. Errors are
+/// non-200 with a JSON body, never `0` or a negative number.
+#[utoipa::path(
+    get,
+    path = "/api/segment/get/{tag}",
+    tag = "leaf",
+    operation_id = "leafSegmentGet",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    responses(
+        (status = 200, description = "The id in decimal; for a tag with a [format.TAG] section, \
+            its public id as the template renders it (a permuted number with a key)",
+            body = IdText, content_type = "text/plain"),
+        (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
+            ids (`public_ids_exhausted`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn leaf_segment(
     State(app): State<AppState>,
     Path(tag): Path<String>,
 ) -> Result<String, ApiError> {
@@ -90,9 +114,24 @@ async fn snowflake_next_ids(app: &AppState, count: u64) -> Result<Vec<u64>, ApiE
     })
 }
 
-/// Leaf's snowflake route: `200 text/plain` with the decimal id. The key is Leaf's and, as
-/// in Leaf, does not change the id.
-async fn leaf_snowflake(
+/// Next snowflake id (Meituan Leaf compatible; the key does not change the id)
+///
+/// Leaf's snowflake route: `200 text/plain` with the decimal id. The key is Leaf's and, as in
+/// Leaf, does not change the id. From the ring of pre-made ids when `snowflake.cached` is on.
+#[utoipa::path(
+    get,
+    path = "/api/snowflake/get/{key}",
+    tag = "leaf",
+    operation_id = "leafSnowflakeGet",
+    params(("key" = String, Path, description = "Leaf's key, accepted and ignored")),
+    responses(
+        (status = 200, description = "The id, in decimal", body = DecimalId,
+            content_type = "text/plain"),
+        (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
+        (status = 503, description = SNOWFLAKE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn leaf_snowflake(
     State(app): State<AppState>,
     Path(_key): Path<String>,
 ) -> Result<String, ApiError> {
@@ -100,15 +139,21 @@ async fn leaf_snowflake(
     Ok(ids.first().map(u64::to_string).unwrap_or_default())
 }
 
-#[derive(Deserialize)]
-struct LeafDecodeQuery {
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct LeafDecodeQuery {
+    /// The snowflake id, in decimal.
     #[serde(rename = "snowflakeId")]
+    #[param(required = true, value_type = String, pattern = "^[0-9]{1,19}$")]
     snowflake_id: Option<String>,
 }
 
 /// Leaf's decode body: every value a string, the time as `ms(yyyy-MM-dd HH:mm:ss.SSS)` (UTC).
-#[derive(Serialize)]
-struct LeafDecodeBody {
+#[derive(Serialize, ToSchema)]
+#[schema(as = LeafDecoded)]
+pub(crate) struct LeafDecodeBody {
+    /// `ms(yyyy-MM-dd HH:mm:ss.SSS)`, UTC.
+    #[schema(example = "1795333265390(2026-11-22 07:41:05.390)")]
     timestamp: String,
     #[serde(rename = "workerId")]
     worker_id: String,
@@ -116,8 +161,24 @@ struct LeafDecodeBody {
     sequence_id: String,
 }
 
-/// Leaf's decode route.
-async fn leaf_decode(
+/// The parts of a snowflake id (Meituan Leaf compatible: every value a string)
+///
+/// Leaf's decode route, under the node's layout.
+#[utoipa::path(
+    get,
+    path = "/decodeSnowflakeId",
+    tag = "leaf",
+    operation_id = "leafSnowflakeDecode",
+    params(LeafDecodeQuery),
+    responses(
+        (status = 200, description = "Leaf's decode body; the time in UTC", body = LeafDecodeBody),
+        (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
+            node's layout (`bad_id`), or a malformed query (`bad_query`)", body = ErrorBody),
+        (status = 503, description = "The node runs no snowflake generator \
+            (`snowflake_not_running`)", body = ErrorBody),
+    )
+)]
+pub(crate) async fn leaf_decode(
     State(app): State<AppState>,
     query: Result<Query<LeafDecodeQuery>, QueryRejection>,
 ) -> Result<Json<LeafDecodeBody>, ApiError> {
@@ -148,14 +209,33 @@ fn decode_with(layout: &Layout, id: u64) -> Result<Parts, ApiError> {
     })
 }
 
-#[derive(Serialize)]
-struct SnowflakeIdsBody {
+/// Snowflake ids and the worker id that made them.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SnowflakeIds)]
+pub(crate) struct SnowflakeIdsBody {
+    /// Increasing ids: numbers, or decimal strings with `ids_as=string`.
+    #[schema(schema_with = crate::openapi::ids_schema)]
     ids: Vec<serde_json::Value>,
+    /// The node's worker id.
     worker: u64,
 }
 
-/// `count` snowflake ids (default 1), increasing.
-async fn snowflake_ids(
+/// `count` snowflake ids, increasing (from the ring of pre-made ids when `snowflake.cached` is on)
+#[utoipa::path(
+    get,
+    path = "/v1/snowflake",
+    tag = "snowflake",
+    operation_id = "snowflakeIds",
+    params(CountQuery),
+    responses(
+        (status = 200, description = "The ids and the node's worker id", body = SnowflakeIdsBody),
+        (status = 400, description = "A bad `count` (`bad_count`), `ids_as` (`bad_ids_as`) or \
+            query (`bad_query`)", body = ErrorBody),
+        (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
+        (status = 503, description = SNOWFLAKE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn snowflake_ids(
     State(app): State<AppState>,
     query: Result<Query<CountQuery>, QueryRejection>,
 ) -> Result<Json<SnowflakeIdsBody>, ApiError> {
@@ -166,23 +246,63 @@ async fn snowflake_ids(
     Ok(Json(SnowflakeIdsBody { ids, worker: snowflake(&app)?.status().worker }))
 }
 
-#[derive(Deserialize)]
-struct DecodeQuery {
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct DecodeQuery {
+    /// A layout preset (default: the node's layout).
+    #[param(inline, value_type = Option<LayoutPreset>)]
     layout: Option<String>,
 }
 
-#[derive(Serialize)]
-struct DecodeBody {
+/// The layout presets `?layout=` names.
+#[derive(ToSchema)]
+#[schema(rename_all = "kebab-case")]
+#[allow(dead_code, reason = "documents the accepted values; `Layout::preset` parses them")]
+pub(crate) enum LayoutPreset {
+    Snowflake,
+    Sonyflake,
+    Uid,
+    JsSafe,
+}
+
+/// A snowflake-style id's parts.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SnowflakeParts)]
+pub(crate) struct DecodeBody {
+    #[schema(schema_with = crate::openapi::any_id_schema)]
     id: u64,
+    /// The layout's name: the node's, or the preset asked for.
     layout: String,
+    /// Milliseconds since the Unix epoch.
     timestamp_ms: u64,
+    /// The time, RFC 3339 in UTC.
+    #[schema(format = DateTime)]
     time: String,
     worker: u64,
     sequence: u64,
 }
 
-/// The parts of an id under the node's layout, or a preset named by `?layout=`.
-async fn snowflake_decode(
+/// The parts of an id under the node's layout, or a preset
+#[utoipa::path(
+    get,
+    path = "/v1/snowflake/{id}",
+    tag = "snowflake",
+    operation_id = "snowflakeDecode",
+    params(
+        ("id" = String, Path, description = "A snowflake-style id, in decimal",
+            pattern = "^[0-9]{1,19}$"),
+        DecodeQuery,
+    ),
+    responses(
+        (status = 200, description = "The id's parts", body = DecodeBody),
+        (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
+            layout (`bad_id`); not a layout (`bad_layout`); a malformed query (`bad_query`)",
+            body = ErrorBody),
+        (status = 503, description = "No `layout` given and the node runs no snowflake \
+            generator (`snowflake_not_running`)", body = ErrorBody),
+    )
+)]
+pub(crate) async fn snowflake_decode(
     State(app): State<AppState>,
     Path(id): Path<String>,
     query: Result<Query<DecodeQuery>, QueryRejection>,
@@ -215,22 +335,52 @@ async fn snowflake_decode(
     }))
 }
 
-#[derive(Deserialize)]
-struct CountQuery {
+/// `count` and `ids_as`, the query of batch routes.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct CountQuery {
+    /// How many ids: 1 to `limits.batch_count_max` (at most 100000); default 1.
+    #[param(schema_with = crate::openapi::count_schema)]
     count: Option<String>,
-    /// `number` (default) or `string`.
+    /// How JSON carries numeric ids: `number` (default) or `string` (JavaScript numbers lose
+    /// precision above 2^53). Ids of a tag with a text template are always strings.
+    #[param(schema_with = crate::openapi::ids_as_schema)]
     ids_as: Option<String>,
 }
 
-#[derive(Serialize)]
-struct IdsBody {
+/// A batch of a tag's ids.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SegmentIds)]
+pub(crate) struct IdsBody {
     tag: String,
     /// Numbers, or strings (a tag with a text template, or `ids_as=string`).
+    #[schema(schema_with = crate::openapi::ids_schema)]
     ids: Vec<serde_json::Value>,
 }
 
-/// `count` ids (default 1) of a tag, as JSON.
-async fn segment_ids(
+/// A batch of ids of a tag
+///
+/// `count` ids (default 1) of a tag, increasing, as JSON.
+#[utoipa::path(
+    get,
+    path = "/v1/segment/{tag}",
+    tag = "segment",
+    operation_id = "segmentIds",
+    params(("tag" = TagName, Path, description = TAG_PARAM), CountQuery),
+    responses(
+        (status = 200, description = "Ids increasing, or for a tag with a [format.TAG] section \
+            its public ids: permuted numbers with a key, strings with a text template",
+            body = IdsBody),
+        (status = 400, description = "A bad tag (`bad_tag`), `count` (`bad_count`), `ids_as` \
+            (`bad_ids_as`) or query (`bad_query`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
+            ids (`public_ids_exhausted`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn segment_ids(
     State(app): State<AppState>,
     Path(tag): Path<String>,
     query: Result<Query<CountQuery>, QueryRejection>,
@@ -256,41 +406,64 @@ pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiErr
 }
 
 /// A tag's store row, and on `GET /v1/tags/{tag}` the segments this node holds for it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
+#[schema(as = Tag)]
 pub(crate) struct TagBody {
     tag: String,
+    /// First id not yet reserved by any node.
     max_id: u64,
     step: u64,
     description: String,
+    /// Last change, seconds since the Unix epoch.
     update_time_s: u64,
+    /// Only on `GET /v1/tags/{tag}`, when this node serves the tag: both segments, the
+    /// adaptive step, the measured rate and runway, and the counters.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     segments: Option<SegmentsBody>,
-    /// The tag's public id format, on `GET /v1/tags/{tag}` when it has one.
+    /// Only on `GET /v1/tags/{tag}`, when the tag has a `[format.TAG]` section: its template,
+    /// and with a key the width and the key's fingerprint (never the key).
     #[serde(skip_serializing_if = "Option::is_none")]
-    format: Option<crate::formats::FormatBody>,
+    #[schema(nullable = false)]
+    format: Option<FormatBody>,
 }
 
 /// How this node serves the tag: both segments, the pacing and the counters.
-#[derive(Serialize)]
-struct SegmentsBody {
+#[derive(Serialize, ToSchema)]
+#[schema(as = TagSegments)]
+pub(crate) struct SegmentsBody {
+    /// The segment ids are taken from; `null` before the first refill.
     current: Option<SegmentBody>,
+    /// The preloaded next segment; `null` until it is loaded.
     next: Option<SegmentBody>,
-    /// Length of the last range the store gave (the adaptive step).
+    /// Length of the last range the store gave: the adaptive step (at least the tag's step,
+    /// at most 1000000).
     step: u64,
+    /// Ids left in both segments.
     remaining: u64,
+    /// Recent consumption, ids per second (10 s moving average).
     rate_per_s: f64,
-    /// `null` while idle.
+    /// Seconds the remaining ids last at the recent rate; `null` while idle.
     runway_s: Option<f64>,
+    /// Moving average of the store's allocation latency.
     refill_latency_ms: f64,
+    /// Ranges installed by this node.
     refills: u64,
+    /// Failed refill attempts.
     refill_failures: u64,
+    /// Requests that found both segments spent and waited for the store.
     waits: u64,
+    /// End of the highest range this node was given (or restored from its data directory);
+    /// ranges below it are refused.
     high_water: u64,
 }
 
-#[derive(Serialize)]
-struct SegmentBody {
+/// One range of ids a node holds.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Segment)]
+pub(crate) struct SegmentBody {
     start: u64,
+    /// Exclusive.
     end: u64,
     next_id: u64,
     remaining: u64,
@@ -328,26 +501,65 @@ impl TagBody {
     }
 }
 
-#[derive(Serialize)]
-struct TagsBody {
+/// Every tag in the store.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Tags)]
+pub(crate) struct TagsBody {
     tags: Vec<TagBody>,
 }
 
-async fn list_tags(State(app): State<AppState>) -> Result<Json<TagsBody>, ApiError> {
+/// List tags
+#[utoipa::path(
+    get,
+    path = "/v1/tags",
+    tag = "segment",
+    operation_id = "listTags",
+    responses(
+        (status = 200, description = "Every tag in the store", body = TagsBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_tags(State(app): State<AppState>) -> Result<Json<TagsBody>, ApiError> {
     let records = app.segments.list_tags().await?;
     Ok(Json(TagsBody { tags: records.into_iter().map(|r| TagBody::new(r, None)).collect() }))
 }
 
-#[derive(Deserialize)]
+/// A new tag.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateTag {
+pub(crate) struct CreateTag {
+    #[schema(value_type = TagName)]
     tag: String,
+    #[schema(schema_with = crate::openapi::new_step_schema)]
     step: Option<u64>,
+    #[schema(schema_with = crate::openapi::start_schema)]
     start: Option<u64>,
+    #[schema(schema_with = crate::openapi::description_schema)]
     description: Option<String>,
 }
 
-async fn create_tag(
+/// Create a tag
+#[utoipa::path(
+    post,
+    path = "/v1/tags",
+    tag = "segment",
+    operation_id = "createTag",
+    request_body = CreateTag,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Created", body = TagBody),
+        (status = 400, description = "A bad body (`bad_body`), tag (`bad_tag`), step, start or \
+            description (`bad_value`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 409, description = "The tag exists (`tag_exists`), or the store holds 10000 \
+            tags (`too_many_tags`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn create_tag(
     State(app): State<AppState>,
     body: Result<Json<CreateTag>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -363,7 +575,22 @@ async fn create_tag(
     Ok((StatusCode::CREATED, Json(TagBody::new(record, None))))
 }
 
-async fn get_tag(
+/// A tag's store row and the segments this node holds for it
+#[utoipa::path(
+    get,
+    path = "/v1/tags/{tag}",
+    tag = "segment",
+    operation_id = "getTag",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    responses(
+        (status = 200, description = "The tag", body = TagBody),
+        (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn get_tag(
     State(app): State<AppState>,
     Path(tag): Path<String>,
 ) -> Result<Json<TagBody>, ApiError> {
@@ -374,13 +601,37 @@ async fn get_tag(
     Ok(Json(body))
 }
 
-#[derive(Deserialize)]
+/// A tag's new step.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct SetStep {
+pub(crate) struct SetStep {
+    #[schema(schema_with = crate::openapi::step_schema)]
     step: u64,
 }
 
-async fn set_step(
+/// Change a tag's step
+///
+/// The new step takes effect at the tag's next refill.
+#[utoipa::path(
+    patch,
+    path = "/v1/tags/{tag}",
+    tag = "segment",
+    operation_id = "setStep",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    request_body = SetStep,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The updated tag", body = TagBody),
+        (status = 400, description = "A bad tag (`bad_tag`), body (`bad_body`) or step \
+            (`bad_value`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn set_step(
     State(app): State<AppState>,
     Path(tag): Path<String>,
     body: Result<Json<SetStep>, JsonRejection>,
@@ -392,7 +643,25 @@ async fn set_step(
     Ok(Json(TagBody::new(record, None)))
 }
 
-async fn delete_tag(
+/// Delete a tag
+#[utoipa::path(
+    delete,
+    path = "/v1/tags/{tag}",
+    tag = "segment",
+    operation_id = "deleteTag",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn delete_tag(
     State(app): State<AppState>,
     Path(tag): Path<String>,
 ) -> Result<StatusCode, ApiError> {
@@ -402,25 +671,59 @@ async fn delete_tag(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Serialize)]
-struct StatusBody {
+/// Whether the node is alive or ready, and its store.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Status)]
+pub(crate) struct StatusBody {
+    /// `ok` (liveness) or `ready`.
     status: &'static str,
+    /// Store URL, password removed.
     store: String,
 }
 
-/// Liveness: the process answers.
-async fn health(State(app): State<AppState>) -> Json<StatusBody> {
+/// Liveness
+///
+/// The process answers.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "service",
+    operation_id = "health",
+    responses((status = 200, description = "The process answers", body = StatusBody))
+)]
+pub(crate) async fn health(State(app): State<AppState>) -> Json<StatusBody> {
     Json(StatusBody { status: "ok", store: app.segments.store_description() })
 }
 
-/// Readiness: not shutting down and the store answers.
-async fn ready(State(app): State<AppState>) -> Result<Json<StatusBody>, ApiError> {
+/// Readiness: the store answers and the node is not shutting down
+#[utoipa::path(
+    get,
+    path = "/ready",
+    tag = "service",
+    operation_id = "ready",
+    responses(
+        (status = 200, description = "Ready", body = StatusBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn ready(State(app): State<AppState>) -> Result<Json<StatusBody>, ApiError> {
     app.segments.ready().await?;
     Ok(Json(StatusBody { status: "ready", store: app.segments.store_description() }))
 }
 
-async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI_JSON)
+/// This document
+///
+/// The OpenAPI 3.1 document of this API, generated from the handlers.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "service",
+    operation_id = "openapi",
+    responses((status = 200, description = "OpenAPI 3.1", content(("application/json"))))
+)]
+pub(crate) async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], crate::openapi::OPENAPI_JSON.as_str())
 }
 
 async fn no_route(uri: Uri) -> ApiError {

@@ -15,7 +15,10 @@ use idmint::{SEQ_COUNT_MAX, SequenceStatus, Sequences};
 use idmint_core::Tag;
 use idmint_store::{SequenceRecord, SequenceSpec};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
+use crate::error::ErrorBody;
+use crate::openapi::{FORBIDDEN, SEQ_500, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED};
 use crate::{ApiError, AppState};
 
 /// The node's sequence engine once it runs, or why it does not (yet): it starts after the
@@ -58,23 +61,51 @@ impl SequenceSlot {
     }
 }
 
-#[derive(Deserialize)]
+/// The query of `GET /v1/seq/{name}`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SeqQuery {
+    /// 1 to `limits.batch_count_max` (default 1).
+    #[param(schema_with = crate::openapi::count_schema)]
     count: Option<String>,
     /// `number` (default) or `string`; formatted sequences are always strings.
+    #[param(schema_with = crate::openapi::ids_as_schema)]
     ids_as: Option<String>,
 }
 
-#[derive(Serialize)]
+/// Numbers of a sequence.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SequenceIds)]
 pub(crate) struct SeqIdsBody {
     name: String,
+    /// The day (YYYYMMDD) of a daily sequence.
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[schema(required = false)]
     period: String,
+    /// Increasing numbers, or strings (a formatted sequence, or `ids_as=string`).
+    #[schema(schema_with = crate::openapi::ids_schema)]
     ids: Vec<serde_json::Value>,
 }
 
-/// `count` ids of a sequence.
+/// `count` numbers of a sequence, increasing (strings when it has a format)
+#[utoipa::path(
+    get,
+    path = "/v1/seq/{name}",
+    tag = "sequences",
+    operation_id = "sequenceIds",
+    params(("name" = TagName, Path, description = SEQ_PARAM), SeqQuery),
+    responses(
+        (status = 200, description = "The ids", body = SeqIdsBody),
+        (status = 400, description = "A bad name (`bad_tag`), `count` (`bad_count`), `ids_as` \
+            (`bad_ids_as`) or query (`bad_query`), or a count the sequence refuses \
+            (`bad_sequence`)", body = ErrorBody),
+        (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
+            body = ErrorBody),
+        (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 503, description = SEQ_503, body = ErrorBody),
+    )
+)]
 pub(crate) async fn seq_ids(
     State(app): State<AppState>,
     Path(name): Path<String>,
@@ -93,28 +124,46 @@ pub(crate) async fn seq_ids(
     Ok(Json(SeqIdsBody { name: ids.name.to_string(), period: ids.period, ids: values }))
 }
 
-#[derive(Serialize)]
+/// A sequence's definition, and on `GET /v1/seqs/{name}` its counter.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Sequence)]
 pub(crate) struct SeqBody {
     name: String,
     daily: bool,
+    /// Output format, e.g. `{date:%Y%m%d}{seq:06}`; absent: plain numbers.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     format: Option<String>,
     time_zone: String,
+    /// When it was created, milliseconds since the Unix epoch.
     created_ms: u64,
+    /// On `GET /v1/seqs/{name}`: the counter of the current period.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     counter: Option<CounterBody>,
 }
 
-#[derive(Serialize)]
+/// The counter of a sequence's current period.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SequenceCounter)]
 pub(crate) struct CounterBody {
+    /// `""`, or the day (YYYYMMDD) of a daily sequence.
     period: String,
+    /// The last number taken (0: none this period).
     cur: u64,
+    /// The ceiling Redis was told: no number passes it.
     max: u64,
+    /// Numbers left below the ceiling.
     room: u64,
+    /// Numbers taken in the last whole second.
     seqs_recently: u64,
+    /// Numbers per second, averaged over the last five minutes.
     seqs_long_term: u64,
+    /// Requests that waited for the ceiling to be raised.
     waits: u64,
+    /// Times the counter was reseeded above the ceiling.
     reseeds: u64,
+    /// Times the ceiling was raised.
     raises: u64,
 }
 
@@ -141,27 +190,66 @@ impl SeqBody {
     }
 }
 
-#[derive(Serialize)]
+/// Every sequence definition.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Sequences)]
 pub(crate) struct SeqsBody {
     sequences: Vec<SeqBody>,
 }
 
-/// Every sequence definition.
+/// Every sequence definition
+#[utoipa::path(
+    get,
+    path = "/v1/seqs",
+    tag = "sequences",
+    operation_id = "listSequences",
+    responses(
+        (status = 200, description = "The definitions", body = SeqsBody),
+        (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 503, description = SEQ_503, body = ErrorBody),
+    )
+)]
 pub(crate) async fn list_seqs(State(app): State<AppState>) -> Result<Json<SeqsBody>, ApiError> {
     let records = app.sequences.get()?.list().await?;
     Ok(Json(SeqsBody { sequences: records.into_iter().map(|r| SeqBody::new(r, None)).collect() }))
 }
 
-#[derive(Deserialize)]
+/// A new sequence.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateSeq {
+    #[schema(value_type = TagName)]
     name: String,
+    /// Restart at 1 each day in the time zone, the date in the ids (default false).
+    #[schema(default = false, nullable = false)]
     daily: Option<bool>,
+    /// Output format: literal text, `{date:STRFTIME}` parts and exactly one `{seq}` or
+    /// `{seq:0N}`, last; default for a daily sequence: `{date:%Y%m%d}{seq:06}`.
+    #[schema(nullable = false)]
     format: Option<String>,
+    /// `UTC` (default), a fixed offset such as `+08:00`, or an IANA name.
+    #[schema(default = "UTC", nullable = false)]
     time_zone: Option<String>,
 }
 
-/// Defines a sequence.
+/// Define a sequence
+#[utoipa::path(
+    post,
+    path = "/v1/seqs",
+    tag = "sequences",
+    operation_id = "createSequence",
+    request_body = CreateSeq,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Created", body = SeqBody),
+        (status = 400, description = "A bad body (`bad_body`) or name (`bad_tag`); a bad \
+            format or time zone, or the name exists (`bad_sequence`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 503, description = SEQ_503, body = ErrorBody),
+    )
+)]
 pub(crate) async fn create_seq(
     State(app): State<AppState>,
     body: Result<Json<CreateSeq>, JsonRejection>,
@@ -179,7 +267,22 @@ pub(crate) async fn create_seq(
     Ok((StatusCode::CREATED, Json(SeqBody::new(record, None))))
 }
 
-/// A sequence's definition and current counter.
+/// A sequence's definition and its current counter
+#[utoipa::path(
+    get,
+    path = "/v1/seqs/{name}",
+    tag = "sequences",
+    operation_id = "getSequence",
+    params(("name" = TagName, Path, description = SEQ_PARAM)),
+    responses(
+        (status = 200, description = "The sequence", body = SeqBody),
+        (status = 400, description = "A bad name (`bad_tag`)", body = ErrorBody),
+        (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
+            body = ErrorBody),
+        (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 503, description = SEQ_503, body = ErrorBody),
+    )
+)]
 pub(crate) async fn get_seq(
     State(app): State<AppState>,
     Path(name): Path<String>,
@@ -188,7 +291,28 @@ pub(crate) async fn get_seq(
     Ok(Json(SeqBody::new(status.spec.clone(), Some(status))))
 }
 
-/// Deletes a sequence and its Redis counters (its ceilings stay in the store).
+/// Delete a sequence and its Redis counters
+///
+/// Its ceilings stay: a sequence created again under the name continues above the old
+/// numbers.
+#[utoipa::path(
+    delete,
+    path = "/v1/seqs/{name}",
+    tag = "sequences",
+    operation_id = "deleteSequence",
+    params(("name" = TagName, Path, description = SEQ_PARAM)),
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "A bad name (`bad_tag`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
+            body = ErrorBody),
+        (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 503, description = SEQ_503, body = ErrorBody),
+    )
+)]
 pub(crate) async fn delete_seq(
     State(app): State<AppState>,
     Path(name): Path<String>,

@@ -15,39 +15,100 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use idmint_core::uuid::{UuidFormat, ulid_encode};
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+use utoipa::{IntoParams, ToSchema};
 
+use crate::error::ErrorBody;
+use crate::openapi::CLOCK_503;
 use crate::routes::parse_count;
 use crate::{ApiError, AppState};
 
 /// The query of `GET /v1/uuid`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UuidQuery {
+    /// 1 to `limits.batch_count_max` (default 1).
+    #[param(schema_with = crate::openapi::count_schema)]
     count: Option<String>,
-    /// `4` (default) or `7`.
+    /// `4` (random, the default: what "a UUID" means to most clients) or `7` (48-bit Unix ms,
+    /// then random bits; increasing within the node).
+    #[param(inline, value_type = Option<UuidVersion>, default = json!("4"))]
     version: Option<String>,
-    /// `standard` (default) or `hex`.
+    /// `standard` (8-4-4-4-12 lower-case hex, the default) or `hex` (32 lower-case hex digits,
+    /// no dashes).
+    #[param(inline, value_type = Option<UuidTextFormat>, default = json!("standard"))]
     format: Option<String>,
 }
 
+/// The UUID versions served.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "documents the accepted values; `uuid_ids` parses them")]
+enum UuidVersion {
+    #[schema(rename = "4")]
+    V4,
+    #[schema(rename = "7")]
+    V7,
+}
+
+/// The UUID text formats served.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code, reason = "documents the accepted values; `UuidFormat::parse` parses them")]
+enum UuidTextFormat {
+    Standard,
+    Hex,
+}
+
 /// The query of `GET /v1/ulid`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UlidQuery {
+    /// 1 to `limits.batch_count_max` (default 1).
+    #[param(schema_with = crate::openapi::count_schema)]
     count: Option<String>,
 }
 
-/// `{"ids": [...]}`, ids as strings.
-#[derive(Serialize)]
-pub(crate) struct TextIdsBody {
+/// UUIDs as text.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Uuids)]
+pub(crate) struct UuidsBody {
+    /// RFC 9562 version and variant bits, lower-case hex.
+    #[schema(schema_with = uuids_schema)]
     ids: Vec<String>,
 }
 
-/// `count` UUIDs (default 1) of `version` in `format`.
+/// ULIDs as text.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Ulids)]
+pub(crate) struct UlidsBody {
+    /// 26 characters of Crockford base32.
+    #[schema(schema_with = ulids_schema)]
+    ids: Vec<String>,
+}
+
+/// `count` UUIDs made by this node, no store
+///
+/// Random v4 (the default) or time-ordered v7 (increasing within the node); RFC 9562 version
+/// and variant bits. `count` UUIDs (default 1) of `version` in `format`.
+#[utoipa::path(
+    get,
+    path = "/v1/uuid",
+    tag = "uuid",
+    operation_id = "uuidIds",
+    params(UuidQuery),
+    responses(
+        (status = 200, description = "The UUIDs, as text", body = UuidsBody),
+        (status = 400, description = "Bad `count` (`bad_count`), `version` (`bad_version`), \
+            `format` (`bad_format`) or an unknown parameter (`bad_query`)", body = ErrorBody),
+        (status = 503, description = CLOCK_503, body = ErrorBody),
+    )
+)]
 pub(crate) async fn uuid_ids(
     State(app): State<AppState>,
     query: Result<Query<UuidQuery>, QueryRejection>,
-) -> Result<Json<TextIdsBody>, ApiError> {
+) -> Result<Json<UuidsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
     let format = match query.format.as_deref() {
@@ -67,16 +128,45 @@ pub(crate) async fn uuid_ids(
             ));
         }
     };
-    Ok(Json(TextIdsBody { ids: ids.into_iter().map(|id| format.encode(id)).collect() }))
+    Ok(Json(UuidsBody { ids: ids.into_iter().map(|id| format.encode(id)).collect() }))
 }
 
-/// `count` ULIDs (default 1).
+/// `count` ULIDs made by this node, no store
+///
+/// 48-bit Unix ms then 80 random bits, 26 characters of Crockford base32, increasing within
+/// the node. `count` ULIDs (default 1).
+#[utoipa::path(
+    get,
+    path = "/v1/ulid",
+    tag = "uuid",
+    operation_id = "ulidIds",
+    params(UlidQuery),
+    responses(
+        (status = 200, description = "The ULIDs, as text", body = UlidsBody),
+        (status = 400, description = "Bad `count` (`bad_count`) or an unknown parameter \
+            (`bad_query`)", body = ErrorBody),
+        (status = 503, description = CLOCK_503, body = ErrorBody),
+    )
+)]
 pub(crate) async fn ulid_ids(
     State(app): State<AppState>,
     query: Result<Query<UlidQuery>, QueryRejection>,
-) -> Result<Json<TextIdsBody>, ApiError> {
+) -> Result<Json<UlidsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
     let ids = app.uuids.ulid(count)?;
-    Ok(Json(TextIdsBody { ids: ids.into_iter().map(ulid_encode).collect() }))
+    Ok(Json(UlidsBody { ids: ids.into_iter().map(ulid_encode).collect() }))
+}
+
+/// An array of UUIDs in either text format.
+fn uuids_schema() -> ArrayBuilder {
+    let uuid = "^([0-9a-f]{8}-[0-9a-f]{4}-[47][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\
+                |[0-9a-f]{12}[47][0-9a-f]{3}[89ab][0-9a-f]{15})$";
+    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String).pattern(Some(uuid)))
+}
+
+/// An array of ULIDs.
+fn ulids_schema() -> ArrayBuilder {
+    let ulid = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$";
+    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String).pattern(Some(ulid)))
 }

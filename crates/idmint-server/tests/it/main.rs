@@ -5,6 +5,7 @@
 mod api;
 mod dashboard;
 mod formats;
+mod openapi;
 mod ops;
 mod outage;
 #[cfg(feature = "redis")]

@@ -146,7 +146,7 @@ impl TestServer {
     }
 
     /// Serves `state` on a free loopback port.
-    async fn serve(state: AppState) -> TestServer {
+    pub async fn serve(state: AppState) -> TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
