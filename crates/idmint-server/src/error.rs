@@ -85,6 +85,11 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("forbidden", "403: the bearer token is not one the route accepts"),
     ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
     ("no_route", "404: no route has this path"),
+    ("bad_request", "400: the framework refused the request (e.g. a path that is not UTF-8)"),
+    ("method_not_allowed", "405: the route does not take this method (see `Allow`)"),
+    ("body_too_large", "413: the request body is larger than 64 KiB"),
+    ("unsupported_media_type", "415: a JSON body without `Content-Type: application/json`"),
+    ("http_error", "4xx/5xx: another error the framework answered"),
     ("unknown_tag", "404: the tag does not exist"),
     ("unknown_sequence", "404: the sequence does not exist"),
     ("tag_exists", "409: a tag of that name exists"),
@@ -254,6 +259,57 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(name, HeaderValue::from_static(value));
         }
         response
+    }
+}
+
+/// Longest body of a framework answer (axum's rejections) read to put it in JSON.
+const PLAIN_ERROR_BYTES_MAX: usize = 4 * 1024;
+
+/// The middleware that keeps every error JSON: an error answered by the framework rather
+/// than a handler (a path parameter that is not UTF-8, a method the route does not have, a
+/// missing content type) is plain text or empty; it becomes `{"error": {code, message}}`
+/// with the same status, the text as the message.
+pub(crate) async fn json_errors(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, PLAIN_ERROR_BYTES_MAX).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let code = framework_code(status);
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    let mut answer =
+        (status, Json(ErrorBody { error: ErrorDetail { code, message } })).into_response();
+    for name in [header::ALLOW, header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
+        if let Some(value) = parts.headers.get(&name) {
+            answer.headers_mut().insert(name, value.clone());
+        }
+    }
+    answer
+}
+
+/// The code of an error the framework answered, by its status.
+fn framework_code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        _ => "http_error",
     }
 }
 

@@ -62,6 +62,7 @@ pub fn router(state: AppState) -> Router {
         // the limits bound everything behind them, the tokens are checked before handlers.
         .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authorize))
         .layer(middleware::from_fn_with_state(state.clone(), crate::limits::limit))
+        .layer(middleware::from_fn(crate::error::json_errors))
         .layer(middleware::from_fn(crate::metrics::track))
         .with_state(state)
 }

@@ -462,3 +462,15 @@ async fn idle_and_trickling_connections_are_closed() {
     assert_eq!(server.get("/health").await.status(), 200);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn errors_the_framework_answers_are_json_too() {
+    let server = TestServer::memory().await;
+    let not_utf8 = server.get("/v1/tags/%FF").await;
+    let message = crate::support::assert_error(not_utf8, 400, "bad_request").await;
+    assert!(message.contains("UTF-8"), "{message}");
+    let put = server.client.put(server.url("/v1/tags")).send().await.unwrap();
+    assert!(put.headers().contains_key("allow"), "405 keeps its Allow header");
+    crate::support::assert_error(put, 405, "method_not_allowed").await;
+    server.stop().await;
+}
