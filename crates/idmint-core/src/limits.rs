@@ -80,6 +80,15 @@ pub const SEGMENT_DURATION_S_MAX: u64 = 86_400;
 /// How often each tag's consumption rate is sampled, in milliseconds.
 pub const RATE_SAMPLE_MS: u64 = 1_000;
 
+/// Rates each tag keeps for its recent history (the dashboard's sparkline): one every
+/// `RATE_HISTORY_EVERY_MS`, so `RATE_HISTORY_LEN` of them cover the last five minutes.
+pub const RATE_HISTORY_LEN: usize = 60;
+
+/// How often a rate is added to a tag's history, in milliseconds.
+pub const RATE_HISTORY_EVERY_MS: u64 = 5_000;
+
+const _: () = assert!(RATE_HISTORY_EVERY_MS >= RATE_SAMPLE_MS);
+
 /// Forward jumps a refill makes past a store that went backwards before it gives up for this
 /// attempt (and retries with backoff).
 pub const REGRESSION_JUMPS_MAX: u32 = 3;

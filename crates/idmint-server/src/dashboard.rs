@@ -2,7 +2,8 @@
 //! binary, nothing fetched from elsewhere) and the JSON it polls, `GET /v1/status`.
 //!
 //! The page shows each tag's two segments (like Leaf's `/cache`), step, rate, runway and a
-//! sparkline of its rate over the minutes the page has been open; the snowflake worker and
+//! sparkline of its rate over the last five minutes (kept by the node, one rate per 5 s,
+//! `TagStatus::rate_history_per_s`); the snowflake worker and
 //! its lease; sequences; and store health. It refreshes itself every two seconds. It is
 //! read-only unless an admin token is entered (kept in the tab's session storage only),
 //! and then offers tag create, step change and delete through the same admin routes as any

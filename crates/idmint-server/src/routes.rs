@@ -457,6 +457,8 @@ pub(crate) struct SegmentsBody {
     /// End of the highest range this node was given (or restored from its data directory);
     /// ranges below it are refused.
     high_water: u64,
+    /// The rate over the last five minutes, ids per second, oldest first, one value per 5 s.
+    rate_history_per_s: Vec<f64>,
 }
 
 /// One range of ids a node holds.
@@ -497,6 +499,7 @@ impl TagBody {
                 refill_failures: s.refill_failures,
                 waits: s.waits,
                 high_water: s.buffer.high_water,
+                rate_history_per_s: s.rate_history_per_s,
             }),
         }
     }

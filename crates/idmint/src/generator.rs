@@ -10,10 +10,14 @@
 //! range below the tag's high-water mark (the store went backwards) and jumps the store past
 //! it, persists the new mark, and only then installs the range.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use idmint_core::limits::{REFILL_RETRY_MS_MAX, REFILL_RETRY_MS_MIN, REGRESSION_JUMPS_MAX};
+use idmint_core::limits::{
+    RATE_HISTORY_EVERY_MS, RATE_HISTORY_LEN, REFILL_RETRY_MS_MAX, REFILL_RETRY_MS_MIN,
+    REGRESSION_JUMPS_MAX,
+};
 use idmint_core::pacing::{plan_step, preload_reserve, runway_seconds};
 use idmint_core::{
     BufferSnapshot, Count, DoubleBuffer, IdRange, InstallError, RateMeter, Step, Tag, Take,
@@ -89,6 +93,11 @@ struct Pacing {
     latency: Duration,
     /// The last allocation's latency.
     last_latency: Duration,
+    /// Recent rates, oldest first, one per `RATE_HISTORY_EVERY_MS`, at most
+    /// `RATE_HISTORY_LEN`.
+    history: VecDeque<f64>,
+    /// When the last rate was added to `history`.
+    history_at: Instant,
 }
 
 /// A tag as this node serves it: both segments, the pacing and the counters.
@@ -114,6 +123,9 @@ pub struct TagStatus {
     pub refill_failures: u64,
     /// Requests that found both segments spent and waited for the store.
     pub waits: u64,
+    /// The rate over the last minutes, ids per second, oldest first: one value per
+    /// `RATE_HISTORY_EVERY_MS`, at most `RATE_HISTORY_LEN`.
+    pub rate_history_per_s: Vec<f64>,
 }
 
 impl TagGenerator {
@@ -143,6 +155,8 @@ impl TagGenerator {
                 step: 0,
                 latency: Duration::ZERO,
                 last_latency: Duration::ZERO,
+                history: VecDeque::with_capacity(RATE_HISTORY_LEN),
+                history_at: Instant::now(),
             }),
             shared,
         }
@@ -204,6 +218,7 @@ impl TagGenerator {
             refills: self.refills.load(Ordering::Relaxed),
             refill_failures: self.failures.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
+            rate_history_per_s: pacing.history.iter().copied().collect(),
         }
     }
 
@@ -219,6 +234,16 @@ impl TagGenerator {
         let ids = handed_out.saturating_sub(pacing.sampled_handed_out);
         pacing.meter.observe(ids, elapsed);
         (pacing.sampled_at, pacing.sampled_handed_out) = (now, handed_out);
+        if now.saturating_duration_since(pacing.history_at)
+            >= Duration::from_millis(RATE_HISTORY_EVERY_MS)
+        {
+            if pacing.history.len() == RATE_HISTORY_LEN {
+                pacing.history.pop_front();
+            }
+            let rate = pacing.meter.current();
+            pacing.history.push_back(rate);
+            pacing.history_at = now;
+        }
     }
 
     /// The fast path: take from the buffer and start a refill if it says so.

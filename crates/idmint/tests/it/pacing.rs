@@ -205,3 +205,16 @@ impl Consumer {
 fn assert_close(got: f64, want: f64, tolerance: f64, what: &str) {
     assert!((got - want).abs() <= want * tolerance, "{what}: {got}, expected {want} ± {tolerance}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_status_keeps_five_minutes_of_rates_one_per_five_seconds() {
+    // 100 ids/s for 180 s: 36 rates (one per 5 s), each near 100.
+    let status = steady(SegmentConfig::default(), 1_000, 1, Duration::from_millis(10), 180).await;
+    let history = &status.rate_history_per_s;
+    assert!((34..=36).contains(&history.len()), "{} rates kept", history.len());
+    let last = *history.last().unwrap();
+    assert_close(last, 100.0, 0.05, "the latest kept rate");
+    // Past five minutes only the newest 60 are kept.
+    let status = steady(SegmentConfig::default(), 1_000, 1, Duration::from_millis(10), 330).await;
+    assert_eq!(status.rate_history_per_s.len(), idmint_core::limits::RATE_HISTORY_LEN);
+}
