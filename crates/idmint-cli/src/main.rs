@@ -111,7 +111,8 @@ fn main() -> ExitCode {
 
 impl StoreArgs {
     /// Resolves the settings (flag > env > file > default), with `listen` and `data_dir` as
-    /// the extra flags (`serve` has them).
+    /// the extra flags (`serve` has them): the config file, then every problem in it and in
+    /// the values, reported together. Connects to nothing.
     fn settings(
         &self,
         listen: Option<String>,
@@ -119,12 +120,9 @@ impl StoreArgs {
         redis: Option<String>,
     ) -> anyhow::Result<idmint_server::Settings> {
         use anyhow::Context;
-        let file = match &self.config {
-            Some(path) => idmint_server::FileConfig::load(path)?,
-            None => idmint_server::FileConfig::default(),
-        };
         let flags = idmint_server::Overrides { listen, store: self.store.clone(), data_dir, redis };
-        idmint_server::Settings::resolve(&file, &|name| std::env::var(name).ok(), &flags)
+        let env = |name: &str| std::env::var(name).ok();
+        idmint_server::Settings::load(self.config.as_deref(), &env, &flags)
             .context("invalid configuration")
     }
 }

@@ -145,7 +145,7 @@ async fn start_sequences(
     };
     tokio::spawn(async move {
         loop {
-            match idmint_store::open_counters(&redis).await {
+            match idmint_store::open_counters(redis.expose()).await {
                 Ok(counters) => {
                     let clock = std::sync::Arc::new(idmint::SystemClock);
                     let engine = idmint::Sequences::start(store, counters, clock, config);

@@ -21,7 +21,11 @@ use std::sync::Arc;
 use idmint::{CachedSnowflake, Segments, Snowflake};
 use tokio::net::TcpListener;
 
-pub use config::{ConfigError, FileConfig, FormatSection, Overrides, Settings, TagFormat};
+pub use config::{
+    ConfigError, ConfigErrors, EffectiveConfig, FILE_PROBLEMS_MAX, FileConfig, FormatSection,
+    LimitsSection, Overrides, SECRET_MASK, Secret, SecretUrl, SegmentSection, Settings,
+    SnowflakeSection, TagFormat, env_var,
+};
 pub use error::ApiError;
 pub use formats::TagFormats;
 pub use routes::router;
