@@ -6,16 +6,11 @@ use anyhow::Context;
 use idmint::{Segments, Snowflake};
 use idmint_server::{AppState, SequenceSlot};
 
-use crate::StoreArgs;
+use crate::ServeArgs;
 
-pub async fn run(
-    listen: Option<String>,
-    data_dir: Option<String>,
-    redis: Option<String>,
-    store_args: StoreArgs,
-) -> anyhow::Result<()> {
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
-    let settings = store_args.settings(listen, data_dir, redis)?;
+    let settings = args.settings()?;
     let store = idmint_store::open(&settings.store)
         .await
         .with_context(|| format!("cannot open the store {}", settings.store))?;
