@@ -4,10 +4,11 @@
 //! This file owns the command line (clap) and dispatch; each command lives in its own module.
 //! Errors are `anyhow` with context and end the process with status 1 and a message (one
 //! line, or one line per problem of a configuration). The tracing subscriber is installed
-//! by `serve` and nowhere else.
+//! here, by `logging`, and nowhere else.
 
 mod config;
 mod decode;
+mod logging;
 mod next;
 mod seq;
 mod serve;
@@ -23,6 +24,11 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "idmint", version, propagate_version = true)]
 struct Cli {
+    /// Log lines on stderr: human (colours on a terminal) or json (one object a line, with
+    /// timestamp, level, message, target and the event's fields). The filter is IDMINT_LOG,
+    /// else RUST_LOG, else info.
+    #[arg(long, global = true, value_enum, env = "IDMINT_LOG_FORMAT", default_value_t)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -91,6 +97,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = logging::init(cli.log_format) {
+        eprintln!("error: {error:#}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -9,7 +9,6 @@ use idmint_server::{AppState, SequenceSlot};
 use crate::ServeArgs;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging();
     let settings = args.settings()?;
     let store = idmint_store::open(&settings.store)
         .await
@@ -191,15 +190,4 @@ async fn shutdown_signal() {
         () = interrupt => tracing::info!("SIGINT: shutting down"),
         () = terminate => tracing::info!("SIGTERM: shutting down"),
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
 }

@@ -1,9 +1,13 @@
 //! Operations through the real binary: `idmint config check` on good and bad files (what
-//! `serve` would run with, secrets masked, every problem at once, no connection made).
+//! `serve` would run with, secrets masked, every problem at once, no connection made), and
+//! `serve --log-format json` (every line a JSON object; no line per id or request).
+
+use std::process::Command;
+use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::cli::{idmint, run_err, run_ok};
+use crate::cli::{idmint, run_err, run_ok, serve};
 
 const KEY: &str = "5f1c0b7e2a9d48e3b6c4a1f0d2e3c4b5";
 
@@ -107,4 +111,70 @@ fn config_check_lists_every_problem_of_a_bad_file_and_serve_refuses_it() {
     assert!(err.contains("syntax.toml:2:9: TOML syntax:"), "{err}");
     let err = run_err(idmint(d).args(["config", "check", "missing.toml"]));
     assert!(err.contains("cannot read config file missing.toml"), "{err}");
+}
+
+#[test]
+fn serve_logs_json_lines_and_no_line_per_id_or_request() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    run_ok(idmint(d).args(["tag", "create", "order", "--step", "100000"]));
+    let mut server = serve(d, &["--log-format", "json", "--listen", "127.0.0.1:0"], &[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let get = |path: String| {
+        let url = format!("{}{path}", server.url);
+        runtime.block_on(async {
+            let response = reqwest::get(url).await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    let log_lines = || {
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::read_to_string(d.join("serve.log")).unwrap().lines().count()
+    };
+    assert_eq!(get("/api/segment/get/order".into()).0, 200);
+    assert_eq!(get("/v1/snowflake".into()).0, 200);
+    let before = log_lines();
+    for _ in 0..200 {
+        assert_eq!(get("/api/segment/get/order".into()).0, 200);
+        assert_eq!(get("/v1/snowflake?count=10".into()).0, 200);
+        assert_eq!(get("/v1/segment/nope".into()).0, 404);
+        // A 503 (sequences need Redis): its cause is logged once, not per request.
+        assert_eq!(get("/v1/seq/invoice".into()).0, 503);
+    }
+    assert_eq!(get("/v1/segment/order?count=5000".into()).0, 200);
+    assert_eq!(log_lines(), before, "log lines grew with the ids and requests served");
+
+    let term = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status();
+    assert!(term.unwrap().success());
+    assert!(server.child.wait().unwrap().success(), "serve did not stop cleanly");
+    let log = std::fs::read_to_string(d.join("serve.log")).unwrap();
+    let mut messages = Vec::new();
+    for line in log.lines() {
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        let level = event["level"].as_str().unwrap_or_else(|| panic!("no level: {line}"));
+        assert!(["TRACE", "DEBUG", "INFO", "WARN", "ERROR"].contains(&level), "{line}");
+        assert!(event["timestamp"].is_string(), "no timestamp: {line}");
+        let message = event["message"].as_str().unwrap_or_else(|| panic!("no message: {line}"));
+        messages.push(message.to_string());
+    }
+    for expected in ["idmint serving", "SIGTERM: shutting down", "idmint stopped"] {
+        assert!(messages.iter().any(|m| m == expected), "no {expected:?} in {messages:#?}");
+    }
+    assert!(!log.contains('\u{1b}'), "ANSI escapes in a JSON log");
+}
+
+#[test]
+fn human_logs_have_no_colours_off_a_terminal_and_bad_filters_are_refused() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let mut server = serve(d, &["--listen", "127.0.0.1:0"], &[("IDMINT_LOG", "info")]);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = std::fs::read_to_string(d.join("serve.log")).unwrap();
+    assert!(log.contains("idmint serving") && !log.contains('\u{1b}'), "{log}");
+    let err = run_err(idmint(d).args(["uuid"]).env("IDMINT_LOG", "info,=bad=filter"));
+    assert!(err.contains("IDMINT_LOG=") && err.contains("not a log filter"), "{err}");
+    let output = idmint(d).args(["--log-format", "xml", "uuid"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "a bad --log-format is a usage error");
 }
