@@ -64,12 +64,8 @@ pub fn run(args: &DecodeArgs) -> anyhow::Result<()> {
 /// Decodes a public id of `tag` with the format its config section gives.
 fn decode_public(args: &DecodeArgs, tag: &str) -> anyhow::Result<()> {
     let tag = Tag::parse(tag)?;
-    let file = match &args.config {
-        Some(path) => idmint_server::FileConfig::load(path)?,
-        None => idmint_server::FileConfig::default(),
-    };
-    let settings = idmint_server::Settings::resolve(
-        &file,
+    let settings = idmint_server::Settings::load(
+        args.config.as_deref(),
         &|name| std::env::var(name).ok(),
         &idmint_server::Overrides::default(),
     )

@@ -1,11 +1,14 @@
-//! The `idmint` binary: `serve`, `tag create|list|set|delete`, `seq create|list|delete`,
-//! `next`, `decode`, `uuid`, `ulid`.
+//! The `idmint` binary: `serve`, `config check`, `tag create|list|set|delete`,
+//! `seq create|list|delete`, `next`, `decode`, `uuid`, `ulid`.
 //!
 //! This file owns the command line (clap) and dispatch; each command lives in its own module.
-//! Errors are `anyhow` with context and end the process with status 1 and a one-line
-//! message. The tracing subscriber is installed here and nowhere else.
+//! Errors are `anyhow` with context and end the process with status 1 and a message (one
+//! line, or one line per problem of a configuration). The tracing subscriber is installed
+//! here, by `logging`, and nowhere else.
 
+mod config;
 mod decode;
+mod logging;
 mod next;
 mod seq;
 mod serve;
@@ -21,6 +24,11 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "idmint", version, propagate_version = true)]
 struct Cli {
+    /// Log lines on stderr: human (colours on a terminal) or json (one object a line, with
+    /// timestamp, level, message, target and the event's fields). The filter is IDMINT_LOG,
+    /// else RUST_LOG, else info.
+    #[arg(long, global = true, value_enum, env = "IDMINT_LOG_FORMAT", default_value_t)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -39,23 +47,32 @@ struct StoreArgs {
     config: Option<PathBuf>,
 }
 
+/// `serve`'s settings: the store's, and where to listen, the data directory and Redis.
+#[derive(clap::Args, Clone, Default)]
+struct ServeArgs {
+    /// Address and port to listen on [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// This node's directory: high-water marks of the store-regression guard (one node
+    /// per directory) [default: ./idmint-data]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<String>,
+    /// Redis that serves sequences: redis://HOST:PORT[/DB][?prefix=idmint:] (their
+    /// ceilings live in the store) [default: none, no sequences]
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Serve ids over HTTP until SIGTERM or Ctrl-C.
-    Serve {
-        /// Address and port to listen on [default: 127.0.0.1:8080]
-        #[arg(long, value_name = "ADDR")]
-        listen: Option<String>,
-        /// This node's directory: high-water marks of the store-regression guard (one node
-        /// per directory) [default: ./idmint-data]
-        #[arg(long, value_name = "DIR")]
-        data_dir: Option<String>,
-        /// Redis that serves sequences: redis://HOST:PORT[/DB][?prefix=idmint:] (their
-        /// ceilings live in the store) [default: none, no sequences]
-        #[arg(long, value_name = "URL")]
-        redis: Option<String>,
-        #[command(flatten)]
-        store: StoreArgs,
+    Serve(ServeArgs),
+    /// Check a configuration without starting anything.
+    Config {
+        #[command(subcommand)]
+        command: config::ConfigCommand,
     },
     /// Create, list, change and delete tags in the store.
     Tag {
@@ -80,6 +97,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = logging::init(cli.log_format) {
+        eprintln!("error: {error:#}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -89,9 +110,8 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve { listen, data_dir, redis, store } => {
-                serve::run(listen, data_dir, redis, store).await
-            }
+            Command::Serve(args) => serve::run(args).await,
+            Command::Config { command } => config::run(command),
             Command::Seq { command } => seq::run(command).await,
             Command::Tag { command } => tag::run(command).await,
             Command::Next(args) => next::run(args).await,
@@ -110,21 +130,25 @@ fn main() -> ExitCode {
 }
 
 impl StoreArgs {
-    /// Resolves the settings (flag > env > file > default), with `listen` and `data_dir` as
-    /// the extra flags (`serve` has them).
-    fn settings(
-        &self,
-        listen: Option<String>,
-        data_dir: Option<String>,
-        redis: Option<String>,
-    ) -> anyhow::Result<idmint_server::Settings> {
+    /// Resolves the settings (flag > env > file > default) with `--store` as the only flag.
+    fn settings(&self) -> anyhow::Result<idmint_server::Settings> {
+        ServeArgs { store: self.clone(), ..ServeArgs::default() }.settings()
+    }
+}
+
+impl ServeArgs {
+    /// Resolves the settings (flag > env > file > default): the config file, then every
+    /// problem in it and in the values, reported together. Connects to nothing.
+    fn settings(&self) -> anyhow::Result<idmint_server::Settings> {
         use anyhow::Context;
-        let file = match &self.config {
-            Some(path) => idmint_server::FileConfig::load(path)?,
-            None => idmint_server::FileConfig::default(),
+        let flags = idmint_server::Overrides {
+            listen: self.listen.clone(),
+            store: self.store.store.clone(),
+            data_dir: self.data_dir.clone(),
+            redis: self.redis.clone(),
         };
-        let flags = idmint_server::Overrides { listen, store: self.store.clone(), data_dir, redis };
-        idmint_server::Settings::resolve(&file, &|name| std::env::var(name).ok(), &flags)
+        let env = |name: &str| std::env::var(name).ok();
+        idmint_server::Settings::load(self.store.config.as_deref(), &env, &flags)
             .context("invalid configuration")
     }
 }

@@ -74,7 +74,7 @@ pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
 }
 
 async fn open(args: &StoreArgs) -> anyhow::Result<std::sync::Arc<dyn SequenceStore>> {
-    let settings = args.settings(None, None, None)?;
+    let settings = args.settings()?;
     idmint_store::open_sequences(&settings.store)
         .await
         .with_context(|| format!("cannot open the store {} for sequences", settings.store))

@@ -6,16 +6,10 @@ use anyhow::Context;
 use idmint::{Segments, Snowflake};
 use idmint_server::{AppState, SequenceSlot};
 
-use crate::StoreArgs;
+use crate::ServeArgs;
 
-pub async fn run(
-    listen: Option<String>,
-    data_dir: Option<String>,
-    redis: Option<String>,
-    store_args: StoreArgs,
-) -> anyhow::Result<()> {
-    init_logging();
-    let settings = store_args.settings(listen, data_dir, redis)?;
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let settings = args.settings()?;
     let store = idmint_store::open(&settings.store)
         .await
         .with_context(|| format!("cannot open the store {}", settings.store))?;
@@ -154,7 +148,7 @@ async fn start_sequences(
     };
     tokio::spawn(async move {
         loop {
-            match idmint_store::open_counters(&redis).await {
+            match idmint_store::open_counters(redis.expose()).await {
                 Ok(counters) => {
                     let clock = std::sync::Arc::new(idmint::SystemClock);
                     let engine = idmint::Sequences::start(store, counters, clock, config);
@@ -205,15 +199,4 @@ async fn shutdown_signal() {
         () = interrupt => tracing::info!("SIGINT: shutting down"),
         () = terminate => tracing::info!("SIGTERM: shutting down"),
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
 }

@@ -83,7 +83,7 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
 }
 
 async fn open(args: &StoreArgs) -> anyhow::Result<std::sync::Arc<dyn SegmentStore>> {
-    let settings = args.settings(None, None, None)?;
+    let settings = args.settings()?;
     idmint_store::open(&settings.store)
         .await
         .with_context(|| format!("cannot open the store {}", settings.store))

@@ -110,19 +110,6 @@ impl fmt::Display for Token {
     }
 }
 
-/// A secret as written in the config file: deserialized without a check (so the parser
-/// never quotes it back in an error), checked by [`Token::parse`] when the settings are
-/// resolved. Its `Debug` prints `***`.
-#[derive(Clone, Deserialize)]
-#[serde(transparent)]
-pub struct SecretText(pub String);
-
-impl fmt::Debug for SecretText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
 /// A client with its own token and the tags it may take ids of.
 #[derive(Debug, Clone)]
 pub struct Client {

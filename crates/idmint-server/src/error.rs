@@ -245,8 +245,11 @@ impl IntoResponse for ApiError {
             | ApiError::TooManyRequests(message)
             | ApiError::Timeout(message) => message,
         };
+        // Debug, not warn: during an outage every request fails, and a line per request
+        // would flood the log. The cause (refill failed, lease lost, clock behind) is logged
+        // once where it happened.
         if status.is_server_error() {
-            tracing::warn!(%status, code, %message, "request failed");
+            tracing::debug!(%status, code, %message, "request failed");
         }
         let mut response =
             (status, Json(ErrorBody { error: ErrorDetail { code, message } })).into_response();

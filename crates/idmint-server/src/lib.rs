@@ -30,7 +30,11 @@ use idmint::{CachedSnowflake, Segments, Snowflake};
 use tokio::net::TcpListener;
 
 pub use auth::{ADMIN_ROUTES, Auth, Client, TAG_ROUTES, Token, check_exposure};
-pub use config::{ConfigError, FileConfig, FormatSection, Overrides, Settings, TagFormat};
+pub use config::{
+    ADMIN_TOKEN_ENV, AuthSection, ClientSection, ConfigError, ConfigErrors, EffectiveConfig,
+    FILE_PROBLEMS_MAX, FileConfig, FormatSection, LimitsSection, Overrides, SECRET_MASK, Secret,
+    SecretUrl, SegmentSection, Settings, SnowflakeSection, TagFormat, env_var,
+};
 pub use dashboard::DASHBOARD_HTML;
 pub use error::ApiError;
 pub use formats::TagFormats;

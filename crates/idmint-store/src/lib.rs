@@ -71,7 +71,7 @@ pub use sqlite::SqliteStore;
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, POOL_MAX_DEFAULT, POOL_MAX_LIMIT, SqlOptions, SqlUrl,
-    StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name,
+    StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name, redact_urls,
 };
 pub use worker::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX, LEASE_TTL_MS_MAX,

@@ -141,7 +141,7 @@ impl StoreUrl {
         if parts.len() <= 1 || !parts.iter().all(|p| p.contains("://")) {
             return StoreUrl::parse_one(url.trim());
         }
-        let bad = |reason: String| StoreError::BadUrl { url: redact_all(url), reason };
+        let bad = |reason: String| StoreError::BadUrl { url: redact_urls(url), reason };
         if parts.len() > crate::INTERLEAVE_SOURCES_MAX {
             return Err(bad(format!(
                 "{} stores given; interleave at most {}",
@@ -454,13 +454,29 @@ impl fmt::Display for StoreUrl {
     }
 }
 
-/// Each of several space-separated URLs redacted.
-fn redact_all(urls: &str) -> String {
+/// A store or Redis URL as text, or several separated by spaces, with every password
+/// replaced by `***` (`user:***@host`, and a `password=` query parameter's value), for logs,
+/// errors and printed configurations. The text need not be a valid URL.
+pub fn redact_urls(urls: &str) -> String {
     urls.split_whitespace().map(redact).collect::<Vec<_>>().join(" ")
 }
 
-/// `url` with the password of its `user:password@` part replaced by `***`.
+/// `url` with the password of its `user:password@` part, and the value of a `password=`
+/// query parameter (which the PostgreSQL and MySQL drivers accept), replaced by `***`.
 pub(crate) fn redact(url: &str) -> String {
+    let (url, query) = match url.split_once('?') {
+        Some((url, query)) => (url, Some(redact_query(query))),
+        None => (url, None),
+    };
+    let url = redact_user_info(url);
+    match query {
+        Some(query) => format!("{url}?{query}"),
+        None => url,
+    }
+}
+
+/// `url` (no query) with the password of its `user:password@` part replaced by `***`.
+fn redact_user_info(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let Some(at) = rest[..authority_end].rfind('@') else { return url.to_string() };
@@ -470,6 +486,18 @@ pub(crate) fn redact(url: &str) -> String {
         None if scheme.starts_with("redis+") => format!("{scheme}://***{}", &rest[at..]),
         None => url.to_string(),
     }
+}
+
+/// A query string with the value of each `password=` parameter replaced by `***`.
+fn redact_query(query: &str) -> String {
+    let masked: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if name.eq_ignore_ascii_case("password") => format!("{name}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    masked.join("&")
 }
 
 #[cfg(test)]
@@ -533,5 +561,20 @@ mod tests {
         assert!(StoreUrl::parse("sqlite://").is_err());
         assert!(StoreUrl::parse("ftp://x").unwrap_err().to_string().contains("unknown scheme"));
         assert!(StoreUrl::parse("just-a-path").is_err());
+    }
+
+    #[test]
+    fn redact_urls_masks_every_password_of_every_url() {
+        assert_eq!(
+            redact_urls("mysql://app:pw1@db1/ids postgres://app:pw2@db2/ids?password=pw3&x=1"),
+            "mysql://app:***@db1/ids postgres://app:***@db2/ids?password=***&x=1"
+        );
+        assert_eq!(redact_urls("redis+sentinel://pw@h:26379/m"), "redis+sentinel://***@h:26379/m");
+        assert_eq!(redact_urls("redis://:pw@h:6379/0"), "redis://:***@h:6379/0");
+        assert_eq!(
+            redact_urls("sqlite://./idmint-data/idmint.db"),
+            "sqlite://./idmint-data/idmint.db"
+        );
+        assert_eq!(redact_urls("not a url"), "not a url");
     }
 }

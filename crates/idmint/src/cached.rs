@@ -126,10 +126,21 @@ impl CachedSnowflake {
         let weak = Arc::downgrade(&cached);
         let cancel = cached.cancel.clone();
         tokio::spawn(async move {
+            // The filler retries every 10 ms: a failure is logged when filling stops and when
+            // it resumes, not at every round.
+            let mut failing = false;
             loop {
                 let Some(cached) = weak.upgrade() else { return };
-                if let Err(error) = cached.fill().await {
-                    tracing::warn!(%error, "cached snowflake ring not filled");
+                match cached.fill().await {
+                    Err(error) if !failing => {
+                        failing = true;
+                        tracing::warn!(%error, "cached snowflake ring not filled; retrying every 10 ms");
+                    }
+                    Ok(()) if failing => {
+                        failing = false;
+                        tracing::info!("cached snowflake ring filling again");
+                    }
+                    _ => {}
                 }
                 // Held for at most the 10 ms wait: dropping the last other handle still
                 // stops the task at the next round.

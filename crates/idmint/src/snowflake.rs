@@ -213,6 +213,9 @@ struct State {
     lease: Option<Lease>,
     /// Why the fence closed, for the error.
     fence_reason: String,
+    /// Ids are being refused because the clock is behind the last one: logged once when it
+    /// starts and once when it ends, not once per refused request.
+    clock_behind: bool,
 }
 
 /// What [`Snowflake::status`] reports.
@@ -321,6 +324,7 @@ impl Snowflake {
                 fence_ms,
                 lease,
                 fence_reason: String::new(),
+                clock_behind: false,
             }),
             writer: tokio::sync::Mutex::new(()),
             rollbacks: AtomicU64::new(0),
@@ -525,6 +529,10 @@ impl Snowflake {
                 if time > state.mark_units {
                     return Ok(Attempt::NeedMark);
                 }
+                if state.clock_behind {
+                    state.clock_behind = false;
+                    tracing::info!(space = %self.config.space, "clock caught up with the last id; issuing again");
+                }
                 state.last = packed;
                 layout
                     .compose_packed(packed, state.worker)
@@ -537,7 +545,10 @@ impl Snowflake {
             Step::Refuse { behind_units } => {
                 self.rollbacks.fetch_add(1, Ordering::Relaxed);
                 let behind_ms = behind_units.saturating_mul(layout.unit().millis());
-                tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing");
+                if !state.clock_behind {
+                    state.clock_behind = true;
+                    tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing ids until it catches up");
+                }
                 Err(SnowflakeError::ClockBehind {
                     behind_ms,
                     tolerance_ms: self.config.tolerance_ms,

@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 mod formats;
 mod multinode;
+mod ops;
 #[cfg(feature = "redis")]
 #[path = "../../../idmint/tests/it/private_redis.rs"]
 mod private_redis;
