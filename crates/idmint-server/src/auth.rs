@@ -30,7 +30,7 @@ use idmint_core::Tag;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
-use crate::{ApiError, AppState};
+use crate::{ApiError, AppState, SharedState};
 
 /// Shortest token accepted, in bytes: 16 random characters are beyond guessing online.
 pub const TOKEN_LEN_MIN: usize = 16;
@@ -244,7 +244,7 @@ pub fn check_exposure(listen: SocketAddr, auth: &Auth) -> Result<(), String> {
 /// The middleware: checks the admin token on [`ADMIN_ROUTES`] and client tokens on
 /// [`TAG_ROUTES`] (and `/v1/decode?tag=`) before the handler runs.
 pub async fn authorize(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     route: Option<MatchedPath>,
     params: Result<RawPathParams, RawPathParamsRejection>,
     request: Request,

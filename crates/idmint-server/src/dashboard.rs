@@ -22,7 +22,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::routes::TagBody;
-use crate::{ApiError, AppState};
+use crate::{ApiError, AppState, SharedState};
 
 /// The page, embedded at build time.
 pub const DASHBOARD_HTML: &str = include_str!("dashboard.html");
@@ -143,7 +143,7 @@ struct SequenceItem {
         within 1 s is reported down in the body, not as an error.",
     responses((status = 200, description = "The node's status", body = StatusBody))
 )]
-pub(crate) async fn status(State(app): State<AppState>) -> Json<StatusBody> {
+pub(crate) async fn status(State(app): State<SharedState>) -> Json<StatusBody> {
     let wait = Duration::from_millis(STATUS_STORE_WAIT_MS);
     let (tags, store_error) = match tokio::time::timeout(wait, app.segments.list_tags()).await {
         Ok(Ok(records)) => (records, None),

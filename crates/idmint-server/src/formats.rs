@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ErrorBody;
 use crate::openapi::TagName;
-use crate::{ApiError, AppState};
+use crate::{ApiError, AppState, SharedState};
 
 /// The public id formats of a node, by tag.
 pub type TagFormats = HashMap<Tag, IdFormat>;
@@ -177,7 +177,7 @@ pub(crate) struct DecodeBody {
     )
 )]
 pub(crate) async fn decode(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     query: Result<Query<DecodeQuery>, QueryRejection>,
 ) -> Result<Json<DecodeBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;

@@ -45,6 +45,9 @@ pub use sequences::SequenceSlot;
 /// Largest request body accepted, in bytes (admin JSON bodies are a few hundred bytes).
 pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
 
+/// The state as the router holds it: one `Arc`, cloned once per request and extractor.
+pub type SharedState = Arc<AppState>;
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {

@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-use crate::{ApiError, AppState};
+use crate::{ApiError, SharedState};
 
 /// Most requests one client address may have in flight.
 pub const CLIENT_IN_FLIGHT_MAX: u32 = 1_024;
@@ -177,7 +177,7 @@ impl Connected<IncomingStream<'_, LimitedListener>> for ClientAddr {
 /// The middleware: counts the request against its client (429 past the limit) and bounds
 /// its time (503 `request_timeout`). A request whose future is dropped by the timeout loses
 /// the ids it had taken (a gap), never repeats one.
-pub async fn limit(State(app): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn limit(State(app): State<SharedState>, request: Request, next: Next) -> Response {
     let limits = app.http_limits;
     // Absent when the router is served without connect info (embedders, some tests).
     let client = request.extensions().get::<ConnectInfo<ClientAddr>>().map(|c| c.0);
@@ -275,7 +275,12 @@ fn is_connection_error(error: &io::Error) -> bool {
 pub struct IdleTimeout {
     stream: TcpStream,
     idle: Duration,
+    /// Fires at or after the deadline; moved lazily (see [`IdleTimeout::expired`]), so a
+    /// read or a write only reads the clock and never touches the timer.
     deadline: Pin<Box<Sleep>>,
+    /// When the current clock started: the last answer byte written, or a request's first
+    /// byte read. The deadline is `mark + idle`.
+    mark: Instant,
     /// A request's first byte was read and no answer byte was written since.
     in_request: bool,
     _slot: OwnedSemaphorePermit,
@@ -284,36 +289,39 @@ pub struct IdleTimeout {
 impl IdleTimeout {
     fn new(stream: TcpStream, idle: Duration, slot: OwnedSemaphorePermit) -> IdleTimeout {
         let deadline = Box::pin(tokio::time::sleep(idle));
-        IdleTimeout { stream, idle, deadline, in_request: false, _slot: slot }
+        IdleTimeout { stream, idle, deadline, mark: Instant::now(), in_request: false, _slot: slot }
     }
 
     /// A read made progress: the first one of a request starts its clock.
     fn read_progressed(&mut self) {
         if !self.in_request {
             self.in_request = true;
-            self.restart_clock();
+            self.mark = Instant::now();
         }
     }
 
     /// A write made progress: the answer is flowing, the idle clock starts again.
     fn progressed(&mut self) {
         self.in_request = false;
-        self.restart_clock();
+        self.mark = Instant::now();
     }
 
-    fn restart_clock(&mut self) {
-        let next = Instant::now() + self.idle;
-        self.deadline.as_mut().reset(next);
-    }
-
-    /// Pending, or the timeout error once the deadline passed.
+    /// Pending, or the timeout error once the deadline passed. The timer was armed for an
+    /// earlier mark; when it fires before the current deadline it is moved there and
+    /// waited on again (at most once per idle period).
     fn expired<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
-        match self.deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "connection idle longer than limits.idle_timeout_ms",
-            ))),
-            Poll::Pending => Poll::Pending,
+        loop {
+            if self.deadline.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let due = self.mark + self.idle;
+            if Instant::now() >= due {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connection idle longer than limits.idle_timeout_ms",
+                )));
+            }
+            self.deadline.as_mut().reset(due);
         }
     }
 }

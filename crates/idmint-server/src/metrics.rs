@@ -12,7 +12,8 @@
 //! The recorder is process-global (the facade's design): the first server of a process
 //! installs it, and every server of the process renders the same registry.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
@@ -20,10 +21,10 @@ use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use idmint::Clock;
-use metrics::{counter, gauge, histogram};
+use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::AppState;
+use crate::{AppState, SharedState};
 
 /// Histogram buckets of every `*_seconds` histogram: 100 µs to 10 s.
 pub const DURATION_BUCKETS_S: &[f64] =
@@ -73,7 +74,7 @@ pub fn handle() -> &'static PrometheusHandle {
         (status = 200, description = "The metrics", content_type = "text/plain", body = String),
     )
 )]
-pub(crate) async fn scrape(State(app): State<AppState>) -> Response {
+pub(crate) async fn scrape(State(app): State<SharedState>) -> Response {
     let handle = handle();
     collect(&app).await;
     handle.run_upkeep();
@@ -86,13 +87,37 @@ pub async fn track(route: Option<MatchedPath>, request: Request, next: Next) -> 
     let started = Instant::now();
     let method = method_label(request.method());
     let response = next.run(request).await;
-    let route = route.map_or_else(|| "unmatched".to_string(), |r| r.as_str().to_string());
-    let status = response.status().as_u16().to_string();
-    counter!("idmint_http_requests_total", "route" => route.clone(), "method" => method, "status" => status)
-        .increment(1);
-    histogram!("idmint_http_request_duration_seconds", "route" => route, "method" => method)
-        .record(started.elapsed().as_secs_f64());
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let (requests, latency) = http_handles(route, method, response.status().as_u16());
+    requests.increment(1);
+    latency.record(started.elapsed().as_secs_f64());
     response
+}
+
+/// The counter and histogram of one route, method and status, by route.
+type HttpHandles = HashMap<String, HashMap<(&'static str, u16), (Counter, Histogram)>>;
+
+/// The handles of a request's series, registered on first use and kept: a request then
+/// costs a read lock and two map lookups, not a registry lookup with label allocations.
+/// Bounded: routes are the router's templates, methods a fixed list, statuses HTTP's.
+fn http_handles(route: &str, method: &'static str, status: u16) -> (Counter, Histogram) {
+    static HANDLES: OnceLock<RwLock<HttpHandles>> = OnceLock::new();
+    let handles = HANDLES.get_or_init(RwLock::default);
+    let found = handles
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(route)
+        .and_then(|by| by.get(&(method, status)).cloned());
+    if let Some(found) = found {
+        return found;
+    }
+    let made = (
+        counter!("idmint_http_requests_total", "route" => route.to_string(), "method" => method, "status" => status.to_string()),
+        histogram!("idmint_http_request_duration_seconds", "route" => route.to_string(), "method" => method),
+    );
+    let mut handles = handles.write().unwrap_or_else(PoisonError::into_inner);
+    handles.entry(route.to_string()).or_default().insert((method, status), made.clone());
+    made
 }
 
 /// Methods as labels: the standard ones by name, anything else as `other`.

@@ -26,12 +26,15 @@ use crate::openapi::{
     DecimalId, FORBIDDEN, IdText, SNOWFLAKE_500, SNOWFLAKE_503, STORE_500, STORE_503, TAG_PARAM,
     TagName, UNAUTHORIZED,
 };
-use crate::{ApiError, AppState, REQUEST_BODY_BYTES_MAX};
+use crate::{ApiError, AppState, REQUEST_BODY_BYTES_MAX, SharedState};
 
 /// The API as an axum router over `state`.
 pub fn router(state: AppState) -> Router {
     // The recorder first, so the library's first refill is already measured.
     crate::metrics::handle();
+    // One reference count per request and extractor, not one per field: the state is
+    // shared, and every field's count would bounce between cores on each request.
+    let state: SharedState = Arc::new(state);
     Router::new()
         .route("/api/segment/get/{tag}", get(leaf_segment))
         .route("/v1/segment/{tag}", get(segment_ids))
@@ -60,8 +63,8 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
         // Outermost last: metrics see every answer (401s, 429s and timeouts included),
         // the limits bound everything behind them, the tokens are checked before handlers.
-        .layer(middleware::from_fn_with_state(state.clone(), crate::auth::authorize))
-        .layer(middleware::from_fn_with_state(state.clone(), crate::limits::limit))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), crate::auth::authorize))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), crate::limits::limit))
         .layer(middleware::from_fn(crate::error::json_errors))
         .layer(middleware::from_fn(crate::metrics::track))
         .with_state(state)
@@ -90,7 +93,7 @@ pub fn router(state: AppState) -> Router {
     )
 )]
 pub(crate) async fn leaf_segment(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(tag): Path<String>,
 ) -> Result<String, ApiError> {
     let tag = Tag::parse(&tag)?;
@@ -133,7 +136,7 @@ async fn snowflake_next_ids(app: &AppState, count: u64) -> Result<Vec<u64>, ApiE
     )
 )]
 pub(crate) async fn leaf_snowflake(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(_key): Path<String>,
 ) -> Result<String, ApiError> {
     let ids = snowflake_next_ids(&app, 1).await?;
@@ -180,7 +183,7 @@ pub(crate) struct LeafDecodeBody {
     )
 )]
 pub(crate) async fn leaf_decode(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     query: Result<Query<LeafDecodeQuery>, QueryRejection>,
 ) -> Result<Json<LeafDecodeBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
@@ -237,7 +240,7 @@ pub(crate) struct SnowflakeIdsBody {
     )
 )]
 pub(crate) async fn snowflake_ids(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     query: Result<Query<CountQuery>, QueryRejection>,
 ) -> Result<Json<SnowflakeIdsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
@@ -304,7 +307,7 @@ pub(crate) struct DecodeBody {
     )
 )]
 pub(crate) async fn snowflake_decode(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(id): Path<String>,
     query: Result<Query<DecodeQuery>, QueryRejection>,
 ) -> Result<Json<DecodeBody>, ApiError> {
@@ -382,7 +385,7 @@ pub(crate) struct IdsBody {
     )
 )]
 pub(crate) async fn segment_ids(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(tag): Path<String>,
     query: Result<Query<CountQuery>, QueryRejection>,
 ) -> Result<Json<IdsBody>, ApiError> {
@@ -524,7 +527,7 @@ pub(crate) struct TagsBody {
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
-pub(crate) async fn list_tags(State(app): State<AppState>) -> Result<Json<TagsBody>, ApiError> {
+pub(crate) async fn list_tags(State(app): State<SharedState>) -> Result<Json<TagsBody>, ApiError> {
     let records = app.segments.list_tags().await?;
     Ok(Json(TagsBody { tags: records.into_iter().map(|r| TagBody::new(r, None)).collect() }))
 }
@@ -564,7 +567,7 @@ pub(crate) struct CreateTag {
     )
 )]
 pub(crate) async fn create_tag(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     body: Result<Json<CreateTag>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
@@ -595,7 +598,7 @@ pub(crate) async fn create_tag(
     )
 )]
 pub(crate) async fn get_tag(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(tag): Path<String>,
 ) -> Result<Json<TagBody>, ApiError> {
     let tag = Tag::parse(&tag)?;
@@ -636,7 +639,7 @@ pub(crate) struct SetStep {
     )
 )]
 pub(crate) async fn set_step(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(tag): Path<String>,
     body: Result<Json<SetStep>, JsonRejection>,
 ) -> Result<Json<TagBody>, ApiError> {
@@ -666,7 +669,7 @@ pub(crate) async fn set_step(
     )
 )]
 pub(crate) async fn delete_tag(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(tag): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let tag = Tag::parse(&tag)?;
@@ -695,7 +698,7 @@ pub(crate) struct StatusBody {
     operation_id = "health",
     responses((status = 200, description = "The process answers", body = StatusBody))
 )]
-pub(crate) async fn health(State(app): State<AppState>) -> Json<StatusBody> {
+pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
     Json(StatusBody { status: "ok", store: app.segments.store_description() })
 }
 
@@ -711,7 +714,7 @@ pub(crate) async fn health(State(app): State<AppState>) -> Json<StatusBody> {
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
-pub(crate) async fn ready(State(app): State<AppState>) -> Result<Json<StatusBody>, ApiError> {
+pub(crate) async fn ready(State(app): State<SharedState>) -> Result<Json<StatusBody>, ApiError> {
     app.segments.ready().await?;
     Ok(Json(StatusBody { status: "ready", store: app.segments.store_description() }))
 }

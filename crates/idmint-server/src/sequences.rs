@@ -19,7 +19,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::ErrorBody;
 use crate::openapi::{FORBIDDEN, SEQ_500, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED};
-use crate::{ApiError, AppState};
+use crate::{ApiError, SharedState};
 
 /// The node's sequence engine once it runs, or why it does not (yet): it starts after the
 /// server when Redis is not reachable at first.
@@ -107,7 +107,7 @@ pub(crate) struct SeqIdsBody {
     )
 )]
 pub(crate) async fn seq_ids(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(name): Path<String>,
     query: Result<Query<SeqQuery>, QueryRejection>,
 ) -> Result<Json<SeqIdsBody>, ApiError> {
@@ -209,7 +209,7 @@ pub(crate) struct SeqsBody {
         (status = 503, description = SEQ_503, body = ErrorBody),
     )
 )]
-pub(crate) async fn list_seqs(State(app): State<AppState>) -> Result<Json<SeqsBody>, ApiError> {
+pub(crate) async fn list_seqs(State(app): State<SharedState>) -> Result<Json<SeqsBody>, ApiError> {
     let records = app.sequences.get()?.list().await?;
     Ok(Json(SeqsBody { sequences: records.into_iter().map(|r| SeqBody::new(r, None)).collect() }))
 }
@@ -251,7 +251,7 @@ pub(crate) struct CreateSeq {
     )
 )]
 pub(crate) async fn create_seq(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     body: Result<Json<CreateSeq>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
@@ -284,7 +284,7 @@ pub(crate) async fn create_seq(
     )
 )]
 pub(crate) async fn get_seq(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(name): Path<String>,
 ) -> Result<Json<SeqBody>, ApiError> {
     let status = app.sequences.get()?.status(&Tag::parse(&name)?).await?;
@@ -314,7 +314,7 @@ pub(crate) async fn get_seq(
     )
 )]
 pub(crate) async fn delete_seq(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let name = Tag::parse(&name)?;

@@ -21,7 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::error::ErrorBody;
 use crate::openapi::CLOCK_503;
 use crate::routes::parse_count;
-use crate::{ApiError, AppState};
+use crate::{ApiError, SharedState};
 
 /// The query of `GET /v1/uuid`.
 #[derive(Deserialize, IntoParams)]
@@ -106,7 +106,7 @@ pub(crate) struct UlidsBody {
     )
 )]
 pub(crate) async fn uuid_ids(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     query: Result<Query<UuidQuery>, QueryRejection>,
 ) -> Result<Json<UuidsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
@@ -149,7 +149,7 @@ pub(crate) async fn uuid_ids(
     )
 )]
 pub(crate) async fn ulid_ids(
-    State(app): State<AppState>,
+    State(app): State<SharedState>,
     query: Result<Query<UlidQuery>, QueryRejection>,
 ) -> Result<Json<UlidsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
