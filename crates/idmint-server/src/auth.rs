@@ -6,7 +6,7 @@
 //! which ends up in access logs), are compared in constant time, and are never logged,
 //! printed or put in an error: [`Token`]'s `Debug` and `Display` show `***`.
 //!
-//! The rules, in [`authorize`] (a middleware over the whole router):
+//! The rules, in `check` (applied to every request by the router's one middleware):
 //! - an admin route needs the admin token when one is configured; without one the node
 //!   must listen on loopback only ([`check_exposure`] refuses the start otherwise), so only
 //!   local processes reach it;
@@ -21,16 +21,13 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::rejection::RawPathParamsRejection;
-use axum::extract::{MatchedPath, RawPathParams, Request, State};
+use axum::extract::{RawPathParams, Request};
 use axum::http::{HeaderMap, Method, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use idmint_core::Tag;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
-use crate::{ApiError, AppState, SharedState};
+use crate::{ApiError, AppState};
 
 /// Shortest token accepted, in bytes: 16 random characters are beyond guessing online.
 pub const TOKEN_LEN_MIN: usize = 16;
@@ -241,23 +238,9 @@ pub fn check_exposure(listen: SocketAddr, auth: &Auth) -> Result<(), String> {
     ))
 }
 
-/// The middleware: checks the admin token on [`ADMIN_ROUTES`] and client tokens on
-/// [`TAG_ROUTES`] (and `/v1/decode?tag=`) before the handler runs.
-pub async fn authorize(
-    State(app): State<SharedState>,
-    route: Option<MatchedPath>,
-    params: Result<RawPathParams, RawPathParamsRejection>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Some(route) = route else { return next.run(request).await };
-    match check(&app, route.as_str(), params.ok().as_ref(), &request) {
-        Ok(()) => next.run(request).await,
-        Err(error) => error.into_response(),
-    }
-}
-
-fn check(
+/// Checks the admin token on [`ADMIN_ROUTES`] and client tokens on [`TAG_ROUTES`] (and
+/// `/v1/decode?tag=`) before the handler runs; `route` is the matched route template.
+pub(crate) fn check(
     app: &AppState,
     route: &str,
     params: Option<&RawPathParams>,
@@ -292,6 +275,8 @@ fn query_value(query: &str, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use axum::response::IntoResponse;
+
     use super::*;
 
     fn headers(value: &str) -> HeaderMap {

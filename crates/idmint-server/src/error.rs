@@ -268,15 +268,11 @@ impl IntoResponse for ApiError {
 /// Longest body of a framework answer (axum's rejections) read to put it in JSON.
 const PLAIN_ERROR_BYTES_MAX: usize = 4 * 1024;
 
-/// The middleware that keeps every error JSON: an error answered by the framework rather
+/// Keeps every error JSON (applied to every answer by the router's one middleware): an error answered by the framework rather
 /// than a handler (a path parameter that is not UTF-8, a method the route does not have, a
 /// missing content type) is plain text or empty; it becomes `{"error": {code, message}}`
 /// with the same status, the text as the message.
-pub(crate) async fn json_errors(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let response = next.run(request).await;
+pub(crate) async fn json_errors(response: Response) -> Response {
     let status = response.status();
     let is_json = response
         .headers()

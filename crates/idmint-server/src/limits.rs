@@ -1,7 +1,8 @@
 //! HTTP limits, each a named constant that configuration may lower but never raise:
 //! open connections ([`LimitedListener`]), idle and slow connections (a deadline per
 //! connection, [`IdleTimeout`]), requests in flight per client address and the time one
-//! request may take ([`limit`], a middleware over the whole router).
+//! request may take ([`admit`] and [`bounded`], applied to every request by the router's
+//! one middleware).
 //!
 //! Request bodies (`REQUEST_BODY_BYTES_MAX`) and batch sizes (`BATCH_COUNT_MAX`) are bounded
 //! where they are read. This file must not decide statuses: errors go through `ApiError`.
@@ -15,8 +16,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::connect_info::Connected;
-use axum::extract::{ConnectInfo, Request, State};
-use axum::middleware::Next;
+use axum::extract::{ConnectInfo, Request};
 use axum::response::{IntoResponse, Response};
 use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-use crate::{ApiError, SharedState};
+use crate::{ApiError, AppState};
 
 /// Most requests one client address may have in flight.
 pub const CLIENT_IN_FLIGHT_MAX: u32 = 1_024;
@@ -124,7 +124,7 @@ pub struct ClientGate {
 }
 
 /// A request counted against its client; uncounted when dropped.
-struct Pass {
+pub(crate) struct Pass {
     gate: Arc<ClientGate>,
     ip: IpAddr,
 }
@@ -174,22 +174,26 @@ impl Connected<IncomingStream<'_, LimitedListener>> for ClientAddr {
     }
 }
 
-/// The middleware: counts the request against its client (429 past the limit) and bounds
-/// its time (503 `request_timeout`). A request whose future is dropped by the timeout loses
-/// the ids it had taken (a gap), never repeats one.
-pub async fn limit(State(app): State<SharedState>, request: Request, next: Next) -> Response {
-    let limits = app.http_limits;
-    // Absent when the router is served without connect info (embedders, some tests).
-    let client = request.extensions().get::<ConnectInfo<ClientAddr>>().map(|c| c.0);
-    let _pass = match client {
-        Some(ClientAddr(addr)) => match app.clients.enter(addr.ip(), limits.client_in_flight_max) {
-            Ok(pass) => Some(pass),
-            Err(error) => return error.into_response(),
-        },
-        None => None,
+/// Counts a request against its client: `Err` (429) when the client is at
+/// `limits.client_in_flight_max`. The pass uncounts it when dropped. No pass (and no limit)
+/// when the router is served without connect info (embedders, some tests).
+pub(crate) fn admit(app: &AppState, request: &Request) -> Result<Option<Pass>, ApiError> {
+    let Some(ConnectInfo(ClientAddr(addr))) = request.extensions().get::<ConnectInfo<ClientAddr>>()
+    else {
+        return Ok(None);
     };
+    app.clients.enter(addr.ip(), app.http_limits.client_in_flight_max).map(Some)
+}
+
+/// Bounds `answer` by `limits.request_timeout_ms`: past it, 503 `request_timeout`. A
+/// request whose future is dropped by the timeout loses the ids it had taken (a gap), never
+/// repeats one.
+pub(crate) async fn bounded(
+    limits: &HttpLimits,
+    answer: impl Future<Output = Response>,
+) -> Response {
     let timeout = Duration::from_millis(limits.request_timeout_ms);
-    match tokio::time::timeout(timeout, next.run(request)).await {
+    match tokio::time::timeout(timeout, answer).await {
         Ok(response) => response,
         Err(_elapsed) => ApiError::Timeout(format!(
             "the request took longer than {} ms (limits.request_timeout_ms); retry",

@@ -16,9 +16,8 @@ use std::collections::HashMap;
 use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::State;
 use axum::http::{Method, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use idmint::Clock;
 use metrics::{Counter, Histogram, counter, gauge, histogram};
@@ -82,16 +81,13 @@ pub(crate) async fn scrape(State(app): State<SharedState>) -> Response {
         .into_response()
 }
 
-/// The middleware: one count and one latency sample per request, by route template.
-pub async fn track(route: Option<MatchedPath>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = method_label(request.method());
-    let response = next.run(request).await;
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    let (requests, latency) = http_handles(route, method, response.status().as_u16());
+/// One count and one latency sample for a request answered with `status`, by route
+/// template (`unmatched` for none).
+pub(crate) fn record_http(route: Option<&str>, method: &Method, status: u16, started: Instant) {
+    let (requests, latency) =
+        http_handles(route.unwrap_or("unmatched"), method_label(method), status);
     requests.increment(1);
     latency.record(started.elapsed().as_secs_f64());
-    response
 }
 
 /// The counter and histogram of one route, method and status, by route.

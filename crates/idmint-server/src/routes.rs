@@ -5,10 +5,12 @@
 //! Handlers parse their input into idmint's newtypes, call the library, and shape JSON;
 //! they hold no id logic and never choose a status code (that is `error.rs`'s job).
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection, RawPathParamsRejection};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, RawPathParams, Request, State};
 use axum::http::{StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::IntoResponse;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router, middleware};
 use std::sync::Arc;
@@ -61,13 +63,42 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status", get(crate::dashboard::status))
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
-        // Outermost last: metrics see every answer (401s, 429s and timeouts included),
-        // the limits bound everything behind them, the tokens are checked before handlers.
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), crate::auth::authorize))
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), crate::limits::limit))
-        .layer(middleware::from_fn(crate::error::json_errors))
-        .layer(middleware::from_fn(crate::metrics::track))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), around))
         .with_state(state)
+}
+
+/// What every request passes through, once (one middleware, so one boxed future and one
+/// service clone per request): the per-client limit and the request timeout, the tokens,
+/// the handler, errors made JSON, and last the metrics, which see every answer (401s, 429s
+/// and timeouts included).
+async fn around(
+    State(app): State<SharedState>,
+    route: Option<MatchedPath>,
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = route.as_ref().map(MatchedPath::as_str);
+    let response = match crate::limits::admit(&app, &request) {
+        Err(refused) => refused.into_response(),
+        Ok(_pass) => {
+            crate::limits::bounded(&app.http_limits, async {
+                let checked = match route {
+                    Some(route) => crate::auth::check(&app, route, params.ok().as_ref(), &request),
+                    None => Ok(()),
+                };
+                match checked {
+                    Ok(()) => crate::error::json_errors(next.run(request).await).await,
+                    Err(error) => error.into_response(),
+                }
+            })
+            .await
+        }
+    };
+    crate::metrics::record_http(route, &method, response.status().as_u16(), started);
+    response
 }
 
 /// Next id of a tag (Meituan Leaf compatible)
