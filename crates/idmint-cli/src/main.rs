@@ -53,6 +53,9 @@ struct ServeArgs {
     /// Address and port to listen on [default: 127.0.0.1:8080]
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
+    /// Address and port to serve gRPC on [default: none, gRPC on the HTTP port]
+    #[arg(long, value_name = "ADDR")]
+    grpc_listen: Option<String>,
     /// This node's directory: high-water marks of the store-regression guard (one node
     /// per directory) [default: ./idmint-data]
     #[arg(long, value_name = "DIR")]
@@ -67,7 +70,7 @@ struct ServeArgs {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve ids over HTTP until SIGTERM or Ctrl-C.
+    /// Serve ids over HTTP and gRPC until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
     /// Check a configuration without starting anything.
     Config {
@@ -143,6 +146,7 @@ impl ServeArgs {
         use anyhow::Context;
         let flags = idmint_server::Overrides {
             listen: self.listen.clone(),
+            grpc_listen: self.grpc_listen.clone(),
             store: self.store.store.clone(),
             data_dir: self.data_dir.clone(),
             redis: self.redis.clone(),

@@ -1,4 +1,5 @@
-//! `idmint serve`: open the store, bind, serve until SIGTERM/SIGINT, then shut down in order
+//! `idmint serve`: open the store, bind (HTTP, and gRPC on its own port with
+//! `--grpc-listen`), serve until SIGTERM/SIGINT, then shut down in order
 //! (stop accepting, drain requests, freeze the generators, give unissued ids back to the
 //! store, stop background tasks).
 
@@ -17,6 +18,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr().context("cannot read the bound address")?;
+    let grpc_listener = match settings.grpc_listen {
+        Some(grpc) => Some(
+            tokio::net::TcpListener::bind(grpc)
+                .await
+                .with_context(|| format!("cannot listen for gRPC on {grpc}"))?,
+        ),
+        None => None,
+    };
     // Beyond loopback without an admin token was refused when the settings were resolved.
     if settings.auth.has_admin_token() {
         tracing::info!(
@@ -32,6 +41,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(%addr, store = %segments.store_description(), "idmint serving");
     // The one line scripts read to learn the address (e.g. with --listen 127.0.0.1:0).
     println!("idmint listening on http://{addr}");
+    match &grpc_listener {
+        Some(grpc) => {
+            let grpc = grpc.local_addr().context("cannot read the bound gRPC address")?;
+            tracing::info!(%grpc, "gRPC served on its own port");
+            println!("idmint gRPC listening on http://{grpc}");
+        }
+        None => tracing::info!(%addr, "gRPC served on the HTTP port"),
+    }
     let snowflake = start_snowflake(&settings, addr).await;
     let snowflake_cached = match (&snowflake, settings.snowflake_cached) {
         (Ok(generator), Some(ring)) => {
@@ -60,7 +77,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         http_limits: settings.http_limits,
         clients: std::sync::Arc::default(),
     };
-    idmint_server::serve(listener, state, shutdown_signal()).await.context("serving HTTP")?;
+    idmint_server::serve_split(listener, grpc_listener, state, shutdown_signal())
+        .await
+        .context("serving HTTP and gRPC")?;
     tracing::info!("idmint stopped");
     Ok(())
 }

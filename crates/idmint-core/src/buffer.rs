@@ -21,9 +21,25 @@
 //! calls [`DoubleBuffer::install`]. At shutdown [`DoubleBuffer::freeze`] stops every later
 //! take and [`DoubleBuffer::unissued_tail`] names the ids that were never handed out.
 //!
+//! Give-back: [`DoubleBuffer::give_back`] takes back ids a caller took and did not use (a
+//! server leasing ranges to remote clients gets the unused part of a lease back when the
+//! client stops), so the next take hands them out again. It is the one move of the cursor
+//! downwards, and it is allowed only where it provably repeats no id: under the lock (no
+//! install, switch or freeze moves the segment under it), inside the current segment, by one
+//! compare-and-swap from exactly the range's end to its start (any step since the caller's
+//! take moved the cursor and makes the swap fail; a taker stepping after the swap gets the
+//! ids given back, which nobody holds any more), and only at or above the end of every range
+//! given back before. That last rule gives each id back at most once and, with the swap,
+//! makes every give-back start at the highest point the cursor reached in its epoch (the
+//! proof is in `give_back`): the ids of the range were handed out once, to the caller, and
+//! none after them. An id is therefore handed out at most twice, the second time only after
+//! its first taker gave it back; a replayed give-back (a retried RPC) is refused rather than
+//! pulling ids back from under the taker that got them next. The swap is a read-modify-write
+//! like every other write to the cursor, so a switch's `swap` still reads every earlier step.
+//!
 //! Invariant: every installed range starts at or above the end of every range installed
 //! before it (and above the floor restored from disk), so ids from one buffer only ever
-//! increase.
+//! increase, except that ids given back are handed out again (each at most once more).
 
 use crate::limits::{BATCH_COUNT_MAX, TAKE_SEGMENTS_MAX};
 use crate::segment::{IdRange, SegmentSnapshot};
@@ -60,16 +76,20 @@ const _: () = assert!(SLOTS >= 2 && SLOTS.is_power_of_two());
 #[repr(align(128))]
 struct Padded<T>(T);
 
-/// The per-tag double buffer.
+/// The per-tag double buffer: takes step one atomic cursor through the current segment, the
+/// refill path installs the next segment and switches to it under a lock, and unused ids can
+/// be given back ([`DoubleBuffer::give_back`]) when the buffer can prove nobody took an id
+/// after them and they were never given back before.
 #[derive(Debug)]
 pub struct DoubleBuffer {
-    /// `(epoch << OFFSET_BITS) | offset`: the only word the per-id path writes.
+    /// `(epoch << OFFSET_BITS) | offset`: the only word the per-id path writes. Within an
+    /// epoch it only grows, except by a give-back, which moves it down under the lock.
     cursor: Padded<AtomicU64>,
     /// The current epoch (masked), or a flag: where takers look first. Written once per
     /// switch, read by every take.
     hint: Padded<AtomicU64>,
     slots: Padded<[Slot; SLOTS]>,
-    /// Serialises installs, switches and the freeze (the refill path).
+    /// Serialises installs, switches, the freeze and give-backs (everything but takes).
     state: Mutex<State>,
     ratio: PreloadRatio,
 }
@@ -104,6 +124,11 @@ struct State {
     completed: u64,
     /// Set by the freeze: ids of the current segment handed out when it froze.
     frozen_offset: Option<u64>,
+    /// The highest end of any range given back so far (0: none). Ids below it are never
+    /// given back again, so each id is given back at most once: a replayed give-back cannot
+    /// move the cursor back under the taker that got the ids the first one returned. It is
+    /// an id, not an offset, so it stays valid across switches (later segments lie above).
+    given_back_below: u64,
 }
 
 /// What one take got: up to [`TAKE_SEGMENTS_MAX`] contiguous ranges, in increasing order, and
@@ -145,7 +170,9 @@ pub struct BufferSnapshot {
     pub current: Option<SegmentSnapshot>,
     /// The segment loaded ahead, if any.
     pub next: Option<SegmentSnapshot>,
-    /// Ids handed out since the buffer was created (ids lost to a stale retry included).
+    /// Ids handed out since the buffer was created (ids lost to a stale retry included), less
+    /// the ids given back. A give-back lowers it by the range's length, so two samples may
+    /// go down: subtract them with `saturating_sub`.
     pub handed_out: u64,
     /// End of the highest range ever installed or restored: nothing below it is installed.
     pub high_water: u64,
@@ -235,6 +262,82 @@ impl DoubleBuffer {
         (take.first(), take.refill_needed())
     }
 
+    /// Takes back `range`, ids the caller took from this buffer and did not use, so the next
+    /// take hands them out again (it starts at `range.start()`). Returns whether it did; on
+    /// `false` nothing changed and the ids stay spent: wasted, never repeated.
+    ///
+    /// The caller must hold every id of `range`: it took them from this buffer and uses none
+    /// of them once this returns `true`. The buffer proves the rest, and takes the range back
+    /// only when all of these hold (checked under the lock, so serialised with installs,
+    /// switches and the freeze):
+    /// 1. the buffer is not frozen: the freeze counted what was handed out, and that count
+    ///    (hence [`DoubleBuffer::unissued_tail`]) must stay exact;
+    /// 2. `range` lies inside the current segment;
+    /// 3. the cursor stands exactly at `range.end()` in the current epoch, so nobody took an
+    ///    id after the range: one compare-and-swap moves it back to `range.start()`, and it
+    ///    fails if any take stepped the cursor since. A take that steps after the swap gets
+    ///    the ids given back;
+    /// 4. no id of `range` was given back before: `range.start()` is at or above the end of
+    ///    every range given back so far. Conservative on purpose: ids below a give-back's end
+    ///    are never taken back again, even by their rightful holder (wasted at worst).
+    ///
+    /// A take that covers the preload id again after a give-back moved the cursor back across
+    /// it signals a refill again; [`DoubleBuffer::refill_due`] re-checks, so the extra signal
+    /// starts nothing when a refill already landed.
+    pub fn give_back(&self, range: IdRange) -> bool {
+        let mut state = self.lock();
+        // Rules 1 and 4. After the freeze the swap below would fail too (the freeze parked
+        // the cursor in an epoch no segment has), but the exactness of the freeze's count
+        // should not rest on that.
+        if state.frozen_offset.is_some() || range.start() < state.given_back_below {
+            return false;
+        }
+        let Some(current) = state.current else {
+            return false;
+        };
+        let segment = current.range;
+        // Rule 2, before any subtraction below: offsets only mean something inside the
+        // segment. It also refuses a range reaching past the segment's end whose end offset
+        // a taker's step past the end happens to match.
+        if range.start() < segment.start() || range.end() > segment.end() {
+            return false;
+        }
+        // Every write to the hint happens under this lock, so this load sees the last one.
+        // The spent flag of the current epoch is set only after a step in this epoch
+        // returned an offset at or past the segment's length, which left the cursor past
+        // `segment.len() >= range.end() - segment.start()`; steps only grow it from there and
+        // a give-back cannot succeed from there, so the swap below would fail anyway.
+        // Refusing first keeps it certain that no give-back ever moves the cursor back under
+        // the flag, where takers would stop in front of ids left.
+        if self.hint.0.load(Ordering::Acquire) & HINT_SPENT != 0 {
+            return false;
+        }
+        // Why the swap proves the range was handed out once, to the caller, and nothing
+        // after it. Between switches the cursor moves up by steps and down only here. Rule 4
+        // gives each id back at most once, and a give-back always starts at the cursor's
+        // highest point in the epoch: if the cursor stood below that point, the give-back
+        // that put it there set `given_back_below` to that point, above the cursor, and a
+        // range ending at the cursor would start below the mark. So the ids of `range`
+        // (never given back) were each covered by exactly one step, the caller's, and no id
+        // above them by any. The epoch is the current one: only a switch or the freeze (both
+        // under this lock) change the cursor's epoch bits.
+        let epoch_bits = (state.epoch & EPOCH_MASK) << OFFSET_BITS;
+        let at_end = epoch_bits | (range.end() - segment.start());
+        let at_start = epoch_bits | (range.start() - segment.start());
+        // AcqRel like every other write to the cursor: a read-modify-write, so a later
+        // switch's `swap` still reads every step before it.
+        if self
+            .cursor
+            .0
+            .compare_exchange(at_end, at_start, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        state.given_back_below = range.end();
+        true
+    }
+
     /// Installs a freshly allocated range: as the current segment if there is none or it is
     /// spent (and nothing waits in `next`), otherwise as the next one. The range asks for a
     /// refill once the preload ratio of it is used, or earlier so that at least `reserve` ids
@@ -279,7 +382,9 @@ impl DoubleBuffer {
 
     /// Whether a refill is due now: not frozen, the next slot is free and the current segment
     /// is absent or past its preload point. A refiller re-checks this when it finishes, so a
-    /// preload signal that arrived while it was busy is not lost.
+    /// preload signal that arrived while it was busy is not lost; and a take's signal is only
+    /// a reason to call this, so a preload point crossed again after a give-back starts no
+    /// second refill once the first one landed.
     pub fn refill_due(&self) -> bool {
         let state = self.lock();
         state.frozen_offset.is_none()
@@ -297,7 +402,8 @@ impl DoubleBuffer {
     }
 
     /// Stops handing ids out: every take that has not stepped the cursor yet fails, and the
-    /// ids the current segment handed out are counted exactly. Idempotent.
+    /// ids the current segment handed out are counted exactly (after a give-back, the cursor
+    /// stands at the start of the range given back, so the count excludes it). Idempotent.
     pub fn freeze(&self) {
         let mut state = self.lock();
         if state.frozen_offset.is_some() {
@@ -407,6 +513,10 @@ impl DoubleBuffer {
             self.hint.0.store(spent_epoch | HINT_SPENT, Ordering::Release);
             return false;
         };
+        // A give-back cannot make this fire. `spent_epoch` is current, so it came from a step
+        // in this epoch that returned an offset at or past the segment's length (directly, or
+        // through the spent flag such a step led to): the cursor has stood past the end since
+        // then, and a give-back only succeeds from an offset inside the segment.
         assert_eq!(self.current_remaining(&state), 0, "switched away from ids left");
         assert!(
             state.current.is_none_or(|c| next.range.start() >= c.range.end()),
@@ -417,7 +527,8 @@ impl DoubleBuffer {
     }
 
     /// Makes `planned` the current segment under a new epoch. Only called with the lock held
-    /// and the current segment spent, so no id of the old epoch is lost by moving the cursor.
+    /// and the current segment spent, so no id of the old epoch is lost by moving the cursor
+    /// (give-backs take the same lock, so none can un-spend it before the swap below).
     fn publish(&self, state: &mut State, planned: Planned) {
         let epoch = state.epoch + 1;
         let masked = epoch & EPOCH_MASK;
@@ -644,6 +755,183 @@ mod tests {
         assert_eq!(b.take_one(), (Some(3), true));
     }
 
+    fn ids(take: Take) -> Vec<u64> {
+        take.ranges().flat_map(|r| r.ids()).collect()
+    }
+
+    #[test]
+    fn the_last_take_given_back_comes_out_next() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        assert_eq!(b.take(count(3)).count(), 3);
+        assert_eq!(ids(b.take(count(5))), vec![4, 5, 6, 7, 8]);
+        assert!(b.give_back(range(4, 9)));
+        assert_eq!(b.snapshot().handed_out, 3, "the give-back is not counted as handed out");
+        assert_eq!(b.remaining(), 97);
+        assert_eq!(ids(b.take(count(5))), vec![4, 5, 6, 7, 8], "the same ids come out next");
+        assert_eq!(b.snapshot().handed_out, 8);
+    }
+
+    #[test]
+    fn the_tail_of_a_take_can_be_given_back() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        assert_eq!(ids(b.take(count(10))), (1..11).collect::<Vec<_>>());
+        assert!(b.give_back(range(7, 11)));
+        assert_eq!(b.snapshot().handed_out, 6);
+        assert_eq!(b.take_one(), (Some(7), false));
+    }
+
+    #[test]
+    fn a_range_the_cursor_moved_past_is_refused() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        assert_eq!(ids(b.take(count(5))), vec![1, 2, 3, 4, 5]);
+        assert_eq!(b.take_one(), (Some(6), false));
+        // Not the last take: id 6 was taken after it, so moving the cursor back would hand
+        // 6 out again.
+        assert!(!b.give_back(range(1, 6)));
+        assert!(!b.give_back(range(3, 6)));
+        assert_eq!(b.snapshot().handed_out, 6, "a refusal changes nothing");
+        assert_eq!(b.take_one(), (Some(7), false));
+    }
+
+    #[test]
+    fn a_partially_overlapping_range_is_refused() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        assert_eq!(ids(b.take(count(5))), vec![1, 2, 3, 4, 5]);
+        // Reaches past the last take (ids never handed out) or stops short of it (ids after
+        // it are held): either way the cursor is not at the range's end.
+        assert!(!b.give_back(range(3, 7)));
+        assert!(!b.give_back(range(2, 5)));
+        assert!(!b.give_back(range(5, 7)));
+        assert_eq!(b.take_one(), (Some(6), false));
+    }
+
+    #[test]
+    fn a_range_outside_the_current_segment_is_refused() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        assert!(!b.give_back(range(1, 2)), "no segment yet");
+        b.install(range(10, 20), 0).expect("install");
+        assert_eq!(ids(b.take(count(5))), vec![10, 11, 12, 13, 14]);
+        // Ends where the cursor stands but starts below the segment: its start has no offset.
+        assert!(!b.give_back(range(8, 15)));
+        assert_eq!(b.take_one(), (Some(15), false));
+
+        // A take past the end steps the cursor to offset 8 of a 2-id segment (and sets the
+        // spent flag): a range ending 8 ids into the segment matches the cursor but reaches
+        // past the segment's end.
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(10, 12), 0).expect("install");
+        assert_eq!(ids(b.take(count(5))), vec![10, 11]);
+        assert!(!b.give_back(range(11, 18)));
+        assert!(!b.give_back(range(11, 12)), "the cursor stands past the end");
+        b.install(range(12, 14), 0).expect("refill");
+        assert_eq!(b.take_one(), (Some(12), true));
+    }
+
+    #[test]
+    fn a_range_from_before_a_switch_is_refused() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 6), 0).expect("install");
+        assert_eq!(ids(b.take(count(3))), vec![1, 2, 3]);
+        b.install(range(6, 16), 0).expect("next");
+        let take = b.take(count(5));
+        assert_eq!(take.ranges().collect::<Vec<_>>(), vec![range(4, 6), range(6, 9)]);
+        // The part in the switched-away segment is gone for good; the part in the current one
+        // is the last take there and comes back.
+        assert!(!b.give_back(range(4, 6)));
+        assert!(!b.give_back(range(4, 9)));
+        assert!(b.give_back(range(6, 9)));
+        assert_eq!(b.take_one(), (Some(6), false));
+
+        // The old segment was spent exactly (the cursor at its end, no spent flag): after the
+        // switch its last take no longer comes back.
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 6), 0).expect("install");
+        assert_eq!(ids(b.take(count(5))), vec![1, 2, 3, 4, 5]);
+        b.install(range(10, 20), 0).expect("installed as current: the first was spent");
+        assert!(!b.give_back(range(1, 6)));
+        assert_eq!(b.take_one(), (Some(10), false));
+    }
+
+    #[test]
+    fn a_frozen_buffer_refuses_give_back() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        assert_eq!(ids(b.take(count(10))), (1..11).collect::<Vec<_>>());
+        b.freeze();
+        // The last take, never given back: only the freeze stands in the way. Taking it back
+        // would hand ids the freeze counted as handed out to the store's give-back too.
+        assert!(!b.give_back(range(7, 11)));
+        assert_eq!(b.unissued_tail(), Some(range(11, 101)));
+        assert_eq!(b.snapshot().handed_out, 10);
+    }
+
+    #[test]
+    fn the_tail_after_a_give_back_and_a_freeze_is_exact() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        assert_eq!(ids(b.take(count(10))), (1..11).collect::<Vec<_>>());
+        assert!(b.give_back(range(7, 11)));
+        assert_eq!(ids(b.take(count(2))), vec![7, 8]);
+        b.freeze();
+        // Exactly the ids nobody holds: 9 and 10 were given back and not taken again.
+        assert_eq!(b.unissued_tail(), Some(range(9, 101)));
+        assert_eq!(b.snapshot().handed_out, 8);
+    }
+
+    #[test]
+    fn a_replayed_give_back_is_refused() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        assert_eq!(ids(b.take(count(5))), vec![1, 2, 3, 4, 5]);
+        assert!(b.give_back(range(1, 6)));
+        // Another taker gets the same ids; the first one's give-back arrives again (a retried
+        // RPC). Accepting it would hand 1..6 out a third time, under the second taker.
+        assert_eq!(ids(b.take(count(5))), vec![1, 2, 3, 4, 5]);
+        assert!(!b.give_back(range(1, 6)));
+        assert!(!b.give_back(range(3, 6)));
+        assert_eq!(b.take_one(), (Some(6), false));
+        // Ids above every range given back still come back.
+        assert_eq!(ids(b.take(count(3))), vec![7, 8, 9]);
+        assert!(b.give_back(range(7, 10)));
+        assert_eq!(b.take_one(), (Some(7), false));
+    }
+
+    #[test]
+    fn a_give_back_at_a_segments_end_keeps_the_switch_exact() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 3), 0).expect("install");
+        assert_eq!(ids(b.take(count(2))), vec![1, 2]);
+        // Spent exactly: the cursor stands at the end, no step went past it.
+        assert!(b.give_back(range(2, 3)));
+        assert_eq!(b.remaining(), 1);
+        // Not spent any more, so the refill waits as the next segment.
+        b.install(range(3, 5), 0).expect("next");
+        assert_eq!(b.snapshot().next.map(|n| n.range), Some(range(3, 5)));
+        assert_eq!(ids(b.take(count(3))), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn a_preload_point_crossed_again_after_a_give_back_is_harmless() {
+        let b = DoubleBuffer::new(PreloadRatio::DEFAULT);
+        b.install(range(1, 101), 0).expect("install");
+        let take = b.take(count(15));
+        assert!(take.refill_needed(), "covers the preload id 11");
+        assert!(b.refill_due());
+        assert!(b.give_back(range(6, 16)));
+        assert!(!b.refill_due(), "back before the preload point");
+        // The same preload id is covered again: a second signal, and a refill is due again.
+        assert!(b.take(count(10)).refill_needed());
+        assert!(b.refill_due());
+        b.install(range(101, 201), 0).expect("next");
+        // Once the refill landed, a signal finds nothing due.
+        assert!(!b.refill_due());
+        assert_eq!(b.remaining(), 185);
+    }
+
     #[test]
     fn threads_never_share_an_id_and_each_sees_increasing_ids() {
         let b = Arc::new(DoubleBuffer::new(PreloadRatio::DEFAULT));
@@ -680,5 +968,57 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), taken, "an id was handed out twice");
+    }
+
+    #[test]
+    fn threads_that_give_back_never_share_an_id() {
+        let b = Arc::new(DoubleBuffer::new(PreloadRatio::DEFAULT));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let b = Arc::clone(&b);
+                std::thread::spawn(move || {
+                    let (mut ids, mut given_back) = (Vec::new(), 0u64);
+                    let mut turn = t;
+                    while ids.len() < 20_000 {
+                        turn += 1;
+                        let take = b.take(count(1 + turn % 4));
+                        ids.extend(take.ranges().flat_map(|r| r.ids()));
+                        // Every other take gives back its last range, or the tail of it: the
+                        // ids it gives back are the last ones it took, and it drops them.
+                        if let Some(last) = take.ranges().last().filter(|_| turn % 2 == 0) {
+                            let back = range(last.start() + (turn / 2) % last.len(), last.end());
+                            if b.give_back(back) {
+                                ids.truncate(ids.len() - back.len() as usize);
+                                given_back += back.len();
+                            }
+                        }
+                        std::hint::spin_loop();
+                    }
+                    (ids, given_back)
+                })
+            })
+            .collect();
+        // The same installer as above: tiny ranges with gaps, so give-backs race switches too.
+        let (mut next_start, mut len) = (1, 1);
+        while !threads.iter().all(|t| t.is_finished()) {
+            if b.refill_due() && b.install(range(next_start, next_start + len), 0).is_ok() {
+                next_start += len + len % 3;
+                len = len % 16 + 1;
+            }
+            std::hint::spin_loop();
+        }
+        let (mut all, mut given_back) = (Vec::new(), 0);
+        for t in threads {
+            let (ids, back) = t.join().expect("taker thread");
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "a thread kept ids out of order");
+            all.extend(ids);
+            given_back += back;
+        }
+        eprintln!("{given_back} ids given back");
+        assert!(given_back > 0, "no give-back succeeded: the test tested nothing");
+        let kept = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), kept, "an id is held by two threads");
     }
 }

@@ -1,8 +1,8 @@
 //! Interleaving tests, run by loom over every schedule within a preemption bound: the double
-//! buffer's segment switch (takes race with installs, switches, slot reuse and the freeze; no
-//! id may be handed out twice, come from outside the installed ranges, or be given back by
-//! the freeze after it was handed out) and the id ring (takers race the filler and each
-//! other; no id is taken twice or lost).
+//! buffer's segment switch (takes race with installs, switches, slot reuse, give-backs and the
+//! freeze; no id may be held by two takers, come from outside the installed ranges, or be
+//! given back by the freeze after it was handed out) and the id ring (takers race the filler
+//! and each other; no id is taken twice or lost).
 //!
 //! Built only with `--cfg loom` (which also swaps the buffer's atomics and lock for loom's, see
 //! `src/sync.rs`); in a normal build this file is empty. Run it as CI does:
@@ -13,7 +13,7 @@
 //! ```
 //!
 //! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (at their own bounds the
-//! seven models take about 40 s). The models run through `loom::model::Builder`, which
+//! eight models take about 40 s). The models run through `loom::model::Builder`, which
 //! installs no `tracing` subscriber: to see a failing schedule step by step, call
 //! `loom::model` instead and set `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
 //!
@@ -161,6 +161,52 @@ fn a_switch_when_spent_races_the_install_of_the_next_segment() {
         let returned = join(takers);
         check_served(&buffer, &installed, &returned, 2 * installed.len() as u64 * COUNT_MAX);
     });
+}
+
+/// A give-back races a take and a switch: one thread takes two ids, gives back the last one
+/// and takes one more; another takes one id twice; the main thread installs the next segment
+/// (across a gap). The give-back succeeds only where no step came after the giver's, and the
+/// ids it returns go to whichever take steps next: no id ends up held by both threads.
+#[test]
+fn a_give_back_races_a_take_and_a_switch() {
+    // Plain std atomics: they count across loom's executions, outside the model.
+    static GIVEN_BACK: AtomicUsize = AtomicUsize::new(0);
+    static REFUSED: AtomicUsize = AtomicUsize::new(0);
+    const COUNT_MAX: u64 = 2;
+    explore("a_give_back_races_a_take_and_a_switch", 4, || {
+        let buffer = Arc::new(DoubleBuffer::new(PreloadRatio::DEFAULT));
+        let mut installed = Vec::new();
+        install_unless_full(&buffer, range(1, 4), &mut installed);
+        let giver = {
+            let buffer = Arc::clone(&buffer);
+            thread::spawn(move || {
+                let take = buffer.take(count(COUNT_MAX));
+                let mut ids = ids_of(&take);
+                if let Some(last) = take.ranges().last() {
+                    // The giver drops what it gave back: it no longer holds those ids.
+                    if buffer.give_back(range(last.end() - 1, last.end())) {
+                        ids.pop();
+                        GIVEN_BACK.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        REFUSED.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                ids.extend(buffer.take_one().0);
+                ids
+            })
+        };
+        let taker = {
+            let buffer = Arc::clone(&buffer);
+            thread::spawn(move || (0..2).filter_map(|_| buffer.take_one().0).collect())
+        };
+        install_unless_full(&buffer, range(5, 7), &mut installed);
+        let returned = join(vec![giver, taker]);
+        check_served(&buffer, &installed, &returned, 2 * installed.len() as u64 * COUNT_MAX);
+    });
+    // Both outcomes must occur, or the model explored only one side of the race.
+    let (given_back, refused) =
+        (GIVEN_BACK.load(Ordering::Relaxed), REFUSED.load(Ordering::Relaxed));
+    assert!(given_back > 0 && refused > 0, "given back {given_back} times, refused {refused}");
 }
 
 /// Runs `model` under every schedule with at most `preemptions` preemptions (unless

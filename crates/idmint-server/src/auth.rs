@@ -51,6 +51,8 @@ pub const ADMIN_ROUTES: &[(Method, &str)] = &[
 pub const TAG_ROUTES: &[(&str, &str)] = &[
     ("/api/segment/get/{tag}", "tag"),
     ("/v1/segment/{tag}", "tag"),
+    ("/v1/segment/{tag}/ranges", "tag"),
+    ("/v1/segment/{tag}/return", "tag"),
     ("/v1/tags/{tag}", "tag"),
     ("/v1/seq/{name}", "name"),
     ("/v1/seqs/{name}", "name"),

@@ -61,6 +61,9 @@ pub const FILE_PROBLEMS_MAX: usize = 100;
 pub struct FileConfig {
     /// `listen`: address and port to serve HTTP on.
     pub listen: Option<String>,
+    /// `grpc_listen`: address and port to serve gRPC on; empty (the default) serves gRPC on
+    /// the HTTP port.
+    pub grpc_listen: Option<String>,
     /// `store`: store URL (may hold a password).
     pub store: Option<SecretUrl>,
     /// `redis`: the Redis that serves sequences (`redis://HOST:PORT[/DB][?prefix=P]`); empty
@@ -227,6 +230,8 @@ pub struct SecretUrl(String);
 pub struct Overrides {
     /// `--listen`.
     pub listen: Option<String>,
+    /// `--grpc-listen`.
+    pub grpc_listen: Option<String>,
     /// `--store`.
     pub store: Option<String>,
     /// `--data-dir`.
@@ -240,6 +245,8 @@ pub struct Overrides {
 pub struct Settings {
     /// Address to serve HTTP on.
     pub listen: SocketAddr,
+    /// Address to serve gRPC on; `None`: on the HTTP address.
+    pub grpc_listen: Option<SocketAddr>,
     /// Where segment rows live.
     pub store: StoreUrl,
     /// The Redis that serves sequences; `None`: no sequences.
@@ -449,6 +456,13 @@ impl Settings {
             &mut eff.listen,
             DEFAULT_LISTEN.to_string(),
         );
+        // Empty: gRPC on the HTTP port.
+        let grpc_listen = l.layer(
+            "grpc_listen",
+            flag(&flags.grpc_listen, "--grpc-listen"),
+            &mut eff.grpc_listen,
+            String::new(),
+        );
         let store = l.layer(
             "store",
             flag(&flags.store, "--store"),
@@ -481,6 +495,32 @@ impl Settings {
                 )
             }),
         );
+        let grpc_listen_addr = match grpc_listen.value.trim() {
+            "" => Some(None),
+            text => l
+                .check(
+                    &grpc_listen.origin,
+                    text.parse::<SocketAddr>().map_err(|_| {
+                        format!(
+                            "{text:?} is not an IP address and port; use e.g. 127.0.0.1:9090, \
+                             or leave it empty to serve gRPC on the HTTP port"
+                        )
+                    }),
+                )
+                .map(Some),
+        };
+        if let (Some(http), Some(Some(grpc))) = (listen_addr, grpc_listen_addr)
+            && http.port() != 0
+            && http.port() == grpc.port()
+        {
+            l.refuse(
+                &grpc_listen.origin,
+                format!(
+                    "{grpc} is the HTTP address's port too; leave grpc_listen empty to serve \
+                     gRPC on the HTTP port, or name another port"
+                ),
+            );
+        }
         let store_url = l.check(&store.origin, StoreUrl::parse(store.value.expose()));
         if data_dir.value.trim().is_empty() {
             l.refuse(&data_dir.origin, "the data directory is empty; name a directory");
@@ -511,10 +551,13 @@ impl Settings {
             l.refuse(&listen.origin, reason);
         }
         let Layers { origins, problems, .. } = l;
-        match (listen_addr, store_url, auth, http_limits) {
-            (Some(listen), Some(store), Some(auth), Some(http_limits)) if problems.is_empty() => {
+        match (listen_addr, grpc_listen_addr, store_url, auth, http_limits) {
+            (Some(listen), Some(grpc_listen), Some(store), Some(auth), Some(http_limits))
+                if problems.is_empty() =>
+            {
                 Ok(Settings {
                     listen,
+                    grpc_listen,
                     store,
                     redis,
                     data_dir: data_dir_path,

@@ -47,6 +47,9 @@ pub enum ApiError {
     TooManyRequests(String),
     /// The request took longer than `limits.request_timeout_ms` (503).
     Timeout(String),
+    /// Ranges of internal ids were asked of a tag with a public id format, whose internal
+    /// ids do not leave the server (409).
+    FormattedTag(idmint::Tag),
 }
 
 /// Every error answer's body: `{"error": {"code": "...", "message": "..."}}`.
@@ -81,6 +84,7 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("bad_encoding", "400: not an encoding (decimal, base36, base62, crockford32)"),
     ("not_an_id", "400: the text is not an id of the tag's format or the encoding"),
     ("bad_sequence", "400: a bad sequence definition or request, or the name exists"),
+    ("bad_lease", "400: ids given back that the leases sent do not cover, or leases not this node's"),
     ("unauthorized", "401: the route needs a bearer token and the request has none"),
     ("forbidden", "403: the bearer token is not one the route accepts"),
     ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
@@ -97,6 +101,7 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("too_many_tags", "409: the store holds the most tags it may (10 000)"),
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
+    ("formatted_tag", "409: ranges of a tag with a public id format (its internal ids stay here)"),
     ("store_row_invalid", "500: the tag's store row holds impossible values"),
     ("local_state", "500: the node's data directory could not be read or written"),
     ("internal", "500: an unexpected failure"),
@@ -155,6 +160,7 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
+            ApiError::FormattedTag(_) => (StatusCode::CONFLICT, "formatted_tag"),
         }
     }
 }
@@ -226,14 +232,46 @@ fn library_status(error: &Error) -> (StatusCode, &'static str) {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+/// The metadata key of a gRPC error's code (`unknown_tag`, `bad_count`, ...): the same code
+/// the HTTP API puts in its JSON body.
+pub const GRPC_CODE_KEY: &str = "idmint-code";
+
+impl ApiError {
+    /// The error as a gRPC status: its HTTP status mapped to the gRPC code, the message, and
+    /// the HTTP API's code in the `idmint-code` metadata. The one mapping of errors to gRPC.
+    pub fn into_grpc_status(self) -> tonic::Status {
+        let (status, code, message) = self.into_parts();
+        let grpc = match status {
+            StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => tonic::Code::InvalidArgument,
+            StatusCode::UNAUTHORIZED => tonic::Code::Unauthenticated,
+            StatusCode::FORBIDDEN => tonic::Code::PermissionDenied,
+            // gRPC's word for a method the server lacks.
+            StatusCode::NOT_FOUND if code == "no_route" => tonic::Code::Unimplemented,
+            StatusCode::NOT_FOUND => tonic::Code::NotFound,
+            StatusCode::CONFLICT if code == "tag_exists" => tonic::Code::AlreadyExists,
+            StatusCode::CONFLICT => tonic::Code::FailedPrecondition,
+            StatusCode::TOO_MANY_REQUESTS => tonic::Code::ResourceExhausted,
+            StatusCode::SERVICE_UNAVAILABLE => tonic::Code::Unavailable,
+            StatusCode::INTERNAL_SERVER_ERROR => tonic::Code::Internal,
+            _ => tonic::Code::Unknown,
+        };
+        if status.is_server_error() {
+            tracing::debug!(%status, code, %message, "gRPC request failed");
+        }
+        let mut answer = tonic::Status::new(grpc, message);
+        answer.metadata_mut().insert(GRPC_CODE_KEY, tonic::metadata::MetadataValue::from_static(code));
+        answer
+    }
+
+    /// The HTTP status, the code and the message.
+    fn into_parts(self) -> (StatusCode, &'static str, String) {
         let (status, code) = self.status_and_code();
         let message = match self {
             ApiError::BadRequest { message, .. } => message,
-            ApiError::NoRoute(route) => {
-                format!("no route {route}; the API is described at /openapi.json")
-            }
+            ApiError::NoRoute(route) => format!(
+                "no route {route}; the HTTP API is described at /openapi.json, the gRPC API by \
+                 idmint.proto (on the port --grpc-listen names, if the node sets one)"
+            ),
             ApiError::Library(error) => error.to_string(),
             ApiError::Snowflake(error) => error.to_string(),
             ApiError::Sequence(error) => error.to_string(),
@@ -244,7 +282,19 @@ impl IntoResponse for ApiError {
             | ApiError::Forbidden(message)
             | ApiError::TooManyRequests(message)
             | ApiError::Timeout(message) => message,
+            ApiError::FormattedTag(tag) => format!(
+                "tag {tag} has a public id format ([format.{tag}]): its internal ids do not \
+                 leave the server, so it is not leased in ranges; take its public ids with \
+                 NextIds or GET /v1/segment/{tag}"
+            ),
         };
+        (status, code, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = self.into_parts();
         // Debug, not warn: during an outage every request fails, and a line per request
         // would flood the log. The cause (refill failed, lease lost, clock behind) is logged
         // once where it happened.

@@ -61,18 +61,37 @@ pub(crate) fn public_ids(
     ranges: &[IdRange],
     ids_as: IdsAs,
 ) -> Result<Vec<serde_json::Value>, ApiError> {
+    Ok(match typed_public_ids(app, tag, ranges)? {
+        PublicIds::Numbers(ids) => ids_as.values(ids),
+        PublicIds::Texts(texts) => texts.into_iter().map(serde_json::Value::from).collect(),
+    })
+}
+
+/// A batch of public ids: numbers (a plain tag, or a numeric template with a key) or texts.
+pub(crate) enum PublicIds {
+    /// Ids, or a keyed tag's permuted ids.
+    Numbers(Vec<u64>),
+    /// A text template's rendering of each id.
+    Texts(Vec<String>),
+}
+
+/// The public ids of `ranges` of `tag`, typed: what the JSON routes and gRPC both answer.
+pub(crate) fn typed_public_ids(
+    app: &AppState,
+    tag: &Tag,
+    ranges: &[IdRange],
+) -> Result<PublicIds, ApiError> {
     let ids = ranges.iter().flat_map(|r| r.ids());
     let Some(format) = app.formats.get(tag) else {
-        return Ok(ids_as.values(ids));
+        return Ok(PublicIds::Numbers(ids.collect()));
     };
     if format.is_numeric() {
         let publics = ids.map(|id| format.public_id(id)).collect::<Result<Vec<_>, _>>()?;
-        return Ok(ids_as.values(publics));
+        return Ok(PublicIds::Numbers(publics));
     }
     let renderer = format.at(&format.zoned(SystemClock.now_ms()))?;
-    ids.map(|id| renderer.render(id).map(serde_json::Value::from))
-        .collect::<Result<_, _>>()
-        .map_err(ApiError::from)
+    let texts = ids.map(|id| renderer.render(id)).collect::<Result<_, _>>()?;
+    Ok(PublicIds::Texts(texts))
 }
 
 /// Leaf's route answers one id as text: the tag's public id as its format renders it.
@@ -142,20 +161,20 @@ enum EncodingName {
 #[derive(Serialize, ToSchema)]
 #[schema(as = DecodedId)]
 pub(crate) struct DecodeBody {
-    text: String,
+    pub(crate) text: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    tag: Option<String>,
+    pub(crate) tag: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    template: Option<String>,
+    pub(crate) template: Option<String>,
     /// The number the text encodes (after the permutation).
-    public_id: u64,
+    pub(crate) public_id: u64,
     /// The id the tag issued.
-    id: u64,
+    pub(crate) id: u64,
     /// The template's rendered dates, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    dates: Vec<String>,
+    pub(crate) dates: Vec<String>,
 }
 
 /// The internal id behind a public id (a tag's template and key) or an encoded id
@@ -184,34 +203,45 @@ pub(crate) async fn decode(
     let text = query.id.ok_or_else(|| {
         ApiError::bad_request("bad_query", "give the id to decode: ?id=TEXT&tag=TAG")
     })?;
+    decode_text(&app, text, query.tag, query.encoding).map(Json)
+}
+
+/// What `text` stands for under `tag`'s format or an `encoding` (exactly one of the two):
+/// `/v1/decode` and gRPC's `DecodeId`.
+pub(crate) fn decode_text(
+    app: &AppState,
+    text: String,
+    tag: Option<String>,
+    encoding: Option<String>,
+) -> Result<DecodeBody, ApiError> {
     let not_an_id = |e: &dyn std::fmt::Display| ApiError::bad_request("not_an_id", e.to_string());
-    match (query.tag, query.encoding) {
+    match (tag, encoding) {
         (Some(tag), None) => {
             let tag = Tag::parse(&tag)?;
             let plain = IdFormat::plain();
             let format = app.formats.get(&tag).unwrap_or(&plain);
             let decoded = format.decode(&text).map_err(|e| not_an_id(&e))?;
-            Ok(Json(DecodeBody {
+            Ok(DecodeBody {
                 text,
                 tag: Some(tag.to_string()),
                 template: Some(format.template().to_string()),
                 public_id: decoded.public_id,
                 id: decoded.internal_id,
                 dates: decoded.dates,
-            }))
+            })
         }
         (None, Some(name)) => {
             let encoding = Encoding::parse(&name)
                 .map_err(|e| ApiError::bad_request("bad_encoding", e.to_string()))?;
             let id = encoding.decode(&text).map_err(|e| not_an_id(&e))?;
-            Ok(Json(DecodeBody {
+            Ok(DecodeBody {
                 text,
                 tag: None,
                 template: None,
                 public_id: id,
                 id,
                 dates: Vec::new(),
-            }))
+            })
         }
         _ => Err(ApiError::bad_request(
             "bad_query",

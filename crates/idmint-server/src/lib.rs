@@ -4,8 +4,9 @@
 //! the mapping of every library error to an HTTP status (in `error.rs`, nowhere else), the
 //! OpenAPI document generated from the handlers (`openapi.rs`), the configuration file and
 //! its precedence (`config.rs`), bearer tokens (`auth.rs`), limits (`limits.rs`), Prometheus
-//! metrics (`metrics.rs`), the dashboard (`dashboard.rs`), and serving with graceful
-//! shutdown.
+//! metrics (`metrics.rs`), the dashboard (`dashboard.rs`), the gRPC service (`grpc.rs`,
+//! `idmint.v1.IdMint`, on the HTTP port or its own) with the HTTP twins of its range calls
+//! (`leases.rs`), and serving with graceful shutdown.
 //!
 //! It must not hold id logic or touch a store directly: ids and tags come from
 //! [`idmint::Segments`], [`idmint::Snowflake`], [`idmint::Sequences`] and
@@ -16,6 +17,8 @@ mod config;
 mod dashboard;
 mod error;
 mod formats;
+mod grpc;
+mod leases;
 mod limits;
 mod metrics;
 mod openapi;
@@ -36,10 +39,11 @@ pub use config::{
     SecretUrl, SegmentSection, Settings, SnowflakeSection, TagFormat, env_var,
 };
 pub use dashboard::DASHBOARD_HTML;
-pub use error::ApiError;
+pub use error::{ApiError, GRPC_CODE_KEY};
+pub use grpc::{GRPC_ROUTE, RETURN_LEASES_MAX, STREAM_CHUNK_DEFAULT, STREAM_COUNT_MAX};
 pub use formats::TagFormats;
 pub use limits::{ClientAddr, ClientGate, HttpLimits, LimitedListener};
-pub use routes::router;
+pub use routes::{Serves, router, router_for};
 pub use sequences::SequenceSlot;
 
 /// Largest request body accepted, in bytes (admin JSON bodies are a few hundred bytes).
@@ -75,21 +79,67 @@ pub struct AppState {
     pub clients: Arc<ClientGate>,
 }
 
-/// Serves `state` on `listener`, within `state.http_limits` (connections, idle time,
-/// requests per client, request time), until `shutdown` completes, then, in that order: stops
-/// accepting, drains in-flight requests, and shuts the library down (freeze every generator,
-/// give unissued ids back to the store, stop background tasks).
+impl AppState {
+    /// The state of a node serving `segments` and nothing else: the largest batch limit, no
+    /// snowflake generator, no sequences, no public id formats, no tokens (loopback only),
+    /// the default limits. Set the other fields to serve more.
+    pub fn new(segments: Arc<Segments>) -> AppState {
+        AppState {
+            segments,
+            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
+            snowflake: Err("snowflake ids are not configured on this node".to_string()),
+            snowflake_cached: None,
+            sequences: SequenceSlot::not_running("sequences are not configured on this node"),
+            formats: Arc::default(),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            auth: Arc::new(Auth::open()),
+            http_limits: HttpLimits::default(),
+            clients: Arc::default(),
+        }
+    }
+}
+
+/// Serves `state` on `listener`, HTTP and gRPC on one port, within `state.http_limits`
+/// (connections, idle time, requests per client, request time), until `shutdown` completes,
+/// then, in that order: stops accepting, drains in-flight requests, and shuts the library
+/// down (freeze every generator, give unissued ids back to the store, stop background
+/// tasks).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_split(listener, None, state, shutdown).await
+}
+
+/// [`serve`], with the gRPC service on its own listener when `grpc` is given (the HTTP
+/// listener then serves HTTP only). Both stop accepting on `shutdown` and drain before the
+/// library shuts down.
+pub async fn serve_split(
+    http: TcpListener,
+    grpc: Option<TcpListener>,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use futures_util::FutureExt;
     let segments = Arc::clone(&state.segments);
     let snowflake = state.snowflake.clone().ok();
     let sequences = state.sequences.clone();
-    let listener = LimitedListener::new(listener, &state.http_limits);
-    let app = router(state).into_make_service_with_connect_info::<ClientAddr>();
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    let http_limits = state.http_limits;
+    let state: SharedState = Arc::new(state);
+    let shutdown = shutdown.boxed().shared();
+    let serves = if grpc.is_some() { Serves::Http } else { Serves::HttpAndGrpc };
+    let http_served = serve_one(http, &http_limits, router_for(Arc::clone(&state), serves), shutdown.clone());
+    let grpc_served = async {
+        match grpc {
+            Some(listener) => {
+                let router = router_for(Arc::clone(&state), Serves::Grpc);
+                serve_one(listener, &http_limits, router, shutdown.clone()).await
+            }
+            None => Ok(()),
+        }
+    };
+    let (http_served, grpc_served) = tokio::join!(http_served, grpc_served);
     segments.shutdown().await;
     if let Some(snowflake) = snowflake {
         snowflake.shutdown().await;
@@ -97,5 +147,17 @@ pub async fn serve(
     if let Some(sequences) = sequences.running() {
         sequences.shutdown().await;
     }
-    served
+    http_served.and(grpc_served)
+}
+
+/// One listener, until `shutdown`: stops accepting, then drains its requests.
+async fn serve_one(
+    listener: TcpListener,
+    limits: &HttpLimits,
+    router: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = LimitedListener::new(listener, limits);
+    let app = router.into_make_service_with_connect_info::<ClientAddr>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }

@@ -192,14 +192,22 @@ pub(crate) async fn bounded(
     limits: &HttpLimits,
     answer: impl Future<Output = Response>,
 ) -> Response {
+    bounded_or(limits, answer, ApiError::into_response).await
+}
+
+/// [`bounded`], answering the timeout with `answer_error` (a gRPC status for gRPC calls).
+pub(crate) async fn bounded_or(
+    limits: &HttpLimits,
+    answer: impl Future<Output = Response>,
+    answer_error: impl FnOnce(ApiError) -> Response,
+) -> Response {
     let timeout = Duration::from_millis(limits.request_timeout_ms);
     match tokio::time::timeout(timeout, answer).await {
         Ok(response) => response,
-        Err(_elapsed) => ApiError::Timeout(format!(
+        Err(_elapsed) => answer_error(ApiError::Timeout(format!(
             "the request took longer than {} ms (limits.request_timeout_ms); retry",
             limits.request_timeout_ms
-        ))
-        .into_response(),
+        ))),
     }
 }
 

@@ -41,6 +41,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         crate::routes::leaf_snowflake,
         crate::routes::leaf_decode,
         crate::routes::segment_ids,
+        crate::leases::lease_ranges,
+        crate::leases::return_ranges,
         crate::formats::decode,
         crate::routes::list_tags,
         crate::routes::create_tag,

@@ -11,7 +11,7 @@ use axum::http::{StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use std::sync::Arc;
 
@@ -30,16 +30,48 @@ use crate::openapi::{
 };
 use crate::{ApiError, AppState, REQUEST_BODY_BYTES_MAX, SharedState};
 
-/// The API as an axum router over `state`.
+/// What one listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// The HTTP routes and the gRPC service on one port (the default).
+    HttpAndGrpc,
+    /// The HTTP routes only (gRPC has its own port, `--grpc-listen`).
+    Http,
+    /// The gRPC service only.
+    Grpc,
+}
+
+/// The API as an axum router over `state`: the HTTP routes and the gRPC service.
 pub fn router(state: AppState) -> Router {
+    router_for(Arc::new(state), Serves::HttpAndGrpc)
+}
+
+/// The router of one listener: what it `serves`, over the shared state, behind the one
+/// middleware every request passes.
+pub fn router_for(state: SharedState, serves: Serves) -> Router {
     // The recorder first, so the library's first refill is already measured.
     crate::metrics::handle();
     // One reference count per request and extractor, not one per field: the state is
     // shared, and every field's count would bounce between cores on each request.
-    let state: SharedState = Arc::new(state);
+    let routes = match serves {
+        Serves::HttpAndGrpc => http_routes().merge(crate::grpc::grpc_router(Arc::clone(&state))),
+        Serves::Http => http_routes(),
+        Serves::Grpc => crate::grpc::grpc_router(Arc::clone(&state)),
+    };
+    routes
+        .fallback(no_route)
+        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), around))
+        .with_state(state)
+}
+
+/// Every HTTP route.
+fn http_routes() -> Router<SharedState> {
     Router::new()
         .route("/api/segment/get/{tag}", get(leaf_segment))
         .route("/v1/segment/{tag}", get(segment_ids))
+        .route("/v1/segment/{tag}/ranges", get(crate::leases::lease_ranges))
+        .route("/v1/segment/{tag}/return", post(crate::leases::return_ranges))
         .route("/v1/decode", get(crate::formats::decode))
         .route("/v1/tags", get(list_tags).post(create_tag))
         .route("/v1/tags/{tag}", get(get_tag).patch(set_step).delete(delete_tag))
@@ -61,10 +93,6 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(crate::metrics::scrape))
         .route("/", get(crate::dashboard::page))
         .route("/v1/status", get(crate::dashboard::status))
-        .fallback(no_route)
-        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
-        .layer(middleware::from_fn_with_state(Arc::clone(&state), around))
-        .with_state(state)
 }
 
 /// What every request passes through, once (one middleware, so one boxed future and one
@@ -81,8 +109,15 @@ async fn around(
     let started = std::time::Instant::now();
     let method = request.method().clone();
     let route = route.as_ref().map(MatchedPath::as_str);
+    let grpc = crate::grpc::is_grpc(request.headers());
     let response = match crate::limits::admit(&app, &request) {
+        Err(refused) if grpc => crate::grpc::error_response(refused),
         Err(refused) => refused.into_response(),
+        Ok(_pass) if grpc => {
+            // gRPC calls check their tag's token themselves (from the metadata) and answer
+            // statuses, never JSON; the timeout bounds the time to the first message.
+            crate::limits::bounded_or(&app.http_limits, next.run(request), crate::grpc::error_response).await
+        }
         Ok(_pass) => {
             crate::limits::bounded(&app.http_limits, async {
                 let checked = match route {
@@ -133,7 +168,7 @@ pub(crate) async fn leaf_segment(
 }
 
 /// The running snowflake generator, or a 503 saying why there is none.
-fn snowflake(app: &AppState) -> Result<&Arc<Snowflake>, ApiError> {
+pub(crate) fn snowflake(app: &AppState) -> Result<&Arc<Snowflake>, ApiError> {
     app.snowflake
         .as_ref()
         .map_err(|reason| ApiError::Snowflake(SnowflakeError::Config(reason.clone())))
@@ -141,7 +176,7 @@ fn snowflake(app: &AppState) -> Result<&Arc<Snowflake>, ApiError> {
 
 /// `count` snowflake ids: from the ring of pre-made ids when the node runs one, else from
 /// the generator.
-async fn snowflake_next_ids(app: &AppState, count: u64) -> Result<Vec<u64>, ApiError> {
+pub(crate) async fn snowflake_next_ids(app: &AppState, count: u64) -> Result<Vec<u64>, ApiError> {
     let generator = snowflake(app)?;
     Ok(match &app.snowflake_cached {
         Some(cached) => cached.next_ids(count).await?,
@@ -344,7 +379,31 @@ pub(crate) async fn snowflake_decode(
 ) -> Result<Json<DecodeBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let id = parse_id(&id)?;
-    let (name, layout) = match query.layout {
+    let (name, parts) = decode_snowflake_id(&app, id, query.layout)?;
+    Ok(Json(DecodeBody {
+        id,
+        layout: name,
+        timestamp_ms: parts.timestamp_ms,
+        time: UtcMs(parts.timestamp_ms).to_string(),
+        worker: parts.worker,
+        sequence: parts.sequence,
+    }))
+}
+
+/// The parts of `id` under the preset `layout` names, or the node's layout: the layout's
+/// name and the parts (`/v1/snowflake/{id}` and gRPC's `DecodeSnowflake`).
+pub(crate) fn decode_snowflake_id(
+    app: &AppState,
+    id: u64,
+    layout: Option<String>,
+) -> Result<(String, Parts), ApiError> {
+    if id > i64::MAX as u64 {
+        return Err(ApiError::bad_request(
+            "bad_id",
+            format!("{id} is not an id; give a number from 0 to {}", i64::MAX),
+        ));
+    }
+    let (name, layout) = match layout {
         Some(name) => {
             let layout = Layout::preset(&name).ok_or_else(|| {
                 ApiError::bad_request(
@@ -355,19 +414,11 @@ pub(crate) async fn snowflake_decode(
             (name, layout)
         }
         None => {
-            let generator = snowflake(&app)?;
+            let generator = snowflake(app)?;
             (generator.status().space, *generator.layout())
         }
     };
-    let parts = decode_with(&layout, id)?;
-    Ok(Json(DecodeBody {
-        id,
-        layout: name,
-        timestamp_ms: parts.timestamp_ms,
-        time: UtcMs(parts.timestamp_ms).to_string(),
-        worker: parts.worker,
-        sequence: parts.sequence,
-    }))
+    Ok((name, decode_with(&layout, id)?))
 }
 
 /// `count` and `ids_as`, the query of batch routes.
@@ -764,6 +815,12 @@ pub(crate) async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], crate::openapi::OPENAPI_JSON.as_str())
 }
 
-async fn no_route(uri: Uri) -> ApiError {
-    ApiError::NoRoute(uri.path().to_string())
+/// No route: 404, or for a gRPC call (a method this node lacks, or gRPC asked of a port
+/// that serves HTTP only) the gRPC status `UNIMPLEMENTED`.
+async fn no_route(uri: Uri, headers: axum::http::HeaderMap) -> Response {
+    let error = ApiError::NoRoute(uri.path().to_string());
+    if crate::grpc::is_grpc(&headers) {
+        return crate::grpc::error_response(error);
+    }
+    error.into_response()
 }

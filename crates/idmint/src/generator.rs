@@ -266,6 +266,16 @@ impl TagGenerator {
         id
     }
 
+    /// Takes back `range`, ids this generator handed out and the taker did not use, when the
+    /// buffer can prove it safe (see `DoubleBuffer::give_back`). Returns whether it did.
+    pub(crate) fn take_back(&self, range: IdRange) -> bool {
+        let taken_back = self.buffer.give_back(range);
+        if taken_back {
+            tracing::debug!(tag = %self.tag, start = range.start(), end = range.end(), "leased ids taken back");
+        }
+        taken_back
+    }
+
     /// Stops handing ids out: every later take fails with [`Error::ShuttingDown`].
     pub(crate) fn freeze(&self) {
         self.buffer.freeze();

@@ -6,7 +6,8 @@
 //! time) at a step paced to the consumption rate, bounding every wait, dropping tags
 //! deleted from the store, refusing ranges from a store that went backwards (per-tag
 //! high-water marks, persisted in a state directory), and giving unissued ids back at
-//! shutdown. [`Uuids`] makes UUID v4/v7 and ULID ids from the clock and a CSPRNG, no store.
+//! shutdown. It leases whole ranges to remote clients with a proof (`lease.rs`) and takes
+//! back what a client did not use when that is provably safe. [`Uuids`] makes UUID v4/v7 and ULID ids from the clock and a CSPRNG, no store.
 //!
 //! It is the only crate that spawns tasks or reads time. Every task it spawns belongs to a
 //! `TaskTracker` and stops on one `CancellationToken` ([`Segments::shutdown`]). It knows
@@ -19,6 +20,7 @@ mod error;
 mod generator;
 mod highwater;
 mod idformat;
+mod lease;
 mod segments;
 mod seqformat;
 mod sequence;
@@ -39,6 +41,7 @@ pub use idformat::{
     claim_key, key_guard_tag,
 };
 pub use idmint_core::{Count, IdRange, Tag};
+pub use lease::{Lease, TakeBackError};
 pub use segments::Segments;
 pub use seqformat::{DAILY_FORMAT_DEFAULT, DAY_SPAN_CHECKED, SEQ_WIDTH_MAX, SeqFormat, time_zone};
 pub use sequence::{

@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::generator::{Shared, TagGenerator, TagStatus};
 use crate::highwater::HighWaterFile;
+use crate::lease::{Lease, LeaseKey, TakeBackError};
 use crate::{Error, SegmentConfig};
 
 type Registry = HashMap<Tag, Arc<TagGenerator>>;
@@ -35,6 +36,8 @@ pub struct Segments {
     registry: ArcSwap<Registry>,
     /// Set when the shutdown begins: no generator is made after it.
     closing: AtomicBool,
+    /// Proves the ranges this node leases to clients ([`Segments::lease`]).
+    lease_key: LeaseKey,
 }
 
 impl Segments {
@@ -65,6 +68,7 @@ impl Segments {
             shared,
             registry: ArcSwap::default(),
             closing: AtomicBool::new(false),
+            lease_key: LeaseKey::random(),
         });
         let weak = Arc::downgrade(&segments);
         segments.shared.tracker.spawn(refresh_loop(weak.clone(), segments.shared.clone()));
@@ -98,6 +102,30 @@ impl Segments {
         let result = generator.next_ids(count).await;
         self.forget_if_unknown(&generator, result.as_ref().err());
         result
+    }
+
+    /// `count` ids of `tag` leased to a client as increasing ranges, each with this node's
+    /// proof, so the client can give back what it does not use ([`Segments::take_back`]).
+    pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<Lease>, Error> {
+        let ranges = self.next_ids(tag, count).await?;
+        Ok(ranges.into_iter().map(|range| self.lease_key.lease(tag, range)).collect())
+    }
+
+    /// Takes back the unused ids `[start, end)` of `leases` (this node's, contiguous, covering
+    /// them) so they are handed out again. Returns how many ids were taken back: all of them
+    /// when the tag's buffer can prove it safe (they are the last ids it handed out of its
+    /// current segment, and none of them was given back before), else 0 and nothing changes
+    /// (the ids are wasted, never repeated). Leases that are not this node's are refused.
+    pub fn take_back(
+        &self,
+        tag: &Tag,
+        start: u64,
+        end: u64,
+        leases: &[Lease],
+    ) -> Result<u64, TakeBackError> {
+        let range = self.lease_key.check(tag, start, end, leases)?;
+        let Some(generator) = self.registry.load().get(tag).cloned() else { return Ok(0) };
+        Ok(if generator.take_back(range) { range.len() } else { 0 })
     }
 
     /// The generator of `tag`, made (empty, loaded on its first request) if the node has

@@ -1,15 +1,41 @@
-//! Model-based property tests of the double buffer: a random sequence of takes, installs,
+//! Model-based property tests of the double buffer: a random sequence of takes by a few
+//! holders, give-backs of ids a holder holds, replays of earlier give-backs, installs,
 //! regressed installs, floor raises and (rarely) a freeze is run against the buffer and
-//! against a plain model of its two segments; every take must return exactly the ids the
-//! model predicts, and after a freeze the tail to give back must be exactly the model's.
+//! against a plain model of its two segments; every take and give-back must do exactly what
+//! the model predicts, and after a freeze the tail to give back must be exactly the model's.
+//!
+//! Independently of the model, the test checks what users rely on: no id is handed out while
+//! a holder holds it, an id is handed out again only after it was given back, and no id is
+//! given back twice.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use idmint_core::{Count, DoubleBuffer, IdRange, InstallError, PreloadRatio};
 use proptest::prelude::*;
 
+/// How many takers hold ids at once.
+const HOLDERS: usize = 3;
+
 #[derive(Debug, Clone)]
 enum Op {
-    Take(u64),
-    TakeOne,
+    Take {
+        n: u64,
+        holder: usize,
+    },
+    TakeOne {
+        holder: usize,
+    },
+    /// `holder` (`None`: the holder that took last) gives back part of a range it holds: the
+    /// `from_end`-th from its last (0: the last), without its first `skip` ids and its last
+    /// `short` ids. Mostly the tail of the last take, the case that can succeed.
+    GiveBack {
+        holder: Option<usize>,
+        from_end: usize,
+        skip: u64,
+        short: u64,
+    },
+    /// An earlier successful give-back arrives again (a retried RPC).
+    Replay(usize),
     Install {
         len: u64,
         gap: u64,
@@ -25,9 +51,16 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     // The freeze is rare: most sequences run long before it, or never reach it.
+    let holder = prop_oneof![2 => Just(None), 1 => (0..HOLDERS).prop_map(Some)];
+    let from_end = prop_oneof![3 => Just(0usize), 1 => 1usize..3];
+    let short = prop_oneof![3 => Just(0u64), 1 => 1u64..5];
     prop_oneof![
-        12 => (1u64..40).prop_map(Op::Take),
-        8 => Just(Op::TakeOne),
+        12 => (1u64..40, 0..HOLDERS).prop_map(|(n, holder)| Op::Take { n, holder }),
+        8 => (0..HOLDERS).prop_map(|holder| Op::TakeOne { holder }),
+        8 => (holder, from_end, 0u64..40, short).prop_map(|(holder, from_end, skip, short)| {
+            Op::GiveBack { holder, from_end, skip, short }
+        }),
+        2 => any::<usize>().prop_map(Op::Replay),
         8 => (1u64..30, 0u64..5).prop_map(|(len, gap)| Op::Install { len, gap }),
         4 => (1u64..20).prop_map(Op::InstallBelow),
         2 => (0u64..20).prop_map(|rise| Op::RaiseFloor { rise }),
@@ -39,8 +72,11 @@ fn op() -> impl Strategy<Value = Op> {
 /// buffer should report about itself.
 #[derive(Default)]
 struct Model {
-    /// `(next id, end)` of the segment ids are taken from.
-    current: Option<(u64, u64)>,
+    /// `(start, next id, end)` of the segment ids are taken from.
+    current: Option<(u64, u64, u64)>,
+    /// Whether a take asked the current segment for more ids than it had left: the buffer's
+    /// cursor then stepped past its end, and no give-back in it can match the cursor again.
+    overshot: bool,
     /// `(start, end)` of the segment loaded ahead.
     next: Option<(u64, u64)>,
     store_max_id: u64,
@@ -48,6 +84,8 @@ struct Model {
     high_water: u64,
     handed_out: u64,
     frozen: bool,
+    /// The highest end of any range given back: nothing below it is given back again.
+    given_back_below: u64,
 }
 
 impl Model {
@@ -57,15 +95,17 @@ impl Model {
             return ids;
         }
         for _ in 0..2 {
-            if let Some((cursor, end)) = self.current.as_mut() {
+            if let Some((_, cursor, end)) = self.current.as_mut() {
                 let got = n.min(*end - *cursor);
+                self.overshot |= n > got;
                 ids.extend(*cursor..*cursor + got);
                 *cursor += got;
                 n -= got;
                 if n == 0 || self.next.is_none() {
                     break;
                 }
-                self.current = self.next.take();
+                self.current = self.next.take().map(|(start, end)| (start, start, end));
+                self.overshot = false;
             }
         }
         self.handed_out += ids.len() as u64;
@@ -80,10 +120,11 @@ impl Model {
         if self.next.is_some() {
             return Err(InstallError::Full);
         }
-        let spent = self.current.is_none_or(|(cursor, end)| cursor == end);
+        let spent = self.current.is_none_or(|(_, cursor, end)| cursor == end);
         // A frozen buffer keeps the range unserved, to be given back.
         if spent && !self.frozen {
-            self.current = Some((start, end));
+            self.current = Some((start, start, end));
+            self.overshot = false;
         } else {
             self.next = Some((start, end));
         }
@@ -91,11 +132,33 @@ impl Model {
         Ok(())
     }
 
+    /// The rules of `DoubleBuffer::give_back`: not frozen, above every range given back,
+    /// inside the current segment, and the last ids handed out (the cursor at the range's end
+    /// and never past the segment's end).
+    fn give_back(&mut self, start: u64, end: u64) -> bool {
+        let Some((seg_start, cursor, seg_end)) = self.current.as_mut() else {
+            return false;
+        };
+        let ok = !self.frozen
+            && start >= self.given_back_below
+            && *seg_start <= start
+            && end <= *seg_end
+            && *cursor == end
+            && !self.overshot;
+        if ok {
+            *cursor = start;
+            self.handed_out -= end - start;
+            self.given_back_below = end;
+        }
+        ok
+    }
+
     fn remaining(&self) -> u64 {
         if self.frozen {
             return 0;
         }
-        self.current.map_or(0, |(cursor, end)| end - cursor) + self.next.map_or(0, |(s, e)| e - s)
+        self.current.map_or(0, |(_, cursor, end)| end - cursor)
+            + self.next.map_or(0, |(s, e)| e - s)
     }
 
     /// Once frozen: the rest of the current segment joined to the next one if contiguous,
@@ -104,7 +167,7 @@ impl Model {
         if !self.frozen {
             return None;
         }
-        let rest = self.current.filter(|(cursor, end)| cursor < end);
+        let rest = self.current.filter(|(_, cursor, end)| cursor < end).map(|(_, c, e)| (c, e));
         let (start, end) = match (rest, self.next) {
             (Some((cursor, end)), Some((start, next_end))) if end == start => (cursor, next_end),
             (_, Some(next)) => next,
@@ -115,18 +178,93 @@ impl Model {
     }
 }
 
+/// Who holds which ids, kept apart from the model: what the safety checks compare against.
+#[derive(Default)]
+struct Ledger {
+    /// The ranges each holder holds, in the order it took them.
+    held: [Vec<IdRange>; HOLDERS],
+    /// The holder of every id held.
+    holder_of: BTreeMap<u64, usize>,
+    /// Every id ever handed out.
+    ever: BTreeSet<u64>,
+    /// Ids given back and not handed out again since.
+    returned: BTreeSet<u64>,
+    /// Every id ever given back.
+    given_back: BTreeSet<u64>,
+    /// The give-backs that succeeded, for replays.
+    log: Vec<IdRange>,
+}
+
+impl Ledger {
+    /// Records ids handed out to `holder`: none may be held by anyone, and one handed out
+    /// before must have been given back since.
+    fn hand_out(
+        &mut self,
+        holder: usize,
+        ranges: impl Iterator<Item = IdRange>,
+    ) -> Result<(), TestCaseError> {
+        for range in ranges {
+            for id in range.ids() {
+                let before = self.holder_of.insert(id, holder);
+                prop_assert!(before.is_none(), "id {} handed out while {:?} holds it", id, before);
+                if !self.ever.insert(id) {
+                    prop_assert!(self.returned.remove(&id), "id {} handed out twice", id);
+                }
+            }
+            self.held[holder].push(range);
+        }
+        Ok(())
+    }
+
+    /// The range `GiveBack` asks `holder` to give back, if it holds any.
+    fn pick(&self, holder: usize, from_end: usize, skip: u64, short: u64) -> Option<IdRange> {
+        let held = &self.held[holder];
+        let r = *held.get(held.len().checked_sub(1 + from_end % held.len().max(1))?)?;
+        let start = r.start() + skip % r.len();
+        IdRange::new(start, r.end().saturating_sub(short).max(start + 1))
+    }
+
+    /// Records a give-back `holder` made of ids it holds: they are no longer held, and none
+    /// was given back before.
+    fn give_back(&mut self, holder: usize, range: IdRange) -> Result<(), TestCaseError> {
+        for id in range.ids() {
+            prop_assert_eq!(self.holder_of.remove(&id), Some(holder), "id {} not held", id);
+            prop_assert!(self.given_back.insert(id), "id {} given back twice", id);
+            self.returned.insert(id);
+        }
+        let held = &mut self.held[holder];
+        let i = held.iter().position(|r| r.start() <= range.start() && range.end() <= r.end());
+        let Some(i) = i else {
+            return Err(TestCaseError::fail(format!("{range:?} is not one holder's range")));
+        };
+        let r = held.remove(i);
+        let parts = [IdRange::new(r.start(), range.start()), IdRange::new(range.end(), r.end())];
+        for (j, part) in parts.into_iter().flatten().enumerate() {
+            held.insert(i + j, part);
+        }
+        self.log.push(range);
+        Ok(())
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn takes_match_the_model_exactly(ops in prop::collection::vec(op(), 1..120)) {
+    fn takes_and_give_backs_match_the_model_exactly(ops in prop::collection::vec(op(), 1..120)) {
         let buffer = DoubleBuffer::new(PreloadRatio::DEFAULT);
         let mut model = Model { store_max_id: 1, ..Model::default() };
-        let mut last_id = 0;
+        let mut ledger = Ledger::default();
+        // The highest id handed out and not given back, and who took it.
+        let (mut last_id, mut last_taker) = (0, 0);
         for op in ops {
             match op {
-                Op::Take(n) => {
+                Op::Take { n, holder } => {
                     let take = buffer.take(Count::new(n).expect("count"));
+                    ledger.hand_out(holder, take.ranges())?;
+                    if take.count() > 0 {
+                        last_taker = holder;
+                    }
                     let ids: Vec<u64> = take.ranges().flat_map(|r| r.ids()).collect();
                     prop_assert_eq!(take.count(), ids.len() as u64);
                     prop_assert_eq!(take.first(), ids.first().copied());
@@ -143,8 +281,13 @@ proptest! {
                         prop_assert!(take.refill_needed(), "a short take must ask for a refill");
                     }
                 }
-                Op::TakeOne => {
+                Op::TakeOne { holder } => {
                     let (id, refill_needed) = buffer.take_one();
+                    let one = id.and_then(|id| IdRange::new(id, id + 1));
+                    ledger.hand_out(holder, one.into_iter())?;
+                    if id.is_some() {
+                        last_taker = holder;
+                    }
                     let expected = model.take(1);
                     prop_assert_eq!(id, expected.first().copied(), "take_one differs from the model");
                     if let Some(id) = id {
@@ -154,6 +297,31 @@ proptest! {
                         // Frozen: no refill; otherwise an empty take must ask for one.
                         prop_assert_eq!(refill_needed, !model.frozen);
                     }
+                }
+                Op::GiveBack { holder, from_end, skip, short } => {
+                    let holder = holder.unwrap_or(last_taker);
+                    let Some(range) = ledger.pick(holder, from_end, skip, short) else {
+                        continue;
+                    };
+                    let given_back = buffer.give_back(range);
+                    let expected = model.give_back(range.start(), range.end());
+                    prop_assert_eq!(given_back, expected, "give_back({:?}) vs the model", range);
+                    if given_back {
+                        // Only the very last ids handed out can come back.
+                        prop_assert_eq!(range.end() - 1, last_id, "gave back {:?} below", range);
+                        last_id = range.start() - 1;
+                        ledger.give_back(holder, range)?;
+                    }
+                }
+                Op::Replay(i) => {
+                    let Some(&range) = ledger.log.get(i % ledger.log.len().max(1)) else {
+                        continue;
+                    };
+                    // Whoever holds these ids now got them after the give-back: taking them
+                    // back again would hand them out under that holder.
+                    let given_back = buffer.give_back(range);
+                    prop_assert_eq!(given_back, model.give_back(range.start(), range.end()));
+                    prop_assert!(!given_back, "a replayed give-back of {:?} was accepted", range);
                 }
                 Op::Install { len, gap } => {
                     let start = model.store_max_id + gap;
@@ -197,6 +365,8 @@ proptest! {
                 if let Some(tail) = buffer.unissued_tail() {
                     // Give-back safety: nothing handed out is in the tail.
                     prop_assert!(tail.start() > last_id, "tail {:?} holds a handed-out id", tail);
+                    let held = ledger.holder_of.range(tail.start()..tail.end()).next();
+                    prop_assert!(held.is_none(), "tail {:?} holds a held id: {:?}", tail, held);
                 }
             }
         }

@@ -5,6 +5,7 @@
 mod api;
 mod dashboard;
 mod formats;
+mod grpc;
 mod openapi;
 mod ops;
 mod outage;

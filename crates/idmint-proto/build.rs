@@ -1,0 +1,11 @@
+//! Compiles `proto/idmint/v1/idmint.proto` with protox (a protobuf compiler in Rust, so the
+//! build needs no `protoc`) and generates the messages, the server trait and the client with
+//! tonic-prost-build into `OUT_DIR`.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto = "proto/idmint/v1/idmint.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    let descriptors = protox::compile([proto], ["proto"])?;
+    tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(descriptors)?;
+    Ok(())
+}

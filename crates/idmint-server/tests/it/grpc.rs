@@ -1,0 +1,371 @@
+//! The gRPC API end to end on `127.0.0.1:0`: every call, its errors (status code and the
+//! `idmint-code` metadata), tokens as metadata, leased ranges given back (and a replay or a
+//! forged proof refused), StreamIds in chunks, and gRPC on its own port.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use idmint::{IdFormat, SegmentConfig, Segments, Tag, time_zone};
+use idmint_core::permute::{Permutation, PermuteKey};
+use idmint_proto::v1::id_mint_client::IdMintClient;
+use idmint_proto::v1::{
+    DecodeIdRequest, DecodeSnowflakeRequest, NextIdsRequest, NextRangeRequest,
+    NextSequenceIdsRequest, NextSnowflakeIdsRequest, Range, ReturnRangeRequest, StreamIdsRequest,
+};
+use idmint_server::{AppState, Auth, Client, Token};
+use serde_json::json;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+use crate::support::TestServer;
+
+type Grpc = IdMintClient<Channel>;
+
+async fn connect(base: &str) -> Grpc {
+    let channel = tonic::transport::Endpoint::from_shared(base.to_string()).unwrap();
+    IdMintClient::new(channel.connect().await.expect("gRPC connects"))
+}
+
+/// A server on one port for HTTP and gRPC, with tags `order` (step 100), `user` (keyed
+/// numeric format) and `code` (text format).
+async fn server() -> (TestServer, Grpc) {
+    let mut formats = idmint_server::TagFormats::new();
+    let key = PermuteKey::parse_hex("0f1e2d3c4b5a69788796a5b4c3d2e1f0").unwrap();
+    let keyed = |template: &str, bits| {
+        let permutation = Permutation::new(&key, bits).unwrap();
+        IdFormat::new(template, time_zone("UTC").unwrap(), Some(permutation)).unwrap()
+    };
+    formats.insert(Tag::parse("user").unwrap(), keyed("{id}", 32));
+    formats.insert(Tag::parse("code").unwrap(), keyed("C{id:crockford32:7}", 35));
+    let server = TestServer::with_formats(formats).await;
+    for tag in ["order", "user", "code"] {
+        let created = server.create_tag(json!({"tag": tag, "step": 100})).await;
+        assert_eq!(created.status().as_u16(), 201);
+    }
+    let grpc = connect(&server.base).await;
+    (server, grpc)
+}
+
+/// Asserts a gRPC error: its code, the HTTP API's error code in `idmint-code`, and a message
+/// that is not a number.
+fn assert_status(status: &Status, code: Code, idmint_code: &str) {
+    assert_eq!(status.code(), code, "{status:?}");
+    let sent = status.metadata().get(idmint_server::GRPC_CODE_KEY).map(|v| v.to_str().unwrap());
+    assert_eq!(sent, Some(idmint_code), "{status:?}");
+    assert!(!status.message().is_empty() && status.message().parse::<i64>().is_err());
+}
+
+fn next_ids(tag: &str, count: u64) -> NextIdsRequest {
+    NextIdsRequest { tag: tag.to_string(), count }
+}
+
+fn next_range(tag: &str, count: u64) -> NextRangeRequest {
+    NextRangeRequest { tag: tag.to_string(), count }
+}
+
+#[tokio::test]
+async fn next_ids_answers_increasing_ids_public_ids_and_typed_errors() {
+    let (server, mut grpc) = server().await;
+    let ids = grpc.next_ids(next_ids("order", 5)).await.unwrap().into_inner();
+    assert_eq!((ids.tag.as_str(), ids.ids.clone(), ids.texts.len()), ("order", vec![1, 2, 3, 4, 5], 0));
+    // HTTP and gRPC serve one buffer.
+    let http: serde_json::Value =
+        server.get("/v1/segment/order?count=1").await.json().await.unwrap();
+    assert_eq!(http["ids"], json!([6]));
+    let user = grpc.next_ids(next_ids("user", 3)).await.unwrap().into_inner();
+    assert_eq!(user.ids.len(), 3);
+    assert!(user.ids.iter().all(|id| *id > 3), "permuted, not internal: {:?}", user.ids);
+    let code = grpc.next_ids(next_ids("code", 2)).await.unwrap().into_inner();
+    assert!(code.ids.is_empty() && code.texts.iter().all(|t| t.starts_with('C')), "{code:?}");
+
+    let cases: [(NextIdsRequest, Code, &str); 5] = [
+        (next_ids("order", 0), Code::InvalidArgument, "bad_count"),
+        (next_ids("order", 100_001), Code::InvalidArgument, "bad_count"),
+        (next_ids("bad tag!", 1), Code::InvalidArgument, "bad_tag"),
+        (next_ids("", 1), Code::InvalidArgument, "bad_tag"),
+        (next_ids("nope", 1), Code::NotFound, "unknown_tag"),
+    ];
+    for (request, code, idmint_code) in cases {
+        let status = grpc.next_ids(request).await.unwrap_err();
+        assert_status(&status, code, idmint_code);
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn leased_ranges_come_back_once_and_only_with_this_nodes_proof() {
+    let (server, mut grpc) = server().await;
+    let leased = grpc.next_range(next_range("order", 40)).await.unwrap().into_inner();
+    assert_eq!(leased.ranges.len(), 1);
+    let lease = leased.ranges[0];
+    assert_eq!((lease.start, lease.end), (1, 41));
+    assert_ne!(lease.proof, 0);
+
+    // Ids 31..41 unused: given back, and the node hands them out next.
+    let give_back = |start, end, leases: Vec<Range>| ReturnRangeRequest {
+        tag: "order".to_string(),
+        start,
+        end,
+        leases,
+    };
+    let forged = Range { proof: lease.proof ^ 1, ..lease };
+    let status = grpc.return_range(give_back(31, 41, vec![forged])).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_lease");
+    let status = grpc.return_range(give_back(31, 42, vec![lease])).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_lease");
+    let returned = grpc.return_range(give_back(31, 41, vec![lease])).await.unwrap().into_inner();
+    assert_eq!(returned.returned, 10);
+    let next = grpc.next_ids(next_ids("order", 10)).await.unwrap().into_inner();
+    assert_eq!(next.ids, (31..41).collect::<Vec<_>>());
+    // A replay (a retried call) must not give back ids another caller now holds.
+    let replay = grpc.return_range(give_back(31, 41, vec![lease])).await.unwrap().into_inner();
+    assert_eq!(replay.returned, 0);
+    assert_eq!(grpc.next_ids(next_ids("order", 1)).await.unwrap().into_inner().ids, vec![41]);
+    // Not the last ids handed out: nothing comes back, nothing changes.
+    let second = grpc.next_range(next_range("order", 5)).await.unwrap().into_inner().ranges[0];
+    grpc.next_ids(next_ids("order", 1)).await.unwrap();
+    let late = grpc
+        .return_range(give_back(second.start, second.end, vec![second]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(late.returned, 0);
+
+    // Over HTTP too: the proof as 16 hex digits.
+    let body: serde_json::Value =
+        server.get("/v1/segment/order/ranges?count=7").await.json().await.unwrap();
+    let range = &body["ranges"][0];
+    let (start, end) = (range["start"].as_u64().unwrap(), range["end"].as_u64().unwrap());
+    assert_eq!(end - start, 7);
+    let returned: serde_json::Value = server
+        .client
+        .post(server.url("/v1/segment/order/return"))
+        .json(&json!({"start": start, "end": end, "leases": [range]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(returned["returned"], 7);
+
+    let status = grpc.next_range(next_range("user", 5)).await.unwrap_err();
+    assert_status(&status, Code::FailedPrecondition, "formatted_tag");
+    let status = grpc.next_range(next_range("order", 0)).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_count");
+    let status = grpc.next_range(next_range("nope", 1)).await.unwrap_err();
+    assert_status(&status, Code::NotFound, "unknown_tag");
+    let too_many = give_back(1, 2, vec![lease; idmint_server::RETURN_LEASES_MAX + 1]);
+    let status = grpc.return_range(too_many).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_lease");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn stream_ids_sends_chunks_and_ends_with_the_error_as_its_status() {
+    let (server, mut grpc) = server().await;
+    let request = StreamIdsRequest { tag: "order".to_string(), count: 25_000, chunk: 10_000 };
+    let mut stream = grpc.stream_ids(request).await.unwrap().into_inner();
+    let mut sizes = Vec::new();
+    let mut ids = Vec::new();
+    while let Some(message) = stream.message().await.unwrap() {
+        sizes.push(message.ids.len());
+        ids.extend(message.ids);
+    }
+    assert_eq!(sizes, vec![10_000, 10_000, 5_000]);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing across the stream");
+    let default_chunk = StreamIdsRequest { tag: "code".to_string(), count: 3, chunk: 0 };
+    let mut stream = grpc.stream_ids(default_chunk).await.unwrap().into_inner();
+    let message = stream.message().await.unwrap().unwrap();
+    assert_eq!(message.texts.len(), 3);
+    assert!(stream.message().await.unwrap().is_none());
+
+    let bad = StreamIdsRequest { tag: "order".to_string(), count: 0, chunk: 0 };
+    assert_status(&grpc.stream_ids(bad).await.unwrap_err(), Code::InvalidArgument, "bad_count");
+    let bad = StreamIdsRequest { tag: "order".to_string(), count: 10, chunk: 100_001 };
+    assert_status(&grpc.stream_ids(bad).await.unwrap_err(), Code::InvalidArgument, "bad_count");
+    let too_long = idmint_server::STREAM_COUNT_MAX + 1;
+    let bad = StreamIdsRequest { tag: "order".to_string(), count: too_long, chunk: 0 };
+    assert_status(&grpc.stream_ids(bad).await.unwrap_err(), Code::InvalidArgument, "bad_count");
+    let unknown = StreamIdsRequest { tag: "nope".to_string(), count: 10, chunk: 0 };
+    let mut stream = grpc.stream_ids(unknown).await.unwrap().into_inner();
+    assert_status(&stream.message().await.unwrap_err(), Code::NotFound, "unknown_tag");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn decode_calls_answer_parts_and_refuse_what_is_not_an_id() {
+    let (server, mut grpc) = server().await;
+    let decoded = grpc
+        .decode_id(DecodeIdRequest {
+            text: "zz".to_string(),
+            tag: String::new(),
+            encoding: "base36".to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((decoded.public_id, decoded.id), (1295, 1295));
+    let code = grpc.next_ids(next_ids("code", 1)).await.unwrap().into_inner().texts.remove(0);
+    let back = DecodeIdRequest { text: code, tag: "code".to_string(), encoding: String::new() };
+    let decoded = grpc.decode_id(back).await.unwrap().into_inner();
+    assert_eq!((decoded.template.as_str(), decoded.id), ("C{id:crockford32:7}", 1));
+    let neither = DecodeIdRequest { text: "1".into(), tag: String::new(), encoding: String::new() };
+    assert_status(&grpc.decode_id(neither).await.unwrap_err(), Code::InvalidArgument, "bad_query");
+    let wrong = DecodeIdRequest { text: "C!".into(), tag: "code".into(), encoding: String::new() };
+    assert_status(&grpc.decode_id(wrong).await.unwrap_err(), Code::InvalidArgument, "not_an_id");
+
+    // Snowflake decode with a preset works on a node without a generator; without a preset
+    // it says why not.
+    let id = (1_000 << 22) | (3 << 12) | 7;
+    let preset = DecodeSnowflakeRequest { id, layout: "snowflake".to_string() };
+    let parts = grpc.decode_snowflake(preset).await.unwrap().into_inner();
+    assert_eq!((parts.worker, parts.sequence, parts.layout.as_str()), (3, 7, "snowflake"));
+    let node = DecodeSnowflakeRequest { id, layout: String::new() };
+    let status = grpc.decode_snowflake(node).await.unwrap_err();
+    assert_status(&status, Code::Unavailable, "snowflake_not_running");
+    let nope = DecodeSnowflakeRequest { id, layout: "nope".to_string() };
+    assert_status(&grpc.decode_snowflake(nope).await.unwrap_err(), Code::InvalidArgument, "bad_layout");
+    let past = DecodeSnowflakeRequest { id: u64::MAX, layout: "snowflake".to_string() };
+    assert_status(&grpc.decode_snowflake(past).await.unwrap_err(), Code::InvalidArgument, "bad_id");
+    let status = grpc.next_snowflake_ids(NextSnowflakeIdsRequest { count: 1 }).await.unwrap_err();
+    assert_status(&status, Code::Unavailable, "snowflake_not_running");
+    let seq = NextSequenceIdsRequest { name: "invoice".to_string(), count: 1 };
+    let status = grpc.next_sequence_ids(seq).await.unwrap_err();
+    assert_status(&status, Code::Unavailable, "sequences_not_running");
+    let seq = NextSequenceIdsRequest { name: "bad name".to_string(), count: 1 };
+    let status = grpc.next_sequence_ids(seq).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_tag");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn snowflake_ids_come_with_their_worker_and_decode_under_the_nodes_layout() {
+    let server = TestServer::with_snowflake().await;
+    let mut grpc = connect(&server.base).await;
+    let ids = grpc.next_snowflake_ids(NextSnowflakeIdsRequest { count: 3 }).await.unwrap();
+    let ids = ids.into_inner();
+    assert_eq!(ids.ids.len(), 3);
+    assert!(ids.ids.windows(2).all(|w| w[0] < w[1]));
+    let parts = grpc
+        .decode_snowflake(DecodeSnowflakeRequest { id: ids.ids[0], layout: String::new() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(parts.worker, ids.worker);
+    let status = grpc.next_snowflake_ids(NextSnowflakeIdsRequest { count: 0 }).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_count");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_guarded_tag_needs_its_client_token_as_metadata() {
+    let token = |text: &str| Token::parse(text).unwrap();
+    let auth = Auth::new(
+        Some(token("admin-admin-admin-1")),
+        vec![Client {
+            name: "shop".to_string(),
+            token: token("shop-shop-shop-shop1"),
+            tags: vec![Tag::parse("guarded").unwrap()],
+        }],
+    );
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let limits = idmint_server::HttpLimits::default();
+    let server =
+        TestServer::with_auth_and_limits(store, auth, limits, SegmentConfig::default()).await;
+    for tag in ["guarded", "open"] {
+        let created = server
+            .client
+            .post(server.url("/v1/tags"))
+            .bearer_auth("admin-admin-admin-1")
+            .json(&json!({"tag": tag}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status().as_u16(), 201);
+    }
+    let mut grpc = connect(&server.base).await;
+    let with = |value: Option<&str>, tag: &str| {
+        let mut request = tonic::Request::new(next_ids(tag, 1));
+        if let Some(value) = value {
+            request.metadata_mut().insert("authorization", value.parse().unwrap());
+        }
+        request
+    };
+    assert!(grpc.next_ids(with(None, "open")).await.is_ok());
+    let status = grpc.next_ids(with(None, "guarded")).await.unwrap_err();
+    assert_status(&status, Code::Unauthenticated, "unauthorized");
+    let status = grpc.next_ids(with(Some("Bearer wrong-wrong-wrong-1"), "guarded")).await;
+    assert_status(&status.unwrap_err(), Code::PermissionDenied, "forbidden");
+    let ok = grpc.next_ids(with(Some("Bearer shop-shop-shop-shop1"), "guarded")).await;
+    assert_eq!(ok.unwrap().into_inner().ids, vec![1]);
+    let mut range = tonic::Request::new(next_range("guarded", 1));
+    range.metadata_mut().insert("authorization", "Bearer wrong-wrong-wrong-1".parse().unwrap());
+    assert_status(&grpc.next_range(range).await.unwrap_err(), Code::PermissionDenied, "forbidden");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn grpc_on_its_own_port_leaves_the_http_port_to_http() {
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let segments = Segments::start(store, SegmentConfig::default()).unwrap();
+    let spec = idmint_store::TagSpec {
+        tag: Tag::parse("order").unwrap(),
+        step: idmint_core::Step::new(10).unwrap(),
+        start: idmint_core::StartId::DEFAULT,
+        description: idmint_core::Description::new("").unwrap(),
+    };
+    segments.create_tag(&spec).await.unwrap();
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (http_base, grpc_base) = (
+        format!("http://{}", http.local_addr().unwrap()),
+        format!("http://{}", grpc_listener.local_addr().unwrap()),
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(idmint_server::serve_split(
+        http,
+        Some(grpc_listener),
+        AppState::new(segments),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut grpc = connect(&grpc_base).await;
+    assert_eq!(grpc.next_ids(next_ids("order", 2)).await.unwrap().into_inner().ids, vec![1, 2]);
+    let mut wrong_port = connect(&http_base).await;
+    assert_eq!(wrong_port.next_ids(next_ids("order", 1)).await.unwrap_err().code(), Code::Unimplemented);
+    let http_answer = reqwest::get(format!("{http_base}/v1/segment/order?count=1")).await.unwrap();
+    let body: serde_json::Value = http_answer.json().await.unwrap();
+    assert_eq!(body["ids"], json!([3]));
+    let on_grpc_port = reqwest::get(format!("{grpc_base}/v1/segment/order")).await.unwrap();
+    assert_eq!(on_grpc_port.status().as_u16(), 404);
+    stop.send(()).unwrap();
+    served.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn many_concurrent_calls_on_one_connection_never_share_an_id() {
+    let (server, grpc) = server().await;
+    let calls: Vec<_> = (0..32)
+        .map(|_| {
+            let mut grpc = grpc.clone();
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for _ in 0..20 {
+                    ids.extend(grpc.next_ids(next_ids("order", 50)).await.unwrap().into_inner().ids);
+                    let ranges = grpc.next_range(next_range("order", 30)).await.unwrap();
+                    ids.extend(ranges.into_inner().ranges.iter().flat_map(|r| r.start..r.end));
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for call in calls {
+        all.extend(call.await.unwrap());
+    }
+    let unique: HashSet<u64> = all.iter().copied().collect();
+    assert_eq!((all.len(), unique.len()), (32 * 20 * 80, 32 * 20 * 80));
+    server.stop().await;
+}
