@@ -1,12 +1,15 @@
-//! `idmint next TAG [-n N]`: fetch ids from a running server (its batch route) and print them
-//! one per line, as the tag's format renders them. Large counts are fetched in batches of at most `BATCH_COUNT_MAX`.
+//! `idmint next TAG [-n N] [--server URL]…`: fetch ids from running servers through
+//! `idmint-client` and print them one per line, as the tag's format renders them (public ids:
+//! numbers, or texts for a templated tag). Up to `BATCH_COUNT_MAX` ids come in one call;
+//! more are streamed in chunks. Several servers (the flag repeated, or comma-separated) fail
+//! over in order.
 
 use std::io::Write;
 
 use anyhow::{Context, bail};
+use idmint_client::{Client, ClientError, PublicIds};
 use idmint_core::Tag;
 use idmint_core::limits::BATCH_COUNT_MAX;
-use serde::Deserialize;
 
 /// Most ids one `idmint next` prints.
 pub const NEXT_COUNT_MAX: u64 = 10_000_000;
@@ -18,51 +21,21 @@ pub struct NextArgs {
     /// How many ids (1 to 10000000).
     #[arg(short = 'n', long = "count", default_value_t = 1)]
     count: u64,
-    /// Base URL of a running idmint server.
+    /// Base URL of a running idmint server; repeat the flag or separate URLs with commas to
+    /// fail over between several.
     #[arg(
         long,
         value_name = "URL",
         env = "IDMINT_SERVER",
-        default_value = "http://127.0.0.1:8080"
+        default_value = "http://127.0.0.1:8080",
+        value_delimiter = ','
     )]
-    server: String,
-    /// Bearer token for a tag guarded by a client token (or the admin token); sent in the
-    /// Authorization header, never shown. Prefer the variable to the flag: a flag is
-    /// visible to other users in the process list.
+    server: Vec<String>,
+    /// Bearer token for a tag guarded by a client token (or the admin token); sent with
+    /// every call, never shown. Prefer the variable to the flag: a flag is visible to other
+    /// users in the process list.
     #[arg(long, value_name = "TOKEN", env = "IDMINT_TOKEN", hide_env_values = true)]
     token: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Ids {
-    ids: Vec<Id>,
-}
-
-/// An id as the server sends it: a number, or a string for a tag with a text template.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Id {
-    Number(u64),
-    Text(String),
-}
-
-impl std::fmt::Display for Id {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Id::Number(id) => write!(f, "{id}"),
-            Id::Text(text) => f.write_str(text),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorDetail,
-}
-
-#[derive(Deserialize)]
-struct ErrorDetail {
-    message: String,
 }
 
 pub async fn run(args: NextArgs) -> anyhow::Result<()> {
@@ -70,38 +43,47 @@ pub async fn run(args: NextArgs) -> anyhow::Result<()> {
     if !(1..=NEXT_COUNT_MAX).contains(&args.count) {
         bail!("-n {} is out of range; ask for 1 to {NEXT_COUNT_MAX} ids", args.count);
     }
-    let client = reqwest::Client::new();
-    let base = args.server.trim_end_matches('/');
+    let servers = args.server.join(", ");
+    let mut builder = Client::builder().endpoints(args.server.iter().map(|s| s.trim()));
+    if let Some(token) = &args.token {
+        builder = builder.token(token);
+    }
+    let client = builder.build().await.context("--server")?;
+    let printed = print_ids(&client, &tag, args.count).await;
+    client.close().await;
+    printed.map_err(|error| match error {
+        Printed::Client(error @ ClientError::Unavailable { .. }) => {
+            anyhow::Error::new(error).context(format!("cannot reach idmint at {servers}"))
+        }
+        Printed::Client(error) => anyhow::Error::new(error),
+        Printed::Write(error) => anyhow::Error::new(error).context("cannot write to stdout"),
+    })
+}
+
+/// Why printing stopped.
+enum Printed {
+    Client(ClientError),
+    Write(std::io::Error),
+}
+
+async fn print_ids(client: &Client, tag: &Tag, count: u64) -> Result<(), Printed> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut remaining = args.count;
-    while remaining > 0 {
-        let batch = remaining.min(BATCH_COUNT_MAX);
-        let url = format!("{base}/v1/segment/{tag}?count={batch}");
-        let mut request = client.get(&url);
-        if let Some(token) = &args.token {
-            request = request.bearer_auth(token);
+    if count <= BATCH_COUNT_MAX {
+        let ids = client.public_ids(tag, count).await.map_err(Printed::Client)?;
+        write_ids(&mut out, &ids)?;
+    } else {
+        let mut stream = client.stream_ids(tag, count).map_err(Printed::Client)?;
+        while let Some(chunk) = stream.next().await {
+            write_ids(&mut out, &chunk.map_err(Printed::Client)?)?;
         }
-        let response = request.send().await.with_context(|| {
-            format!("cannot reach idmint at {base}; is `idmint serve` running there?")
-        })?;
-        let status = response.status();
-        if !status.is_success() {
-            let message = match response.json::<ErrorBody>().await {
-                Ok(body) => body.error.message,
-                Err(_) => "no error message".to_string(),
-            };
-            bail!("server answered {status}: {message}");
-        }
-        let ids: Ids = response.json().await.context("server answered a malformed body")?;
-        if ids.ids.len() as u64 != batch {
-            bail!("server answered {} ids for a batch of {batch}", ids.ids.len());
-        }
-        for id in ids.ids {
-            writeln!(out, "{id}").context("cannot write to stdout")?;
-        }
-        remaining -= batch;
     }
-    out.flush().context("cannot write to stdout")?;
+    out.flush().map_err(Printed::Write)
+}
+
+fn write_ids(out: &mut impl Write, ids: &PublicIds) -> Result<(), Printed> {
+    for id in ids.iter() {
+        writeln!(out, "{id}").map_err(Printed::Write)?;
+    }
     Ok(())
 }

@@ -84,7 +84,10 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("bad_encoding", "400: not an encoding (decimal, base36, base62, crockford32)"),
     ("not_an_id", "400: the text is not an id of the tag's format or the encoding"),
     ("bad_sequence", "400: a bad sequence definition or request, or the name exists"),
-    ("bad_lease", "400: ids given back that the leases sent do not cover, or leases not this node's"),
+    (
+        "bad_lease",
+        "400: ids given back that the leases sent do not cover, or leases not this node's",
+    ),
     ("unauthorized", "401: the route needs a bearer token and the request has none"),
     ("forbidden", "403: the bearer token is not one the route accepts"),
     ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
@@ -259,7 +262,9 @@ impl ApiError {
             tracing::debug!(%status, code, %message, "gRPC request failed");
         }
         let mut answer = tonic::Status::new(grpc, message);
-        answer.metadata_mut().insert(GRPC_CODE_KEY, tonic::metadata::MetadataValue::from_static(code));
+        answer
+            .metadata_mut()
+            .insert(GRPC_CODE_KEY, tonic::metadata::MetadataValue::from_static(code));
         answer
     }
 

@@ -234,14 +234,7 @@ pub(crate) fn decode_text(
             let encoding = Encoding::parse(&name)
                 .map_err(|e| ApiError::bad_request("bad_encoding", e.to_string()))?;
             let id = encoding.decode(&text).map_err(|e| not_an_id(&e))?;
-            Ok(DecodeBody {
-                text,
-                tag: None,
-                template: None,
-                public_id: id,
-                id,
-                dates: Vec::new(),
-            })
+            Ok(DecodeBody { text, tag: None, template: None, public_id: id, id, dates: Vec::new() })
         }
         _ => Err(ApiError::bad_request(
             "bad_query",

@@ -23,10 +23,9 @@ use idmint_core::snowflake::UtcMs;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
 use idmint_proto::v1::{
     DecodeIdRequest, DecodeIdResponse, DecodeSnowflakeRequest, DecodeSnowflakeResponse,
-    NextIdsRequest, NextIdsResponse, NextRangeRequest, NextRangeResponse,
-    NextSequenceIdsRequest, NextSequenceIdsResponse, NextSnowflakeIdsRequest,
-    NextSnowflakeIdsResponse, Range, ReturnRangeRequest, ReturnRangeResponse, StreamIdsRequest,
-    StreamIdsResponse,
+    NextIdsRequest, NextIdsResponse, NextRangeRequest, NextRangeResponse, NextSequenceIdsRequest,
+    NextSequenceIdsResponse, NextSnowflakeIdsRequest, NextSnowflakeIdsResponse, Range,
+    ReturnRangeRequest, ReturnRangeResponse, StreamIdsRequest, StreamIdsResponse,
 };
 use tonic::{Request, Response, Status};
 
@@ -157,12 +156,19 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let checked = (|| {
             let tag = self.tag(&headers, &body.tag)?;
-            let total = count(body.count, STREAM_COUNT_MAX)?;
+            // Not a `Count` (that is one batch, at most BATCH_COUNT_MAX): the stream's total.
+            let total = body.count;
+            if !(1..=STREAM_COUNT_MAX).contains(&total) {
+                return Err(ApiError::bad_request(
+                    "bad_count",
+                    format!("count is {total}; stream 1 to {STREAM_COUNT_MAX} ids"),
+                ));
+            }
             let chunk = match body.chunk {
                 0 => STREAM_CHUNK_DEFAULT.min(self.app.batch_count_max),
                 chunk => count(chunk, self.app.batch_count_max)?.get(),
             };
-            Ok::<_, ApiError>((tag, total.get(), chunk))
+            Ok::<_, ApiError>((tag, total, chunk))
         })();
         let (tag, total, chunk) = checked.map_err(ApiError::into_grpc_status)?;
         let app = std::sync::Arc::clone(&self.app);

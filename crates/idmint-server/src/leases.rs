@@ -70,8 +70,9 @@ pub(crate) struct ReturnBody {
 #[derive(Serialize, ToSchema)]
 #[schema(as = Returned)]
 pub(crate) struct ReturnedBody {
-    /// `end - start`, or 0 when the node could not prove it safe (the ids are then wasted,
-    /// never repeated).
+    /// All of `end - start`; or the top part of them, in the node's current segment, when
+    /// they began in an earlier one; or 0 when the node could not prove it safe (the ids not
+    /// taken back are wasted, never repeated).
     returned: u64,
 }
 

@@ -40,8 +40,8 @@ pub use config::{
 };
 pub use dashboard::DASHBOARD_HTML;
 pub use error::{ApiError, GRPC_CODE_KEY};
-pub use grpc::{GRPC_ROUTE, RETURN_LEASES_MAX, STREAM_CHUNK_DEFAULT, STREAM_COUNT_MAX};
 pub use formats::TagFormats;
+pub use grpc::{GRPC_ROUTE, RETURN_LEASES_MAX, STREAM_CHUNK_DEFAULT, STREAM_COUNT_MAX};
 pub use limits::{ClientAddr, ClientGate, HttpLimits, LimitedListener};
 pub use routes::{Serves, router, router_for};
 pub use sequences::SequenceSlot;
@@ -129,7 +129,8 @@ pub async fn serve_split(
     let state: SharedState = Arc::new(state);
     let shutdown = shutdown.boxed().shared();
     let serves = if grpc.is_some() { Serves::Http } else { Serves::HttpAndGrpc };
-    let http_served = serve_one(http, &http_limits, router_for(Arc::clone(&state), serves), shutdown.clone());
+    let http_served =
+        serve_one(http, &http_limits, router_for(Arc::clone(&state), serves), shutdown.clone());
     let grpc_served = async {
         match grpc {
             Some(listener) => {

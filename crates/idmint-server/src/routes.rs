@@ -116,7 +116,12 @@ async fn around(
         Ok(_pass) if grpc => {
             // gRPC calls check their tag's token themselves (from the metadata) and answer
             // statuses, never JSON; the timeout bounds the time to the first message.
-            crate::limits::bounded_or(&app.http_limits, next.run(request), crate::grpc::error_response).await
+            crate::limits::bounded_or(
+                &app.http_limits,
+                next.run(request),
+                crate::grpc::error_response,
+            )
+            .await
         }
         Ok(_pass) => {
             crate::limits::bounded(&app.http_limits, async {

@@ -267,13 +267,24 @@ impl TagGenerator {
     }
 
     /// Takes back `range`, ids this generator handed out and the taker did not use, when the
-    /// buffer can prove it safe (see `DoubleBuffer::give_back`). Returns whether it did.
-    pub(crate) fn take_back(&self, range: IdRange) -> bool {
-        let taken_back = self.buffer.give_back(range);
-        if taken_back {
-            tracing::debug!(tag = %self.tag, start = range.start(), end = range.end(), "leased ids taken back");
+    /// buffer can prove it safe (see `DoubleBuffer::give_back`); returns how many ids it took
+    /// back. A range that began in an earlier segment (a client's lease that emptied it, so
+    /// the buffer switched) is taken back from the current segment's start: the part below
+    /// is wasted, never repeated.
+    pub(crate) fn take_back(&self, range: IdRange) -> u64 {
+        let current_start = self.buffer.snapshot().current.map(|c| c.range.start());
+        let within = match current_start {
+            // Checked again under the buffer's lock: if the segment changed since this
+            // snapshot, the give-back is refused.
+            Some(start) if range.start() < start => IdRange::new(start, range.end()),
+            _ => Some(range),
+        };
+        let Some(within) = within else { return 0 };
+        if !self.buffer.give_back(within) {
+            return 0;
         }
-        taken_back
+        tracing::debug!(tag = %self.tag, start = within.start(), end = within.end(), "leased ids taken back");
+        within.len()
     }
 
     /// Stops handing ids out: every later take fails with [`Error::ShuttingDown`].

@@ -35,7 +35,9 @@ pub struct Lease {
 pub enum TakeBackError {
     /// A lease's proof is not this node's: leased by another node or an earlier process, or
     /// forged.
-    #[error("lease [{start}, {end}) of tag {tag} was not leased by this node (a proof from another node or an earlier start); nothing taken back")]
+    #[error(
+        "lease [{start}, {end}) of tag {tag} was not leased by this node (a proof from another node or an earlier start); nothing taken back"
+    )]
     NotOurs {
         /// The tag.
         tag: Tag,
@@ -46,7 +48,9 @@ pub enum TakeBackError {
     },
     /// The ids given back are not covered by the leases (they must be contiguous,
     /// increasing and contain `[start, end)`).
-    #[error("ids [{start}, {end}) are not covered by the leases sent; send the leases NextRange answered, in order")]
+    #[error(
+        "ids [{start}, {end}) are not covered by the leases sent; send the leases NextRange answered, in order"
+    )]
     NotCovered {
         /// First id given back.
         start: u64,
@@ -129,13 +133,31 @@ mod tests {
         assert_eq!(key.check(&order, 150, 200, &[lease]), Ok(range(150, 200)));
         assert!(matches!(key.check(&user, 150, 200, &[lease]), Err(TakeBackError::NotOurs { .. })));
         let other = LeaseKey::random();
-        assert!(matches!(other.check(&order, 150, 200, &[lease]), Err(TakeBackError::NotOurs { .. })));
+        assert!(matches!(
+            other.check(&order, 150, 200, &[lease]),
+            Err(TakeBackError::NotOurs { .. })
+        ));
         let widened = Lease { range: range(100, 300), ..lease };
-        assert!(matches!(key.check(&order, 150, 300, &[widened]), Err(TakeBackError::NotOurs { .. })));
-        assert_eq!(key.check(&order, 150, 201, &[lease]), Err(TakeBackError::NotCovered { start: 150, end: 201 }));
-        assert_eq!(key.check(&order, 99, 150, &[lease]), Err(TakeBackError::NotCovered { start: 99, end: 150 }));
-        assert_eq!(key.check(&order, 150, 150, &[lease]), Err(TakeBackError::NotCovered { start: 150, end: 150 }));
-        assert_eq!(key.check(&order, 150, 200, &[]), Err(TakeBackError::NotCovered { start: 150, end: 200 }));
+        assert!(matches!(
+            key.check(&order, 150, 300, &[widened]),
+            Err(TakeBackError::NotOurs { .. })
+        ));
+        assert_eq!(
+            key.check(&order, 150, 201, &[lease]),
+            Err(TakeBackError::NotCovered { start: 150, end: 201 })
+        );
+        assert_eq!(
+            key.check(&order, 99, 150, &[lease]),
+            Err(TakeBackError::NotCovered { start: 99, end: 150 })
+        );
+        assert_eq!(
+            key.check(&order, 150, 150, &[lease]),
+            Err(TakeBackError::NotCovered { start: 150, end: 150 })
+        );
+        assert_eq!(
+            key.check(&order, 150, 200, &[]),
+            Err(TakeBackError::NotCovered { start: 150, end: 200 })
+        );
     }
 
     #[test]

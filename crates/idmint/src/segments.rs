@@ -112,10 +112,11 @@ impl Segments {
     }
 
     /// Takes back the unused ids `[start, end)` of `leases` (this node's, contiguous, covering
-    /// them) so they are handed out again. Returns how many ids were taken back: all of them
-    /// when the tag's buffer can prove it safe (they are the last ids it handed out of its
-    /// current segment, and none of them was given back before), else 0 and nothing changes
-    /// (the ids are wasted, never repeated). Leases that are not this node's are refused.
+    /// them) so they are handed out again. Returns how many ids were taken back: the top of
+    /// them that lies in the tag's current segment when the buffer can prove it safe (they
+    /// are the last ids it handed out, and none of them was given back before), else 0 and
+    /// nothing changes (the ids are wasted, never repeated). Leases that are not this node's
+    /// are refused.
     pub fn take_back(
         &self,
         tag: &Tag,
@@ -125,7 +126,7 @@ impl Segments {
     ) -> Result<u64, TakeBackError> {
         let range = self.lease_key.check(tag, start, end, leases)?;
         let Some(generator) = self.registry.load().get(tag).cloned() else { return Ok(0) };
-        Ok(if generator.take_back(range) { range.len() } else { 0 })
+        Ok(generator.take_back(range))
     }
 
     /// The generator of `tag`, made (empty, loaded on its first request) if the node has

@@ -5,6 +5,7 @@
 mod auth;
 mod cli;
 mod formats;
+mod grpc;
 mod multinode;
 mod ops;
 #[cfg(feature = "redis")]

@@ -101,7 +101,7 @@ fn config_check_lists_every_problem_of_a_bad_file_and_serve_refuses_it() {
     let err = String::from_utf8(output.stderr).unwrap();
     for says in [
         "5 problems:",
-        "bad.toml:1:1: lisen: unknown key `lisen`; the keys allowed here are `listen`, `store`",
+        "bad.toml:1:1: lisen: unknown key `lisen`; the keys allowed here are `listen`, `grpc_listen`, `store`",
         "bad.toml:3:18: segment.refill_wait_ms: invalid type: string \"soon\", expected a whole",
         "IDMINT_SEGMENT_TAG_REFRESH_MS: \"often\" is not a whole number",
         "config key limits.batch_count_max (bad.toml:5): batch_count_max = 0 is out of range; use 1 to 100000",

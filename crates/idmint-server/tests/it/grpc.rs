@@ -67,7 +67,10 @@ fn next_range(tag: &str, count: u64) -> NextRangeRequest {
 async fn next_ids_answers_increasing_ids_public_ids_and_typed_errors() {
     let (server, mut grpc) = server().await;
     let ids = grpc.next_ids(next_ids("order", 5)).await.unwrap().into_inner();
-    assert_eq!((ids.tag.as_str(), ids.ids.clone(), ids.texts.len()), ("order", vec![1, 2, 3, 4, 5], 0));
+    assert_eq!(
+        (ids.tag.as_str(), ids.ids.clone(), ids.texts.len()),
+        ("order", vec![1, 2, 3, 4, 5], 0)
+    );
     // HTTP and gRPC serve one buffer.
     let http: serde_json::Value =
         server.get("/v1/segment/order?count=1").await.json().await.unwrap();
@@ -174,6 +177,14 @@ async fn stream_ids_sends_chunks_and_ends_with_the_error_as_its_status() {
     }
     assert_eq!(sizes, vec![10_000, 10_000, 5_000]);
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing across the stream");
+    // Past one batch: the stream's total is not bounded by the batch limit.
+    let long = StreamIdsRequest { tag: "order".to_string(), count: 150_001, chunk: 0 };
+    let mut stream = grpc.stream_ids(long).await.unwrap().into_inner();
+    let mut streamed = 0;
+    while let Some(message) = stream.message().await.unwrap() {
+        streamed += message.ids.len();
+    }
+    assert_eq!(streamed, 150_001);
     let default_chunk = StreamIdsRequest { tag: "code".to_string(), count: 3, chunk: 0 };
     let mut stream = grpc.stream_ids(default_chunk).await.unwrap().into_inner();
     let message = stream.message().await.unwrap().unwrap();
@@ -225,7 +236,11 @@ async fn decode_calls_answer_parts_and_refuse_what_is_not_an_id() {
     let status = grpc.decode_snowflake(node).await.unwrap_err();
     assert_status(&status, Code::Unavailable, "snowflake_not_running");
     let nope = DecodeSnowflakeRequest { id, layout: "nope".to_string() };
-    assert_status(&grpc.decode_snowflake(nope).await.unwrap_err(), Code::InvalidArgument, "bad_layout");
+    assert_status(
+        &grpc.decode_snowflake(nope).await.unwrap_err(),
+        Code::InvalidArgument,
+        "bad_layout",
+    );
     let past = DecodeSnowflakeRequest { id: u64::MAX, layout: "snowflake".to_string() };
     assert_status(&grpc.decode_snowflake(past).await.unwrap_err(), Code::InvalidArgument, "bad_id");
     let status = grpc.next_snowflake_ids(NextSnowflakeIdsRequest { count: 1 }).await.unwrap_err();
@@ -334,7 +349,10 @@ async fn grpc_on_its_own_port_leaves_the_http_port_to_http() {
     let mut grpc = connect(&grpc_base).await;
     assert_eq!(grpc.next_ids(next_ids("order", 2)).await.unwrap().into_inner().ids, vec![1, 2]);
     let mut wrong_port = connect(&http_base).await;
-    assert_eq!(wrong_port.next_ids(next_ids("order", 1)).await.unwrap_err().code(), Code::Unimplemented);
+    assert_eq!(
+        wrong_port.next_ids(next_ids("order", 1)).await.unwrap_err().code(),
+        Code::Unimplemented
+    );
     let http_answer = reqwest::get(format!("{http_base}/v1/segment/order?count=1")).await.unwrap();
     let body: serde_json::Value = http_answer.json().await.unwrap();
     assert_eq!(body["ids"], json!([3]));
@@ -353,7 +371,9 @@ async fn many_concurrent_calls_on_one_connection_never_share_an_id() {
             tokio::spawn(async move {
                 let mut ids = Vec::new();
                 for _ in 0..20 {
-                    ids.extend(grpc.next_ids(next_ids("order", 50)).await.unwrap().into_inner().ids);
+                    ids.extend(
+                        grpc.next_ids(next_ids("order", 50)).await.unwrap().into_inner().ids,
+                    );
                     let ranges = grpc.next_range(next_range("order", 30)).await.unwrap();
                     ids.extend(ranges.into_inner().ranges.iter().flat_map(|r| r.start..r.end));
                 }
@@ -367,5 +387,27 @@ async fn many_concurrent_calls_on_one_connection_never_share_an_id() {
     }
     let unique: HashSet<u64> = all.iter().copied().collect();
     assert_eq!((all.len(), unique.len()), (32 * 20 * 80, 32 * 20 * 80));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn ids_given_back_across_a_segment_switch_come_back_from_the_current_segment_only() {
+    let (server, mut grpc) = server().await;
+    // Step 100: the first lease empties the node's first segment, the second switches.
+    let first = grpc.next_range(next_range("order", 100)).await.unwrap().into_inner().ranges;
+    let second = grpc.next_range(next_range("order", 50)).await.unwrap().into_inner().ranges;
+    assert_eq!((first[0].start, first[0].end), (1, 101));
+    let second = second[0];
+    assert_eq!(second.start, first[0].end, "the store's ranges are contiguous here");
+    let request = ReturnRangeRequest {
+        tag: "order".to_string(),
+        start: 51,
+        end: second.end,
+        leases: vec![first[0], second],
+    };
+    let returned = grpc.return_range(request).await.unwrap().into_inner().returned;
+    assert_eq!(returned, second.end - second.start, "only the current segment's part");
+    let next = grpc.next_ids(next_ids("order", 1)).await.unwrap().into_inner().ids;
+    assert_eq!(next, vec![second.start]);
     server.stop().await;
 }

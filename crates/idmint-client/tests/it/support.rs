@@ -1,0 +1,277 @@
+//! Servers for the client tests, each on its own tokio runtime (so killing one drops its
+//! tasks and connections at once, like `kill -9`: nothing is given back), and stand-ins for
+//! broken servers: a dead port, a black hole, an HTTP/1-only proxy.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use idmint::{SegmentConfig, Segments, Tag};
+use idmint_core::{Description, StartId, Step};
+use idmint_store::{SegmentStore, TagSpec};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
+
+/// An idmint server (HTTP and gRPC on one port) on its own runtime.
+pub struct Node {
+    runtime: Option<Runtime>,
+    pub url: String,
+    pub segments: Arc<Segments>,
+    stop: Option<oneshot::Sender<()>>,
+    stopped: Option<oneshot::Receiver<()>>,
+}
+
+/// What a node serves besides its segments.
+#[derive(Default)]
+pub struct Extras {
+    pub formats: idmint_server::TagFormats,
+    pub snowflake: bool,
+    pub auth: Option<idmint_server::Auth>,
+}
+
+impl Node {
+    /// A node over a SQLite file (several nodes on one file are several nodes on one store).
+    /// Call outside any runtime.
+    pub fn sqlite(path: &Path) -> Node {
+        let path = path.to_path_buf();
+        Node::start(
+            move || async move {
+                Arc::new(idmint_store::SqliteStore::open(&path).await.expect("sqlite store"))
+                    as Arc<dyn SegmentStore>
+            },
+            Extras::default(),
+        )
+    }
+
+    /// A node over a fresh memory store. Call outside any runtime.
+    pub fn memory() -> Node {
+        Node::memory_with(Extras::default())
+    }
+
+    /// A node over a fresh memory store, with public id formats or a snowflake generator.
+    pub fn memory_with(extras: Extras) -> Node {
+        Node::start(
+            || async { Arc::new(idmint_store::MemoryStore::new()) as Arc<dyn SegmentStore> },
+            extras,
+        )
+    }
+
+    fn start<F, Fut>(store: F, extras: Extras) -> Node
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Arc<dyn SegmentStore>>,
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        let (segments, listener, snowflake) = runtime.block_on(async {
+            let store = store().await;
+            let segments = Segments::start(store, SegmentConfig::default()).expect("segments");
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let snowflake = if extras.snowflake { Some(snowflake().await) } else { None };
+            (segments, listener, snowflake)
+        });
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let mut state = idmint_server::AppState::new(Arc::clone(&segments));
+        state.formats = Arc::new(extras.formats);
+        if let Some(auth) = extras.auth {
+            state.auth = Arc::new(auth);
+        }
+        if let Some(snowflake) = snowflake {
+            state.snowflake = Ok(snowflake);
+        }
+        let (stop, stop_received) = oneshot::channel::<()>();
+        let (stopped_sender, stopped) = oneshot::channel::<()>();
+        runtime.spawn(async move {
+            let shutdown = async move {
+                let _ = stop_received.await;
+            };
+            idmint_server::serve(listener, state, shutdown).await.expect("serve");
+            let _ = stopped_sender.send(());
+        });
+        Node { runtime: Some(runtime), url, segments, stop: Some(stop), stopped: Some(stopped) }
+    }
+
+    /// Runs `future` on the node's runtime (from any runtime) and waits for it.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> T {
+        let runtime = self.runtime.as_ref().expect("node is running");
+        runtime.spawn(future).await.expect("task on the node")
+    }
+
+    /// Creates `tag` with `step` in the node's store.
+    pub async fn create_tag(&self, tag: &str, step: u64) {
+        let segments = Arc::clone(&self.segments);
+        let spec = TagSpec {
+            tag: Tag::parse(tag).expect("tag"),
+            step: Step::new(step).expect("step"),
+            start: StartId::DEFAULT,
+            description: Description::new("").expect("description"),
+        };
+        self.run(async move { segments.create_tag(&spec).await.expect("create tag") }).await;
+    }
+
+    /// The node's own next id of `tag` (as a request served by it would get).
+    pub async fn next_id(&self, tag: &str) -> u64 {
+        let segments = Arc::clone(&self.segments);
+        let tag = Tag::parse(tag).expect("tag");
+        self.run(async move { segments.next_id(&tag).await.expect("server id") }).await
+    }
+
+    /// Ids the node handed out of `tag` so far (0 when it never served it).
+    pub fn handed_out(&self, tag: &str) -> u64 {
+        let tag = Tag::parse(tag).expect("tag");
+        self.segments.status(&tag).map_or(0, |s| s.buffer.handed_out)
+    }
+
+    /// The range of the node's current segment of `tag`, if it serves the tag.
+    pub fn current_segment(&self, tag: &str) -> Option<idmint::IdRange> {
+        let tag = Tag::parse(tag).expect("tag");
+        self.segments.snapshot(&tag)?.current.map(|c| c.range)
+    }
+
+    /// Stops the node as `kill -9` would: its tasks and connections are dropped, nothing is
+    /// given back. Callable from inside another runtime.
+    pub fn kill(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+
+    /// Stops the node gracefully (drain, give back) and waits for it.
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(stopped) = self.stopped.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A snowflake generator leasing its worker id from a memory store.
+async fn snowflake() -> Arc<idmint::Snowflake> {
+    let workers: Arc<dyn idmint_store::WorkerStore> = Arc::new(idmint_store::MemoryStore::new());
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").expect("layout");
+    let config = idmint::SnowflakeConfig::new("snowflake", layout);
+    idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
+        .await
+        .expect("snowflake")
+}
+
+/// The URL of a loopback port nothing listens on (bound, then freed).
+pub fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    drop(listener);
+    format!("http://{addr}")
+}
+
+/// A server that accepts connections and never answers; counts the connections.
+pub struct BlackHole {
+    pub url: String,
+    pub accepted: Arc<AtomicU64>,
+}
+
+impl BlackHole {
+    /// Starts on the current runtime.
+    pub async fn start() -> BlackHole {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::Relaxed);
+                held.push(socket);
+            }
+        });
+        BlackHole { url, accepted }
+    }
+}
+
+/// A proxy that speaks HTTP/1 only: an HTTP/2 connection preface (gRPC) is answered with an
+/// HTTP/1.1 error, anything else is forwarded to `target`. Counts both.
+pub struct Http1Proxy {
+    pub url: String,
+    pub h2_refused: Arc<AtomicU64>,
+    pub forwarded: Arc<AtomicU64>,
+}
+
+impl Http1Proxy {
+    /// Starts on the current runtime.
+    pub async fn start(target: &str) -> Http1Proxy {
+        let target: SocketAddr =
+            target.trim_start_matches("http://").parse().expect("target address");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let (h2_refused, forwarded) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (refused, passed) = (Arc::clone(&h2_refused), Arc::clone(&forwarded));
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (refused, passed) = (Arc::clone(&refused), Arc::clone(&passed));
+                tokio::spawn(async move {
+                    let mut head = [0u8; 3];
+                    if socket.peek(&mut head).await.is_err() {
+                        return;
+                    }
+                    if &head == b"PRI" {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                        let mut preface = [0u8; 24];
+                        let _ = socket.read_exact(&mut preface).await;
+                        let answer = "HTTP/1.1 505 HTTP Version Not Supported\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+                        let _ = socket.write_all(answer.as_bytes()).await;
+                        let _ = socket.shutdown().await;
+                        return;
+                    }
+                    passed.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut socket, &mut upstream).await;
+                    }
+                });
+            }
+        });
+        Http1Proxy { url, h2_refused, forwarded }
+    }
+}
+
+/// A multi-thread runtime for the client side of a test.
+pub fn client_runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("client runtime")
+}
+
+/// Asserts `ids` strictly increase.
+pub fn assert_increasing(ids: &[u64], what: &str) {
+    if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+        panic!("{what}: ids did not increase: {} then {}", w[0], w[1]);
+    }
+}
+
+/// Asserts no id repeats across `lists`; returns how many ids there were.
+pub fn assert_unique(lists: &[Vec<u64>]) -> usize {
+    let mut all: Vec<u64> = lists.iter().flatten().copied().collect();
+    all.sort_unstable();
+    if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
+        panic!("id {} was handed out twice", w[0]);
+    }
+    all.len()
+}
