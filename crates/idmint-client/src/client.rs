@@ -446,7 +446,19 @@ impl TagIds {
     }
 
     /// The next id; waits (bounded) only when the local buffer is empty.
+    #[inline]
     pub async fn next_id(&self) -> Result<u64, ClientError> {
+        // The fast path first, outside the library's future: that future carries the waiting
+        // machinery and its error, and costs a call and a copy per id even when it does not
+        // wait (docs/PERFORMANCE.md). The slow path is boxed, so this future stays small.
+        if let Some(id) = self.generator.try_next_id() {
+            return Ok(id);
+        }
+        Box::pin(self.next_id_waiting()).await
+    }
+
+    /// [`TagIds::next_id`] when the buffer was empty: the library's waiting path.
+    async fn next_id_waiting(&self) -> Result<u64, ClientError> {
         self.generator.next_id().await.map_err(|e| self.inner.error(e))
     }
 
