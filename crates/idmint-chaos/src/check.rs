@@ -1,0 +1,233 @@
+//! The checker: reads a history of acknowledged ids and reports every breach of idmint's
+//! promises, with the first examples. It knows nothing of the scenario that made the history,
+//! so the same checks judge every run, and the unsafe scenario proves they can fail.
+//!
+//! - **Unique**: no id acknowledged twice (Jepsen's `unique-ids` check), nor `0`.
+//! - **Increasing per node**: each client's ids from one node increase, request after request
+//!   and within a batch (a client's requests are sequential, so this is the node's order).
+//! - **One owner per worker id** (snowflake layouts): the time spans of the ids two nodes made
+//!   with one worker id do not overlap. Two nodes on one worker id at once breach this even
+//!   when no id happens to collide.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use idmint_core::snowflake::Layout;
+
+use crate::load::Op;
+
+/// Examples kept per kind of breach.
+const EXAMPLES_MAX: usize = 5;
+
+/// What the checker found.
+#[derive(Debug, Default, Clone)]
+pub struct Checked {
+    /// Requests in the history.
+    pub ops: u64,
+    /// Ids acknowledged.
+    pub ids: u64,
+    /// Ids acknowledged more than once, counting each extra copy.
+    pub duplicates: u64,
+    /// Ids `0` acknowledged.
+    pub zeros: u64,
+    /// Places where a client's id from a node was not above its previous id from that node.
+    pub not_increasing: u64,
+    /// Pairs of nodes whose ids of one worker id overlap in time (snowflake only).
+    pub owner_overlaps: u64,
+    /// The first examples of each breach, for people.
+    pub examples: Vec<String>,
+}
+
+impl Checked {
+    /// Did the history breach any promise?
+    pub fn flagged(&self) -> bool {
+        self.duplicates + self.zeros + self.not_increasing + self.owner_overlaps > 0
+    }
+}
+
+/// Checks `history`; `nodes` names the node indices, `layout` is given for snowflake ids.
+pub fn check(history: &[Op], nodes: &[String], layout: Option<Layout>) -> Checked {
+    let mut checked = Checked { ops: history.len() as u64, ..Checked::default() };
+    check_unique(history, nodes, &mut checked);
+    check_increasing(history, nodes, &mut checked);
+    if let Some(layout) = layout {
+        check_owners(history, nodes, layout, &mut checked);
+    }
+    checked
+}
+
+fn check_unique(history: &[Op], nodes: &[String], checked: &mut Checked) {
+    let mut all: Vec<(u64, u32)> = Vec::new();
+    for (index, op) in history.iter().enumerate() {
+        all.extend(op.ids().iter().map(|&id| (id, index as u32)));
+    }
+    checked.ids = all.len() as u64;
+    all.sort_unstable();
+    let mut shown = 0;
+    for pair in all.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            checked.duplicates += 1;
+            if shown < EXAMPLES_MAX {
+                shown += 1;
+                let (a, b) = (&history[pair[0].1 as usize], &history[pair[1].1 as usize]);
+                checked.examples.push(format!(
+                    "duplicate id {}: from {} at {} ms (client {}) and from {} at {} ms (client {})",
+                    pair[0].0, nodes[a.node], a.done_ms(), a.client, nodes[b.node], b.done_ms(), b.client
+                ));
+            }
+        }
+    }
+    checked.zeros = all.iter().take_while(|(id, _)| *id == 0).count() as u64;
+    if checked.zeros > 0 {
+        checked.examples.push(format!("{} ids were 0", checked.zeros));
+    }
+}
+
+fn check_increasing(history: &[Op], nodes: &[String], checked: &mut Checked) {
+    let mut last: HashMap<(u32, usize), u64> = HashMap::new();
+    let mut shown = 0;
+    for op in history {
+        for &id in op.ids() {
+            let previous = last.insert((op.client, op.node), id);
+            if previous.is_some_and(|p| id <= p) {
+                checked.not_increasing += 1;
+                if shown < EXAMPLES_MAX {
+                    shown += 1;
+                    checked.examples.push(format!(
+                        "not increasing: client {} got {id} from {} at {} ms after {}",
+                        op.client,
+                        nodes[op.node],
+                        op.done_ms(),
+                        previous.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn check_owners(history: &[Op], nodes: &[String], layout: Layout, checked: &mut Checked) {
+    // (worker, node) -> the lowest and highest time field of its ids.
+    let mut spans: HashMap<(u64, usize), (u64, u64)> = HashMap::new();
+    for op in history {
+        for &id in op.ids() {
+            let Some(parts) = layout.decode(id) else { continue };
+            let span = spans.entry((parts.worker, op.node)).or_insert((u64::MAX, 0));
+            span.0 = span.0.min(parts.time_units);
+            span.1 = span.1.max(parts.time_units);
+        }
+    }
+    let mut by_worker: HashMap<u64, Vec<(usize, u64, u64)>> = HashMap::new();
+    for ((worker, node), (low, high)) in spans {
+        by_worker.entry(worker).or_default().push((node, low, high));
+    }
+    let mut workers: Vec<_> = by_worker.into_iter().collect();
+    workers.sort_unstable_by_key(|(worker, _)| *worker);
+    for (worker, spans) in workers {
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                if a.1 <= b.2 && b.1 <= a.2 {
+                    checked.owner_overlaps += 1;
+                    let mut line = String::new();
+                    let _ = write!(
+                        line,
+                        "worker id {worker} held at once: {} made ids in time units {}..={}, {} in {}..={}",
+                        nodes[a.0], a.1, a.2, nodes[b.0], b.1, b.2
+                    );
+                    if checked.owner_overlaps as usize <= EXAMPLES_MAX {
+                        checked.examples.push(line);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The checker must fail on each breach it names, and pass a clean history: seeded random
+    //! histories with one breach planted at a random place.
+
+    use super::*;
+    use crate::load::Outcome;
+
+    /// A small deterministic generator (SplitMix64), so a failure names its seed.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+    }
+
+    /// Three nodes serving disjoint increasing ranges to four clients, like segment mode.
+    fn clean_history(rng: &mut Rng) -> Vec<Op> {
+        let mut next = [1_000_000u64, 2_000_000, 3_000_000];
+        let mut ops = Vec::new();
+        for at_ms in 0..200 {
+            let (client, node) = ((rng.next() % 4) as u32, (rng.next() % 3) as usize);
+            let count = 1 + rng.next() % 20;
+            let ids = (next[node]..next[node] + count).collect();
+            next[node] += count + rng.next() % 3;
+            ops.push(Op { client, node, at_ms, latency_us: 300, outcome: Outcome::Ids(ids) });
+        }
+        ops
+    }
+
+    fn names() -> Vec<String> {
+        vec!["n1".into(), "n2".into(), "n3".into()]
+    }
+
+    #[test]
+    fn a_clean_history_passes_and_each_planted_breach_is_caught() {
+        for seed in 0..200 {
+            let mut rng = Rng(seed);
+            let history = clean_history(&mut rng);
+            let clean = check(&history, &names(), None);
+            assert!(!clean.flagged(), "seed {seed}: {:?}", clean.examples);
+            assert_eq!(clean.ids, history.iter().map(|op| op.ids().len() as u64).sum::<u64>());
+
+            // An id served again by another request, anywhere later.
+            let mut repeated = history.clone();
+            let (from, to) = (rng.next() as usize % 100, 100 + rng.next() as usize % 100);
+            let id = repeated[from].ids()[0];
+            repeated[to].outcome = Outcome::Ids(vec![id]);
+            assert!(check(&repeated, &names(), None).duplicates >= 1, "seed {seed}: repeat missed");
+
+            // A node going back by one id for a client (and nothing else).
+            let mut back = history.clone();
+            let at = 1 + rng.next() as usize % 199;
+            let op = &back[at];
+            let earlier = back[..at].iter().rev().find(|o| o.client == op.client && o.node == op.node);
+            if let Some(earlier) = earlier.map(|o| o.ids()[o.ids().len() - 1]) {
+                back.insert(at + 1, Op { outcome: Outcome::Ids(vec![earlier]), ..back[at].clone() });
+                let found = check(&back, &names(), None);
+                assert!(found.not_increasing >= 1, "seed {seed}: regression missed");
+            }
+        }
+    }
+
+    #[test]
+    fn two_nodes_on_one_worker_id_are_flagged_even_without_a_colliding_id() {
+        let layout = Layout::preset("snowflake").expect("the snowflake preset");
+        let id = |t: u64, worker: u64, seq: u64| layout.compose(t, worker, seq).expect("fits");
+        let op = |node: usize, at_ms: u64, ids: Vec<u64>| Op {
+            client: node as u32,
+            node,
+            at_ms,
+            latency_us: 100,
+            outcome: Outcome::Ids(ids),
+        };
+        // Worker 7 on n1 for units 100..=110, then n2 from 111: a handover, clean.
+        let handover = vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(111, 7, 0)])];
+        assert!(!check(&handover, &names(), Some(layout)).flagged());
+        // n2 makes worker 7's ids at unit 105, inside n1's span, with another sequence.
+        let shared = vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(105, 7, 3)])];
+        let found = check(&shared, &names(), Some(layout));
+        assert_eq!((found.duplicates, found.owner_overlaps), (0, 1), "{:?}", found.examples);
+    }
+}

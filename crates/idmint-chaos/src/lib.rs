@@ -1,0 +1,48 @@
+//! idmint's chaos suite, after Jepsen's `unique-ids` workload: real `idmint serve` processes
+//! and private MariaDB, PostgreSQL and Redis servers (own ports, own data directories; the
+//! machine's shared servers are never touched), concurrent clients that record every
+//! acknowledged id with its node, client and time, faults injected from outside the
+//! processes (`kill -9`, SIGSTOP, a stopped database, a flushed Redis, a restored backup, a
+//! wall clock stepped back by libfaketime), and a checker that reads the history.
+//!
+//! `cargo run -p idmint-chaos -- --scenario NAME` runs one scenario ([`scenarios::SCENARIOS`]);
+//! the short profile of every scenario runs in CI (`idmint-cli`'s `chaos` test). Nothing here
+//! adds a code path to the server: the nodes are the shipped binary.
+
+pub mod check;
+pub mod load;
+pub mod node;
+pub mod scenario;
+pub mod scenarios;
+pub mod servers;
+
+pub use scenario::{Profile, Report, Settings};
+pub use scenarios::{SCENARIOS, Scenario, scenario};
+
+/// What a machine needs for the suite: the Debian packages whose programs the scenarios run.
+/// Returns the missing ones (empty: everything is there).
+pub fn missing_tools() -> Vec<&'static str> {
+    let on_path = |program: &str| {
+        std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).exists()))
+    };
+    let mut missing = Vec::new();
+    for (program, package) in [
+        ("mariadbd", "mariadb-server"),
+        ("mariadb-install-db", "mariadb-server"),
+        ("mariadb-dump", "mariadb-client"),
+        ("redis-server", "redis-server"),
+        ("redis-cli", "redis-tools"),
+    ] {
+        if !on_path(program) && !std::path::Path::new("/usr/sbin").join(program).exists() {
+            missing.push(package);
+        }
+    }
+    if !std::path::Path::new("/usr/lib/postgresql").exists() {
+        missing.push("postgresql");
+    }
+    if !std::path::Path::new(node::LIBFAKETIME).exists() {
+        missing.push("libfaketime");
+    }
+    missing.dedup();
+    missing
+}

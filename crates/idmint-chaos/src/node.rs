@@ -1,0 +1,185 @@
+//! One idmint node: the real `idmint serve` binary as a child process, on a fixed loopback
+//! port and its own data directory, so a restart (after `kill -9` or SIGTERM) is the same node
+//! coming back. A node may run under libfaketime, whose offset file the harness rewrites to
+//! step the node's wall clock: the server has no code path of its own for it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::servers::{free_port, signal, tail};
+
+/// Debian's libfaketime (package `libfaketime`), the multi-threaded build.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// How long a node may take to announce its address.
+const NODE_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A node's wall-clock offset, read by libfaketime from a file (re-read at most once a
+/// second); the monotonic clock is left alone, as a stepped NTP clock leaves it.
+pub struct FakeClock {
+    file: PathBuf,
+}
+
+impl FakeClock {
+    /// An offset file in `dir`, starting at real time.
+    pub fn new(dir: &Path) -> Result<FakeClock> {
+        let clock = FakeClock { file: dir.join("faketime.offset") };
+        clock.set_offset_s(0)?;
+        Ok(clock)
+    }
+
+    /// Sets the offset from real time, in seconds (negative: behind).
+    pub fn set_offset_s(&self, offset_s: i64) -> Result<()> {
+        // Written whole through a rename, so libfaketime never reads half a line.
+        let tmp = self.file.with_extension("tmp");
+        std::fs::write(&tmp, format!("{offset_s:+}s\n"))?;
+        std::fs::rename(&tmp, &self.file)?;
+        Ok(())
+    }
+}
+
+/// An `idmint serve` process with its arguments, port and data directory.
+pub struct Node {
+    /// The node's name in reports (`n1`, …).
+    pub name: String,
+    idmint: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    faketime: Option<PathBuf>,
+    child: Option<Child>,
+    /// How many times the node was started.
+    pub starts: u32,
+}
+
+impl Node {
+    /// A node named `name` (not started): `idmint serve` with `args` and `envs` (no `IDMINT_*`
+    /// variable of the harness's own environment), its directory under `work`.
+    pub fn new(idmint: &Path, work: &Path, name: &str, args: &[String], envs: &[(&str, String)]) -> Result<Node> {
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir)?;
+        Ok(Node {
+            name: name.to_string(),
+            idmint: idmint.to_path_buf(),
+            dir,
+            port: free_port()?,
+            args: args.to_vec(),
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            faketime: None,
+            child: None,
+            starts: 0,
+        })
+    }
+
+    /// Runs the node under libfaketime with `clock`'s offset file.
+    pub fn with_fake_clock(mut self, clock: &FakeClock) -> Node {
+        self.faketime = Some(clock.file.clone());
+        self
+    }
+
+    /// Starts the node and waits for the line that announces its address.
+    pub fn start(&mut self) -> Result<()> {
+        let log = self.log_path();
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let mut command = Command::new(&self.idmint);
+        command
+            .current_dir(&self.dir)
+            .arg("serve")
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        for (name, _) in std::env::vars() {
+            if name.starts_with("IDMINT_") || name == "RUST_LOG" || name.starts_with("FAKETIME") {
+                command.env_remove(name);
+            }
+        }
+        command.envs(self.envs.iter().map(|(k, v)| (k, v)));
+        if let Some(file) = &self.faketime {
+            command
+                .env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME_TIMESTAMP_FILE", file)
+                .env("FAKETIME_CACHE_DURATION", "1")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let mut child = command.spawn().with_context(|| format!("starting {}", self.idmint.display()))?;
+        let stdout = child.stdout.take().context("the node's stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+            let _ = tx.send(first);
+            // Keep reading so the node never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = rx.recv_timeout(NODE_START_TIMEOUT).unwrap_or_default();
+        if !line.starts_with("idmint listening on ") {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("node {} did not start: {line:?}\n{}", self.name, tail(&log));
+        }
+        self.child = Some(child);
+        self.starts += 1;
+        Ok(())
+    }
+
+    /// `kill -9`: no shutdown, no give-back, nothing flushed.
+    pub fn kill9(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// SIGSTOP: the process is frozen (timers, leases and connections as they were).
+    pub fn pause(&self) -> Result<()> {
+        signal(self.pid()?, "STOP")
+    }
+
+    /// SIGCONT after [`Node::pause`].
+    pub fn resume(&self) -> Result<()> {
+        signal(self.pid()?, "CONT")
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Is the process running (started and not exited)?
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The node's log (its stderr over every start).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("serve.log")
+    }
+
+    fn pid(&self) -> Result<u32> {
+        self.child.as_ref().map(Child::id).context("node not running")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            // A paused node must be resumed to die of SIGTERM; SIGKILL needs no resume.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
