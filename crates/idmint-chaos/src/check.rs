@@ -202,9 +202,13 @@ mod tests {
             let mut back = history.clone();
             let at = 1 + rng.next() as usize % 199;
             let op = &back[at];
-            let earlier = back[..at].iter().rev().find(|o| o.client == op.client && o.node == op.node);
+            let earlier =
+                back[..at].iter().rev().find(|o| o.client == op.client && o.node == op.node);
             if let Some(earlier) = earlier.map(|o| o.ids()[o.ids().len() - 1]) {
-                back.insert(at + 1, Op { outcome: Outcome::Ids(vec![earlier]), ..back[at].clone() });
+                back.insert(
+                    at + 1,
+                    Op { outcome: Outcome::Ids(vec![earlier]), ..back[at].clone() },
+                );
                 let found = check(&back, &names(), None);
                 assert!(found.not_increasing >= 1, "seed {seed}: regression missed");
             }
@@ -223,10 +227,12 @@ mod tests {
             outcome: Outcome::Ids(ids),
         };
         // Worker 7 on n1 for units 100..=110, then n2 from 111: a handover, clean.
-        let handover = vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(111, 7, 0)])];
+        let handover =
+            vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(111, 7, 0)])];
         assert!(!check(&handover, &names(), Some(layout)).flagged());
         // n2 makes worker 7's ids at unit 105, inside n1's span, with another sequence.
-        let shared = vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(105, 7, 3)])];
+        let shared =
+            vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(105, 7, 3)])];
         let found = check(&shared, &names(), Some(layout));
         assert_eq!((found.duplicates, found.owner_overlaps), (0, 1), "{:?}", found.examples);
     }

@@ -23,7 +23,9 @@ pub use scenarios::{SCENARIOS, Scenario, scenario};
 /// Returns the missing ones (empty: everything is there).
 pub fn missing_tools() -> Vec<&'static str> {
     let on_path = |program: &str| {
-        std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).exists()))
+        std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|dir| dir.join(program).exists())
+        })
     };
     let mut missing = Vec::new();
     for (program, package) in [

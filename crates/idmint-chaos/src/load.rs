@@ -79,7 +79,12 @@ pub struct Load {
 
 impl Load {
     /// Starts `workload.clients` clients against `targets`; times are measured from `t0`.
-    pub fn start(runtime: &tokio::runtime::Handle, targets: &Targets, workload: &Workload, t0: Instant) -> Load {
+    pub fn start(
+        runtime: &tokio::runtime::Handle,
+        targets: &Targets,
+        workload: &Workload,
+        t0: Instant,
+    ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(workload.timeout_ms))
@@ -90,7 +95,9 @@ impl Load {
             .map(|client| {
                 let (stop, targets, http) = (Arc::clone(&stop), Arc::clone(targets), http.clone());
                 let workload = workload.clone();
-                runtime.spawn(async move { run_client(client, &http, &targets, &workload, t0, &stop).await })
+                runtime.spawn(async move {
+                    run_client(client, &http, &targets, &workload, t0, &stop).await
+                })
             })
             .collect();
         Load { stop, clients }
@@ -121,7 +128,8 @@ async fn run_client(
     let mut turn = client as usize;
     // This client's share of the rate: one request every `interval`, never in bursts.
     let interval = Duration::from_secs_f64(
-        (workload.count * u64::from(workload.clients)) as f64 / workload.rate_ids_per_s.max(1) as f64,
+        (workload.count * u64::from(workload.clients)) as f64
+            / workload.rate_ids_per_s.max(1) as f64,
     );
     let mut next_send = tokio::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -166,9 +174,9 @@ async fn request(http: &reqwest::Client, url: &str) -> Outcome {
     };
     if status == 200 {
         // Every element must be a number: one that is not is a wrong answer, never skipped.
-        let ids = body["ids"]
-            .as_array()
-            .and_then(|ids| ids.iter().map(serde_json::Value::as_u64).collect::<Option<Vec<u64>>>());
+        let ids = body["ids"].as_array().and_then(|ids| {
+            ids.iter().map(serde_json::Value::as_u64).collect::<Option<Vec<u64>>>()
+        });
         match ids {
             Some(ids) => Outcome::Ids(ids),
             None => Outcome::Refused { status, code: "not_ids".into() },

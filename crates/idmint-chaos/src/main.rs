@@ -64,12 +64,20 @@ fn run(cli: Cli) -> Result<bool> {
     } else {
         let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
         vec![scenario(&cli.scenario).with_context(|| {
-            format!("unknown scenario {:?}; the scenarios are: all, {}", cli.scenario, names.join(", "))
+            format!(
+                "unknown scenario {:?}; the scenarios are: all, {}",
+                cli.scenario,
+                names.join(", ")
+            )
         })?]
     };
     let missing = missing_tools();
     if !missing.is_empty() {
-        bail!("missing Debian packages: {} (apt-get install {})", missing.join(", "), missing.join(" "));
+        bail!(
+            "missing Debian packages: {} (apt-get install {})",
+            missing.join(", "),
+            missing.join(" ")
+        );
     }
     let idmint = match cli.idmint {
         Some(path) => path,
@@ -122,7 +130,13 @@ fn markdown(reports: &[Report], profile: Profile) -> String {
         );
     }
     for r in reports {
-        let _ = writeln!(md, "\n### {}\n\n{} ({:.0} s)\n", r.scenario, r.guarantee, r.elapsed.as_secs_f64());
+        let _ = writeln!(
+            md,
+            "\n### {}\n\n{} ({:.0} s)\n",
+            r.scenario,
+            r.guarantee,
+            r.elapsed.as_secs_f64()
+        );
         for c in &r.criteria {
             let _ = writeln!(md, "- {} {}: {}", if c.pass { "✓" } else { "✗" }, c.what, c.measured);
         }
@@ -146,7 +160,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     } else {
         (text, 1_000)
     };
-    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration: write 60s, 2m or 500ms"))?;
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration: write 60s, 2m or 500ms"))?;
     if n == 0 || n.saturating_mul(unit_ms) > 3_600_000 {
         return Err(format!("{text:?}: a duration from 1 ms to 1 hour"));
     }

@@ -60,7 +60,13 @@ pub struct Node {
 impl Node {
     /// A node named `name` (not started): `idmint serve` with `args` and `envs` (no `IDMINT_*`
     /// variable of the harness's own environment), its directory under `work`.
-    pub fn new(idmint: &Path, work: &Path, name: &str, args: &[String], envs: &[(&str, String)]) -> Result<Node> {
+    pub fn new(
+        idmint: &Path,
+        work: &Path,
+        name: &str,
+        args: &[String],
+        envs: &[(&str, String)],
+    ) -> Result<Node> {
         let dir = work.join(name);
         std::fs::create_dir_all(&dir)?;
         Ok(Node {
@@ -110,7 +116,8 @@ impl Node {
                 .env("FAKETIME_CACHE_DURATION", "1")
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        let mut child = command.spawn().with_context(|| format!("starting {}", self.idmint.display()))?;
+        let mut child =
+            command.spawn().with_context(|| format!("starting {}", self.idmint.display()))?;
         let stdout = child.stdout.take().context("the node's stdout")?;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

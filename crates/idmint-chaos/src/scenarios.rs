@@ -12,8 +12,8 @@ use crate::check::check;
 use crate::load::{Op, Outcome, Targets, Workload};
 use crate::node::{FakeClock, Node};
 use crate::scenario::{
-    Report, Run, Settings, all_serving_at_end, criterion, first_ids_after, only_refusals, refusals, sleep,
-    standard_criteria,
+    Report, Run, Settings, all_serving_at_end, criterion, first_ids_after, only_refusals, refusals,
+    sleep, standard_criteria,
 };
 use crate::servers::{PrivateMariaDb, PrivatePostgres, PrivateRedis};
 
@@ -95,13 +95,16 @@ impl Scenario {
         let criteria = if out.expect_flagged {
             let mut criteria = vec![criterion(
                 "the checker flags the run (duplicates or a worker id held twice)",
-                format!("{} duplicates, {} overlapping worker spans", checked.duplicates, checked.owner_overlaps),
+                format!(
+                    "{} duplicates, {} overlapping worker spans",
+                    checked.duplicates, checked.owner_overlaps
+                ),
                 checked.flagged(),
             )];
             criteria.extend(out.criteria);
             criteria
         } else {
-            let mut criteria = standard_criteria(&checked, out.min_ids);
+            let mut criteria = standard_criteria(&checked, out.min_ids, out.layout.is_some());
             criteria.extend(out.criteria);
             criteria
         };
@@ -140,14 +143,21 @@ fn kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let args = vec!["--store".to_string(), url.clone()];
     let mut nodes = Vec::new();
     for i in 1..=3 {
-        let mut node = Node::new(&run.settings.idmint, run.work.path(), &format!("n{i}"), &args, &envs)?;
+        let mut node =
+            Node::new(&run.settings.idmint, run.work.path(), &format!("n{i}"), &args, &envs)?;
         node.start()?;
         nodes.push(node);
     }
     let all: Vec<&Node> = nodes.iter().collect();
     let (targets, node_names) = (targets(&all), names(&all));
     let rate = run.pick(30_000, 120_000);
-    let workload = Workload { path: "/v1/segment/order".into(), count: run.pick(100, 1000), clients: 6, rate_ids_per_s: rate, timeout_ms: 5_000 };
+    let workload = Workload {
+        path: "/v1/segment/order".into(),
+        count: run.pick(100, 1000),
+        clients: 6,
+        rate_ids_per_s: rate,
+        timeout_ms: 5_000,
+    };
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(12, 90);
     let interval = Duration::from_millis(run.pick(1_500, 3_000));
@@ -165,7 +175,11 @@ fn kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     sleep(Duration::from_secs(2));
     out.history = load.stop(run.runtime.handle());
     let refusals = refusals(&out.history);
-    out.criteria.push(criterion("at least 3 nodes killed with -9 and restarted", kills.to_string(), kills >= 3));
+    out.criteria.push(criterion(
+        "at least 3 nodes killed with -9 and restarted",
+        kills.to_string(),
+        kills >= 3,
+    ));
     out.criteria.push(only_refusals(&refusals, &["unreachable"]));
     out.criteria.push(all_serving_at_end(&out.history, &[0, 1, 2], 1_500));
     out.nodes = node_names;
@@ -178,7 +192,7 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let mut db = PrivatePostgres::start()?;
     db.sql("postgres", "CREATE DATABASE chaos")?;
     let url = db.url("chaos");
-    let step = run.pick(10_000, 50_000);
+    let step = run.pick(10_000, 100_000);
     run.idmint(&["tag", "create", "order", "--step", &step.to_string(), "--store", &url])?;
     // Fixed segments of half a second's ids: the buffer runs out early in the outage.
     let envs = env(&[("IDMINT_SEGMENT_ADAPTIVE_STEP", "false")]);
@@ -189,7 +203,13 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     b.start()?;
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let rate = step * 2;
-    let workload = Workload { path: "/v1/segment/order".into(), count: run.pick(50, 500), clients: 4, rate_ids_per_s: rate, timeout_ms: 10_000 };
+    let workload = Workload {
+        path: "/v1/segment/order".into(),
+        count: run.pick(50, 1000),
+        clients: 4,
+        rate_ids_per_s: rate,
+        timeout_ms: 10_000,
+    };
     let load = run.load(&targets, &workload);
     sleep(Duration::from_secs(run.pick(3, 20)));
     let outage = run.main_phase(8, 30);
@@ -200,20 +220,39 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     db.launch()?;
     let started_ms = run.now_ms();
     run.fault("PostgreSQL started");
-    sleep(Duration::from_secs(run.pick(6, 30)));
+    sleep(Duration::from_secs(run.pick(6, 40)));
     out.history = load.stop(run.runtime.handle());
     let h = &out.history;
 
-    let buffered = h.iter().filter(|op| op.at_ms > stopped_ms && op.done_ms() < started_ms).map(|op| op.ids().len() as u64).sum::<u64>();
-    out.criteria.push(criterion("buffered ids are served after the store stops", format!("{buffered} ids"), buffered > 0));
+    let buffered = h
+        .iter()
+        .filter(|op| op.at_ms > stopped_ms && op.done_ms() < started_ms)
+        .map(|op| op.ids().len() as u64)
+        .sum::<u64>();
+    out.criteria.push(criterion(
+        "buffered ids are served after the store stops",
+        format!("{buffered} ids"),
+        buffered > 0,
+    ));
     let mut refused: Vec<u64> = h
         .iter()
-        .filter(|op| op.at_ms > stopped_ms && op.at_ms < started_ms && matches!(op.outcome, Outcome::Refused { .. }))
+        .filter(|op| {
+            op.at_ms > stopped_ms
+                && op.at_ms < started_ms
+                && matches!(op.outcome, Outcome::Refused { .. })
+        })
         .map(|op| op.latency_us)
         .collect();
     refused.sort_unstable();
-    let quantile = |q: f64| refused.get(((refused.len() as f64 * q) as usize).min(refused.len().saturating_sub(1))).copied().unwrap_or(0) / 1000;
-    let (p50, p99, max) = (quantile(0.5), quantile(0.99), refused.last().copied().unwrap_or(0) / 1000);
+    let quantile = |q: f64| {
+        refused
+            .get(((refused.len() as f64 * q) as usize).min(refused.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+            / 1000
+    };
+    let (p50, p99, max) =
+        (quantile(0.5), quantile(0.99), refused.last().copied().unwrap_or(0) / 1000);
     out.criteria.push(criterion(
         "then fast 503s: median under 50 ms, none over the refill wait + store timeout (4 s)",
         format!("{} refusals; p50 {p50} ms, p99 {p99} ms, max {max} ms", refused.len()),
@@ -224,7 +263,11 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         let back = first_ids_after(h, node, started_ms).map(|t| t - started_ms);
         out.criteria.push(criterion(
             format!("{name} serves again within 10 s of the store's return, not restarted"),
-            format!("{} ms, started {} time(s)", back.map_or("never".to_string(), |t| t.to_string()), [&a, &b][node].starts),
+            format!(
+                "{} ms, started {} time(s)",
+                back.map_or("never".to_string(), |t| t.to_string()),
+                [&a, &b][node].starts
+            ),
             back.is_some_and(|t| t <= 10_000) && [&a, &b][node].starts == 1,
         ));
     }
@@ -247,9 +290,18 @@ fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let mut b = Node::new(&run.settings.idmint, run.work.path(), "n2", &args, &[])?;
     a.start()?;
     b.start()?;
+    for node in [&a, &b] {
+        run.await_ids(&node.url(), "/v1/seq/orders")?;
+    }
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let rate = run.pick(20_000, 120_000);
-    let workload = Workload { path: "/v1/seq/orders".into(), count: run.pick(100, 1000), clients: 4, rate_ids_per_s: rate, timeout_ms: 5_000 };
+    let workload = Workload {
+        path: "/v1/seq/orders".into(),
+        count: run.pick(100, 1000),
+        clients: 4,
+        rate_ids_per_s: rate,
+        timeout_ms: 5_000,
+    };
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(10, 90);
     let interval = Duration::from_millis(run.pick(2_000, 6_000));
@@ -274,12 +326,16 @@ fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     sleep(Duration::from_secs(3));
     out.history = load.stop(run.runtime.handle());
     let h = &out.history;
-    out.criteria.push(criterion("at least 2 flushes and 1 restart of Redis", format!("{faults} faults"), faults >= 3));
+    out.criteria.push(criterion(
+        "at least 2 flushes and 1 restart of Redis",
+        format!("{faults} faults"),
+        faults >= 3,
+    ));
     out.criteria.push(only_refusals(&refusals(h), &["503 sequence_unavailable"]));
-    for node in 0..2 {
+    for (node, name) in node_names.iter().enumerate() {
         let back = first_ids_after(h, node, last_fault_ms).map(|t| t - last_fault_ms);
         out.criteria.push(criterion(
-            format!("{} serves again within 3 s of the last fault", node_names[node]),
+            format!("{name} serves again within 3 s of the last fault"),
             back.map_or("never".to_string(), |t| format!("{t} ms")),
             back.is_some_and(|t| t <= 3_000),
         ));
@@ -295,14 +351,32 @@ fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
 fn clock(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let fake = FakeClock::new(run.work.path())?;
     let idmint = run.settings.idmint.clone();
-    let mut a = Node::new(&idmint, run.work.path(), "n1", &[], &env(&[("IDMINT_SNOWFLAKE_WORKER", "static:1")]))?
-        .with_fake_clock(&fake);
-    let mut b = Node::new(&idmint, run.work.path(), "n2", &[], &env(&[("IDMINT_SNOWFLAKE_WORKER", "static:2")]))?;
+    let mut a = Node::new(
+        &idmint,
+        run.work.path(),
+        "n1",
+        &[],
+        &env(&[("IDMINT_SNOWFLAKE_WORKER", "static:1")]),
+    )?
+    .with_fake_clock(&fake);
+    let mut b = Node::new(
+        &idmint,
+        run.work.path(),
+        "n2",
+        &[],
+        &env(&[("IDMINT_SNOWFLAKE_WORKER", "static:2")]),
+    )?;
     a.start()?;
     b.start()?;
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let rate = run.pick(20_000, 150_000);
-    let workload = Workload { path: "/v1/snowflake".into(), count: run.pick(100, 1000), clients: 4, rate_ids_per_s: rate, timeout_ms: 5_000 };
+    let workload = Workload {
+        path: "/v1/snowflake".into(),
+        count: run.pick(100, 1000),
+        clients: 4,
+        rate_ids_per_s: rate,
+        timeout_ms: 5_000,
+    };
     let load = run.load(&targets, &workload);
     let warm = run.main_phase(3, 30);
     sleep(warm);
@@ -322,7 +396,9 @@ fn clock(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let behind = |from: u64, to: u64| {
         h.iter()
             .filter(|op| op.node == 0 && op.at_ms >= from && op.at_ms < to)
-            .filter(|op| matches!(&op.outcome, Outcome::Refused { code, .. } if code == "clock_behind"))
+            .filter(
+                |op| matches!(&op.outcome, Outcome::Refused { code, .. } if code == "clock_behind"),
+            )
             .count()
     };
     let refused_live = behind(stepped_ms, restarted_ms);
@@ -332,7 +408,9 @@ fn clock(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         format!("{refused_live} at run time, {refused_restart} after the restart"),
         refused_live > 0 && refused_restart > 0,
     ));
-    for (what, from, limit_ms) in [("the run-time step", stepped_ms, 13_000), ("the restart", restarted_ms, 15_000)] {
+    for (what, from, limit_ms) in
+        [("the run-time step", stepped_ms, 13_000), ("the restart", restarted_ms, 15_000)]
+    {
         let back = first_ids_after(h, 0, from + 2_000).map(|t| t - from);
         out.criteria.push(criterion(
             format!("n1 serves again by itself within {} s of {what}", limit_ms / 1000),
@@ -367,7 +445,13 @@ fn sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     b.start()?;
     let targets = targets(&[&a, &b]);
     let rate = run.pick(20_000, 150_000);
-    let workload = Workload { path: "/v1/snowflake".into(), count: run.pick(100, 1000), clients: 4, rate_ids_per_s: rate, timeout_ms: 1_000 };
+    let workload = Workload {
+        path: "/v1/snowflake".into(),
+        count: run.pick(100, 1000),
+        clients: 4,
+        rate_ids_per_s: rate,
+        timeout_ms: 1_000,
+    };
     let load = run.load(&targets, &workload);
     let warm = run.main_phase(3, 30);
     sleep(warm);
@@ -396,7 +480,8 @@ fn sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         w.dedup();
         w
     };
-    let (before, taken, after) = (workers(0, 0, paused_ms), workers(2, 0, u64::MAX), workers(0, resumed_ms, u64::MAX));
+    let (before, taken, after) =
+        (workers(0, 0, paused_ms), workers(2, 0, u64::MAX), workers(0, resumed_ms, u64::MAX));
     out.criteria.push(criterion(
         "n3 took n1's worker id while n1 was paused (the fault was real)",
         format!("n1 before {before:?}, n3 {taken:?}"),
@@ -431,11 +516,23 @@ fn restore(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let url = db.url("chaos");
     run.idmint(&["tag", "create", "order", "--step", "1000", "--store", &url])?;
     let envs = env(&[("IDMINT_SEGMENT_ADAPTIVE_STEP", "false")]);
-    let mut a = Node::new(&run.settings.idmint, run.work.path(), "n1", &["--store".to_string(), url], &envs)?;
+    let mut a = Node::new(
+        &run.settings.idmint,
+        run.work.path(),
+        "n1",
+        &["--store".to_string(), url],
+        &envs,
+    )?;
     a.start()?;
     let targets = targets(&[&a]);
     let rate = run.pick(20_000, 120_000);
-    let workload = Workload { path: "/v1/segment/order".into(), count: run.pick(50, 500), clients: 4, rate_ids_per_s: rate, timeout_ms: 5_000 };
+    let workload = Workload {
+        path: "/v1/segment/order".into(),
+        count: run.pick(50, 500),
+        clients: 4,
+        rate_ids_per_s: rate,
+        timeout_ms: 5_000,
+    };
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(3, 30);
     let backup = db.dump("chaos", "leaf_alloc")?;
@@ -476,7 +573,13 @@ fn unsafe_static_worker(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     a.start()?;
     b.start()?;
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
-    let workload = Workload { path: "/v1/snowflake".into(), count: run.pick(100, 1000), clients: 4, rate_ids_per_s: run.pick(20_000, 150_000), timeout_ms: 5_000 };
+    let workload = Workload {
+        path: "/v1/snowflake".into(),
+        count: run.pick(100, 1000),
+        clients: 4,
+        rate_ids_per_s: run.pick(20_000, 150_000),
+        timeout_ms: 5_000,
+    };
     let load = run.load(&targets, &workload);
     sleep(run.main_phase(4, 20));
     out.history = load.stop(run.runtime.handle());

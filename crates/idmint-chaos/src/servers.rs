@@ -223,7 +223,12 @@ impl PrivatePostgres {
         );
         let (data, log) = (self.data(), self.dir.path().join("postgres.log"));
         run(
-            self.as_owner("pg_ctl").arg("-D").arg(&data).args(["-o", &options, "-w", "-l"]).arg(&log).arg("start"),
+            self.as_owner("pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .args(["-o", &options, "-w", "-l"])
+                .arg(&log)
+                .arg("start"),
             "pg_ctl start",
         )
         .with_context(|| tail(&log))?;
@@ -234,7 +239,10 @@ impl PrivatePostgres {
     /// Stops the cluster (`pg_ctl stop -m fast`: clients are disconnected, data is kept).
     pub fn stop(&mut self) -> Result<()> {
         let data = self.data();
-        run(self.as_owner("pg_ctl").arg("-D").arg(&data).args(["-m", "fast", "-w", "stop"]), "pg_ctl stop")?;
+        run(
+            self.as_owner("pg_ctl").arg("-D").arg(&data).args(["-m", "fast", "-w", "stop"]),
+            "pg_ctl stop",
+        )?;
         self.running = false;
         Ok(())
     }
@@ -276,7 +284,12 @@ impl Drop for PrivatePostgres {
     fn drop(&mut self) {
         if self.running {
             let data = self.data();
-            let _ = self.as_owner("pg_ctl").arg("-D").arg(&data).args(["-m", "immediate", "stop"]).output();
+            let _ = self
+                .as_owner("pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "immediate", "stop"])
+                .output();
         }
     }
 }
@@ -340,7 +353,10 @@ impl PrivateRedis {
 
     /// `FLUSHALL`.
     pub fn flush(&self) -> Result<()> {
-        run(Command::new("redis-cli").args(["-p", &self.port.to_string(), "FLUSHALL"]), "redis-cli")?;
+        run(
+            Command::new("redis-cli").args(["-p", &self.port.to_string(), "FLUSHALL"]),
+            "redis-cli",
+        )?;
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod auth;
+mod chaos;
 mod cli;
 mod formats;
 mod grpc;
