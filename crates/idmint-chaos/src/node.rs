@@ -98,7 +98,7 @@ impl Node {
             .arg("serve")
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .arg("--data-dir")
-            .arg(self.dir.join("data"))
+            .arg(self.data_dir())
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -165,6 +165,11 @@ impl Node {
     /// Is the process running (started and not exited)?
     pub fn running(&mut self) -> bool {
         self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The node's data directory (`--data-dir`: marks, lock file, SQLite store).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
     }
 
     /// The node's log (its stderr over every start).

@@ -1,6 +1,6 @@
 //! The scenarios: each starts its own servers, loads them, injects its faults, checks the
-//! history and judges numeric criteria. The unsafe scenario passes only when the checker
-//! flags it.
+//! history and judges numeric criteria. The unsafe scenarios pass only when the checker
+//! flags their history.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in the order `--scenario all` runs them.
-pub const SCENARIOS: [Scenario; 7] = [
+pub const SCENARIOS: [Scenario; 8] = [
     Scenario {
         name: "kill9",
         guarantee: "segment ids never repeat while nodes of one MariaDB store are killed with -9 and restarted under load",
@@ -63,6 +63,11 @@ pub const SCENARIOS: [Scenario; 7] = [
         guarantee: "the checker can fail: two nodes forced onto one static worker id MUST be flagged",
         run: unsafe_static_worker,
     },
+    Scenario {
+        name: "unsafe-restore-without-marks",
+        guarantee: "the checker can fail: a store rolled back while the node's marks are lost MUST be flagged",
+        run: unsafe_restore_without_marks,
+    },
 ];
 
 /// Finds a scenario by name.
@@ -79,7 +84,7 @@ pub struct Outcomes {
     layout: Option<Layout>,
     min_ids: u64,
     criteria: Vec<crate::scenario::Criterion>,
-    /// The unsafe scenario: passes when the checker flags the history.
+    /// An unsafe scenario: passes when the checker flags the history.
     expect_flagged: bool,
 }
 
@@ -511,6 +516,17 @@ fn sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
 /// One node on a private MariaDB whose `leaf_alloc` rows are rolled back to a backup taken
 /// earlier: once while the node serves, once while it is down after a `kill -9`.
 fn restore(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    restore_with(run, out, true)
+}
+
+/// As `restore`, but the node's marks (`segments.high-water`) are deleted before it starts
+/// again, as when a node's data directory is lost with the store: the checker must flag the
+/// ids served again. Shows the `restore` scenario would catch a guard that did nothing.
+fn unsafe_restore_without_marks(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    restore_with(run, out, false)
+}
+
+fn restore_with(run: &mut Run, out: &mut Outcomes, keep_marks: bool) -> Result<()> {
     let db = PrivateMariaDb::start()?;
     db.sql("mysql", "CREATE DATABASE chaos")?;
     let url = db.url("chaos");
@@ -546,10 +562,19 @@ fn restore(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     a.kill9()?;
     db.restore("chaos", &backup)?;
     run.fault("n1 killed with -9; leaf_alloc restored from the backup again");
+    if !keep_marks {
+        std::fs::remove_file(a.data_dir().join("segments.high-water"))?;
+        run.fault("n1's marks deleted (its data directory lost)");
+    }
     a.start()?;
     run.fault("n1 started");
     sleep(phase);
     out.history = load.stop(run.runtime.handle());
+    out.nodes = vec!["n1".into()];
+    if !keep_marks {
+        out.expect_flagged = true;
+        return Ok(());
+    }
     let restart_jumps = jumps(&a) - live_jumps;
     out.criteria.push(criterion(
         "the guard caught each rollback (the faults were real)",
@@ -558,7 +583,6 @@ fn restore(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     ));
     out.criteria.push(only_refusals(&refusals(&out.history), &["503 unavailable", "unreachable"]));
     out.criteria.push(all_serving_at_end(&out.history, &[0], 1_000));
-    out.nodes = vec!["n1".into()];
     out.min_ids = rate * phase.as_secs();
     Ok(())
 }
