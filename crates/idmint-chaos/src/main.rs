@@ -144,7 +144,8 @@ fn markdown(reports: &[Report], profile: Profile) -> String {
             let list: Vec<String> = r.refusals.iter().map(|(k, v)| format!("{k} × {v}")).collect();
             let _ = writeln!(md, "- answers other than ids: {}", list.join(", "));
         }
-        let _ = writeln!(md, "- faults: {}", r.faults.join("; "));
+        let faults = if r.faults.is_empty() { "none".to_string() } else { r.faults.join("; ") };
+        let _ = writeln!(md, "- faults: {faults}");
     }
     md
 }
