@@ -12,6 +12,7 @@ use anyhow::{Context, Result, ensure};
 
 use crate::check::Checked;
 use crate::load::{Load, Op, Outcome, Targets, Workload};
+use crate::node::Node;
 
 /// How long and how hard a scenario runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +89,27 @@ impl Run {
         let line = format!("{:.1} s: {what}", self.t0.elapsed().as_secs_f64());
         eprintln!("  {line}");
         self.faults.push(line);
+    }
+
+    /// Node `name` (not started) in the work directory: `idmint serve` with `args` and `envs`.
+    pub fn node(&self, name: &str, args: &[String], envs: &[(&str, String)]) -> Result<Node> {
+        Node::new(&self.settings.idmint, self.work.path(), name, args, envs)
+    }
+
+    /// Nodes `n1` to `nCOUNT`, alike, started.
+    pub fn start_nodes(
+        &self,
+        count: usize,
+        args: &[String],
+        envs: &[(&str, String)],
+    ) -> Result<Vec<Node>> {
+        (1..=count)
+            .map(|i| {
+                let mut node = self.node(&format!("n{i}"), args, envs)?;
+                node.start()?;
+                Ok(node)
+            })
+            .collect()
     }
 
     /// Starts the clients on `targets`.

@@ -129,6 +129,11 @@ fn targets(nodes: &[&Node]) -> Targets {
     Arc::new(Mutex::new(nodes.iter().map(|n| n.url()).collect()))
 }
 
+/// The two nodes of a two-node scenario.
+fn two(nodes: Vec<Node>) -> [Node; 2] {
+    nodes.try_into().unwrap_or_else(|_| unreachable!("start_nodes(2, …) starts two nodes"))
+}
+
 fn names(nodes: &[&Node]) -> Vec<String> {
     nodes.iter().map(|n| n.name.clone()).collect()
 }
@@ -146,13 +151,7 @@ fn kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     // Segments of about a second's ids, so the three nodes allocate all the time.
     let envs = env(&[("IDMINT_SEGMENT_SEGMENT_DURATION_S", "1")]);
     let args = vec!["--store".to_string(), url.clone()];
-    let mut nodes = Vec::new();
-    for i in 1..=3 {
-        let mut node =
-            Node::new(&run.settings.idmint, run.work.path(), &format!("n{i}"), &args, &envs)?;
-        node.start()?;
-        nodes.push(node);
-    }
+    let mut nodes = run.start_nodes(3, &args, &envs)?;
     let all: Vec<&Node> = nodes.iter().collect();
     let (targets, node_names) = (targets(&all), names(&all));
     let rate = run.pick(30_000, 120_000);
@@ -202,10 +201,7 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     // Fixed segments of half a second's ids: the buffer runs out early in the outage.
     let envs = env(&[("IDMINT_SEGMENT_ADAPTIVE_STEP", "false")]);
     let args = vec!["--store".to_string(), url.clone()];
-    let mut a = Node::new(&run.settings.idmint, run.work.path(), "n1", &args, &envs)?;
-    let mut b = Node::new(&run.settings.idmint, run.work.path(), "n2", &args, &envs)?;
-    a.start()?;
-    b.start()?;
+    let [mut a, mut b]: [Node; 2] = two(run.start_nodes(2, &args, &envs)?);
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let rate = step * 2;
     let workload = Workload {
@@ -291,10 +287,7 @@ fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let url = db.url("chaos");
     run.idmint(&["seq", "create", "orders", "--store", &url])?;
     let args = vec!["--store".to_string(), url.clone(), "--redis".to_string(), redis.url()];
-    let mut a = Node::new(&run.settings.idmint, run.work.path(), "n1", &args, &[])?;
-    let mut b = Node::new(&run.settings.idmint, run.work.path(), "n2", &args, &[])?;
-    a.start()?;
-    b.start()?;
+    let [a, b]: [Node; 2] = two(run.start_nodes(2, &args, &[])?);
     for node in [&a, &b] {
         run.await_ids(&node.url(), "/v1/seq/orders")?;
     }
@@ -355,22 +348,9 @@ fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
 /// is down after a `kill -9`.
 fn clock(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let fake = FakeClock::new(run.work.path())?;
-    let idmint = run.settings.idmint.clone();
-    let mut a = Node::new(
-        &idmint,
-        run.work.path(),
-        "n1",
-        &[],
-        &env(&[("IDMINT_SNOWFLAKE_WORKER", "static:1")]),
-    )?
-    .with_fake_clock(&fake);
-    let mut b = Node::new(
-        &idmint,
-        run.work.path(),
-        "n2",
-        &[],
-        &env(&[("IDMINT_SNOWFLAKE_WORKER", "static:2")]),
-    )?;
+    let worker = |n: &str| env(&[("IDMINT_SNOWFLAKE_WORKER", n)]);
+    let mut a = run.node("n1", &[], &worker("static:1"))?.with_fake_clock(&fake);
+    let mut b = run.node("n2", &[], &worker("static:2"))?;
     a.start()?;
     b.start()?;
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
@@ -442,12 +422,8 @@ fn sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         ("IDMINT_SNOWFLAKE_LEASE_MARGIN_MS", &margin_ms.to_string()),
     ]);
     let args = vec!["--store".to_string(), db.url("chaos")];
-    let idmint = run.settings.idmint.clone();
-    let mut a = Node::new(&idmint, run.work.path(), "n1", &args, &envs)?;
-    let mut b = Node::new(&idmint, run.work.path(), "n2", &args, &envs)?;
-    let mut c = Node::new(&idmint, run.work.path(), "n3", &args, &envs)?;
-    a.start()?;
-    b.start()?;
+    let [a, b]: [Node; 2] = two(run.start_nodes(2, &args, &envs)?);
+    let mut c = run.node("n3", &args, &envs)?;
     let targets = targets(&[&a, &b]);
     let rate = run.pick(20_000, 150_000);
     let workload = Workload {
@@ -532,13 +508,7 @@ fn restore_with(run: &mut Run, out: &mut Outcomes, keep_marks: bool) -> Result<(
     let url = db.url("chaos");
     run.idmint(&["tag", "create", "order", "--step", "1000", "--store", &url])?;
     let envs = env(&[("IDMINT_SEGMENT_ADAPTIVE_STEP", "false")]);
-    let mut a = Node::new(
-        &run.settings.idmint,
-        run.work.path(),
-        "n1",
-        &["--store".to_string(), url],
-        &envs,
-    )?;
+    let mut a = run.node("n1", &["--store".to_string(), url], &envs)?;
     a.start()?;
     let targets = targets(&[&a]);
     let rate = run.pick(20_000, 120_000);
@@ -591,11 +561,7 @@ fn restore_with(run: &mut Run, out: &mut Outcomes, keep_marks: bool) -> Result<(
 /// configuration idmint cannot protect, which the checker must flag.
 fn unsafe_static_worker(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let envs = env(&[("IDMINT_SNOWFLAKE_WORKER", "static:7")]);
-    let idmint = run.settings.idmint.clone();
-    let mut a = Node::new(&idmint, run.work.path(), "n1", &[], &envs)?;
-    let mut b = Node::new(&idmint, run.work.path(), "n2", &[], &envs)?;
-    a.start()?;
-    b.start()?;
+    let [a, b]: [Node; 2] = two(run.start_nodes(2, &[], &envs)?);
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let workload = Workload {
         path: "/v1/snowflake".into(),
