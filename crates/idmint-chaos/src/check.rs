@@ -2,14 +2,16 @@
 //! promises, with the first examples. It knows nothing of the scenario that made the history,
 //! so the same checks judge every run, and the unsafe scenario proves they can fail.
 //!
-//! - **Unique**: no id acknowledged twice (Jepsen's `unique-ids` check), nor `0`.
-//! - **Increasing per node**: each client's ids from one node increase, request after request
-//!   and within a batch (a client's requests are sequential, so this is the node's order).
+//! - **Unique**: no id acknowledged twice within a tag (Jepsen's `unique-ids` check), nor `0`.
+//!   Two tags may share ids (each segment tag counts from its own row).
+//! - **Increasing per node**: each client's ids of a tag from one node increase, request after
+//!   request and within a batch (a client's requests are sequential, so this is the node's
+//!   order).
 //! - **One owner per worker id** (snowflake layouts): the time spans of the ids two nodes made
 //!   with one worker id do not overlap. Two nodes on one worker id at once breach this even
 //!   when no id happens to collide.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use idmint_core::snowflake::Layout;
@@ -26,11 +28,14 @@ pub struct Checked {
     pub ops: u64,
     /// Ids acknowledged.
     pub ids: u64,
-    /// Ids acknowledged more than once, counting each extra copy.
+    /// Ids acknowledged per tag, by tag name.
+    pub ids_by_tag: BTreeMap<String, u64>,
+    /// Ids acknowledged more than once within a tag, counting each extra copy.
     pub duplicates: u64,
     /// Ids `0` acknowledged.
     pub zeros: u64,
-    /// Places where a client's id from a node was not above its previous id from that node.
+    /// Places where a client's id of a tag from a node was not above its previous id of that
+    /// tag from that node.
     pub not_increasing: u64,
     /// Pairs of nodes whose ids of one worker id overlap in time (snowflake only).
     pub owner_overlaps: u64,
@@ -57,45 +62,51 @@ pub fn check(history: &[Op], nodes: &[String], layout: Option<Layout>) -> Checke
 }
 
 fn check_unique(history: &[Op], nodes: &[String], checked: &mut Checked) {
-    let mut all: Vec<(u64, u32)> = Vec::new();
+    // (tag number, id, request index): sorted, a repeat within a tag is two neighbours.
+    let mut tags: HashMap<&str, u32> = HashMap::new();
+    let mut all: Vec<(u32, u64, u32)> = Vec::new();
     for (index, op) in history.iter().enumerate() {
-        all.extend(op.ids().iter().map(|&id| (id, index as u32)));
+        let next = tags.len() as u32;
+        let tag = *tags.entry(&op.tag).or_insert(next);
+        all.extend(op.ids().iter().map(|&id| (tag, id, index as u32)));
+        *checked.ids_by_tag.entry(op.tag.to_string()).or_default() += op.ids().len() as u64;
     }
     checked.ids = all.len() as u64;
     all.sort_unstable();
     let mut shown = 0;
     for pair in all.windows(2) {
-        if pair[0].0 == pair[1].0 {
+        if (pair[0].0, pair[0].1) == (pair[1].0, pair[1].1) {
             checked.duplicates += 1;
             if shown < EXAMPLES_MAX {
                 shown += 1;
-                let (a, b) = (&history[pair[0].1 as usize], &history[pair[1].1 as usize]);
+                let (a, b) = (&history[pair[0].2 as usize], &history[pair[1].2 as usize]);
                 checked.examples.push(format!(
-                    "duplicate id {}: from {} at {} ms (client {}) and from {} at {} ms (client {})",
-                    pair[0].0, nodes[a.node], a.done_ms(), a.client, nodes[b.node], b.done_ms(), b.client
+                    "duplicate id {} of {}: from {} at {} ms (client {}) and from {} at {} ms (client {})",
+                    pair[0].1, a.tag, nodes[a.node], a.done_ms(), a.client, nodes[b.node], b.done_ms(), b.client
                 ));
             }
         }
     }
-    checked.zeros = all.iter().take_while(|(id, _)| *id == 0).count() as u64;
+    checked.zeros = all.iter().filter(|(_, id, _)| *id == 0).count() as u64;
     if checked.zeros > 0 {
         checked.examples.push(format!("{} ids were 0", checked.zeros));
     }
 }
 
 fn check_increasing(history: &[Op], nodes: &[String], checked: &mut Checked) {
-    let mut last: HashMap<(u32, usize), u64> = HashMap::new();
+    let mut last: HashMap<(&str, u32, usize), u64> = HashMap::new();
     let mut shown = 0;
     for op in history {
         for &id in op.ids() {
-            let previous = last.insert((op.client, op.node), id);
+            let previous = last.insert((&op.tag, op.client, op.node), id);
             if previous.is_some_and(|p| id <= p) {
                 checked.not_increasing += 1;
                 if shown < EXAMPLES_MAX {
                     shown += 1;
                     checked.examples.push(format!(
-                        "not increasing: client {} got {id} from {} at {} ms after {}",
+                        "not increasing: client {} got {id} of {} from {} at {} ms after {}",
                         op.client,
+                        op.tag,
                         nodes[op.node],
                         op.done_ms(),
                         previous.unwrap_or_default()
@@ -148,6 +159,9 @@ mod tests {
     //! The checker must fail on each breach it names, and pass a clean history: seeded random
     //! histories with one breach planted at a random place.
 
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
     use super::*;
     use crate::load::Outcome;
 
@@ -164,22 +178,37 @@ mod tests {
         }
     }
 
-    /// Three nodes serving disjoint increasing ranges to four clients, like segment mode.
+    const TAGS: [&str; 2] = ["order", "user"];
+
+    /// Three nodes serving disjoint increasing ranges of two tags to four clients, like
+    /// segment mode. Both tags count from the same numbers, so they share ids.
     fn clean_history(rng: &mut Rng) -> Vec<Op> {
-        let mut next = [1_000_000u64, 2_000_000, 3_000_000];
+        let tags: Vec<Arc<str>> = TAGS.iter().map(|&t| Arc::from(t)).collect();
+        let mut next = [[1_000_000u64, 2_000_000, 3_000_000]; 2];
         let mut ops = Vec::new();
         for at_ms in 0..200 {
             let (client, node) = ((rng.next() % 4) as u32, (rng.next() % 3) as usize);
+            let tag = (rng.next() % 2) as usize;
             let count = 1 + rng.next() % 20;
-            let ids = (next[node]..next[node] + count).collect();
-            next[node] += count + rng.next() % 3;
-            ops.push(Op { client, node, at_ms, latency_us: 300, outcome: Outcome::Ids(ids) });
+            let next = &mut next[tag][node];
+            let ids = (*next..*next + count).collect();
+            *next += count + rng.next() % 3;
+            let (tag, outcome) = (Arc::clone(&tags[tag]), Outcome::Ids(ids));
+            ops.push(Op { client, node, tag, at_ms, latency_us: 300, outcome });
         }
         ops
     }
 
     fn names() -> Vec<String> {
         vec!["n1".into(), "n2".into(), "n3".into()]
+    }
+
+    /// Does some id appear under both tags (so the clean pass shows tags are judged apart)?
+    fn tags_share_an_id(history: &[Op]) -> bool {
+        let of = |tag: &str| -> HashSet<u64> {
+            history.iter().filter(|op| &*op.tag == tag).flat_map(|op| op.ids().to_vec()).collect()
+        };
+        !of(TAGS[0]).is_disjoint(&of(TAGS[1]))
     }
 
     #[test]
@@ -190,20 +219,24 @@ mod tests {
             let clean = check(&history, &names(), None);
             assert!(!clean.flagged(), "seed {seed}: {:?}", clean.examples);
             assert_eq!(clean.ids, history.iter().map(|op| op.ids().len() as u64).sum::<u64>());
+            assert!(tags_share_an_id(&history), "seed {seed}: the tags share no id");
 
-            // An id served again by another request, anywhere later.
+            // An id of a tag served again by another request, anywhere later.
             let mut repeated = history.clone();
             let (from, to) = (rng.next() as usize % 100, 100 + rng.next() as usize % 100);
-            let id = repeated[from].ids()[0];
+            let (id, tag) = (repeated[from].ids()[0], Arc::clone(&repeated[from].tag));
             repeated[to].outcome = Outcome::Ids(vec![id]);
+            repeated[to].tag = tag;
             assert!(check(&repeated, &names(), None).duplicates >= 1, "seed {seed}: repeat missed");
 
-            // A node going back by one id for a client (and nothing else).
+            // A node going back by one id of a tag for a client (and nothing else).
             let mut back = history.clone();
             let at = 1 + rng.next() as usize % 199;
             let op = &back[at];
-            let earlier =
-                back[..at].iter().rev().find(|o| o.client == op.client && o.node == op.node);
+            let earlier = back[..at]
+                .iter()
+                .rev()
+                .find(|o| o.client == op.client && o.node == op.node && o.tag == op.tag);
             if let Some(earlier) = earlier.map(|o| o.ids()[o.ids().len() - 1]) {
                 back.insert(
                     at + 1,
@@ -216,12 +249,22 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_id_is_flagged() {
+        let mut history = clean_history(&mut Rng(7));
+        history[150].outcome = Outcome::Ids(vec![0]);
+        history[150].client = 99;
+        let found = check(&history, &names(), None);
+        assert_eq!((found.zeros, found.duplicates), (1, 0), "{:?}", found.examples);
+    }
+
+    #[test]
     fn two_nodes_on_one_worker_id_are_flagged_even_without_a_colliding_id() {
         let layout = Layout::preset("snowflake").expect("the snowflake preset");
         let id = |t: u64, worker: u64, seq: u64| layout.compose(t, worker, seq).expect("fits");
         let op = |node: usize, at_ms: u64, ids: Vec<u64>| Op {
             client: node as u32,
             node,
+            tag: Arc::from("snowflake"),
             at_ms,
             latency_us: 100,
             outcome: Outcome::Ids(ids),

@@ -1,6 +1,7 @@
-//! The clients: concurrent HTTP callers that go round the nodes like a load balancer, one
-//! request at a time each, and record every answer, acknowledged ids included, with the
-//! client, the node, the time and the latency. The history is what the checker reads.
+//! The clients: concurrent HTTP callers that go round the nodes like a load balancer (and
+//! round the workload's tags), one request at a time each, and record every answer,
+//! acknowledged ids included, with the client, the node, the tag, the time and the latency.
+//! The history is what the checker reads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,9 @@ pub struct Op {
     pub client: u32,
     /// Index of the node it went to.
     pub node: usize,
+    /// The tag it asked for: a segment tag, a sequence, or the snowflake layout. Ids are
+    /// unique within a tag, so the checker judges each tag on its own.
+    pub tag: Arc<str>,
     /// When it was sent, in ms since the scenario started.
     pub at_ms: u64,
     /// How long the answer took, in µs.
@@ -55,8 +59,9 @@ impl Op {
 /// What the clients ask for.
 #[derive(Debug, Clone)]
 pub struct Workload {
-    /// Path and query without `count`, e.g. `/v1/segment/order`.
-    pub path: String,
+    /// The tags and, for each, its path without `count`, e.g. `("order", "/v1/segment/order")`;
+    /// each client goes round them.
+    pub tags: Vec<(Arc<str>, String)>,
     /// Ids per request.
     pub count: u64,
     /// Concurrent clients.
@@ -66,6 +71,24 @@ pub struct Workload {
     pub rate_ids_per_s: u64,
     /// A request without an answer after this is recorded as [`Outcome::Unreachable`].
     pub timeout_ms: u64,
+}
+
+/// The timeout of a request unless a scenario sets another.
+const TIMEOUT_MS_DEFAULT: u64 = 5_000;
+
+impl Workload {
+    /// `clients` clients that ask for `count` ids a request, going round `tags` (tag, path),
+    /// at `rate_ids_per_s` ids per second together, each request bounded by 5 s.
+    pub fn new(tags: &[(&str, &str)], count: u64, clients: u32, rate_ids_per_s: u64) -> Workload {
+        assert!(!tags.is_empty() && clients > 0, "a workload has a tag and a client");
+        Workload {
+            tags: tags.iter().map(|(tag, path)| (Arc::from(*tag), path.to_string())).collect(),
+            count,
+            clients,
+            rate_ids_per_s,
+            timeout_ms: TIMEOUT_MS_DEFAULT,
+        }
+    }
 }
 
 /// The nodes' base URLs, by node index; a scenario may add a node while the load runs.
@@ -133,10 +156,12 @@ async fn run_client(
     );
     let mut next_send = tokio::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let (node, url) = {
+        let (node, tag, url) = {
             let targets = targets.lock().expect("targets lock");
             let node = turn % targets.len();
-            (node, format!("{}{}?count={}", targets[node], workload.path, workload.count))
+            // The tag turns once per round of the nodes, so every node serves every tag.
+            let (tag, path) = &workload.tags[(turn / targets.len()) % workload.tags.len()];
+            (node, Arc::clone(tag), format!("{}{path}?count={}", targets[node], workload.count))
         };
         turn += 1;
         let sent = Instant::now();
@@ -145,6 +170,7 @@ async fn run_client(
         ops.push(Op {
             client,
             node,
+            tag,
             at_ms: sent.duration_since(t0).as_millis() as u64,
             latency_us: sent.elapsed().as_micros() as u64,
             outcome,

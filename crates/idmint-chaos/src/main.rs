@@ -1,6 +1,8 @@
 //! `idmint-chaos`: runs chaos scenarios against the real `idmint` binary and prints each
 //! scenario's verdict; exits 1 when one fails. `--report FILE` writes the results as
-//! Markdown (the table in docs/GUARANTEES.md comes from the long profile's report).
+//! Markdown (the table in docs/GUARANTEES.md comes from the long profile's report). Started
+//! by `cargo run`, it first builds the `idmint` binary it tests with the same profile, so a
+//! run never judges a stale build.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -24,7 +26,8 @@ struct Cli {
     /// Length of each scenario's main phase (its loaded phase or outage), e.g. 60s, 2m.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// The idmint binary; default: `idmint` beside this program (cargo's target directory).
+    /// The idmint binary; default: `idmint` beside this program (cargo's target directory),
+    /// built first when this program runs under `cargo run`.
     #[arg(long)]
     idmint: Option<PathBuf>,
     /// Also write the results as Markdown to this file.
@@ -81,7 +84,7 @@ fn run(cli: Cli) -> Result<bool> {
     }
     let idmint = match cli.idmint {
         Some(path) => path,
-        None => std::env::current_exe()?.with_file_name("idmint"),
+        None => beside_this_program()?,
     };
     if !idmint.exists() {
         bail!(
@@ -94,6 +97,12 @@ fn run(cli: Cli) -> Result<bool> {
         ProfileArg::Short => Profile::Short,
         ProfileArg::Long => Profile::Long,
     };
+    if profile == Profile::Long && cfg!(debug_assertions) {
+        eprintln!(
+            "note: a debug build; the long profile's rates want release binaries \
+             (cargo run --release -p idmint-chaos -- --profile long)"
+        );
+    }
     let settings = Settings { profile, duration: cli.duration, idmint };
     let mut reports = Vec::new();
     for s in chosen {
@@ -107,6 +116,36 @@ fn run(cli: Cli) -> Result<bool> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(reports.iter().all(Report::passed))
+}
+
+/// The `idmint` binary in this program's directory. Under `cargo run` (which sets `CARGO` and
+/// `CARGO_MANIFEST_DIR`) it is built first, with the profile this program was built with:
+/// cargo does nothing when it is up to date.
+fn beside_this_program() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding this program's path")?;
+    let idmint = exe.with_file_name("idmint");
+    let (Some(cargo), Some(manifest_dir)) =
+        (std::env::var_os("CARGO"), std::env::var_os("CARGO_MANIFEST_DIR"))
+    else {
+        return Ok(idmint);
+    };
+    // target/debug is the `dev` profile; any other directory is named after its profile.
+    let profile = match exe.parent().and_then(|dir| dir.file_name()).and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_string(),
+        Some(name) => name.to_string(),
+    };
+    eprintln!("== building idmint ({profile} profile)");
+    let manifest = PathBuf::from(manifest_dir).join("Cargo.toml");
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--quiet", "-p", "idmint-cli", "--profile", &profile])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .status()
+        .context("running cargo build -p idmint-cli")?;
+    if !status.success() {
+        bail!("cargo build -p idmint-cli --profile {profile} failed ({status})");
+    }
+    Ok(idmint)
 }
 
 /// The results as a Markdown table and, per scenario, its criteria and faults.

@@ -142,12 +142,16 @@ fn env(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
     pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
 }
 
-/// Three nodes on one private MariaDB, each killed with -9 in turn and started again.
+/// Three nodes on one private MariaDB serving two tags, each node killed with -9 in turn and
+/// started again.
 fn kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let db = PrivateMariaDb::start()?;
     db.sql("mysql", "CREATE DATABASE chaos")?;
     let url = db.url("chaos");
-    run.idmint(&["tag", "create", "order", "--step", "1000", "--store", &url])?;
+    // Two tags on one store, both counting from 1: each must stay unique on its own.
+    for tag in ["order", "user"] {
+        run.idmint(&["tag", "create", tag, "--step", "1000", "--store", &url])?;
+    }
     // Segments of about a second's ids, so the three nodes allocate all the time.
     let envs = env(&[("IDMINT_SEGMENT_SEGMENT_DURATION_S", "1")]);
     let args = vec!["--store".to_string(), url.clone()];
@@ -155,13 +159,8 @@ fn kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let all: Vec<&Node> = nodes.iter().collect();
     let (targets, node_names) = (targets(&all), names(&all));
     let rate = run.pick(30_000, 120_000);
-    let workload = Workload {
-        path: "/v1/segment/order".into(),
-        count: run.pick(100, 1000),
-        clients: 6,
-        rate_ids_per_s: rate,
-        timeout_ms: 5_000,
-    };
+    let tags = [("order", "/v1/segment/order"), ("user", "/v1/segment/user")];
+    let workload = Workload::new(&tags, run.pick(100, 1000), 6, rate);
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(12, 90);
     let interval = Duration::from_millis(run.pick(1_500, 3_000));
@@ -204,13 +203,9 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let [mut a, mut b]: [Node; 2] = two(run.start_nodes(2, &args, &envs)?);
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let rate = step * 2;
-    let workload = Workload {
-        path: "/v1/segment/order".into(),
-        count: run.pick(50, 1000),
-        clients: 4,
-        rate_ids_per_s: rate,
-        timeout_ms: 10_000,
-    };
+    let mut workload =
+        Workload::new(&[("order", "/v1/segment/order")], run.pick(50, 1000), 4, rate);
+    workload.timeout_ms = 10_000;
     let load = run.load(&targets, &workload);
     sleep(Duration::from_secs(run.pick(3, 20)));
     let outage = run.main_phase(8, 30);
@@ -278,28 +273,28 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     Ok(())
 }
 
-/// Two nodes serving a sequence (ceilings on a private PostgreSQL, counter on a private
+/// Two nodes serving two sequences (ceilings on a private PostgreSQL, counter on a private
 /// Redis) while Redis is flushed and killed and started empty.
 fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let db = PrivatePostgres::start()?;
     db.sql("postgres", "CREATE DATABASE chaos")?;
     let mut redis = PrivateRedis::start()?;
     let url = db.url("chaos");
-    run.idmint(&["seq", "create", "orders", "--store", &url])?;
+    // Two sequences on one Redis: a flush loses both counters at once.
+    let sequences = [("orders", "/v1/seq/orders"), ("invoices", "/v1/seq/invoices")];
+    for (name, _) in sequences {
+        run.idmint(&["seq", "create", name, "--store", &url])?;
+    }
     let args = vec!["--store".to_string(), url.clone(), "--redis".to_string(), redis.url()];
     let [a, b]: [Node; 2] = two(run.start_nodes(2, &args, &[])?);
     for node in [&a, &b] {
-        run.await_ids(&node.url(), "/v1/seq/orders")?;
+        for (_, path) in sequences {
+            run.await_ids(&node.url(), path)?;
+        }
     }
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let rate = run.pick(20_000, 120_000);
-    let workload = Workload {
-        path: "/v1/seq/orders".into(),
-        count: run.pick(100, 1000),
-        clients: 4,
-        rate_ids_per_s: rate,
-        timeout_ms: 5_000,
-    };
+    let workload = Workload::new(&sequences, run.pick(100, 1000), 4, rate);
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(10, 90);
     let interval = Duration::from_millis(run.pick(2_000, 6_000));
@@ -355,13 +350,7 @@ fn clock(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     b.start()?;
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
     let rate = run.pick(20_000, 150_000);
-    let workload = Workload {
-        path: "/v1/snowflake".into(),
-        count: run.pick(100, 1000),
-        clients: 4,
-        rate_ids_per_s: rate,
-        timeout_ms: 5_000,
-    };
+    let workload = Workload::new(&[("snowflake", "/v1/snowflake")], run.pick(100, 1000), 4, rate);
     let load = run.load(&targets, &workload);
     let warm = run.main_phase(3, 30);
     sleep(warm);
@@ -426,13 +415,9 @@ fn sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let mut c = run.node("n3", &args, &envs)?;
     let targets = targets(&[&a, &b]);
     let rate = run.pick(20_000, 150_000);
-    let workload = Workload {
-        path: "/v1/snowflake".into(),
-        count: run.pick(100, 1000),
-        clients: 4,
-        rate_ids_per_s: rate,
-        timeout_ms: 1_000,
-    };
+    let mut workload =
+        Workload::new(&[("snowflake", "/v1/snowflake")], run.pick(100, 1000), 4, rate);
+    workload.timeout_ms = 1_000;
     let load = run.load(&targets, &workload);
     let warm = run.main_phase(3, 30);
     sleep(warm);
@@ -512,13 +497,7 @@ fn restore_with(run: &mut Run, out: &mut Outcomes, keep_marks: bool) -> Result<(
     a.start()?;
     let targets = targets(&[&a]);
     let rate = run.pick(20_000, 120_000);
-    let workload = Workload {
-        path: "/v1/segment/order".into(),
-        count: run.pick(50, 500),
-        clients: 4,
-        rate_ids_per_s: rate,
-        timeout_ms: 5_000,
-    };
+    let workload = Workload::new(&[("order", "/v1/segment/order")], run.pick(50, 500), 4, rate);
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(3, 30);
     let backup = db.dump("chaos", "leaf_alloc")?;
@@ -563,13 +542,12 @@ fn unsafe_static_worker(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let envs = env(&[("IDMINT_SNOWFLAKE_WORKER", "static:7")]);
     let [a, b]: [Node; 2] = two(run.start_nodes(2, &[], &envs)?);
     let (targets, node_names) = (targets(&[&a, &b]), names(&[&a, &b]));
-    let workload = Workload {
-        path: "/v1/snowflake".into(),
-        count: run.pick(100, 1000),
-        clients: 4,
-        rate_ids_per_s: run.pick(20_000, 150_000),
-        timeout_ms: 5_000,
-    };
+    let workload = Workload::new(
+        &[("snowflake", "/v1/snowflake")],
+        run.pick(100, 1000),
+        4,
+        run.pick(20_000, 150_000),
+    );
     let load = run.load(&targets, &workload);
     sleep(run.main_phase(4, 20));
     out.history = load.stop(run.runtime.handle());
