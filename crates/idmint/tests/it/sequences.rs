@@ -173,7 +173,10 @@ async fn the_forecast_raises_ahead_of_a_steady_load_and_not_without_load() {
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
     let counters: Arc<dyn CounterStore> = Arc::new(RedisCounters::connect(&url).await.unwrap());
     // Short horizons so a few seconds of load exercise it: keep 3 s of room, raise 6 s.
-    let config = SequenceConfig { forecast_s: 3, raise_s: 6, ..config("f") };
+    // Forecast every 200 ms: the first seed lasts 1.25 s, and with the default 1 s tick a
+    // tick could land just before the seed runs out, leaving the raise a few ms to finish
+    // on a loaded machine (a wait, seen once in CI).
+    let config = SequenceConfig { forecast_s: 3, raise_s: 6, tick_ms: 200, ..config("f") };
     let node = Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config);
     node.create(spec("steady", false, None)).await.unwrap();
     node.create(spec("idle", false, None)).await.unwrap();
