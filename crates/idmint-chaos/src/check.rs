@@ -44,6 +44,13 @@ pub struct Checked {
 }
 
 impl Checked {
+    /// The ids per tag, for people: `order 5313000, user 5313000`.
+    pub fn ids_by_tag_text(&self) -> String {
+        let parts: Vec<String> =
+            self.ids_by_tag.iter().map(|(tag, n)| format!("{tag} {n}")).collect();
+        parts.join(", ")
+    }
+
     /// Did the history breach any promise?
     pub fn flagged(&self) -> bool {
         self.duplicates + self.zeros + self.not_increasing + self.owner_overlaps > 0
@@ -64,14 +71,20 @@ pub fn check(history: &[Op], nodes: &[String], layout: Option<Layout>) -> Checke
 fn check_unique(history: &[Op], nodes: &[String], checked: &mut Checked) {
     // (tag number, id, request index): sorted, a repeat within a tag is two neighbours.
     let mut tags: HashMap<&str, u32> = HashMap::new();
+    let mut counts: Vec<u64> = Vec::new();
     let mut all: Vec<(u32, u64, u32)> = Vec::new();
     for (index, op) in history.iter().enumerate() {
         let next = tags.len() as u32;
         let tag = *tags.entry(&op.tag).or_insert(next);
+        if tag == next {
+            counts.push(0);
+        }
+        counts[tag as usize] += op.ids().len() as u64;
         all.extend(op.ids().iter().map(|&id| (tag, id, index as u32)));
-        *checked.ids_by_tag.entry(op.tag.to_string()).or_default() += op.ids().len() as u64;
     }
     checked.ids = all.len() as u64;
+    checked.ids_by_tag =
+        tags.into_iter().map(|(name, tag)| (name.to_string(), counts[tag as usize])).collect();
     all.sort_unstable();
     let mut shown = 0;
     for pair in all.windows(2) {

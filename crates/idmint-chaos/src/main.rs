@@ -176,9 +176,7 @@ fn markdown(reports: &[Report], profile: Profile) -> String {
             r.guarantee,
             r.elapsed.as_secs_f64()
         );
-        let by_tag: Vec<String> =
-            r.checked.ids_by_tag.iter().map(|(tag, n)| format!("{tag} {n}")).collect();
-        let _ = writeln!(md, "- ids by tag: {}", by_tag.join(", "));
+        let _ = writeln!(md, "- ids by tag: {}", r.checked.ids_by_tag_text());
         for c in &r.criteria {
             let _ = writeln!(md, "- {} {}: {}", if c.pass { "✓" } else { "✗" }, c.what, c.measured);
         }

@@ -213,13 +213,11 @@ impl fmt::Display for Report {
             self.guarantee
         )?;
         let c = &self.checked;
-        let by_tag: Vec<String> =
-            c.ids_by_tag.iter().map(|(tag, n)| format!("{tag} {n}")).collect();
         writeln!(
             f,
             "  {} ids ({}) in {} requests; duplicates {}, not increasing {}, worker ids shared {}; faults {}",
             c.ids,
-            by_tag.join(", "),
+            c.ids_by_tag_text(),
             c.ops,
             c.duplicates,
             c.not_increasing,
