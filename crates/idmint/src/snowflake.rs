@@ -66,6 +66,9 @@ const SNOWFLAKE_MARKS: MarksFile = MarksFile {
     file: TIME_MARK_FILE,
     lock: TIME_MARK_LOCK_FILE,
     meaning: "the time (ms) up to which each snowflake worker id of this node may have issued ids",
+    fix: "Restore it from a backup of this data directory. Or, knowing that ids may then \
+          repeat, delete it once the clock has passed the newest mark it may have held (with \
+          a leased worker id the store's lease row keeps that mark too)",
 };
 
 /// Where a node's worker id comes from.
