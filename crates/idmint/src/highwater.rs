@@ -195,12 +195,14 @@ impl HighWaterFile {
     fn write(&self, text: &str) -> Result<(), Error> {
         let fail = |e: std::io::Error| {
             Error::LocalState(format!(
-                "cannot write {}: {e}; the range it was to cover is not served (is the disk \
-                 full?)",
+                "cannot write {}: {e} (is the disk full?); nothing the new mark was to cover \
+                 is served until it is written",
                 self.path.display()
             ))
         };
-        let tmp = self.path.with_extension("high-water.tmp");
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         let written = File::create(&tmp).and_then(|mut file| {
             file.write_all(text.as_bytes())?;
             file.sync_all()

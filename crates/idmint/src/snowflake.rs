@@ -610,7 +610,8 @@ impl Snowflake {
             marks
                 .raise(&self.mark_key(worker)?, mark_ms)
                 .await
-                .map_err(|e| SnowflakeError::LocalState(e.to_string()))?;
+                // Retryable (a full disk frees up): ids stop at the mark on disk until then.
+                .map_err(|e| SnowflakeError::Unavailable(e.to_string()))?;
         }
         if let (Some(lease), Some(store)) = (&lease, &self.store) {
             store.raise_time_mark(lease, mark_ms).await?;
