@@ -31,7 +31,13 @@ impl Tmpfs {
             .output();
         let failure = match output {
             Ok(out) if out.status.success() => None,
-            Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+            // On one line: mount's message spans two.
+            Ok(out) => Some(
+                String::from_utf8_lossy(&out.stderr)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
             Err(e) => Some(format!("cannot run mount: {e}")),
         };
         if let Some(reason) = failure {
