@@ -3,7 +3,9 @@
 //!
 //! Allocation is one `UPDATE … RETURNING`, and a compare-and-set of `max_id` one conditional
 //! `UPDATE`, each atomic across threads and across processes sharing the file (the CLI and a
-//! running server). Calls run on tokio's blocking pool and are
+//! running server). A write answers only once it committed: every `… RETURNING` runs to its
+//! end through [`write_returning`], so a commit that failed (`SQLITE_FULL` on a full disk)
+//! is an error, never a row the database does not hold. Calls run on tokio's blocking pool and are
 //! awaited in place; the connection sits behind a mutex, and SQLite's busy timeout bounds how
 //! long a call waits for another process's write lock.
 //!
@@ -21,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use crate::{
     Allocation, SegmentStore, StoreError, TABLE_NAME, TagRecord, TagSpec, allocated_range,
@@ -81,20 +83,19 @@ impl SegmentStore for SqliteStore {
             // One statement: the row's step is read, the effective step chosen and the bound
             // in WHERE checked (refusing to pass i64::MAX) in the same atomic update. Both
             // operands of `?3 - max(step, ?2)` are at least 0, so it cannot overflow.
-            let updated: Option<(i64, i64)> = conn
-                .query_row(
-                    &format!(
-                        "UPDATE {TABLE_NAME} \
-                         SET max_id = max_id + max(step, ?2), update_time = unixepoch() \
-                         WHERE biz_tag = ?1 AND step >= 1 AND max_id >= 0 \
-                         AND max_id <= ?3 - max(step, ?2) \
-                         RETURNING max_id, step"
-                    ),
-                    params![tag.as_str(), requested, ID_MAX as i64],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
-                .map_err(unavailable)?;
+            let updated: Option<(i64, i64)> = write_returning(
+                conn,
+                &format!(
+                    "UPDATE {TABLE_NAME} \
+                     SET max_id = max_id + max(step, ?2), update_time = unixepoch() \
+                     WHERE biz_tag = ?1 AND step >= 1 AND max_id >= 0 \
+                     AND max_id <= ?3 - max(step, ?2) \
+                     RETURNING max_id, step"
+                ),
+                params![tag.as_str(), requested, ID_MAX as i64],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(unavailable)?;
             match updated {
                 Some((max_id, tag_step)) => allocated_range(&tag, max_id, tag_step, step),
                 None => Err(refused_allocation(conn, &tag, step)?),
@@ -206,17 +207,16 @@ impl SegmentStore for SqliteStore {
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
         let tag = tag.clone();
         self.call(move |conn| {
-            let updated = conn
-                .query_row(
-                    &format!(
-                        "UPDATE {TABLE_NAME} SET step = ?2, update_time = unixepoch() \
-                         WHERE biz_tag = ?1 RETURNING {COLUMNS}"
-                    ),
-                    params![tag.as_str(), step.get() as i64],
-                    read_row,
-                )
-                .optional()
-                .map_err(unavailable)?;
+            let updated = write_returning(
+                conn,
+                &format!(
+                    "UPDATE {TABLE_NAME} SET step = ?2, update_time = unixepoch() \
+                     WHERE biz_tag = ?1 RETURNING {COLUMNS}"
+                ),
+                params![tag.as_str(), step.get() as i64],
+                read_row,
+            )
+            .map_err(unavailable)?;
             updated.ok_or(StoreError::TagNotFound(tag))?
         })
         .await
@@ -272,6 +272,28 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     ))
     .map_err(|e| context(&e))?;
     Ok(conn)
+}
+
+/// Runs a writing statement with a `RETURNING` clause to its end and returns its first row
+/// (`None`: it matched none). Run to the end, because that is where an autocommit statement
+/// commits and reports a failed commit: `query_row` stops at the first row, and the commit
+/// then done when the statement is reset reports its error (`SQLITE_FULL`, `SQLITE_IOERR`)
+/// to no one, so a row of a write that was rolled back would be taken as written.
+pub(crate) fn write_returning<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl Params,
+    read: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Option<T>> {
+    let mut statement = conn.prepare(sql)?;
+    let mut rows = statement.query(params)?;
+    let first = match rows.next()? {
+        Some(row) => Some(read(row)?),
+        None => None,
+    };
+    // Bounded: every statement passed here matches at most one row (by primary key).
+    while rows.next()?.is_some() {}
+    Ok(first)
 }
 
 /// Explains why the allocating UPDATE, asked for `requested`, matched no row: no such tag, a

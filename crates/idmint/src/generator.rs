@@ -8,7 +8,9 @@
 //!
 //! A refill asks the store for the step the pacing plans (`idmint_core::pacing`), refuses a
 //! range below the tag's high-water mark (the store went backwards) and jumps the store past
-//! it, persists the new mark, and only then installs the range.
+//! it, persists the new mark, and only then installs the range. A range whose mark could not
+//! be written (a full disk) is not served: the refill fails (503) and keeps the range, and
+//! the next attempt writes its mark again rather than ask the store for another one.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -75,6 +77,10 @@ pub struct TagGenerator {
     given_back: AtomicBool,
     /// Ranges installed.
     refills: AtomicU64,
+    /// A range the store gave whose mark could not be written: never served before its mark
+    /// is on disk. The next attempt writes the mark again instead of asking the store for
+    /// another range, which a disk that stays full would strand too, one per retry.
+    unmarked: Mutex<Option<IdRange>>,
     pacing: Mutex<Pacing>,
     shared: Arc<Shared>,
 }
@@ -147,6 +153,7 @@ impl TagGenerator {
             waits: AtomicU64::new(0),
             given_back: AtomicBool::new(false),
             refills: AtomicU64::new(0),
+            unmarked: Mutex::new(None),
             pacing: Mutex::new(Pacing {
                 meter: RateMeter::new(),
                 sampled_at: Instant::now(),
@@ -480,39 +487,53 @@ impl TagGenerator {
         }
     }
 
-    /// One refill: allocate at the planned step, guard against a store that went back,
-    /// persist the mark, install.
+    /// One refill: allocate at the planned step (or take back the range whose mark a failed
+    /// attempt could not write), guard against a store that went back, persist the mark,
+    /// install.
     async fn allocate_and_install(&self) -> Result<(), Error> {
         self.sample_rate();
         let (requested, reserve) = self.plan();
+        let held = self.unmarked.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let usable = match held {
+            Some(range) => range,
+            None => self.allocate_above_mark(requested).await?,
+        };
+        if let Some(marks) = &self.shared.high_water
+            && let Err(error) = marks.raise(&self.tag, usable.end()).await
+        {
+            // Not served: the mark on disk is still below it. Kept for the next attempt.
+            *self.unmarked.lock().unwrap_or_else(PoisonError::into_inner) = Some(usable);
+            return Err(self.unavailable(error));
+        }
+        match self.buffer.install(usable, reserve) {
+            Ok(()) => {
+                self.refills.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(tag = %self.tag, start = usable.start(), end = usable.end(), reserve, "segment loaded");
+                Ok(())
+            }
+            // Another path filled the slot meanwhile; the range is stranded, not reused.
+            Err(InstallError::Full) => Ok(()),
+            Err(e) => Err(self.unavailable(format_args!("segment not installed: {e:?}"))),
+        }
+    }
+
+    /// A range from the store that lies above every id this node served: a range wholly
+    /// below the mark is refused and the store jumped past it, one overlapping it is cut to
+    /// the part above.
+    async fn allocate_above_mark(&self, requested: Option<Step>) -> Result<IdRange, Error> {
         for _ in 0..=REGRESSION_JUMPS_MAX {
-            let allocation = self.allocate(requested).await?;
-            let range = allocation.range;
+            let range = self.allocate(requested).await?.range;
             let high_water = self.buffer.snapshot().high_water;
-            let usable = if range.start() >= high_water {
-                range
-            } else if let Some(above) = IdRange::new(high_water, range.end()) {
+            if range.start() >= high_water {
+                return Ok(range);
+            }
+            if let Some(above) = IdRange::new(high_water, range.end()) {
                 // Overlaps ids already served: the store is past the danger again, serve only
                 // the part above the mark.
                 tracing::error!(tag = %self.tag, start = range.start(), end = range.end(), high_water, "the store returned a range overlapping ids this node already served; serving only the ids above them");
-                above
-            } else {
-                self.jump_past(range, high_water).await?;
-                continue;
-            };
-            if let Some(marks) = &self.shared.high_water {
-                marks.raise(&self.tag, usable.end()).await.map_err(|e| self.unavailable(e))?;
+                return Ok(above);
             }
-            return match self.buffer.install(usable, reserve) {
-                Ok(()) => {
-                    self.refills.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(tag = %self.tag, start = usable.start(), end = usable.end(), reserve, "segment loaded");
-                    Ok(())
-                }
-                // Another path filled the slot meanwhile; the range is stranded, not reused.
-                Err(InstallError::Full) => Ok(()),
-                Err(e) => Err(self.unavailable(format_args!("segment not installed: {e:?}"))),
-            };
+            self.jump_past(range, high_water).await?;
         }
         Err(self.unavailable(format_args!(
             "the store kept returning ranges below ids this node already served, {} jumps in a \

@@ -2,11 +2,18 @@
 //! a store that goes back (a restored backup, a failover to a lagging replica) is caught even
 //! across restarts of the node.
 //!
-//! Format: UTF-8 text, one `TAG END` line per tag, `#` starts a comment. Every change
-//! rewrites the whole file to `FILE.tmp`, fsyncs it, renames it over the file and fsyncs the
-//! directory, so a crash leaves the old or the new file, never a torn one. A mark is written
-//! *before* its range is served. A lock file held for the life of the process refuses a
-//! second node on the same directory, whose writes would otherwise overwrite these marks.
+//! Format: UTF-8 text, one `TAG END` line per tag, `#` starts a comment, and a last line
+//! `# end: N marks` that counts them. Every change rewrites the whole file to `FILE.tmp`,
+//! fsyncs it, renames it over the file and fsyncs the directory, so a crash leaves the old or
+//! the new file, never a torn one: an empty file, or one without its end line, is damage
+//! (or tampering) and refuses the start. A mark is written *before* its range is served.
+//! A lock file held for the life of the process refuses a second node on the same
+//! directory, whose writes would otherwise overwrite these marks.
+//!
+//! The marks in memory are always the marks on disk: a change is applied to a copy, the copy
+//! written, and only a write that succeeded replaces the marks. So a write that failed (a
+//! full disk, a vanished directory) leaves the old mark, and a retry writes again instead of
+//! finding its mark "already there".
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -23,25 +30,41 @@ pub const HIGH_WATER_FILE: &str = "segments.high-water";
 /// Name of the lock file inside the state directory.
 pub const LOCK_FILE: &str = "idmint.lock";
 
+/// The first lines of every marks file idmint writes; such a file must end with its end line.
+const HEADER: &str = "# idmint marks v2: per tag, the end of the highest id range this node \
+                      was given.\n\
+                      # A store returning ranges below these is refused (see ARCHITECTURE.md).\n\
+                      # The last line counts the marks: without it the file was cut short.\n";
+/// The first lines of a marks file from before the end line: such a file is read when it
+/// ends with a newline (a cut at a line's end cannot be told from a whole file; the next
+/// write replaces it with the current format).
+const HEADER_V1: &str = "# idmint: per tag, the end of the highest id range this node was given.\n\
+                         # A store returning ranges below these is refused (see ARCHITECTURE.md).\n";
+/// The last line of a marks file starts with this, followed by the number of marks.
+const END_LINE: &str = "# end: ";
+
 /// The per-tag marks and the file they persist to.
 #[derive(Debug)]
 pub(crate) struct HighWaterFile {
     path: PathBuf,
-    marks: Mutex<BTreeMap<Tag, u64>>,
-    /// Serialises rewrites; each rewrite copies the marks as they are when it starts, so a
-    /// later mark is never overwritten by an earlier one.
-    writer: tokio::sync::Mutex<()>,
+    /// The marks the file holds: replaced only after a rewrite succeeded.
+    durable: Mutex<BTreeMap<Tag, u64>>,
+    /// Held for a whole change (copy, write, replace), on the blocking pool: changes are
+    /// serialised, and a caller that stops waiting cannot let a second write start beside
+    /// one still running.
+    writer: Mutex<()>,
     /// Held (locked) for the life of the node.
     _lock: File,
 }
 
-/// What one marks file holds: its name, its lock's name, and what a mark means (for the
-/// message when the file is damaged).
+/// What one marks file holds: its name, its lock's name, what a mark means and how to
+/// recover a damaged file (for the message when it is).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MarksFile {
     pub(crate) file: &'static str,
     pub(crate) lock: &'static str,
     pub(crate) meaning: &'static str,
+    pub(crate) fix: &'static str,
 }
 
 /// The segment engine's marks.
@@ -49,6 +72,9 @@ pub(crate) const SEGMENT_MARKS: MarksFile = MarksFile {
     file: HIGH_WATER_FILE,
     lock: LOCK_FILE,
     meaning: "the highest id this node was given per tag",
+    fix: "Restore it from a backup of this data directory. Or, knowing that the ids this node \
+          served may then be served again, delete it after raising every tag's max_id in the \
+          store above the highest id this node served",
 };
 
 impl HighWaterFile {
@@ -58,7 +84,9 @@ impl HighWaterFile {
         HighWaterFile::open_as(dir, SEGMENT_MARKS)
     }
 
-    /// Opens and locks the marks file `kind` of `dir`.
+    /// Opens and locks the marks file `kind` of `dir`. A file that is there but damaged
+    /// (unparsable, empty, cut short) refuses the open with an error naming the file, what it
+    /// holds and how to recover.
     pub(crate) fn open_as(dir: &Path, kind: MarksFile) -> Result<HighWaterFile, Error> {
         let fail = |what: String| Error::LocalState(what);
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -83,21 +111,18 @@ impl HighWaterFile {
         let marks = match std::fs::read_to_string(&path) {
             Ok(text) => parse(&text).map_err(|reason| {
                 fail(format!(
-                    "{} is damaged: {reason}. It holds {}; restore it from a backup, or delete \
-                     it to trust the store as it is",
+                    "{} is damaged: {reason}. It holds {}, and idmint writes it whole (a \
+                     temporary file, fsync, rename), so a damaged file means corruption or \
+                     tampering. {}",
                     path.display(),
-                    kind.meaning
+                    kind.meaning,
+                    kind.fix
                 ))
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(fail(format!("cannot read {}: {e}", path.display()))),
         };
-        Ok(HighWaterFile {
-            path,
-            marks: Mutex::new(marks),
-            writer: tokio::sync::Mutex::new(()),
-            _lock: lock,
-        })
+        Ok(HighWaterFile { path, durable: Mutex::new(marks), writer: Mutex::new(()), _lock: lock })
     }
 
     /// The file's path.
@@ -105,57 +130,88 @@ impl HighWaterFile {
         &self.path
     }
 
-    /// The mark of `tag`, if one was recorded.
+    /// The mark of `tag` the file holds, if one was recorded.
     pub(crate) fn get(&self, tag: &Tag) -> Option<u64> {
-        self.marks().get(tag).copied()
+        self.durable().get(tag).copied()
     }
 
-    /// Raises the mark of `tag` to `end` (if higher) and persists it before returning.
+    /// Raises the mark of `tag` to `end` (if higher) and persists it before returning. `Ok`
+    /// means the file holds a mark of at least `end`.
     pub(crate) async fn raise(self: &Arc<Self>, tag: &Tag, end: u64) -> Result<(), Error> {
-        {
-            let mut marks = self.marks();
-            let mark = marks.entry(tag.clone()).or_insert(0);
+        let tag = tag.clone();
+        self.change(move |marks| {
+            let mark = marks.entry(tag).or_insert(0);
             if *mark >= end {
-                return Ok(());
+                return false;
             }
             *mark = end;
-        }
-        self.persist().await
+            true
+        })
+        .await
     }
 
     /// Sets the mark of `tag` to `value` even if lower: after ids above it were given back to
-    /// the store, so the store's next range for the tag starts at `value`.
+    /// the store, so the store's next range for the tag starts at `value`. On failure the
+    /// old, higher mark stays.
     pub(crate) async fn lower(self: &Arc<Self>, tag: &Tag, value: u64) -> Result<(), Error> {
-        self.marks().insert(tag.clone(), value);
-        self.persist().await
+        let tag = tag.clone();
+        self.change(move |marks| marks.insert(tag, value) != Some(value)).await
     }
 
     /// Forgets `tag` (deleted by an operator: a tag created again under its name may start
-    /// over).
+    /// over). On failure the mark stays.
     pub(crate) async fn remove(self: &Arc<Self>, tag: &Tag) -> Result<(), Error> {
-        if self.marks().remove(tag).is_none() {
-            return Ok(());
-        }
-        self.persist().await
+        let tag = tag.clone();
+        self.change(move |marks| marks.remove(&tag).is_some()).await
     }
 
-    async fn persist(self: &Arc<Self>) -> Result<(), Error> {
-        let _writing = self.writer.lock().await;
-        let text = render(&self.marks());
+    /// Applies `edit` (which says whether it changed anything) to a copy of the marks,
+    /// writes the copy and, only once the write succeeded, makes it the marks. The whole
+    /// change runs on the blocking pool under `writer`, so it completes (or fails) as one
+    /// even if the caller stops waiting.
+    async fn change(
+        self: &Arc<Self>,
+        edit: impl FnOnce(&mut BTreeMap<Tag, u64>) -> bool + Send + 'static,
+    ) -> Result<(), Error> {
         let this = Arc::clone(self);
-        tokio::task::spawn_blocking(move || this.write(&text)).await.map_err(|e| {
+        tokio::task::spawn_blocking(move || {
+            // Poisoned only by a panic between two lines below, which leave the file and the
+            // marks as they were: still consistent.
+            let _writing = this.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut next = this.durable().clone();
+            if !edit(&mut next) {
+                return Ok(());
+            }
+            this.write(&render(&next))?;
+            *this.durable() = next;
+            Ok(())
+        })
+        .await
+        .map_err(|e| {
             Error::LocalState(format!("writing {} did not finish: {e}", self.path.display()))
         })?
     }
 
     fn write(&self, text: &str) -> Result<(), Error> {
         let fail = |e: std::io::Error| {
-            Error::LocalState(format!("cannot write {}: {e}", self.path.display()))
+            Error::LocalState(format!(
+                "cannot write {}: {e} (is the disk full?); nothing the new mark was to cover \
+                 is served until it is written",
+                self.path.display()
+            ))
         };
-        let tmp = self.path.with_extension("high-water.tmp");
-        let mut file = File::create(&tmp).map_err(fail)?;
-        file.write_all(text.as_bytes()).map_err(fail)?;
-        file.sync_all().map_err(fail)?;
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let written = File::create(&tmp).and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        });
+        if let Err(e) = written {
+            // Frees what a full disk let it take; the next attempt creates it afresh.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(fail(e));
+        }
         std::fs::rename(&tmp, &self.path).map_err(fail)?;
         if let Some(dir) = self.path.parent() {
             File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
@@ -163,39 +219,68 @@ impl HighWaterFile {
         Ok(())
     }
 
-    fn marks(&self) -> std::sync::MutexGuard<'_, BTreeMap<Tag, u64>> {
-        // Every mutation is one map operation; a poisoned map is still consistent.
-        self.marks.lock().unwrap_or_else(PoisonError::into_inner)
+    fn durable(&self) -> std::sync::MutexGuard<'_, BTreeMap<Tag, u64>> {
+        // Every mutation is one assignment; a poisoned map is still consistent.
+        self.durable.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 fn render(marks: &BTreeMap<Tag, u64>) -> String {
-    let mut text = String::from(
-        "# idmint: per tag, the end of the highest id range this node was given.\n\
-         # A store returning ranges below these is refused (see ARCHITECTURE.md).\n",
-    );
+    let mut text = String::from(HEADER);
     for (tag, end) in marks {
         text.push_str(&format!("{tag} {end}\n"));
     }
+    text.push_str(&format!("{END_LINE}{} marks\n", marks.len()));
     text
 }
 
+/// Reads the marks of a file's `text`, refusing one that is empty or cut short: its last
+/// line must be the end line counting the marks above it (or, in a file from before the end
+/// line, the text must begin with that format's header and end with a newline).
 fn parse(text: &str) -> Result<BTreeMap<Tag, u64>, String> {
+    if text.trim().is_empty() {
+        return Err("the file is empty (idmint never writes an empty marks file)".into());
+    }
+    if !text.ends_with('\n') {
+        return Err("its last line is cut short (no newline at the end): the file was \
+                    truncated"
+            .into());
+    }
     let mut marks = BTreeMap::new();
+    let mut lines = 0;
+    let mut end = None;
     for (number, line) in text.lines().enumerate() {
+        let at = |what: String| format!("line {}: {what}", number + 1);
+        if end.is_some() {
+            return Err(at("a line after the end line".into()));
+        }
         let line = line.trim();
+        if let Some(count) = line.strip_prefix(END_LINE) {
+            let count = count.strip_suffix(" marks").and_then(|c| c.parse::<usize>().ok());
+            end = Some(count.ok_or_else(|| at(format!("{line:?} is not an end line")))?);
+            continue;
+        }
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let at = |what: String| format!("line {}: {what}", number + 1);
-        let (tag, end) =
+        let (tag, mark) =
             line.split_once(' ').ok_or_else(|| at(format!("expected `TAG END`, got {line:?}")))?;
         let tag = Tag::parse(tag).map_err(|e| at(e.to_string()))?;
-        let end =
-            end.trim().parse::<u64>().map_err(|e| at(format!("{end:?} is not an id: {e}")))?;
-        marks.insert(tag, end);
+        let mark =
+            mark.trim().parse::<u64>().map_err(|e| at(format!("{mark:?} is not an id: {e}")))?;
+        marks.insert(tag, mark);
+        lines += 1;
     }
-    Ok(marks)
+    match end {
+        Some(count) if count == lines => Ok(marks),
+        Some(count) => Err(format!(
+            "the end line counts {count} marks but the file holds {lines}: lines were lost"
+        )),
+        None if text.starts_with(HEADER_V1) => Ok(marks),
+        None => {
+            Err(format!("its end line (`{END_LINE}N marks`) is missing: the file was truncated"))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -207,9 +292,34 @@ mod tests {
         let mut marks = BTreeMap::new();
         marks.insert(Tag::parse("orders").expect("tag"), 42);
         marks.insert(Tag::parse("users").expect("tag"), u64::MAX >> 1);
-        assert_eq!(parse(&render(&marks)), Ok(marks));
-        assert!(parse("# ok\norders 1\nusers x\n").is_err_and(|e| e.starts_with("line 3:")));
-        assert!(parse("orders\n").is_err_and(|e| e.contains("TAG END")));
-        assert!(parse("bad/tag 1\n").is_err_and(|e| e.starts_with("line 1:")));
+        assert_eq!(parse(&render(&marks)), Ok(marks.clone()));
+        assert_eq!(parse(&render(&BTreeMap::new())), Ok(BTreeMap::new()));
+        let end = "# end: 2 marks\n";
+        assert!(
+            parse(&format!("# ok\norders 1\nusers x\n{end}"))
+                .is_err_and(|e| e.starts_with("line 3:"))
+        );
+        assert!(parse(&format!("orders\n{end}")).is_err_and(|e| e.contains("TAG END")));
+        assert!(parse(&format!("bad/tag 1\n{end}")).is_err_and(|e| e.starts_with("line 1:")));
+        // A file written before the end line existed is read when it is whole.
+        assert_eq!(parse(&format!("{HEADER_V1}orders 42\nusers {}\n", u64::MAX >> 1)), Ok(marks));
+    }
+
+    #[test]
+    fn an_empty_or_truncated_file_is_refused() {
+        let mut marks = BTreeMap::new();
+        marks.insert(Tag::parse("orders").expect("tag"), 1_234_000);
+        marks.insert(Tag::parse("users").expect("tag"), 99_000);
+        let whole = render(&marks);
+        assert!(parse("").is_err_and(|e| e.contains("empty")));
+        assert!(parse("\n \n").is_err_and(|e| e.contains("empty")));
+        // Every cut, at any byte: a mark cut to fewer digits would lower the guard silently.
+        for cut in 1..whole.len() {
+            assert!(parse(&whole[..cut]).is_err(), "cut at {cut} accepted: {:?}", &whole[..cut]);
+        }
+        // Lines lost from the middle, or an end line that does not end the file.
+        let lost = whole.replace("orders 1234000\n", "");
+        assert!(parse(&lost).is_err_and(|e| e.contains("counts 2 marks")));
+        assert!(parse(&format!("{whole}users 5\n")).is_err_and(|e| e.contains("after the end")));
     }
 }

@@ -66,6 +66,9 @@ const SNOWFLAKE_MARKS: MarksFile = MarksFile {
     file: TIME_MARK_FILE,
     lock: TIME_MARK_LOCK_FILE,
     meaning: "the time (ms) up to which each snowflake worker id of this node may have issued ids",
+    fix: "Restore it from a backup of this data directory. Or, knowing that ids may then \
+          repeat, delete it once the clock has passed the newest mark it may have held (with \
+          a leased worker id the store's lease row keeps that mark too)",
 };
 
 /// Where a node's worker id comes from.
@@ -607,7 +610,8 @@ impl Snowflake {
             marks
                 .raise(&self.mark_key(worker)?, mark_ms)
                 .await
-                .map_err(|e| SnowflakeError::LocalState(e.to_string()))?;
+                // Retryable (a full disk frees up): ids stop at the mark on disk until then.
+                .map_err(|e| SnowflakeError::Unavailable(e.to_string()))?;
         }
         if let (Some(lease), Some(store)) = (&lease, &self.store) {
             store.raise_time_mark(lease, mark_ms).await?;

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use idmint_core::Tag;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::{SqliteStore, unavailable};
+use super::{SqliteStore, unavailable, write_returning};
 use crate::sequence::{
     CEILING_MAX, SEQUENCE_COUNT_MAX, bigint, ceiling_overflow, check_period, check_raise,
     check_spec, sequence_exists, stored_ceiling, stored_sequence, too_many_sequences,
@@ -142,20 +142,20 @@ impl SequenceStore for SqliteStore {
             ensure_tables(conn)?;
             // One statement. `?4 - ?3` cannot overflow: both are in 0..=i64::MAX. A missing
             // row starts at `by`, which check_raise bounds by CEILING_MAX.
-            let raised: Option<i64> = conn
-                .query_row(
-                    &format!(
-                        "INSERT INTO {CEILINGS_TABLE} (name, period, max_value) \
-                         VALUES (?1, ?2, ?3) \
-                         ON CONFLICT (name, period) DO UPDATE SET max_value = max_value + ?3 \
-                         WHERE max_value <= ?4 - ?3 \
-                         RETURNING max_value"
-                    ),
-                    params![name.as_str(), period, bigint(by), bigint(CEILING_MAX)],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
+            // Run to its end: the ceiling is answered only once it committed.
+            let raised: Option<i64> = write_returning(
+                conn,
+                &format!(
+                    "INSERT INTO {CEILINGS_TABLE} (name, period, max_value) \
+                     VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (name, period) DO UPDATE SET max_value = max_value + ?3 \
+                     WHERE max_value <= ?4 - ?3 \
+                     RETURNING max_value"
+                ),
+                params![name.as_str(), period, bigint(by), bigint(CEILING_MAX)],
+                |row| row.get(0),
+            )
+            .map_err(unavailable)?;
             match raised {
                 Some(value) => stored_ceiling(&name, &period, value),
                 None => {

@@ -4,14 +4,15 @@
 //! Every step is one statement, atomic across threads and across processes sharing the file:
 //! claiming a never-held id is an `INSERT … ON CONFLICT DO NOTHING` under the
 //! `(space, worker_id)` primary key, a takeover and a renewal are conditional
-//! `UPDATE … RETURNING`s on the fencing token (and the expiry), and an assignment an insert
+//! `UPDATE … RETURNING`s on the fencing token (and the expiry), run to their end so a failed
+//! commit is an error (see `write_returning`), and an assignment an insert
 //! into an `AUTOINCREMENT` table (its ids are never reused, even after a delete) in an
 //! immediate transaction that is rolled back when the id is past `max_worker`.
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, Row, params};
 
-use super::{SqliteStore, unavailable};
+use super::{SqliteStore, unavailable, write_returning};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
     check_time_ms, column, held_columns, lease_lost, stored,
@@ -39,7 +40,9 @@ impl WorkerStore for SqliteStore {
         let space = lease.space.clone();
         let renewed = self
             .call(move |conn| {
-                conn.query_row(
+                // Run to its end: a renewal is answered only once it committed.
+                write_returning(
+                    conn,
                     &format!(
                         "UPDATE {WORKERS_TABLE} SET expires_ms = max(expires_ms, ?4) \
                          WHERE space = ?1 AND worker_id = ?2 AND token = ?3 \
@@ -48,7 +51,6 @@ impl WorkerStore for SqliteStore {
                     params![space.as_str(), id, token, column(now_ms + ttl_ms), column(now_ms)],
                     |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
                 )
-                .optional()
                 .map_err(unavailable)
             })
             .await?;
@@ -208,7 +210,9 @@ impl LeaseTable for SqliteStore {
         let expires_ms = req.now_ms + req.ttl_ms;
         let taken = self
             .call(move |conn| {
-                conn.query_row(
+                // Run to its end: a takeover is answered only once it committed.
+                write_returning(
+                    conn,
                     &format!(
                         "UPDATE {WORKERS_TABLE} \
                          SET holder = ?3, token = token + 1, expires_ms = ?4 \
@@ -225,7 +229,6 @@ impl LeaseTable for SqliteStore {
                     ],
                     |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
                 )
-                .optional()
                 .map_err(unavailable)
             })
             .await?;

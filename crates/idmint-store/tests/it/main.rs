@@ -30,4 +30,5 @@ mod postgres;
 mod redis;
 mod sequences;
 mod sqlite;
+mod tmpfs;
 mod workers;

@@ -1,6 +1,7 @@
 //! The SQLite backend: the conformance suite on a file in a temporary directory, and what
 //! only a file can show: data survives reopening, two connections to one file (the CLI and a
-//! server) never hand out the same range, and a table made by Meituan Leaf is served as is.
+//! server) never hand out the same range, a table made by Meituan Leaf is served as is, and
+//! on a full disk (a tmpfs the test mounts) a write answered is a write committed.
 //!
 //! Rows a foreign tool may have written are inserted with plain SQL through rusqlite.
 
@@ -9,7 +10,8 @@ use std::sync::Arc;
 
 use idmint_core::IdRange;
 use idmint_core::limits::TAG_COUNT_MAX;
-use idmint_store::{SegmentStore, SqliteStore, StoreError, TABLE_NAME};
+use idmint_core::{Step, Tag};
+use idmint_store::{SegmentStore, SequenceStore, SqliteStore, StoreError, TABLE_NAME};
 use rusqlite::{Connection, params};
 use tempfile::TempDir;
 
@@ -17,6 +19,7 @@ use crate::conformance::{
     Subject, allocate_concurrently_with_steps, assert_tiles, conformance_suite, create, range,
     record, requested, spec, tag,
 };
+use crate::tmpfs::Tmpfs;
 
 /// Meituan Leaf's table, as its documentation creates it (MySQL types SQLite accepts).
 const LEAF_TABLE_SQL: &str = "CREATE TABLE leaf_alloc (biz_tag TEXT PRIMARY KEY, max_id INTEGER, \
@@ -45,6 +48,53 @@ async fn allocations_continue_above_max_id_after_reopen() {
     assert_eq!(store.get_tag(&durable).await.unwrap(), before);
     assert_eq!(store.allocate(&durable, None).await.unwrap().range, range(301, 401));
     assert_eq!(store.list_tags().await.unwrap().len(), 1);
+}
+
+/// The database on a 1 MiB tmpfs, filled up: a write must either fail or be in the file.
+/// SQLite commits an autocommit `… RETURNING` statement when it runs to its end; read only
+/// to its first row, a commit that failed (`SQLITE_FULL`) was reported to no one, and the
+/// same uncommitted range was answered again and again.
+#[tokio::test]
+async fn on_a_full_disk_a_write_answered_is_a_write_committed() {
+    let Some(disk) = Tmpfs::mount(1024) else { return };
+    let path = disk.path().join("ids.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let full = store.create_tag(&spec("full", 1, 10, "")).await.unwrap().tag;
+    let counter = Tag::parse("counter").unwrap();
+    let mut answered = vec![store.allocate(&full, None).await.unwrap().range];
+    store.raise_ceiling(&counter, "", 100).await.unwrap();
+
+    disk.fill();
+    let mut failed = 0;
+    for _ in 0..20 {
+        match store.allocate(&full, None).await {
+            Ok(allocation) => answered.push(allocation.range),
+            Err(StoreError::Unavailable(reason)) => {
+                assert!(reason.contains("full"), "{reason}");
+                failed += 1;
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    let stepped = store.set_step(&full, Step::new(77).unwrap()).await;
+    let raised = store.raise_ceiling(&counter, "", 100).await;
+    assert!(failed > 0, "no allocation failed: the disk did not fill");
+    drop(store);
+
+    disk.free();
+    let store = SqliteStore::open(&path).await.unwrap();
+    if let Ok(record) = stepped {
+        assert_eq!(store.get_tag(&full).await.unwrap().unwrap().step, record.step);
+    }
+    if let Ok(ceiling) = raised {
+        assert_eq!(store.ceiling(&counter, "").await.unwrap(), ceiling, "ceiling not kept");
+    }
+    answered.push(store.allocate(&full, None).await.unwrap().range);
+    // Each range answered follows the one before: none was answered twice.
+    assert!(
+        answered.windows(2).all(|w| w[0].end() <= w[1].start()),
+        "ranges answered again: {answered:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use idmint::{Error, HIGH_WATER_FILE, IdRange, LOCK_FILE, SegmentConfig, Segments, Tag};
 use idmint_store::{MemoryStore, SegmentStore, SqliteStore};
 
-use crate::test_store::{TestStore, create_tag};
+use crate::test_store::{Mode, TestStore, create_tag};
 
 #[tokio::test(start_paused = true)]
 async fn a_backup_restored_under_a_running_node_is_jumped_past() {
@@ -111,9 +111,111 @@ async fn a_damaged_state_file_refuses_the_start_and_names_the_file() {
         Ok(_) => panic!("a damaged state file was accepted"),
     }
     // The refused start let go of the directory: once the file is fixed, the node starts.
-    std::fs::write(&path, "orders 1200\n").unwrap();
+    std::fs::write(&path, "orders 1200\n# end: 1 marks\n").unwrap();
     let segments = Segments::start(store, config).unwrap();
     segments.shutdown().await;
+}
+
+/// The marks file is written whole (a temporary file, fsync, rename), so an empty or cut
+/// file is damage, not a node without marks: reading it as one would switch the guard off.
+#[tokio::test]
+async fn an_empty_or_truncated_marks_file_refuses_the_start_and_says_how_to_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<MemoryStore> = Arc::new(MemoryStore::new());
+    let tag = create_tag(&*store, "orders", 1_000).await;
+    let config = SegmentConfig::default().with_state_dir(dir.path());
+    let segments = Segments::start(store.clone(), config.clone()).unwrap();
+    assert_eq!(segments.next_id(&tag).await, Ok(1));
+    segments.shutdown().await;
+    drop(segments);
+    let path = dir.path().join(HIGH_WATER_FILE);
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let mark_line = whole.lines().find(|l| l.starts_with("orders ")).unwrap();
+    let mark_at = whole.find(mark_line).unwrap();
+    let cuts = [
+        ("empty", String::new()),
+        // The mark `orders 1001` cut to `orders 10`: a lower mark, the guard quietly weaker.
+        ("cut in a mark", whole[..mark_at + "orders 10".len()].to_string()),
+        ("cut after a mark", whole[..mark_at + mark_line.len() + 1].to_string()),
+    ];
+    for (what, text) in cuts {
+        std::fs::write(&path, &text).unwrap();
+        match Segments::start(store.clone(), config.clone()) {
+            Err(Error::LocalState(message)) => {
+                assert!(message.contains(&path.display().to_string()), "{what}: {message}");
+                assert!(message.contains("Restore it from a backup"), "{what}: {message}");
+                assert!(message.contains("max_id"), "{what}: {message}");
+            }
+            Err(other) => panic!("{what}: unexpected {other:?}"),
+            Ok(_) => panic!("{what}: a damaged marks file was accepted: {text:?}"),
+        }
+    }
+    std::fs::write(&path, &whole).unwrap();
+    let segments = Segments::start(store, config).unwrap();
+    segments.shutdown().await;
+}
+
+/// The high-water file cannot be written (a directory holds its temporary file's name, so
+/// every rewrite fails as on a full disk), and the store then hands out the range of the
+/// failed refill again, as SQLite's `UPDATE … RETURNING` did when its commit failed. No id
+/// may be served above the mark on disk: the refill fails (503) and keeps the range, retries
+/// write the mark again rather than take the one in memory as written, the store is neither
+/// asked again nor jumped; once writes work the node serves by itself, and after a restart
+/// no id comes twice.
+#[tokio::test(start_paused = true)]
+async fn a_mark_that_could_not_be_written_is_never_taken_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = TestStore::new(23);
+    let tag = store.create("unwritten", 100).await;
+    let config = SegmentConfig::default().with_adaptive_step(false).with_state_dir(dir.path());
+    let segments = Segments::start(store.clone(), config.clone()).unwrap();
+    let mut served = take(&segments, &tag, 150).await;
+    assert_eq!(wait_for_next(&segments, &tag).await, range(201, 301));
+
+    let blocker = dir.path().join(format!("{HIGH_WATER_FILE}.tmp"));
+    std::fs::create_dir(&blocker).unwrap();
+    let allocations = store.allocations.load(Ordering::SeqCst);
+    let mut failures = 0;
+    for round in 0..400 {
+        match segments.next_id(&tag).await {
+            Ok(id) => {
+                let durable = read_mark(dir.path(), &tag);
+                assert!(id < durable, "id {id} served above the mark on disk {durable}");
+                served.push(id);
+            }
+            Err(Error::Unavailable { reason, .. }) => {
+                assert!(reason.contains(HIGH_WATER_FILE), "{reason}");
+                failures += 1;
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+        if round == 160 {
+            // The refill of [301, 401) failed to write its mark by now; from here the store
+            // answers that range again to anyone who asks.
+            assert!(segments.status(&tag).unwrap().refill_failures > 0, "no refill failed");
+            store.set_mode(Mode::Regress);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(served.len(), 300, "the ids below the written mark were all served");
+    assert!(failures > 200, "{failures} requests failed");
+    assert_eq!(
+        store.allocations.load(Ordering::SeqCst) - allocations,
+        1,
+        "retries asked the store again instead of writing the mark of the range they hold"
+    );
+    assert_eq!(store.raised.load(Ordering::SeqCst), 0, "the store was jumped");
+
+    store.set_mode(Mode::Normal);
+    std::fs::remove_dir(&blocker).unwrap();
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    served.extend(take(&segments, &tag, 250).await);
+    segments.shutdown().await;
+    drop(segments);
+    let again = Segments::start(store.clone(), config).unwrap();
+    served.extend(take(&again, &tag, 250).await);
+    again.shutdown().await;
+    assert!(served.windows(2).all(|w| w[0] < w[1]), "ids repeated or went back");
 }
 
 #[tokio::test]

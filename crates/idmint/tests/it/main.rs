@@ -6,6 +6,7 @@ mod embedding;
 #[cfg(feature = "mysql")]
 mod flicker;
 mod formats_model;
+mod full_disk;
 #[cfg(feature = "mysql")]
 #[path = "../../../idmint-store/tests/it/gate.rs"]
 #[allow(dead_code, reason = "shared with idmint-store's tests, which use all of it")]
@@ -27,4 +28,6 @@ mod shutdown;
 mod simulation;
 mod snowflake;
 mod test_store;
+#[path = "../../../idmint-store/tests/it/tmpfs.rs"]
+mod tmpfs;
 mod uuids;

@@ -96,6 +96,46 @@ async fn a_restart_with_the_clock_behind_never_repeats_an_id() {
     assert!(next > highest, "{next} after {highest}");
 }
 
+/// The time-mark file cannot be written (a directory takes its temporary file's name, as a
+/// full disk would fail the write) while the clock passes the mark: ids stop with a
+/// retryable error at the mark on disk, also when asked again at the same instant (a retry
+/// must write the mark, not find it "already there" in memory), and resume once writes work.
+#[tokio::test]
+async fn ids_stop_at_the_time_mark_on_disk_while_it_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    cfg.state_dir = Some(dir.path().to_path_buf());
+    cfg.worker = WorkerIdSource::Static(7);
+    let generator = start(&store, cfg, &clock).await;
+    generator.next_id().await.unwrap();
+    let blocker = dir.path().join(format!("{}.tmp", idmint::TIME_MARK_FILE));
+    std::fs::create_dir(&blocker).unwrap();
+    clock.advance(idmint::TIME_WINDOW_MS_DEFAULT + 1);
+    for attempt in 0..3 {
+        match generator.next_id().await {
+            Err(SnowflakeError::Unavailable(reason)) => {
+                assert!(reason.contains(idmint::TIME_MARK_FILE), "{reason}");
+            }
+            other => panic!("attempt {attempt}: past the mark on disk: {other:?}"),
+        }
+    }
+    std::fs::remove_dir(&blocker).unwrap();
+    let id = generator.next_id().await.unwrap();
+    let text = std::fs::read_to_string(dir.path().join(idmint::TIME_MARK_FILE)).unwrap();
+    let mark_ms: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("snowflake.w7 "))
+        .and_then(|m| m.parse().ok())
+        .unwrap();
+    assert!(
+        time_ms(&generator, id) <= mark_ms,
+        "{} above the mark {mark_ms}",
+        time_ms(&generator, id)
+    );
+}
+
 #[tokio::test]
 async fn two_nodes_on_one_store_lease_different_worker_ids() {
     let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
