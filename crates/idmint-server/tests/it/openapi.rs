@@ -98,11 +98,13 @@ async fn every_operation_that_can_fail_documents_its_error_bodies() {
             let responses = operation["responses"].as_object().unwrap();
             let errors: Vec<(&String, &Value)> =
                 responses.iter().filter(|(status, _)| status.as_str() >= "400").collect();
-            // Any route may be refused by the per-client limit.
+            // Any route may be refused by the per-client limit, and refuses a gRPC content
+            // type.
             assert!(responses.contains_key("429"), "{method} {path}: no 429");
+            assert!(responses.contains_key("415"), "{method} {path}: no 415");
             if INFALLIBLE.contains(&(method.as_str(), path.as_str())) {
                 let statuses: Vec<&str> = errors.iter().map(|(s, _)| s.as_str()).collect();
-                assert_eq!(statuses, ["429"], "{method} {path} cannot fail otherwise");
+                assert_eq!(statuses, ["415", "429"], "{method} {path} cannot fail otherwise");
                 continue;
             }
             assert!(!errors.is_empty(), "{method} {path} documents no error");
