@@ -4,6 +4,7 @@
 
 mod api;
 mod auth;
+mod auth_fuzz;
 mod dashboard;
 mod formats;
 mod grpc;

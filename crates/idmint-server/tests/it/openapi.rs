@@ -275,7 +275,7 @@ fn operations(doc: &Value) -> BTreeMap<String, BTreeSet<&'static str>> {
 
 /// The paths the router matches, from its own route table. axum has no API to list routes;
 /// its `Debug` output names each path of the path router (before the fallback router).
-fn router_paths(state: AppState) -> BTreeSet<String> {
+pub(crate) fn router_paths(state: AppState) -> BTreeSet<String> {
     let router = format!("{:?}", idmint_server::router(state));
     let start = router.find("path_router").expect("axum's Router Debug names its path_router");
     let end = router[start..].find("fallback_router").map_or(router.len(), |end| start + end);
@@ -299,7 +299,7 @@ fn example_path(path: &str) -> String {
 }
 
 /// A state over a memory store, with nothing else running.
-fn memory_state() -> AppState {
+pub(crate) fn memory_state() -> AppState {
     let store = Arc::new(idmint_store::MemoryStore::new());
     AppState {
         segments: Segments::start(store, SegmentConfig::default()).unwrap(),
@@ -408,7 +408,7 @@ async fn fuzz_server(dir: &Path) -> TestServer {
 /// Sequence counters in memory, as one never-restarted Redis would keep them: a test double
 /// for [`CounterStore`] so the fuzz run reaches the sequence routes without a Redis.
 #[derive(Default)]
-struct MemoryCounters {
+pub(crate) struct MemoryCounters {
     counters: Mutex<HashMap<CounterKey, CounterState>>,
     locks: Mutex<HashMap<CounterKey, String>>,
 }
