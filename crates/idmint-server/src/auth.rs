@@ -322,7 +322,8 @@ fn path_tag(
     params: Result<RawPathParams, RawPathParamsRejection>,
     name: &str,
 ) -> Result<Tag, ApiError> {
-    let params = params.map_err(|e| ApiError::bad_request("bad_tag", e.body_text()))?;
+    // `bad_request`, the code of every framework refusal (a parameter that is not UTF-8).
+    let params = params.map_err(|e| ApiError::bad_request("bad_request", e.body_text()))?;
     let text = params.iter().find(|(key, _)| *key == name).map(|(_, value)| value);
     // TAG_ROUTES names each route's parameter: a route whose template lacks it is a bug.
     let text = text.ok_or_else(unchecked)?;

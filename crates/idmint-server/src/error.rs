@@ -98,7 +98,13 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("forbidden", "403: the bearer token is not one the route accepts"),
     ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
     ("no_route", "404: no route has this path"),
-    ("bad_request", "400: the framework refused the request (e.g. a path that is not UTF-8)"),
+    (
+        "bad_request",
+        "400: the framework refused the request (e.g. a path that is not UTF-8, or a request \
+         that is not valid HTTP/1.1)",
+    ),
+    ("uri_too_long", "414: the request's URI is longer than 65534 bytes"),
+    ("headers_too_large", "431: more than 100 request headers, or more header bytes than read"),
     ("method_not_allowed", "405: the route does not take this method (see `Allow`)"),
     ("body_too_large", "413: the request body is larger than 64 KiB"),
     (

@@ -148,3 +148,58 @@ async fn decoding_with_an_unknown_tag_is_404_unknown_tag() {
     assert_eq!(body["id"], 12, "{body}");
     server.stop().await;
 }
+
+/// Sends `request` on a fresh connection and reads the answer until the server closes it
+/// (or 5 s pass): the raw bytes as text.
+async fn raw_exchange(server: &TestServer, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The server may answer and close before it has read everything: a failed write is
+    // fine, the answer is what is checked.
+    let _ = stream.write_all(request).await;
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn requests_hyper_refuses_are_answered_with_json_bodies() {
+    let server = server_with(&["order"]).await;
+    let long_uri = format!("GET /v1/segment/{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let many_headers: String = (0..200).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let big_header = format!("x-big: {}\r\n", "b".repeat(500_000));
+    let cases: [(&str, Vec<u8>, u16, &str); 5] = [
+        ("malformed request line", b"GARBAGE\r\n\r\n".to_vec(), 400, "bad_request"),
+        ("bad header", b"GET / HTTP/1.1\r\nHo st: x\r\n\r\n".to_vec(), 400, "bad_request"),
+        ("URI too long", long_uri.into_bytes(), 414, "uri_too_long"),
+        (
+            "too many headers",
+            format!("GET /health HTTP/1.1\r\nHost: x\r\n{many_headers}\r\n").into_bytes(),
+            431,
+            "headers_too_large",
+        ),
+        (
+            "headers too large",
+            format!("GET /health HTTP/1.1\r\nHost: x\r\n{big_header}\r\n").into_bytes(),
+            431,
+            "headers_too_large",
+        ),
+    ];
+    for (what, request, status, code) in cases {
+        let answer = raw_exchange(&server, &request).await;
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{what}: {answer:?}");
+        let lower = head.to_ascii_lowercase();
+        assert!(lower.contains("content-type: application/json"), "{what}: {head:?}");
+        assert!(lower.contains(&format!("content-length: {}", body.len())), "{what}: {answer:?}");
+        let json: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: {e}: {body:?}"));
+        assert_eq!(json["error"]["code"], code, "{what}: {json}");
+        assert!(json["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{json}");
+    }
+    // The server still serves.
+    assert_eq!(server.get("/health").await.status(), 200);
+    server.stop().await;
+}

@@ -226,8 +226,8 @@ fn encode(name: &str, variant: usize, rng: &mut Rng) -> String {
             0 => (b as char).to_string(),
             1 => hex(b, true),
             2 => hex(b, false),
-            _ if rng.next() % 2 == 0 => (b as char).to_string(),
-            _ => hex(b, rng.next() % 2 == 0),
+            _ if rng.next().is_multiple_of(2) => (b as char).to_string(),
+            _ => hex(b, rng.next().is_multiple_of(2)),
         })
         .collect()
 }
