@@ -218,8 +218,9 @@ impl Modify for BearerScheme {
 }
 
 /// What the middlewares add to every operation: the 429 of the per-client limit (any route
-/// may answer it), the 415 of a gRPC content type on an HTTP route, and on the routes of one tag ([`crate::auth::TAG_ROUTES`] and
-/// `/v1/decode`) the optional bearer token of a client that tag names, with its 401 and 403.
+/// may answer it), the 415 of a gRPC content type on an HTTP route, and on the routes of
+/// one tag ([`crate::auth::TAG_ROUTES`] and `/v1/decode`) the optional bearer token of a
+/// client that tag names, with its 401 and 403.
 struct LimitsAndClientTokens;
 
 impl Modify for LimitsAndClientTokens {

@@ -2,10 +2,11 @@
 //! is covered without editing this file) × every method × content types (none, JSON, the
 //! gRPC variants, form, text) × percent-encodings of the tag names in the path and the
 //! query (plain, fully encoded in upper and lower case hex, partly encoded in mixed case,
-//! the query key too) × no token and a wrong one (seeded pick of: a wrong token, a malformed
-//! header, another client's token, and on admin routes the guarded tag's own client token). No guarded route (an admin
-//! route, or any route naming the guarded tag or sequence) may answer 2xx; a gRPC method
-//! naming the guarded tag may not answer `grpc-status: 0`.
+//! the query key too) × no token and a wrong one (seeded pick of: a wrong token, a
+//! malformed header, another client's token, and on admin routes the guarded tag's own
+//! client token). No guarded route (an admin route, or any route naming the guarded tag or
+//! sequence) may answer 2xx; a gRPC method naming the guarded tag may not answer
+//! `grpc-status: 0`.
 //!
 //! In-process (the axum router driven with `oneshot`), seeded and replayable: the seed of
 //! the partial encodings is printed; `IDMINT_AUTH_FUZZ_SEED=N` replays it. A control pass
@@ -337,8 +338,8 @@ async fn grpc_calls(router: &Router, rng: &mut Rng, failures: &mut Vec<String>) 
                             status.is_success() && grpc_status.as_deref().is_none_or(|s| s == b"0");
                         if ok {
                             failures.push(format!(
-                                "gRPC {method} {uri} content-type {content_type:?} token {token:?}: \
-                                 {status} grpc-status {grpc_status:?}"
+                                "gRPC {method} {uri} content-type {content_type:?} token \
+                                 {token:?}: {status} grpc-status {grpc_status:?}"
                             ));
                         }
                     }
