@@ -44,6 +44,10 @@ const HYPER_ANSWERS: [(StatusCode, &str, &str); 3] = [
     ),
 ];
 
+/// Longest head hyper writes for its automatic answers (about 120 bytes): a longer write is
+/// never one of them.
+const HYPER_HEAD_BYTES_MAX: usize = 256;
+
 /// The HTTP/2 connection preface's first bytes (h2c with prior knowledge, gRPC's way).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
@@ -140,6 +144,28 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for JsonErrorsIo<I> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        // hyper's automatic answer is a head alone: one slice. Anything else passes through.
+        let mut filled = bufs.iter().filter(|b| !b.is_empty());
+        if let (Some(only), None) = (filled.next(), filled.next())
+            && (self.pending.is_some() || json_answer(only).is_some())
+        {
+            return self.poll_write(cx, only);
+        }
+        if let Some(claimed) = ready!(self.drive_pending(cx))? {
+            return Poll::Ready(Ok(claimed));
+        }
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.drive_pending(cx))?;
         Pin::new(&mut self.inner).poll_flush(cx)
@@ -154,6 +180,11 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for JsonErrorsIo<I> {
 /// The JSON answer standing for `written`, when `written` is exactly one of hyper's
 /// automatic error heads.
 fn json_answer(written: &[u8]) -> Option<Vec<u8>> {
+    // The fast way out for every other write (bodies can be megabytes): hyper's head is a
+    // short client-error status line and three short headers.
+    if written.len() > HYPER_HEAD_BYTES_MAX || !written.starts_with(b"HTTP/1.1 4") {
+        return None;
+    }
     let head = std::str::from_utf8(written).ok()?.strip_suffix("\r\n\r\n")?;
     let mut lines = head.split("\r\n");
     let status_line = lines.next()?.strip_prefix("HTTP/1.1 ")?;
