@@ -6,13 +6,17 @@
 //! which ends up in access logs), are compared in constant time, and are never logged,
 //! printed or put in an error: [`Token`]'s `Debug` and `Display` show `***`.
 //!
-//! The rules, in `check` (applied to every request by the router's one middleware):
+//! The rules, in `check` (applied by the router's one middleware to every request that
+//! resolves to an HTTP route, whatever its headers; gRPC methods check the same tokens from
+//! their metadata, in grpc.rs):
 //! - an admin route needs the admin token when one is configured; without one the node
 //!   must listen on loopback only ([`check_exposure`] refuses the start otherwise), so only
 //!   local processes reach it;
 //! - a tag named by a client's `tags` needs that client's token (or the admin token) on
 //!   its id routes; other tags stay open;
-//! - no token: 401 with `WWW-Authenticate: Bearer`; a token that is not accepted: 403.
+//! - no token: 401 with `WWW-Authenticate: Bearer`; a token that is not accepted: 403;
+//! - the tag a request names is parsed once, here, and handed to the handler
+//!   ([`RouteTag`], [`QueryTag`]): the check and the handler never read it apart.
 //!
 //! This file must not decide ids or statuses: errors go through `ApiError`.
 
@@ -21,8 +25,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{RawPathParams, Request};
-use axum::http::{HeaderMap, Method, header};
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{FromRequestParts, Query, RawPathParams, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method, Uri, header};
 use idmint_core::Tag;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
@@ -240,39 +246,100 @@ pub fn check_exposure(listen: SocketAddr, auth: &Auth) -> Result<(), String> {
     ))
 }
 
-/// Checks the admin token on [`ADMIN_ROUTES`] and client tokens on [`TAG_ROUTES`] (and
-/// `/v1/decode?tag=`) before the handler runs; `route` is the matched route template.
-pub(crate) fn check(
-    app: &AppState,
-    route: &str,
-    params: Option<&RawPathParams>,
-    request: &Request,
-) -> Result<(), ApiError> {
-    let headers = request.headers();
-    if ADMIN_ROUTES.iter().any(|(method, r)| method == request.method() && *r == route) {
-        return app.auth.admin(headers);
-    }
-    let tag_text = if route == "/v1/decode" {
-        request.uri().query().and_then(|query| query_value(query, "tag"))
-    } else if let Some((_, name)) = TAG_ROUTES.iter().find(|(r, _)| *r == route) {
-        params.and_then(|p| p.iter().find(|(key, _)| key == name).map(|(_, v)| v.to_string()))
-    } else {
-        None
-    };
-    // A name that is not a tag guards nothing: the handler answers 400 for it.
-    match tag_text.as_deref().map(Tag::parse) {
-        Some(Ok(tag)) => app.auth.tag(headers, &tag),
-        _ => Ok(()),
+/// The route whose `tag` query parameter names the tag it decodes with.
+pub(crate) const DECODE_ROUTE: &str = "/v1/decode";
+
+/// The tag or sequence a request's path names ([`TAG_ROUTES`]), parsed once by the
+/// middleware: the token check and the handler use this one value, so a name cannot be
+/// read one way by the check and another way by the handler.
+#[derive(Debug, Clone)]
+pub(crate) struct RouteTag(pub(crate) Tag);
+
+/// The tag `/v1/decode`'s `tag` query parameter names, if any, parsed once by the
+/// middleware for the token check and the handler alike.
+#[derive(Debug, Clone)]
+pub(crate) struct QueryTag(pub(crate) Option<Tag>);
+
+impl<S: Send + Sync> FromRequestParts<S> for RouteTag {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<RouteTag, ApiError> {
+        parts.extensions.get::<RouteTag>().cloned().ok_or_else(unchecked)
     }
 }
 
-/// The first value of `name` in a query string, percent-decoded where it matters for tag
-/// names (they are `[A-Za-z0-9_.:-]`, so a name that needs decoding is not a tag anyway).
-fn query_value(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=')?;
-        (key == name).then(|| value.to_string())
-    })
+impl<S: Send + Sync> FromRequestParts<S> for QueryTag {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<QueryTag, ApiError> {
+        parts.extensions.get::<QueryTag>().cloned().ok_or_else(unchecked)
+    }
+}
+
+/// A handler asked for a name the middleware did not parse and check: refuse (never serve
+/// an unchecked name). Only a route missing from [`TAG_ROUTES`] can cause it.
+fn unchecked() -> ApiError {
+    ApiError::Unchecked(
+        "this route's tag was not checked by the middleware (a route missing from TAG_ROUTES); \
+         this is a bug in idmint, please report it",
+    )
+}
+
+/// Checks the admin token on [`ADMIN_ROUTES`] and client tokens on [`TAG_ROUTES`] (and
+/// `/v1/decode?tag=`) before the handler runs; `route` is the matched route template. The
+/// name is parsed here, once, and handed to the handler as a [`RouteTag`] or [`QueryTag`]
+/// in the request's extensions: what was checked is what is served.
+pub(crate) fn check(
+    app: &AppState,
+    route: &str,
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    request: &mut Request,
+) -> Result<(), ApiError> {
+    let headers = request.headers();
+    let admin = ADMIN_ROUTES.iter().any(|(method, r)| method == request.method() && *r == route);
+    if admin {
+        app.auth.admin(headers)?;
+    }
+    if route == DECODE_ROUTE {
+        let tag = decode_tag(request.uri())?;
+        if let (Some(tag), false) = (&tag, admin) {
+            app.auth.tag(headers, tag)?;
+        }
+        request.extensions_mut().insert(QueryTag(tag));
+    } else if let Some((_, name)) = TAG_ROUTES.iter().find(|(r, _)| *r == route) {
+        let tag = path_tag(params, name)?;
+        if !admin {
+            app.auth.tag(headers, &tag)?;
+        }
+        request.extensions_mut().insert(RouteTag(tag));
+    }
+    Ok(())
+}
+
+/// The tag the path parameter `name` holds, percent-decoded as axum decodes every path
+/// parameter.
+fn path_tag(
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    name: &str,
+) -> Result<Tag, ApiError> {
+    // `bad_request`, the code of every framework refusal (a parameter that is not UTF-8).
+    let params = params.map_err(|e| ApiError::bad_request("bad_request", e.body_text()))?;
+    let text = params.iter().find(|(key, _)| *key == name).map(|(_, value)| value);
+    // TAG_ROUTES names each route's parameter: a route whose template lacks it is a bug.
+    let text = text.ok_or_else(unchecked)?;
+    Ok(Tag::parse(text)?)
+}
+
+/// `/v1/decode`'s `tag`, decoded as the query extractor decodes every query (keys and
+/// values percent-decoded, `+` a space); a repeated `tag` is refused.
+fn decode_tag(uri: &Uri) -> Result<Option<Tag>, ApiError> {
+    #[derive(Deserialize)]
+    struct TagOnly {
+        tag: Option<String>,
+    }
+    let Query(query) = Query::<TagOnly>::try_from_uri(uri)
+        .map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    Ok(query.tag.as_deref().map(Tag::parse).transpose()?)
 }
 
 #[cfg(test)]

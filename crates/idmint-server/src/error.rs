@@ -50,6 +50,12 @@ pub enum ApiError {
     /// Ranges of internal ids were asked of a tag with a public id format, whose internal
     /// ids do not leave the server (409).
     FormattedTag(idmint::Tag),
+    /// A gRPC content type (`application/grpc…`) sent to an HTTP route (415): HTTP routes
+    /// take JSON; gRPC methods live under `/idmint.v1.IdMint/`.
+    UnsupportedMediaType(String),
+    /// A handler asked for a tag the middleware had not checked: a bug, refused rather
+    /// than served unchecked (500).
+    Unchecked(&'static str),
 }
 
 /// Every error answer's body: `{"error": {"code": "...", "message": "..."}}`.
@@ -92,10 +98,20 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("forbidden", "403: the bearer token is not one the route accepts"),
     ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
     ("no_route", "404: no route has this path"),
-    ("bad_request", "400: the framework refused the request (e.g. a path that is not UTF-8)"),
+    (
+        "bad_request",
+        "400: the framework refused the request (e.g. a path that is not UTF-8, or a request \
+         that is not valid HTTP/1.1)",
+    ),
+    ("uri_too_long", "414: the request's URI is longer than 65534 bytes"),
+    ("headers_too_large", "431: more than 100 request headers, or more header bytes than read"),
     ("method_not_allowed", "405: the route does not take this method (see `Allow`)"),
     ("body_too_large", "413: the request body is larger than 64 KiB"),
-    ("unsupported_media_type", "415: a JSON body without `Content-Type: application/json`"),
+    (
+        "unsupported_media_type",
+        "415: a JSON body without `Content-Type: application/json`, or a gRPC content type \
+         (`application/grpc…`) on an HTTP route",
+    ),
     ("http_error", "4xx/5xx: another error the framework answered"),
     ("unknown_tag", "404: the tag does not exist"),
     ("unknown_sequence", "404: the sequence does not exist"),
@@ -164,6 +180,10 @@ impl ApiError {
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
             ApiError::FormattedTag(_) => (StatusCode::CONFLICT, "formatted_tag"),
+            ApiError::UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            ApiError::Unchecked(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 }
@@ -286,7 +306,9 @@ impl ApiError {
             ApiError::Unauthorized(message)
             | ApiError::Forbidden(message)
             | ApiError::TooManyRequests(message)
-            | ApiError::Timeout(message) => message,
+            | ApiError::Timeout(message)
+            | ApiError::UnsupportedMediaType(message) => message,
+            ApiError::Unchecked(message) => message.to_string(),
             ApiError::FormattedTag(tag) => format!(
                 "tag {tag} has a public id format ([format.{tag}]): its internal ids do not \
                  leave the server, so it is not leased in ranges; take its public ids with \

@@ -16,8 +16,9 @@ use idmint_core::encoding::Encoding;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::QueryTag;
 use crate::error::ErrorBody;
-use crate::openapi::TagName;
+use crate::openapi::{STORE_500, STORE_503, TagName};
 use crate::{ApiError, AppState, SharedState};
 
 /// The public id formats of a node, by tag.
@@ -140,6 +141,11 @@ pub(crate) struct DecodeQuery {
     /// Decode with this tag's `[format.TAG]` template and key (a tag without one: plain
     /// decimal). Give `tag` or `encoding`, not both.
     #[param(value_type = Option<TagName>)]
+    #[allow(
+        dead_code,
+        reason = "accepted and documented here; the handler takes the tag \
+        the middleware parsed and checked (QueryTag), never this text again"
+    )]
     tag: Option<String>,
     /// Decode a plain encoded id.
     #[param(inline, value_type = Option<EncodingName>)]
@@ -193,31 +199,40 @@ pub(crate) struct DecodeBody {
             unknown parameter (`bad_query`); a bad tag (`bad_tag`) or encoding (`bad_encoding`); \
             the text is not an id of the tag's format or the encoding (`not_an_id`)",
             body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
 pub(crate) async fn decode(
     State(app): State<SharedState>,
+    QueryTag(tag): QueryTag,
     query: Result<Query<DecodeQuery>, QueryRejection>,
 ) -> Result<Json<DecodeBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let text = query.id.ok_or_else(|| {
         ApiError::bad_request("bad_query", "give the id to decode: ?id=TEXT&tag=TAG")
     })?;
-    decode_text(&app, text, query.tag, query.encoding).map(Json)
+    // The tag the middleware parsed and checked, not the query's text read a second time.
+    decode_text(&app, text, tag, query.encoding).await.map(Json)
 }
 
 /// What `text` stands for under `tag`'s format or an `encoding` (exactly one of the two):
-/// `/v1/decode` and gRPC's `DecodeId`.
-pub(crate) fn decode_text(
+/// `/v1/decode` and gRPC's `DecodeId`. A tag that does not exist is `unknown_tag`, as on
+/// every other tag route.
+pub(crate) async fn decode_text(
     app: &AppState,
     text: String,
-    tag: Option<String>,
+    tag: Option<Tag>,
     encoding: Option<String>,
 ) -> Result<DecodeBody, ApiError> {
     let not_an_id = |e: &dyn std::fmt::Display| ApiError::bad_request("not_an_id", e.to_string());
     match (tag, encoding) {
         (Some(tag), None) => {
-            let tag = Tag::parse(&tag)?;
+            // A tag this node serves exists; any other is looked up in the store.
+            if app.segments.status(&tag).is_none() {
+                app.segments.get_tag(&tag).await?;
+            }
             let plain = IdFormat::plain();
             let format = app.formats.get(&tag).unwrap_or(&plain);
             let decoded = format.decode(&text).map_err(|e| not_an_id(&e))?;

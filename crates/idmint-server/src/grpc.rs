@@ -54,13 +54,30 @@ pub(crate) fn grpc_router(state: SharedState) -> Router<SharedState> {
     Router::new().route_service(GRPC_ROUTE, IdMintServer::new(GrpcApi { app: state }))
 }
 
-/// Whether a request is a gRPC call (its content type is `application/grpc…`): errors the
-/// middleware answers for it are gRPC statuses, not JSON.
+/// Whether a request says it is a gRPC call (its content type is `application/grpc…`, in
+/// any case). It only chooses the shape of an error answered where no route matched (a gRPC
+/// status rather than JSON); which checks run follows the route, never this header.
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    const GRPC_TYPE: &str = "application/grpc";
     headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"))
+        .and_then(|v| v.as_bytes().get(..GRPC_TYPE.len()))
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(GRPC_TYPE.as_bytes()))
+}
+
+/// Refuses a gRPC content type on an HTTP route (415): such a request is neither a gRPC
+/// call (those resolve to [`GRPC_ROUTE`]) nor the JSON the route documents, and answering
+/// it would let a client's header pick how the request is read.
+pub(crate) fn refuse_on_http_route(headers: &HeaderMap) -> Result<(), ApiError> {
+    if !is_grpc(headers) {
+        return Ok(());
+    }
+    Err(ApiError::UnsupportedMediaType(
+        "this HTTP route does not take a gRPC content type (application/grpc...): send JSON \
+         (Content-Type: application/json) or no body; gRPC methods are called at \
+         /idmint.v1.IdMint/METHOD"
+            .to_string(),
+    ))
 }
 
 /// The service: the node's state, shared with the HTTP handlers.
@@ -209,14 +226,14 @@ impl IdMint for GrpcApi {
 
     async fn decode_id(&self, request: Request<DecodeIdRequest>) -> Answer<DecodeIdResponse> {
         let (headers, body) = parts(request);
-        let answer = (|| {
-            let tag = Some(body.tag).filter(|t| !t.is_empty());
-            if let Some(tag) = &tag {
+        let answer = async {
+            let tag = match Some(body.tag).filter(|t| !t.is_empty()) {
                 // A guarded tag's token guards decoding its public ids too, as on HTTP.
-                self.tag(&headers, tag)?;
-            }
+                Some(text) => Some(self.tag(&headers, &text)?),
+                None => None,
+            };
             let encoding = Some(body.encoding).filter(|e| !e.is_empty());
-            let decoded = crate::formats::decode_text(&self.app, body.text, tag, encoding)?;
+            let decoded = crate::formats::decode_text(&self.app, body.text, tag, encoding).await?;
             Ok(DecodeIdResponse {
                 text: decoded.text,
                 tag: decoded.tag.unwrap_or_default(),
@@ -225,8 +242,8 @@ impl IdMint for GrpcApi {
                 id: decoded.id,
                 dates: decoded.dates,
             })
-        })();
-        respond(answer)
+        };
+        respond(answer.await)
     }
 }
 

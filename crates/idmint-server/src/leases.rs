@@ -7,11 +7,12 @@
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use idmint::{Lease, Tag};
+use axum::extract::{Query, State};
+use idmint::Lease;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::RouteTag;
 use crate::error::ErrorBody;
 use crate::openapi::{STORE_500, STORE_503, TAG_PARAM, TagName};
 use crate::{ApiError, SharedState};
@@ -101,10 +102,9 @@ pub(crate) struct ReturnedBody {
 )]
 pub(crate) async fn lease_ranges(
     State(app): State<SharedState>,
-    Path(tag): Path<String>,
+    RouteTag(tag): RouteTag,
     query: Result<Query<RangesQuery>, QueryRejection>,
 ) -> Result<Json<RangesBody>, ApiError> {
-    let tag = Tag::parse(&tag)?;
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = crate::routes::parse_count(query.count.as_deref(), app.batch_count_max)?;
     if app.formats.contains_key(&tag) {
@@ -144,10 +144,9 @@ pub(crate) async fn lease_ranges(
 )]
 pub(crate) async fn return_ranges(
     State(app): State<SharedState>,
-    Path(tag): Path<String>,
+    RouteTag(tag): RouteTag,
     body: Result<Json<ReturnBody>, JsonRejection>,
 ) -> Result<Json<ReturnedBody>, ApiError> {
-    let tag = Tag::parse(&tag)?;
     let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
     let ranges = body
         .leases

@@ -6,7 +6,8 @@
 //! its precedence (`config.rs`), bearer tokens (`auth.rs`), limits (`limits.rs`), Prometheus
 //! metrics (`metrics.rs`), the dashboard (`dashboard.rs`), the gRPC service (`grpc.rs`,
 //! `idmint.v1.IdMint`, on the HTTP port or its own) with the HTTP twins of its range calls
-//! (`leases.rs`), and serving with graceful shutdown.
+//! (`leases.rs`), JSON bodies on hyper's own error answers (`parse_errors.rs`), and serving
+//! with graceful shutdown.
 //!
 //! It must not hold id logic or touch a store directly: ids and tags come from
 //! [`idmint::Segments`], [`idmint::Snowflake`], [`idmint::Sequences`] and
@@ -22,6 +23,7 @@ mod leases;
 mod limits;
 mod metrics;
 mod openapi;
+mod parse_errors;
 mod routes;
 mod sequences;
 mod uuids;
@@ -158,7 +160,8 @@ async fn serve_one(
     router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let listener = LimitedListener::new(listener, limits);
+    // hyper's own 400/414/431 answers get JSON bodies too (parse_errors.rs).
+    let listener = parse_errors::JsonParseErrors(LimitedListener::new(listener, limits));
     let app = router.into_make_service_with_connect_info::<ClientAddr>();
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }

@@ -218,8 +218,9 @@ impl Modify for BearerScheme {
 }
 
 /// What the middlewares add to every operation: the 429 of the per-client limit (any route
-/// may answer it), and on the routes of one tag ([`crate::auth::TAG_ROUTES`] and
-/// `/v1/decode`) the optional bearer token of a client that tag names, with its 401 and 403.
+/// may answer it), the 415 of a gRPC content type on an HTTP route, and on the routes of
+/// one tag ([`crate::auth::TAG_ROUTES`] and `/v1/decode`) the optional bearer token of a
+/// client that tag names, with its 401 and 403.
 struct LimitsAndClientTokens;
 
 impl Modify for LimitsAndClientTokens {
@@ -246,6 +247,7 @@ impl Modify for LimitsAndClientTokens {
             for operation in operations.into_iter().flatten() {
                 let responses = &mut operation.responses.responses;
                 responses.insert("429".to_string(), error(TOO_MANY_REQUESTS));
+                responses.insert("415".to_string(), error(GRPC_ON_HTTP_ROUTE));
                 let admin = responses.contains_key("401");
                 if guarded && !admin {
                     responses.insert("401".to_string(), error(CLIENT_UNAUTHORIZED));
@@ -263,6 +265,11 @@ impl Modify for LimitsAndClientTokens {
 
 /// The 429 every route may answer.
 pub(crate) const TOO_MANY_REQUESTS: &str = "This client address already has     `limits.client_in_flight_max` requests in flight (`too_many_requests`); `Retry-After: 1`";
+
+/// The 415 every HTTP route answers a gRPC content type.
+pub(crate) const GRPC_ON_HTTP_ROUTE: &str = "A gRPC content type (`application/grpc...`) on an \
+    HTTP route, or a JSON body without `Content-Type: application/json` \
+    (`unsupported_media_type`)";
 
 /// The 401 of a tag's routes.
 pub(crate) const CLIENT_UNAUTHORIZED: &str = "The tag is named by a client token     (`[auth.clients.NAME]`) and the request has no bearer token (`unauthorized`)";

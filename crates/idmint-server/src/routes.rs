@@ -22,6 +22,7 @@ use idmint_store::{TagRecord, TagSpec};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::RouteTag;
 use crate::error::ErrorBody;
 use crate::formats::{FormatBody, IdsAs};
 use crate::openapi::{
@@ -103,19 +104,24 @@ async fn around(
     State(app): State<SharedState>,
     route: Option<MatchedPath>,
     params: Result<RawPathParams, RawPathParamsRejection>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let started = std::time::Instant::now();
     let method = request.method().clone();
     let route = route.as_ref().map(MatchedPath::as_str);
-    let grpc = crate::grpc::is_grpc(request.headers());
+    // Authorisation follows the route the request resolved to, never a header the client
+    // picks: the gRPC route's methods check their tokens from the metadata (grpc.rs), every
+    // other route is checked here. The content type only shapes the errors answered where
+    // no route matched (`no_route`).
+    let grpc_route = route == Some(crate::grpc::GRPC_ROUTE);
+    let grpc_shaped = grpc_route || (route.is_none() && crate::grpc::is_grpc(request.headers()));
     let response = match crate::limits::admit(&app, &request) {
-        Err(refused) if grpc => crate::grpc::error_response(refused),
+        Err(refused) if grpc_shaped => crate::grpc::error_response(refused),
         Err(refused) => refused.into_response(),
-        Ok(_pass) if grpc => {
-            // gRPC calls check their tag's token themselves (from the metadata) and answer
-            // statuses, never JSON; the timeout bounds the time to the first message.
+        Ok(_pass) if grpc_route => {
+            // gRPC answers statuses, never JSON; the timeout bounds the time to the first
+            // message.
             crate::limits::bounded_or(
                 &app.http_limits,
                 next.run(request),
@@ -126,7 +132,8 @@ async fn around(
         Ok(_pass) => {
             crate::limits::bounded(&app.http_limits, async {
                 let checked = match route {
-                    Some(route) => crate::auth::check(&app, route, params.ok().as_ref(), &request),
+                    Some(route) => crate::grpc::refuse_on_http_route(request.headers())
+                        .and_then(|()| crate::auth::check(&app, route, params, &mut request)),
                     None => Ok(()),
                 };
                 match checked {
@@ -165,9 +172,8 @@ async fn around(
 )]
 pub(crate) async fn leaf_segment(
     State(app): State<SharedState>,
-    Path(tag): Path<String>,
+    RouteTag(tag): RouteTag,
 ) -> Result<String, ApiError> {
-    let tag = Tag::parse(&tag)?;
     let id = app.segments.next_id(&tag).await?;
     crate::formats::public_text(&app, &tag, id)
 }
@@ -473,10 +479,9 @@ pub(crate) struct IdsBody {
 )]
 pub(crate) async fn segment_ids(
     State(app): State<SharedState>,
-    Path(tag): Path<String>,
+    RouteTag(tag): RouteTag,
     query: Result<Query<CountQuery>, QueryRejection>,
 ) -> Result<Json<IdsBody>, ApiError> {
-    let tag = Tag::parse(&tag)?;
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
     let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
@@ -686,9 +691,8 @@ pub(crate) async fn create_tag(
 )]
 pub(crate) async fn get_tag(
     State(app): State<SharedState>,
-    Path(tag): Path<String>,
+    RouteTag(tag): RouteTag,
 ) -> Result<Json<TagBody>, ApiError> {
-    let tag = Tag::parse(&tag)?;
     let record = app.segments.get_tag(&tag).await?;
     let mut body = TagBody::new(record, app.segments.status(&tag));
     body.format = app.formats.get(&tag).map(crate::formats::FormatBody::new);
@@ -727,10 +731,9 @@ pub(crate) struct SetStep {
 )]
 pub(crate) async fn set_step(
     State(app): State<SharedState>,
-    Path(tag): Path<String>,
+    RouteTag(tag): RouteTag,
     body: Result<Json<SetStep>, JsonRejection>,
 ) -> Result<Json<TagBody>, ApiError> {
-    let tag = Tag::parse(&tag)?;
     let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
     let record = app.segments.set_step(&tag, Step::new(body.step)?).await?;
     tracing::info!(%tag, step = body.step, "tag step changed");
@@ -757,9 +760,8 @@ pub(crate) async fn set_step(
 )]
 pub(crate) async fn delete_tag(
     State(app): State<SharedState>,
-    Path(tag): Path<String>,
+    RouteTag(tag): RouteTag,
 ) -> Result<StatusCode, ApiError> {
-    let tag = Tag::parse(&tag)?;
     app.segments.delete_tag(&tag).await?;
     tracing::info!(%tag, "tag deleted");
     Ok(StatusCode::NO_CONTENT)

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use idmint::{SEQ_COUNT_MAX, SequenceStatus, Sequences};
@@ -17,6 +17,7 @@ use idmint_store::{SequenceRecord, SequenceSpec};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::RouteTag;
 use crate::error::ErrorBody;
 use crate::openapi::{FORBIDDEN, SEQ_500, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED};
 use crate::{ApiError, SharedState};
@@ -108,11 +109,10 @@ pub(crate) struct SeqIdsBody {
 )]
 pub(crate) async fn seq_ids(
     State(app): State<SharedState>,
-    Path(name): Path<String>,
+    RouteTag(name): RouteTag,
     query: Result<Query<SeqQuery>, QueryRejection>,
 ) -> Result<Json<SeqIdsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
-    let name = Tag::parse(&name)?;
     let count =
         crate::routes::parse_count(query.count.as_deref(), app.batch_count_max.min(SEQ_COUNT_MAX))?;
     let ids_as = crate::formats::IdsAs::parse(query.ids_as.as_deref())?;
@@ -285,9 +285,9 @@ pub(crate) async fn create_seq(
 )]
 pub(crate) async fn get_seq(
     State(app): State<SharedState>,
-    Path(name): Path<String>,
+    RouteTag(name): RouteTag,
 ) -> Result<Json<SeqBody>, ApiError> {
-    let status = app.sequences.get()?.status(&Tag::parse(&name)?).await?;
+    let status = app.sequences.get()?.status(&name).await?;
     Ok(Json(SeqBody::new(status.spec.clone(), Some(status))))
 }
 
@@ -315,9 +315,8 @@ pub(crate) async fn get_seq(
 )]
 pub(crate) async fn delete_seq(
     State(app): State<SharedState>,
-    Path(name): Path<String>,
+    RouteTag(name): RouteTag,
 ) -> Result<StatusCode, ApiError> {
-    let name = Tag::parse(&name)?;
     app.sequences.get()?.delete(&name).await?;
     tracing::info!(sequence = %name, "sequence deleted");
     Ok(StatusCode::NO_CONTENT)

@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod api;
+mod auth;
+mod auth_fuzz;
 mod dashboard;
 mod formats;
 mod grpc;

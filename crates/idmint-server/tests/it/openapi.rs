@@ -98,11 +98,13 @@ async fn every_operation_that_can_fail_documents_its_error_bodies() {
             let responses = operation["responses"].as_object().unwrap();
             let errors: Vec<(&String, &Value)> =
                 responses.iter().filter(|(status, _)| status.as_str() >= "400").collect();
-            // Any route may be refused by the per-client limit.
+            // Any route may be refused by the per-client limit, and refuses a gRPC content
+            // type.
             assert!(responses.contains_key("429"), "{method} {path}: no 429");
+            assert!(responses.contains_key("415"), "{method} {path}: no 415");
             if INFALLIBLE.contains(&(method.as_str(), path.as_str())) {
                 let statuses: Vec<&str> = errors.iter().map(|(s, _)| s.as_str()).collect();
-                assert_eq!(statuses, ["429"], "{method} {path} cannot fail otherwise");
+                assert_eq!(statuses, ["415", "429"], "{method} {path} cannot fail otherwise");
                 continue;
             }
             assert!(!errors.is_empty(), "{method} {path} documents no error");
@@ -273,7 +275,7 @@ fn operations(doc: &Value) -> BTreeMap<String, BTreeSet<&'static str>> {
 
 /// The paths the router matches, from its own route table. axum has no API to list routes;
 /// its `Debug` output names each path of the path router (before the fallback router).
-fn router_paths(state: AppState) -> BTreeSet<String> {
+pub(crate) fn router_paths(state: AppState) -> BTreeSet<String> {
     let router = format!("{:?}", idmint_server::router(state));
     let start = router.find("path_router").expect("axum's Router Debug names its path_router");
     let end = router[start..].find("fallback_router").map_or(router.len(), |end| start + end);
@@ -297,7 +299,7 @@ fn example_path(path: &str) -> String {
 }
 
 /// A state over a memory store, with nothing else running.
-fn memory_state() -> AppState {
+pub(crate) fn memory_state() -> AppState {
     let store = Arc::new(idmint_store::MemoryStore::new());
     AppState {
         segments: Segments::start(store, SegmentConfig::default()).unwrap(),
@@ -406,7 +408,7 @@ async fn fuzz_server(dir: &Path) -> TestServer {
 /// Sequence counters in memory, as one never-restarted Redis would keep them: a test double
 /// for [`CounterStore`] so the fuzz run reaches the sequence routes without a Redis.
 #[derive(Default)]
-struct MemoryCounters {
+pub(crate) struct MemoryCounters {
     counters: Mutex<HashMap<CounterKey, CounterState>>,
     locks: Mutex<HashMap<CounterKey, String>>,
 }
