@@ -89,6 +89,20 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A table idmint made in an earlier version lacks a column this version needs to keep
+    /// its guarantees; nothing was changed. The message gives the statement that adds it.
+    #[error(
+        "table {table} has no column {column} (an earlier idmint made it); add it with \
+         `{fix}` (safe while older nodes run: they leave the column empty), then start again"
+    )]
+    OutdatedTable {
+        /// The table.
+        table: &'static str,
+        /// The missing column.
+        column: &'static str,
+        /// The statement that adds the column on this backend.
+        fix: String,
+    },
     /// The store URL could not be used.
     #[error("bad store URL {url:?}: {reason}")]
     BadUrl {

@@ -35,9 +35,14 @@ async fn fresh() -> Option<Subject> {
 mod workers {
     //! The worker suite on Redis, each check under its own key prefix.
 
-    use idmint_store::{StoreUrl, open_workers};
+    use std::any::Any;
+    use std::sync::Arc;
 
-    use crate::workers::{WorkerSubject, worker_suite};
+    use ::redis as driver;
+    use idmint_store::redis::RedisUrl;
+    use idmint_store::{StoreUrl, WorkerSpace, open_workers};
+
+    use crate::workers::{RowTamper, WorkerSubject, worker_suite};
 
     async fn fresh() -> Option<WorkerSubject> {
         let (url, cleanup) = super::fresh_url()?;
@@ -45,7 +50,47 @@ mod workers {
         Some(WorkerSubject::with_guard(store, cleanup))
     }
 
-    worker_suite!(fresh);
+    async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+        let (url, cleanup) = super::fresh_url()?;
+        let store = open_workers(&StoreUrl::Redis(url.clone())).await.unwrap();
+        Some((WorkerSubject::with_guard(store, cleanup), Arc::new(Rows(url))))
+    }
+
+    /// The check's lease hash, through a connection of its own.
+    struct Rows(RedisUrl);
+
+    impl Rows {
+        async fn key(&self, space: &WorkerSpace) -> (idmint_store::redis::RedisConn, String) {
+            let raw = self.0.connect().await.unwrap();
+            let key = raw.key(&format!("workers:{{{space}}}"));
+            (raw, key)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl RowTamper for Rows {
+        async fn delete_rows(&self, space: &WorkerSpace) {
+            let (mut raw, key) = self.key(space).await;
+            let _: i64 = super::query(driver::cmd("DEL").arg(&key), &mut raw).await;
+        }
+        async fn snapshot_rows(&self, space: &WorkerSpace) -> Box<dyn Any + Send + Sync> {
+            let (mut raw, key) = self.key(space).await;
+            let rows: Vec<(String, String)> =
+                super::query(driver::cmd("HGETALL").arg(&key), &mut raw).await;
+            Box::new(rows)
+        }
+        async fn restore_rows(&self, space: &WorkerSpace, snapshot: &(dyn Any + Send + Sync)) {
+            self.delete_rows(space).await;
+            let (mut raw, key) = self.key(space).await;
+            for (field, value) in snapshot.downcast_ref::<Vec<(String, String)>>().unwrap() {
+                let _: i64 =
+                    super::query(driver::cmd("HSET").arg(&key).arg(field).arg(value), &mut raw)
+                        .await;
+            }
+        }
+    }
+
+    worker_suite!(fresh, tampered);
 }
 
 #[tokio::test]
