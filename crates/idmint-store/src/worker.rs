@@ -409,7 +409,8 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
                 }
             }
             if let Some(below) = below.filter(|below| row.expires_ms < *below)
-                && let Some(lease) = table.take_over(req, row.worker_id, row.token, below, holder_id).await?
+                && let Some(lease) =
+                    table.take_over(req, row.worker_id, row.token, below, holder_id).await?
             {
                 return Ok(lease);
             }

@@ -610,7 +610,12 @@ impl Snowflake {
                 .map_err(|e| SnowflakeError::LocalState(e.to_string()))?;
         }
         if let (Some(lease), Some(store)) = (&lease, &self.store) {
-            store.raise_time_mark(lease, mark_ms).await?;
+            let raised = store.raise_time_mark(lease, mark_ms).await;
+            if let Err(StoreError::LeaseLost { .. }) = &raised {
+                // Another holder's row, or none: the row no longer proves this lease.
+                self.lose_lease(lease);
+            }
+            raised?;
         }
         let units = layout.to_units(mark_ms).unwrap_or(0);
         let mut state = self.lock();
@@ -633,11 +638,9 @@ impl Snowflake {
         match result {
             Ok(renewed) => self.install_lease(renewed).await,
             Err(StoreError::LeaseLost { .. }) => {
-                let mut state = self.lock();
-                state.fence_ms = 0;
-                state.fence_reason = "the lease was lost to another node".into();
-                state.lease = None;
-                tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
+                if let Some(lease) = &lease {
+                    self.lose_lease(lease);
+                }
             }
             Err(error) => {
                 // The fence stays where the store last confirmed: ids stop there if no
@@ -645,6 +648,26 @@ impl Snowflake {
                 tracing::warn!(space = %self.config.space, %error, "worker lease not renewed");
             }
         }
+    }
+
+    /// Closes the fence at once on `lease`, which the store no longer proves (its row holds
+    /// another holder id or token, or is gone): no id is issued until a lease is held again.
+    /// A lease already replaced by a newer one is left alone.
+    fn lose_lease(&self, lease: &Lease) {
+        let mut state = self.lock();
+        let same = |held: &Lease| {
+            (held.worker_id, held.token, held.holder_id)
+                == (lease.worker_id, lease.token, lease.holder_id)
+        };
+        if !state.lease.as_ref().is_some_and(same) {
+            return;
+        }
+        state.fence_ms = 0;
+        state.fence_reason = "the lease was lost: its row was taken over by another node, \
+                              deleted or restored from a backup"
+            .into();
+        state.lease = None;
+        tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
     }
 
     /// Installs a renewed or newly acquired lease.

@@ -151,6 +151,5 @@ impl WorkerStore for MemoryStore {
 fn held<'w>(workers: &'w mut Workers, lease: &Lease) -> Option<&'w mut LeaseRecord> {
     let key = (lease.space.clone(), lease.worker_id);
     let row = workers.leases.get_mut(&key)?;
-    (row.record.token == lease.token && row.holder_id == lease.holder_id)
-        .then_some(&mut row.record)
+    (row.record.token == lease.token && row.holder_id == lease.holder_id).then_some(&mut row.record)
 }

@@ -272,9 +272,7 @@ impl WorkerStore for RedisStore {
 /// holder id (a value an earlier idmint wrote).
 fn without_holder_id(rest: &str) -> &str {
     match rest.split_once(' ') {
-        Some((id, holder)) if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            holder
-        }
+        Some((id, holder)) if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) => holder,
         _ => rest,
     }
 }

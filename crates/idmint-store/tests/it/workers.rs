@@ -709,7 +709,15 @@ mod sqlite {
                 ))
                 .unwrap()
                 .query_map([space.as_str()], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                    ))
                 })
                 .unwrap()
                 .collect::<Result<_, _>>()

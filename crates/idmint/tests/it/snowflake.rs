@@ -274,3 +274,39 @@ async fn the_cached_ring_borrows_no_further_than_its_lead_then_refuses() {
     let far = idmint::CachedSnowflake::start(Arc::clone(&generator), 4_096, 60_000).unwrap_err();
     assert!(far.to_string().contains("above 10000 ms"), "{far}");
 }
+
+/// The lease rows are deleted under a live node A (by hand, or a restore that predates
+/// them) and node B starts at once: B claims the same worker id afresh, with the same token A
+/// had. A learns at its next store call that the row is no longer its own (its holder id
+/// differs), closes its fence at once and refuses; from then on only B issues ids under that
+/// worker id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn WorkerStore> = memory.clone();
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    // Renewals every 100 ms of real time, so the test need not wait long for A's next call.
+    cfg.lease_ttl_ms = 300;
+    let a = start(&store, cfg.clone(), &clock).await;
+    a.next_id().await.unwrap();
+    memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
+    let b = start(&store, cfg, &clock).await;
+    assert_eq!(a.status().worker, b.status().worker, "B must claim A's worker id afresh");
+
+    // A's renewal (every 100 ms) or mark raise finds another holder's row.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while a.try_next_id().is_ok() {
+        assert!(std::time::Instant::now() < deadline, "A still issues under B's worker id");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for _ in 0..50 {
+        clock.advance(1);
+        let issued = (a.try_next_id(), b.try_next_id());
+        assert!(
+            matches!(issued.0, Err(SnowflakeError::LeaseNotProven { .. })),
+            "A issued after it learnt: {issued:?}"
+        );
+        assert!(matches!(issued.1, Ok(Some(_))), "B stopped: {issued:?}");
+    }
+}
