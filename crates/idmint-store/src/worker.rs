@@ -82,6 +82,11 @@ pub trait WorkerStore: Send + Sync + 'static {
     /// held, or held by a lease that expired more than `req.margin_ms` ago
     /// (`expires_ms + margin_ms < now_ms`). The lease lasts until `now_ms + ttl_ms`.
     ///
+    /// An id whose persisted time mark is above `req.time_mark_max_ms` is passed over: a
+    /// clock that once jumped ahead left it marked, and its owner could issue nothing until
+    /// the clock got there. When the only free ids are such ids, the call is refused with
+    /// [`StoreError::WorkerMarksAhead`], naming the earliest of their marks.
+    ///
     /// A never-held id starts at token 1 and time mark 0; a taken-over one gets the previous
     /// token plus one and keeps the previous owner's time mark. Either way the row gets a
     /// fresh random [`Lease::holder_id`], which the caller must not
@@ -185,6 +190,10 @@ pub struct LeaseRequest {
     /// How long past its expiry an id stays unusable, for clock skew between nodes: at most
     /// [`LEASE_MARGIN_MS_MAX`].
     pub margin_ms: u64,
+    /// The latest time mark, in milliseconds, a claimed id may carry: the caller's clock plus
+    /// the step back it waits out. A free id marked later is passed over (at most
+    /// [`WORKER_TIME_MS_MAX`], which passes none over).
+    pub time_mark_max_ms: u64,
 }
 
 /// A held lease on one worker id.
@@ -263,6 +272,7 @@ pub(crate) fn check_lease_request(req: &LeaseRequest) -> Result<(), StoreError> 
     }
     check_text("holder", &req.holder)?;
     check_time_ms("now_ms", req.now_ms)?;
+    check_time_ms("time_mark_max_ms", req.time_mark_max_ms)?;
     check_ttl_ms(req.ttl_ms)?;
     if req.margin_ms > LEASE_MARGIN_MS_MAX {
         return Err(StoreError::InvalidValue(format!(
@@ -341,6 +351,7 @@ pub(crate) struct ScanRow {
     pub(crate) worker_id: u64,
     pub(crate) token: u64,
     pub(crate) expires_ms: u64,
+    pub(crate) time_mark: u64,
 }
 
 /// The three atomic steps a database backend provides for [`acquire_from`].
@@ -382,7 +393,8 @@ pub(crate) trait LeaseTable: Send + Sync {
 /// a page at a time, and tries each free id it meets (a gap is a never-held id, an expired
 /// row one to take over) until one attempt wins. An attempt that loses went to another node,
 /// so the walk moves on; every id is tried at most once, which bounds the walk by
-/// `max_worker + 1` attempts.
+/// `max_worker + 1` attempts. An expired row whose time mark is past `req.time_mark_max_ms`
+/// is passed over, and remembered for the refusal when nothing else is free.
 pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
     table: &T,
     req: &LeaseRequest,
@@ -391,6 +403,8 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
     let below = reusable_below(req.now_ms, req.margin_ms);
     // One fresh id for the whole walk: only the attempt that wins writes it.
     let holder_id = new_holder_id();
+    // The earliest mark of the free ids passed over for a mark ahead of the clock.
+    let mut earliest_ahead: Option<u64> = None;
     // The lowest id not yet examined.
     let mut next = 0;
     loop {
@@ -408,7 +422,11 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
                     return Ok(lease);
                 }
             }
-            if let Some(below) = below.filter(|below| row.expires_ms < *below)
+            let free = below.filter(|below| row.expires_ms < *below);
+            if free.is_some() && row.time_mark > req.time_mark_max_ms {
+                let earliest = earliest_ahead.map_or(row.time_mark, |e| e.min(row.time_mark));
+                earliest_ahead = Some(earliest);
+            } else if let Some(below) = free
                 && let Some(lease) =
                     table.take_over(req, row.worker_id, row.token, below, holder_id).await?
             {
@@ -422,11 +440,21 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
                     return Ok(lease);
                 }
             }
-            return Err(StoreError::WorkersExhausted {
-                space: req.space.clone(),
-                max: req.max_worker,
-            });
+            return Err(none_free(req, earliest_ahead));
         }
+    }
+}
+
+/// Why no id was claimed: [`StoreError::WorkerMarksAhead`] when free ids were passed over for
+/// their marks (the earliest is `earliest_ahead`), [`StoreError::WorkersExhausted`] otherwise.
+pub(crate) fn none_free(req: &LeaseRequest, earliest_ahead: Option<u64>) -> StoreError {
+    match earliest_ahead {
+        Some(earliest_mark_ms) => StoreError::WorkerMarksAhead {
+            space: req.space.clone(),
+            earliest_mark_ms,
+            time_mark_max_ms: req.time_mark_max_ms,
+        },
+        None => StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker },
     }
 }
 

@@ -742,6 +742,9 @@ fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> 
         now_ms,
         ttl_ms: config.lease_ttl_ms,
         margin_ms: config.lease_margin_ms,
+        // An id marked further ahead could issue nothing until the clock got there (a clock
+        // that once jumped ahead leaves such marks): the store passes it over.
+        time_mark_max_ms: now_ms.saturating_add(config.tolerance_ms),
     }
 }
 

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::worker::{
     check_assign_request, check_lease_request, check_renewal, check_time_ms, lease_lost,
-    new_holder_id, reusable_below,
+    new_holder_id, none_free, reusable_below,
 };
 use crate::{
     AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
@@ -71,11 +71,18 @@ impl WorkerStore for MemoryStore {
         let below = reusable_below(req.now_ms, req.margin_ms);
         let holder_id = new_holder_id();
         let mut workers = self.workers();
+        let mut earliest_ahead: Option<u64> = None;
         for worker_id in 0..=req.max_worker {
             let key = (req.space.clone(), worker_id);
             let (token, time_mark) = match workers.leases.get(&key).map(|row| &row.record) {
                 None => (1, 0),
                 Some(row) if below.is_some_and(|below| row.expires_ms < below) => {
+                    if row.time_mark > req.time_mark_max_ms {
+                        let earliest =
+                            earliest_ahead.map_or(row.time_mark, |e| e.min(row.time_mark));
+                        earliest_ahead = Some(earliest);
+                        continue;
+                    }
                     (row.token + 1, row.time_mark)
                 }
                 Some(_) => continue,
@@ -93,7 +100,7 @@ impl WorkerStore for MemoryStore {
                 time_mark,
             });
         }
-        Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
+        Err(none_free(req, earliest_ahead))
     }
 
     async fn renew_lease(

@@ -134,7 +134,7 @@ impl LeaseTable for MySqlStore {
         max: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+            "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
              WHERE space = ? AND worker_id >= ? AND worker_id <= ? \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
@@ -147,10 +147,12 @@ impl LeaseTable for MySqlStore {
         rows.iter()
             .map(|row| {
                 let (worker_id, token, expires_ms) = three_numbers(row)?;
+                let time_mark: i64 = row.try_get(3).map_err(unavailable)?;
                 Ok(ScanRow {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", token)?,
                     expires_ms: stored(space, worker_id, "expires_ms", expires_ms)?,
+                    time_mark: stored(space, worker_id, "time_mark", time_mark)?,
                 })
             })
             .collect()

@@ -140,7 +140,7 @@ impl LeaseTable for PgStore {
         max: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+            "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
              WHERE space = $1 AND worker_id >= $2 AND worker_id <= $3 \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
@@ -157,6 +157,7 @@ impl LeaseTable for PgStore {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", self.number(row, 1)?)?,
                     expires_ms: stored(space, worker_id, "expires_ms", self.number(row, 2)?)?,
+                    time_mark: stored(space, worker_id, "time_mark", self.number(row, 3)?)?,
                 })
             })
             .collect()

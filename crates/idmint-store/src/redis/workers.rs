@@ -50,12 +50,14 @@ end
 ";
 
 /// KEYS: the space's hash. ARGV: max_worker, holder, expires_ms, reusable-below (empty:
-/// nothing reusable yet), holder id. Returns `{id, token, time_mark}`, `{'corrupt', id, value}`, or nil
-/// when every id is held.
+/// nothing reusable yet), holder id, the latest time mark a claimed id may carry. Returns
+/// `{id, token, time_mark}`, `{'corrupt', id, value}`, `{'ahead', earliest_mark}` when the
+/// only free ids were passed over for their marks, or nil when every id is held.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         "{LUA_LEASE}{}",
         r"
+        local earliest
         for id = 0, tonumber(ARGV[1]) do
             local field = tostring(id)
             local row = redis.call('HGET', KEYS[1], field)
@@ -66,7 +68,11 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
                 local t, e, m = lease(row)
                 if not t or #t > 15 then return {'corrupt', field, row} end
                 if ARGV[4] ~= '' and lt(e, ARGV[4]) then
-                    token, mark = string.format('%d', tonumber(t) + 1), m
+                    if lt(ARGV[6], m) then
+                        if not earliest or lt(m, earliest) then earliest = m end
+                    else
+                        token, mark = string.format('%d', tonumber(t) + 1), m
+                    end
                 end
             end
             if token then
@@ -74,6 +80,7 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
                 return {field, token, mark}
             end
         end
+        if earliest then return {'ahead', earliest} end
         return false
         "
     ))
@@ -174,7 +181,8 @@ impl WorkerStore for RedisStore {
             .arg(&req.holder)
             .arg((req.now_ms + req.ttl_ms).to_string())
             .arg(below.unwrap_or_default())
-            .arg(holder_id_text(holder_id));
+            .arg(holder_id_text(holder_id))
+            .arg(req.time_mark_max_ms.to_string());
         let reply: Option<Vec<String>> = self.run(&invocation).await?;
         let Some(reply) = reply else {
             return Err(StoreError::WorkersExhausted {
@@ -183,6 +191,11 @@ impl WorkerStore for RedisStore {
             });
         };
         match reply.as_slice() {
+            [status, earliest] if status == "ahead" => Err(StoreError::WorkerMarksAhead {
+                space: req.space.clone(),
+                earliest_mark_ms: stored_number(&req.space, u64::MAX, earliest)?,
+                time_mark_max_ms: req.time_mark_max_ms,
+            }),
             [status, id, value] if status == "corrupt" => {
                 Err(corrupt(&req.space, id.parse().unwrap_or(u64::MAX), value))
             }

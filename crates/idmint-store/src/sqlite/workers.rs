@@ -154,23 +154,25 @@ impl LeaseTable for SqliteStore {
         self.call(move |conn| {
             let mut statement = conn
                 .prepare(&format!(
-                    "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+                    "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
                      WHERE space = ?1 AND worker_id >= ?2 AND worker_id <= ?3 \
                      ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
                 ))
                 .map_err(unavailable)?;
             let rows = statement
                 .query_map(params![space.as_str(), column(from), column(max)], |row| {
-                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+                    let number = |i| row.get::<_, i64>(i);
+                    Ok((number(0)?, number(1)?, number(2)?, number(3)?))
                 })
                 .map_err(unavailable)?;
             let mut scanned = Vec::new();
             for row in rows {
-                let (worker_id, token, expires_ms) = row.map_err(unavailable)?;
+                let (worker_id, token, expires_ms, time_mark) = row.map_err(unavailable)?;
                 scanned.push(ScanRow {
                     worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
                     token: stored(&space, worker_id, "token", token)?,
                     expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
+                    time_mark: stored(&space, worker_id, "time_mark", time_mark)?,
                 });
             }
             Ok(scanned)

@@ -202,17 +202,47 @@ async fn a_lease_is_one_field_of_its_space_hash() {
         now_ms: 1_000,
         ttl_ms: 500,
         margin_ms: 0,
+        time_mark_max_ms: 1_000,
     };
     let lease = store.acquire_lease(&request).await.unwrap();
     store.raise_time_mark(&lease, 1_200).await.unwrap();
     let mut raw = url.connect().await.unwrap();
     let value: String =
         query(driver::cmd("HGET").arg(raw.key("workers:{layout-a}")).arg("0"), &mut raw).await;
-    assert_eq!(value, "1 1500 1200 host:80/1 x");
+    assert_eq!(value, format!("1 1500 1200 {:032x} host:80/1 x", lease.holder_id));
     // A second connection (another node) sees the same lease.
     let other = RedisStore::connect(&url).await.unwrap();
     let listed = other.list_leases(&space).await.unwrap();
     assert_eq!((listed.len(), listed[0].holder.as_str()), (1, "host:80/1 x"));
+}
+
+/// A lease value an earlier idmint wrote (no holder id) is listed, proves no lease, and is
+/// taken over once expired, gaining a holder id.
+#[tokio::test]
+async fn a_lease_value_without_a_holder_id_proves_nothing_and_is_taken_over() {
+    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let store = RedisStore::connect(&url).await.unwrap();
+    let space = idmint_store::WorkerSpace::parse("layout-old").unwrap();
+    let mut raw = url.connect().await.unwrap();
+    let key = raw.key("workers:{layout-old}");
+    let _: i64 =
+        query(driver::cmd("HSET").arg(&key).arg("0").arg("4 1500 1200 old host"), &mut raw).await;
+    let listed = store.list_leases(&space).await.unwrap();
+    assert_eq!((listed[0].token, listed[0].holder.as_str()), (4, "old host"));
+    let request = idmint_store::LeaseRequest {
+        space: space.clone(),
+        max_worker: 0,
+        holder: "new".to_string(),
+        now_ms: 2_000,
+        ttl_ms: 500,
+        margin_ms: 0,
+        time_mark_max_ms: 2_000,
+    };
+    let lease = store.acquire_lease(&request).await.unwrap();
+    assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 5, 1_200));
+    let value: String = query(driver::cmd("HGET").arg(&key).arg("0"), &mut raw).await;
+    assert_eq!(value, format!("5 2500 1200 {:032x} new", lease.holder_id));
+    store.renew_lease(&lease, 2_100, 500).await.unwrap();
 }
 
 #[test]

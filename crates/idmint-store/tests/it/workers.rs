@@ -94,6 +94,7 @@ macro_rules! worker_suite {
             concurrent_acquirers_get_distinct_ids_until_exhausted,
             concurrent_takeovers_give_each_expired_id_once,
             acquisition_walks_past_a_page_of_held_ids,
+            acquisition_passes_over_ids_marked_ahead_of_the_clock,
             renew_extends_the_lease_and_never_shortens_it,
             renew_after_expiry_is_lease_lost,
             an_expired_id_is_reused_only_after_the_margin,
@@ -198,6 +199,40 @@ pub async fn acquisition_walks_past_a_page_of_held_ids(store: Arc<dyn WorkerStor
     assert_eq!((taken.worker_id, taken.token), (expiring, 2));
     let fresh = store.acquire_lease(&request(&space, max, "fresh", REUSABLE_MS)).await.unwrap();
     assert_eq!((fresh.worker_id, fresh.token), (HELD_PAST_A_PAGE, 1));
+}
+
+/// Free ids whose time mark a clock that jumped ahead left in the future are passed over for
+/// a lower-marked one; when only such ids are free the request is refused, naming the
+/// earliest mark, and nothing is written; once the clock has passed a mark its id is taken.
+pub async fn acquisition_passes_over_ids_marked_ahead_of_the_clock(store: Arc<dyn WorkerStore>) {
+    let space = space("ahead");
+    let day_ms = 86_400_000;
+    let marks = [T0 + day_ms + 7, T0 + 1_000, T0 + day_ms, T0 + day_ms + 5];
+    for (worker_id, mark) in marks.into_iter().enumerate() {
+        let lease = store.acquire_lease(&request(&space, 3, "jumped", T0)).await.unwrap();
+        assert_eq!(lease.worker_id, worker_id as u64);
+        store.raise_time_mark(&lease, mark).await.unwrap();
+        store.release_lease(&lease, T0 + 1).await.unwrap();
+    }
+    let now = REUSABLE_MS;
+    let taken = store.acquire_lease(&request(&space, 3, "b", now)).await.unwrap();
+    assert_eq!((taken.worker_id, taken.token, taken.time_mark), (1, 2, T0 + 1_000));
+
+    let before = store.list_leases(&space).await.unwrap();
+    let refused = store.acquire_lease(&request(&space, 3, "c", now)).await;
+    let ahead = StoreError::WorkerMarksAhead {
+        space: space.clone(),
+        earliest_mark_ms: T0 + day_ms,
+        time_mark_max_ms: now,
+    };
+    assert_eq!(refused, Err(ahead));
+    assert_eq!(store.list_leases(&space).await.unwrap(), before, "a refusal wrote");
+
+    let caught_up = LeaseRequest { time_mark_max_ms: T0 + day_ms, ..request(&space, 3, "c", now) };
+    let taken = store.acquire_lease(&caught_up).await.unwrap();
+    assert_eq!((taken.worker_id, taken.time_mark), (2, T0 + day_ms));
+    let held = store.acquire_lease(&request(&space, 3, "d", now)).await;
+    assert!(matches!(held, Err(StoreError::WorkerMarksAhead { .. })), "{held:?}");
 }
 
 /// Renewing moves the expiry to one TTL after the renewal, as stored; a renewal asking for
@@ -401,6 +436,7 @@ pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn 
         LeaseRequest { ttl_ms: LEASE_TTL_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { margin_ms: LEASE_MARGIN_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { now_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
+        LeaseRequest { time_mark_max_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { holder: "h".repeat(HOLDER_LEN_MAX + 1), ..ok.clone() },
         LeaseRequest { holder: "two\nlines".to_string(), ..ok.clone() },
     ];
@@ -543,6 +579,7 @@ pub fn request(space: &WorkerSpace, max_worker: u64, holder: &str, now_ms: u64) 
         now_ms,
         ttl_ms: TTL_MS,
         margin_ms: MARGIN_MS,
+        time_mark_max_ms: now_ms,
     }
 }
 
