@@ -480,6 +480,39 @@ impl Snowflake {
         }
     }
 
+    /// Whether an id could be issued now, checked without issuing one or waiting: `Err` names
+    /// what stops it, for `/ready` and the metrics. [`SnowflakeError::LeaseNotProven`] when the
+    /// lease is not proven (lost, not renewed in time, shutting down);
+    /// [`SnowflakeError::ClockBehind`] when the clock is behind the last id or the persisted
+    /// mark by more than the tolerance (plus the borrowing lead), as after a clock that jumped
+    /// ahead and was corrected: ids are refused until the clock catches up.
+    pub fn readiness(&self) -> Result<(), SnowflakeError> {
+        let layout = &self.config.layout;
+        let state = self.lock();
+        let now_ms = self.clock.now_ms();
+        if now_ms >= state.fence_ms {
+            return Err(SnowflakeError::LeaseNotProven {
+                space: self.config.space.clone(),
+                worker: state.worker,
+                reason: if state.fence_reason.is_empty() {
+                    "the lease was not renewed in time".into()
+                } else {
+                    state.fence_reason.clone()
+                },
+            });
+        }
+        let last_ms = layout.timestamp_ms(layout.unpack(state.last).0).unwrap_or(0);
+        let behind_ms = last_ms.saturating_sub(now_ms);
+        let allowed_ms = self.config.tolerance_ms + self.config.borrow_max_lead_ms.unwrap_or(0);
+        if behind_ms > allowed_ms {
+            return Err(SnowflakeError::ClockBehind {
+                behind_ms,
+                tolerance_ms: self.config.tolerance_ms,
+            });
+        }
+        Ok(())
+    }
+
     /// Stops the background tasks and releases the lease (its time mark stays in the store).
     pub async fn shutdown(&self) {
         self.cancel.cancel();
@@ -547,7 +580,7 @@ impl Snowflake {
                 let behind_ms = behind_units.saturating_mul(layout.unit().millis());
                 if !state.clock_behind {
                     state.clock_behind = true;
-                    tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing ids until it catches up");
+                    tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing ids until it catches up (/ready reports not ready). Fix: check the time sync; if the clock had jumped ahead, restart the node in lease mode to lease a worker id not marked ahead (docs/operations.md)");
                 }
                 Err(SnowflakeError::ClockBehind {
                     behind_ms,
@@ -586,6 +619,17 @@ impl Snowflake {
             state.last = state.last.max(last);
             state.mark_units = state.mark_units.max(units);
             tracing::info!(space = %self.config.space, worker = state.worker, mark_ms, "snowflake resumes above its time mark");
+            let behind_ms = mark_ms.saturating_sub(self.clock.now_ms());
+            if behind_ms > self.config.tolerance_ms {
+                tracing::warn!(
+                    space = %self.config.space, worker = state.worker, mark_ms, behind_ms,
+                    "the time mark of this worker id is ahead of the clock (a clock that jumped \
+                     ahead left it): no id is issued until the clock passes it and /ready \
+                     reports not ready. Fix: check the time sync; in lease mode stop this node \
+                     and start it again once its lease margin has passed, so it leases a worker \
+                     id not marked ahead (docs/operations.md, \"A clock that jumped ahead\")"
+                );
+            }
         }
         Ok(())
     }

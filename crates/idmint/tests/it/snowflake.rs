@@ -310,3 +310,35 @@ async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
         assert!(matches!(issued.1, Ok(Some(_))), "B stopped: {issued:?}");
     }
 }
+
+/// A node's clock jumps a day ahead, the node persists a mark there, the clock is corrected
+/// and the node stops: its worker id keeps a mark a day ahead. A restart leases another
+/// worker id, one not marked ahead, and issues at once; the generator that held the day-ahead
+/// mark reports why it cannot issue.
+#[tokio::test]
+async fn a_restart_after_the_clock_jumped_ahead_leases_a_worker_id_it_can_use() {
+    const DAY_MS: u64 = 86_400_000;
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    // Renewals every 100 ms of real time: one happens while the clock is a day ahead.
+    cfg.lease_ttl_ms = 300;
+    let jumped = start(&store, cfg.clone(), &clock).await;
+    jumped.next_id().await.unwrap();
+    clock.advance(DAY_MS);
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    jumped.next_id().await.unwrap();
+    clock.step_back(DAY_MS);
+    match jumped.readiness() {
+        Err(SnowflakeError::ClockBehind { behind_ms, .. }) => assert!(behind_ms >= DAY_MS - 1),
+        other => panic!("a generator a day ahead of its clock is ready: {other:?}"),
+    }
+    let worker = jumped.status().worker;
+    jumped.shutdown().await;
+    clock.advance(idmint::LEASE_MARGIN_MS_DEFAULT + 1);
+
+    let restarted = start(&store, cfg, &clock).await;
+    assert_ne!(restarted.status().worker, worker, "leased the id marked a day ahead again");
+    assert_eq!(restarted.readiness(), Ok(()));
+    restarted.next_id().await.unwrap();
+}
