@@ -139,8 +139,10 @@ pub enum SnowflakeError {
     /// The clock is behind the last id issued (or the persisted mark) by more than the
     /// tolerance: issuing could repeat an id.
     #[error(
-        "the clock is {behind_ms} ms behind the last id issued (tolerance {tolerance_ms} ms); no \
-         id is issued until it catches up. Check the node's time sync"
+        "the clock is {behind_ms} ms behind the last id issued or the persisted time mark \
+         (tolerance {tolerance_ms} ms); no id is issued until it catches up. Check the node's \
+         time sync; if the clock had jumped ahead and left the mark there, restart the node: \
+         with leased worker ids it takes one not marked ahead (docs/operations.md)"
     )]
     ClockBehind {
         /// How far behind.
