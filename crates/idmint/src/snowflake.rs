@@ -191,6 +191,8 @@ pub struct Snowflake {
     writer: tokio::sync::Mutex<()>,
     rollbacks: AtomicU64,
     waits: AtomicU64,
+    /// Leases lost so far: the cached ring discards its pre-made ids when this moves.
+    lease_losses: AtomicU64,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -331,6 +333,7 @@ impl Snowflake {
             writer: tokio::sync::Mutex::new(()),
             rollbacks: AtomicU64::new(0),
             waits: AtomicU64::new(0),
+            lease_losses: AtomicU64::new(0),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
             config,
@@ -713,7 +716,15 @@ impl Snowflake {
                               deleted or restored from a backup"
             .into();
         state.lease = None;
+        self.lease_losses.fetch_add(1, Ordering::AcqRel);
         tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
+    }
+
+    /// How many leases this generator has lost. Ids made ahead under a lost lease (the cached
+    /// ring's) must be discarded: the row that proved it may have been deleted or restored,
+    /// taking the mark that would keep the next owner above them.
+    pub(crate) fn lease_losses(&self) -> u64 {
+        self.lease_losses.load(Ordering::Acquire)
     }
 
     /// Installs a renewed or newly acquired lease.

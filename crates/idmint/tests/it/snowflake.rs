@@ -342,3 +342,29 @@ async fn a_restart_after_the_clock_jumped_ahead_leases_a_worker_id_it_can_use() 
     assert_eq!(restarted.readiness(), Ok(()));
     restarted.next_id().await.unwrap();
 }
+
+/// A cached node whose lease rows are deleted while its ring is full: once it learns that the
+/// lease is lost, the ring's pre-made ids (made under a worker id another node now holds
+/// afresh, below where that node starts) are discarded, and takes are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_ring_hands_out_nothing_after_its_lease_is_lost() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn WorkerStore> = memory.clone();
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    cfg.lease_ttl_ms = 300;
+    let a = start(&store, cfg.clone(), &clock).await;
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&a), 1 << 14, 5_000).unwrap();
+    ring.next_ids(10).await.unwrap();
+    memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
+    let b = start(&store, cfg, &clock).await;
+    assert_eq!(a.status().worker, b.status().worker);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while a.readiness().is_ok() {
+        assert!(std::time::Instant::now() < deadline, "A never learnt its lease was lost");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let taken = ring.take();
+    assert!(!matches!(taken, Ok(Some(_))), "the ring handed out {taken:?} after the loss");
+    assert!(ring.next_ids(1).await.is_err());
+}
