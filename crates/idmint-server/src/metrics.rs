@@ -133,6 +133,14 @@ fn method_label(method: &Method) -> &'static str {
 /// The `method` label of any method outside the standard set.
 const OTHER_METHOD: &str = "other";
 
+/// `cause` of `idmint_snowflake_not_ready`: the clock is behind the last id or the time mark
+/// beyond the tolerance.
+const NOT_READY_CLOCK_BEHIND: &str = "clock_behind";
+/// `cause` of `idmint_snowflake_not_ready`: the worker-id lease is not proven.
+const NOT_READY_LEASE: &str = "lease_not_proven";
+/// `cause` of `idmint_snowflake_not_ready`: anything else the generator reports.
+const NOT_READY_OTHER: &str = "other";
+
 /// Sets every state series from the library's counters and statuses.
 async fn collect(app: &AppState) {
     gauge!("idmint_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
@@ -186,6 +194,19 @@ fn collect_snowflake(app: &AppState) {
     gauge!("idmint_snowflake_lease_remaining_seconds", "space" => space.clone()).set(remaining_s);
     gauge!("idmint_snowflake_time_mark_ahead_seconds", "space" => space.clone())
         .set((s.mark_ms as f64 - now_ms as f64) / 1000.0);
+    // Every cause is set each scrape, so a cause that cleared reads 0 rather than staying 1.
+    let cause = match generator.readiness() {
+        Ok(()) => None,
+        Err(idmint::SnowflakeError::ClockBehind { .. }) => Some(NOT_READY_CLOCK_BEHIND),
+        Err(idmint::SnowflakeError::LeaseNotProven { .. }) => Some(NOT_READY_LEASE),
+        Err(_) => Some(NOT_READY_OTHER),
+    };
+    gauge!("idmint_snowflake_ready", "space" => space.clone())
+        .set(f64::from(u8::from(cause.is_none())));
+    for known in [NOT_READY_CLOCK_BEHIND, NOT_READY_LEASE, NOT_READY_OTHER] {
+        gauge!("idmint_snowflake_not_ready", "space" => space.clone(), "cause" => known)
+            .set(f64::from(u8::from(cause == Some(known))));
+    }
     if let Some(cached) = &app.snowflake_cached {
         gauge!("idmint_snowflake_ring_ids", "space" => space.clone()).set(cached.len() as f64);
         counter!("idmint_snowflake_ring_rejected_total", "space" => space)
@@ -251,6 +272,18 @@ fn describe() {
     describe_gauge!("idmint_store_up", "1 when the store answered the readiness probe.");
     describe_gauge!("idmint_snowflake_up", "1 when this node serves snowflake ids.");
     describe_gauge!("idmint_snowflake_worker_id", "The worker id this node holds.");
+    describe_gauge!(
+        "idmint_snowflake_ready",
+        "1 when the snowflake generator can issue an id now (its /ready condition)."
+    );
+    describe_gauge!(
+        "idmint_snowflake_not_ready",
+        "1 for the cause that stops the snowflake generator. clock_behind: the clock is behind \
+         the last id or the persisted time mark beyond the tolerance (a clock that jumped ahead); \
+         fix the time sync, then restart the node so that it leases a worker id not marked \
+         ahead (docs/operations.md). lease_not_proven: the worker lease is lost or not renewed; \
+         check the store."
+    );
     describe_counter!(
         "idmint_snowflake_clock_rollbacks_total",
         "Clock steps back beyond the tolerance (ids refused)."

@@ -791,7 +791,13 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
     Json(StatusBody { status: "ok", store: app.segments.store_description() })
 }
 
-/// Readiness: the store answers and the node is not shutting down
+/// Readiness: the store answers, the node is not shutting down, and its snowflake generator
+/// (when it runs one) can issue an id now
+///
+/// A generator whose lease is not proven, or whose clock is behind its last id or its
+/// persisted time mark beyond the tolerance (a clock that jumped ahead and was corrected),
+/// makes the node not ready: 503 `lease_not_proven` or `clock_behind`, the message naming the
+/// cause and the fix.
 #[utoipa::path(
     get,
     path = "/ready",
@@ -805,6 +811,9 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
 )]
 pub(crate) async fn ready(State(app): State<SharedState>) -> Result<Json<StatusBody>, ApiError> {
     app.segments.ready().await?;
+    if let Ok(generator) = &app.snowflake {
+        generator.readiness()?;
+    }
     Ok(Json(StatusBody { status: "ready", store: app.segments.store_description() }))
 }
 

@@ -63,6 +63,24 @@ pub enum StoreError {
         /// The largest worker id the request allowed.
         max: u64,
     },
+    /// Every free worker id of the space carries a time mark past the caller's clock: a clock
+    /// that jumped ahead left them marked, and ids under any of them would be refused until
+    /// the clock got there. Nothing was claimed.
+    #[error(
+        "every free worker id of space {space} has a time mark ahead of this node's clock (the \
+         earliest at {earliest_mark_ms} ms since the Unix epoch, past {time_mark_max_ms}): a \
+         clock that jumped ahead left them marked. Check the node's time sync; then wait until \
+         the clock passes the mark, or stop nodes you no longer need so that ids free up (see \
+         docs/operations.md, \"A clock that jumped ahead\")"
+    )]
+    WorkerMarksAhead {
+        /// The space.
+        space: WorkerSpace,
+        /// The earliest time mark among the free ids passed over, in milliseconds.
+        earliest_mark_ms: u64,
+        /// The latest mark the request accepted.
+        time_mark_max_ms: u64,
+    },
     /// The lease no longer holds its worker id: it expired, was released, or another node
     /// took the id over (the row's fencing token changed). The holder must stop issuing ids
     /// with it at once.
@@ -88,6 +106,20 @@ pub enum StoreError {
         worker_id: i64,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A table idmint made in an earlier version lacks a column this version needs to keep
+    /// its guarantees; nothing was changed. The message gives the statement that adds it.
+    #[error(
+        "table {table} has no column {column} (an earlier idmint made it); add it with \
+         `{fix}` (safe while older nodes run: they leave the column empty), then start again"
+    )]
+    OutdatedTable {
+        /// The table.
+        table: &'static str,
+        /// The missing column.
+        column: &'static str,
+        /// The statement that adds the column on this backend.
+        fix: String,
     },
     /// The store URL could not be used.
     #[error("bad store URL {url:?}: {reason}")]

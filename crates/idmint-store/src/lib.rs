@@ -57,7 +57,7 @@ pub use interleave::{
     INTERLEAVE_SOURCES_MAX, InterleavedStore, SOURCE_BACKOFF_MS_MAX, SOURCE_BACKOFF_MS_MIN,
     SOURCE_CALL_TIMEOUT_MS,
 };
-pub use memory::MemoryStore;
+pub use memory::{MemoryStore, WorkerRowsSnapshot};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 #[cfg(feature = "postgres")]
@@ -74,10 +74,10 @@ pub use url::{
     StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name, redact_urls,
 };
 pub use worker::{
-    ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX, LEASE_TTL_MS_MAX,
-    LEASE_TTL_MS_MIN, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, WORKER_NODE_TABLE,
-    WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WORKERS_TABLE, WorkerSpace, WorkerStore,
-    open_workers,
+    ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_ID_COLUMN, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX,
+    LEASE_TTL_MS_MAX, LEASE_TTL_MS_MIN, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest,
+    WORKER_NODE_TABLE, WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WORKERS_TABLE, WorkerSpace,
+    WorkerStore, open_workers,
 };
 
 /// The name of the segment table: Meituan Leaf's, so an existing Leaf database works as is.

@@ -7,6 +7,8 @@
 mod sequences;
 mod workers;
 
+pub use workers::WorkerRowsSnapshot;
+
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};

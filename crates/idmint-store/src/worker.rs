@@ -5,9 +5,13 @@
 //!
 //! - **Leases** (table [`WORKERS_TABLE`]): a node claims the lowest free id of its *space*
 //!   (the layout's name) for a TTL and renews it. Every takeover of an expired id increments
-//!   the row's fencing `token`; renewing, raising the time mark and releasing all check it,
-//!   so a node whose id was taken over learns it ([`StoreError::LeaseLost`]) on its next
-//!   call. An expired id is reused only once `expires_ms + margin_ms < now_ms` (the margin
+//!   the row's `token`, and every acquisition (a first claim or a takeover) writes a fresh
+//!   random 128-bit `holder_id` beside it; renewing, raising the time mark and releasing all
+//!   check both, so a node whose id was taken over learns it ([`StoreError::LeaseLost`]) on
+//!   its next call. The token alone is not a fence: a row deleted by hand, or restored from
+//!   an older backup, starts again at token 1 (or an older token), which the old holder would
+//!   still match; a holder id is drawn from the CSPRNG at every acquisition and is never
+//!   reused, whatever happens to the rows. An expired id is reused only once `expires_ms + margin_ms < now_ms` (the margin
 //!   covers clock skew between nodes), and its new owner inherits the previous owner's
 //!   persisted time high-water mark (`time_mark`), so it can refuse to issue at or below it.
 //! - **Assignment** (table [`WORKER_NODE_TABLE`], uid-generator's `WORKER_NODE`): every start
@@ -29,7 +33,7 @@ use async_trait::async_trait;
 use crate::{StoreError, StoreUrl};
 
 /// The lease table: one row per `(space, worker_id)` ever held, with its holder, fencing
-/// token, expiry and time high-water mark.
+/// token and holder id, expiry and time high-water mark.
 pub const WORKERS_TABLE: &str = "idmint_workers";
 /// The assignment table (uid-generator's `WORKER_NODE`): one row per start of a node with an
 /// assigned id; the row's auto-increment `id` is the worker id.
@@ -54,6 +58,9 @@ pub const LEASE_MARGIN_MS_MAX: u64 = 3_600_000;
 pub const WORKER_TIME_MS_MAX: u64 = (1 << 53) - 1;
 /// Longest lease holder or assigned host description, in bytes.
 pub const HOLDER_LEN_MAX: usize = 255;
+/// The lease table's column for the holder id, added after the first release: a table an
+/// earlier idmint made lacks it and is refused with [`StoreError::OutdatedTable`].
+pub const HOLDER_ID_COLUMN: &str = "holder_id";
 /// Rows one page of the acquisition walk reads.
 pub(crate) const LEASE_SCAN_PAGE: usize = 256;
 
@@ -75,15 +82,21 @@ pub trait WorkerStore: Send + Sync + 'static {
     /// held, or held by a lease that expired more than `req.margin_ms` ago
     /// (`expires_ms + margin_ms < now_ms`). The lease lasts until `now_ms + ttl_ms`.
     ///
+    /// An id whose persisted time mark is above `req.time_mark_max_ms` is passed over: a
+    /// clock that once jumped ahead left it marked, and its owner could issue nothing until
+    /// the clock got there. When the only free ids are such ids, the call is refused with
+    /// [`StoreError::WorkerMarksAhead`], naming the earliest of their marks.
+    ///
     /// A never-held id starts at token 1 and time mark 0; a taken-over one gets the previous
-    /// token plus one and keeps the previous owner's time mark, which the caller must not
+    /// token plus one and keeps the previous owner's time mark. Either way the row gets a
+    /// fresh random [`Lease::holder_id`], which the caller must not
     /// issue at or below. Refuses with [`StoreError::WorkersExhausted`] when every id is
     /// held, and with [`StoreError::InvalidValue`] for a request outside the bounds of this
     /// module, before the store is asked.
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError>;
 
     /// Extends `lease` to `now_ms + ttl_ms` (never shortening it) if its row still holds
-    /// `lease.token` and has not expired (`expires_ms >= now_ms`); returns the lease as
+    /// `lease.token` and `lease.holder_id` and has not expired (`expires_ms >= now_ms`); returns the lease as
     /// stored, with the row's current time mark.
     ///
     /// Otherwise [`StoreError::LeaseLost`]: the caller must stop issuing ids with this worker
@@ -97,12 +110,14 @@ pub trait WorkerStore: Send + Sync + 'static {
 
     /// Gives `lease` up: its expiry becomes `now_ms` (if earlier than the stored one), its
     /// time mark is kept, and the id is free again once the safety margin has passed.
-    /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token`.
+    /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token` and
+    /// `lease.holder_id`, or is gone.
     async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError>;
 
     /// Persists "ids may be issued up to `mark_ms`" before the caller issues them: the row's
     /// time mark becomes the larger of its own and `mark_ms`, never smaller.
-    /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token`.
+    /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token` and
+    /// `lease.holder_id`, or is gone.
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError>;
 
     /// Assigns a fresh worker id for one start of a node (uid-generator's `WORKER_NODE`):
@@ -175,6 +190,10 @@ pub struct LeaseRequest {
     /// How long past its expiry an id stays unusable, for clock skew between nodes: at most
     /// [`LEASE_MARGIN_MS_MAX`].
     pub margin_ms: u64,
+    /// The latest time mark, in milliseconds, a claimed id may carry: the caller's clock plus
+    /// the step back it waits out. A free id marked later is passed over (at most
+    /// [`WORKER_TIME_MS_MAX`], which passes none over).
+    pub time_mark_max_ms: u64,
 }
 
 /// A held lease on one worker id.
@@ -184,9 +203,14 @@ pub struct Lease {
     pub space: WorkerSpace,
     /// The worker id.
     pub worker_id: u64,
-    /// The fencing token: 1 for a never-held id, incremented on every takeover. Every later
-    /// call on the lease proves ownership with it.
+    /// The takeover counter: 1 for a never-held id, incremented on every takeover. Every later
+    /// call on the lease proves ownership with it and [`holder_id`](Lease::holder_id).
     pub token: u64,
+    /// The fencing id of this holding: 128 random bits from the CSPRNG, drawn at every
+    /// acquisition and stored in the row. Unlike the token it cannot come back when a row is
+    /// deleted or restored from a backup, so a holder whose row changed hands that way still
+    /// learns it ([`StoreError::LeaseLost`]).
+    pub holder_id: u128,
     /// When the lease ends unless renewed, on the caller's clock, in milliseconds.
     pub expires_ms: u64,
     /// The persisted time high-water mark, in milliseconds, carried over from earlier owners
@@ -248,6 +272,7 @@ pub(crate) fn check_lease_request(req: &LeaseRequest) -> Result<(), StoreError> 
     }
     check_text("holder", &req.holder)?;
     check_time_ms("now_ms", req.now_ms)?;
+    check_time_ms("time_mark_max_ms", req.time_mark_max_ms)?;
     check_ttl_ms(req.ttl_ms)?;
     if req.margin_ms > LEASE_MARGIN_MS_MAX {
         return Err(StoreError::InvalidValue(format!(
@@ -326,6 +351,7 @@ pub(crate) struct ScanRow {
     pub(crate) worker_id: u64,
     pub(crate) token: u64,
     pub(crate) expires_ms: u64,
+    pub(crate) time_mark: u64,
 }
 
 /// The three atomic steps a database backend provides for [`acquire_from`].
@@ -340,23 +366,26 @@ pub(crate) trait LeaseTable: Send + Sync {
         max: u64,
     ) -> Result<Vec<ScanRow>, StoreError>;
 
-    /// Inserts the row of a never-held id with token 1 and time mark 0; `None` when a row for
-    /// it exists (another node claimed it first), changing nothing.
+    /// Inserts the row of a never-held id with token 1, time mark 0 and `holder_id`; `None`
+    /// when a row for it exists (another node claimed it first), changing nothing.
     async fn insert_lease(
         &self,
         req: &LeaseRequest,
         worker_id: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError>;
 
     /// Takes an expired id over in one conditional write: only if its row still holds
-    /// `token` and `expires_ms < below`, sets the holder, `token + 1` and the new expiry,
-    /// keeping the time mark. `None` when the row changed meanwhile, changing nothing.
+    /// `token` and `expires_ms < below`, sets the holder, `token + 1`, `holder_id` and the
+    /// new expiry, keeping the time mark. `None` when the row changed meanwhile, changing
+    /// nothing.
     async fn take_over(
         &self,
         req: &LeaseRequest,
         worker_id: u64,
         token: u64,
         below: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError>;
 }
 
@@ -364,13 +393,18 @@ pub(crate) trait LeaseTable: Send + Sync {
 /// a page at a time, and tries each free id it meets (a gap is a never-held id, an expired
 /// row one to take over) until one attempt wins. An attempt that loses went to another node,
 /// so the walk moves on; every id is tried at most once, which bounds the walk by
-/// `max_worker + 1` attempts.
+/// `max_worker + 1` attempts. An expired row whose time mark is past `req.time_mark_max_ms`
+/// is passed over, and remembered for the refusal when nothing else is free.
 pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
     table: &T,
     req: &LeaseRequest,
 ) -> Result<Lease, StoreError> {
     check_lease_request(req)?;
     let below = reusable_below(req.now_ms, req.margin_ms);
+    // One fresh id for the whole walk: only the attempt that wins writes it.
+    let holder_id = new_holder_id();
+    // The earliest mark of the free ids passed over for a mark ahead of the clock.
+    let mut earliest_ahead: Option<u64> = None;
     // The lowest id not yet examined.
     let mut next = 0;
     loop {
@@ -384,12 +418,17 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
                 )));
             }
             for vacant in next..row.worker_id {
-                if let Some(lease) = table.insert_lease(req, vacant).await? {
+                if let Some(lease) = table.insert_lease(req, vacant, holder_id).await? {
                     return Ok(lease);
                 }
             }
-            if let Some(below) = below.filter(|below| row.expires_ms < *below)
-                && let Some(lease) = table.take_over(req, row.worker_id, row.token, below).await?
+            let free = below.filter(|below| row.expires_ms < *below);
+            if free.is_some() && row.time_mark > req.time_mark_max_ms {
+                let earliest = earliest_ahead.map_or(row.time_mark, |e| e.min(row.time_mark));
+                earliest_ahead = Some(earliest);
+            } else if let Some(below) = free
+                && let Some(lease) =
+                    table.take_over(req, row.worker_id, row.token, below, holder_id).await?
             {
                 return Ok(lease);
             }
@@ -397,15 +436,25 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
         }
         if last_page {
             for vacant in next..=req.max_worker {
-                if let Some(lease) = table.insert_lease(req, vacant).await? {
+                if let Some(lease) = table.insert_lease(req, vacant, holder_id).await? {
                     return Ok(lease);
                 }
             }
-            return Err(StoreError::WorkersExhausted {
-                space: req.space.clone(),
-                max: req.max_worker,
-            });
+            return Err(none_free(req, earliest_ahead));
         }
+    }
+}
+
+/// Why no id was claimed: [`StoreError::WorkerMarksAhead`] when free ids were passed over for
+/// their marks (the earliest is `earliest_ahead`), [`StoreError::WorkersExhausted`] otherwise.
+pub(crate) fn none_free(req: &LeaseRequest, earliest_ahead: Option<u64>) -> StoreError {
+    match earliest_ahead {
+        Some(earliest_mark_ms) => StoreError::WorkerMarksAhead {
+            space: req.space.clone(),
+            earliest_mark_ms,
+            time_mark_max_ms: req.time_mark_max_ms,
+        },
+        None => StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker },
     }
 }
 
@@ -414,12 +463,37 @@ pub(crate) fn lease_lost(lease: &Lease) -> StoreError {
     StoreError::LeaseLost { space: lease.space.clone(), worker_id: lease.worker_id }
 }
 
-/// The `(worker_id, token)` columns of the row `lease` claims to hold. A lease whose values
-/// no `BIGINT` column can hold (it was not made by a store) holds no row: lost.
-pub(crate) fn held_columns(lease: &Lease) -> Result<(i64, i64), StoreError> {
+/// The `(worker_id, token, holder_id)` columns of the row `lease` claims to hold. A lease
+/// whose values no `BIGINT` column can hold (it was not made by a store) holds no row: lost.
+pub(crate) fn held_columns(lease: &Lease) -> Result<(i64, i64, String), StoreError> {
     match (i64::try_from(lease.worker_id), i64::try_from(lease.token)) {
-        (Ok(worker_id), Ok(token)) => Ok((worker_id, token)),
+        (Ok(worker_id), Ok(token)) => Ok((worker_id, token, holder_id_text(lease.holder_id))),
         _ => Err(lease_lost(lease)),
+    }
+}
+
+/// A fresh holder id: 128 bits from the thread-local CSPRNG (ChaCha12, seeded and reseeded
+/// from the operating system). Two acquisitions drawing the same id is as likely as guessing
+/// a 128-bit key, so a holder id is never reused for any row.
+pub(crate) fn new_holder_id() -> u128 {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())
+}
+
+/// A holder id as its column holds it: 32 lowercase hex digits. Rows written before the
+/// column existed hold `''`, which no lease matches.
+pub(crate) fn holder_id_text(holder_id: u128) -> String {
+    format!("{holder_id:032x}")
+}
+
+/// [`StoreError::OutdatedTable`] for a lease table without [`HOLDER_ID_COLUMN`]; `sql` is the
+/// backend's statement that adds it.
+pub(crate) fn outdated_workers_table(sql: &str) -> StoreError {
+    StoreError::OutdatedTable {
+        table: WORKERS_TABLE,
+        column: HOLDER_ID_COLUMN,
+        fix: sql.to_string(),
     }
 }
 

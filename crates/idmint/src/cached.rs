@@ -99,6 +99,8 @@ pub struct CachedSnowflake {
     /// putter at a time keeps units whole and in order.
     filling: std::sync::Mutex<()>,
     rejected: AtomicU64,
+    /// The generator's lease losses when the ring was last checked against them.
+    losses_seen: AtomicU64,
     cancel: CancellationToken,
 }
 
@@ -114,6 +116,7 @@ impl CachedSnowflake {
             .check(generator.layout())
             .map_err(SnowflakeError::Config)?;
         let ring = Ring::new(capacity).map_err(|e| SnowflakeError::Config(e.to_string()))?;
+        let generator_losses = generator.lease_losses();
         let cached = Arc::new(CachedSnowflake {
             generator,
             ring,
@@ -121,6 +124,7 @@ impl CachedSnowflake {
             wake: tokio::sync::Notify::new(),
             filling: std::sync::Mutex::new(()),
             rejected: AtomicU64::new(0),
+            losses_seen: AtomicU64::new(generator_losses),
             cancel: CancellationToken::new(),
         });
         let weak = Arc::downgrade(&cached);
@@ -157,6 +161,7 @@ impl CachedSnowflake {
     /// The next id: one atomic step on the ring; on an empty ring the caller fills one unit.
     /// `None` only when borrowing is stopped by the lead bound or the time mark (counted).
     pub fn take(&self) -> Result<Option<u64>, SnowflakeError> {
+        self.discard_after_a_lost_lease();
         if let Some(id) = self.ring.take() {
             if self.ring.needs_fill(RING_PADDING_PERMILLE_DEFAULT) {
                 self.wake.notify_one();
@@ -164,6 +169,25 @@ impl CachedSnowflake {
             return Ok(Some(id));
         }
         self.take_slow()
+    }
+
+    /// Empties the ring once the generator has lost its lease: its ids were made ahead under
+    /// that lease, and the row that proved it may have been deleted or restored (the next
+    /// owner of the worker id then starts below them). Takes after that go to the generator,
+    /// which refuses until a lease is held again.
+    fn discard_after_a_lost_lease(&self) {
+        let losses = self.generator.lease_losses();
+        if losses == self.losses_seen.load(Ordering::Acquire) {
+            return;
+        }
+        // No put while the ring is emptied.
+        let _filling = self.filling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut discarded: u64 = 0;
+        while self.ring.take().is_some() {
+            discarded += 1;
+        }
+        self.losses_seen.store(losses, Ordering::Release);
+        tracing::warn!(discarded, "worker lease lost: the ring's pre-made ids are discarded");
     }
 
     /// A take that found no id: the ring is empty, or a put is still writing the front slot.
@@ -190,6 +214,7 @@ impl CachedSnowflake {
     pub async fn next_ids(&self, count: u64) -> Result<Vec<u64>, SnowflakeError> {
         let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
         let mut deadline = None;
+        self.discard_after_a_lost_lease();
         while (ids.len() as u64) < count {
             if let Some(id) = self.ring.take() {
                 ids.push(id);

@@ -142,8 +142,10 @@ pub enum SnowflakeError {
     /// The clock is behind the last id issued (or the persisted mark) by more than the
     /// tolerance: issuing could repeat an id.
     #[error(
-        "the clock is {behind_ms} ms behind the last id issued (tolerance {tolerance_ms} ms); no \
-         id is issued until it catches up. Check the node's time sync"
+        "the clock is {behind_ms} ms behind the last id issued or the persisted time mark \
+         (tolerance {tolerance_ms} ms); no id is issued until it catches up. Check the node's \
+         time sync; if the clock had jumped ahead and left the mark there, restart the node: \
+         with leased worker ids it takes one not marked ahead (docs/operations.md)"
     )]
     ClockBehind {
         /// How far behind.
@@ -192,6 +194,8 @@ pub struct Snowflake {
     writer: tokio::sync::Mutex<()>,
     rollbacks: AtomicU64,
     waits: AtomicU64,
+    /// Leases lost so far: the cached ring discards its pre-made ids when this moves.
+    lease_losses: AtomicU64,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -332,6 +336,7 @@ impl Snowflake {
             writer: tokio::sync::Mutex::new(()),
             rollbacks: AtomicU64::new(0),
             waits: AtomicU64::new(0),
+            lease_losses: AtomicU64::new(0),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
             config,
@@ -483,6 +488,39 @@ impl Snowflake {
         }
     }
 
+    /// Whether an id could be issued now, checked without issuing one or waiting: `Err` names
+    /// what stops it, for `/ready` and the metrics. [`SnowflakeError::LeaseNotProven`] when the
+    /// lease is not proven (lost, not renewed in time, shutting down);
+    /// [`SnowflakeError::ClockBehind`] when the clock is behind the last id or the persisted
+    /// mark by more than the tolerance (plus the borrowing lead), as after a clock that jumped
+    /// ahead and was corrected: ids are refused until the clock catches up.
+    pub fn readiness(&self) -> Result<(), SnowflakeError> {
+        let layout = &self.config.layout;
+        let state = self.lock();
+        let now_ms = self.clock.now_ms();
+        if now_ms >= state.fence_ms {
+            return Err(SnowflakeError::LeaseNotProven {
+                space: self.config.space.clone(),
+                worker: state.worker,
+                reason: if state.fence_reason.is_empty() {
+                    "the lease was not renewed in time".into()
+                } else {
+                    state.fence_reason.clone()
+                },
+            });
+        }
+        let last_ms = layout.timestamp_ms(layout.unpack(state.last).0).unwrap_or(0);
+        let behind_ms = last_ms.saturating_sub(now_ms);
+        let allowed_ms = self.config.tolerance_ms + self.config.borrow_max_lead_ms.unwrap_or(0);
+        if behind_ms > allowed_ms {
+            return Err(SnowflakeError::ClockBehind {
+                behind_ms,
+                tolerance_ms: self.config.tolerance_ms,
+            });
+        }
+        Ok(())
+    }
+
     /// Stops the background tasks and releases the lease (its time mark stays in the store).
     pub async fn shutdown(&self) {
         self.cancel.cancel();
@@ -550,7 +588,7 @@ impl Snowflake {
                 let behind_ms = behind_units.saturating_mul(layout.unit().millis());
                 if !state.clock_behind {
                     state.clock_behind = true;
-                    tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing ids until it catches up");
+                    tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing ids until it catches up (/ready reports not ready). Fix: check the time sync; if the clock had jumped ahead, restart the node in lease mode to lease a worker id not marked ahead (docs/operations.md)");
                 }
                 Err(SnowflakeError::ClockBehind {
                     behind_ms,
@@ -589,6 +627,17 @@ impl Snowflake {
             state.last = state.last.max(last);
             state.mark_units = state.mark_units.max(units);
             tracing::info!(space = %self.config.space, worker = state.worker, mark_ms, "snowflake resumes above its time mark");
+            let behind_ms = mark_ms.saturating_sub(self.clock.now_ms());
+            if behind_ms > self.config.tolerance_ms {
+                tracing::warn!(
+                    space = %self.config.space, worker = state.worker, mark_ms, behind_ms,
+                    "the time mark of this worker id is ahead of the clock (a clock that jumped \
+                     ahead left it): no id is issued until the clock passes it and /ready \
+                     reports not ready. Fix: check the time sync; in lease mode stop this node \
+                     and start it again once its lease margin has passed, so it leases a worker \
+                     id not marked ahead (docs/operations.md, \"A clock that jumped ahead\")"
+                );
+            }
         }
         Ok(())
     }
@@ -614,7 +663,12 @@ impl Snowflake {
                 .map_err(|e| SnowflakeError::Unavailable(e.to_string()))?;
         }
         if let (Some(lease), Some(store)) = (&lease, &self.store) {
-            store.raise_time_mark(lease, mark_ms).await?;
+            let raised = store.raise_time_mark(lease, mark_ms).await;
+            if let Err(StoreError::LeaseLost { .. }) = &raised {
+                // Another holder's row, or none: the row no longer proves this lease.
+                self.lose_lease(lease);
+            }
+            raised?;
         }
         let units = layout.to_units(mark_ms).unwrap_or(0);
         let mut state = self.lock();
@@ -637,11 +691,9 @@ impl Snowflake {
         match result {
             Ok(renewed) => self.install_lease(renewed).await,
             Err(StoreError::LeaseLost { .. }) => {
-                let mut state = self.lock();
-                state.fence_ms = 0;
-                state.fence_reason = "the lease was lost to another node".into();
-                state.lease = None;
-                tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
+                if let Some(lease) = &lease {
+                    self.lose_lease(lease);
+                }
             }
             Err(error) => {
                 // The fence stays where the store last confirmed: ids stop there if no
@@ -649,6 +701,34 @@ impl Snowflake {
                 tracing::warn!(space = %self.config.space, %error, "worker lease not renewed");
             }
         }
+    }
+
+    /// Closes the fence at once on `lease`, which the store no longer proves (its row holds
+    /// another holder id or token, or is gone): no id is issued until a lease is held again.
+    /// A lease already replaced by a newer one is left alone.
+    fn lose_lease(&self, lease: &Lease) {
+        let mut state = self.lock();
+        let same = |held: &Lease| {
+            (held.worker_id, held.token, held.holder_id)
+                == (lease.worker_id, lease.token, lease.holder_id)
+        };
+        if !state.lease.as_ref().is_some_and(same) {
+            return;
+        }
+        state.fence_ms = 0;
+        state.fence_reason = "the lease was lost: its row was taken over by another node, \
+                              deleted or restored from a backup"
+            .into();
+        state.lease = None;
+        self.lease_losses.fetch_add(1, Ordering::AcqRel);
+        tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
+    }
+
+    /// How many leases this generator has lost. Ids made ahead under a lost lease (the cached
+    /// ring's) must be discarded: the row that proved it may have been deleted or restored,
+    /// taking the mark that would keep the next owner above them.
+    pub(crate) fn lease_losses(&self) -> u64 {
+        self.lease_losses.load(Ordering::Acquire)
     }
 
     /// Installs a renewed or newly acquired lease.
@@ -723,6 +803,9 @@ fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> 
         now_ms,
         ttl_ms: config.lease_ttl_ms,
         margin_ms: config.lease_margin_ms,
+        // An id marked further ahead could issue nothing until the clock got there (a clock
+        // that once jumped ahead leaves such marks): the store passes it over.
+        time_mark_max_ms: now_ms.saturating_add(config.tolerance_ms),
     }
 }
 

@@ -199,6 +199,53 @@ async fn snowflake_metrics_show_the_worker_and_its_lease() {
     server.stop().await;
 }
 
+/// A node whose clock jumped a day ahead (its time mark persisted there) and was corrected
+/// cannot issue snowflake ids: `/ready` answers 503 `clock_behind` naming the fix, and the
+/// metrics say which cause stops the generator; once the clock has caught up it is ready.
+#[tokio::test]
+async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
+    const DAY_MS: u64 = 86_400_000;
+    let memory = Arc::new(idmint_store::MemoryStore::new());
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
+    let clock = Arc::new(idmint::ManualClock::at_system_time());
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    // A space no other test uses: the metrics recorder is process-wide.
+    let mut config = idmint::SnowflakeConfig::new("ready_jumped", layout);
+    config.worker = idmint::WorkerIdSource::Static(3);
+    let generator = idmint::Snowflake::start(
+        Some(workers),
+        config,
+        Arc::clone(&clock) as Arc<dyn idmint::Clock>,
+    )
+    .await
+    .unwrap();
+    let server = TestServer::start_full(memory, SegmentConfig::default(), Ok(generator)).await;
+    assert_eq!(server.get("/ready").await.status(), 200);
+    let space = [("space", "ready_jumped")];
+    assert_eq!(value(&scrape(&server).await, "idmint_snowflake_ready", &space), Some(1.0));
+
+    clock.advance(DAY_MS);
+    assert_eq!(server.get("/v1/snowflake").await.status(), 200);
+    clock.step_back(DAY_MS);
+    let message =
+        crate::support::assert_error(server.get("/ready").await, 503, "clock_behind").await;
+    assert!(message.contains("restart the node"), "{message}");
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_ready", &space), Some(0.0));
+    let cause = |c| [("space", "ready_jumped"), ("cause", c)];
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("clock_behind")), Some(1.0));
+    assert_eq!(
+        value(&samples, "idmint_snowflake_not_ready", &cause("lease_not_proven")),
+        Some(0.0)
+    );
+
+    clock.advance(DAY_MS + 10_000);
+    assert_eq!(server.get("/ready").await.status(), 200);
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("clock_behind")), Some(0.0));
+    server.stop().await;
+}
+
 #[test]
 fn the_prometheus_checker_rejects_bad_text() {
     let bad = [

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::worker::{
     check_assign_request, check_lease_request, check_renewal, check_time_ms, lease_lost,
-    reusable_below,
+    new_holder_id, none_free, reusable_below,
 };
 use crate::{
     AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
@@ -22,12 +22,41 @@ use crate::{
 /// The worker state of one memory store.
 #[derive(Debug, Default)]
 pub(super) struct Workers {
-    leases: BTreeMap<(WorkerSpace, u64), LeaseRecord>,
+    leases: BTreeMap<(WorkerSpace, u64), Row>,
     /// The last assigned id (0: none yet), shared by every space as a database sequence is.
     last_assigned: u64,
 }
 
+/// One lease row: what operators see, and the holder id that fences it.
+#[derive(Debug, Clone)]
+struct Row {
+    record: LeaseRecord,
+    holder_id: u128,
+}
+
+/// Every lease row of a memory store at one moment, as a backup holds them: what
+/// [`MemoryStore::restore_worker_rows`] brings back.
+#[derive(Debug, Clone)]
+pub struct WorkerRowsSnapshot(BTreeMap<(WorkerSpace, u64), Row>);
+
 impl MemoryStore {
+    /// Deletes every lease row of `space`, as an operator's `DELETE` would: for tests that
+    /// the fence holds when rows vanish under a live holder.
+    pub fn delete_worker_rows(&self, space: &WorkerSpace) {
+        self.workers().leases.retain(|(row_space, _), _| row_space != space);
+    }
+
+    /// Every lease row as it stands, as a backup would keep them.
+    pub fn snapshot_worker_rows(&self) -> WorkerRowsSnapshot {
+        WorkerRowsSnapshot(self.workers().leases.clone())
+    }
+
+    /// Puts back the lease rows of `snapshot`, as restoring a backup would: for tests that
+    /// the fence holds when older rows come back under a live holder.
+    pub fn restore_worker_rows(&self, snapshot: &WorkerRowsSnapshot) {
+        self.workers().leases.clone_from(&snapshot.0);
+    }
+
     fn workers(&self) -> MutexGuard<'_, Workers> {
         // Every mutation below is a single assignment after its checks, so a poisoned map is
         // still consistent.
@@ -40,12 +69,20 @@ impl WorkerStore for MemoryStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         check_lease_request(req)?;
         let below = reusable_below(req.now_ms, req.margin_ms);
+        let holder_id = new_holder_id();
         let mut workers = self.workers();
+        let mut earliest_ahead: Option<u64> = None;
         for worker_id in 0..=req.max_worker {
             let key = (req.space.clone(), worker_id);
-            let (token, time_mark) = match workers.leases.get(&key) {
+            let (token, time_mark) = match workers.leases.get(&key).map(|row| &row.record) {
                 None => (1, 0),
                 Some(row) if below.is_some_and(|below| row.expires_ms < below) => {
+                    if row.time_mark > req.time_mark_max_ms {
+                        let earliest =
+                            earliest_ahead.map_or(row.time_mark, |e| e.min(row.time_mark));
+                        earliest_ahead = Some(earliest);
+                        continue;
+                    }
                     (row.token + 1, row.time_mark)
                 }
                 Some(_) => continue,
@@ -53,10 +90,17 @@ impl WorkerStore for MemoryStore {
             let expires_ms = req.now_ms + req.ttl_ms;
             let record =
                 LeaseRecord { worker_id, holder: req.holder.clone(), token, expires_ms, time_mark };
-            workers.leases.insert(key, record);
-            return Ok(Lease { space: req.space.clone(), worker_id, token, expires_ms, time_mark });
+            workers.leases.insert(key, Row { record, holder_id });
+            return Ok(Lease {
+                space: req.space.clone(),
+                worker_id,
+                token,
+                holder_id,
+                expires_ms,
+                time_mark,
+            });
         }
-        Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
+        Err(none_free(req, earliest_ahead))
     }
 
     async fn renew_lease(
@@ -106,12 +150,13 @@ impl WorkerStore for MemoryStore {
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         let workers = self.workers();
         let rows = workers.leases.range((space.clone(), 0)..=(space.clone(), u64::MAX));
-        Ok(rows.map(|(_, row)| row.clone()).collect())
+        Ok(rows.map(|(_, row)| row.record.clone()).collect())
     }
 }
 
-/// The row of `lease` if it still holds the lease's token.
+/// The row of `lease` if it still holds the lease's token and holder id.
 fn held<'w>(workers: &'w mut Workers, lease: &Lease) -> Option<&'w mut LeaseRecord> {
     let key = (lease.space.clone(), lease.worker_id);
-    workers.leases.get_mut(&key).filter(|row| row.token == lease.token)
+    let row = workers.leases.get_mut(&key)?;
+    (row.record.token == lease.token && row.holder_id == lease.holder_id).then_some(&mut row.record)
 }

@@ -1,10 +1,11 @@
 //! The MySQL / MariaDB backend's [`WorkerStore`]: the lease and assignment tables in the
 //! store's database (InnoDB, `utf8mb4_bin`), created on first use when absent and never
-//! altered.
+//! altered (a lease table without the `holder_id` column, made by an earlier idmint, is
+//! refused with the statement that adds it).
 //!
 //! Claiming a never-held id is a plain `INSERT` under the `(space, worker_id)` primary key: of
 //! two racing inserts InnoDB commits one and fails the other with a duplicate key. A takeover
-//! and a renewal are a conditional `UPDATE` on the fencing token (and the expiry) followed, in
+//! and a renewal are a conditional `UPDATE` on the token and holder id (and the expiry) followed, in
 //! the same transaction and under the row lock that update took, by a `SELECT … FOR UPDATE`
 //! of what it wrote: MariaDB has no `UPDATE … RETURNING`. An `UPDATE` reads the latest
 //! committed row and locks it, so of two racing writers the second re-reads the first's
@@ -21,7 +22,8 @@ use sqlx::{AssertSqlSafe, Row};
 use super::{MySqlStore, unavailable};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, held_columns, lease_lost, stored,
+    check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
+    stored,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
@@ -42,17 +44,19 @@ impl WorkerStore for MySqlStore {
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
         check_renewal(now_ms, ttl_ms)?;
-        let (id, token) = held_columns(lease)?;
+        let (id, token, holder_id) = held_columns(lease)?;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, ?) \
-             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms >= ?"
+             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms >= ? \
+             AND holder_id = ?"
         )))
         .bind(column(now_ms + ttl_ms))
         .bind(lease.space.as_str())
         .bind(id)
         .bind(token)
         .bind(column(now_ms))
+        .bind(holder_id)
         .execute(&mut *tx)
         .await
         .map_err(unavailable)?
@@ -130,7 +134,7 @@ impl LeaseTable for MySqlStore {
         max: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+            "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
              WHERE space = ? AND worker_id >= ? AND worker_id <= ? \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
@@ -143,10 +147,12 @@ impl LeaseTable for MySqlStore {
         rows.iter()
             .map(|row| {
                 let (worker_id, token, expires_ms) = three_numbers(row)?;
+                let time_mark: i64 = row.try_get(3).map_err(unavailable)?;
                 Ok(ScanRow {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", token)?,
                     expires_ms: stored(space, worker_id, "expires_ms", expires_ms)?,
+                    time_mark: stored(space, worker_id, "time_mark", time_mark)?,
                 })
             })
             .collect()
@@ -156,16 +162,19 @@ impl LeaseTable for MySqlStore {
         &self,
         req: &LeaseRequest,
         worker_id: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let expires_ms = req.now_ms + req.ttl_ms;
         let inserted = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {WORKERS_TABLE} (space, worker_id, holder, token, expires_ms, time_mark) \
-             VALUES (?, ?, ?, 1, ?, 0)"
+            "INSERT INTO {WORKERS_TABLE} \
+             (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
+             VALUES (?, ?, ?, 1, ?, 0, ?)"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
         .bind(req.holder.as_str())
         .bind(column(expires_ms))
+        .bind(holder_id_text(holder_id))
         .execute(&self.pool)
         .await;
         match inserted {
@@ -173,6 +182,7 @@ impl LeaseTable for MySqlStore {
                 space: req.space.clone(),
                 worker_id,
                 token: 1,
+                holder_id,
                 expires_ms,
                 time_mark: 0,
             })),
@@ -187,15 +197,18 @@ impl LeaseTable for MySqlStore {
         worker_id: u64,
         token: u64,
         below: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let expires_ms = req.now_ms + req.ttl_ms;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let taken = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET holder = ?, token = token + 1, expires_ms = ? \
+            "UPDATE {WORKERS_TABLE} \
+             SET holder = ?, token = token + 1, expires_ms = ?, holder_id = ? \
              WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms < ?"
         )))
         .bind(req.holder.as_str())
         .bind(column(expires_ms))
+        .bind(holder_id_text(holder_id))
         .bind(req.space.as_str())
         .bind(column(worker_id))
         .bind(column(token))
@@ -215,6 +228,7 @@ impl LeaseTable for MySqlStore {
             space: req.space.clone(),
             worker_id,
             token: new_token,
+            holder_id,
             expires_ms,
             time_mark,
         }))
@@ -224,22 +238,38 @@ impl LeaseTable for MySqlStore {
 impl MySqlStore {
     /// Creates each worker table when absent; never alters one that exists. Probing first
     /// lets an account without the CREATE privilege use tables an operator made.
+    /// A lease table of an earlier idmint, without the holder id, is refused naming the
+    /// statement that adds it: without it a deleted or restored row would let two nodes
+    /// prove one lease.
     async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
         let tables = [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())];
-        self.create_missing_tables(tables, "worker").await
+        self.create_missing_tables(tables, "worker").await?;
+        let probe =
+            sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {WORKERS_TABLE} LIMIT 0")))
+                .fetch_optional(&self.pool)
+                .await;
+        match probe {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_COLUMN) => {
+                Err(outdated_workers_table(ADD_HOLDER_ID))
+            }
+            Err(e) => Err(unavailable(e)),
+        }
     }
 
     /// Runs `UPDATE … SET {set}` (whose one `?` is `value`) on the row of `lease` if it still
-    /// holds the lease's token; [`StoreError::LeaseLost`] otherwise.
+    /// holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
-        let (id, token) = held_columns(lease)?;
+        let (id, token, holder_id) = held_columns(lease)?;
         let updated = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ? AND worker_id = ? AND token = ?"
+            "UPDATE {WORKERS_TABLE} SET {set} \
+             WHERE space = ? AND worker_id = ? AND token = ? AND holder_id = ?"
         )))
         .bind(value)
         .bind(lease.space.as_str())
         .bind(id)
         .bind(token)
+        .bind(holder_id)
         .execute(&self.pool)
         .await
         .map_err(unavailable)?
@@ -247,6 +277,13 @@ impl MySqlStore {
         if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
     }
 }
+
+/// SQLSTATE of an unknown column (MySQL's and MariaDB's error 1054).
+const SQLSTATE_NO_COLUMN: &str = "42S22";
+
+/// The statement that brings a lease table of an earlier idmint up to date.
+const ADD_HOLDER_ID: &str =
+    "ALTER TABLE idmint_workers ADD COLUMN holder_id char(32) NOT NULL DEFAULT ''";
 
 /// The lease table: the key and holder in `utf8mb4_bin`, as the segment table's tags, so
 /// spaces compare byte for byte.
@@ -259,6 +296,7 @@ fn workers_ddl() -> String {
          token bigint NOT NULL, \
          expires_ms bigint NOT NULL, \
          time_mark bigint NOT NULL DEFAULT 0, \
+         holder_id char(32) NOT NULL DEFAULT '', \
          PRIMARY KEY (space, worker_id)\
          ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
     )

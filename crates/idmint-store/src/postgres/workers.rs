@@ -1,11 +1,12 @@
 //! The PostgreSQL backend's [`WorkerStore`]: the lease and assignment tables in the store's
 //! schema, created on first use when absent (under an advisory lock, so nodes starting
-//! together do not race) and never altered.
+//! together do not race) and never altered (a lease table without the `holder_id` column,
+//! made by an earlier idmint, is refused with the statement that adds it).
 //!
 //! Every step is one statement: claiming a never-held id is an
 //! `INSERT … ON CONFLICT DO NOTHING` under the `(space, worker_id)` primary key (a racing
 //! insert waits for the first to commit, then inserts nothing); a takeover and a renewal are
-//! a conditional `UPDATE … RETURNING` on the fencing token and the expiry. Under READ
+//! a conditional `UPDATE … RETURNING` on the token, the holder id and the expiry. Under READ
 //! COMMITTED a second `UPDATE` of the same row waits for the first and re-checks its `WHERE`
 //! against the row the first wrote, so it sees the new token and matches nothing. An
 //! assignment takes the next value of an identity column in a transaction rolled back when
@@ -20,7 +21,8 @@ use sqlx::{AssertSqlSafe, Row};
 use super::{ADVISORY_LOCK_CLASS, PgStore};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, held_columns, lease_lost, stored,
+    check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
+    stored,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
@@ -41,17 +43,18 @@ impl WorkerStore for PgStore {
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
         check_renewal(now_ms, ttl_ms)?;
-        let (id, token) = held_columns(lease)?;
+        let (id, token, holder_id) = held_columns(lease)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, $4) \
              WHERE space = $1 AND worker_id = $2 AND token = $3 AND expires_ms >= $5 \
-             RETURNING expires_ms, time_mark"
+             AND holder_id = $6 RETURNING expires_ms, time_mark"
         )))
         .bind(lease.space.as_str())
         .bind(id)
         .bind(token)
         .bind(column(now_ms + ttl_ms))
         .bind(column(now_ms))
+        .bind(holder_id)
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
@@ -137,7 +140,7 @@ impl LeaseTable for PgStore {
         max: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+            "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
              WHERE space = $1 AND worker_id >= $2 AND worker_id <= $3 \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
@@ -154,6 +157,7 @@ impl LeaseTable for PgStore {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", self.number(row, 1)?)?,
                     expires_ms: stored(space, worker_id, "expires_ms", self.number(row, 2)?)?,
+                    time_mark: stored(space, worker_id, "time_mark", self.number(row, 3)?)?,
                 })
             })
             .collect()
@@ -163,16 +167,19 @@ impl LeaseTable for PgStore {
         &self,
         req: &LeaseRequest,
         worker_id: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let expires_ms = req.now_ms + req.ttl_ms;
         let inserted = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {WORKERS_TABLE} (space, worker_id, holder, token, expires_ms, time_mark) \
-             VALUES ($1, $2, $3, 1, $4, 0) ON CONFLICT (space, worker_id) DO NOTHING"
+            "INSERT INTO {WORKERS_TABLE} \
+             (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
+             VALUES ($1, $2, $3, 1, $4, 0, $5) ON CONFLICT (space, worker_id) DO NOTHING"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
         .bind(req.holder.as_str())
         .bind(column(expires_ms))
+        .bind(holder_id_text(holder_id))
         .execute(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?
@@ -181,6 +188,7 @@ impl LeaseTable for PgStore {
             space: req.space.clone(),
             worker_id,
             token: 1,
+            holder_id,
             expires_ms,
             time_mark: 0,
         }))
@@ -192,10 +200,12 @@ impl LeaseTable for PgStore {
         worker_id: u64,
         token: u64,
         below: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let expires_ms = req.now_ms + req.ttl_ms;
         let taken = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET holder = $3, token = token + 1, expires_ms = $4 \
+            "UPDATE {WORKERS_TABLE} \
+             SET holder = $3, token = token + 1, expires_ms = $4, holder_id = $7 \
              WHERE space = $1 AND worker_id = $2 AND token = $5 AND expires_ms < $6 \
              RETURNING token, time_mark"
         )))
@@ -205,6 +215,7 @@ impl LeaseTable for PgStore {
         .bind(column(expires_ms))
         .bind(column(token))
         .bind(column(below))
+        .bind(holder_id_text(holder_id))
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
@@ -214,6 +225,7 @@ impl LeaseTable for PgStore {
             space: req.space.clone(),
             worker_id,
             token: stored(&req.space, id, "token", self.number(&row, 0)?)?,
+            holder_id,
             expires_ms,
             time_mark: stored(&req.space, id, "time_mark", self.number(&row, 1)?)?,
         }))
@@ -234,20 +246,35 @@ impl PgStore {
             .map_err(|e| self.unavailable(e))?;
         let tables = [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())];
         self.create_missing_tables(&mut tx, tables, "worker").await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        // A lease table of an earlier idmint lacks the holder id; without it a deleted or
+        // restored row would let two nodes prove one lease, so it is refused, naming the fix.
+        let probe =
+            sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {WORKERS_TABLE} LIMIT 0")))
+                .fetch_optional(&self.pool)
+                .await;
+        match probe {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_COLUMN) => {
+                Err(outdated_workers_table(ADD_HOLDER_ID))
+            }
+            Err(e) => Err(self.unavailable(e)),
+        }
     }
 
     /// Runs `UPDATE … SET {set}` (which reads `$4` as `value`) on the row of `lease` if it
-    /// still holds the lease's token; [`StoreError::LeaseLost`] otherwise.
+    /// still holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
-        let (id, token) = held_columns(lease)?;
+        let (id, token, holder_id) = held_columns(lease)?;
         let updated = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = $1 AND worker_id = $2 AND token = $3"
+            "UPDATE {WORKERS_TABLE} SET {set} \
+             WHERE space = $1 AND worker_id = $2 AND token = $3 AND holder_id = $5"
         )))
         .bind(lease.space.as_str())
         .bind(id)
         .bind(token)
         .bind(value)
+        .bind(holder_id)
         .execute(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?
@@ -260,6 +287,13 @@ impl PgStore {
     }
 }
 
+/// SQLSTATE `undefined_column`.
+const SQLSTATE_NO_COLUMN: &str = "42703";
+
+/// The statement that brings a lease table of an earlier idmint up to date.
+const ADD_HOLDER_ID: &str =
+    "ALTER TABLE idmint_workers ADD COLUMN holder_id varchar(32) NOT NULL DEFAULT ''";
+
 /// The lease table.
 fn workers_ddl() -> String {
     format!(
@@ -270,6 +304,7 @@ fn workers_ddl() -> String {
             token      bigint       NOT NULL,
             expires_ms bigint       NOT NULL,
             time_mark  bigint       NOT NULL DEFAULT 0,
+            holder_id  varchar(32)  NOT NULL DEFAULT '',
             PRIMARY KEY (space, worker_id)
         )"
     )

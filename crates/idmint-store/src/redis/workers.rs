@@ -3,7 +3,9 @@
 //!
 //! Keys (after the URL's prefix): `workers:{SPACE}` is a hash per space (the braces make the
 //! space a Redis Cluster hash tag) whose field `ID` holds the lease of worker id `ID` as
-//! `TOKEN EXPIRES_MS TIME_MARK HOLDER`. `worker_node` is a hash whose field `last` is the
+//! `TOKEN EXPIRES_MS TIME_MARK HOLDER_ID HOLDER` (the holder id is 32 hex digits; a value an
+//! earlier idmint wrote, `TOKEN EXPIRES_MS TIME_MARK HOLDER`, reads as holding no holder id,
+//! which no lease matches, and is taken over once expired). `worker_node` is a hash whose field `last` is the
 //! last assigned id (one sequence shared by all spaces, from 1) and whose field `ID` records
 //! that start as `SPACE PORT LAUNCH_MS HOST`.
 //!
@@ -20,34 +22,42 @@ use redis::Script;
 
 use super::{RedisStore, script};
 use crate::worker::{
-    check_assign_request, check_lease_request, check_renewal, check_time_ms, lease_lost,
-    reusable_below,
+    check_assign_request, check_lease_request, check_renewal, check_time_ms, holder_id_text,
+    lease_lost, new_holder_id, reusable_below,
 };
 use crate::{
     AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
 };
 
-/// Lua helpers for lease values: `lease(v)` splits one into token, expiry, mark and holder
-/// (nil when it is not one); `joined(...)` makes one.
+/// Lua helpers for lease values: `lease(v)` splits one into token, expiry, mark, holder id
+/// (`''` in a value of an earlier idmint) and holder (nil when it is not one); `joined(...)`
+/// makes one.
 const LUA_LEASE: &str = r"
+local holder_id_pattern = '^(%d+) (%d+) (%d+) (' .. string.rep('%x', 32) .. ') (.*)$'
 local function lease(v)
     if not v then return nil end
-    local t, e, m, h = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
+    local t, e, m, k, h = string.match(v, holder_id_pattern)
+    if not t then
+        k = ''
+        t, e, m, h = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
+    end
     if not (uint(t) and uint(e) and uint(m)) then return nil end
-    return t, e, m, h
+    return t, e, m, k, h
 end
-local function joined(t, e, m, h)
-    return t .. ' ' .. e .. ' ' .. m .. ' ' .. h
+local function joined(t, e, m, k, h)
+    return t .. ' ' .. e .. ' ' .. m .. ' ' .. k .. ' ' .. h
 end
 ";
 
 /// KEYS: the space's hash. ARGV: max_worker, holder, expires_ms, reusable-below (empty:
-/// nothing reusable yet). Returns `{id, token, time_mark}`, `{'corrupt', id, value}`, or nil
-/// when every id is held.
+/// nothing reusable yet), holder id, the latest time mark a claimed id may carry. Returns
+/// `{id, token, time_mark}`, `{'corrupt', id, value}`, `{'ahead', earliest_mark}` when the
+/// only free ids were passed over for their marks, or nil when every id is held.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         "{LUA_LEASE}{}",
         r"
+        local earliest
         for id = 0, tonumber(ARGV[1]) do
             local field = tostring(id)
             local row = redis.call('HGET', KEYS[1], field)
@@ -58,21 +68,26 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
                 local t, e, m = lease(row)
                 if not t or #t > 15 then return {'corrupt', field, row} end
                 if ARGV[4] ~= '' and lt(e, ARGV[4]) then
-                    token, mark = string.format('%d', tonumber(t) + 1), m
+                    if lt(ARGV[6], m) then
+                        if not earliest or lt(m, earliest) then earliest = m end
+                    else
+                        token, mark = string.format('%d', tonumber(t) + 1), m
+                    end
                 end
             end
             if token then
-                redis.call('HSET', KEYS[1], field, joined(token, ARGV[3], mark, ARGV[2]))
+                redis.call('HSET', KEYS[1], field, joined(token, ARGV[3], mark, ARGV[5], ARGV[2]))
                 return {field, token, mark}
             end
         end
+        if earliest then return {'ahead', earliest} end
         return false
         "
     ))
 });
 
-/// KEYS: the space's hash. ARGV: worker id, token, operation, value. If the lease is still
-/// held with that token, applies `renew` (only before expiry: expiry := max(expiry,
+/// KEYS: the space's hash. ARGV: worker id, token, operation, value, deadline, holder id. If
+/// the lease is still held with that token and holder id, applies `renew` (only before expiry: expiry := max(expiry,
 /// value)), `release` (expiry := min(expiry, value)) or `raise` (mark := max(mark, value)).
 /// Returns `{'ok', expires_ms, time_mark}`, `{'lost'}` or `{'corrupt', value}`.
 static HELD: LazyLock<Script> = LazyLock::new(|| {
@@ -81,9 +96,9 @@ static HELD: LazyLock<Script> = LazyLock::new(|| {
         r"
         local row = redis.call('HGET', KEYS[1], ARGV[1])
         if not row then return {'lost'} end
-        local t, e, m, h = lease(row)
+        local t, e, m, k, h = lease(row)
         if not t then return {'corrupt', row} end
-        if t ~= ARGV[2] then return {'lost'} end
+        if t ~= ARGV[2] or k ~= ARGV[6] then return {'lost'} end
         local op, value = ARGV[3], ARGV[4]
         if op == 'renew' then
             if lt(e, ARGV[5]) then return {'lost'} end
@@ -95,7 +110,7 @@ static HELD: LazyLock<Script> = LazyLock::new(|| {
         else
             return redis.error_reply('unknown lease operation ' .. op)
         end
-        redis.call('HSET', KEYS[1], ARGV[1], joined(t, e, m, h))
+        redis.call('HSET', KEYS[1], ARGV[1], joined(t, e, m, k, h))
         return {'ok', e, m}
         "
     ))
@@ -139,7 +154,8 @@ impl RedisStore {
             .arg(lease.token.to_string())
             .arg(op)
             .arg(value.to_string())
-            .arg(deadline.to_string());
+            .arg(deadline.to_string())
+            .arg(holder_id_text(lease.holder_id));
         let reply: Vec<String> = self.run(&invocation).await?;
         match reply.as_slice() {
             [status, expires_ms, time_mark] if status == "ok" => Ok(Lease {
@@ -158,12 +174,15 @@ impl WorkerStore for RedisStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         check_lease_request(req)?;
         let below = reusable_below(req.now_ms, req.margin_ms).map(|b| b.to_string());
+        let holder_id = new_holder_id();
         let mut invocation = ACQUIRE.key(self.space_key(&req.space));
         invocation
             .arg(req.max_worker.to_string())
             .arg(&req.holder)
             .arg((req.now_ms + req.ttl_ms).to_string())
-            .arg(below.unwrap_or_default());
+            .arg(below.unwrap_or_default())
+            .arg(holder_id_text(holder_id))
+            .arg(req.time_mark_max_ms.to_string());
         let reply: Option<Vec<String>> = self.run(&invocation).await?;
         let Some(reply) = reply else {
             return Err(StoreError::WorkersExhausted {
@@ -172,6 +191,11 @@ impl WorkerStore for RedisStore {
             });
         };
         match reply.as_slice() {
+            [status, earliest] if status == "ahead" => Err(StoreError::WorkerMarksAhead {
+                space: req.space.clone(),
+                earliest_mark_ms: stored_number(&req.space, u64::MAX, earliest)?,
+                time_mark_max_ms: req.time_mark_max_ms,
+            }),
             [status, id, value] if status == "corrupt" => {
                 Err(corrupt(&req.space, id.parse().unwrap_or(u64::MAX), value))
             }
@@ -181,6 +205,7 @@ impl WorkerStore for RedisStore {
                     space: req.space.clone(),
                     worker_id,
                     token: stored_number(&req.space, worker_id, token)?,
+                    holder_id,
                     expires_ms: req.now_ms + req.ttl_ms,
                     time_mark: stored_number(&req.space, worker_id, time_mark)?,
                 })
@@ -237,9 +262,10 @@ impl WorkerStore for RedisStore {
             .map(|(field, value)| {
                 let worker_id = stored_number(space, u64::MAX, field)?;
                 let parts: Vec<&str> = value.splitn(4, ' ').collect();
-                let [token, expires_ms, time_mark, holder] = parts[..] else {
+                let [token, expires_ms, time_mark, rest] = parts[..] else {
                     return Err(corrupt(space, worker_id, &format!("{value:?}")));
                 };
+                let holder = without_holder_id(rest);
                 let number = |text| stored_number(space, worker_id, text);
                 Ok(LeaseRecord {
                     worker_id,
@@ -252,6 +278,15 @@ impl WorkerStore for RedisStore {
             .collect::<Result<Vec<_>, StoreError>>()?;
         records.sort_unstable_by_key(|record| record.worker_id);
         Ok(records)
+    }
+}
+
+/// The holder of a lease value's tail `HOLDER_ID HOLDER`, or all of it when it holds no
+/// holder id (a value an earlier idmint wrote).
+fn without_holder_id(rest: &str) -> &str {
+    match rest.split_once(' ') {
+        Some((id, holder)) if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) => holder,
+        _ => rest,
     }
 }
 

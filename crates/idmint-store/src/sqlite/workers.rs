@@ -1,11 +1,12 @@
 //! The SQLite backend's [`WorkerStore`]: the lease and assignment tables in the same file as
-//! the segments, STRICT, created on first use and never altered.
+//! the segments, STRICT, created on first use and never altered (a lease table without the
+//! `holder_id` column, made by an earlier idmint, is refused with the statement that adds it).
 //!
 //! Every step is one statement, atomic across threads and across processes sharing the file:
 //! claiming a never-held id is an `INSERT … ON CONFLICT DO NOTHING` under the
 //! `(space, worker_id)` primary key, a takeover and a renewal are conditional
-//! `UPDATE … RETURNING`s on the fencing token (and the expiry), run to their end so a failed
-//! commit is an error (see `write_returning`), and an assignment an insert
+//! `UPDATE … RETURNING`s on the token and holder id (and the expiry), run to their end so a
+//! failed commit is an error (see `write_returning`), and an assignment an insert
 //! into an `AUTOINCREMENT` table (its ids are never reused, even after a delete) in an
 //! immediate transaction that is rolled back when the id is past `max_worker`.
 
@@ -15,7 +16,8 @@ use rusqlite::{Connection, Row, params};
 use super::{SqliteStore, unavailable, write_returning};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, held_columns, lease_lost, stored,
+    check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
+    stored,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
@@ -36,7 +38,7 @@ impl WorkerStore for SqliteStore {
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
         check_renewal(now_ms, ttl_ms)?;
-        let (id, token) = held_columns(lease)?;
+        let (id, token, holder_id) = held_columns(lease)?;
         let space = lease.space.clone();
         let renewed = self
             .call(move |conn| {
@@ -46,9 +48,17 @@ impl WorkerStore for SqliteStore {
                     &format!(
                         "UPDATE {WORKERS_TABLE} SET expires_ms = max(expires_ms, ?4) \
                          WHERE space = ?1 AND worker_id = ?2 AND token = ?3 \
-                         AND expires_ms >= ?5 RETURNING expires_ms, time_mark"
+                         AND expires_ms >= ?5 AND holder_id = ?6 \
+                         RETURNING expires_ms, time_mark"
                     ),
-                    params![space.as_str(), id, token, column(now_ms + ttl_ms), column(now_ms)],
+                    params![
+                        space.as_str(),
+                        id,
+                        token,
+                        column(now_ms + ttl_ms),
+                        column(now_ms),
+                        holder_id
+                    ],
                     |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
                 )
                 .map_err(unavailable)
@@ -146,23 +156,25 @@ impl LeaseTable for SqliteStore {
         self.call(move |conn| {
             let mut statement = conn
                 .prepare(&format!(
-                    "SELECT worker_id, token, expires_ms FROM {WORKERS_TABLE} \
+                    "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
                      WHERE space = ?1 AND worker_id >= ?2 AND worker_id <= ?3 \
                      ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
                 ))
                 .map_err(unavailable)?;
             let rows = statement
                 .query_map(params![space.as_str(), column(from), column(max)], |row| {
-                    Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+                    let number = |i| row.get::<_, i64>(i);
+                    Ok((number(0)?, number(1)?, number(2)?, number(3)?))
                 })
                 .map_err(unavailable)?;
             let mut scanned = Vec::new();
             for row in rows {
-                let (worker_id, token, expires_ms) = row.map_err(unavailable)?;
+                let (worker_id, token, expires_ms, time_mark) = row.map_err(unavailable)?;
                 scanned.push(ScanRow {
                     worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
                     token: stored(&space, worker_id, "token", token)?,
                     expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
+                    time_mark: stored(&space, worker_id, "time_mark", time_mark)?,
                 });
             }
             Ok(scanned)
@@ -174,18 +186,20 @@ impl LeaseTable for SqliteStore {
         &self,
         req: &LeaseRequest,
         worker_id: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let (space, holder) = (req.space.clone(), req.holder.clone());
         let expires_ms = req.now_ms + req.ttl_ms;
+        let id_text = holder_id_text(holder_id);
         let inserted = self
             .call(move |conn| {
                 conn.execute(
                     &format!(
                         "INSERT INTO {WORKERS_TABLE} \
-                         (space, worker_id, holder, token, expires_ms, time_mark) \
-                         VALUES (?1, ?2, ?3, 1, ?4, 0) ON CONFLICT DO NOTHING"
+                         (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
+                         VALUES (?1, ?2, ?3, 1, ?4, 0, ?5) ON CONFLICT DO NOTHING"
                     ),
-                    params![space.as_str(), column(worker_id), holder, column(expires_ms)],
+                    params![space.as_str(), column(worker_id), holder, column(expires_ms), id_text],
                 )
                 .map_err(unavailable)
             })
@@ -194,6 +208,7 @@ impl LeaseTable for SqliteStore {
             space: req.space.clone(),
             worker_id,
             token: 1,
+            holder_id,
             expires_ms,
             time_mark: 0,
         }))
@@ -205,9 +220,11 @@ impl LeaseTable for SqliteStore {
         worker_id: u64,
         token: u64,
         below: u64,
+        holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let (space, holder) = (req.space.clone(), req.holder.clone());
         let expires_ms = req.now_ms + req.ttl_ms;
+        let id_text = holder_id_text(holder_id);
         let taken = self
             .call(move |conn| {
                 // Run to its end: a takeover is answered only once it committed.
@@ -215,7 +232,7 @@ impl LeaseTable for SqliteStore {
                     conn,
                     &format!(
                         "UPDATE {WORKERS_TABLE} \
-                         SET holder = ?3, token = token + 1, expires_ms = ?4 \
+                         SET holder = ?3, token = token + 1, expires_ms = ?4, holder_id = ?7 \
                          WHERE space = ?1 AND worker_id = ?2 AND token = ?5 \
                          AND expires_ms < ?6 RETURNING token, time_mark"
                     ),
@@ -225,7 +242,8 @@ impl LeaseTable for SqliteStore {
                         holder,
                         column(expires_ms),
                         column(token),
-                        column(below)
+                        column(below),
+                        id_text
                     ],
                     |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
                 )
@@ -238,6 +256,7 @@ impl LeaseTable for SqliteStore {
             space: req.space.clone(),
             worker_id,
             token: stored(&req.space, id, "token", token)?,
+            holder_id,
             expires_ms,
             time_mark: stored(&req.space, id, "time_mark", time_mark)?,
         }))
@@ -246,24 +265,43 @@ impl LeaseTable for SqliteStore {
 
 impl SqliteStore {
     /// Runs `UPDATE … SET {set}` (which reads `?4` as `value`) on the row of `lease` if it
-    /// still holds the lease's token; [`StoreError::LeaseLost`] otherwise.
+    /// still holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
-        let (id, token) = held_columns(lease)?;
+        let (id, token, holder_id) = held_columns(lease)?;
         let space = lease.space.clone();
         let sql = format!(
-            "UPDATE {WORKERS_TABLE} SET {set} WHERE space = ?1 AND worker_id = ?2 AND token = ?3"
+            "UPDATE {WORKERS_TABLE} SET {set} \
+             WHERE space = ?1 AND worker_id = ?2 AND token = ?3 AND holder_id = ?5"
         );
         let updated = self
             .call(move |conn| {
-                conn.execute(&sql, params![space.as_str(), id, token, value]).map_err(unavailable)
+                conn.execute(&sql, params![space.as_str(), id, token, value, holder_id])
+                    .map_err(unavailable)
             })
             .await?;
         if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
     }
 }
 
-/// Creates both worker tables when absent; an existing table is used as it is.
+/// The statement that brings a lease table of an earlier idmint up to date.
+const ADD_HOLDER_ID: &str =
+    "ALTER TABLE idmint_workers ADD COLUMN holder_id TEXT NOT NULL DEFAULT ''";
+
+/// Creates both worker tables when absent; an existing table is used as it is, unless its
+/// lease table lacks the holder id (an earlier idmint's): that is refused, naming the fix,
+/// since without it a deleted or restored row would let two nodes prove one lease.
 fn ensure_tables(conn: &mut Connection) -> Result<(), StoreError> {
+    create_tables(conn)?;
+    match conn.prepare(&format!("SELECT holder_id FROM {WORKERS_TABLE} LIMIT 0")) {
+        Ok(_) => Ok(()),
+        Err(e) if e.to_string().contains("no such column") => {
+            Err(outdated_workers_table(ADD_HOLDER_ID))
+        }
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
+fn create_tables(conn: &mut Connection) -> Result<(), StoreError> {
     conn.execute_batch(&format!(
         "CREATE TABLE IF NOT EXISTS {WORKERS_TABLE} (
             space      TEXT    NOT NULL,
@@ -272,6 +310,7 @@ fn ensure_tables(conn: &mut Connection) -> Result<(), StoreError> {
             token      INTEGER NOT NULL,
             expires_ms INTEGER NOT NULL,
             time_mark  INTEGER NOT NULL DEFAULT 0,
+            holder_id  TEXT    NOT NULL DEFAULT '',
             PRIMARY KEY (space, worker_id)
         ) STRICT;
         CREATE TABLE IF NOT EXISTS {WORKER_NODE_TABLE} (

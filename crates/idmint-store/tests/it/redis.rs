@@ -35,9 +35,14 @@ async fn fresh() -> Option<Subject> {
 mod workers {
     //! The worker suite on Redis, each check under its own key prefix.
 
-    use idmint_store::{StoreUrl, open_workers};
+    use std::any::Any;
+    use std::sync::Arc;
 
-    use crate::workers::{WorkerSubject, worker_suite};
+    use ::redis as driver;
+    use idmint_store::redis::RedisUrl;
+    use idmint_store::{StoreUrl, WorkerSpace, open_workers};
+
+    use crate::workers::{RowTamper, WorkerSubject, worker_suite};
 
     async fn fresh() -> Option<WorkerSubject> {
         let (url, cleanup) = super::fresh_url()?;
@@ -45,7 +50,47 @@ mod workers {
         Some(WorkerSubject::with_guard(store, cleanup))
     }
 
-    worker_suite!(fresh);
+    async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+        let (url, cleanup) = super::fresh_url()?;
+        let store = open_workers(&StoreUrl::Redis(url.clone())).await.unwrap();
+        Some((WorkerSubject::with_guard(store, cleanup), Arc::new(Rows(url))))
+    }
+
+    /// The check's lease hash, through a connection of its own.
+    struct Rows(RedisUrl);
+
+    impl Rows {
+        async fn key(&self, space: &WorkerSpace) -> (idmint_store::redis::RedisConn, String) {
+            let raw = self.0.connect().await.unwrap();
+            let key = raw.key(&format!("workers:{{{space}}}"));
+            (raw, key)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl RowTamper for Rows {
+        async fn delete_rows(&self, space: &WorkerSpace) {
+            let (mut raw, key) = self.key(space).await;
+            let _: i64 = super::query(driver::cmd("DEL").arg(&key), &mut raw).await;
+        }
+        async fn snapshot_rows(&self, space: &WorkerSpace) -> Box<dyn Any + Send + Sync> {
+            let (mut raw, key) = self.key(space).await;
+            let rows: Vec<(String, String)> =
+                super::query(driver::cmd("HGETALL").arg(&key), &mut raw).await;
+            Box::new(rows)
+        }
+        async fn restore_rows(&self, space: &WorkerSpace, snapshot: &(dyn Any + Send + Sync)) {
+            self.delete_rows(space).await;
+            let (mut raw, key) = self.key(space).await;
+            for (field, value) in snapshot.downcast_ref::<Vec<(String, String)>>().unwrap() {
+                let _: i64 =
+                    super::query(driver::cmd("HSET").arg(&key).arg(field).arg(value), &mut raw)
+                        .await;
+            }
+        }
+    }
+
+    worker_suite!(fresh, tampered);
 }
 
 #[tokio::test]
@@ -157,17 +202,47 @@ async fn a_lease_is_one_field_of_its_space_hash() {
         now_ms: 1_000,
         ttl_ms: 500,
         margin_ms: 0,
+        time_mark_max_ms: 1_000,
     };
     let lease = store.acquire_lease(&request).await.unwrap();
     store.raise_time_mark(&lease, 1_200).await.unwrap();
     let mut raw = url.connect().await.unwrap();
     let value: String =
         query(driver::cmd("HGET").arg(raw.key("workers:{layout-a}")).arg("0"), &mut raw).await;
-    assert_eq!(value, "1 1500 1200 host:80/1 x");
+    assert_eq!(value, format!("1 1500 1200 {:032x} host:80/1 x", lease.holder_id));
     // A second connection (another node) sees the same lease.
     let other = RedisStore::connect(&url).await.unwrap();
     let listed = other.list_leases(&space).await.unwrap();
     assert_eq!((listed.len(), listed[0].holder.as_str()), (1, "host:80/1 x"));
+}
+
+/// A lease value an earlier idmint wrote (no holder id) is listed, proves no lease, and is
+/// taken over once expired, gaining a holder id.
+#[tokio::test]
+async fn a_lease_value_without_a_holder_id_proves_nothing_and_is_taken_over() {
+    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let store = RedisStore::connect(&url).await.unwrap();
+    let space = idmint_store::WorkerSpace::parse("layout-old").unwrap();
+    let mut raw = url.connect().await.unwrap();
+    let key = raw.key("workers:{layout-old}");
+    let _: i64 =
+        query(driver::cmd("HSET").arg(&key).arg("0").arg("4 1500 1200 old host"), &mut raw).await;
+    let listed = store.list_leases(&space).await.unwrap();
+    assert_eq!((listed[0].token, listed[0].holder.as_str()), (4, "old host"));
+    let request = idmint_store::LeaseRequest {
+        space: space.clone(),
+        max_worker: 0,
+        holder: "new".to_string(),
+        now_ms: 2_000,
+        ttl_ms: 500,
+        margin_ms: 0,
+        time_mark_max_ms: 2_000,
+    };
+    let lease = store.acquire_lease(&request).await.unwrap();
+    assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 5, 1_200));
+    let value: String = query(driver::cmd("HGET").arg(&key).arg("0"), &mut raw).await;
+    assert_eq!(value, format!("5 2500 1200 {:032x} new", lease.holder_id));
+    store.renew_lease(&lease, 2_100, 500).await.unwrap();
 }
 
 #[test]

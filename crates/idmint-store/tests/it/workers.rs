@@ -6,13 +6,20 @@
 //! Time is whatever the checks say it is: the store reads no clock, so every `now_ms` below
 //! is a plain number and expiry boundaries are hit to the millisecond.
 //!
+//! Two checks also reach past the trait ([`RowTamper`]): they delete or restore lease rows as
+//! an operator or a backup restore would, under a live holder, and instantiate only where the
+//! backend's module gives a tamperer ([`worker_suite!`]'s second argument).
+//!
 //! The worker tables have fixed names, so on MySQL and PostgreSQL every check of a run shares
 //! them (in the run's fresh database). Checks therefore keep to spaces of their own, named
 //! after the check; `assign_worker_…` is the only check that assigns ids, so the database's
 //! one assignment sequence is its alone.
 
+use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use idmint_store::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX, LEASE_TTL_MS_MAX,
@@ -40,18 +47,54 @@ const _: () = assert!(HELD_PAST_A_PAGE.is_multiple_of(PAGING_TASK_COUNT));
 /// A worker store under test, with whatever must live as long as it does.
 pub type WorkerSubject = crate::conformance::Subject<dyn WorkerStore>;
 
+/// What an operator or a restore does to lease rows behind the store's back.
+#[async_trait]
+pub trait RowTamper: Send + Sync {
+    /// Deletes every lease row of `space`, as `DELETE FROM idmint_workers` would.
+    async fn delete_rows(&self, space: &WorkerSpace);
+    /// Every lease row of `space` as it stands, as a backup keeps it.
+    async fn snapshot_rows(&self, space: &WorkerSpace) -> Box<dyn Any + Send + Sync>;
+    /// Replaces the lease rows of `space` by those of `snapshot`, as a restore would.
+    async fn restore_rows(&self, space: &WorkerSpace, snapshot: &(dyn Any + Send + Sync));
+}
+
 /// Generates one `#[tokio::test]` per worker check in the calling module.
+///
+/// `$tampered`, when given, is an `async fn() -> Option<(WorkerSubject, Arc<dyn
+/// RowTamper>)>`: a fresh store and a way to change its rows behind its back, for the checks
+/// that rows deleted or restored never let two holders prove one lease.
 ///
 /// `$factory` is an `async fn() -> Option<WorkerSubject>`: a store on which the check's own
 /// spaces are empty, or `None` when the backend's server is not configured (the check is then
 /// skipped with a line on stderr).
 macro_rules! worker_suite {
+    ($factory:path, $tampered:path) => {
+        $crate::workers::worker_suite!($factory);
+        $crate::workers::worker_suite!(@tampered $tampered;
+            rows_deleted_under_a_live_holder,
+            rows_restored_from_an_older_snapshot,
+        );
+    };
+    (@tampered $tampered:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                let Some((subject, tamper)) = $tampered().await else {
+                    eprintln!("skipped: the backend's IDMINT_TEST_*_URL is not set");
+                    return;
+                };
+                $crate::workers::$check(::std::sync::Arc::clone(&subject.store), tamper).await;
+                drop(subject);
+            }
+        )*
+    };
     ($factory:path) => {
         $crate::workers::worker_suite!(@checks $factory;
             acquirers_get_the_lowest_free_ids,
             concurrent_acquirers_get_distinct_ids_until_exhausted,
             concurrent_takeovers_give_each_expired_id_once,
             acquisition_walks_past_a_page_of_held_ids,
+            acquisition_passes_over_ids_marked_ahead_of_the_clock,
             renew_extends_the_lease_and_never_shortens_it,
             renew_after_expiry_is_lease_lost,
             an_expired_id_is_reused_only_after_the_margin,
@@ -88,6 +131,7 @@ pub async fn acquirers_get_the_lowest_free_ids(store: Arc<dyn WorkerStore>) {
             space: space.clone(),
             worker_id: worker_id as u64,
             token: 1,
+            holder_id: lease.holder_id,
             expires_ms: T0 + TTL_MS,
             time_mark: 0,
         };
@@ -157,6 +201,40 @@ pub async fn acquisition_walks_past_a_page_of_held_ids(store: Arc<dyn WorkerStor
     assert_eq!((fresh.worker_id, fresh.token), (HELD_PAST_A_PAGE, 1));
 }
 
+/// Free ids whose time mark a clock that jumped ahead left in the future are passed over for
+/// a lower-marked one; when only such ids are free the request is refused, naming the
+/// earliest mark, and nothing is written; once the clock has passed a mark its id is taken.
+pub async fn acquisition_passes_over_ids_marked_ahead_of_the_clock(store: Arc<dyn WorkerStore>) {
+    let space = space("ahead");
+    let day_ms = 86_400_000;
+    let marks = [T0 + day_ms + 7, T0 + 1_000, T0 + day_ms, T0 + day_ms + 5];
+    for (worker_id, mark) in marks.into_iter().enumerate() {
+        let lease = store.acquire_lease(&request(&space, 3, "jumped", T0)).await.unwrap();
+        assert_eq!(lease.worker_id, worker_id as u64);
+        store.raise_time_mark(&lease, mark).await.unwrap();
+        store.release_lease(&lease, T0 + 1).await.unwrap();
+    }
+    let now = REUSABLE_MS;
+    let taken = store.acquire_lease(&request(&space, 3, "b", now)).await.unwrap();
+    assert_eq!((taken.worker_id, taken.token, taken.time_mark), (1, 2, T0 + 1_000));
+
+    let before = store.list_leases(&space).await.unwrap();
+    let refused = store.acquire_lease(&request(&space, 3, "c", now)).await;
+    let ahead = StoreError::WorkerMarksAhead {
+        space: space.clone(),
+        earliest_mark_ms: T0 + day_ms,
+        time_mark_max_ms: now,
+    };
+    assert_eq!(refused, Err(ahead));
+    assert_eq!(store.list_leases(&space).await.unwrap(), before, "a refusal wrote");
+
+    let caught_up = LeaseRequest { time_mark_max_ms: T0 + day_ms, ..request(&space, 3, "c", now) };
+    let taken = store.acquire_lease(&caught_up).await.unwrap();
+    assert_eq!((taken.worker_id, taken.time_mark), (2, T0 + day_ms));
+    let held = store.acquire_lease(&request(&space, 3, "d", now)).await;
+    assert!(matches!(held, Err(StoreError::WorkerMarksAhead { .. })), "{held:?}");
+}
+
 /// Renewing moves the expiry to one TTL after the renewal, as stored; a renewal asking for
 /// less than the lease already has leaves it, and renewing at the very millisecond of expiry
 /// still succeeds.
@@ -192,6 +270,7 @@ pub async fn renew_after_expiry_is_lease_lost(store: Arc<dyn WorkerStore>) {
     // Leases no store made: another token, or values no row can hold.
     let forgeries = [
         Lease { token: lease.token + 1, ..lease.clone() },
+        Lease { holder_id: lease.holder_id ^ 1, ..lease.clone() },
         Lease { token: u64::MAX, ..lease.clone() },
         Lease { worker_id: u64::MAX, ..lease.clone() },
     ];
@@ -218,10 +297,12 @@ pub async fn an_expired_id_is_reused_only_after_the_margin(store: Arc<dyn Worker
     assert_eq!(other.worker_id, 1, "id 0 was reused before its margin passed");
 
     let new = store.acquire_lease(&request(&space, 3, "new", at_margin + 1)).await.unwrap();
+    assert_ne!(new.holder_id, old.holder_id, "a takeover must draw a new holder id");
     let expected = Lease {
         space: space.clone(),
         worker_id: 0,
         token: old.token + 1,
+        holder_id: new.holder_id,
         expires_ms: at_margin + 1 + TTL_MS,
         time_mark: mark,
     };
@@ -355,6 +436,7 @@ pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn 
         LeaseRequest { ttl_ms: LEASE_TTL_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { margin_ms: LEASE_MARGIN_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { now_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
+        LeaseRequest { time_mark_max_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { holder: "h".repeat(HOLDER_LEN_MAX + 1), ..ok.clone() },
         LeaseRequest { holder: "two\nlines".to_string(), ..ok.clone() },
     ];
@@ -386,6 +468,77 @@ pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn 
     for req in &bad_assignments {
         assert!(invalid(store.assign_worker(req).await), "{req:?} was accepted");
     }
+}
+
+/// A holder whose rows are deleted under it loses its lease on its next call (no row), and
+/// keeps losing it once another node has claimed the id again: the new row starts again at
+/// token 1, as the old holder's did, but with a holder id of its own. The new holder's row is
+/// left as it claimed it, and it keeps working.
+pub async fn rows_deleted_under_a_live_holder(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
+    let space = space("deleted");
+    let old = store.acquire_lease(&request(&space, 3, "old", T0)).await.unwrap();
+    store.raise_time_mark(&old, T0 + 500).await.unwrap();
+    tamper.delete_rows(&space).await;
+
+    let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
+    assert_eq!(store.renew_lease(&old, T0 + 1, TTL_MS).await, lost, "renew with no row");
+    assert_eq!(store.raise_time_mark(&old, T0 + 900).await, lost.clone().map(drop));
+    assert_eq!(store.list_leases(&space).await.unwrap(), [], "a lost call wrote a row");
+
+    let new = store.acquire_lease(&request(&space, 3, "new", T0 + 2)).await.unwrap();
+    assert_eq!((new.worker_id, new.token, new.time_mark), (0, old.token, 0), "{new:?}");
+    let row = only_row(&store, &space).await;
+    assert_eq!(row, record_of(&new, "new"));
+
+    assert_eq!(store.renew_lease(&old, T0 + 3, TTL_MS).await, lost, "old holder renewed");
+    assert_eq!(store.raise_time_mark(&old, T0 + 900).await, lost.clone().map(drop));
+    assert_eq!(store.release_lease(&old, T0 + 3).await, lost.map(drop));
+    assert_eq!(only_row(&store, &space).await, row, "a lost call changed the row");
+
+    let renewed = store.renew_lease(&new, T0 + 4, TTL_MS).await.unwrap();
+    assert_eq!(renewed.expires_ms, T0 + 4 + TTL_MS);
+    store.raise_time_mark(&renewed, T0 + 700).await.unwrap();
+    store.release_lease(&renewed, T0 + 5).await.unwrap();
+}
+
+/// A row restored from a backup older than its holder's takeover hands the holder an older
+/// token: that holder loses its lease at once, and keeps losing it when a third node takes the
+/// restored (expired) row over and so gets the very token the holder had. The third node's
+/// row is left as it claimed it, and it keeps working.
+pub async fn rows_restored_from_an_older_snapshot(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
+    let space = space("restored");
+    store.acquire_lease(&request(&space, 3, "first", T0)).await.unwrap();
+    let backup = tamper.snapshot_rows(&space).await;
+
+    let holder = store.acquire_lease(&request(&space, 3, "holder", REUSABLE_MS)).await.unwrap();
+    assert_eq!((holder.worker_id, holder.token), (0, 2), "{holder:?}");
+    store.raise_time_mark(&holder, REUSABLE_MS + 3_000).await.unwrap();
+    tamper.restore_rows(&space, &*backup).await;
+
+    let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
+    let at = REUSABLE_MS + 1;
+    assert_eq!(store.renew_lease(&holder, at, TTL_MS).await, lost, "older token renewed");
+
+    let third = store.acquire_lease(&request(&space, 3, "third", at)).await.unwrap();
+    assert_eq!((third.worker_id, third.token), (0, holder.token), "{third:?}");
+    assert_ne!(third.holder_id, holder.holder_id);
+    let row = only_row(&store, &space).await;
+    assert_eq!(row, record_of(&third, "third"));
+
+    assert_eq!(store.renew_lease(&holder, at + 1, TTL_MS).await, lost, "old holder renewed");
+    assert_eq!(store.raise_time_mark(&holder, at + 9_000).await, lost.clone().map(drop));
+    assert_eq!(store.release_lease(&holder, at + 1).await, lost.map(drop));
+    assert_eq!(only_row(&store, &space).await, row, "a lost call changed the row");
+
+    let renewed = store.renew_lease(&third, at + 2, TTL_MS).await.unwrap();
+    assert_eq!((renewed.token, renewed.expires_ms), (holder.token, at + 2 + TTL_MS));
+    store.raise_time_mark(&renewed, at + 3_000).await.unwrap();
 }
 
 /// Runs `tasks` tasks, each acquiring `per_task` leases of `space` in turn; returns them all.
@@ -426,6 +579,7 @@ pub fn request(space: &WorkerSpace, max_worker: u64, holder: &str, now_ms: u64) 
         now_ms,
         ttl_ms: TTL_MS,
         margin_ms: MARGIN_MS,
+        time_mark_max_ms: now_ms,
     }
 }
 
@@ -482,15 +636,42 @@ mod memory {
 
     use std::sync::Arc;
 
-    use idmint_store::{MemoryStore, StoreError, StoreUrl, open_workers};
+    use std::any::Any;
 
-    use super::WorkerSubject;
+    use async_trait::async_trait;
+    use idmint_store::{
+        MemoryStore, StoreError, StoreUrl, WorkerRowsSnapshot, WorkerSpace, open_workers,
+    };
+
+    use super::{RowTamper, WorkerSubject};
 
     async fn fresh() -> Option<WorkerSubject> {
         Some(WorkerSubject::new(Arc::new(MemoryStore::new())))
     }
 
-    worker_suite!(fresh);
+    async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+        let store = Arc::new(MemoryStore::new());
+        Some((WorkerSubject::new(store.clone()), Arc::new(Rows(store))))
+    }
+
+    /// The memory store's rows, through its own hooks (the store is the check's alone, so a
+    /// snapshot of every space is one of the check's).
+    struct Rows(Arc<MemoryStore>);
+
+    #[async_trait]
+    impl RowTamper for Rows {
+        async fn delete_rows(&self, space: &WorkerSpace) {
+            self.0.delete_worker_rows(space);
+        }
+        async fn snapshot_rows(&self, _: &WorkerSpace) -> Box<dyn Any + Send + Sync> {
+            Box::new(self.0.snapshot_worker_rows())
+        }
+        async fn restore_rows(&self, _: &WorkerSpace, snapshot: &(dyn Any + Send + Sync)) {
+            self.0.restore_worker_rows(snapshot.downcast_ref::<WorkerRowsSnapshot>().unwrap());
+        }
+    }
+
+    worker_suite!(fresh, tampered);
 
     #[tokio::test]
     async fn open_workers_refuses_sets_of_stores_without_showing_a_password() {
@@ -519,13 +700,15 @@ mod sqlite {
     use std::sync::Arc;
 
     use idmint_store::{
-        SqliteStore, StoreError, StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE, WorkerStore,
-        open_workers,
+        HOLDER_ID_COLUMN, SqliteStore, StoreError, StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE,
+        WorkerStore, open_workers,
     };
     use rusqlite::Connection;
     use tempfile::TempDir;
 
-    use super::{T0, TTL_MS, WorkerSubject, acquire_concurrently, assign, request, space};
+    use super::{
+        RowTamper, T0, TTL_MS, WorkerSubject, acquire_concurrently, assign, request, space,
+    };
 
     async fn fresh() -> Option<WorkerSubject> {
         let (dir, path) = temp_db();
@@ -533,7 +716,73 @@ mod sqlite {
         Some(WorkerSubject::with_guard(store, dir))
     }
 
-    worker_suite!(fresh);
+    async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+        let (dir, path) = temp_db();
+        let store = open_workers(&StoreUrl::Sqlite(path.clone())).await.unwrap();
+        Some((WorkerSubject::with_guard(store, dir), Arc::new(Rows(path))))
+    }
+
+    /// The file's lease rows, through a connection of its own.
+    struct Rows(PathBuf);
+
+    type RowColumns = (String, i64, String, i64, i64, i64, String);
+
+    #[async_trait::async_trait]
+    impl RowTamper for Rows {
+        async fn delete_rows(&self, space: &idmint_store::WorkerSpace) {
+            let raw = Connection::open(&self.0).unwrap();
+            let sql = format!("DELETE FROM {WORKERS_TABLE} WHERE space = ?1");
+            raw.execute(&sql, [space.as_str()]).unwrap();
+        }
+        async fn snapshot_rows(
+            &self,
+            space: &idmint_store::WorkerSpace,
+        ) -> Box<dyn std::any::Any + Send + Sync> {
+            let raw = Connection::open(&self.0).unwrap();
+            let rows: Vec<RowColumns> = raw
+                .prepare(&format!(
+                    "SELECT space, worker_id, holder, token, expires_ms, time_mark, holder_id \
+                     FROM {WORKERS_TABLE} WHERE space = ?1"
+                ))
+                .unwrap()
+                .query_map([space.as_str()], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                    ))
+                })
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            Box::new(rows)
+        }
+        async fn restore_rows(
+            &self,
+            space: &idmint_store::WorkerSpace,
+            snapshot: &(dyn std::any::Any + Send + Sync),
+        ) {
+            self.delete_rows(space).await;
+            let raw = Connection::open(&self.0).unwrap();
+            for row in snapshot.downcast_ref::<Vec<RowColumns>>().unwrap() {
+                raw.execute(
+                    &format!(
+                        "INSERT INTO {WORKERS_TABLE} \
+                         (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                    ),
+                    rusqlite::params![row.0, row.1, row.2, row.3, row.4, row.5, row.6],
+                )
+                .unwrap();
+            }
+        }
+    }
+
+    worker_suite!(fresh, tampered);
 
     #[tokio::test]
     async fn leases_marks_and_assignments_survive_reopening() {
@@ -602,13 +851,15 @@ mod sqlite {
         let made = format!(
             "CREATE TABLE {WORKERS_TABLE} (space TEXT NOT NULL, worker_id INTEGER NOT NULL, \
              holder TEXT NOT NULL, token INTEGER NOT NULL, expires_ms INTEGER NOT NULL, \
-             time_mark INTEGER NOT NULL, note TEXT, PRIMARY KEY (space, worker_id))"
+             time_mark INTEGER NOT NULL, holder_id TEXT NOT NULL, note TEXT, \
+             PRIMARY KEY (space, worker_id))"
         );
         let raw = Connection::open(&path).unwrap();
         raw.execute_batch(&made).unwrap();
         raw.execute(
             &format!(
-                "INSERT INTO {WORKERS_TABLE} VALUES ('ws.foreign', 0, 'ops', 3, ?1, 77, 'kept')"
+                "INSERT INTO {WORKERS_TABLE} \
+                 VALUES ('ws.foreign', 0, 'ops', 3, ?1, 77, '', 'kept')"
             ),
             [T0 as i64],
         )
@@ -630,6 +881,47 @@ mod sqlite {
         assert_eq!(note, "kept");
     }
 
+    /// A lease table an earlier idmint made has no holder id: it is refused with the statement
+    /// that adds one, untouched; once the operator has run it, it is used.
+    #[tokio::test]
+    async fn a_worker_table_without_holder_ids_is_refused_naming_the_fix() {
+        let (_dir, path) = temp_db();
+        let made = format!(
+            "CREATE TABLE {WORKERS_TABLE} (space TEXT NOT NULL, worker_id INTEGER NOT NULL, \
+             holder TEXT NOT NULL DEFAULT '', token INTEGER NOT NULL, \
+             expires_ms INTEGER NOT NULL, time_mark INTEGER NOT NULL DEFAULT 0, \
+             PRIMARY KEY (space, worker_id)) STRICT"
+        );
+        let raw = Connection::open(&path).unwrap();
+        raw.execute_batch(&made).unwrap();
+        raw.execute(
+            &format!("INSERT INTO {WORKERS_TABLE} VALUES ('ws.old', 0, 'old', 3, ?1, 77)"),
+            [T0 as i64],
+        )
+        .unwrap();
+
+        let store = SqliteStore::open(&path).await.unwrap();
+        let space = space("old");
+        let later = T0 + TTL_MS + 10_000;
+        let refused = store.acquire_lease(&request(&space, 7, "a", later)).await.unwrap_err();
+        let StoreError::OutdatedTable { table, column, fix } = &refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!((*table, *column), (WORKERS_TABLE, HOLDER_ID_COLUMN));
+        assert!(refused.to_string().contains("ALTER TABLE idmint_workers ADD COLUMN holder_id"));
+        let layout: String = raw
+            .query_row("SELECT sql FROM sqlite_master WHERE name = ?1", [WORKERS_TABLE], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(layout, made, "the table was altered");
+
+        raw.execute_batch(fix).unwrap();
+        let lease = store.acquire_lease(&request(&space, 7, "a", later)).await.unwrap();
+        assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 4, 77));
+        store.renew_lease(&lease, later + 1, TTL_MS).await.unwrap();
+    }
+
     fn temp_db() -> (TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("idmint.db");
@@ -642,9 +934,13 @@ mod mysql {
     //! The worker suite on MySQL / MariaDB, in this run's database (skipped when
     //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
 
-    use idmint_store::{StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE, open_workers};
+    use std::any::Any;
+    use std::sync::Arc;
 
-    use super::{T0, WorkerSubject, request, space};
+    use idmint_store::{StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, open_workers};
+    use sqlx::{AssertSqlSafe, Connection, MySqlConnection};
+
+    use super::{RowTamper, T0, WorkerSubject, request, space};
 
     /// The run's database, with a segment table of the suite's own and a small pool.
     async fn url() -> Option<StoreUrl> {
@@ -655,7 +951,61 @@ mod mysql {
         Some(WorkerSubject::new(open_workers(&url().await?).await.unwrap()))
     }
 
-    worker_suite!(fresh);
+    async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+        Some((fresh().await?, Arc::new(Rows)))
+    }
+
+    /// The run database's lease rows, through a connection of their own.
+    struct Rows;
+
+    type RowColumns = (String, i64, String, i64, i64, i64, String);
+
+    async fn raw() -> MySqlConnection {
+        MySqlConnection::connect(&crate::mysql::database_url().await.unwrap()).await.unwrap()
+    }
+
+    #[async_trait::async_trait]
+    impl RowTamper for Rows {
+        async fn delete_rows(&self, space: &WorkerSpace) {
+            let sql = format!("DELETE FROM {WORKERS_TABLE} WHERE space = ?");
+            let mut raw = raw().await;
+            sqlx::query(AssertSqlSafe(sql)).bind(space.as_str()).execute(&mut raw).await.unwrap();
+        }
+        async fn snapshot_rows(&self, space: &WorkerSpace) -> Box<dyn Any + Send + Sync> {
+            let rows: Vec<RowColumns> = sqlx::query_as(AssertSqlSafe(format!(
+                "SELECT space, worker_id, holder, token, expires_ms, time_mark, holder_id \
+                 FROM {WORKERS_TABLE} WHERE space = ?"
+            )))
+            .bind(space.as_str())
+            .fetch_all(&mut raw().await)
+            .await
+            .unwrap();
+            Box::new(rows)
+        }
+        async fn restore_rows(&self, space: &WorkerSpace, snapshot: &(dyn Any + Send + Sync)) {
+            self.delete_rows(space).await;
+            let mut raw = raw().await;
+            for row in snapshot.downcast_ref::<Vec<RowColumns>>().unwrap() {
+                sqlx::query(AssertSqlSafe(format!(
+                    "INSERT INTO {WORKERS_TABLE} \
+                     (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
+                     VALUES (?, ?, ?, ?, ?, ?, ?)"
+                )))
+                .bind(&row.0)
+                .bind(row.1)
+                .bind(&row.2)
+                .bind(row.3)
+                .bind(row.4)
+                .bind(row.5)
+                .bind(&row.6)
+                .execute(&mut raw)
+                .await
+                .unwrap();
+            }
+        }
+    }
+
+    worker_suite!(fresh, tampered);
 
     #[tokio::test]
     async fn the_worker_tables_compare_bytes() {
@@ -671,14 +1021,72 @@ mod postgres {
     //! The worker suite on PostgreSQL, in this run's database (skipped when
     //! `IDMINT_TEST_POSTGRES_URL` is unset).
 
-    use idmint_store::open_workers;
+    use std::any::Any;
+    use std::sync::Arc;
 
-    use super::WorkerSubject;
+    use idmint_store::{WORKERS_TABLE, WorkerSpace, open_workers};
+    use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+    use super::{RowTamper, WorkerSubject};
 
     async fn fresh() -> Option<WorkerSubject> {
         let url = crate::postgres::suite_url("worker_suite", 4).await?;
         Some(WorkerSubject::new(open_workers(&url).await.unwrap()))
     }
 
-    worker_suite!(fresh);
+    async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+        Some((fresh().await?, Arc::new(Rows)))
+    }
+
+    /// The run database's lease rows, through a connection of their own.
+    struct Rows;
+
+    type RowColumns = (String, i64, String, i64, i64, i64, String);
+
+    async fn raw() -> PgConnection {
+        PgConnection::connect(crate::postgres::database_url().await.unwrap()).await.unwrap()
+    }
+
+    #[async_trait::async_trait]
+    impl RowTamper for Rows {
+        async fn delete_rows(&self, space: &WorkerSpace) {
+            let sql = format!("DELETE FROM {WORKERS_TABLE} WHERE space = $1");
+            let mut raw = raw().await;
+            sqlx::query(AssertSqlSafe(sql)).bind(space.as_str()).execute(&mut raw).await.unwrap();
+        }
+        async fn snapshot_rows(&self, space: &WorkerSpace) -> Box<dyn Any + Send + Sync> {
+            let rows: Vec<RowColumns> = sqlx::query_as(AssertSqlSafe(format!(
+                "SELECT space::text, worker_id, holder::text, token, expires_ms, time_mark, \
+                 holder_id::text FROM {WORKERS_TABLE} WHERE space = $1"
+            )))
+            .bind(space.as_str())
+            .fetch_all(&mut raw().await)
+            .await
+            .unwrap();
+            Box::new(rows)
+        }
+        async fn restore_rows(&self, space: &WorkerSpace, snapshot: &(dyn Any + Send + Sync)) {
+            self.delete_rows(space).await;
+            let mut raw = raw().await;
+            for row in snapshot.downcast_ref::<Vec<RowColumns>>().unwrap() {
+                sqlx::query(AssertSqlSafe(format!(
+                    "INSERT INTO {WORKERS_TABLE} \
+                     (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                )))
+                .bind(&row.0)
+                .bind(row.1)
+                .bind(&row.2)
+                .bind(row.3)
+                .bind(row.4)
+                .bind(row.5)
+                .bind(&row.6)
+                .execute(&mut raw)
+                .await
+                .unwrap();
+            }
+        }
+    }
+
+    worker_suite!(fresh, tampered);
 }

@@ -314,3 +314,97 @@ async fn the_cached_ring_borrows_no_further_than_its_lead_then_refuses() {
     let far = idmint::CachedSnowflake::start(Arc::clone(&generator), 4_096, 60_000).unwrap_err();
     assert!(far.to_string().contains("above 10000 ms"), "{far}");
 }
+
+/// The lease rows are deleted under a live node A (by hand, or a restore that predates
+/// them) and node B starts at once: B claims the same worker id afresh, with the same token A
+/// had. A learns at its next store call that the row is no longer its own (its holder id
+/// differs), closes its fence at once and refuses; from then on only B issues ids under that
+/// worker id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn WorkerStore> = memory.clone();
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    // Renewals every 100 ms of real time, so the test need not wait long for A's next call.
+    cfg.lease_ttl_ms = 300;
+    let a = start(&store, cfg.clone(), &clock).await;
+    a.next_id().await.unwrap();
+    memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
+    let b = start(&store, cfg, &clock).await;
+    assert_eq!(a.status().worker, b.status().worker, "B must claim A's worker id afresh");
+
+    // A's renewal (every 100 ms) or mark raise finds another holder's row.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while a.try_next_id().is_ok() {
+        assert!(std::time::Instant::now() < deadline, "A still issues under B's worker id");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for _ in 0..50 {
+        clock.advance(1);
+        let issued = (a.try_next_id(), b.try_next_id());
+        assert!(
+            matches!(issued.0, Err(SnowflakeError::LeaseNotProven { .. })),
+            "A issued after it learnt: {issued:?}"
+        );
+        assert!(matches!(issued.1, Ok(Some(_))), "B stopped: {issued:?}");
+    }
+}
+
+/// A node's clock jumps a day ahead, the node persists a mark there, the clock is corrected
+/// and the node stops: its worker id keeps a mark a day ahead. A restart leases another
+/// worker id, one not marked ahead, and issues at once; the generator that held the day-ahead
+/// mark reports why it cannot issue.
+#[tokio::test]
+async fn a_restart_after_the_clock_jumped_ahead_leases_a_worker_id_it_can_use() {
+    const DAY_MS: u64 = 86_400_000;
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    // Renewals every 100 ms of real time: one happens while the clock is a day ahead.
+    cfg.lease_ttl_ms = 300;
+    let jumped = start(&store, cfg.clone(), &clock).await;
+    jumped.next_id().await.unwrap();
+    clock.advance(DAY_MS);
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    jumped.next_id().await.unwrap();
+    clock.step_back(DAY_MS);
+    match jumped.readiness() {
+        Err(SnowflakeError::ClockBehind { behind_ms, .. }) => assert!(behind_ms >= DAY_MS - 1),
+        other => panic!("a generator a day ahead of its clock is ready: {other:?}"),
+    }
+    let worker = jumped.status().worker;
+    jumped.shutdown().await;
+    clock.advance(idmint::LEASE_MARGIN_MS_DEFAULT + 1);
+
+    let restarted = start(&store, cfg, &clock).await;
+    assert_ne!(restarted.status().worker, worker, "leased the id marked a day ahead again");
+    assert_eq!(restarted.readiness(), Ok(()));
+    restarted.next_id().await.unwrap();
+}
+
+/// A cached node whose lease rows are deleted while its ring is full: once it learns that the
+/// lease is lost, the ring's pre-made ids (made under a worker id another node now holds
+/// afresh, below where that node starts) are discarded, and takes are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_ring_hands_out_nothing_after_its_lease_is_lost() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn WorkerStore> = memory.clone();
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    cfg.lease_ttl_ms = 300;
+    let a = start(&store, cfg.clone(), &clock).await;
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&a), 1 << 14, 5_000).unwrap();
+    ring.next_ids(10).await.unwrap();
+    memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
+    let b = start(&store, cfg, &clock).await;
+    assert_eq!(a.status().worker, b.status().worker);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while a.readiness().is_ok() {
+        assert!(std::time::Instant::now() < deadline, "A never learnt its lease was lost");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let taken = ring.take();
+    assert!(!matches!(taken, Ok(Some(_))), "the ring handed out {taken:?} after the loss");
+    assert!(ring.next_ids(1).await.is_err());
+}
