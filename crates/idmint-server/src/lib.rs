@@ -42,7 +42,10 @@ pub use dashboard::DASHBOARD_HTML;
 pub use error::{ApiError, GRPC_CODE_KEY};
 pub use formats::TagFormats;
 pub use grpc::{GRPC_ROUTE, RETURN_LEASES_MAX, STREAM_CHUNK_DEFAULT, STREAM_COUNT_MAX};
-pub use limits::{ClientAddr, ClientGate, HttpLimits, LimitedListener};
+pub use limits::{
+    CLIENT_CONNECTIONS_DEFAULT, CLIENT_CONNECTIONS_MAX, CONNECTIONS_REFUSED_METRIC, ClientAddr,
+    ClientGate, HttpLimits, LimitedListener,
+};
 pub use routes::{Serves, router, router_for};
 pub use sequences::SequenceSlot;
 

@@ -225,6 +225,10 @@ fn describe() {
         Unit::Seconds,
         "Time to answer an HTTP request, by route and method."
     );
+    describe_counter!(
+        crate::limits::CONNECTIONS_REFUSED_METRIC,
+        "Connections closed at once: their client address held limits.client_connections_max."
+    );
     describe_histogram!(
         idmint::REFILL_DURATION_METRIC,
         Unit::Seconds,

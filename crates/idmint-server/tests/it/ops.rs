@@ -463,6 +463,77 @@ async fn idle_and_trickling_connections_are_closed() {
     server.stop().await;
 }
 
+/// A connection from `from` (any 127/8 address: Linux routes them all to loopback) to the
+/// server at `addr`.
+async fn connect_from(from: &str, addr: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr.parse().unwrap()).await.unwrap()
+}
+
+/// `GET /health` on a raw connection: the status line, or why there was none within 2 s.
+async fn health_on(stream: &mut tokio::net::TcpStream) -> Result<String, String> {
+    let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    stream.write_all(request).await.map_err(|e| format!("write: {e}"))?;
+    let mut buf = [0u8; 512];
+    match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await {
+        Err(_) => Err("no answer within 2 s".to_string()),
+        Ok(Ok(0)) => Err("closed".to_string()),
+        Ok(Err(e)) => Err(format!("read: {e}")),
+        Ok(Ok(n)) => Ok(String::from_utf8_lossy(&buf[..n]).lines().next().unwrap().to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_address_cannot_hold_every_connection() {
+    // Room for 300 connections in all, so one address at its cap (256 by default) leaves
+    // room for others: on a node without a cap per address, 300 idle connections from one
+    // address fill every slot and every other client waits for the idle timeout (30 s).
+    let cap = idmint_server::CLIENT_CONNECTIONS_DEFAULT;
+    let limits = HttpLimits { connections_max: 300, ..HttpLimits::default() };
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let server =
+        TestServer::with_auth_and_limits(store, Auth::open(), limits, SegmentConfig::default())
+            .await;
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let mut hogs = Vec::new();
+    for _ in 0..300 {
+        hogs.push(connect_from("127.0.0.1", &addr).await);
+    }
+    // Another address is served at once.
+    let began = Instant::now();
+    let mut other = connect_from("127.0.0.2", &addr).await;
+    let answer = health_on(&mut other).await;
+    assert_eq!(answer.as_deref(), Ok("HTTP/1.1 200 OK"), "127.0.0.2 was not served");
+    assert!(began.elapsed() < Duration::from_millis(1_500), "{:?}", began.elapsed());
+    // 127.0.0.1's connections past its cap were closed at once, without an answer; the
+    // first `cap` are served.
+    let mut served = 0;
+    let mut refused = 0;
+    for hog in &mut hogs {
+        match health_on(hog).await {
+            Ok(status) if status == "HTTP/1.1 200 OK" => served += 1,
+            Ok(status) => panic!("{status}"),
+            Err(why) => {
+                assert!(
+                    why == "closed" || why.starts_with("read") || why.starts_with("write"),
+                    "{why}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((served, refused), (cap, 300 - cap));
+    // A new connection of 127.0.0.1 is refused until one of its connections closes.
+    let mut extra = connect_from("127.0.0.1", &addr).await;
+    assert!(health_on(&mut extra).await.is_err(), "127.0.0.1 past its cap was served");
+    drop(hogs);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut again = connect_from("127.0.0.1", &addr).await;
+    assert_eq!(health_on(&mut again).await.as_deref(), Ok("HTTP/1.1 200 OK"));
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn errors_the_framework_answers_are_json_too() {
     let server = TestServer::memory().await;
