@@ -79,6 +79,9 @@ pub struct HttpLimits {
     /// Connections one client address may hold open at once
     /// (`limits.client_connections_max`), at most `connections_max`.
     pub client_connections_max: usize,
+    /// Tags with series of their own in `/metrics`, the busiest by recent rate; the rest
+    /// are summed into `tag="(other)"` (`limits.metrics_tags_max`).
+    pub metrics_tags_max: usize,
 }
 
 impl Default for HttpLimits {
@@ -89,6 +92,7 @@ impl Default for HttpLimits {
             idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
             connections_max: CONNECTIONS_DEFAULT,
             client_connections_max: CLIENT_CONNECTIONS_DEFAULT,
+            metrics_tags_max: crate::metrics::METRICS_TAGS_DEFAULT,
         }
     }
 }
@@ -136,6 +140,11 @@ impl HttpLimits {
                  {per_client_max} (at most {CLIENT_CONNECTIONS_MAX} and at most \
                  limits.connections_max; configuration may lower a limit, never raise it)"
             ));
+        }
+        let tags = self.metrics_tags_max as u64;
+        let tags_max = crate::metrics::METRICS_TAGS_MAX as u64;
+        if tags > tags_max {
+            return out("metrics_tags_max", tags, 0, tags_max);
         }
         Ok(())
     }

@@ -545,3 +545,72 @@ async fn errors_the_framework_answers_are_json_too() {
     crate::support::assert_error(put, 405, "method_not_allowed").await;
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_of_ten_thousand_tags_stay_small_and_add_up() {
+    // Past the default 100 tags shown one by one, the rest are summed into "(other)": a
+    // scrape of 10 000 tags stays under this bound (about 2 KB per tag shown).
+    const BODY_BYTES_MAX: usize = 512 * 1024;
+    const TAGS: usize = 10_000;
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let tag = |i: usize| Tag::parse(&format!("many_{i:05}")).unwrap();
+    for i in 0..TAGS {
+        let spec = TagSpec {
+            tag: tag(i),
+            step: Step::new(100).unwrap(),
+            start: StartId::DEFAULT,
+            description: Description::default(),
+        };
+        store.create_tag(&spec).await.unwrap();
+    }
+    let segments = idmint::Segments::start(store, SegmentConfig::default()).unwrap();
+    // Serving installs the process's metrics recorder, which the refills record into.
+    let server = TestServer::serve(idmint_server::AppState::new(Arc::clone(&segments))).await;
+    // Every tag takes an id; then five take 20 000 more, last, so they are the busiest by
+    // recent rate by far.
+    for i in 0..TAGS {
+        segments.next_id(&tag(i)).await.unwrap();
+    }
+    let busy: Vec<usize> = (7..TAGS).step_by(2_000).collect();
+    for &i in &busy {
+        for _ in 0..19_999 {
+            segments.next_id(&tag(i)).await.unwrap();
+        }
+    }
+    let issued = (TAGS + 19_999 * busy.len()) as u64;
+    let response = server.get("/metrics").await;
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    eprintln!("/metrics of {TAGS} tags: {} bytes", body.len());
+    assert!(body.len() < BODY_BYTES_MAX, "/metrics of {TAGS} tags is {} bytes", body.len());
+    let samples = parse_prometheus(&body);
+    let of = |name: &str| -> Vec<&Sample> { samples.iter().filter(|s| s.0 == name).collect() };
+    // The busy tags have series of their own, so do 95 others; the rest are summed.
+    let issued_series = of("idmint_segment_ids_issued_total");
+    assert_eq!(issued_series.len(), 101, "100 tags and (other)");
+    for &i in &busy {
+        let name = tag(i).to_string();
+        assert_eq!(
+            value(&samples, "idmint_segment_ids_issued_total", &[("tag", &name)]),
+            Some(20_000.0),
+            "{name} is among the busiest"
+        );
+    }
+    let total: f64 = issued_series.iter().map(|s| s.2).sum();
+    assert_eq!(total, issued as f64, "the tag series add up to every id issued");
+    let other = value(&samples, "idmint_segment_ids_issued_total", &[("tag", "(other)")]);
+    assert_eq!(other, Some((TAGS - 100) as f64), "one id each from the tags not shown");
+    // The refill latency histogram: the same tags one by one, the rest in "(other)"; its
+    // counts cover every refill of this node's tags (the recorder is process-wide, so other
+    // tests' refills may add to "(other)").
+    let refills: f64 = of("idmint_segment_refills_total").iter().map(|s| s.2).sum();
+    let latency: f64 = of("idmint_segment_refill_duration_seconds_count").iter().map(|s| s.2).sum();
+    assert!(latency >= refills && refills >= TAGS as f64, "{latency} {refills}");
+    assert!(
+        value(&samples, "idmint_segment_refill_duration_seconds_count", &[("tag", "(other)")])
+            .is_some()
+    );
+    let runway = value(&samples, "idmint_segment_runway_seconds", &[("tag", "(other)")]);
+    assert!(runway.is_some(), "the shortest runway of the tags not shown");
+    server.stop().await;
+}
