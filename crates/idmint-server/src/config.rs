@@ -181,6 +181,12 @@ pub struct LimitsSection {
     pub idle_timeout_ms: Option<u64>,
     /// Connections open at once (at most 65 536).
     pub connections_max: Option<u64>,
+    /// Connections one client address may hold open at once (at most 4 096, and at most
+    /// `connections_max`).
+    pub client_connections_max: Option<u64>,
+    /// Tags with series of their own in `/metrics`, the busiest (at most 1 000; 0 sums
+    /// every tag into `tag="(other)"`).
+    pub metrics_tags_max: Option<u64>,
 }
 
 /// The `[auth]` section.
@@ -1138,11 +1144,27 @@ fn http_limits(l: &mut Layers<'_>, limits: &mut LimitsSection) -> Option<HttpLim
         &mut limits.connections_max,
         defaults.connections_max as u64,
     );
+    // The default never exceeds the total: a node configured for fewer connections than the
+    // default cap per address keeps working, its cap the total.
+    let per_client = l.layer(
+        "limits.client_connections_max",
+        None,
+        &mut limits.client_connections_max,
+        (defaults.client_connections_max as u64).min(connections.value),
+    );
+    let metrics_tags = l.layer(
+        "limits.metrics_tags_max",
+        None,
+        &mut limits.metrics_tags_max,
+        defaults.metrics_tags_max as u64,
+    );
     let resolved = HttpLimits {
         client_in_flight_max: u32::try_from(in_flight.value).unwrap_or(u32::MAX),
         request_timeout_ms: timeout.value,
         idle_timeout_ms: idle.value,
         connections_max: usize::try_from(connections.value).unwrap_or(usize::MAX),
+        client_connections_max: usize::try_from(per_client.value).unwrap_or(usize::MAX),
+        metrics_tags_max: usize::try_from(metrics_tags.value).unwrap_or(usize::MAX),
     };
     let origin = l.source.origin("limits");
     l.check(&origin, resolved.check().map(|()| resolved))

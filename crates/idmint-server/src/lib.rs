@@ -19,6 +19,7 @@ mod dashboard;
 mod error;
 mod formats;
 mod grpc;
+mod histograms;
 mod leases;
 mod limits;
 mod metrics;
@@ -44,7 +45,12 @@ pub use dashboard::DASHBOARD_HTML;
 pub use error::{ApiError, GRPC_CODE_KEY};
 pub use formats::TagFormats;
 pub use grpc::{GRPC_ROUTE, RETURN_LEASES_MAX, STREAM_CHUNK_DEFAULT, STREAM_COUNT_MAX};
-pub use limits::{ClientAddr, ClientGate, HttpLimits, LimitedListener};
+pub use histograms::{DURATION_BUCKETS_S, HISTOGRAM_SERIES_MAX, OTHER_LABEL_VALUE};
+pub use limits::{
+    CLIENT_CONNECTIONS_DEFAULT, CLIENT_CONNECTIONS_MAX, CONNECTIONS_REFUSED_METRIC, ClientAddr,
+    ClientGate, HttpLimits, LimitedListener,
+};
+pub use metrics::{METRICS_TAGS_DEFAULT, METRICS_TAGS_MAX};
 pub use routes::{Serves, router, router_for};
 pub use sequences::SequenceSlot;
 

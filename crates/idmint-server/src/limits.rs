@@ -1,6 +1,6 @@
 //! HTTP limits, each a named constant that configuration may lower but never raise:
-//! open connections ([`LimitedListener`]), idle and slow connections (a deadline per
-//! connection, [`IdleTimeout`]), requests in flight per client address and the time one
+//! open connections and open connections per client address ([`LimitedListener`]), idle
+//! and slow connections (a deadline per connection, [`IdleTimeout`]), requests in flight per client address and the time one
 //! request may take ([`admit`] and [`bounded`], applied to every request by the router's
 //! one middleware).
 //!
@@ -47,11 +47,22 @@ pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 pub const CONNECTIONS_MAX: usize = 65_536;
 /// Connections open at once by default (accepting waits above it).
 pub const CONNECTIONS_DEFAULT: usize = 4_096;
+/// Most connections one client address may hold open at once.
+pub const CLIENT_CONNECTIONS_MAX: usize = 4_096;
+/// Connections one client address may hold open by default: a sixteenth of the default
+/// total, so one address (a leaking pool, an attacker's idle sockets) cannot take the
+/// slots every other client needs. Past it, that address's new connections are closed at
+/// once.
+pub const CLIENT_CONNECTIONS_DEFAULT: usize = 256;
 
 const _: () = assert!(REQUEST_TIMEOUT_MS_DEFAULT > idmint_core::limits::REFILL_WAIT_MS_MAX);
 const _: () = assert!(IDLE_TIMEOUT_MS_DEFAULT > REQUEST_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(CLIENT_IN_FLIGHT_DEFAULT <= CLIENT_IN_FLIGHT_MAX);
 const _: () = assert!(CONNECTIONS_DEFAULT <= CONNECTIONS_MAX);
+const _: () = assert!(CLIENT_CONNECTIONS_DEFAULT <= CLIENT_CONNECTIONS_MAX);
+const _: () = assert!(CLIENT_CONNECTIONS_MAX <= CONNECTIONS_MAX);
+// One address at its default cap leaves room for others under the default total.
+const _: () = assert!(CLIENT_CONNECTIONS_DEFAULT < CONNECTIONS_DEFAULT);
 
 /// The HTTP limits of one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +76,12 @@ pub struct HttpLimits {
     pub idle_timeout_ms: u64,
     /// Connections open at once (`limits.connections_max`).
     pub connections_max: usize,
+    /// Connections one client address may hold open at once
+    /// (`limits.client_connections_max`), at most `connections_max`.
+    pub client_connections_max: usize,
+    /// Tags with series of their own in `/metrics`, the busiest by recent rate; the rest
+    /// are summed into `tag="(other)"` (`limits.metrics_tags_max`).
+    pub metrics_tags_max: usize,
 }
 
 impl Default for HttpLimits {
@@ -74,6 +91,8 @@ impl Default for HttpLimits {
             request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
             idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
             connections_max: CONNECTIONS_DEFAULT,
+            client_connections_max: CLIENT_CONNECTIONS_DEFAULT,
+            metrics_tags_max: crate::metrics::METRICS_TAGS_DEFAULT,
         }
     }
 }
@@ -112,6 +131,20 @@ impl HttpLimits {
         let connections = self.connections_max as u64;
         if !(1..=CONNECTIONS_MAX as u64).contains(&connections) {
             return out("connections_max", connections, 1, CONNECTIONS_MAX as u64);
+        }
+        let per_client = self.client_connections_max as u64;
+        let per_client_max = CLIENT_CONNECTIONS_MAX.min(self.connections_max) as u64;
+        if !(1..=per_client_max).contains(&per_client) {
+            return Err(format!(
+                "limits.client_connections_max = {per_client} is out of range; use 1 to \
+                 {per_client_max} (at most {CLIENT_CONNECTIONS_MAX} and at most \
+                 limits.connections_max; configuration may lower a limit, never raise it)"
+            ));
+        }
+        let tags = self.metrics_tags_max as u64;
+        let tags_max = crate::metrics::METRICS_TAGS_MAX as u64;
+        if tags > tags_max {
+            return out("metrics_tags_max", tags, 0, tags_max);
         }
         Ok(())
     }
@@ -174,6 +207,53 @@ impl Connected<IncomingStream<'_, LimitedListener>> for ClientAddr {
     }
 }
 
+/// Connections open per client address, each counted from accept to close. The table holds
+/// only addresses with an open connection, so it is bounded by `limits.connections_max`.
+#[derive(Debug, Default)]
+struct ClientConnections {
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One open connection of a client address; uncounted when dropped (the connection closed).
+struct ClientSlot {
+    clients: Arc<ClientConnections>,
+    ip: IpAddr,
+}
+
+impl ClientConnections {
+    /// Counts a connection of `ip`, or `None` when the address already holds `max`.
+    fn enter(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<ClientSlot> {
+        // An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d: one address.
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(ip).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(ClientSlot { clients: Arc::clone(self), ip })
+    }
+
+    /// Connections `ip` holds open.
+    #[cfg(test)]
+    fn count(&self, ip: IpAddr) -> usize {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.get(&ip.to_canonical()).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.clients.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// Counts a request against its client: `Err` (429) when the client is at
 /// `limits.client_in_flight_max`. The pass uncounts it when dropped. No pass (and no limit)
 /// when the router is served without connect info (embedders, some tests).
@@ -212,12 +292,15 @@ pub(crate) async fn bounded_or(
 }
 
 /// A TCP listener that holds at most `connections_max` connections open (accepting waits
-/// for one to close) and closes a connection that reads and writes nothing for
-/// `idle_timeout_ms`: idle keep-alive connections and clients that send their request, or
-/// read their answer, too slowly.
+/// for one to close), at most `client_connections_max` of them from one client address
+/// (past it, that address's new connections are closed at once, before a byte is read), and
+/// closes a connection that reads and writes nothing for `idle_timeout_ms`: idle keep-alive
+/// connections and clients that send their request, or read their answer, too slowly.
 pub struct LimitedListener {
     inner: TcpListener,
     open: Arc<Semaphore>,
+    clients: Arc<ClientConnections>,
+    client_connections_max: usize,
     idle: Duration,
 }
 
@@ -227,6 +310,8 @@ impl LimitedListener {
         LimitedListener {
             inner,
             open: Arc::new(Semaphore::new(limits.connections_max)),
+            clients: Arc::default(),
+            client_connections_max: limits.client_connections_max,
             idle: Duration::from_millis(limits.idle_timeout_ms),
         }
     }
@@ -246,9 +331,18 @@ impl Listener for LimitedListener {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
+                    let Some(client) = self.clients.enter(addr.ip(), self.client_connections_max)
+                    else {
+                        // Closed at once, unread and unanswered: the cheapest refusal, and
+                        // the slot stays free for the next connection of another address.
+                        drop(stream);
+                        metrics::counter!(CONNECTIONS_REFUSED_METRIC).increment(1);
+                        tracing::debug!(%addr, "connection refused: limits.client_connections_max");
+                        continue;
+                    };
                     // Ids are small answers: send them at once.
                     let _ = stream.set_nodelay(true);
-                    return (IdleTimeout::new(stream, self.idle, permit), addr);
+                    return (IdleTimeout::new(stream, self.idle, permit, client), addr);
                 }
                 // A connection that failed before it was accepted (reset, aborted) is the
                 // peer's problem; anything else (out of file descriptors) is retried after a
@@ -266,6 +360,10 @@ impl Listener for LimitedListener {
         self.inner.local_addr()
     }
 }
+
+/// Connections closed at once because their client address held
+/// `limits.client_connections_max` already.
+pub const CONNECTIONS_REFUSED_METRIC: &str = "idmint_http_connections_refused_total";
 
 fn is_connection_error(error: &io::Error) -> bool {
     matches!(
@@ -296,12 +394,27 @@ pub struct IdleTimeout {
     /// A request's first byte was read and no answer byte was written since.
     in_request: bool,
     _slot: OwnedSemaphorePermit,
+    _client: ClientSlot,
 }
 
 impl IdleTimeout {
-    fn new(stream: TcpStream, idle: Duration, slot: OwnedSemaphorePermit) -> IdleTimeout {
+    fn new(
+        stream: TcpStream,
+        idle: Duration,
+        slot: OwnedSemaphorePermit,
+        client: ClientSlot,
+    ) -> IdleTimeout {
         let deadline = Box::pin(tokio::time::sleep(idle));
-        IdleTimeout { stream, idle, deadline, mark: Instant::now(), in_request: false, _slot: slot }
+        let mark = Instant::now();
+        IdleTimeout {
+            stream,
+            idle,
+            deadline,
+            mark,
+            in_request: false,
+            _slot: slot,
+            _client: client,
+        }
     }
 
     /// A read made progress: the first one of a request starts its clock.
@@ -413,6 +526,29 @@ mod tests {
         assert!(idle_below.check().unwrap_err().contains("idle_timeout_ms"));
         let zero = HttpLimits { connections_max: 0, ..HttpLimits::default() };
         assert!(zero.check().unwrap_err().contains("connections_max"));
+        let per_client = HttpLimits {
+            client_connections_max: CLIENT_CONNECTIONS_MAX + 1,
+            connections_max: CONNECTIONS_MAX,
+            ..HttpLimits::default()
+        };
+        assert!(per_client.check().unwrap_err().contains("client_connections_max"));
+        let above_total = HttpLimits { connections_max: 100, ..HttpLimits::default() };
+        let error = above_total.check().unwrap_err();
+        assert!(error.contains("client_connections_max") && error.contains("1 to 100"), "{error}");
+    }
+
+    #[test]
+    fn an_address_at_its_connection_cap_is_refused_until_one_closes() {
+        let clients = Arc::new(ClientConnections::default());
+        let ip: IpAddr = "10.0.0.1".parse().expect("ip");
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().expect("ip");
+        let first = clients.enter(ip, 2).expect("first");
+        let _second = clients.enter(mapped, 2).expect("second");
+        assert!(clients.enter(ip, 2).is_none(), "the mapped address is the same client");
+        assert!(clients.enter("10.0.0.2".parse().expect("ip"), 2).is_some());
+        drop(first);
+        assert_eq!(clients.count(ip), 1);
+        assert!(clients.enter(ip, 2).is_some());
     }
 
     #[test]

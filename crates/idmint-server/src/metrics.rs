@@ -6,28 +6,40 @@
 //! time from what the library already counts (ids handed out, refills, steps, runway,
 //! snowflake rollbacks and leases, sequence room), so the per-id path gains nothing.
 //!
-//! Labels are bounded: tags and sequences by `TAG_COUNT_MAX`, routes by the router's
-//! templates (`unmatched` for the rest), methods by a fixed list, statuses by HTTP.
+//! Memory is bounded whether or not anyone scrapes: histograms are fixed buckets counted
+//! when a sample is recorded (`histograms.rs`), never a queue of samples.
+//!
+//! Labels are bounded: routes by the router's templates (`unmatched` for the rest), methods
+//! by a fixed list, statuses by HTTP, sequences by `TAG_COUNT_MAX`. Tags are bounded twice:
+//! the `limits.metrics_tags_max` busiest tags (by recent rate) have series of their own, and
+//! every other tag is summed into `tag="(other)"`, so a node with 10 000 tags answers a
+//! scrape of a few hundred kilobytes.
 //!
 //! The recorder is process-global (the facade's design): the first server of a process
 //! installs it, and every server of the process renders the same registry.
 
-use std::collections::HashMap;
-use std::sync::{OnceLock, PoisonError, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
 use idmint::Clock;
+use idmint::TagStatus;
+use idmint_core::Tag;
 use metrics::{Counter, Histogram, counter, gauge, histogram};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+use crate::histograms::{Histograms, OTHER_LABEL_VALUE, SplitRecorder, label_text, number};
 use crate::{AppState, SharedState};
 
-/// Histogram buckets of every `*_seconds` histogram: 100 µs to 10 s.
-pub const DURATION_BUCKETS_S: &[f64] =
-    &[0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Most tags with series of their own in `/metrics`; the rest are summed into
+/// `tag="(other)"`. About 2 KB of text per tag shown.
+pub const METRICS_TAGS_MAX: usize = 1_000;
+/// Tags with series of their own by default (`limits.metrics_tags_max`).
+pub const METRICS_TAGS_DEFAULT: usize = 100;
+const _: () = assert!(METRICS_TAGS_DEFAULT <= METRICS_TAGS_MAX);
 
 /// How long a scrape waits for the store and Redis to answer its health and sequence reads.
 pub const SCRAPE_STORE_WAIT_MS: u64 = 1_000;
@@ -37,25 +49,30 @@ pub const SCRAPE_STORE_WAIT_MS: u64 = 1_000;
 /// series (they are recorded through this handle's registry only when it is global), and
 /// says so once in the log.
 pub fn handle() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        let builder = PrometheusBuilder::new();
-        let builder = match builder
-            .set_buckets_for_metric(Matcher::Suffix("_seconds".to_string()), DURATION_BUCKETS_S)
-        {
-            Ok(builder) => builder,
-            // Only an empty bucket list is refused, and the list is a constant.
-            Err(_) => PrometheusBuilder::new(),
-        };
-        let recorder = builder.build_recorder();
-        let handle = recorder.handle();
+    &installed().0
+}
+
+/// The histograms of the process (see [`handle`]).
+fn histograms() -> &'static Histograms {
+    &installed().1
+}
+
+/// The exporter's handle (counters and gauges) and the histograms, installed together as
+/// the global recorder on first use.
+fn installed() -> &'static (PrometheusHandle, Arc<Histograms>) {
+    static INSTALLED: OnceLock<(PrometheusHandle, Arc<Histograms>)> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let prometheus = PrometheusBuilder::new().build_recorder();
+        let handle = prometheus.handle();
+        let histograms = Arc::new(Histograms::default());
+        let recorder = SplitRecorder { prometheus, histograms: Arc::clone(&histograms) };
         if metrics::set_global_recorder(recorder).is_err() {
             tracing::warn!(
                 "another metrics recorder is installed; /metrics shows only what it is given"
             );
         }
         describe();
-        handle
+        (handle, histograms)
     })
 }
 
@@ -76,9 +93,15 @@ pub fn handle() -> &'static PrometheusHandle {
 pub(crate) async fn scrape(State(app): State<SharedState>) -> Response {
     let handle = handle();
     collect(&app).await;
+    // Publishes the help texts described since the last scrape (the exporter holds no
+    // histogram samples to drain: histograms live in `histograms.rs`).
     handle.run_upkeep();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render())
-        .into_response()
+    let mut body = handle.render();
+    let statuses = app.segments.statuses();
+    let shown = busiest(&statuses, app.http_limits.metrics_tags_max);
+    render_segments(&mut body, &statuses, &shown);
+    histograms().render(&mut body, &|tag| shown.contains(tag));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
 /// One count and one latency sample for a request answered with `status`, by route
@@ -147,28 +170,135 @@ async fn collect(app: &AppState) {
     let wait = Duration::from_millis(SCRAPE_STORE_WAIT_MS);
     let store_up = matches!(tokio::time::timeout(wait, app.segments.ready()).await, Ok(Ok(())));
     gauge!("idmint_store_up").set(f64::from(u8::from(store_up)));
-    collect_segments(app);
     collect_snowflake(app);
     if tokio::time::timeout(wait, collect_sequences(app)).await.is_err() {
         tracing::debug!("sequence metrics skipped: Redis did not answer in time");
     }
 }
 
-fn collect_segments(app: &AppState) {
-    for (tag, s) in app.segments.statuses() {
-        let tag = tag.to_string();
-        counter!("idmint_segment_ids_issued_total", "tag" => tag.clone())
-            .absolute(s.buffer.handed_out);
-        counter!("idmint_segment_refills_total", "tag" => tag.clone()).absolute(s.refills);
-        counter!("idmint_segment_refill_failures_total", "tag" => tag.clone())
-            .absolute(s.refill_failures);
-        counter!("idmint_segment_waits_total", "tag" => tag.clone()).absolute(s.waits);
-        gauge!("idmint_segment_step", "tag" => tag.clone()).set(s.step as f64);
-        gauge!("idmint_segment_remaining_ids", "tag" => tag.clone()).set(s.remaining as f64);
-        gauge!("idmint_segment_rate_ids_per_second", "tag" => tag.clone()).set(s.rate_per_s);
+/// The tags with series of their own: the `max` busiest by recent rate (then by ids
+/// handed out, then by name, so the choice is stable while rates are equal), by name.
+fn busiest(statuses: &[(Tag, TagStatus)], max: usize) -> HashSet<&str> {
+    let mut ranked: Vec<&(Tag, TagStatus)> = statuses.iter().collect();
+    ranked.sort_by(|a, b| {
+        b.1.rate_per_s
+            .total_cmp(&a.1.rate_per_s)
+            .then(b.1.buffer.handed_out.cmp(&a.1.buffer.handed_out))
+            .then(a.0.cmp(&b.0))
+    });
+    ranked.into_iter().take(max).map(|(tag, _)| tag.as_str()).collect()
+}
+
+/// One per-tag family of the segment state series: name, type, help, the value of a tag,
+/// and how the tags not shown are summed into `tag="(other)"`.
+struct SegmentFamily {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: fn(&TagStatus) -> f64,
+    fold: Fold,
+}
+
+/// How `tag="(other)"` sums the tags not shown.
+#[derive(Clone, Copy)]
+enum Fold {
+    /// Their sum (counts, remaining ids, rates): the series of a name still add up.
+    Sum,
+    /// The largest (steps).
+    Max,
+    /// The smallest (runway: an alert on `< 60` still fires for a tag not shown).
+    Min,
+}
+
+const SEGMENT_FAMILIES: &[SegmentFamily] = &[
+    SegmentFamily {
+        name: "idmint_segment_ids_issued_total",
+        kind: "counter",
+        help: "Ids this node handed out, by tag.",
+        value: |s| s.buffer.handed_out as f64,
+        fold: Fold::Sum,
+    },
+    SegmentFamily {
+        name: "idmint_segment_refills_total",
+        kind: "counter",
+        help: "Segments this node installed, by tag.",
+        value: |s| s.refills as f64,
+        fold: Fold::Sum,
+    },
+    SegmentFamily {
+        name: "idmint_segment_refill_failures_total",
+        kind: "counter",
+        help: "Failed segment refills, by tag.",
+        value: |s| s.refill_failures as f64,
+        fold: Fold::Sum,
+    },
+    SegmentFamily {
+        name: "idmint_segment_waits_total",
+        kind: "counter",
+        help: "Requests that found both segments spent and waited for the store, by tag.",
+        value: |s| s.waits as f64,
+        fold: Fold::Sum,
+    },
+    SegmentFamily {
+        name: "idmint_segment_step",
+        kind: "gauge",
+        help: "Length of the last segment the store gave (the adaptive step), by tag.",
+        value: |s| s.step as f64,
+        fold: Fold::Max,
+    },
+    SegmentFamily {
+        name: "idmint_segment_remaining_ids",
+        kind: "gauge",
+        help: "Ids left in both segments, by tag.",
+        value: |s| s.remaining as f64,
+        fold: Fold::Sum,
+    },
+    SegmentFamily {
+        name: "idmint_segment_rate_ids_per_second",
+        kind: "gauge",
+        help: "Recent consumption, by tag.",
+        value: |s| s.rate_per_s,
+        fold: Fold::Sum,
+    },
+    SegmentFamily {
+        name: "idmint_segment_runway_seconds",
+        kind: "gauge",
+        help: "How long the remaining ids last at the recent rate (+Inf when idle), by tag.",
         // Idle: the ids last for ever.
-        gauge!("idmint_segment_runway_seconds", "tag" => tag)
-            .set(s.runway_s.unwrap_or(f64::INFINITY));
+        value: |s| s.runway_s.unwrap_or(f64::INFINITY),
+        fold: Fold::Min,
+    },
+];
+
+/// The segment state series: one per family and shown tag, and `tag="(other)"` for the
+/// rest when there are any.
+fn render_segments(out: &mut String, statuses: &[(Tag, TagStatus)], shown: &HashSet<&str>) {
+    use std::fmt::Write as _;
+    if statuses.is_empty() {
+        return;
+    }
+    for family in SEGMENT_FAMILIES {
+        let name = family.name;
+        let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} {}", family.help, family.kind);
+        let mut other: Option<f64> = None;
+        for (tag, status) in statuses {
+            let value = (family.value)(status);
+            if shown.contains(tag.as_str()) {
+                let labels = label_text(&[("tag".to_string(), tag.to_string())]);
+                let _ = writeln!(out, "{name}{{{labels}}} {}", number(value));
+                continue;
+            }
+            other = Some(match (other, family.fold) {
+                (None, _) => value,
+                (Some(sum), Fold::Sum) => sum + value,
+                (Some(max), Fold::Max) => max.max(value),
+                (Some(min), Fold::Min) => min.min(value),
+            });
+        }
+        if let Some(value) = other {
+            let _ = writeln!(out, "{name}{{tag=\"{OTHER_LABEL_VALUE}\"}} {}", number(value));
+        }
+        out.push('\n');
     }
 }
 
@@ -246,29 +376,16 @@ fn describe() {
         Unit::Seconds,
         "Time to answer an HTTP request, by route and method."
     );
+    describe_counter!(
+        crate::limits::CONNECTIONS_REFUSED_METRIC,
+        "Connections closed at once: their client address held limits.client_connections_max."
+    );
     describe_histogram!(
         idmint::REFILL_DURATION_METRIC,
         Unit::Seconds,
         "Time the store took to allocate a segment, by tag."
     );
-    describe_counter!("idmint_segment_ids_issued_total", "Ids this node handed out, by tag.");
-    describe_counter!("idmint_segment_refills_total", "Segments this node installed, by tag.");
-    describe_counter!("idmint_segment_refill_failures_total", "Failed segment refills, by tag.");
-    describe_counter!(
-        "idmint_segment_waits_total",
-        "Requests that found both segments spent and waited for the store, by tag."
-    );
-    describe_gauge!(
-        "idmint_segment_step",
-        "Length of the last segment the store gave (the adaptive step), by tag."
-    );
-    describe_gauge!("idmint_segment_remaining_ids", "Ids left in both segments, by tag.");
-    describe_gauge!("idmint_segment_rate_ids_per_second", "Recent consumption, by tag.");
-    describe_gauge!(
-        "idmint_segment_runway_seconds",
-        Unit::Seconds,
-        "How long the remaining ids last at the recent rate (+Inf when idle), by tag."
-    );
+    // The segment families' help texts are in SEGMENT_FAMILIES (rendered at scrape time).
     describe_gauge!("idmint_store_up", "1 when the store answered the readiness probe.");
     describe_gauge!("idmint_snowflake_up", "1 when this node serves snowflake ids.");
     describe_gauge!("idmint_snowflake_worker_id", "The worker id this node holds.");
@@ -330,4 +447,37 @@ fn describe() {
         "Numbers taken in the last second, by sequence."
     );
     describe_gauge!("idmint_build_info", "Always 1; the version label names the build.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's resident memory, in bytes (Linux: `/proc/self/statm`, in pages).
+    fn resident_bytes() -> u64 {
+        let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+        let pages: u64 = statm.split_whitespace().nth(1).expect("resident").parse().expect("pages");
+        pages * 4096
+    }
+
+    #[test]
+    fn a_node_nobody_scrapes_stays_bounded() {
+        const SAMPLES: u64 = 2_000_000;
+        const GROWTH_BYTES_MAX: u64 = 8 << 20;
+        let _ = handle();
+        let route = Some("/soak/{tag}");
+        for _ in 0..10_000 {
+            record_http(route, &Method::GET, 200, Instant::now());
+        }
+        let before = resident_bytes();
+        for _ in 0..SAMPLES {
+            record_http(route, &Method::GET, 200, Instant::now());
+        }
+        let grown = resident_bytes().saturating_sub(before);
+        // Unbounded, each sample kept until a scrape costs about 16 bytes: 32 MB here.
+        assert!(
+            grown < GROWTH_BYTES_MAX,
+            "{SAMPLES} requests without a scrape grew memory by {grown} bytes"
+        );
+    }
 }

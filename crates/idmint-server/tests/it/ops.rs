@@ -510,6 +510,77 @@ async fn idle_and_trickling_connections_are_closed() {
     server.stop().await;
 }
 
+/// A connection from `from` (any 127/8 address: Linux routes them all to loopback) to the
+/// server at `addr`.
+async fn connect_from(from: &str, addr: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr.parse().unwrap()).await.unwrap()
+}
+
+/// `GET /health` on a raw connection: the status line, or why there was none within 2 s.
+async fn health_on(stream: &mut tokio::net::TcpStream) -> Result<String, String> {
+    let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    stream.write_all(request).await.map_err(|e| format!("write: {e}"))?;
+    let mut buf = [0u8; 512];
+    match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await {
+        Err(_) => Err("no answer within 2 s".to_string()),
+        Ok(Ok(0)) => Err("closed".to_string()),
+        Ok(Err(e)) => Err(format!("read: {e}")),
+        Ok(Ok(n)) => Ok(String::from_utf8_lossy(&buf[..n]).lines().next().unwrap().to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_address_cannot_hold_every_connection() {
+    // Room for 300 connections in all, so one address at its cap (256 by default) leaves
+    // room for others: on a node without a cap per address, 300 idle connections from one
+    // address fill every slot and every other client waits for the idle timeout (30 s).
+    let cap = idmint_server::CLIENT_CONNECTIONS_DEFAULT;
+    let limits = HttpLimits { connections_max: 300, ..HttpLimits::default() };
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let server =
+        TestServer::with_auth_and_limits(store, Auth::open(), limits, SegmentConfig::default())
+            .await;
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let mut hogs = Vec::new();
+    for _ in 0..300 {
+        hogs.push(connect_from("127.0.0.1", &addr).await);
+    }
+    // Another address is served at once.
+    let began = Instant::now();
+    let mut other = connect_from("127.0.0.2", &addr).await;
+    let answer = health_on(&mut other).await;
+    assert_eq!(answer.as_deref(), Ok("HTTP/1.1 200 OK"), "127.0.0.2 was not served");
+    assert!(began.elapsed() < Duration::from_millis(1_500), "{:?}", began.elapsed());
+    // 127.0.0.1's connections past its cap were closed at once, without an answer; the
+    // first `cap` are served.
+    let mut served = 0;
+    let mut refused = 0;
+    for hog in &mut hogs {
+        match health_on(hog).await {
+            Ok(status) if status == "HTTP/1.1 200 OK" => served += 1,
+            Ok(status) => panic!("{status}"),
+            Err(why) => {
+                assert!(
+                    why == "closed" || why.starts_with("read") || why.starts_with("write"),
+                    "{why}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((served, refused), (cap, 300 - cap));
+    // A new connection of 127.0.0.1 is refused until one of its connections closes.
+    let mut extra = connect_from("127.0.0.1", &addr).await;
+    assert!(health_on(&mut extra).await.is_err(), "127.0.0.1 past its cap was served");
+    drop(hogs);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut again = connect_from("127.0.0.1", &addr).await;
+    assert_eq!(health_on(&mut again).await.as_deref(), Ok("HTTP/1.1 200 OK"));
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn errors_the_framework_answers_are_json_too() {
     let server = TestServer::memory().await;
@@ -519,5 +590,74 @@ async fn errors_the_framework_answers_are_json_too() {
     let put = server.client.put(server.url("/v1/tags")).send().await.unwrap();
     assert!(put.headers().contains_key("allow"), "405 keeps its Allow header");
     crate::support::assert_error(put, 405, "method_not_allowed").await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_of_ten_thousand_tags_stay_small_and_add_up() {
+    // Past the default 100 tags shown one by one, the rest are summed into "(other)": a
+    // scrape of 10 000 tags stays under this bound (about 2 KB per tag shown).
+    const BODY_BYTES_MAX: usize = 512 * 1024;
+    const TAGS: usize = 10_000;
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let tag = |i: usize| Tag::parse(&format!("many_{i:05}")).unwrap();
+    for i in 0..TAGS {
+        let spec = TagSpec {
+            tag: tag(i),
+            step: Step::new(100).unwrap(),
+            start: StartId::DEFAULT,
+            description: Description::default(),
+        };
+        store.create_tag(&spec).await.unwrap();
+    }
+    let segments = idmint::Segments::start(store, SegmentConfig::default()).unwrap();
+    // Serving installs the process's metrics recorder, which the refills record into.
+    let server = TestServer::serve(idmint_server::AppState::new(Arc::clone(&segments))).await;
+    // Every tag takes an id; then five take 20 000 more, last, so they are the busiest by
+    // recent rate by far.
+    for i in 0..TAGS {
+        segments.next_id(&tag(i)).await.unwrap();
+    }
+    let busy: Vec<usize> = (7..TAGS).step_by(2_000).collect();
+    for &i in &busy {
+        for _ in 0..19_999 {
+            segments.next_id(&tag(i)).await.unwrap();
+        }
+    }
+    let issued = (TAGS + 19_999 * busy.len()) as u64;
+    let response = server.get("/metrics").await;
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    eprintln!("/metrics of {TAGS} tags: {} bytes", body.len());
+    assert!(body.len() < BODY_BYTES_MAX, "/metrics of {TAGS} tags is {} bytes", body.len());
+    let samples = parse_prometheus(&body);
+    let of = |name: &str| -> Vec<&Sample> { samples.iter().filter(|s| s.0 == name).collect() };
+    // The busy tags have series of their own, so do 95 others; the rest are summed.
+    let issued_series = of("idmint_segment_ids_issued_total");
+    assert_eq!(issued_series.len(), 101, "100 tags and (other)");
+    for &i in &busy {
+        let name = tag(i).to_string();
+        assert_eq!(
+            value(&samples, "idmint_segment_ids_issued_total", &[("tag", &name)]),
+            Some(20_000.0),
+            "{name} is among the busiest"
+        );
+    }
+    let total: f64 = issued_series.iter().map(|s| s.2).sum();
+    assert_eq!(total, issued as f64, "the tag series add up to every id issued");
+    let other = value(&samples, "idmint_segment_ids_issued_total", &[("tag", "(other)")]);
+    assert_eq!(other, Some((TAGS - 100) as f64), "one id each from the tags not shown");
+    // The refill latency histogram: the same tags one by one, the rest in "(other)"; its
+    // counts cover every refill of this node's tags (the recorder is process-wide, so other
+    // tests' refills may add to "(other)").
+    let refills: f64 = of("idmint_segment_refills_total").iter().map(|s| s.2).sum();
+    let latency: f64 = of("idmint_segment_refill_duration_seconds_count").iter().map(|s| s.2).sum();
+    assert!(latency >= refills && refills >= TAGS as f64, "{latency} {refills}");
+    assert!(
+        value(&samples, "idmint_segment_refill_duration_seconds_count", &[("tag", "(other)")])
+            .is_some()
+    );
+    let runway = value(&samples, "idmint_segment_runway_seconds", &[("tag", "(other)")]);
+    assert!(runway.is_some(), "the shortest runway of the tags not shown");
     server.stop().await;
 }
