@@ -849,7 +849,9 @@ fn tag_recreate(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         rounds += 1;
         sleep(Duration::from_millis(run.pick(1_500, 8_000)));
     }
-    sleep(Duration::from_secs(1));
+    // The last 1.5 s, judged below, start 2 s after the last create: a node may take about a
+    // second to see a tag created elsewhere (its cache of unknown names).
+    sleep(Duration::from_secs(2));
     out.history = load.stop(run.runtime.handle());
     let h = &out.history;
     out.criteria.push(criterion(
