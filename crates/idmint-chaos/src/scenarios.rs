@@ -556,6 +556,12 @@ fn restore_with(run: &mut Run, out: &mut Outcomes, keep_marks: bool) -> Result<(
 /// is deleted by hand and a new node starts at once: it finds no row and leases id 0 too.
 /// Before issue 20's fix the old holder went on renewing the new holder's row (both tokens
 /// are 1) and the two nodes issued under one worker id.
+///
+/// The checker's one-owner check is what this scenario is about: it is not enough that the
+/// old holder stops at its next renewal or mark raise, since the new node may issue before
+/// then (its row is new, nothing tells it an old fence is still open). Both must never issue
+/// with one worker id at once, so the new holder of a never-held row cannot issue before the
+/// fence an unseen old holder may still hold has closed.
 fn worker_rows_deleted(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let db = PrivateMariaDb::start()?;
     db.sql("mysql", "CREATE DATABASE chaos")?;
