@@ -758,7 +758,7 @@ fn disk_full(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     out.criteria
         .push(only_refusals(&refusals(h), &["503 unavailable", "503 local_state", "unreachable"]));
     out.nodes = vec!["n1".into()];
-    out.min_ids = rate * warm.as_secs();
+    out.min_ids = rate * warm.as_secs() / 2;
     Ok(())
 }
 
@@ -876,7 +876,7 @@ fn tag_recreate(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     // code on the id path; the lead adjusts this list if it does.
     out.criteria.push(only_refusals(&refusals(h), &["404 unknown_tag", "503 unavailable"]));
     out.nodes = node_names;
-    out.min_ids = rate * warm.as_secs();
+    out.min_ids = rate * warm.as_secs() / 2;
     Ok(())
 }
 
