@@ -3,7 +3,8 @@
 //! machine's shared servers are never touched), concurrent clients that record every
 //! acknowledged id with its node, client and time, faults injected from outside the
 //! processes (`kill -9`, SIGSTOP, a stopped database, a flushed Redis, a restored backup, a
-//! wall clock stepped back by libfaketime), and a checker that reads the history.
+//! wall clock stepped back by libfaketime, lease rows deleted, a full data disk, a tag deleted
+//! and created again), and a checker that reads the history.
 //!
 //! `cargo run -p idmint-chaos -- --scenario NAME` runs one scenario ([`scenarios::SCENARIOS`]);
 //! the short profile of every scenario runs in CI (`idmint-cli`'s `chaos` test). Nothing here

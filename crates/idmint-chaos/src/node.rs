@@ -1,14 +1,16 @@
 //! One idmint node: the real `idmint serve` binary as a child process, on a fixed loopback
 //! port and its own data directory, so a restart (after `kill -9` or SIGTERM) is the same node
 //! coming back. A node may run under libfaketime, whose offset file the harness rewrites to
-//! step the node's wall clock: the server has no code path of its own for it.
+//! step the node's wall clock: the server has no code path of its own for it. A node's data
+//! directory may be a small tmpfs of its own ([`SmallDisk`]), which the harness fills to the
+//! last byte and frees again.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 
 use crate::servers::{free_port, signal, tail};
 
@@ -183,6 +185,80 @@ impl Node {
 
     fn pid(&self) -> Result<u32> {
         self.child.as_ref().map(Child::id).context("node not running")
+    }
+}
+
+/// A tmpfs of a few MiB mounted on a directory (a node's data directory): a disk that the
+/// harness can fill to the last byte with a filler file and free again. Needs root (CI runs
+/// the suite as root); unmounted on drop. Drop the nodes that use it first: declare it before
+/// them, so it outlives them.
+pub struct SmallDisk {
+    mount_point: PathBuf,
+    filler: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `size_bytes` on `dir` (created when absent).
+    pub fn mount(dir: &Path, size_bytes: u64) -> Result<SmallDisk> {
+        std::fs::create_dir_all(dir)?;
+        let output = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_bytes},mode=0755"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .context("running mount(8)")?;
+        ensure!(
+            output.status.success(),
+            "could not mount a {size_bytes}-byte tmpfs on {} ({}): this scenario fills a small \
+             disk and needs root (CI runs the suite as root; run it with sudo, or in a container \
+             allowed to mount tmpfs)",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Ok(SmallDisk { mount_point: dir.to_path_buf(), filler: dir.join("chaos.filler") })
+    }
+
+    /// Appends to the filler file until the disk refuses a single byte more; returns the bytes
+    /// written by this call. Called again, it takes whatever the node freed meanwhile.
+    pub fn fill(&self) -> Result<u64> {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.filler)?;
+        let mut written = 0u64;
+        // Big chunks first, then smaller ones down to a byte, so no tail of free space is left.
+        let zeros = vec![0u8; 64 * 1024];
+        let mut chunk = zeros.len();
+        while chunk > 0 {
+            match file.write(&zeros[..chunk]) {
+                Ok(0) => chunk /= 2,
+                Ok(n) => written += n as u64,
+                Err(e) if e.raw_os_error() == Some(28) => chunk /= 2, // ENOSPC
+                Err(e) => return Err(e).context("writing the filler file"),
+            }
+        }
+        Ok(written)
+    }
+
+    /// Deletes the filler file: the disk has room again.
+    pub fn free(&self) -> Result<()> {
+        match std::fs::remove_file(&self.filler) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let umount = |lazy: bool| {
+            let mut command = Command::new("umount");
+            if lazy {
+                command.arg("-l");
+            }
+            command.arg(&self.mount_point).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+        };
+        // A process still holding a file there makes a plain umount fail; a lazy one detaches
+        // the mount at once and frees it when the last file closes.
+        if !umount(false) && !umount(true) {
+            eprintln!("warning: could not unmount the tmpfs on {}", self.mount_point.display());
+        }
     }
 }
 

@@ -140,18 +140,55 @@ impl Run {
 
     /// Runs `idmint ARGS` (an admin command such as `tag create`) to success.
     pub fn idmint(&self, args: &[&str]) -> Result<String> {
+        match self.try_idmint(args)? {
+            Ok(stdout) => Ok(stdout),
+            Err(stderr) => anyhow::bail!("idmint {}: {stderr}", args.join(" ")),
+        }
+    }
+
+    /// Runs `idmint ARGS`: `Ok(stdout)` when it succeeds, `Err(stderr)` when it refuses (exits
+    /// non-zero), for a command the scenario expects may be refused.
+    pub fn try_idmint(&self, args: &[&str]) -> Result<Result<String, String>> {
         let output = Command::new(&self.settings.idmint)
             .current_dir(self.work.path())
             .args(args)
             .output()
             .with_context(|| format!("running {}", self.settings.idmint.display()))?;
-        ensure!(
-            output.status.success(),
-            "idmint {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim().to_string();
+        Ok(if output.status.success() {
+            Ok(text(&output.stdout))
+        } else {
+            Err(text(&output.stderr))
+        })
+    }
+
+    /// An admin request (`method` on `url`, `Authorization: Bearer token`, a JSON `body`):
+    /// the status and, for an error, the JSON body's `error.code` (`?` when there is none).
+    pub fn admin(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        token: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<(u16, String)> {
+        self.runtime.block_on(async {
+            let mut request = reqwest::Client::new()
+                .request(method.clone(), url)
+                .bearer_auth(token)
+                .timeout(Duration::from_secs(10));
+            if let Some(body) = body {
+                request = request.json(&body);
+            }
+            let response = request.send().await.with_context(|| format!("{method} {url}"))?;
+            let status = response.status().as_u16();
+            let code = if response.status().is_success() {
+                String::new()
+            } else {
+                let body = response.json::<serde_json::Value>().await.unwrap_or_default();
+                body["error"]["code"].as_str().unwrap_or("?").to_string()
+            };
+            Ok((status, code))
+        })
     }
 }
 
