@@ -240,3 +240,32 @@ fn synchronous_takes_work_from_threads_outside_the_runtime() {
     runtime.block_on(segments.shutdown());
     assert_eq!(generator.try_next_id(), None, "a frozen generator gave an id");
 }
+
+/// Issue 20 item 7: a tag whose next range would pass the largest id is spent for good; the
+/// answer is the final `Store(Exhausted)` (HTTP 409 `tag_exhausted`), never the retryable
+/// `Unavailable`, whether the step is the tag's own or the pacing asked for more.
+#[tokio::test]
+async fn an_exhausted_tag_answers_exhausted_not_unavailable() {
+    for adaptive in [false, true] {
+        let store = TestStore::new(21);
+        let tag = store.create("spent", 10).await;
+        let segments =
+            Segments::start(store.clone(), config().with_adaptive_step(adaptive)).unwrap();
+        assert_eq!(segments.next_id(&tag).await.unwrap(), 1);
+        segments.shutdown().await;
+        // Room for one more range of 10 below the largest id, then none.
+        store.restore_max_id(&tag, idmint_core::limits::ID_MAX - 15).await;
+        let segments =
+            Segments::start(store.clone(), config().with_adaptive_step(adaptive)).unwrap();
+        let ids = segments.next_ids(&tag, Count::new(10).unwrap()).await.unwrap();
+        assert_eq!(ids.iter().map(|r| r.len()).sum::<u64>(), 10, "the last range is served");
+        for _ in 0..3 {
+            let error = segments.next_id(&tag).await.unwrap_err();
+            assert!(
+                matches!(error, Error::Store(idmint_store::StoreError::Exhausted { .. })),
+                "adaptive {adaptive}: {error:?}"
+            );
+        }
+        segments.shutdown().await;
+    }
+}
