@@ -130,15 +130,6 @@ impl HighWaterFile {
         self.persist().await
     }
 
-    /// Forgets `tag` (deleted by an operator: a tag created again under its name may start
-    /// over).
-    pub(crate) async fn remove(self: &Arc<Self>, tag: &Tag) -> Result<(), Error> {
-        if self.marks().remove(tag).is_none() {
-            return Ok(());
-        }
-        self.persist().await
-    }
-
     async fn persist(self: &Arc<Self>) -> Result<(), Error> {
         let _writing = self.writer.lock().await;
         let text = render(&self.marks());

@@ -30,6 +30,16 @@ use crate::{Error, SegmentConfig};
 
 type Registry = HashMap<Tag, Arc<TagGenerator>>;
 
+/// What [`Segments::create_tag`] made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedTag {
+    /// The new row, as stored.
+    pub record: TagRecord,
+    /// Set when the create was forced below the tombstone of a deleted tag of the same name:
+    /// what that risks, for the operator (also logged as a warning).
+    pub forced: Option<String>,
+}
+
 /// Segment-mode ids for every tag of a store.
 pub struct Segments {
     shared: Arc<Shared>,
@@ -176,9 +186,23 @@ impl Segments {
         statuses
     }
 
-    /// Creates a tag in the store.
-    pub async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, Error> {
-        self.store_call(self.shared.store.create_tag(spec)).await
+    /// Creates a tag in the store. Over the tombstone of a deleted tag of the same name, it
+    /// continues above the old tag's ids; a lower start is refused
+    /// ([`StoreError::StartBelowIssued`]) unless `spec.force`, which is logged as a warning
+    /// and reported in [`CreatedTag::forced`].
+    pub async fn create_tag(&self, spec: &TagSpec) -> Result<CreatedTag, Error> {
+        // Read first only to tell the operator what forcing did; the store enforces the
+        // tombstone itself, atomically with the insert.
+        let tombstone = match spec.force {
+            true => self.store_call(self.shared.store.tombstone(&spec.tag)).await?,
+            false => None,
+        };
+        let record = self.store_call(self.shared.store.create_tag(spec)).await?;
+        let forced = idmint_store::forced_below_tombstone(spec, tombstone);
+        if let Some(warning) = &forced {
+            tracing::warn!(tag = %spec.tag, "{warning}");
+        }
+        Ok(CreatedTag { record, forced })
     }
 
     /// The store row of `tag`.
@@ -198,15 +222,15 @@ impl Segments {
         self.store_call(self.shared.store.set_step(tag, step)).await
     }
 
-    /// Deletes `tag` from the store and stops serving it on this node at once (other nodes
-    /// stop at their next refresh or refill).
+    /// Deletes `tag` from the store, leaving its tombstone there, and stops serving it on this
+    /// node at once (other nodes stop at their next refresh or refill).
+    ///
+    /// The node keeps its high-water mark of the tag: a tag created again under the name (even
+    /// forced below the tombstone, or after the row and tombstone were lost) never makes this
+    /// node hand out an id it handed out before.
     pub async fn delete_tag(&self, tag: &Tag) -> Result<(), Error> {
         self.store_call(self.shared.store.delete_tag(tag)).await?;
         self.forget(tag, None);
-        if let Some(marks) = &self.shared.high_water {
-            // A tag created again under this name starts over where its operator says.
-            marks.remove(tag).await?;
-        }
         Ok(())
     }
 

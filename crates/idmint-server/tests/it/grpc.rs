@@ -327,7 +327,8 @@ async fn grpc_on_its_own_port_leaves_the_http_port_to_http() {
     let spec = idmint_store::TagSpec {
         tag: Tag::parse("order").unwrap(),
         step: idmint_core::Step::new(10).unwrap(),
-        start: idmint_core::StartId::DEFAULT,
+        start: Some(idmint_core::StartId::DEFAULT),
+        force: false,
         description: idmint_core::Description::new("").unwrap(),
     };
     segments.create_tag(&spec).await.unwrap();
@@ -423,7 +424,8 @@ async fn an_exhausted_tag_is_final_on_the_leaf_route_v1_and_grpc() {
     let spec = idmint_store::TagSpec {
         tag: tag.clone(),
         step: idmint_core::Step::new(10).unwrap(),
-        start: idmint_core::StartId::DEFAULT,
+        start: Some(idmint_core::StartId::DEFAULT),
+        force: false,
         description: idmint_core::Description::default(),
     };
     store.create_tag(&spec).await.unwrap();

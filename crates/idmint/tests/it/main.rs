@@ -27,4 +27,6 @@ mod shutdown;
 mod simulation;
 mod snowflake;
 mod test_store;
+#[cfg(feature = "mysql")]
+mod tombstones;
 mod uuids;
