@@ -369,6 +369,12 @@ impl TagGenerator {
         let deadline = Instant::now() + wait;
         let mut got: u64 = ranges.iter().map(IdRange::len).sum();
         let mut counted = false;
+        if self.failing.load(Ordering::Acquire) && !self.refill_in_flight.load(Ordering::Acquire) {
+            // The attempt this request's take started (or found running) has failed already:
+            // answer that, rather than start a second store call at once (an unknown tag
+            // cost two store calls per request that way).
+            return Err(self.last_failure());
+        }
         while got < count.get() {
             let notified = self.refilled.notified();
             tokio::pin!(notified);

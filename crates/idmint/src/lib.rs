@@ -25,6 +25,7 @@ mod segments;
 mod seqformat;
 mod sequence;
 mod snowflake;
+mod unknown;
 mod uuids;
 
 pub use cached::{

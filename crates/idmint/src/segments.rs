@@ -6,6 +6,10 @@
 //! request waits on the generator's single-flight refill, so a tag created a moment ago
 //! works on its first request and concurrent first requests share one store call.
 //!
+//! Requests for names the store does not hold are bounded by [`UnknownTags`] (`unknown.rs`):
+//! a one-second negative cache that a local create clears, and a budget of unknown lookups
+//! per second.
+//!
 //! Two background loops run beside the generators: the tag refresh (drops tags deleted from
 //! the store) and the rate sampler (once per `RATE_SAMPLE_MS`, feeds each tag's pacing).
 //! [`Segments::shutdown`] freezes every generator, lets refills in flight land, stops the
@@ -17,7 +21,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use idmint_core::limits::{RATE_SAMPLE_MS, TAG_COUNT_MAX};
+use idmint_core::limits::{RATE_SAMPLE_MS, TAG_COUNT_MAX, UNKNOWN_TAG_LOOKUPS_PER_S_MAX};
 use idmint_core::{BufferSnapshot, Count, IdRange, Step, Tag};
 use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
@@ -26,6 +30,7 @@ use tokio_util::task::TaskTracker;
 use crate::generator::{Shared, TagGenerator, TagStatus};
 use crate::highwater::HighWaterFile;
 use crate::lease::{Lease, LeaseKey, TakeBackError};
+use crate::unknown::{Admission, UnknownTags};
 use crate::{Error, SegmentConfig};
 
 type Registry = HashMap<Tag, Arc<TagGenerator>>;
@@ -48,6 +53,8 @@ pub struct Segments {
     closing: AtomicBool,
     /// Proves the ranges this node leases to clients ([`Segments::lease`]).
     lease_key: LeaseKey,
+    /// Bounds the store lookups of names the store does not hold (`unknown.rs`).
+    unknown: UnknownTags,
 }
 
 impl Segments {
@@ -79,6 +86,7 @@ impl Segments {
             registry: ArcSwap::default(),
             closing: AtomicBool::new(false),
             lease_key: LeaseKey::random(),
+            unknown: UnknownTags::new(),
         });
         let weak = Arc::downgrade(&segments);
         segments.shared.tracker.spawn(refresh_loop(weak.clone(), segments.shared.clone()));
@@ -141,12 +149,30 @@ impl Segments {
 
     /// The generator of `tag`, made (empty, loaded on its first request) if the node has
     /// none. Embedders that take many ids of one tag keep this handle.
+    ///
+    /// A name the store did not hold less than `UNKNOWN_TAG_TTL_MS` ago is
+    /// [`Error::UnknownTag`] without a store call; past `UNKNOWN_TAG_LOOKUPS_PER_S_MAX`
+    /// unknown lookups in a second, a new name is [`Error::Unavailable`] (retry) until the
+    /// second is over.
     pub fn generator(&self, tag: &Tag) -> Result<Arc<TagGenerator>, Error> {
         if let Some(generator) = self.registry.load().get(tag) {
             return Ok(Arc::clone(generator));
         }
         if self.closing.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
+        }
+        match self.unknown.admit(tag) {
+            Admission::Lookup => {}
+            Admission::Unknown => return Err(Error::UnknownTag(tag.clone())),
+            Admission::OverBudget => {
+                return Err(Error::Unavailable {
+                    tag: tag.clone(),
+                    reason: format!(
+                        "this node already looked up {UNKNOWN_TAG_LOOKUPS_PER_S_MAX} tags the \
+                         store does not hold in the last second, the most it does; retry"
+                    ),
+                });
+            }
         }
         let mut found = Err(Error::TooManyTags(TAG_COUNT_MAX));
         self.registry.rcu(|registry| {
@@ -198,6 +224,7 @@ impl Segments {
             false => None,
         };
         let record = self.store_call(self.shared.store.create_tag(spec)).await?;
+        self.unknown.clear(&spec.tag);
         let forced = idmint_store::forced_below_tombstone(spec, tombstone);
         if let Some(warning) = &forced {
             tracing::warn!(tag = %spec.tag, "{warning}");
@@ -308,15 +335,22 @@ impl Segments {
     }
 
     fn forget_if_unknown(&self, generator: &Arc<TagGenerator>, error: Option<&Error>) {
-        if let Some(Error::UnknownTag(tag)) = error {
-            self.forget(tag, Some(generator));
+        // Remembered once per lookup: the request that removes the generator records it,
+        // not every request that shared its refill.
+        if let Some(Error::UnknownTag(tag)) = error
+            && self.forget(tag, Some(generator))
+        {
+            self.unknown.record(tag);
         }
     }
 
-    /// Removes `tag` from the registry (only if it still maps to `only`, when given).
-    fn forget(&self, tag: &Tag, only: Option<&Arc<TagGenerator>>) {
+    /// Removes `tag` from the registry (only if it still maps to `only`, when given); says
+    /// whether this call removed it.
+    fn forget(&self, tag: &Tag, only: Option<&Arc<TagGenerator>>) -> bool {
+        let mut removed = false;
         self.registry.rcu(|registry| {
             let matches = registry.get(tag).is_some_and(|g| only.is_none_or(|o| Arc::ptr_eq(g, o)));
+            removed = matches;
             if !matches {
                 return Arc::clone(registry);
             }
@@ -324,6 +358,7 @@ impl Segments {
             updated.remove(tag);
             Arc::new(updated)
         });
+        removed
     }
 }
 
