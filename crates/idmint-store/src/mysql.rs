@@ -324,7 +324,7 @@ impl MySqlStore {
             return Err(StoreError::TooManyTags);
         }
         // Under the creators' lock, which deletes take too: no tombstone is written meanwhile.
-        let max_id = initial_max_id(spec, self.select_tombstone(&mut **conn, &spec.tag).await?)?;
+        let max_id = initial_max_id(spec, self.select_tombstone(conn, &spec.tag).await?)?;
         let inserted = sqlx::query(sql(&self.sql.insert))
             .bind(spec.tag.as_str())
             // At most ID_MAX == i64::MAX (a tombstone is a row's max_id); Step is bounded.
@@ -451,7 +451,7 @@ impl SegmentStore for MySqlStore {
 
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(unavailable)?;
-        self.select_tombstone(&mut *conn, tag).await
+        self.select_tombstone(&mut conn, tag).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
