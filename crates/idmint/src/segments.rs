@@ -161,7 +161,11 @@ impl Segments {
         if self.closing.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
         }
-        match self.unknown.admit(tag) {
+        let admission = match self.shared.config.bound_unknown_tags() {
+            true => self.unknown.admit(tag),
+            false => Admission::Lookup,
+        };
+        match admission {
             Admission::Lookup => {}
             Admission::Unknown => return Err(Error::UnknownTag(tag.clone())),
             Admission::OverBudget => {
@@ -339,6 +343,7 @@ impl Segments {
         // not every request that shared its refill.
         if let Some(Error::UnknownTag(tag)) = error
             && self.forget(tag, Some(generator))
+            && self.shared.config.bound_unknown_tags()
         {
             self.unknown.record(tag);
         }
