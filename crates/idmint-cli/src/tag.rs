@@ -17,9 +17,14 @@ pub enum TagCommand {
         /// Ids reserved per store allocation (1 to 1000000).
         #[arg(long, default_value_t = Step::DEFAULT.get())]
         step: u64,
-        /// First id the tag hands out.
-        #[arg(long, default_value_t = StartId::DEFAULT.get())]
-        start: u64,
+        /// First id the tag hands out [default: 1, or where a deleted tag of this name
+        /// stopped].
+        #[arg(long)]
+        start: Option<u64>,
+        /// Accept a --start below where a deleted tag of this name stopped: the new tag may
+        /// then hand out ids the old one did. Only when no id of the old tag survives.
+        #[arg(long)]
+        force: bool,
         /// Free text for operators (at most 256 characters).
         #[arg(long, default_value = "")]
         description: String,
@@ -41,7 +46,8 @@ pub enum TagCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Delete a tag. Servers stop serving it at their next refresh.
+    /// Delete a tag, keeping its tombstone (where it stopped), so a tag created again under
+    /// the name continues above it. Servers stop serving it at their next refresh.
     Delete {
         /// Tag name.
         tag: String,
@@ -52,14 +58,22 @@ pub enum TagCommand {
 
 pub async fn run(command: TagCommand) -> anyhow::Result<()> {
     match command {
-        TagCommand::Create { tag, step, start, description, store } => {
+        TagCommand::Create { tag, step, start, force, description, store } => {
             let spec = TagSpec {
                 tag: Tag::parse(&tag)?,
                 step: Step::new(step)?,
-                start: StartId::new(start)?,
+                start: start.map(StartId::new).transpose()?,
                 description: Description::new(&description)?,
+                force,
             };
-            let record = open(&store).await?.create_tag(&spec).await?;
+            let store = open(&store).await?;
+            // Read first only to tell the operator what forcing did; the store enforces the
+            // tombstone atomically with the insert.
+            let tombstone = if force { store.tombstone(&spec.tag).await? } else { None };
+            let record = store.create_tag(&spec).await?;
+            if let Some(warning) = idmint_store::forced_below_tombstone(&spec, tombstone) {
+                eprintln!("warning: {warning}");
+            }
             println!("created {}", describe(&record));
         }
         TagCommand::List { store } => {

@@ -418,7 +418,8 @@ impl Server {
         let spec = TagSpec {
             tag: Tag::parse(TAG)?,
             step: Step::new(TAG_STEP)?,
-            start: StartId::DEFAULT,
+            start: Some(StartId::DEFAULT),
+            force: false,
             description: Description::new("client_grpc benchmark")?,
         };
         segments.create_tag(&spec).await?;

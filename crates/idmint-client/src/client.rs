@@ -223,6 +223,9 @@ impl ClientBuilder {
             .and_then(|c| c.with_store_call_timeout_ms(engine_bound_ms))
             // The store answers the tags this client serves; the refresh has nothing to learn.
             .and_then(|c| c.with_tag_refresh_ms(TAG_REFRESH_MS_MAX))
+            // The servers bound their store's lookups of unknown names; the client asks them
+            // again at once, so a tag created a moment ago is served on its next request.
+            .map(SegmentConfig::with_unknown_tags_unbounded)
             .map_err(|e| bad_config("build", e.to_string()))?;
         let segments = Segments::start(Arc::clone(&store) as _, config)
             .map_err(|e| bad_config("build", e.to_string()))?;

@@ -414,6 +414,11 @@ impl SegmentStore for RemoteStore {
         Err(admin_refused("delete tags", tag))
     }
 
+    async fn tombstone(&self, _tag: &Tag) -> Result<Option<u64>, StoreError> {
+        // Tombstones live in the servers' store; the client deletes and creates nothing.
+        Ok(None)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let deadline = Instant::now() + self.deadline;
         match self.endpoints.call(&Ping, deadline).await {

@@ -32,6 +32,20 @@ pub const BATCH_COUNT_MAX: u64 = 100_000;
 /// metric label cardinality.
 pub const TAG_COUNT_MAX: usize = 10_000;
 
+/// How long a node answers `unknown_tag` for a name the store did not hold without asking
+/// the store again, in milliseconds: also how long a tag created behind the node's back
+/// (another node, the CLI) may wait to be served there.
+pub const UNKNOWN_TAG_TTL_MS: u64 = 1_000;
+
+/// Names a node remembers as unknown at once (bounds that memory; past it the lookup budget
+/// alone bounds the store calls).
+pub const UNKNOWN_TAGS_MAX: usize = 20_000;
+
+/// Store lookups per second that may find no tag, per node: past it, names the node has not
+/// seen are refused as unavailable (retryable) until the second is over. Lookups that find a
+/// tag do not count.
+pub const UNKNOWN_TAG_LOOKUPS_PER_S_MAX: u64 = 200;
+
 /// Default preload point: the next segment is requested once this share of the current one
 /// is used (Leaf's 10 %), in per-mille.
 pub const PRELOAD_PERMILLE_DEFAULT: u32 = 100;

@@ -117,6 +117,11 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("unknown_sequence", "404: the sequence does not exist"),
     ("tag_exists", "409: a tag of that name exists"),
     ("tag_exhausted", "409: the tag's next range would pass the largest id, 2^63-1"),
+    (
+        "start_below_issued",
+        "409: `start` is below where a deleted tag of this name stopped; omit it, raise it, or \
+         set `force`",
+    ),
     ("too_many_tags", "409: the store holds the most tags it may (10 000)"),
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
@@ -247,6 +252,9 @@ fn library_status(error: &Error) -> (StatusCode, &'static str) {
         }
         Error::Store(StoreError::TagExists(_)) => (StatusCode::CONFLICT, "tag_exists"),
         Error::Store(StoreError::Exhausted { .. }) => (StatusCode::CONFLICT, "tag_exhausted"),
+        Error::Store(StoreError::StartBelowIssued { .. }) => {
+            (StatusCode::CONFLICT, "start_below_issued")
+        }
         Error::Store(StoreError::Corrupt { .. }) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "store_row_invalid")
         }

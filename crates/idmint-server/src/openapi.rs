@@ -303,9 +303,11 @@ pub(crate) fn start_schema() -> ObjectBuilder {
         .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
         .minimum(Some(ID_MIN))
         .maximum(Some(StartId::MAX))
-        .default(Some(ID_MIN.into()))
         .description(Some(
-            "First id; at most 2^63-1 - 1000000 (one full step below the largest id)",
+            "First id; at most 2^63-1 - 1000000 (one full step below the largest id). Without \
+             it: 1, or, for a name deleted before, where the deleted tag stopped (its \
+             tombstone). Below that tombstone it is refused (409 `start_below_issued`) unless \
+             `force` is set",
         ))
 }
 

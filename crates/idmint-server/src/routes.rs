@@ -522,6 +522,11 @@ pub(crate) struct TagBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     format: Option<FormatBody>,
+    /// Only on `POST /v1/tags` with `force`, when the tag was created below where a deleted
+    /// tag of the same name stopped: what that risks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    warning: Option<String>,
 }
 
 /// How this node serves the tag: both segments, the pacing and the counters.
@@ -582,6 +587,7 @@ impl TagBody {
             description: record.description,
             update_time_s: record.update_time_s,
             format: None,
+            warning: None,
             segments: status.map(|s| SegmentsBody {
                 current: s.buffer.current.map(segment),
                 next: s.buffer.next.map(segment),
@@ -636,6 +642,11 @@ pub(crate) struct CreateTag {
     start: Option<u64>,
     #[schema(schema_with = crate::openapi::description_schema)]
     description: Option<String>,
+    /// Accept a `start` below where a deleted tag of the same name stopped (its tombstone):
+    /// the new tag may then hand out ids the old one did. Only when no id of the old tag
+    /// survives anywhere. The answer's `warning` says what was forced.
+    #[serde(default)]
+    force: bool,
 }
 
 /// Create a tag
@@ -652,8 +663,9 @@ pub(crate) struct CreateTag {
             description (`bad_value`)", body = ErrorBody),
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 409, description = "The tag exists (`tag_exists`), or the store holds 10000 \
-            tags (`too_many_tags`)", body = ErrorBody),
+        (status = 409, description = "The tag exists (`tag_exists`), the store holds 10000 \
+            tags (`too_many_tags`), or `start` is below where a deleted tag of this name stopped \
+            and `force` is not set (`start_below_issued`)", body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
@@ -666,12 +678,15 @@ pub(crate) async fn create_tag(
     let spec = TagSpec {
         tag: Tag::parse(&body.tag)?,
         step: body.step.map_or(Ok(Step::DEFAULT), Step::new)?,
-        start: body.start.map_or(Ok(StartId::DEFAULT), StartId::new)?,
+        start: body.start.map(StartId::new).transpose()?,
         description: Description::new(body.description.as_deref().unwrap_or(""))?,
+        force: body.force,
     };
-    let record = app.segments.create_tag(&spec).await?;
-    tracing::info!(tag = %spec.tag, step = spec.step.get(), start = spec.start.get(), "tag created");
-    Ok((StatusCode::CREATED, Json(TagBody::new(record, None))))
+    let created = app.segments.create_tag(&spec).await?;
+    tracing::info!(tag = %spec.tag, step = spec.step.get(), max_id = created.record.max_id, "tag created");
+    let mut body = TagBody::new(created.record, None);
+    body.warning = created.forced;
+    Ok((StatusCode::CREATED, Json(body)))
 }
 
 /// A tag's store row and the segments this node holds for it

@@ -143,7 +143,8 @@ async fn allocations_with(url: &str, tags: u64, clients: u64) -> f64 {
         let spec = TagSpec {
             tag: tag.clone(),
             step: Step::new(1_000).expect("step"),
-            start: StartId::DEFAULT,
+            start: Some(StartId::DEFAULT),
+            force: false,
             description: Default::default(),
         };
         store.create_tag(&spec).await.expect("create");

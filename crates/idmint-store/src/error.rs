@@ -16,6 +16,22 @@ pub enum StoreError {
     /// `create_tag` for a tag that already has a row.
     #[error("tag {0} already exists; change its step with `idmint tag set {0} --step N`")]
     TagExists(Tag),
+    /// `create_tag` with a start below the tombstone of a deleted tag of the same name: the
+    /// new tag would hand out ids the old one did. Nothing was created.
+    #[error(
+        "tag {tag} was deleted after handing out ids below {tomb}; starting it again at {start} \
+         would hand them out again. Create it without a start (it continues at {tomb}) or with \
+         a start of at least {tomb}; or, only if no id of the old tag survives anywhere, force \
+         it (`idmint tag create --force`, `\"force\": true`)"
+    )]
+    StartBelowIssued {
+        /// The tag.
+        tag: Tag,
+        /// The start asked for.
+        start: u64,
+        /// The tombstone's `max_id`: every id the deleted tag handed out is below it.
+        tomb: u64,
+    },
     /// The allocation would pass the largest id; the row is left unchanged.
     #[error(
         "tag {tag} is exhausted: max_id {max_id} plus step {step} would pass the largest id \

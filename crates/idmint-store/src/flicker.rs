@@ -26,7 +26,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::residue::ticket_at_or_above;
-use idmint_core::{Tag, TagError};
+use idmint_core::{StartId, Tag, TagError};
 use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
 use sqlx::{AssertSqlSafe, Connection, Executor, MySqlPool, Row};
 
@@ -494,7 +494,10 @@ impl TicketSource for FlickerSource {
             }
             Err(e) => return Err(self.unavailable(e)),
         }
-        let start = ticket_at_or_above(spec.start.get(), spec.step.get());
+        // No tombstone here: tickets come from one auto-increment counter that a delete never
+        // lowers, so a tag created again cannot be given a ticket the old one had.
+        let start = spec.start.unwrap_or(StartId::DEFAULT).get();
+        let start = ticket_at_or_above(start, spec.step.get());
         self.raise(&spec.tag, spec.step.get(), start).await
     }
 

@@ -438,6 +438,12 @@ impl SegmentStore for InterleavedStore {
         }
     }
 
+    /// Each source's own store keeps, and enforces, the tombstones of its rows (Flicker's
+    /// ticket counter never goes back and needs none); the set as a whole reports none.
+    async fn tombstone(&self, _tag: &Tag) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         // Serving needs one source: the store is up while any answers.
         let mut failure = None;
@@ -692,6 +698,10 @@ impl SegmentStore for LazyStore {
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
         self.store().await?.delete_tag(tag).await
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        self.store().await?.tombstone(tag).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -2,7 +2,8 @@
 //!
 //! This crate owns the [`SegmentStore`] trait (atomic range allocation, with a step the caller
 //! may raise above the tag's; a compare-and-set of `max_id` that gives back an unissued tail
-//! or jumps past a regression; tag create, list, get, set step, delete), its typed errors,
+//! or jumps past a regression; tag create, list, get, set step, delete with a tombstone that
+//! keeps a name's issued ids from being issued again), its typed errors,
 //! store URLs, and the backends: [`MemoryStore`] (the reference every backend is checked
 //! against) and [`SqliteStore`] (the embedded default); with features, MySQL, PostgreSQL and
 //! Redis (`redis/`: one server, Sentinel or Cluster; segments and worker ids, no sequence
@@ -90,11 +91,21 @@ pub struct TagSpec {
     pub tag: Tag,
     /// Ids reserved per allocation.
     pub step: Step,
-    /// The first id the tag hands out (the initial `max_id`).
-    pub start: StartId,
+    /// The first id the tag hands out (the initial `max_id`). `None`: 1 for a name never
+    /// used, or where the last tag of this name stopped (its tombstone, [`TOMBSTONES_TABLE`]).
+    pub start: Option<StartId>,
     /// Free text for operators.
     pub description: Description,
+    /// Accept a `start` below the tombstone of a deleted tag of the same name: the new tag
+    /// may then hand out ids the old one did. Only for an operator who knows no id of the
+    /// old tag survives anywhere.
+    pub force: bool,
 }
+
+/// The table (SQL) or key prefix (Redis, `tomb:{TAG}`) where a deleted tag leaves its
+/// tombstone: its name and the `max_id` it had reached, so a tag created again under that
+/// name starts above every id the old one handed out. idmint's own table, never a Leaf table.
+pub const TOMBSTONES_TABLE: &str = "idmint_tombstones";
 
 /// One row of the segment table as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +176,12 @@ pub trait SegmentStore: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
 
     /// Creates a tag row; refuses an existing tag and more than `TAG_COUNT_MAX` tags.
+    ///
+    /// A name with a tombstone (a tag of that name was deleted) starts at the tombstone's
+    /// `max_id` when `spec.start` is `None`; a lower `start` is refused with
+    /// [`StoreError::StartBelowIssued`] unless `spec.force`. The tombstone is read in the same
+    /// atomic step (transaction, lock or script) as the insert, and kept: a later delete only
+    /// raises it.
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError>;
 
     /// The row of `tag`, if it exists.
@@ -177,8 +194,14 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// Changes the step of `tag`; the next allocation uses it.
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError>;
 
-    /// Deletes the row of `tag`.
+    /// Deletes the row of `tag`, leaving a tombstone with its `max_id` ([`TOMBSTONES_TABLE`])
+    /// in the same atomic step (one transaction or script), so a crash can never leave the
+    /// row gone without its tombstone. An existing tombstone is only raised, never lowered.
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError>;
+
+    /// The tombstone of `tag`: the `max_id` a deleted tag of this name had reached (every id
+    /// it handed out is below it), if a tag of this name was ever deleted through idmint.
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError>;
 
     /// Checks that the store answers.
     async fn ping(&self) -> Result<(), StoreError>;
@@ -279,6 +302,33 @@ pub(crate) fn allocated_range(
     let range = IdRange::new(start, end)
         .ok_or_else(|| corrupt(format!("allocation ended at {end}: no valid id in range")))?;
     Ok(Allocation { range, tag_step })
+}
+
+/// The `max_id` a new row of `spec` starts at, given the tombstone of its name: above every
+/// id a deleted tag of the same name handed out, unless the operator forces a lower start.
+pub(crate) fn initial_max_id(spec: &TagSpec, tombstone: Option<u64>) -> Result<u64, StoreError> {
+    match (spec.start, tombstone) {
+        (None, None) => Ok(StartId::DEFAULT.get()),
+        (None, Some(tomb)) => Ok(tomb.max(ID_MIN)),
+        (Some(start), Some(tomb)) if start.get() < tomb && !spec.force => {
+            Err(StoreError::StartBelowIssued { tag: spec.tag.clone(), start: start.get(), tomb })
+        }
+        (Some(start), _) => Ok(start.get()),
+    }
+}
+
+/// What to tell the operator when `spec` was forced below the tombstone `tombstone` of its
+/// name (read before the create): `None` when nothing was forced past a tombstone.
+pub fn forced_below_tombstone(spec: &TagSpec, tombstone: Option<u64>) -> Option<String> {
+    let (start, tomb) = (spec.start?.get(), tombstone?);
+    (spec.force && start < tomb).then(|| {
+        format!(
+            "tag {} was created at {start}, below {tomb}, where a deleted tag of this name \
+             stopped (forced): ids {start}..{tomb} the old tag may have handed out can be \
+             handed out again; nodes that served them still skip their own",
+            spec.tag
+        )
+    })
 }
 
 /// Refuses a `compare_and_set_max_id` target no row may hold.

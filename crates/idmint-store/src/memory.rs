@@ -19,13 +19,16 @@ use idmint_core::{Step, Tag};
 
 use crate::{
     Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,
-    effective_step,
+    effective_step, initial_max_id,
 };
 
 /// Rows in process memory.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rows: Mutex<BTreeMap<Tag, TagRecord>>,
+    /// Tombstones of deleted tags: name -> the `max_id` it had reached. Kept in the same
+    /// lock as the rows, so a delete and its tombstone are one step.
+    tombstones: Mutex<BTreeMap<Tag, u64>>,
     /// Worker leases and the assignment sequence (`memory/workers.rs`).
     workers: Mutex<workers::Workers>,
     /// Sequence definitions and ceilings (`memory/sequences.rs`).
@@ -36,6 +39,11 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    fn tombstones(&self) -> MutexGuard<'_, BTreeMap<Tag, u64>> {
+        // Taken only while `rows` is held, after it: one order, no deadlock.
+        self.tombstones.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn rows(&self) -> MutexGuard<'_, BTreeMap<Tag, TagRecord>> {
@@ -91,9 +99,10 @@ impl SegmentStore for MemoryStore {
         if rows.len() >= TAG_COUNT_MAX {
             return Err(StoreError::TooManyTags);
         }
+        let max_id = initial_max_id(spec, self.tombstones().get(&spec.tag).copied())?;
         let record = TagRecord {
             tag: spec.tag.clone(),
-            max_id: spec.start.get(),
+            max_id,
             step: spec.step.get(),
             description: spec.description.as_str().to_string(),
             update_time_s: now_s(),
@@ -119,10 +128,17 @@ impl SegmentStore for MemoryStore {
     }
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        match self.rows().remove(tag) {
-            Some(_) => Ok(()),
-            None => Err(StoreError::TagNotFound(tag.clone())),
-        }
+        let mut rows = self.rows();
+        let row = rows.remove(tag).ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
+        let mut tombstones = self.tombstones();
+        let tomb = tombstones.entry(tag.clone()).or_insert(row.max_id);
+        *tomb = (*tomb).max(row.max_id);
+        Ok(())
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let _rows = self.rows();
+        Ok(self.tombstones().get(tag).copied())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

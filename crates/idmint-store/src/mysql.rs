@@ -36,8 +36,8 @@ use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
-    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,
-    allocated_range, check_new_max_id, effective_step,
+    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TOMBSTONES_TABLE,
+    TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing as
@@ -137,6 +137,7 @@ impl MySqlStore {
 
     /// Creates the table when absent; never alters one that exists.
     async fn ensure_table(&self) -> Result<(), StoreError> {
+        self.ensure_tombstones().await?;
         // Probing first lets an account without the CREATE privilege serve an existing table.
         let probe = sqlx::query(sql(&self.sql.probe)).fetch_optional(&self.pool).await;
         match probe {
@@ -150,6 +151,68 @@ impl MySqlStore {
             .map_err(unavailable)?;
         tracing::info!(table = %self.table, store = %self.location, "created the segment table");
         Ok(())
+    }
+
+    /// Creates idmint's tombstone table when absent (beside a Leaf table too: deletes and
+    /// creates need it); never alters one that exists.
+    async fn ensure_tombstones(&self) -> Result<(), StoreError> {
+        let probe = sqlx::query(sql(&self.sql.tomb_probe)).fetch_optional(&self.pool).await;
+        match probe {
+            Ok(_) => return Ok(()),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
+            Err(e) => return Err(unavailable(e)),
+        }
+        sqlx::raw_sql(sql(&self.sql.tomb_create_table))
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        tracing::info!(table = TOMBSTONES_TABLE, store = %self.location, "created the tombstone table");
+        Ok(())
+    }
+
+    /// The tombstone of `tag` in this table, read on `conn`.
+    async fn select_tombstone(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+        tag: &Tag,
+    ) -> Result<Option<u64>, StoreError> {
+        let tomb: Option<i64> = sqlx::query_scalar(sql(&self.sql.tomb_select))
+            .bind(&self.sql.table)
+            .bind(tag.as_str())
+            .fetch_optional(conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(tomb.map(|t| u64::try_from(t).unwrap_or(0)))
+    }
+
+    /// Under the creators' lock: the row's `max_id` (read with a row lock, so no allocation
+    /// slips in), its tombstone and the delete, in one transaction.
+    async fn delete_locked(
+        &self,
+        conn: &mut PoolConnection<MySql>,
+        tag: &Tag,
+    ) -> Result<(), StoreError> {
+        let mut tx = conn.begin().await.map_err(unavailable)?;
+        let max_id: Option<i64> = sqlx::query_scalar(sql(&self.sql.lock_row))
+            .bind(tag.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        // Dropping the transaction rolls it back.
+        let Some(max_id) = max_id else { return Err(StoreError::TagNotFound(tag.clone())) };
+        sqlx::query(sql(&self.sql.tomb_write))
+            .bind(&self.sql.table)
+            .bind(tag.as_str())
+            .bind(max_id.max(0))
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        sqlx::query(sql(&self.sql.delete))
+            .bind(tag.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)
     }
 
     /// `update` mode: one round trip (see [`Statements::allocate`]).
@@ -260,10 +323,12 @@ impl MySqlStore {
         if usize::try_from(count).is_ok_and(|count| count >= TAG_COUNT_MAX) {
             return Err(StoreError::TooManyTags);
         }
+        // Under the creators' lock, which deletes take too: no tombstone is written meanwhile.
+        let max_id = initial_max_id(spec, self.select_tombstone(conn, &spec.tag).await?)?;
         let inserted = sqlx::query(sql(&self.sql.insert))
             .bind(spec.tag.as_str())
-            // Both bounded far below i64::MAX by StartId and Step.
-            .bind(spec.start.get() as i64)
+            // At most ID_MAX == i64::MAX (a tombstone is a row's max_id); Step is bounded.
+            .bind(max_id as i64)
             .bind(spec.step.get() as i64)
             .bind(spec.description.as_str())
             .execute(&mut **conn)
@@ -374,13 +439,19 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        let deleted = sqlx::query(sql(&self.sql.delete))
-            .bind(tag.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?
-            .rows_affected();
-        if deleted == 0 { Err(StoreError::TagNotFound(tag.clone())) } else { Ok(()) }
+        // The creators' lock: a create of this name cannot read the tombstone before this
+        // delete writes it.
+        let mut locked = CreateLock::acquire(&self.pool, &self.sql).await?;
+        let outcome = self.delete_locked(&mut locked.conn, tag).await;
+        if !matches!(outcome, Err(StoreError::Unavailable(_))) {
+            locked.release(&self.sql).await;
+        }
+        outcome
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(unavailable)?;
+        self.select_tombstone(&mut conn, tag).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -416,6 +487,11 @@ struct Statements {
     delete: Arc<str>,
     create_lock: Arc<str>,
     create_unlock: Arc<str>,
+    lock_row: Arc<str>,
+    tomb_probe: Arc<str>,
+    tomb_create_table: Arc<str>,
+    tomb_select: Arc<str>,
+    tomb_write: Arc<str>,
 }
 
 impl Statements {
@@ -470,6 +546,29 @@ impl Statements {
             delete: s(format!("DELETE FROM {t} WHERE biz_tag = ?")),
             create_lock: s(format!("SELECT GET_LOCK({lock_name}, {CREATE_LOCK_WAIT_S})")),
             create_unlock: s(format!("SELECT RELEASE_LOCK({lock_name})")),
+            lock_row: s(format!(
+                "SELECT CAST(max_id AS SIGNED) FROM {t} WHERE biz_tag = ? FOR UPDATE"
+            )),
+            tomb_probe: s(format!("SELECT 1 FROM {TOMBSTONES_TABLE} LIMIT 1")),
+            tomb_create_table: s(format!(
+                "CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (\
+                 segment_table varchar(64) NOT NULL, \
+                 biz_tag varchar(128) NOT NULL, \
+                 max_id bigint NOT NULL, \
+                 update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, \
+                 PRIMARY KEY (segment_table, biz_tag)\
+                 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+            )),
+            tomb_select: s(format!(
+                "SELECT CAST(max_id AS SIGNED) FROM {TOMBSTONES_TABLE} \
+                 WHERE segment_table = ? AND biz_tag = ?"
+            )),
+            // Only ever raised: a tombstone keeps the highest max_id any life of the name had.
+            tomb_write: s(format!(
+                "INSERT INTO {TOMBSTONES_TABLE} (segment_table, biz_tag, max_id, update_time) \
+                 VALUES (?, ?, ?, CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE \
+                 max_id = GREATEST(max_id, VALUES(max_id)), update_time = CURRENT_TIMESTAMP"
+            )),
         }
     }
 

@@ -38,8 +38,8 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
-    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TagRecord, TagSpec,
-    allocated_range, check_new_max_id, effective_step,
+    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TOMBSTONES_TABLE,
+    TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing
@@ -147,6 +147,35 @@ impl PgStore {
             .await
             .map_err(|e| self.unavailable(e))?;
         }
+        // idmint's own tombstone table, beside a Leaf table too: deletes and creates need it.
+        // Shared by every segment table of the database, so it has a lock of its own (always
+        // taken after the table's: one order, no deadlock); PostgreSQL's `IF NOT EXISTS`
+        // alone races.
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(ADVISORY_LOCK_CLASS)
+            .bind(TOMBSTONES_TABLE)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        let tombs_exist: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(TOMBSTONES_TABLE)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        if !tombs_exist {
+            sqlx::query(AssertSqlSafe(format!(
+                "CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (
+                    segment_table varchar(64)  NOT NULL,
+                    biz_tag       varchar(128) NOT NULL,
+                    max_id        bigint       NOT NULL,
+                    update_time   timestamptz  NOT NULL DEFAULT now(),
+                    PRIMARY KEY (segment_table, biz_tag)
+                )"
+            )))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        }
         let time_type: Option<String> = sqlx::query_scalar(
             "SELECT format_type(atttypid, NULL) FROM pg_attribute \
              WHERE attrelid = to_regclass($1) AND attname = 'update_time' \
@@ -158,6 +187,23 @@ impl PgStore {
         .map_err(|e| self.unavailable(e))?;
         tx.commit().await.map_err(|e| self.unavailable(e))?;
         Ok(TimeColumn::of(time_type.as_deref()))
+    }
+
+    /// The tombstone of `tag` in this table, read in `tx`.
+    async fn select_tombstone(
+        &self,
+        tx: &mut sqlx::PgTransaction<'_>,
+        tag: &Tag,
+    ) -> Result<Option<u64>, StoreError> {
+        let tomb: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT max_id FROM {TOMBSTONES_TABLE} WHERE segment_table = $1 AND biz_tag = $2"
+        )))
+        .bind(self.options.table.as_str())
+        .bind(tag.as_str())
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        Ok(tomb.map(|t| u64::try_from(t).unwrap_or(0)))
     }
 
     /// Takes the table's advisory lock until the end of the transaction.
@@ -338,9 +384,12 @@ impl SegmentStore for PgStore {
         if count >= TAG_COUNT_MAX as i64 {
             return Err(StoreError::TooManyTags);
         }
+        // Under the advisory lock, which deletes take too: no tombstone is written meanwhile.
+        let max_id = initial_max_id(spec, self.select_tombstone(&mut tx, &spec.tag).await?)?;
         let inserted = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.insert)))
             .bind(spec.tag.as_str())
-            .bind(spec.start.get() as i64)
+            // At most ID_MAX == i64::MAX: a tombstone is a row's max_id.
+            .bind(max_id as i64)
             .bind(spec.step.get() as i64)
             .bind(spec.description.as_str())
             .fetch_optional(&mut *tx)
@@ -387,13 +436,36 @@ impl SegmentStore for PgStore {
     }
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        let deleted = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.delete)))
+        // One transaction under the creators' lock: the row goes and its tombstone comes, or
+        // neither; a create of this name waits for it.
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        self.lock(&mut tx).await?;
+        let max_id: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.delete)))
             .bind(tag.as_str())
-            .execute(&self.pool)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| self.unavailable(e))?
-            .rows_affected();
-        if deleted == 0 { Err(StoreError::TagNotFound(tag.clone())) } else { Ok(()) }
+            .map_err(|e| self.unavailable(e))?;
+        // Dropping the transaction rolls it back.
+        let Some(max_id) = max_id else { return Err(StoreError::TagNotFound(tag.clone())) };
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {TOMBSTONES_TABLE} (segment_table, biz_tag, max_id, update_time) \
+             VALUES ($1, $2, $3, now()) ON CONFLICT (segment_table, biz_tag) DO UPDATE SET \
+             max_id = GREATEST({TOMBSTONES_TABLE}.max_id, EXCLUDED.max_id), update_time = now()"
+        )))
+        .bind(self.options.table.as_str())
+        .bind(tag.as_str())
+        .bind(max_id.max(0))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let tomb = self.select_tombstone(&mut tx, tag).await?;
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        Ok(tomb)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -526,7 +598,7 @@ impl Statements {
             set_step: sql(format!(
                 "UPDATE {t} SET step = $2{stamp} WHERE biz_tag = $1 RETURNING {columns}"
             )),
-            delete: sql(format!("DELETE FROM {t} WHERE biz_tag = $1")),
+            delete: sql(format!("DELETE FROM {t} WHERE biz_tag = $1 RETURNING max_id::bigint")),
             ping: sql(format!("SELECT 1 FROM {t} LIMIT 1")),
         }
     }

@@ -26,8 +26,8 @@ use idmint_core::{Step, Tag};
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use crate::{
-    Allocation, SegmentStore, StoreError, TABLE_NAME, TagRecord, TagSpec, allocated_range,
-    check_new_max_id, effective_step,
+    Allocation, SegmentStore, StoreError, TABLE_NAME, TOMBSTONES_TABLE, TagRecord, TagSpec,
+    allocated_range, check_new_max_id, effective_step, initial_max_id,
 };
 
 /// How long a call waits for another connection's write lock before failing as unavailable.
@@ -156,6 +156,8 @@ impl SegmentStore for SqliteStore {
             if count as usize >= TAG_COUNT_MAX {
                 return Err(StoreError::TooManyTags);
             }
+            // In the immediate transaction: no delete can write a tombstone in between.
+            let max_id = initial_max_id(&spec, select_tombstone(&tx, &spec.tag)?)?;
             let inserted = tx.query_row(
                 &format!(
                     "INSERT INTO {TABLE_NAME} ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, unixepoch()) \
@@ -163,7 +165,8 @@ impl SegmentStore for SqliteStore {
                 ),
                 params![
                     spec.tag.as_str(),
-                    spec.start.get() as i64,
+                    // At most ID_MAX == i64::MAX: a tombstone is a row's max_id.
+                    max_id as i64,
                     spec.step.get() as i64,
                     spec.description.as_str()
                 ],
@@ -225,12 +228,36 @@ impl SegmentStore for SqliteStore {
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
         let tag = tag.clone();
         self.call(move |conn| {
-            let deleted = conn
+            // The tombstone and the delete commit together, or neither does.
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            let tombs = tx
+                .execute(
+                    &format!(
+                        "INSERT INTO {TOMBSTONES_TABLE} (segment_table, biz_tag, max_id, update_time) \
+                         SELECT ?1, biz_tag, max_id, unixepoch() FROM {TABLE_NAME} WHERE biz_tag = ?2 \
+                         ON CONFLICT (segment_table, biz_tag) DO UPDATE SET \
+                         max_id = max(max_id, excluded.max_id), update_time = excluded.update_time"
+                    ),
+                    [TABLE_NAME, tag.as_str()],
+                )
+                .map_err(unavailable)?;
+            let deleted = tx
                 .execute(&format!("DELETE FROM {TABLE_NAME} WHERE biz_tag = ?1"), [tag.as_str()])
                 .map_err(unavailable)?;
-            if deleted == 0 { Err(StoreError::TagNotFound(tag)) } else { Ok(()) }
+            if deleted == 0 || tombs == 0 {
+                return Err(StoreError::TagNotFound(tag));
+            }
+            tx.commit().map_err(unavailable)?;
+            Ok(())
         })
         .await
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let tag = tag.clone();
+        self.call(move |conn| select_tombstone(conn, &tag)).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -268,6 +295,13 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
             step        INTEGER NOT NULL,
             description TEXT    NOT NULL DEFAULT '',
             update_time INTEGER NOT NULL DEFAULT (unixepoch())
+        ) STRICT;
+        CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (
+            segment_table TEXT    NOT NULL,
+            biz_tag       TEXT    NOT NULL,
+            max_id        INTEGER NOT NULL,
+            update_time   INTEGER NOT NULL,
+            PRIMARY KEY (segment_table, biz_tag)
         ) STRICT;"
     ))
     .map_err(|e| context(&e))?;
@@ -294,6 +328,27 @@ pub(crate) fn write_returning<T>(
     // Bounded: every statement passed here matches at most one row (by primary key).
     while rows.next()?.is_some() {}
     Ok(first)
+}
+
+/// The tombstone of `tag`, if a tag of that name was deleted.
+fn select_tombstone(conn: &Connection, tag: &Tag) -> Result<Option<u64>, StoreError> {
+    let tomb: Option<i64> = conn
+        .query_row(
+            &format!(
+                "SELECT max_id FROM {TOMBSTONES_TABLE} WHERE segment_table = ?1 AND biz_tag = ?2"
+            ),
+            [TABLE_NAME, tag.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    tomb.map(|t| {
+        u64::try_from(t).map_err(|_| StoreError::Corrupt {
+            tag: tag.to_string(),
+            reason: format!("its tombstone in {TOMBSTONES_TABLE} holds a negative max_id ({t})"),
+        })
+    })
+    .transpose()
 }
 
 /// Explains why the allocating UPDATE, asked for `requested`, matched no row: no such tag, a

@@ -112,7 +112,8 @@ async fn start_segments() -> (Arc<Segments>, Tag) {
     let spec = TagSpec {
         tag: tag.clone(),
         step: Step::new(STEP_MAX).expect("step"),
-        start: StartId::DEFAULT,
+        start: Some(StartId::DEFAULT),
+        force: false,
         description: Default::default(),
     };
     store.create_tag(&spec).await.expect("create");

@@ -21,6 +21,7 @@ pub struct SegmentConfig {
     segment_duration: Duration,
     adaptive_step: bool,
     state_dir: Option<PathBuf>,
+    bound_unknown_tags: bool,
 }
 
 /// A tunable outside its bound.
@@ -47,6 +48,7 @@ impl Default for SegmentConfig {
             segment_duration: Duration::from_secs(SEGMENT_DURATION_S_DEFAULT),
             adaptive_step: true,
             state_dir: None,
+            bound_unknown_tags: true,
         }
     }
 }
@@ -101,6 +103,21 @@ impl SegmentConfig {
     pub fn with_state_dir(mut self, dir: impl Into<PathBuf>) -> SegmentConfig {
         self.state_dir = Some(dir.into());
         self
+    }
+
+    /// Turns off (or back on, the default) the bound on store lookups of names the store
+    /// does not hold (a one-second negative cache and a per-second budget, see
+    /// [`Segments::generator`](crate::Segments::generator)). Only for a store that bounds
+    /// them itself: the client's engine over idmint servers, whose own nodes bound their
+    /// store's lookups.
+    pub fn with_unknown_tags_unbounded(mut self) -> SegmentConfig {
+        self.bound_unknown_tags = false;
+        self
+    }
+
+    /// Whether store lookups of unknown names are bounded.
+    pub fn bound_unknown_tags(&self) -> bool {
+        self.bound_unknown_tags
     }
 
     /// The preload ratio.

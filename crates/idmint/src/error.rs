@@ -10,8 +10,9 @@ pub enum Error {
     /// The tag has no row in the store.
     #[error("tag {0} does not exist; create it with `idmint tag create {0}`")]
     UnknownTag(Tag),
-    /// No ids could be handed out within the bound: the store is slow, down, exhausted, or went
-    /// backwards. Nothing was guessed; retry later.
+    /// No ids could be handed out within the bound: the store is slow, down, or went
+    /// backwards. Nothing was guessed; retry later. (A spent tag is not this: it is the final
+    /// `Store(StoreError::Exhausted)`.)
     #[error("tag {tag} is unavailable: {reason}")]
     Unavailable {
         /// The tag.
@@ -29,7 +30,8 @@ pub enum Error {
     /// written; the message names the file and the fix.
     #[error("local state: {0}")]
     LocalState(String),
-    /// An admin call failed in the store.
+    /// An admin call failed in the store; or, as `StoreError::Exhausted`, the tag's ids are
+    /// spent (its next range would pass the largest id): final, a retry cannot succeed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -376,6 +376,12 @@ impl TagGenerator {
         let deadline = Instant::now() + wait;
         let mut got: u64 = ranges.iter().map(IdRange::len).sum();
         let mut counted = false;
+        if self.failing.load(Ordering::Acquire) && !self.refill_in_flight.load(Ordering::Acquire) {
+            // The attempt this request's take started (or found running) has failed already:
+            // answer that, rather than start a second store call at once (an unknown tag
+            // cost two store calls per request that way).
+            return Err(self.last_failure());
+        }
         while got < count.get() {
             let notified = self.refilled.notified();
             tokio::pin!(notified);
@@ -453,6 +459,8 @@ impl TagGenerator {
             if matches!(failure, Error::UnknownTag(_)) {
                 // A client asked for a tag that does not exist: its 404 says so; no alarm.
                 tracing::debug!(tag = %self.tag, "tag not in the store");
+            } else if matches!(failure, Error::Store(StoreError::Exhausted { .. })) {
+                tracing::error!(tag = %self.tag, error = %failure, "tag exhausted: its ids are spent; create a new tag");
             } else {
                 tracing::warn!(tag = %self.tag, error = %failure, "segment refill failed");
             }
@@ -460,8 +468,12 @@ impl TagGenerator {
             let demanded =
                 self.elapsed_ms().saturating_sub(self.last_demand_ms.load(Ordering::Relaxed))
                     <= 2 * REFILL_RETRY_MS_MAX;
-            let keep_trying = !matches!(failure, Error::UnknownTag(_) | Error::ShuttingDown)
-                && !self.buffer.is_frozen()
+            let keep_trying = !matches!(
+                failure,
+                Error::UnknownTag(_)
+                    | Error::ShuttingDown
+                    | Error::Store(StoreError::Exhausted { .. })
+            ) && !self.buffer.is_frozen()
                 && (self.buffer.remaining() > 0 || demanded);
             if !keep_trying {
                 // Done before the failure is published, so a request that reads the failure
@@ -574,6 +586,16 @@ impl TagGenerator {
         let allocation = match allocation {
             Ok(Ok(allocation)) => allocation,
             Ok(Err(StoreError::TagNotFound(tag))) => return Err(Error::UnknownTag(tag)),
+            // The pacing asked for more than the tag's step and that much no longer fits: the
+            // tag's own step may still fit, so ask again for it before calling the tag spent.
+            Ok(Err(StoreError::Exhausted { .. })) if requested.is_some() => {
+                return Box::pin(self.allocate(None)).await;
+            }
+            // Final, not retryable: the row was left unchanged and no later call can fit a
+            // range below the largest id (the server answers 409 `tag_exhausted`).
+            Ok(Err(exhausted @ StoreError::Exhausted { .. })) => {
+                return Err(Error::Store(exhausted));
+            }
             Ok(Err(e)) => return Err(self.unavailable(e)),
             Err(_elapsed) => {
                 return Err(self.unavailable(format_args!(

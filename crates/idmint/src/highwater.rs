@@ -158,13 +158,6 @@ impl HighWaterFile {
         self.change(move |marks| marks.insert(tag, value) != Some(value)).await
     }
 
-    /// Forgets `tag` (deleted by an operator: a tag created again under its name may start
-    /// over). On failure the mark stays.
-    pub(crate) async fn remove(self: &Arc<Self>, tag: &Tag) -> Result<(), Error> {
-        let tag = tag.clone();
-        self.change(move |marks| marks.remove(&tag).is_some()).await
-    }
-
     /// Applies `edit` (which says whether it changed anything) to a copy of the marks,
     /// writes the copy and, only once the write succeeded, makes it the marks. The whole
     /// change runs on the blocking pool under `writer`, so it completes (or fails) as one

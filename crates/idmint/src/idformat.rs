@@ -411,12 +411,14 @@ pub async fn claim_key(
     let spec = TagSpec {
         tag: guard,
         step: Step::DEFAULT,
-        start: StartId::DEFAULT,
+        // Above the guard's earlier lives, whose rows held no ids worth keeping.
+        start: None,
+        force: false,
         description: Description::new(&want)
             .map_err(|e| guard_error(Error::Store(StoreError::InvalidValue(e.to_string()))))?,
     };
     match segments.create_tag(&spec).await {
-        Ok(_) => {
+        Ok(_created) => {
             tracing::info!(%tag, bits = permutation.bits(), "key recorded for the tag");
             Ok(())
         }

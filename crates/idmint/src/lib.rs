@@ -25,6 +25,7 @@ mod segments;
 mod seqformat;
 mod sequence;
 mod snowflake;
+mod unknown;
 mod uuids;
 
 pub use cached::{
@@ -42,7 +43,7 @@ pub use idformat::{
 };
 pub use idmint_core::{Count, IdRange, Tag};
 pub use lease::{Lease, TakeBackError};
-pub use segments::Segments;
+pub use segments::{CreatedTag, Segments};
 pub use seqformat::{DAILY_FORMAT_DEFAULT, DAY_SPAN_CHECKED, SEQ_WIDTH_MAX, SeqFormat, time_zone};
 pub use sequence::{
     DEFINITION_TTL_MS, IDLE_AFTER_S, RAISE_LOCK_MS, SEQ_COUNT_MAX, SEQ_RAISE_MAX, SEQ_RAISE_MIN,

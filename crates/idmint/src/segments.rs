@@ -6,6 +6,10 @@
 //! request waits on the generator's single-flight refill, so a tag created a moment ago
 //! works on its first request and concurrent first requests share one store call.
 //!
+//! Requests for names the store does not hold are bounded by [`UnknownTags`] (`unknown.rs`):
+//! a one-second negative cache that a local create clears, and a budget of unknown lookups
+//! per second.
+//!
 //! Two background loops run beside the generators: the tag refresh (drops tags deleted from
 //! the store) and the rate sampler (once per `RATE_SAMPLE_MS`, feeds each tag's pacing).
 //! [`Segments::shutdown`] freezes every generator, lets refills in flight land, stops the
@@ -17,7 +21,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use idmint_core::limits::{RATE_SAMPLE_MS, TAG_COUNT_MAX};
+use idmint_core::limits::{RATE_SAMPLE_MS, TAG_COUNT_MAX, UNKNOWN_TAG_LOOKUPS_PER_S_MAX};
 use idmint_core::{BufferSnapshot, Count, IdRange, Step, Tag};
 use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
@@ -26,9 +30,20 @@ use tokio_util::task::TaskTracker;
 use crate::generator::{Shared, TagGenerator, TagStatus};
 use crate::highwater::HighWaterFile;
 use crate::lease::{Lease, LeaseKey, TakeBackError};
+use crate::unknown::{Admission, UnknownTags};
 use crate::{Error, SegmentConfig};
 
 type Registry = HashMap<Tag, Arc<TagGenerator>>;
+
+/// What [`Segments::create_tag`] made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedTag {
+    /// The new row, as stored.
+    pub record: TagRecord,
+    /// Set when the create was forced below the tombstone of a deleted tag of the same name:
+    /// what that risks, for the operator (also logged as a warning).
+    pub forced: Option<String>,
+}
 
 /// Segment-mode ids for every tag of a store.
 pub struct Segments {
@@ -38,6 +53,8 @@ pub struct Segments {
     closing: AtomicBool,
     /// Proves the ranges this node leases to clients ([`Segments::lease`]).
     lease_key: LeaseKey,
+    /// Bounds the store lookups of names the store does not hold (`unknown.rs`).
+    unknown: UnknownTags,
 }
 
 impl Segments {
@@ -69,6 +86,7 @@ impl Segments {
             registry: ArcSwap::default(),
             closing: AtomicBool::new(false),
             lease_key: LeaseKey::random(),
+            unknown: UnknownTags::new(),
         });
         let weak = Arc::downgrade(&segments);
         segments.shared.tracker.spawn(refresh_loop(weak.clone(), segments.shared.clone()));
@@ -131,12 +149,34 @@ impl Segments {
 
     /// The generator of `tag`, made (empty, loaded on its first request) if the node has
     /// none. Embedders that take many ids of one tag keep this handle.
+    ///
+    /// A name the store did not hold less than `UNKNOWN_TAG_TTL_MS` ago is
+    /// [`Error::UnknownTag`] without a store call; past `UNKNOWN_TAG_LOOKUPS_PER_S_MAX`
+    /// unknown lookups in a second, a new name is [`Error::Unavailable`] (retry) until the
+    /// second is over.
     pub fn generator(&self, tag: &Tag) -> Result<Arc<TagGenerator>, Error> {
         if let Some(generator) = self.registry.load().get(tag) {
             return Ok(Arc::clone(generator));
         }
         if self.closing.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
+        }
+        let admission = match self.shared.config.bound_unknown_tags() {
+            true => self.unknown.admit(tag),
+            false => Admission::Lookup,
+        };
+        match admission {
+            Admission::Lookup => {}
+            Admission::Unknown => return Err(Error::UnknownTag(tag.clone())),
+            Admission::OverBudget => {
+                return Err(Error::Unavailable {
+                    tag: tag.clone(),
+                    reason: format!(
+                        "this node already looked up {UNKNOWN_TAG_LOOKUPS_PER_S_MAX} tags the \
+                         store does not hold in the last second, the most it does; retry"
+                    ),
+                });
+            }
         }
         let mut found = Err(Error::TooManyTags(TAG_COUNT_MAX));
         self.registry.rcu(|registry| {
@@ -176,9 +216,24 @@ impl Segments {
         statuses
     }
 
-    /// Creates a tag in the store.
-    pub async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, Error> {
-        self.store_call(self.shared.store.create_tag(spec)).await
+    /// Creates a tag in the store. Over the tombstone of a deleted tag of the same name, it
+    /// continues above the old tag's ids; a lower start is refused
+    /// ([`StoreError::StartBelowIssued`]) unless `spec.force`, which is logged as a warning
+    /// and reported in [`CreatedTag::forced`].
+    pub async fn create_tag(&self, spec: &TagSpec) -> Result<CreatedTag, Error> {
+        // Read first only to tell the operator what forcing did; the store enforces the
+        // tombstone itself, atomically with the insert.
+        let tombstone = match spec.force {
+            true => self.store_call(self.shared.store.tombstone(&spec.tag)).await?,
+            false => None,
+        };
+        let record = self.store_call(self.shared.store.create_tag(spec)).await?;
+        self.unknown.clear(&spec.tag);
+        let forced = idmint_store::forced_below_tombstone(spec, tombstone);
+        if let Some(warning) = &forced {
+            tracing::warn!(tag = %spec.tag, "{warning}");
+        }
+        Ok(CreatedTag { record, forced })
     }
 
     /// The store row of `tag`.
@@ -198,15 +253,15 @@ impl Segments {
         self.store_call(self.shared.store.set_step(tag, step)).await
     }
 
-    /// Deletes `tag` from the store and stops serving it on this node at once (other nodes
-    /// stop at their next refresh or refill).
+    /// Deletes `tag` from the store, leaving its tombstone there, and stops serving it on this
+    /// node at once (other nodes stop at their next refresh or refill).
+    ///
+    /// The node keeps its high-water mark of the tag: a tag created again under the name (even
+    /// forced below the tombstone, or after the row and tombstone were lost) never makes this
+    /// node hand out an id it handed out before.
     pub async fn delete_tag(&self, tag: &Tag) -> Result<(), Error> {
         self.store_call(self.shared.store.delete_tag(tag)).await?;
         self.forget(tag, None);
-        if let Some(marks) = &self.shared.high_water {
-            // A tag created again under this name starts over where its operator says.
-            marks.remove(tag).await?;
-        }
         Ok(())
     }
 
@@ -284,15 +339,23 @@ impl Segments {
     }
 
     fn forget_if_unknown(&self, generator: &Arc<TagGenerator>, error: Option<&Error>) {
-        if let Some(Error::UnknownTag(tag)) = error {
-            self.forget(tag, Some(generator));
+        // Remembered once per lookup: the request that removes the generator records it,
+        // not every request that shared its refill.
+        if let Some(Error::UnknownTag(tag)) = error
+            && self.forget(tag, Some(generator))
+            && self.shared.config.bound_unknown_tags()
+        {
+            self.unknown.record(tag);
         }
     }
 
-    /// Removes `tag` from the registry (only if it still maps to `only`, when given).
-    fn forget(&self, tag: &Tag, only: Option<&Arc<TagGenerator>>) {
+    /// Removes `tag` from the registry (only if it still maps to `only`, when given); says
+    /// whether this call removed it.
+    fn forget(&self, tag: &Tag, only: Option<&Arc<TagGenerator>>) -> bool {
+        let mut removed = false;
         self.registry.rcu(|registry| {
             let matches = registry.get(tag).is_some_and(|g| only.is_none_or(|o| Arc::ptr_eq(g, o)));
+            removed = matches;
             if !matches {
                 return Arc::clone(registry);
             }
@@ -300,6 +363,7 @@ impl Segments {
             updated.remove(tag);
             Arc::new(updated)
         });
+        removed
     }
 }
 

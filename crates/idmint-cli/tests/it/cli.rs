@@ -156,3 +156,31 @@ fn bad_input_is_refused_with_what_is_wrong_and_how_to_fix_it() {
         run_err(idmint(d).args(["next", "order", "--server", &format!("http://127.0.0.1:{port}")]));
     assert!(err.contains("cannot reach idmint"), "{err}");
 }
+
+/// Issue 20 item 3: `idmint tag delete` then `tag create` continues above the ids the old tag
+/// handed out; `--start 1` is refused with the reason unless `--force`, which warns.
+#[test]
+fn a_tag_created_again_with_the_cli_never_repeats_its_ids_unless_forced() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    run_ok(idmint(d).args(["tag", "create", "reborn", "--step", "10"]));
+    let mut server = serve(d, &["--listen", "127.0.0.1:0"], &[]);
+    let served = next(d, &server, "reborn", 25);
+    run_ok(idmint(d).args(["tag", "delete", "reborn"]));
+    let created = run_ok(idmint(d).args(["tag", "create", "reborn", "--step", "10"]));
+    assert!(!created.contains("next id 1,"), "{created}");
+    // The running server sees the new row within its refresh; every id it serves is new.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let after = next(d, &server, "reborn", 25);
+    assert!(after.iter().all(|id| !served.contains(id)), "{served:?} then {after:?}");
+
+    run_ok(idmint(d).args(["tag", "delete", "reborn"]));
+    let err = run_err(idmint(d).args(["tag", "create", "reborn", "--start", "1"]));
+    assert!(err.contains("--force") && err.contains("hand them out"), "{err}");
+    let output = idmint(d).args(["tag", "create", "reborn", "--start", "1", "--force"]).output();
+    let output = output.unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("warning"), "{output:?}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}

@@ -113,7 +113,8 @@ impl Node {
         let spec = TagSpec {
             tag: Tag::parse(tag).expect("tag"),
             step: Step::new(step).expect("step"),
-            start: StartId::DEFAULT,
+            start: Some(StartId::DEFAULT),
+            force: false,
             description: Description::new("").expect("description"),
         };
         self.run(async move { segments.create_tag(&spec).await.expect("create tag") }).await;

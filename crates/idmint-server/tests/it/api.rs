@@ -104,6 +104,42 @@ async fn tags_are_created_listed_changed_and_deleted() {
     server.stop().await;
 }
 
+/// Issue 20 item 3: over HTTP, a tag deleted and created again continues above its issued
+/// ids; `start` below them is refused (409 `start_below_issued`) unless `force`, whose answer
+/// carries a `warning`.
+#[tokio::test]
+async fn a_tag_created_again_over_http_never_repeats_its_ids_unless_forced() {
+    let server = TestServer::memory().await;
+    server.create_tag(json!({"tag": "reborn", "step": 10})).await;
+    let mut served = Vec::new();
+    for _ in 0..25 {
+        served.push(server.get("/api/segment/get/reborn").await.text().await.unwrap());
+    }
+    let url = server.url("/v1/tags/reborn");
+    assert_eq!(server.client.delete(&url).send().await.unwrap().status().as_u16(), 204);
+    let again: Value =
+        server.create_tag(json!({"tag": "reborn", "step": 10})).await.json().await.unwrap();
+    assert!(again["max_id"].as_u64().unwrap() > 25, "{again}");
+    assert_eq!(again.get("warning"), None, "{again}");
+    let next = server.get("/api/segment/get/reborn").await.text().await.unwrap();
+    assert!(!served.contains(&next), "id {next} handed out again");
+
+    assert_eq!(server.client.delete(&url).send().await.unwrap().status().as_u16(), 204);
+    let refused = server.create_tag(json!({"tag": "reborn", "start": 1})).await;
+    let message = assert_error(refused, 409, "start_below_issued").await;
+    assert!(message.contains("force"), "{message}");
+    assert_error(server.get("/v1/tags/reborn").await, 404, "unknown_tag").await;
+    let forced: Value = server
+        .create_tag(json!({"tag": "reborn", "start": 1, "force": true}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(forced["max_id"], 1, "{forced}");
+    assert!(forced["warning"].as_str().is_some_and(|w| w.contains("forced")), "{forced}");
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_clients_get_distinct_ids_each_increasing() {
     let server = TestServer::memory().await;

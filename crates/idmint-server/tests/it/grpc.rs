@@ -327,7 +327,8 @@ async fn grpc_on_its_own_port_leaves_the_http_port_to_http() {
     let spec = idmint_store::TagSpec {
         tag: Tag::parse("order").unwrap(),
         step: idmint_core::Step::new(10).unwrap(),
-        start: idmint_core::StartId::DEFAULT,
+        start: Some(idmint_core::StartId::DEFAULT),
+        force: false,
         description: idmint_core::Description::new("").unwrap(),
     };
     segments.create_tag(&spec).await.unwrap();
@@ -409,5 +410,46 @@ async fn ids_given_back_across_a_segment_switch_come_back_from_the_current_segme
     assert_eq!(returned, second.end - second.start, "only the current segment's part");
     let next = grpc.next_ids(next_ids("order", 1)).await.unwrap().into_inner().ids;
     assert_eq!(next, vec![second.start]);
+    server.stop().await;
+}
+
+/// Issue 20 item 7: a spent tag answers the final 409 `tag_exhausted` (gRPC
+/// `FailedPrecondition`) on every route, Leaf, /v1 and gRPC, and on every later call, never
+/// the retryable 503 `unavailable`.
+#[tokio::test]
+async fn an_exhausted_tag_is_final_on_the_leaf_route_v1_and_grpc() {
+    use idmint_store::{MemoryStore, SegmentStore};
+    let store = Arc::new(MemoryStore::new());
+    let tag = Tag::parse("spent").unwrap();
+    let spec = idmint_store::TagSpec {
+        tag: tag.clone(),
+        step: idmint_core::Step::new(10).unwrap(),
+        start: Some(idmint_core::StartId::DEFAULT),
+        force: false,
+        description: idmint_core::Description::default(),
+    };
+    store.create_tag(&spec).await.unwrap();
+    // The next range of 10 would pass the largest id.
+    assert!(store.compare_and_set_max_id(&tag, 1, idmint_core::limits::ID_MAX - 5).await.unwrap());
+    let server = TestServer::start(store).await;
+    let mut grpc = connect(&server.base).await;
+    for _ in 0..2 {
+        crate::support::assert_error(
+            server.get("/api/segment/get/spent").await,
+            409,
+            "tag_exhausted",
+        )
+        .await;
+        crate::support::assert_error(
+            server.get("/v1/segment/spent?count=3").await,
+            409,
+            "tag_exhausted",
+        )
+        .await;
+        let status = grpc.next_ids(next_ids("spent", 1)).await.unwrap_err();
+        assert_status(&status, Code::FailedPrecondition, "tag_exhausted");
+        let status = grpc.next_range(next_range("spent", 1)).await.unwrap_err();
+        assert_status(&status, Code::FailedPrecondition, "tag_exhausted");
+    }
     server.stop().await;
 }

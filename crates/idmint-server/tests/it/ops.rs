@@ -356,7 +356,8 @@ async fn a_guarded_tag_needs_one_of_its_client_tokens() {
         let spec = TagSpec {
             tag: Tag::parse(tag).unwrap(),
             step: Step::DEFAULT,
-            start: StartId::DEFAULT,
+            start: Some(StartId::DEFAULT),
+            force: false,
             description: Description::default(),
         };
         store.create_tag(&spec).await.unwrap();
@@ -399,7 +400,8 @@ async fn locked_store(dir: &tempfile::TempDir) -> (Arc<SqliteStore>, std::thread
     let spec = TagSpec {
         tag: Tag::parse("stuck").unwrap(),
         step: Step::DEFAULT,
-        start: StartId::DEFAULT,
+        start: Some(StartId::DEFAULT),
+        force: false,
         description: Description::default(),
     };
     store.create_tag(&spec).await.unwrap();

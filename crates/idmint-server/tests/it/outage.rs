@@ -35,7 +35,8 @@ async fn a_store_outage_is_served_from_the_buffer_then_fails_fast_then_recovers(
     let spec = TagSpec {
         tag: tag.clone(),
         step: idmint_core::Step::new(500).unwrap(),
-        start: idmint_core::StartId::DEFAULT,
+        start: Some(idmint_core::StartId::DEFAULT),
+        force: false,
         description: Default::default(),
     };
     store.create_tag(&spec).await.unwrap();

@@ -17,6 +17,8 @@
 //! (ignored by list and get, removed by a delete of that name), never a hash without a name,
 //! though its second add may pass the bound by one. A delete interrupted between its steps
 //! (its error is reported) leaves the tag allocating but unlisted until it is repeated.
+//! `tomb:{TAG}` holds the `max_id` a deleted tag had reached (its tombstone): the delete
+//! script raises it and removes the hash in one step; the create script reads it.
 //! This module must not read idmint's clock.
 
 use std::pin::Pin;
@@ -68,6 +70,12 @@ impl RedisStore {
 
     fn tag_key(&self, tag: &Tag) -> String {
         self.conn.key(&format!("tag:{{{tag}}}"))
+    }
+
+    /// The tombstone of a deleted tag: in the tag's hash slot, so one script reads or writes
+    /// both.
+    fn tomb_key(&self, tag: &Tag) -> String {
+        self.conn.key(&format!("tomb:{{{tag}}}"))
     }
 
     fn tags_key(&self) -> String {
@@ -148,16 +156,42 @@ static RESERVE_NAME: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// KEYS: the tag's hash. ARGV: max_id, step, description. Creates the hash unless it
-/// exists; returns its `update_time`, or nil when it existed.
+/// KEYS: the tag's hash, its tombstone. ARGV: the start (empty: the default, 1 or the
+/// tombstone), step, description, force (`1`). Creates the hash unless it exists; returns
+/// `{'ok', max_id, update_time}`, `{'exists'}`, or `{'below', tombstone}` for a start below
+/// the tombstone that is not forced.
 static CREATE: LazyLock<Script> = LazyLock::new(|| {
     script(
         r"
-        if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+        if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+        local tomb = redis.call('GET', KEYS[2])
+        local start = ARGV[1]
+        if start == '' then
+            start = tomb or '1'
+        elseif tomb and lt(start, tomb) and ARGV[4] ~= '1' then
+            return {'below', tomb}
+        end
         local now = now_ms()
-        redis.call('HSET', KEYS[1], 'max_id', ARGV[1], 'step', ARGV[2],
+        redis.call('HSET', KEYS[1], 'max_id', start, 'step', ARGV[2],
             'description', ARGV[3], 'update_time', now)
-        return now
+        return {'ok', start, now}
+        ",
+    )
+});
+
+/// KEYS: the tag's hash, its tombstone. Deletes the hash and raises the tombstone to its
+/// `max_id`, in one step; returns 1, or 0 when there is no such tag.
+static DELETE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r"
+        if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+        local max_id = redis.call('HGET', KEYS[1], 'max_id')
+        local tomb = redis.call('GET', KEYS[2])
+        if uint(max_id) and (not tomb or lt(tomb, max_id)) then
+            redis.call('SET', KEYS[2], max_id)
+        end
+        redis.call('DEL', KEYS[1])
+        return 1
         ",
     )
 });
@@ -233,11 +267,31 @@ impl SegmentStore for RedisStore {
         }
         let mut invocation = CREATE.key(self.tag_key(&spec.tag));
         invocation
-            .arg(spec.start.get().to_string())
+            .key(self.tomb_key(&spec.tag))
+            .arg(spec.start.map_or(String::new(), |s| s.get().to_string()))
             .arg(spec.step.get().to_string())
-            .arg(spec.description.as_str());
-        let Some(update_time_ms) = self.run::<Option<String>>(&invocation).await? else {
-            return Err(StoreError::TagExists(spec.tag.clone()));
+            .arg(spec.description.as_str())
+            .arg(if spec.force { "1" } else { "0" });
+        let reply: Vec<String> = self.run(&invocation).await?;
+        let corrupt = |reason: String| StoreError::Corrupt { tag: spec.tag.to_string(), reason };
+        let (max_id, update_time_ms) = match reply.as_slice() {
+            [status, max_id, now] if status == "ok" => (
+                max_id
+                    .parse::<u64>()
+                    .map_err(|_| corrupt(format!("its tombstone is {max_id:?}")))?,
+                now.clone(),
+            ),
+            [status] if status == "exists" => return Err(StoreError::TagExists(spec.tag.clone())),
+            [status, tomb] if status == "below" => {
+                return Err(StoreError::StartBelowIssued {
+                    tag: spec.tag.clone(),
+                    start: spec.start.map_or(1, |s| s.get()),
+                    tomb: tomb
+                        .parse()
+                        .map_err(|_| corrupt(format!("its tombstone is {tomb:?}")))?,
+                });
+            }
+            _ => return Err(corrupt(format!("the create script answered {reply:?}"))),
         };
         // Again, unbounded: a delete of this tag may have removed the name since it was
         // reserved, and a tag must never allocate without being listed.
@@ -249,7 +303,7 @@ impl SegmentStore for RedisStore {
             .map_err(|e| self.fail(&e))?;
         Ok(TagRecord {
             tag: spec.tag.clone(),
-            max_id: spec.start.get(),
+            max_id,
             step: spec.step.get(),
             description: spec.description.as_str().to_string(),
             update_time_s: update_time_ms.parse::<u64>().map_or(0, |ms| ms / 1000),
@@ -322,12 +376,23 @@ impl SegmentStore for RedisStore {
             .query_async(&mut self.conn())
             .await
             .map_err(|e| self.fail(&e))?;
-        let deleted: i64 = redis::cmd("DEL")
-            .arg(self.tag_key(tag))
+        let deleted: i64 = self.run(DELETE.key(self.tag_key(tag)).key(self.tomb_key(tag))).await?;
+        if deleted == 0 { Err(StoreError::TagNotFound(tag.clone())) } else { Ok(()) }
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let tomb: Option<String> = redis::cmd("GET")
+            .arg(self.tomb_key(tag))
             .query_async(&mut self.conn())
             .await
             .map_err(|e| self.fail(&e))?;
-        if deleted == 0 { Err(StoreError::TagNotFound(tag.clone())) } else { Ok(()) }
+        tomb.map(|t| {
+            t.parse::<u64>().map_err(|_| StoreError::Corrupt {
+                tag: tag.to_string(),
+                reason: format!("its tombstone is {t:?}"),
+            })
+        })
+        .transpose()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

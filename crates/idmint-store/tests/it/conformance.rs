@@ -76,6 +76,8 @@ macro_rules! conformance_suite {
             list_is_exact_and_ordered_by_tag,
             set_step_changes_later_allocations,
             delete_removes_the_tag_and_only_it,
+            created_again_without_a_start_a_tag_continues_above_its_issued_ids,
+            created_again_with_a_lower_start_a_tag_is_refused_unless_forced,
             ping_answers,
         );
     };
@@ -600,6 +602,57 @@ pub async fn delete_removes_the_tag_and_only_it(store: Arc<dyn SegmentStore>) {
     assert_eq!(store.delete_tag(&never).await, Err(StoreError::TagNotFound(never)));
 }
 
+/// Issue 20 item 3: a deleted tag leaves a tombstone with its `max_id`; created again with
+/// no start (the default), the tag continues there, so no id it handed out comes again.
+pub async fn created_again_without_a_start_a_tag_continues_above_its_issued_ids(
+    store: Arc<dyn SegmentStore>,
+) {
+    let reborn = create(&store, "reborn", 1, 10).await;
+    assert_eq!(store.tombstone(&reborn).await, Ok(None));
+    for _ in 0..3 {
+        store.allocate(&reborn, None).await.unwrap();
+    }
+    store.delete_tag(&reborn).await.unwrap();
+    assert_eq!(store.tombstone(&reborn).await, Ok(Some(31)));
+    let again = TagSpec { start: None, ..spec("reborn", 1, 10, "") };
+    assert_eq!(store.create_tag(&again).await.unwrap().max_id, 31);
+    assert_eq!(store.allocate(&reborn, None).await.unwrap().range, range(31, 41));
+    // A second life deleted leaves the higher mark; the tombstone is only ever raised.
+    store.delete_tag(&reborn).await.unwrap();
+    assert_eq!(store.tombstone(&reborn).await, Ok(Some(41)));
+    assert_eq!(store.create_tag(&again).await.unwrap().max_id, 41);
+    // A name never deleted starts at 1, as always.
+    let fresh = TagSpec { start: None, ..spec("fresh", 1, 10, "") };
+    assert_eq!(store.create_tag(&fresh).await.unwrap().max_id, 1);
+}
+
+/// Issue 20 item 3: created again with a start below the tombstone (start=1 included), a tag
+/// is refused with the reason, nothing created; at or above it, accepted; forced, accepted,
+/// and the tombstone is kept (a later delete only raises it).
+pub async fn created_again_with_a_lower_start_a_tag_is_refused_unless_forced(
+    store: Arc<dyn SegmentStore>,
+) {
+    let reborn = create(&store, "reborn", 1, 10).await;
+    store.allocate(&reborn, None).await.unwrap();
+    store.allocate(&reborn, None).await.unwrap();
+    store.delete_tag(&reborn).await.unwrap();
+    for start in [1, 20] {
+        let refused = store.create_tag(&spec("reborn", start, 10, "")).await;
+        assert_eq!(
+            refused,
+            Err(StoreError::StartBelowIssued { tag: reborn.clone(), start, tomb: 21 })
+        );
+        assert_eq!(store.get_tag(&reborn).await, Ok(None), "a refused create made a row");
+    }
+    assert_eq!(store.create_tag(&spec("reborn", 21, 10, "")).await.unwrap().max_id, 21);
+    store.delete_tag(&reborn).await.unwrap();
+    let forced = TagSpec { force: true, ..spec("reborn", 1, 10, "") };
+    assert_eq!(store.create_tag(&forced).await.unwrap().max_id, 1);
+    assert_eq!(store.allocate(&reborn, None).await.unwrap().range, range(1, 11));
+    store.delete_tag(&reborn).await.unwrap();
+    assert_eq!(store.tombstone(&reborn).await, Ok(Some(21)), "a tombstone was lowered");
+}
+
 /// A reachable store answers `ping`, empty or not.
 pub async fn ping_answers(store: Arc<dyn SegmentStore>) {
     assert_eq!(store.ping().await, Ok(()));
@@ -631,7 +684,8 @@ pub fn spec(name: &str, start: u64, step: u64, description: &str) -> TagSpec {
     TagSpec {
         tag: tag(name),
         step: Step::new(step).unwrap(),
-        start: StartId::new(start).unwrap(),
+        start: Some(StartId::new(start).unwrap()),
+        force: false,
         description: Description::new(description).unwrap(),
     }
 }

@@ -65,6 +65,10 @@ impl SegmentStore for Switch {
         self.check()?;
         self.inner.delete_tag(tag).await
     }
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        self.check()?;
+        self.inner.tombstone(tag).await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.check()
     }

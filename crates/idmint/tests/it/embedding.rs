@@ -39,7 +39,8 @@ async fn take_ids(store: Arc<dyn idmint::store::SegmentStore>) {
     let spec = idmint::store::TagSpec {
         tag: tag.clone(),
         step: idmint_core::Step::new(500).unwrap(),
-        start: idmint_core::StartId::new(1_000).unwrap(),
+        start: Some(idmint_core::StartId::new(1_000).unwrap()),
+        force: false,
         description: Default::default(),
     };
     store.create_tag(&spec).await.unwrap();

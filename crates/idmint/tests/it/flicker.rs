@@ -40,7 +40,8 @@ async fn a_node_keeps_serving_when_one_ticket_database_goes_away() {
         .create_tag(&idmint::store::TagSpec {
             tag: tag.clone(),
             step: idmint_core::Step::new(50).unwrap(),
-            start: idmint_core::StartId::new(1).unwrap(),
+            start: Some(idmint_core::StartId::new(1).unwrap()),
+            force: false,
             description: Default::default(),
         })
         .await

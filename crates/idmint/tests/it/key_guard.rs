@@ -22,7 +22,8 @@ async fn create(segments: &Segments, name: &str) -> Tag {
     let spec = TagSpec {
         tag: tag.clone(),
         step: Step::new(100).unwrap(),
-        start: StartId::DEFAULT,
+        start: Some(StartId::DEFAULT),
+        force: false,
         description: Description::new("").unwrap(),
     };
     segments.create_tag(&spec).await.unwrap();

@@ -30,4 +30,6 @@ mod snowflake;
 mod test_store;
 #[path = "../../../idmint-store/tests/it/tmpfs.rs"]
 mod tmpfs;
+#[cfg(feature = "mysql")]
+mod tombstones;
 mod uuids;

@@ -240,3 +240,95 @@ fn synchronous_takes_work_from_threads_outside_the_runtime() {
     runtime.block_on(segments.shutdown());
     assert_eq!(generator.try_next_id(), None, "a frozen generator gave an id");
 }
+
+/// Issue 20 item 7: a tag whose next range would pass the largest id is spent for good; the
+/// answer is the final `Store(Exhausted)` (HTTP 409 `tag_exhausted`), never the retryable
+/// `Unavailable`, whether the step is the tag's own or the pacing asked for more.
+#[tokio::test]
+async fn an_exhausted_tag_answers_exhausted_not_unavailable() {
+    for adaptive in [false, true] {
+        let store = TestStore::new(21);
+        let tag = store.create("spent", 10).await;
+        let segments =
+            Segments::start(store.clone(), config().with_adaptive_step(adaptive)).unwrap();
+        assert_eq!(segments.next_id(&tag).await.unwrap(), 1);
+        segments.shutdown().await;
+        // Room for one more range of 10 below the largest id, then none.
+        store.restore_max_id(&tag, idmint_core::limits::ID_MAX - 15).await;
+        let segments =
+            Segments::start(store.clone(), config().with_adaptive_step(adaptive)).unwrap();
+        let ids = segments.next_ids(&tag, Count::new(10).unwrap()).await.unwrap();
+        assert_eq!(ids.iter().map(|r| r.len()).sum::<u64>(), 10, "the last range is served");
+        for _ in 0..3 {
+            let error = segments.next_id(&tag).await.unwrap_err();
+            assert!(
+                matches!(error, Error::Store(idmint_store::StoreError::Exhausted { .. })),
+                "adaptive {adaptive}: {error:?}"
+            );
+        }
+        segments.shutdown().await;
+    }
+}
+
+/// Issue 20 item 8: requests for names the store does not hold cost bounded store calls (a
+/// name found unknown is not looked up again for `UNKNOWN_TAG_TTL_MS`; at most
+/// `UNKNOWN_TAG_LOOKUPS_PER_S_MAX` unknown lookups a second), every answer is a typed error,
+/// and a tag created behind the node's back is still served within about a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_names_cost_bounded_store_calls_and_a_tag_made_elsewhere_is_served_soon() {
+    use idmint_core::limits::UNKNOWN_TAG_LOOKUPS_PER_S_MAX;
+    let store = TestStore::new(33);
+    let segments = Segments::start(store.clone(), config()).unwrap();
+    let started = Instant::now();
+    for _ in 0..2 {
+        for i in 0..20_000 {
+            let tag = Tag::parse(&format!("nope-{i}")).unwrap();
+            match segments.next_id(&tag).await {
+                Err(Error::UnknownTag(_) | Error::Unavailable { .. }) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    let calls = store.allocations.load(Ordering::SeqCst);
+    let budget = UNKNOWN_TAG_LOOKUPS_PER_S_MAX * (started.elapsed().as_secs() + 1);
+    eprintln!(
+        "{calls} store calls for 40 000 requests of 20 000 unknown names in {:?}",
+        started.elapsed()
+    );
+    assert!(calls <= budget, "{calls} store calls for 40 000 requests of 20 000 unknown names");
+
+    // One name asked for again and again: one store call.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let ghost = Tag::parse("ghost").unwrap();
+    let before = store.allocations.load(Ordering::SeqCst);
+    for _ in 0..1000 {
+        assert_eq!(segments.next_id(&ghost).await, Err(Error::UnknownTag(ghost.clone())));
+    }
+    assert_eq!(store.allocations.load(Ordering::SeqCst) - before, 1);
+
+    // Created behind the node's back: served within about a second.
+    store.create("ghost", 10).await;
+    let created = Instant::now();
+    loop {
+        match segments.next_id(&ghost).await {
+            Ok(id) => break assert_eq!(id, 1),
+            Err(Error::UnknownTag(_)) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert!(created.elapsed() < Duration::from_millis(1500), "{:?}", created.elapsed());
+
+    // Created through this node: served at once.
+    let local = Tag::parse("local").unwrap();
+    assert_eq!(segments.next_id(&local).await, Err(Error::UnknownTag(local.clone())));
+    let spec = idmint_store::TagSpec {
+        tag: local.clone(),
+        step: idmint_core::Step::new(10).unwrap(),
+        start: None,
+        description: Default::default(),
+        force: false,
+    };
+    segments.create_tag(&spec).await.unwrap();
+    assert_eq!(segments.next_id(&local).await, Ok(1));
+    segments.shutdown().await;
+}

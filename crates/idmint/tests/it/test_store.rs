@@ -138,7 +138,8 @@ pub async fn create_tag(store: &dyn SegmentStore, tag: &str, step: u64) -> Tag {
     let spec = TagSpec {
         tag: tag.clone(),
         step: Step::new(step).unwrap(),
-        start: StartId::DEFAULT,
+        start: Some(StartId::DEFAULT),
+        force: false,
         description: Description::default(),
     };
     store.create_tag(&spec).await.unwrap();
@@ -182,6 +183,9 @@ impl SegmentStore for TestStore {
     }
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
         self.inner.delete_tag(tag).await
+    }
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        self.inner.tombstone(tag).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
