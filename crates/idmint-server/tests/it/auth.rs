@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use idmint::SegmentConfig;
-use idmint_core::{Description, StartId, Step, Tag};
+use idmint_core::{Description, Step, Tag};
 use idmint_server::{Auth, Client, HttpLimits, Token};
 use idmint_store::{SegmentStore, TagSpec};
 
@@ -36,7 +36,8 @@ async fn server_with(tags: &[&str]) -> TestServer {
         let spec = TagSpec {
             tag: Tag::parse(tag).unwrap(),
             step: Step::DEFAULT,
-            start: StartId::DEFAULT,
+            start: None,
+            force: false,
             description: Description::default(),
         };
         store.create_tag(&spec).await.unwrap();

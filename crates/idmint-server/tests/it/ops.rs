@@ -607,7 +607,8 @@ async fn metrics_of_ten_thousand_tags_stay_small_and_add_up() {
         let spec = TagSpec {
             tag: tag(i),
             step: Step::new(100).unwrap(),
-            start: StartId::DEFAULT,
+            start: None,
+            force: false,
             description: Description::default(),
         };
         store.create_tag(&spec).await.unwrap();
