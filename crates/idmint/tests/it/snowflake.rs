@@ -539,3 +539,59 @@ async fn overlap_check(a: &Arc<Snowflake>, store: &Arc<dyn WorkerStore>, clock: 
     let first_b = ids_b.iter().map(|&id| time_ms(&b, id)).min().unwrap();
     assert!(first_b > last_a, "B issued at {first_b} ms, at or below A's last id at {last_a} ms");
 }
+
+/// Item 6 passes over worker ids marked ahead of the clock; a new holder's floor leaves its
+/// mark ahead by up to the start-up delay and one window. Quick restarts (each a clean stop
+/// and a start 500 ms later) must still find an id every time, reusing a few ids rather than
+/// walking through the space; and an id a node held a moment ago, free again after the
+/// margin, is leased again although its mark is still ahead of the clock (the window is
+/// longer than the margin here, so it is).
+#[tokio::test]
+async fn quick_restarts_find_a_worker_id_and_retake_the_one_just_held() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    cfg.time_window_ms = 3_000;
+    cfg.lease_margin_ms = 1_000;
+    let mut used = HashSet::new();
+    for _ in 0..30 {
+        let node = start(&store, cfg.clone(), &clock).await;
+        node.next_id().await.unwrap();
+        used.insert(node.status().worker);
+        node.shutdown().await;
+        clock.advance(500);
+    }
+    assert!(used.len() <= 4, "quick restarts walked through worker ids {used:?}");
+
+    let held = start(&store, cfg.clone(), &clock).await;
+    held.next_id().await.unwrap();
+    let worker = held.status().worker;
+    held.shutdown().await;
+    clock.advance(cfg.lease_margin_ms + 1);
+    let status = store.list_leases(&WorkerSpace::parse("snowflake").unwrap()).await.unwrap();
+    let mark = status.iter().find(|r| r.worker_id == worker).unwrap().time_mark;
+    assert!(mark > clock.now_ms() + idmint::TOLERANCE_MS_DEFAULT, "the mark is not ahead");
+    let again = start(&store, cfg, &clock).await;
+    assert_eq!(again.status().worker, 0, "the lowest id, just held, was passed over");
+    assert_eq!(worker, 0);
+}
+
+/// A cached ring on a worker id just leased holds no id at or below the new holder's floor:
+/// with a lead shorter than the start-up delay it hands out nothing at first, and once the
+/// clock is within the lead of the floor every id it hands out lies above the floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_ring_fills_nothing_below_a_new_holders_floor() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let acquired_ms = clock.now_ms();
+    let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
+        .await
+        .unwrap();
+    let floor_ms = acquired_ms + idmint::settle_ms(&config());
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&generator), 1 << 14, 1_000).unwrap();
+    assert!(!matches!(ring.take(), Ok(Some(_))), "the ring handed out an id below the floor");
+    clock.advance(floor_ms - acquired_ms - 500);
+    let ids = ring.next_ids(1_000).await.unwrap();
+    let lowest = ids.iter().map(|&id| time_ms(&generator, id)).min().unwrap();
+    assert!(lowest > floor_ms, "an id at {lowest} ms, at or below the floor {floor_ms} ms");
+}
