@@ -58,6 +58,11 @@ pub const TIME_WINDOW_MS_MAX: u64 = 60_000;
 pub const LEASE_TTL_MS_DEFAULT: u64 = 10_000;
 /// Default wait after a lease expired before another node may take its worker id.
 pub const LEASE_MARGIN_MS_DEFAULT: u64 = 10_000;
+/// A new lease holder's start-up delay with the defaults ([`settle_ms`]): the window, since
+/// it is shorter than the TTL, plus the margin; the 13 s that docs/operations.md states.
+pub const SETTLE_MS_DEFAULT: u64 = TIME_WINDOW_MS_DEFAULT + LEASE_MARGIN_MS_DEFAULT;
+const _: () = assert!(TIME_WINDOW_MS_DEFAULT <= LEASE_TTL_MS_DEFAULT);
+const _: () = assert!(SETTLE_MS_DEFAULT == 13_000);
 /// Longest a `next_id` call waits (sequence spent, clock behind within tolerance, a mark
 /// being written) before it fails.
 pub const SNOWFLAKE_WAIT_MS_MAX: u64 = 1_000;
@@ -767,6 +772,13 @@ impl Snowflake {
     fn set_floor(config: &SnowflakeConfig, state: &mut State, acquired_ms: u64) {
         state.acquired_ms = acquired_ms;
         state.floor_ms = acquired_ms.saturating_add(settle_ms(config));
+        tracing::info!(
+            space = %config.space, worker = state.worker, from_ms = state.floor_ms,
+            settle_ms = state.floor_ms - acquired_ms,
+            "worker id leased: ids are issued once any earlier holder's ids are behind \
+             (time_window_ms + lease_margin_ms); until then snowflake requests and /ready \
+             answer 503 lease_settling"
+        );
     }
 
     /// Whether a refusal at `now_ms` is the new lease's floor: the clock is below it and no

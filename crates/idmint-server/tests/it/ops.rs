@@ -259,7 +259,7 @@ async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() 
     // A space no other test uses: the metrics recorder is process-wide.
     let mut config = idmint::SnowflakeConfig::new("ready_settling", layout);
     let settle_ms = idmint::settle_ms(&config);
-    assert_eq!(settle_ms, 13_000, "the documented default");
+    assert_eq!(settle_ms, idmint::SETTLE_MS_DEFAULT, "the documented default");
     // Past the delay with one step of the manual clock, and no renewal between: a TTL
     // beyond it (the delay does not depend on it here: min(time window, TTL)).
     config.lease_ttl_ms = 30_000;
