@@ -136,6 +136,11 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("shutting_down", "503: the node is shutting down"),
     ("request_timeout", "503: the request took longer than `limits.request_timeout_ms`"),
     ("clock_behind", "503: the clock went back beyond the snowflake tolerance"),
+    (
+        "lease_settling",
+        "503: the snowflake worker id was just leased; ids start once any earlier holder's \
+         ids are behind it (`time_window_ms` + `lease_margin_ms` after the start)",
+    ),
     ("worker_lease_not_proven", "503: the snowflake worker id lease could not be renewed in time"),
     ("layout_exhausted", "503: the snowflake layout's time field ran out"),
     ("snowflake_unavailable", "503: the snowflake generator or its store did not answer in time"),
@@ -196,6 +201,7 @@ impl ApiError {
 fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
     match error {
         SnowflakeError::ClockBehind { .. } => (StatusCode::SERVICE_UNAVAILABLE, "clock_behind"),
+        SnowflakeError::LeaseSettling { .. } => (StatusCode::SERVICE_UNAVAILABLE, "lease_settling"),
         SnowflakeError::LeaseNotProven { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, "worker_lease_not_proven")
         }

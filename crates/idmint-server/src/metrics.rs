@@ -159,6 +159,9 @@ const OTHER_METHOD: &str = "other";
 /// `cause` of `idmint_snowflake_not_ready`: the clock is behind the last id or the time mark
 /// beyond the tolerance.
 const NOT_READY_CLOCK_BEHIND: &str = "clock_behind";
+/// `cause` of `idmint_snowflake_not_ready`: the worker id was just leased and the clock has
+/// not yet passed the floor above any earlier holder's ids.
+const NOT_READY_LEASE_SETTLING: &str = "lease_settling";
 /// `cause` of `idmint_snowflake_not_ready`: the worker-id lease is not proven.
 const NOT_READY_LEASE: &str = "lease_not_proven";
 /// `cause` of `idmint_snowflake_not_ready`: anything else the generator reports.
@@ -329,11 +332,14 @@ fn collect_snowflake(app: &AppState) {
         Ok(()) => None,
         Err(idmint::SnowflakeError::ClockBehind { .. }) => Some(NOT_READY_CLOCK_BEHIND),
         Err(idmint::SnowflakeError::LeaseNotProven { .. }) => Some(NOT_READY_LEASE),
+        Err(idmint::SnowflakeError::LeaseSettling { .. }) => Some(NOT_READY_LEASE_SETTLING),
         Err(_) => Some(NOT_READY_OTHER),
     };
     gauge!("idmint_snowflake_ready", "space" => space.clone())
         .set(f64::from(u8::from(cause.is_none())));
-    for known in [NOT_READY_CLOCK_BEHIND, NOT_READY_LEASE, NOT_READY_OTHER] {
+    for known in
+        [NOT_READY_CLOCK_BEHIND, NOT_READY_LEASE, NOT_READY_LEASE_SETTLING, NOT_READY_OTHER]
+    {
         gauge!("idmint_snowflake_not_ready", "space" => space.clone(), "cause" => known)
             .set(f64::from(u8::from(cause == Some(known))));
     }
@@ -399,7 +405,8 @@ fn describe() {
          the last id or the persisted time mark beyond the tolerance (a clock that jumped ahead); \
          fix the time sync, then restart the node so that it leases a worker id not marked \
          ahead (docs/operations.md). lease_not_proven: the worker lease is lost or not renewed; \
-         check the store."
+         check the store. lease_settling: the worker id was just leased; ids start once any \
+         earlier holder's ids are behind it (time_window_ms + lease_margin_ms after the start)."
     );
     describe_counter!(
         "idmint_snowflake_clock_rollbacks_total",

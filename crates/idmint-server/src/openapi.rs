@@ -105,7 +105,8 @@ pub(crate) const STORE_503: &str = "The store did not answer in time, both segme
 
 /// The 503 answer of routes that take snowflake ids.
 pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
-    the worker lease is not proven (`worker_lease_not_proven`), the layout ran out \
+    the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
+    out any earlier holder's ids (`lease_settling`), the layout ran out \
     (`layout_exhausted`), the generator is not running (`snowflake_not_running`) or did not \
     answer in time (`snowflake_unavailable`)";
 

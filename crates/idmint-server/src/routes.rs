@@ -812,7 +812,8 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
 /// A generator whose lease is not proven, or whose clock is behind its last id or its
 /// persisted time mark beyond the tolerance (a clock that jumped ahead and was corrected),
 /// makes the node not ready: 503 `lease_not_proven` or `clock_behind`, the message naming the
-/// cause and the fix.
+/// cause and the fix. So does a worker id leased a moment ago, until the clock passes the floor
+/// above any earlier holder's ids: 503 `lease_settling`.
 #[utoipa::path(
     get,
     path = "/ready",

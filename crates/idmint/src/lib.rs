@@ -51,10 +51,10 @@ pub use sequence::{
     prepare_sequence,
 };
 pub use snowflake::{
-    BORROW_LEAD_MS_MAX, LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, SNOWFLAKE_WAIT_MS_MAX,
-    Snowflake, SnowflakeConfig, SnowflakeError, SnowflakeStatus, TIME_MARK_FILE,
-    TIME_MARK_LOCK_FILE, TIME_WINDOW_MS_DEFAULT, TIME_WINDOW_MS_MAX, TIME_WINDOW_MS_MIN,
-    TOLERANCE_MS_DEFAULT, TOLERANCE_MS_MAX, WorkerIdSource,
+    BORROW_LEAD_MS_MAX, LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, SETTLE_MS_DEFAULT,
+    SNOWFLAKE_WAIT_MS_MAX, Snowflake, SnowflakeConfig, SnowflakeError, SnowflakeStatus,
+    TIME_MARK_FILE, TIME_MARK_LOCK_FILE, TIME_WINDOW_MS_DEFAULT, TIME_WINDOW_MS_MAX,
+    TIME_WINDOW_MS_MIN, TOLERANCE_MS_DEFAULT, TOLERANCE_MS_MAX, WorkerIdSource, settle_ms,
 };
 pub use uuids::{UUID_LOCK_CHUNK, Uuids, UuidsError};
 

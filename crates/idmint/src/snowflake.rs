@@ -58,6 +58,11 @@ pub const TIME_WINDOW_MS_MAX: u64 = 60_000;
 pub const LEASE_TTL_MS_DEFAULT: u64 = 10_000;
 /// Default wait after a lease expired before another node may take its worker id.
 pub const LEASE_MARGIN_MS_DEFAULT: u64 = 10_000;
+/// A new lease holder's start-up delay with the defaults ([`settle_ms`]): the window, since
+/// it is shorter than the TTL, plus the margin; the 13 s that docs/operations.md states.
+pub const SETTLE_MS_DEFAULT: u64 = TIME_WINDOW_MS_DEFAULT + LEASE_MARGIN_MS_DEFAULT;
+const _: () = assert!(TIME_WINDOW_MS_DEFAULT <= LEASE_TTL_MS_DEFAULT);
+const _: () = assert!(SETTLE_MS_DEFAULT == 13_000);
 /// Longest a `next_id` call waits (sequence spent, clock behind within tolerance, a mark
 /// being written) before it fails.
 pub const SNOWFLAKE_WAIT_MS_MAX: u64 = 1_000;
@@ -163,6 +168,28 @@ pub enum SnowflakeError {
         /// Why.
         reason: String,
     },
+    /// The worker id was leased a moment ago: an earlier holder of it (whose row was deleted,
+    /// restored from an older backup, or expired under it) may still issue ids until its
+    /// next store call, so this node issues only ids whose time lies above the acquisition
+    /// plus [`settle_ms`]. Retryable: it ends by itself at `from_ms`.
+    #[error(
+        "worker id {worker} of {space} was leased at {acquired_ms} ms; it issues from \
+         {from_ms} ms, once any earlier holder's ids are behind it (time_window_ms + \
+         lease_margin_ms: {settle_ms} ms); retry then, or shorten those keys \
+         (docs/operations.md, \"Start-up delay\")"
+    )]
+    LeaseSettling {
+        /// The layout space.
+        space: String,
+        /// The worker id.
+        worker: u64,
+        /// When the lease was acquired (ms since the Unix epoch).
+        acquired_ms: u64,
+        /// From when ids are issued (ms since the Unix epoch).
+        from_ms: u64,
+        /// The settling time, `from_ms - acquired_ms`.
+        settle_ms: u64,
+    },
     /// The layout's time field is full.
     #[error("layout {0}: its time bits ran out; configure a new epoch or a wider layout")]
     Exhausted(String),
@@ -223,6 +250,10 @@ struct State {
     /// Ids are being refused because the clock is behind the last one: logged once when it
     /// starts and once when it ends, not once per refused request.
     clock_behind: bool,
+    /// When the current lease was acquired and the floor it set (ms): no id's time lies at or
+    /// below `floor_ms` (see [`settle_ms`]); `(0, 0)` without a leased worker id.
+    acquired_ms: u64,
+    floor_ms: u64,
 }
 
 /// What [`Snowflake::status`] reports.
@@ -332,6 +363,8 @@ impl Snowflake {
                 lease,
                 fence_reason: String::new(),
                 clock_behind: false,
+                acquired_ms: 0,
+                floor_ms: 0,
             }),
             writer: tokio::sync::Mutex::new(()),
             rollbacks: AtomicU64::new(0),
@@ -341,6 +374,9 @@ impl Snowflake {
             tracker: TaskTracker::new(),
             config,
         });
+        if generator.lock().lease.is_some() {
+            generator.settle_from(now);
+        }
         generator.begin_at_marks().await?;
         generator.extend_mark().await?;
         tracing::info!(
@@ -513,6 +549,9 @@ impl Snowflake {
         let behind_ms = last_ms.saturating_sub(now_ms);
         let allowed_ms = self.config.tolerance_ms + self.config.borrow_max_lead_ms.unwrap_or(0);
         if behind_ms > allowed_ms {
+            if self.settling_at(&state, now_ms) {
+                return Err(self.settling(&state));
+            }
             return Err(SnowflakeError::ClockBehind {
                 behind_ms,
                 tolerance_ms: self.config.tolerance_ms,
@@ -583,6 +622,7 @@ impl Snowflake {
             Step::WaitUntil { units } => {
                 Ok(Attempt::Wait(layout.timestamp_ms(units).unwrap_or(now_ms + 1)))
             }
+            Step::Refuse { .. } if self.settling_at(&state, now_ms) => Err(self.settling(&state)),
             Step::Refuse { behind_units } => {
                 self.rollbacks.fetch_add(1, Ordering::Relaxed);
                 let behind_ms = behind_units.saturating_mul(layout.unit().millis());
@@ -615,7 +655,7 @@ impl Snowflake {
             None => 0,
         };
         let stored = state.lease.as_ref().map_or(0, |l| l.time_mark);
-        let mark_ms = local.max(stored);
+        let mark_ms = local.max(stored).max(state.floor_ms);
         if mark_ms > 0 {
             // Ids at or below the mark's unit may have been issued: start as if its last
             // sequence had been, so the next id lies above it; a clock behind it is the
@@ -628,7 +668,7 @@ impl Snowflake {
             state.mark_units = state.mark_units.max(units);
             tracing::info!(space = %self.config.space, worker = state.worker, mark_ms, "snowflake resumes above its time mark");
             let behind_ms = mark_ms.saturating_sub(self.clock.now_ms());
-            if behind_ms > self.config.tolerance_ms {
+            if mark_ms > state.floor_ms && behind_ms > self.config.tolerance_ms {
                 tracing::warn!(
                     space = %self.config.space, worker = state.worker, mark_ms, behind_ms,
                     "the time mark of this worker id is ahead of the clock (a clock that jumped \
@@ -689,7 +729,7 @@ impl Snowflake {
             None => store.acquire_lease(&lease_request(&self.config, &self.space, now)).await,
         };
         match result {
-            Ok(renewed) => self.install_lease(renewed).await,
+            Ok(renewed) => self.install_lease(renewed, now).await,
             Err(StoreError::LeaseLost { .. }) => {
                 if let Some(lease) = &lease {
                     self.lose_lease(lease);
@@ -724,6 +764,42 @@ impl Snowflake {
         tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
     }
 
+    /// Sets the floor of a lease acquired at `acquired_ms` (see [`settle_ms`]).
+    fn settle_from(&self, acquired_ms: u64) {
+        Self::set_floor(&self.config, &mut self.lock(), acquired_ms);
+    }
+
+    fn set_floor(config: &SnowflakeConfig, state: &mut State, acquired_ms: u64) {
+        state.acquired_ms = acquired_ms;
+        state.floor_ms = acquired_ms.saturating_add(settle_ms(config));
+        tracing::info!(
+            space = %config.space, worker = state.worker, from_ms = state.floor_ms,
+            settle_ms = state.floor_ms - acquired_ms,
+            "worker id leased: ids are issued once any earlier holder's ids are behind \
+             (time_window_ms + lease_margin_ms); until then snowflake requests and /ready \
+             answer 503 lease_settling"
+        );
+    }
+
+    /// Whether a refusal at `now_ms` is the new lease's floor: the clock is below it and no
+    /// id was issued above it (after one was, a clock below it is a clock that went back).
+    fn settling_at(&self, state: &State, now_ms: u64) -> bool {
+        let layout = &self.config.layout;
+        let floor_units = layout.to_units(state.floor_ms).unwrap_or(0);
+        now_ms < state.floor_ms && layout.unpack(state.last).0 <= floor_units
+    }
+
+    /// The refusal while the clock is below the floor of a lease just acquired.
+    fn settling(&self, state: &State) -> SnowflakeError {
+        SnowflakeError::LeaseSettling {
+            space: self.config.space.clone(),
+            worker: state.worker,
+            acquired_ms: state.acquired_ms,
+            from_ms: state.floor_ms,
+            settle_ms: state.floor_ms - state.acquired_ms,
+        }
+    }
+
     /// How many leases this generator has lost. Ids made ahead under a lost lease (the cached
     /// ring's) must be discarded: the row that proved it may have been deleted or restored,
     /// taking the mark that would keep the next owner above them.
@@ -731,17 +807,19 @@ impl Snowflake {
         self.lease_losses.load(Ordering::Acquire)
     }
 
-    /// Installs a renewed or newly acquired lease.
-    async fn install_lease(&self, lease: Lease) {
+    /// Installs a renewed or newly acquired lease (asked for at `now_ms`).
+    async fn install_lease(&self, lease: Lease, now_ms: u64) {
         let layout = self.config.layout;
         let changed = {
             let mut state = self.lock();
             let changed = state.worker != lease.worker_id || state.lease.is_none();
             if changed {
-                // A new incarnation: start above the previous owner's mark and our own.
+                // A new incarnation: start above the previous owner's mark, our own, and the
+                // floor above any earlier holder that has not yet learnt it lost the row.
                 state.worker = lease.worker_id;
                 state.mark_units = 0;
-                let units = layout.to_units(lease.time_mark).unwrap_or(0);
+                Self::set_floor(&self.config, &mut state, now_ms);
+                let units = layout.to_units(lease.time_mark.max(state.floor_ms)).unwrap_or(0);
                 let floor = layout.pack(units, layout.max_sequence()).unwrap_or(u64::MAX);
                 state.last = state.last.max(floor);
                 tracing::info!(space = %self.config.space, worker = lease.worker_id, "worker lease held again");
@@ -795,6 +873,22 @@ fn need<'a>(
     })
 }
 
+/// How far above its acquisition time a new lease holder starts issuing.
+///
+/// An earlier holder of the worker id (its row deleted, restored from an older backup, or
+/// expired under it while it was cut off) learns it lost the row only at its next store call,
+/// and issues until then. But every time mark it persisted was written before this
+/// acquisition (a later write finds another holder id, or no row, and fails), each at most
+/// `time_window_ms` above its clock at that write, and it never issues past its mark; nor past
+/// its fence, its last renewal (also before this acquisition) plus `lease_ttl_ms` (plus the
+/// borrowing lead, by which borrowed ids run ahead of the clock). So every id it issued lies
+/// below `acquired + min(time_window_ms, lease_ttl_ms + lead)`, as long as its clock was not
+/// ahead of ours by more than `lease_margin_ms`, which is added on top.
+pub fn settle_ms(config: &SnowflakeConfig) -> u64 {
+    let fence_ms = config.lease_ttl_ms.saturating_add(config.borrow_max_lead_ms.unwrap_or(0));
+    config.time_window_ms.min(fence_ms).saturating_add(config.lease_margin_ms)
+}
+
 fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> LeaseRequest {
     LeaseRequest {
         space: space.clone(),
@@ -804,8 +898,13 @@ fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> 
         ttl_ms: config.lease_ttl_ms,
         margin_ms: config.lease_margin_ms,
         // An id marked further ahead could issue nothing until the clock got there (a clock
-        // that once jumped ahead leaves such marks): the store passes it over.
-        time_mark_max_ms: now_ms.saturating_add(config.tolerance_ms),
+        // that once jumped ahead leaves such marks): the store passes it over. Every new
+        // holder waits out its floor anyway, and persists its mark one window above it, so a
+        // mark up to there (an id a node held a moment ago) costs at most one window more.
+        time_mark_max_ms: now_ms
+            .saturating_add(settle_ms(config))
+            .saturating_add(config.time_window_ms)
+            .saturating_add(config.tolerance_ms),
     }
 }
 

@@ -206,6 +206,7 @@ fn two_servers_on_one_mariadb_lease_different_snowflake_worker_ids() {
     let mut workers = Vec::new();
     let mut seen = HashSet::new();
     for node in [&plain, &cached] {
+        crate::cli::wait_ready(node);
         let (ids, decoded) = runtime.block_on(async {
             let client = reqwest::Client::new();
             let mut ids = Vec::new();

@@ -127,6 +127,7 @@ fn serve_logs_json_lines_and_no_line_per_id_or_request() {
     let d = dir.path();
     run_ok(idmint(d).args(["tag", "create", "order", "--step", "100000"]));
     let mut server = serve(d, &["--log-format", "json", "--listen", "127.0.0.1:0"], &[]);
+    crate::cli::wait_ready(&server);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let get = |path: String| {
         let url = format!("{}{path}", server.url);

@@ -164,14 +164,23 @@ impl Drop for Node {
     }
 }
 
-/// A snowflake generator leasing its worker id from a memory store.
+/// A snowflake generator leasing its worker id from a memory store, ready to issue: with a
+/// 100 ms time window and lease margin its start-up delay (docs/operations.md) is 200 ms.
 async fn snowflake() -> Arc<idmint::Snowflake> {
     let workers: Arc<dyn idmint_store::WorkerStore> = Arc::new(idmint_store::MemoryStore::new());
     let layout = idmint_core::snowflake::Layout::preset("snowflake").expect("layout");
-    let config = idmint::SnowflakeConfig::new("snowflake", layout);
-    idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
+    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
+    let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
         .await
-        .expect("snowflake")
+        .expect("snowflake");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while let Err(error) = generator.readiness() {
+        assert!(std::time::Instant::now() < deadline, "never ready: {error}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    generator
 }
 
 /// The URL of a loopback port nothing listens on (bound, then freed).

@@ -246,6 +246,50 @@ async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
     server.stop().await;
 }
 
+/// A node that just leased its worker id serves no snowflake id until the start-up delay has
+/// passed (an earlier holder of the id may still be issuing below it): the routes and
+/// `/ready` answer 503 `lease_settling` saying from when, and the metrics name that cause;
+/// once the manual clock passes the floor it is ready and serves.
+#[tokio::test]
+async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() {
+    let memory = Arc::new(idmint_store::MemoryStore::new());
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
+    let clock = Arc::new(idmint::ManualClock::at_system_time());
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    // A space no other test uses: the metrics recorder is process-wide.
+    let mut config = idmint::SnowflakeConfig::new("ready_settling", layout);
+    let settle_ms = idmint::settle_ms(&config);
+    assert_eq!(settle_ms, idmint::SETTLE_MS_DEFAULT, "the documented default");
+    // Past the delay with one step of the manual clock, and no renewal between: a TTL
+    // beyond it (the delay does not depend on it here: min(time window, TTL)).
+    config.lease_ttl_ms = 30_000;
+    assert_eq!(idmint::settle_ms(&config), settle_ms);
+    let generator = idmint::Snowflake::start(
+        Some(workers),
+        config,
+        Arc::clone(&clock) as Arc<dyn idmint::Clock>,
+    )
+    .await
+    .unwrap();
+    let server = TestServer::start_full(memory, SegmentConfig::default(), Ok(generator)).await;
+    let message =
+        crate::support::assert_error(server.get("/ready").await, 503, "lease_settling").await;
+    assert!(message.contains("worker id 0") && message.contains("13000 ms"), "{message}");
+    crate::support::assert_error(server.get("/v1/snowflake").await, 503, "lease_settling").await;
+    assert_eq!(server.get("/api/snowflake/get/a").await.status(), 503);
+    let cause = |c| [("space", "ready_settling"), ("cause", c)];
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("lease_settling")), Some(1.0));
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("clock_behind")), Some(0.0));
+
+    clock.advance(settle_ms + idmint::TOLERANCE_MS_DEFAULT + 1);
+    assert_eq!(server.get("/ready").await.status(), 200);
+    assert_eq!(server.get("/v1/snowflake").await.status(), 200);
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("lease_settling")), Some(0.0));
+    server.stop().await;
+}
+
 #[test]
 fn the_prometheus_checker_rejects_bad_text() {
     let bad = [

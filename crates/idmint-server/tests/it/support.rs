@@ -199,14 +199,22 @@ pub async fn assert_error(response: reqwest::Response, status: u16, code: &str) 
     message
 }
 
-/// A memory store and a snowflake generator leasing its worker id there.
+/// A memory store and a snowflake generator leasing its worker id there, ready to issue: with
+/// a 100 ms time window and lease margin, its start-up delay (docs/operations.md) is 200 ms.
 async fn memory_snowflake() -> (Arc<idmint_store::MemoryStore>, Arc<idmint::Snowflake>) {
     let memory = Arc::new(idmint_store::MemoryStore::new());
     let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
-    let config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
     let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
         .await
         .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while let Err(error) = generator.readiness() {
+        assert!(std::time::Instant::now() < deadline, "never ready: {error}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     (memory, generator)
 }

@@ -18,18 +18,56 @@ fn layout() -> Layout {
     Layout::preset("snowflake").unwrap()
 }
 
+/// The preset with a 1 s time window and a 1 s lease margin: a new lease holder waits 2 s of
+/// the manual clock (see [`idmint::settle_ms`]), well inside the 10 s TTL, so tests that
+/// advance the clock past it need no renewal to run meanwhile.
 fn config() -> SnowflakeConfig {
-    SnowflakeConfig::new("snowflake", layout())
+    let mut config = SnowflakeConfig::new("snowflake", layout());
+    config.time_window_ms = 1_000;
+    config.lease_margin_ms = 1_000;
+    config
 }
 
+/// [`config`] with a 100 ms window and margin: a new holder waits 200 ms (for the real clock).
+fn fast() -> SnowflakeConfig {
+    let mut config = config();
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
+    config
+}
+
+/// [`fast`] with a 300 ms TTL: renewals every 100 ms of real time.
+fn quick() -> SnowflakeConfig {
+    let mut config = fast();
+    config.lease_ttl_ms = 300;
+    config
+}
+
+/// Starts a generator on the manual clock; with a leased worker id, advances the clock until
+/// it can issue (past the new lease holder's floor).
 async fn start(
     store: &Arc<dyn WorkerStore>,
     config: SnowflakeConfig,
     clock: &Arc<ManualClock>,
 ) -> Arc<Snowflake> {
-    Snowflake::start(Some(Arc::clone(store)), config, Arc::clone(clock) as Arc<dyn Clock>)
-        .await
-        .unwrap()
+    let leased = config.worker == WorkerIdSource::Lease;
+    let generator =
+        Snowflake::start(Some(Arc::clone(store)), config, Arc::clone(clock) as Arc<dyn Clock>)
+            .await
+            .unwrap();
+    if leased {
+        advance_until_ready(&generator, clock).await;
+    }
+    generator
+}
+
+/// Waits (real time, bounded) until `generator` on the system clock can issue.
+async fn until_ready(generator: &Snowflake) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while let Err(error) = generator.readiness() {
+        assert!(std::time::Instant::now() < deadline, "never ready: {error}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 fn time_ms(generator: &Snowflake, id: u64) -> u64 {
@@ -185,6 +223,8 @@ async fn a_node_that_cannot_renew_its_lease_stops_before_it_expires() {
     let clock = Arc::new(ManualClock::at_system_time());
     let mut cfg = config();
     cfg.lease_ttl_ms = 1_000;
+    cfg.time_window_ms = 100;
+    cfg.lease_margin_ms = 100;
     let generator = start(&store, cfg, &clock).await;
     let until = generator.status().lease_until_ms.unwrap();
     assert!(generator.next_id().await.is_ok());
@@ -210,13 +250,14 @@ fn two_nodes_two_threads_a_million_ids_each_unique() {
     let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let nodes: Vec<Arc<Snowflake>> = (0..2)
         .map(|_| {
-            runtime
-                .block_on(Snowflake::start(
-                    Some(Arc::clone(&store)),
-                    config(),
-                    Arc::new(SystemClock),
-                ))
-                .unwrap()
+            runtime.block_on(async {
+                let node =
+                    Snowflake::start(Some(Arc::clone(&store)), fast(), Arc::new(SystemClock))
+                        .await
+                        .unwrap();
+                until_ready(&node).await;
+                node
+            })
         })
         .collect();
     let threads: Vec<_> = nodes
@@ -254,8 +295,8 @@ fn the_cached_generator_hands_out_seven_million_unique_ids_to_four_threads() {
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let cached = runtime.block_on(async {
-        let generator =
-            Snowflake::start(Some(store), config(), Arc::new(SystemClock)).await.unwrap();
+        let generator = Snowflake::start(Some(store), fast(), Arc::new(SystemClock)).await.unwrap();
+        until_ready(&generator).await;
         idmint::CachedSnowflake::start(generator, idmint::CACHED_RING_CAPACITY_DEFAULT, 10_000)
             .unwrap()
     });
@@ -325,13 +366,18 @@ async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
     let memory = Arc::new(MemoryStore::new());
     let store: Arc<dyn WorkerStore> = memory.clone();
     let clock = Arc::new(ManualClock::at_system_time());
-    let mut cfg = config();
     // Renewals every 100 ms of real time, so the test need not wait long for A's next call.
-    cfg.lease_ttl_ms = 300;
+    let cfg = quick();
     let a = start(&store, cfg.clone(), &clock).await;
     a.next_id().await.unwrap();
     memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
-    let b = start(&store, cfg, &clock).await;
+    let b = Snowflake::start(Some(Arc::clone(&store)), cfg, Arc::clone(&clock) as Arc<dyn Clock>)
+        .await
+        .unwrap();
+    assert!(
+        matches!(b.try_next_id(), Err(SnowflakeError::LeaseSettling { .. })),
+        "B issued below A's possible ids"
+    );
     assert_eq!(a.status().worker, b.status().worker, "B must claim A's worker id afresh");
 
     // A's renewal (every 100 ms) or mark raise finds another holder's row.
@@ -340,6 +386,7 @@ async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
         assert!(std::time::Instant::now() < deadline, "A still issues under B's worker id");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    advance_until_ready(&b, &clock).await;
     for _ in 0..50 {
         clock.advance(1);
         let issued = (a.try_next_id(), b.try_next_id());
@@ -360,13 +407,14 @@ async fn a_restart_after_the_clock_jumped_ahead_leases_a_worker_id_it_can_use() 
     const DAY_MS: u64 = 86_400_000;
     let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
-    let mut cfg = config();
     // Renewals every 100 ms of real time: one happens while the clock is a day ahead.
-    cfg.lease_ttl_ms = 300;
+    let cfg = quick();
     let jumped = start(&store, cfg.clone(), &clock).await;
     jumped.next_id().await.unwrap();
     clock.advance(DAY_MS);
     tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // The renewal found the lease expired and leased the id again: a new floor to wait out.
+    advance_until_ready(&jumped, &clock).await;
     jumped.next_id().await.unwrap();
     clock.step_back(DAY_MS);
     match jumped.readiness() {
@@ -375,7 +423,7 @@ async fn a_restart_after_the_clock_jumped_ahead_leases_a_worker_id_it_can_use() 
     }
     let worker = jumped.status().worker;
     jumped.shutdown().await;
-    clock.advance(idmint::LEASE_MARGIN_MS_DEFAULT + 1);
+    clock.advance(cfg.lease_margin_ms + 1);
 
     let restarted = start(&store, cfg, &clock).await;
     assert_ne!(restarted.status().worker, worker, "leased the id marked a day ahead again");
@@ -391,13 +439,14 @@ async fn a_cached_ring_hands_out_nothing_after_its_lease_is_lost() {
     let memory = Arc::new(MemoryStore::new());
     let store: Arc<dyn WorkerStore> = memory.clone();
     let clock = Arc::new(ManualClock::at_system_time());
-    let mut cfg = config();
-    cfg.lease_ttl_ms = 300;
+    let cfg = quick();
     let a = start(&store, cfg.clone(), &clock).await;
     let ring = idmint::CachedSnowflake::start(Arc::clone(&a), 1 << 14, 5_000).unwrap();
     ring.next_ids(10).await.unwrap();
     memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
-    let b = start(&store, cfg, &clock).await;
+    let b = Snowflake::start(Some(Arc::clone(&store)), cfg, Arc::clone(&clock) as Arc<dyn Clock>)
+        .await
+        .unwrap();
     assert_eq!(a.status().worker, b.status().worker);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
     while a.readiness().is_ok() {
@@ -407,4 +456,142 @@ async fn a_cached_ring_hands_out_nothing_after_its_lease_is_lost() {
     let taken = ring.take();
     assert!(!matches!(taken, Ok(Some(_))), "the ring handed out {taken:?} after the loss");
     assert!(ring.next_ids(1).await.is_err());
+}
+
+/// Node A holds a worker id and issues; its lease rows are deleted; node B leases the same
+/// id afresh while A, which has not yet made a store call, keeps issuing until its next one.
+/// B must start above every id A could have issued: no id repeats, and every id of B's lies
+/// later in time than every id of A's under that worker id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_holder_after_the_rows_were_deleted_starts_above_the_old_holders_ids() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn WorkerStore> = memory.clone();
+    let clock = Arc::new(ManualClock::at_system_time());
+    let a = start(&store, config(), &clock).await;
+    a.next_id().await.unwrap();
+    memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
+    overlap_check(&a, &store, &clock).await;
+}
+
+/// As above, but the rows come back from an older backup (an earlier holder's released row
+/// with its lower mark) instead of vanishing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_holder_after_an_older_snapshot_was_restored_starts_above_the_old_holders_ids() {
+    let memory = Arc::new(MemoryStore::new());
+    let store: Arc<dyn WorkerStore> = memory.clone();
+    let clock = Arc::new(ManualClock::at_system_time());
+    let earlier = start(&store, config(), &clock).await;
+    earlier.next_id().await.unwrap();
+    earlier.shutdown().await;
+    let older = memory.snapshot_worker_rows();
+    clock.advance(config().lease_margin_ms + 1);
+    let a = start(&store, config(), &clock).await;
+    assert_eq!(a.status().worker, 0, "A must take the released worker id");
+    a.next_id().await.unwrap();
+    memory.restore_worker_rows(&older);
+    overlap_check(&a, &store, &clock).await;
+}
+
+/// Advances `clock` a millisecond at a time until `generator` can issue at once (bounded):
+/// ready, and past the tolerance within which it would wait.
+async fn advance_until_ready(generator: &Snowflake, clock: &ManualClock) {
+    for _ in 0..60_000 {
+        if generator.readiness().is_ok() {
+            clock.advance(idmint::TOLERANCE_MS_DEFAULT + 1);
+            return;
+        }
+        clock.advance(1);
+    }
+    panic!("never ready: {:?}", generator.readiness());
+}
+
+/// Starts B on `store` (A's rows are gone or older), then lets both issue a millisecond at a
+/// time until B has issued for a while, and checks the ids of both under the worker id.
+async fn overlap_check(a: &Arc<Snowflake>, store: &Arc<dyn WorkerStore>, clock: &Arc<ManualClock>) {
+    let b =
+        Snowflake::start(Some(Arc::clone(store)), config(), Arc::clone(clock) as Arc<dyn Clock>)
+            .await
+            .unwrap();
+    assert_eq!(a.status().worker, b.status().worker, "B must claim A's worker id afresh");
+    let (mut ids_a, mut ids_b) = (Vec::new(), Vec::new());
+    let mut a_stopped = false;
+    let mut b_issued_ms = 0;
+    let cfg = config();
+    let steps = cfg.time_window_ms + cfg.lease_margin_ms + 500;
+    for _ in 0..steps {
+        clock.advance(1);
+        if !a_stopped {
+            match a.next_id().await {
+                Ok(id) => ids_a.push(id),
+                Err(_) => a_stopped = true,
+            }
+        }
+        if let Ok(Some(id)) = b.try_next_id() {
+            ids_b.push(id);
+            b_issued_ms += 1;
+        }
+    }
+    assert!(b_issued_ms > 100, "B never issued after the floor passed");
+    assert!(a_stopped, "A never learnt its lease was lost");
+    let all: HashSet<u64> = ids_a.iter().chain(&ids_b).copied().collect();
+    assert_eq!(all.len(), ids_a.len() + ids_b.len(), "an id was issued by both A and B");
+    let last_a = ids_a.iter().map(|&id| time_ms(a, id)).max().unwrap();
+    let first_b = ids_b.iter().map(|&id| time_ms(&b, id)).min().unwrap();
+    assert!(first_b > last_a, "B issued at {first_b} ms, at or below A's last id at {last_a} ms");
+}
+
+/// Item 6 passes over worker ids marked ahead of the clock; a new holder's floor leaves its
+/// mark ahead by up to the start-up delay and one window. Quick restarts (each a clean stop
+/// and a start 500 ms later) must still find an id every time, reusing a few ids rather than
+/// walking through the space; and an id a node held a moment ago, free again after the
+/// margin, is leased again although its mark is still ahead of the clock (the window is
+/// longer than the margin here, so it is).
+#[tokio::test]
+async fn quick_restarts_find_a_worker_id_and_retake_the_one_just_held() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let mut cfg = config();
+    cfg.time_window_ms = 3_000;
+    cfg.lease_margin_ms = 1_000;
+    let mut used = HashSet::new();
+    for _ in 0..30 {
+        let node = start(&store, cfg.clone(), &clock).await;
+        node.next_id().await.unwrap();
+        used.insert(node.status().worker);
+        node.shutdown().await;
+        clock.advance(500);
+    }
+    assert!(used.len() <= 4, "quick restarts walked through worker ids {used:?}");
+
+    let held = start(&store, cfg.clone(), &clock).await;
+    held.next_id().await.unwrap();
+    let worker = held.status().worker;
+    held.shutdown().await;
+    clock.advance(cfg.lease_margin_ms + 1);
+    let status = store.list_leases(&WorkerSpace::parse("snowflake").unwrap()).await.unwrap();
+    let mark = status.iter().find(|r| r.worker_id == worker).unwrap().time_mark;
+    assert!(mark > clock.now_ms() + idmint::TOLERANCE_MS_DEFAULT, "the mark is not ahead");
+    let again = start(&store, cfg, &clock).await;
+    assert_eq!(again.status().worker, 0, "the lowest id, just held, was passed over");
+    assert_eq!(worker, 0);
+}
+
+/// A cached ring on a worker id just leased holds no id at or below the new holder's floor:
+/// with a lead shorter than the start-up delay it hands out nothing at first, and once the
+/// clock is within the lead of the floor every id it hands out lies above the floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_ring_fills_nothing_below_a_new_holders_floor() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let acquired_ms = clock.now_ms();
+    let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
+        .await
+        .unwrap();
+    let floor_ms = acquired_ms + idmint::settle_ms(&config());
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&generator), 1 << 14, 1_000).unwrap();
+    assert!(!matches!(ring.take(), Ok(Some(_))), "the ring handed out an id below the floor");
+    clock.advance(floor_ms - acquired_ms - 500);
+    let ids = ring.next_ids(1_000).await.unwrap();
+    let lowest = ids.iter().map(|&id| time_ms(&generator, id)).min().unwrap();
+    assert!(lowest > floor_ms, "an id at {lowest} ms, at or below the floor {floor_ms} ms");
 }
