@@ -122,7 +122,9 @@ impl Run {
     pub fn await_ids(&self, url: &str, path: &str) -> Result<()> {
         let url = format!("{url}{path}");
         self.runtime.block_on(async {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            // A snowflake node with a leased worker id starts issuing only once its lease
+            // settled (13 s with the default keys), so the bound is well above that.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
             loop {
                 if let Ok(response) = reqwest::get(&url).await
                     && response.status() == 200
@@ -131,7 +133,7 @@ impl Run {
                 }
                 ensure!(
                     tokio::time::Instant::now() < deadline,
-                    "{url} did not answer ids within 15 s"
+                    "{url} did not answer ids within 30 s"
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
