@@ -58,8 +58,8 @@ pub const TIME_WINDOW_MS_MAX: u64 = 60_000;
 pub const LEASE_TTL_MS_DEFAULT: u64 = 10_000;
 /// Default wait after a lease expired before another node may take its worker id.
 pub const LEASE_MARGIN_MS_DEFAULT: u64 = 10_000;
-/// A new lease holder's start-up delay with the defaults ([`settle_ms`]): the window, since
-/// it is shorter than the TTL, plus the margin; the 13 s that docs/operations.md states.
+/// A new lease holder's start-up delay with the defaults ([`settle_ms`]): the window plus
+/// the margin (no borrowing by default); the 13 s that docs/operations.md states.
 pub const SETTLE_MS_DEFAULT: u64 = TIME_WINDOW_MS_DEFAULT + LEASE_MARGIN_MS_DEFAULT;
 const _: () = assert!(TIME_WINDOW_MS_DEFAULT <= LEASE_TTL_MS_DEFAULT);
 const _: () = assert!(SETTLE_MS_DEFAULT == 13_000);
@@ -375,7 +375,9 @@ impl Snowflake {
             config,
         });
         if generator.lock().lease.is_some() {
-            generator.settle_from(now);
+            // From when the acquisition answered, not when it was asked: a slow store must not
+            // eat into the clock-skew margin (an earlier holder may mark up to then).
+            generator.settle_from(generator.clock.now_ms().max(now));
         }
         generator.begin_at_marks().await?;
         generator.extend_mark().await?;
@@ -691,10 +693,15 @@ impl Snowflake {
             let state = self.lock();
             (state.worker, state.lease.clone(), state.last)
         };
-        let ahead_ms = self.clock.now_ms() + self.config.time_window_ms;
+        let now_ms = self.clock.now_ms();
+        let ahead_ms = now_ms + self.config.time_window_ms;
         // With borrowed time the state may already be ahead of the clock.
         let last_ms = layout.timestamp_ms(layout.unpack(last).0).unwrap_or(0);
-        let mark_ms = ahead_ms.max(last_ms + self.config.time_window_ms);
+        // Never more than `time_window_ms` plus the borrowing lead above the clock, whatever
+        // the state (a cached ring running ahead, a floor not yet reached): `settle_ms`
+        // relies on it, since a holder that lost its row unseen may issue up to its mark.
+        let cap_ms = ahead_ms + self.config.borrow_max_lead_ms.unwrap_or(0);
+        let mark_ms = ahead_ms.max(last_ms + self.config.time_window_ms).min(cap_ms);
         if let Some(marks) = &self.marks {
             marks
                 .raise(&self.mark_key(worker)?, mark_ms)
@@ -729,7 +736,8 @@ impl Snowflake {
             None => store.acquire_lease(&lease_request(&self.config, &self.space, now)).await,
         };
         match result {
-            Ok(renewed) => self.install_lease(renewed, now).await,
+            // The floor counts from the answer (a slow store must not eat into the margin).
+            Ok(renewed) => self.install_lease(renewed, self.clock.now_ms().max(now)).await,
             Err(StoreError::LeaseLost { .. }) => {
                 if let Some(lease) = &lease {
                     self.lose_lease(lease);
@@ -881,12 +889,18 @@ fn need<'a>(
 /// acquisition (a later write finds another holder id, or no row, and fails), each at most
 /// `time_window_ms` above its clock at that write, and it never issues past its mark; nor past
 /// its fence, its last renewal (also before this acquisition) plus `lease_ttl_ms` (plus the
-/// borrowing lead, by which borrowed ids run ahead of the clock). So every id it issued lies
-/// below `acquired + min(time_window_ms, lease_ttl_ms + lead)`, as long as its clock was not
-/// ahead of ours by more than `lease_margin_ms`, which is added on top.
+/// borrowing lead, by which borrowed ids run ahead of the clock). Marks are written at most
+/// `time_window_ms` plus the borrowing lead above the clock (`extend_mark` caps them, whatever
+/// a cached ring or a floor not yet reached would ask for), and a cached ring hands out ids
+/// below its mark even after its fence closed, so the fence does not bound those. So every id
+/// it issued lies below `acquired + time_window_ms + lead`, as long as its clock was not ahead
+/// of ours by more than `lease_margin_ms`, which is added on top. `acquired` is read when the
+/// acquisition answered.
 pub fn settle_ms(config: &SnowflakeConfig) -> u64 {
-    let fence_ms = config.lease_ttl_ms.saturating_add(config.borrow_max_lead_ms.unwrap_or(0));
-    config.time_window_ms.min(fence_ms).saturating_add(config.lease_margin_ms)
+    config
+        .time_window_ms
+        .saturating_add(config.borrow_max_lead_ms.unwrap_or(0))
+        .saturating_add(config.lease_margin_ms)
 }
 
 fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> LeaseRequest {

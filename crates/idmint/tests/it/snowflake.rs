@@ -371,9 +371,12 @@ async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
     let a = start(&store, cfg.clone(), &clock).await;
     a.next_id().await.unwrap();
     memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
-    let b = Snowflake::start(Some(Arc::clone(&store)), cfg, Arc::clone(&clock) as Arc<dyn Clock>)
-        .await
-        .unwrap();
+    // B keeps the default TTL: the manual clock jumps past its floor faster than renewals of
+    // real time could follow a 300 ms TTL.
+    let b =
+        Snowflake::start(Some(Arc::clone(&store)), fast(), Arc::clone(&clock) as Arc<dyn Clock>)
+            .await
+            .unwrap();
     assert!(
         matches!(b.try_next_id(), Err(SnowflakeError::LeaseSettling { .. })),
         "B issued below A's possible ids"
@@ -389,12 +392,14 @@ async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
     advance_until_ready(&b, &clock).await;
     for _ in 0..50 {
         clock.advance(1);
-        let issued = (a.try_next_id(), b.try_next_id());
+        // `next_id`, not `try_next_id`, for B: it writes the marks its ids need (a mark is
+        // never written more than a window ahead of the clock, and this clock runs fast).
+        let issued = (a.try_next_id(), b.next_id().await);
         assert!(
             matches!(issued.0, Err(SnowflakeError::LeaseNotProven { .. })),
             "A issued after it learnt: {issued:?}"
         );
-        assert!(matches!(issued.1, Ok(Some(_))), "B stopped: {issued:?}");
+        assert!(issued.1.is_ok(), "B stopped: {issued:?}");
     }
 }
 
@@ -444,9 +449,12 @@ async fn a_cached_ring_hands_out_nothing_after_its_lease_is_lost() {
     let ring = idmint::CachedSnowflake::start(Arc::clone(&a), 1 << 14, 5_000).unwrap();
     ring.next_ids(10).await.unwrap();
     memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
-    let b = Snowflake::start(Some(Arc::clone(&store)), cfg, Arc::clone(&clock) as Arc<dyn Clock>)
-        .await
-        .unwrap();
+    // B keeps the default TTL: the manual clock jumps past its floor faster than renewals of
+    // real time could follow a 300 ms TTL.
+    let b =
+        Snowflake::start(Some(Arc::clone(&store)), fast(), Arc::clone(&clock) as Arc<dyn Clock>)
+            .await
+            .unwrap();
     assert_eq!(a.status().worker, b.status().worker);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
     while a.readiness().is_ok() {
@@ -526,7 +534,8 @@ async fn overlap_check(a: &Arc<Snowflake>, store: &Arc<dyn WorkerStore>, clock: 
                 Err(_) => a_stopped = true,
             }
         }
-        if let Ok(Some(id)) = b.try_next_id() {
+        // Before its floor B refuses; after it, `next_id` writes the marks B's ids need.
+        if let Ok(id) = b.next_id().await {
             ids_b.push(id);
             b_issued_ms += 1;
         }
@@ -594,4 +603,102 @@ async fn a_cached_ring_fills_nothing_below_a_new_holders_floor() {
     let ids = ring.next_ids(1_000).await.unwrap();
     let lowest = ids.iter().map(|&id| time_ms(&generator, id)).min().unwrap();
     assert!(lowest > floor_ms, "an id at {lowest} ms, at or below the floor {floor_ms} ms");
+}
+
+/// A holder that lost its row unseen may issue up to the last mark it wrote, so a new holder's
+/// floor (`settle_ms`) counts on every mark lying at most `time_window_ms` (plus the borrowing
+/// lead) above the writer's clock. Neither a fresh holder still below its own floor nor a
+/// cached ring allowed to run 10 s ahead may write one further: the review of issue 20 found
+/// both did (`max(now, last) + window`), so an old holder could issue above a new one's floor.
+#[tokio::test]
+async fn no_time_mark_is_written_further_ahead_than_the_window_and_the_lead() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_system_time());
+    let window_ms = config().time_window_ms;
+    let space = idmint_store::WorkerSpace::parse("snowflake").unwrap();
+    let marked_ms = |store: Arc<dyn WorkerStore>| {
+        let space = space.clone();
+        async move { store.list_leases(&space).await.unwrap()[0].time_mark }
+    };
+    // Below its own floor, a fresh holder's marks stay within a window of the clock.
+    let generator =
+        Snowflake::start(Some(Arc::clone(&store)), config(), Arc::clone(&clock) as Arc<dyn Clock>)
+            .await
+            .unwrap();
+    let now = clock.now_ms();
+    let mark = marked_ms(Arc::clone(&store)).await;
+    assert!(mark <= now + window_ms, "a mark at {mark} ms, more than a window above {now} ms");
+    advance_until_ready(&generator, &clock).await;
+    // A ring allowed 10 s of lead, the clock standing still: it fills no further than the
+    // mark, and the mark stays within a window of the clock.
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&generator), 1 << 14, 10_000).unwrap();
+    let now = clock.now_ms();
+    let mut latest = 0;
+    for _ in 0..400 {
+        match ring.next_ids(4_096).await {
+            Ok(ids) => latest = latest.max(time_ms(&generator, *ids.last().unwrap())),
+            Err(_) => break,
+        }
+    }
+    let mark = marked_ms(Arc::clone(&store)).await;
+    assert!(
+        mark <= now + window_ms,
+        "the ring's mark at {mark} ms, more than a window above {now} ms"
+    );
+    assert!(latest <= now + window_ms, "a ring id at {latest} ms, above {now} ms + the window");
+    assert!(latest > now, "the ring borrowed nothing ahead of the clock");
+}
+
+/// A store that takes `delay_ms` of the manual clock to answer an acquisition.
+struct Slow {
+    inner: MemoryStore,
+    clock: Arc<ManualClock>,
+    delay_ms: u64,
+}
+
+#[async_trait]
+impl WorkerStore for Slow {
+    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        self.clock.advance(self.delay_ms);
+        self.inner.acquire_lease(req).await
+    }
+    async fn renew_lease(&self, lease: &Lease, now: u64, ttl: u64) -> Result<Lease, StoreError> {
+        self.inner.renew_lease(lease, now, ttl).await
+    }
+    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
+        self.inner.release_lease(lease, now_ms).await
+    }
+    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        self.inner.raise_time_mark(lease, mark_ms).await
+    }
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        self.inner.assign_worker(req).await
+    }
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.inner.list_leases(space).await
+    }
+}
+
+/// An earlier holder may write marks until the new row exists, which is when the acquisition
+/// answers, not when it was asked: a slow store (here 1.5 s of the 2 s delay) must not eat
+/// into the floor, or the margin for clock skew shrinks by as much.
+#[tokio::test]
+async fn a_new_holders_floor_counts_from_when_the_store_answered() {
+    let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> =
+        Arc::new(Slow { inner: MemoryStore::new(), clock: Arc::clone(&clock), delay_ms: 1_500 });
+    let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
+        .await
+        .unwrap();
+    let answered_ms = clock.now_ms();
+    // Within the tolerance of the floor a request waits, so readiness counts that as ready.
+    let before_floor_ms = idmint::settle_ms(&config()) - idmint::TOLERANCE_MS_DEFAULT - 1;
+    clock.advance(before_floor_ms);
+    assert!(
+        generator.readiness().is_err(),
+        "ready {before_floor_ms} ms after the acquisition answered, before the floor"
+    );
+    advance_until_ready(&generator, &clock).await;
+    let first = time_ms(&generator, generator.next_id().await.unwrap());
+    assert!(first > answered_ms + idmint::settle_ms(&config()), "an id at {first} ms");
 }
