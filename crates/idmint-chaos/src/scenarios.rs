@@ -478,9 +478,9 @@ fn sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         format!("n1 after {after:?}"),
         after.iter().all(|w| !taken.contains(w)),
     ));
-    // A new lease serves only after its start-up delay: min(time_window_ms, TTL) + margin,
-    // with the default 3 s window (docs/operations.md, "Start-up delay").
-    let settle_ms = ttl_ms.min(3_000) + margin_ms;
+    // A new lease serves only after its start-up delay: time_window_ms + margin, with the
+    // default 3 s window and no borrowing (docs/operations.md, "Start-up delay").
+    let settle_ms = 3_000 + margin_ms;
     let limit_ms = 10_000 + settle_ms;
     let back = first_ids_after(h, 0, resumed_ms).map(|t| t - resumed_ms);
     out.criteria.push(criterion(
