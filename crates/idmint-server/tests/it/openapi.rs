@@ -373,9 +373,18 @@ async fn fuzz_server(dir: &Path) -> TestServer {
     }
     let workers: Arc<dyn idmint_store::WorkerStore> = store.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
-    let config = idmint::SnowflakeConfig::new("snowflake", layout);
+    // A 100 ms window and margin: the lease settles in 200 ms (docs/operations.md, "Start-up
+    // delay"), awaited below, so the fuzz never meets a node still settling.
+    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
     let clock = Arc::new(idmint::SystemClock);
     let snowflake = idmint::Snowflake::start(Some(workers), config, clock.clone()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while let Err(error) = snowflake.readiness() {
+        assert!(std::time::Instant::now() < deadline, "never ready: {error}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let counters = Arc::new(MemoryCounters::default());
     let engine = idmint::Sequences::start(store, counters, clock.clone(), Default::default());
     let sequences = idmint_server::SequenceSlot::default();

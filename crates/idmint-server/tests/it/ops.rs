@@ -676,7 +676,15 @@ async fn metrics_of_ten_thousand_tags_stay_small_and_add_up() {
     assert_eq!(response.status(), 200);
     let body = response.text().await.unwrap();
     eprintln!("/metrics of {TAGS} tags: {} bytes", body.len());
-    assert!(body.len() < BODY_BYTES_MAX, "/metrics of {TAGS} tags is {} bytes", body.len());
+    // The recorder is process-wide: other tests running beside this one add series of their
+    // own (the auth fuzz alone some 350 KB of HTTP series), so the bound is on the per-tag
+    // series, the ones that grow with the number of tags.
+    let tag_bytes: usize =
+        body.lines().filter(|line| line.contains("tag=\"")).map(|line| line.len() + 1).sum();
+    assert!(
+        tag_bytes < BODY_BYTES_MAX,
+        "/metrics of {TAGS} tags has {tag_bytes} bytes of tag series"
+    );
     let samples = parse_prometheus(&body);
     let of = |name: &str| -> Vec<&Sample> { samples.iter().filter(|s| s.0 == name).collect() };
     // The busy tags have series of their own, so do 95 others; the rest are summed.
@@ -699,7 +707,11 @@ async fn metrics_of_ten_thousand_tags_stay_small_and_add_up() {
     // tests' refills may add to "(other)").
     let refills: f64 = of("idmint_segment_refills_total").iter().map(|s| s.2).sum();
     let latency: f64 = of("idmint_segment_refill_duration_seconds_count").iter().map(|s| s.2).sum();
-    assert!(latency >= refills && refills >= TAGS as f64, "{latency} {refills}");
+    // A busy tag's refill may be in flight at the scrape: counted, its latency not yet.
+    assert!(
+        latency + busy.len() as f64 >= refills && refills >= TAGS as f64,
+        "{latency} {refills}"
+    );
     assert!(
         value(&samples, "idmint_segment_refill_duration_seconds_count", &[("tag", "(other)")])
             .is_some()
