@@ -185,15 +185,20 @@ async fn two_nodes_on_one_store_lease_different_worker_ids() {
     assert_ne!(one.decode(a).unwrap().worker, two.decode(b).unwrap().worker);
 }
 
-/// A worker store whose renewals can be made to fail (the database unreachable).
+/// A worker store whose renewals can be made to fail (the database unreachable), and whose
+/// acquisitions may take `acquire_delay_ms` of a manual clock (a slow database).
 struct Flaky {
     inner: MemoryStore,
     renewals_fail: AtomicBool,
+    slow: Option<(Arc<ManualClock>, u64)>,
 }
 
 #[async_trait]
 impl WorkerStore for Flaky {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
+        if let Some((clock, delay_ms)) = &self.slow {
+            clock.advance(*delay_ms);
+        }
         self.inner.acquire_lease(req).await
     }
     async fn renew_lease(&self, lease: &Lease, now: u64, ttl: u64) -> Result<Lease, StoreError> {
@@ -218,7 +223,11 @@ impl WorkerStore for Flaky {
 
 #[tokio::test]
 async fn a_node_that_cannot_renew_its_lease_stops_before_it_expires() {
-    let flaky = Arc::new(Flaky { inner: MemoryStore::new(), renewals_fail: AtomicBool::new(true) });
+    let flaky = Arc::new(Flaky {
+        inner: MemoryStore::new(),
+        renewals_fail: AtomicBool::new(true),
+        slow: None,
+    });
     let store: Arc<dyn WorkerStore> = flaky.clone();
     let clock = Arc::new(ManualClock::at_system_time());
     let mut cfg = config();
@@ -649,44 +658,17 @@ async fn no_time_mark_is_written_further_ahead_than_the_window_and_the_lead() {
     assert!(latest > now, "the ring borrowed nothing ahead of the clock");
 }
 
-/// A store that takes `delay_ms` of the manual clock to answer an acquisition.
-struct Slow {
-    inner: MemoryStore,
-    clock: Arc<ManualClock>,
-    delay_ms: u64,
-}
-
-#[async_trait]
-impl WorkerStore for Slow {
-    async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
-        self.clock.advance(self.delay_ms);
-        self.inner.acquire_lease(req).await
-    }
-    async fn renew_lease(&self, lease: &Lease, now: u64, ttl: u64) -> Result<Lease, StoreError> {
-        self.inner.renew_lease(lease, now, ttl).await
-    }
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
-        self.inner.release_lease(lease, now_ms).await
-    }
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
-        self.inner.raise_time_mark(lease, mark_ms).await
-    }
-    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
-        self.inner.assign_worker(req).await
-    }
-    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
-        self.inner.list_leases(space).await
-    }
-}
-
 /// An earlier holder may write marks until the new row exists, which is when the acquisition
 /// answers, not when it was asked: a slow store (here 1.5 s of the 2 s delay) must not eat
 /// into the floor, or the margin for clock skew shrinks by as much.
 #[tokio::test]
 async fn a_new_holders_floor_counts_from_when_the_store_answered() {
     let clock = Arc::new(ManualClock::at_system_time());
-    let store: Arc<dyn WorkerStore> =
-        Arc::new(Slow { inner: MemoryStore::new(), clock: Arc::clone(&clock), delay_ms: 1_500 });
+    let store: Arc<dyn WorkerStore> = Arc::new(Flaky {
+        inner: MemoryStore::new(),
+        renewals_fail: AtomicBool::new(false),
+        slow: Some((Arc::clone(&clock), 1_500)),
+    });
     let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
         .await
         .unwrap();
