@@ -537,15 +537,7 @@ impl Snowflake {
         let state = self.lock();
         let now_ms = self.clock.now_ms();
         if now_ms >= state.fence_ms {
-            return Err(SnowflakeError::LeaseNotProven {
-                space: self.config.space.clone(),
-                worker: state.worker,
-                reason: if state.fence_reason.is_empty() {
-                    "the lease was not renewed in time".into()
-                } else {
-                    state.fence_reason.clone()
-                },
-            });
+            return Err(self.fence_closed(&state));
         }
         let last_ms = layout.timestamp_ms(layout.unpack(state.last).0).unwrap_or(0);
         let behind_ms = last_ms.saturating_sub(now_ms);
@@ -579,6 +571,19 @@ impl Snowflake {
         }
     }
 
+    /// The refusal once the clock has passed the fence, with the reason it closed.
+    fn fence_closed(&self, state: &State) -> SnowflakeError {
+        SnowflakeError::LeaseNotProven {
+            space: self.config.space.clone(),
+            worker: state.worker,
+            reason: if state.fence_reason.is_empty() {
+                "the lease was not renewed in time".into()
+            } else {
+                state.fence_reason.clone()
+            },
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -589,15 +594,7 @@ impl Snowflake {
         let mut state = self.lock();
         let now_ms = self.clock.now_ms();
         if now_ms >= state.fence_ms {
-            return Err(SnowflakeError::LeaseNotProven {
-                space: self.config.space.clone(),
-                worker: state.worker,
-                reason: if state.fence_reason.is_empty() {
-                    "the lease was not renewed in time".into()
-                } else {
-                    state.fence_reason.clone()
-                },
-            });
+            return Err(self.fence_closed(&state));
         }
         let Some(now_units) = layout.to_units(now_ms) else {
             return Err(SnowflakeError::Config(format!(
