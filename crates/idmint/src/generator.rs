@@ -376,6 +376,9 @@ impl TagGenerator {
         let deadline = Instant::now() + wait;
         let mut got: u64 = ranges.iter().map(IdRange::len).sum();
         let mut counted = false;
+        // Read before anything else: an attempt that fails from here on is this request's
+        // answer, even one that finished before the loop below starts.
+        let failures_seen = self.failures.load(Ordering::Acquire);
         if self.failing.load(Ordering::Acquire) && !self.refill_in_flight.load(Ordering::Acquire) {
             // The attempt this request's take started (or found running) has failed already:
             // answer that, rather than start a second store call at once (an unknown tag
@@ -387,16 +390,20 @@ impl TagGenerator {
             tokio::pin!(notified);
             // Registered before looking, so a refill finishing in between still wakes us.
             notified.as_mut().enable();
-            let failures_seen = self.failures.load(Ordering::Acquire);
             // Cannot fail: 1 <= count - got <= count, and count is a valid Count.
             let wanted = Count::new(count.get() - got).map_err(|e| self.unavailable(e))?;
-            let take = self.try_take(wanted);
+            // The buffer's take, not `try_take`: a refill is started below, only after the
+            // check that no attempt failed since this request began to wait.
+            let take = self.buffer.take(wanted);
             if take.frozen() {
                 return Err(Error::ShuttingDown);
             }
             got += take.count();
             ranges.extend(take.ranges());
             if got == count.get() {
+                if take.refill_needed() {
+                    self.ensure_refill();
+                }
                 break;
             }
             if self.shared.cancel.is_cancelled() {
@@ -407,7 +414,11 @@ impl TagGenerator {
                 counted = true;
             }
             self.last_demand_ms.store(self.elapsed_ms(), Ordering::Relaxed);
-            self.ensure_refill();
+            if !self.ensure_refill_unless_failed_since(failures_seen) {
+                // The attempt this request found running failed just now: answer it, rather
+                // than start a second store call (two per request for an unknown tag).
+                return Err(self.last_failure());
+            }
             if self.failing.load(Ordering::Acquire) && self.refill_in_flight.load(Ordering::Acquire)
             {
                 // The store failed and the refill is retrying: say so now, not after the wait.
@@ -431,16 +442,38 @@ impl TagGenerator {
 
     /// Starts the refill task unless one runs or none is due.
     fn ensure_refill(self: &Arc<Self>) {
-        if self.shared.cancel.is_cancelled() || !self.buffer.refill_due() {
-            return;
+        let _started_or_running = self.start_refill(None);
+    }
+
+    /// [`Self::ensure_refill`] for a waiting request that read `failures_seen` when it began
+    /// to wait: false, and nothing started, when an attempt failed since (the request
+    /// answers that failure). Decided after taking the in-flight flag, so an attempt that
+    /// finished just before is always seen (a refill publishes its failure before it clears
+    /// the flag).
+    fn ensure_refill_unless_failed_since(self: &Arc<Self>, failures_seen: u64) -> bool {
+        self.start_refill(Some(failures_seen))
+    }
+
+    /// Starts the refill task unless one runs, none is due, or (given `failures_seen`) an
+    /// attempt failed since; false only in that last case.
+    fn start_refill(self: &Arc<Self>, failures_seen: Option<u64>) -> bool {
+        let unchanged =
+            || failures_seen.is_none_or(|seen| self.failures.load(Ordering::Acquire) == seen);
+        if self.shared.cancel.is_cancelled()
+            || !self.buffer.refill_due()
+            || self.refill_in_flight.swap(true, Ordering::AcqRel)
+        {
+            return unchanged();
         }
-        if self.refill_in_flight.swap(true, Ordering::AcqRel) {
-            return;
+        if !unchanged() {
+            self.refill_in_flight.store(false, Ordering::Release);
+            return false;
         }
         // A fresh attempt: requests wait for its answer (bounded) rather than fail on an old one.
         self.failing.store(false, Ordering::Release);
         let this = Arc::clone(self);
         self.shared.tracker.spawn_on(async move { this.refill().await }, &self.shared.runtime);
+        true
     }
 
     /// Allocates a range and installs it. Retries with backoff while the buffer still has
@@ -475,12 +508,12 @@ impl TagGenerator {
                     | Error::Store(StoreError::Exhausted { .. })
             ) && !self.buffer.is_frozen()
                 && (self.buffer.remaining() > 0 || demanded);
+            // Published before the flag is cleared: a waiting request that takes the flag
+            // sees this failure and answers it rather than start a second store call.
+            self.publish_failure(failure);
             if !keep_trying {
-                // Done before the failure is published, so a request that reads the failure
-                // starts a new attempt instead of failing on this finished one.
                 self.refill_in_flight.store(false, Ordering::Release);
             }
-            self.publish_failure(failure);
             self.refilled.notify_waiters();
             if !keep_trying {
                 return;

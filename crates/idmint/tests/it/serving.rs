@@ -270,6 +270,23 @@ async fn an_exhausted_tag_answers_exhausted_not_unavailable() {
     }
 }
 
+/// A request for a name the store does not hold costs exactly one store call, however the
+/// refill task and the request interleave on two threads (a request that found the first
+/// attempt finished just as it began to wait once started a second one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_name_costs_one_store_call_per_lookup() {
+    let store = TestStore::new(34);
+    let segments = Segments::start(store.clone(), config().with_unknown_tags_unbounded()).unwrap();
+    const NAMES: u64 = 60_000;
+    for i in 0..NAMES {
+        let tag = Tag::parse(&format!("nope-{i}")).unwrap();
+        assert_eq!(segments.next_id(&tag).await, Err(Error::UnknownTag(tag.clone())));
+    }
+    let calls = store.allocations.load(Ordering::SeqCst);
+    assert_eq!(calls, NAMES, "{calls} store calls for {NAMES} unknown names asked once each");
+    segments.shutdown().await;
+}
+
 /// Issue 20 item 8: requests for names the store does not hold cost bounded store calls (a
 /// name found unknown is not looked up again for `UNKNOWN_TAG_TTL_MS`; at most
 /// `UNKNOWN_TAG_LOOKUPS_PER_S_MAX` unknown lookups a second), every answer is a typed error,
