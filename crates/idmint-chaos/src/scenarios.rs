@@ -727,15 +727,23 @@ fn disk_full(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let load = run.load(&targets, &workload);
     let warm = Duration::from_secs(run.pick(2, 20));
     sleep(warm);
-    let filled = disk.fill()?;
+    let mut filled = disk.fill()?;
     let full_ms = run.now_ms();
     run.fault(format!("the data disk filled ({} KiB of filler)", filled / 1024));
-    // Kept full: whatever the store frees (a journal it deletes) is taken again at once.
+    // Kept full: whatever the store frees (a write-ahead log it truncates) is taken again at
+    // once.
     let full_until = Instant::now() + run.main_phase(4, 30);
     while Instant::now() < full_until {
         sleep(Duration::from_millis(100));
-        disk.fill()?;
+        filled += disk.fill()?;
     }
+    // The room the node gets back when the filler goes: none would mean the disk was full of
+    // the node's own files only, and freeing it would test nothing.
+    out.criteria.push(criterion(
+        "the filler took room on the disk, so deleting it frees some",
+        format!("{} KiB of filler", filled / 1024),
+        filled > 0,
+    ));
     disk.free()?;
     let freed_ms = run.now_ms();
     run.fault("the filler deleted: the disk has room again");

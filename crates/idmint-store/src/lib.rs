@@ -68,7 +68,7 @@ pub use sequence::{
     SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, TIME_ZONE_LEN_MAX,
     open_sequences,
 };
-pub use sqlite::SqliteStore;
+pub use sqlite::{SQLITE_WAL_BYTES_MAX, SQLITE_WAL_CHECKPOINT_PAGES, SqliteStore};
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, POOL_MAX_DEFAULT, POOL_MAX_LIMIT, SqlOptions, SqlUrl,

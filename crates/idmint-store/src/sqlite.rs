@@ -33,6 +33,15 @@ use crate::{
 /// How long a call waits for another connection's write lock before failing as unavailable.
 pub const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
 
+/// After how many pages of write-ahead log (4 KiB each) SQLite copies the log into the
+/// database, so that the next writes reuse the log from its start. SQLite's default, 1 000
+/// pages (4 MiB), let the log alone fill a small volume, and a checkpoint then needs room to
+/// grow the database.
+pub const SQLITE_WAL_CHECKPOINT_PAGES: u32 = 64;
+
+/// The size the write-ahead log file is cut back to whenever the log restarts, in bytes.
+pub const SQLITE_WAL_BYTES_MAX: u64 = 512 * 1024;
+
 /// A segment table in an SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -66,9 +75,51 @@ impl SqliteStore {
             // SQLite keeps the database consistent whatever a panicking caller left
             // mid-statement, so a poisoned connection is still usable.
             let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
-            f(&mut conn)
+            let result = f(&mut conn);
+            if let Err(StoreError::Unavailable(_)) = &result {
+                give_back_the_wal(&conn);
+            }
+            result
         })
         .await?
+    }
+}
+
+/// After a call failed as unavailable: copies the WAL into the database and truncates it to
+/// nothing, without waiting for any lock. The failure may be a full disk that the WAL itself
+/// filled. SQLite checkpoints it only after a commit succeeds, so without this a WAL that
+/// took the last free byte stays that size, every later commit fails, and freeing other
+/// files does not help. A checkpoint that cannot run now (another connection holds the
+/// database, or the disk is too full even for it) changes nothing and is tried again after
+/// the next failure.
+fn give_back_the_wal(conn: &Connection) {
+    if !conn.is_autocommit() {
+        // A transaction is still open (its rollback failed): no checkpoint can run.
+        return;
+    }
+    let restore = Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS);
+    let checkpoint = conn.busy_timeout(Duration::ZERO).and_then(|()| {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+        })
+    });
+    match checkpoint {
+        // (busy, WAL frames, frames checkpointed): 0 means the WAL was copied and truncated.
+        Ok((0, frames, _)) => tracing::info!(
+            frames,
+            "SQLite: a call failed; the write-ahead log was copied into the database and \
+             truncated, giving its disk space back"
+        ),
+        Ok((_, frames, copied)) => tracing::debug!(
+            frames,
+            copied,
+            "SQLite: the write-ahead log could not be truncated now (another connection is \
+             using the database)"
+        ),
+        Err(e) => tracing::debug!(error = %e, "SQLite: the write-ahead log was not truncated"),
+    }
+    if let Err(e) = conn.busy_timeout(restore) {
+        tracing::warn!(error = %e, "SQLite: the busy timeout could not be set back");
     }
 }
 
@@ -287,6 +338,13 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     // re-issuing a range.
     conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| context(&e))?;
     conn.pragma_update(None, "synchronous", "FULL").map_err(|e| context(&e))?;
+    // A small log: checkpointed often and cut back when it restarts, so it never takes much
+    // of the volume (a full disk then stops the marks and the log's growth, not a log that
+    // already holds the free space).
+    conn.pragma_update(None, "wal_autocheckpoint", SQLITE_WAL_CHECKPOINT_PAGES)
+        .map_err(|e| context(&e))?;
+    conn.pragma_update(None, "journal_size_limit", SQLITE_WAL_BYTES_MAX as i64)
+        .map_err(|e| context(&e))?;
     // Created only when absent, never altered: an existing table is used as it is.
     conn.execute_batch(&format!(
         "CREATE TABLE IF NOT EXISTS {TABLE_NAME} (

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use idmint_core::IdRange;
 use idmint_core::limits::TAG_COUNT_MAX;
 use idmint_core::{Step, Tag};
-use idmint_store::{SegmentStore, SequenceStore, SqliteStore, StoreError, TABLE_NAME};
+use idmint_store::{
+    SQLITE_WAL_BYTES_MAX, SegmentStore, SequenceStore, SqliteStore, StoreError, TABLE_NAME,
+};
 use rusqlite::{Connection, params};
 use tempfile::TempDir;
 
@@ -91,6 +93,80 @@ async fn on_a_full_disk_a_write_answered_is_a_write_committed() {
     }
     answered.push(store.allocate(&full, None).await.unwrap().range);
     // Each range answered follows the one before: none was answered twice.
+    assert!(
+        answered.windows(2).all(|w| w[0].end() <= w[1].start()),
+        "ranges answered again: {answered:?}"
+    );
+}
+
+/// Opens the database on `disk` with tag `wal` (step 10) and opens it again, as after any
+/// restart: the tables' pages are then in the database file, the log holds only changes.
+async fn reopened_with_a_tag(disk: &Tmpfs) -> (SqliteStore, Tag) {
+    let path = disk.path().join("ids.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let tag = store.create_tag(&spec("wal", 1, 10, "")).await.unwrap().tag;
+    drop(store);
+    (SqliteStore::open(&path).await.unwrap(), tag)
+}
+
+/// The database alone on a 1 MiB tmpfs under 1 000 allocations: its write-ahead log stays
+/// small (checkpointed every `SQLITE_WAL_CHECKPOINT_PAGES` pages, cut back to
+/// `SQLITE_WAL_BYTES_MAX`), so it never fills the disk. With SQLite's defaults (a checkpoint
+/// after 1 000 pages, 4 MiB) the log took the whole disk and 758 allocations failed.
+#[tokio::test]
+async fn the_write_ahead_log_stays_small() {
+    let Some(disk) = Tmpfs::mount(1024) else { return };
+    let (store, tag) = reopened_with_a_tag(&disk).await;
+    let wal = disk.path().join("ids.db-wal");
+    let mut largest = 0;
+    let mut answered: Vec<IdRange> = Vec::new();
+    for i in 0..1_000 {
+        match store.allocate(&tag, None).await {
+            Ok(allocation) => answered.push(allocation.range),
+            Err(e) => panic!("allocation {i} failed: {e}"),
+        }
+        largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+    }
+    assert!(
+        largest <= SQLITE_WAL_BYTES_MAX,
+        "the log grew to {largest} bytes, above {SQLITE_WAL_BYTES_MAX}"
+    );
+    assert!(answered.windows(2).all(|w| w[0].end() <= w[1].start()));
+}
+
+/// A write that fails on a full disk gives the log's room back: the store checkpoints the
+/// log and truncates it (waiting for no lock), so the next write finds room, where before
+/// every later write failed until something else freed space.
+#[tokio::test]
+async fn a_write_that_failed_on_a_full_disk_gives_the_logs_room_back() {
+    let Some(disk) = Tmpfs::mount(1024) else { return };
+    let (store, tag) = reopened_with_a_tag(&disk).await;
+    let mut answered = Vec::new();
+    // A log of about 40 pages, well below a checkpoint.
+    for _ in 0..40 {
+        answered.push(store.allocate(&tag, None).await.unwrap().range);
+    }
+    disk.fill();
+    let mut results = Vec::new();
+    for _ in 0..20 {
+        match store.allocate(&tag, None).await {
+            Ok(allocation) => {
+                answered.push(allocation.range);
+                results.push(true);
+            }
+            Err(StoreError::Unavailable(reason)) => {
+                assert!(reason.contains("full"), "{reason}");
+                results.push(false);
+            }
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    let first_failure = results.iter().position(|ok| !ok);
+    let first_failure = first_failure.expect("no allocation failed: the disk did not fill");
+    assert!(
+        results.get(first_failure + 1) == Some(&true),
+        "the allocation after the first failure failed too ({results:?}): the log kept its room"
+    );
     assert!(
         answered.windows(2).all(|w| w[0].end() <= w[1].start()),
         "ranges answered again: {answered:?}"
