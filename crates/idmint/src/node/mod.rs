@@ -264,15 +264,20 @@ impl Node {
         self.cached.as_ref()
     }
 
-    /// `count` snowflake ids, from the ring of pre-made ids when the node runs one, else from
-    /// the generator, and the worker id.
-    pub async fn snowflake_ids(&self, count: Count) -> Result<SnowflakeIds, NodeError> {
+    /// `count` snowflake ids: from the ring of pre-made ids when the node runs one, else from
+    /// the generator.
+    pub async fn next_snowflake_ids(&self, count: Count) -> Result<Vec<u64>, NodeError> {
         let generator = self.snowflake()?;
-        let ids = match &self.cached {
+        Ok(match &self.cached {
             Some(cached) => cached.next_ids(count.get()).await?,
             None => generator.next_ids(count.get()).await?,
-        };
-        Ok(SnowflakeIds { ids, worker: generator.status().worker })
+        })
+    }
+
+    /// [`Node::next_snowflake_ids`], and the worker id that made them.
+    pub async fn snowflake_ids(&self, count: Count) -> Result<SnowflakeIds, NodeError> {
+        let ids = self.next_snowflake_ids(count).await?;
+        Ok(SnowflakeIds { ids, worker: self.snowflake()?.status().worker })
     }
 
     /// The parts of `id` under the preset `layout` names, or the node's layout.
