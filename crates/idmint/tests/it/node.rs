@@ -68,7 +68,7 @@ async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
     let node = start(config, Arc::new(MemoryStore::new())).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let reason = node.sequences().err().expect("no engine without Redis").to_string();
+        let reason = node.sequences().expect_err("no engine without Redis").to_string();
         if reason.contains("not reachable yet") && attempts.load(Ordering::SeqCst) > 0 {
             break;
         }
