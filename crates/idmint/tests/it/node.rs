@@ -3,7 +3,6 @@
 //! everything it started, the Redis retry loop included.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use idmint::{
     Count, FormatConfig, IdFormat, LeaseParts, Node, NodeBuilder, NodeConfig, NodeError, time_zone,
@@ -49,6 +48,7 @@ async fn a_node_serves_plain_and_public_ids_and_refuses_to_lease_a_formatted_tag
 #[tokio::test]
 async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
