@@ -465,7 +465,6 @@ impl From<NodeError> for ApiError {
             NodeError::Uuids(error) => ApiError::Uuids(error),
             NodeError::Tag(error) => error.into(),
             NodeError::Value(error) => error.into(),
-            NodeError::Store(error) => ApiError::Library(Error::Store(error)),
             NodeError::FormattedTag(tag) => ApiError::FormattedTag(tag),
             NodeError::BadId(message) => ApiError::bad_request("bad_id", message),
             NodeError::BadLayout(message) => ApiError::bad_request("bad_layout", message),

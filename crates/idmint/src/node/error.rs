@@ -36,9 +36,6 @@ pub enum NodeError {
     /// A value out of range (a count, step, start id or description).
     #[error(transparent)]
     Value(#[from] ValueError),
-    /// A store call outside the engines failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
     /// Ranges of internal ids were asked of a tag with a public id format: its internal ids
     /// do not leave the node.
     #[error(
