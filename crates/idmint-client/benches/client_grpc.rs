@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 use axum::serve::ListenerExt;
-use idmint::{SegmentConfig, Segments, Tag};
+use idmint::{Segments, Tag};
 use idmint_core::{Description, StartId, Step};
 use idmint_proto::v1::id_mint_client::IdMintClient;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
@@ -414,7 +414,13 @@ struct Server {
 impl Server {
     /// idmint over a fresh memory store, with tag [`TAG`].
     async fn idmint() -> anyhow::Result<Server> {
-        let segments = Segments::start(Arc::new(MemoryStore::new()), SegmentConfig::default())?;
+        let config = idmint::NodeConfig::new(idmint_store::StoreUrl::Memory);
+        let node = idmint::NodeBuilder::new(config)
+            .segment_store(Arc::new(MemoryStore::new()))
+            .start()
+            .await?;
+        let node = Arc::new(node);
+        let segments = Arc::clone(node.segments());
         let spec = TagSpec {
             tag: Tag::parse(TAG)?,
             step: Step::new(TAG_STEP)?,
@@ -425,7 +431,7 @@ impl Server {
         segments.create_tag(&spec).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
-        let state = idmint_server::AppState::new(Arc::clone(&segments));
+        let state = idmint_server::AppState::new(node);
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;

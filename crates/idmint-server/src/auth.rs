@@ -33,7 +33,7 @@ use idmint_core::Tag;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
 
 /// Shortest token accepted, in bytes: 16 random characters are beyond guessing online.
 pub const TOKEN_LEN_MIN: usize = 16;
@@ -290,7 +290,7 @@ fn unchecked() -> ApiError {
 /// name is parsed here, once, and handed to the handler as a [`RouteTag`] or [`QueryTag`]
 /// in the request's extensions: what was checked is what is served.
 pub(crate) fn check(
-    app: &AppState,
+    auth: &Auth,
     route: &str,
     params: Result<RawPathParams, RawPathParamsRejection>,
     request: &mut Request,
@@ -298,18 +298,18 @@ pub(crate) fn check(
     let headers = request.headers();
     let admin = ADMIN_ROUTES.iter().any(|(method, r)| method == request.method() && *r == route);
     if admin {
-        app.auth.admin(headers)?;
+        auth.admin(headers)?;
     }
     if route == DECODE_ROUTE {
         let tag = decode_tag(request.uri())?;
         if let (Some(tag), false) = (&tag, admin) {
-            app.auth.tag(headers, tag)?;
+            auth.tag(headers, tag)?;
         }
         request.extensions_mut().insert(QueryTag(tag));
     } else if let Some((_, name)) = TAG_ROUTES.iter().find(|(r, _)| *r == route) {
         let tag = path_tag(params, name)?;
         if !admin {
-            app.auth.tag(headers, &tag)?;
+            auth.tag(headers, &tag)?;
         }
         request.extensions_mut().insert(RouteTag(tag));
     }

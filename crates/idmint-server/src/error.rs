@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use idmint::{Error, FormatError, SequenceError, SnowflakeError, UuidsError};
+use idmint::{Error, FormatError, NodeError, SequenceError, SnowflakeError, UuidsError};
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;
@@ -56,6 +56,8 @@ pub enum ApiError {
     /// A handler asked for a tag the middleware had not checked: a bug, refused rather
     /// than served unchecked (500).
     Unchecked(&'static str),
+    /// A refusal of the node this server does not know yet (500).
+    Internal(String),
 }
 
 /// Every error answer's body: `{"error": {"code": "...", "message": "..."}}`.
@@ -193,7 +195,9 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
-            ApiError::Unchecked(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ApiError::Unchecked(_) | ApiError::Internal(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+            }
         }
     }
 }
@@ -321,7 +325,8 @@ impl ApiError {
             | ApiError::Forbidden(message)
             | ApiError::TooManyRequests(message)
             | ApiError::Timeout(message)
-            | ApiError::UnsupportedMediaType(message) => message,
+            | ApiError::UnsupportedMediaType(message)
+            | ApiError::Internal(message) => message,
             ApiError::Unchecked(message) => message.to_string(),
             ApiError::FormattedTag(tag) => format!(
                 "tag {tag} has a public id format ([format.{tag}]): its internal ids do not \
@@ -446,5 +451,30 @@ impl From<UuidsError> for ApiError {
 impl From<SequenceError> for ApiError {
     fn from(error: SequenceError) -> ApiError {
         ApiError::Sequence(error)
+    }
+}
+
+impl From<NodeError> for ApiError {
+    fn from(error: NodeError) -> ApiError {
+        match error {
+            NodeError::Segment(error) => ApiError::Library(error),
+            NodeError::Snowflake(error) => ApiError::Snowflake(error),
+            NodeError::Sequence(error) => ApiError::Sequence(error),
+            NodeError::SequencesNotRunning(reason) => ApiError::SequencesNotRunning(reason),
+            NodeError::Format(error) => ApiError::Format(error),
+            NodeError::Uuids(error) => ApiError::Uuids(error),
+            NodeError::Tag(error) => error.into(),
+            NodeError::Value(error) => error.into(),
+            NodeError::FormattedTag(tag) => ApiError::FormattedTag(tag),
+            NodeError::BadId(message) => ApiError::bad_request("bad_id", message),
+            NodeError::BadLayout(message) => ApiError::bad_request("bad_layout", message),
+            NodeError::BadLease(message) => ApiError::bad_request("bad_lease", message),
+            NodeError::BadEncoding(message) => ApiError::bad_request("bad_encoding", message),
+            NodeError::NotAnId(message) => ApiError::bad_request("not_an_id", message),
+            NodeError::DecodeHow(message) => ApiError::bad_request("bad_query", message),
+            // `NodeError` is non-exhaustive: a variant added later is an internal error
+            // until it is mapped here.
+            other => ApiError::Internal(other.to_string()),
+        }
     }
 }

@@ -3,13 +3,14 @@
 //! for `idmint-client`, which leases ranges and hands ids out in its own process.
 //!
 //! Each call parses its input into idmint's newtypes, checks the tag's client token from the
-//! `authorization` metadata (the same [`crate::Auth`] as HTTP), calls the library and
-//! shapes the answer. Errors are [`ApiError`]s turned into gRPC statuses by
+//! `authorization` metadata (the same [`crate::Auth`] as HTTP), calls one
+//! [`idmint::Node`] operation (the same as the HTTP route's) and shapes the answer. Errors are [`ApiError`]s turned into gRPC statuses by
 //! `ApiError::into_grpc_status` (error.rs), the one mapping. The service is mounted in the
 //! axum router (`grpc_router`), so it passes the same middleware as HTTP: the per-client
 //! limit, the request timeout (up to the first message of a stream) and the metrics.
 //!
-//! This file holds no id logic and chooses no status code. `StreamIds` is pulled by the
+//! This file holds no id logic and chooses no status code; it imports no HTTP route module,
+//! and it is the only module that names a protobuf type. `StreamIds` is pulled by the
 //! transport (`stream::unfold`), so a stream costs no task and stops when the caller does.
 
 use std::pin::Pin;
@@ -17,7 +18,7 @@ use std::pin::Pin;
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, header};
 use futures_util::Stream;
-use idmint::{IdRange, Lease, Tag};
+use idmint::{Lease, LeaseParts, PublicIds, Tag};
 use idmint_core::Count;
 use idmint_core::snowflake::UtcMs;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
@@ -29,8 +30,8 @@ use idmint_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::formats::PublicIds;
-use crate::{ApiError, AppState, SharedState};
+use crate::error::ApiError;
+use crate::state::SharedState;
 
 /// Most ids one `StreamIds` call may ask for (10^9: a bulk export of a day's ids; larger
 /// exports are several streams).
@@ -38,10 +39,6 @@ pub const STREAM_COUNT_MAX: u64 = 1_000_000_000;
 
 /// Ids per `StreamIds` message when the request leaves `chunk` at 0.
 pub const STREAM_CHUNK_DEFAULT: u64 = 10_000;
-
-/// Most leases one `ReturnRange` may name: a client gives back the tail of its last one or
-/// two leases.
-pub const RETURN_LEASES_MAX: usize = 16;
 
 const _: () = assert!(STREAM_CHUNK_DEFAULT <= idmint_core::limits::BATCH_COUNT_MAX);
 
@@ -96,9 +93,8 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let answer = async {
             let tag = self.tag(&headers, &body.tag)?;
-            let count = count(body.count, self.app.batch_count_max)?;
-            let ranges = self.app.segments.next_ids(&tag, count).await?;
-            let (ids, texts) = split(crate::formats::typed_public_ids(&self.app, &tag, &ranges)?);
+            let count = count(body.count, self.app.node.batch_count_max())?;
+            let (ids, texts) = split(self.app.node.next_public_ids(&tag, count).await?);
             Ok(NextIdsResponse { tag: tag.to_string(), ids, texts })
         };
         respond(answer.await)
@@ -108,11 +104,8 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let answer = async {
             let tag = self.tag(&headers, &body.tag)?;
-            let count = count(body.count, self.app.batch_count_max)?;
-            if self.app.formats.contains_key(&tag) {
-                return Err(ApiError::FormattedTag(tag));
-            }
-            let leases = self.app.segments.lease(&tag, count).await?;
+            let count = count(body.count, self.app.node.batch_count_max())?;
+            let leases = self.app.node.lease(&tag, count).await?;
             let ranges = leases.iter().map(range_of).collect();
             Ok(NextRangeResponse { tag: tag.to_string(), ranges })
         };
@@ -126,8 +119,8 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let answer = async {
             let tag = self.tag(&headers, &body.tag)?;
-            let leases = leases(&body.leases)?;
-            let returned = take_back(&self.app, &tag, body.start, body.end, &leases)?;
+            let leases: Vec<LeaseParts> = body.leases.iter().map(lease_parts).collect();
+            let returned = self.app.node.take_back(&tag, body.start, body.end, &leases)?;
             Ok(ReturnRangeResponse { returned })
         };
         respond(answer.await)
@@ -137,12 +130,10 @@ impl IdMint for GrpcApi {
         &self,
         request: Request<NextSnowflakeIdsRequest>,
     ) -> Answer<NextSnowflakeIdsResponse> {
-        let count = count(request.get_ref().count, self.app.batch_count_max);
+        let count = count(request.get_ref().count, self.app.node.batch_count_max());
         let answer = async {
-            let count = count?;
-            let ids = crate::routes::snowflake_next_ids(&self.app, count.get()).await?;
-            let worker = crate::routes::snowflake(&self.app)?.status().worker;
-            Ok(NextSnowflakeIdsResponse { ids, worker })
+            let answer = self.app.node.snowflake_ids(count?).await?;
+            Ok(NextSnowflakeIdsResponse { ids: answer.ids, worker: answer.worker })
         };
         respond(answer.await)
     }
@@ -154,9 +145,8 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let answer = async {
             let name = self.tag(&headers, &body.name)?;
-            let max = self.app.batch_count_max.min(idmint::SEQ_COUNT_MAX);
-            let count = count(body.count, max)?;
-            let answer = self.app.sequences.get()?.next(&name, count.get()).await?;
+            let count = count(body.count, self.app.node.sequence_count_max())?;
+            let answer = self.app.node.sequence_ids(&name, count).await?;
             let (ids, texts) = match answer.formatted {
                 Some(texts) => (Vec::new(), texts),
                 None => (answer.numbers, Vec::new()),
@@ -182,8 +172,8 @@ impl IdMint for GrpcApi {
                 ));
             }
             let chunk = match body.chunk {
-                0 => STREAM_CHUNK_DEFAULT.min(self.app.batch_count_max),
-                chunk => count(chunk, self.app.batch_count_max)?.get(),
+                0 => STREAM_CHUNK_DEFAULT.min(self.app.node.batch_count_max()),
+                chunk => count(chunk, self.app.node.batch_count_max())?.get(),
             };
             Ok::<_, ApiError>((tag, total, chunk))
         })();
@@ -211,17 +201,18 @@ impl IdMint for GrpcApi {
     ) -> Answer<DecodeSnowflakeResponse> {
         let body = request.into_inner();
         let layout = Some(body.layout).filter(|l| !l.is_empty());
-        let answer = crate::routes::decode_snowflake_id(&self.app, body.id, layout).map(
-            |(layout, parts)| DecodeSnowflakeResponse {
+        let answer = self.app.node.decode_snowflake(body.id, layout.as_deref()).map(|decoded| {
+            let parts = decoded.parts;
+            DecodeSnowflakeResponse {
                 id: body.id,
-                layout,
+                layout: decoded.layout,
                 timestamp_ms: parts.timestamp_ms,
                 time: UtcMs(parts.timestamp_ms).to_string(),
                 worker: parts.worker,
                 sequence: parts.sequence,
-            },
-        );
-        respond(answer)
+            }
+        });
+        respond(answer.map_err(ApiError::from))
     }
 
     async fn decode_id(&self, request: Request<DecodeIdRequest>) -> Answer<DecodeIdResponse> {
@@ -233,10 +224,10 @@ impl IdMint for GrpcApi {
                 None => None,
             };
             let encoding = Some(body.encoding).filter(|e| !e.is_empty());
-            let decoded = crate::formats::decode_text(&self.app, body.text, tag, encoding).await?;
+            let decoded = self.app.node.decode_text(body.text, tag, encoding.as_deref()).await?;
             Ok(DecodeIdResponse {
                 text: decoded.text,
-                tag: decoded.tag.unwrap_or_default(),
+                tag: decoded.tag.map(|tag| tag.to_string()).unwrap_or_default(),
                 template: decoded.template.unwrap_or_default(),
                 public_id: decoded.public_id,
                 id: decoded.id,
@@ -256,64 +247,24 @@ impl GrpcApi {
     }
 }
 
-/// Takes back ids a client was leased and did not use (`ReturnRange` and
-/// `POST /v1/segment/{tag}/return`): how many were taken back.
-pub(crate) fn take_back(
-    app: &AppState,
-    tag: &Tag,
-    start: u64,
-    end: u64,
-    leases: &[Lease],
-) -> Result<u64, ApiError> {
-    let returned = app
-        .segments
-        .take_back(tag, start, end, leases)
-        .map_err(|e| ApiError::bad_request("bad_lease", e.to_string()))?;
-    if returned > 0 {
-        tracing::debug!(%tag, start, end, "leased ids taken back");
-    }
-    Ok(returned)
-}
-
-/// Checks the leases a client sends back: at most [`RETURN_LEASES_MAX`], each a valid range.
-pub(crate) fn leases(ranges: &[Range]) -> Result<Vec<Lease>, ApiError> {
-    if ranges.len() > RETURN_LEASES_MAX {
-        return Err(ApiError::bad_request(
-            "bad_lease",
-            format!(
-                "{} leases sent; give back at most {RETURN_LEASES_MAX} leases at once",
-                ranges.len()
-            ),
-        ));
-    }
-    ranges
-        .iter()
-        .map(|r| {
-            let range = IdRange::new(r.start, r.end).ok_or_else(|| {
-                ApiError::bad_request(
-                    "bad_lease",
-                    format!(
-                        "lease [{}, {}) is not a range of ids; send the leases as NextRange \
-                         answered them",
-                        r.start, r.end
-                    ),
-                )
-            })?;
-            Ok(Lease { range, proof: r.proof })
-        })
-        .collect()
+/// A lease a client sends back, as the node checks it.
+fn lease_parts(range: &Range) -> LeaseParts {
+    LeaseParts { start: range.start, end: range.end, proof: range.proof }
 }
 
 /// A lease as the wire carries it.
-pub(crate) fn range_of(lease: &Lease) -> Range {
+fn range_of(lease: &Lease) -> Range {
     Range { start: lease.range.start(), end: lease.range.end(), proof: lease.proof }
 }
 
 /// One `StreamIds` message of `wanted` ids.
-async fn next_chunk(app: &AppState, tag: &Tag, wanted: u64) -> Result<StreamIdsResponse, ApiError> {
-    let count = Count::new_bounded(wanted, app.batch_count_max)?;
-    let ranges = app.segments.next_ids(tag, count).await?;
-    let (ids, texts) = split(crate::formats::typed_public_ids(app, tag, &ranges)?);
+async fn next_chunk(
+    app: &SharedState,
+    tag: &Tag,
+    wanted: u64,
+) -> Result<StreamIdsResponse, ApiError> {
+    let count = Count::new_bounded(wanted, app.node.batch_count_max())?;
+    let (ids, texts) = split(app.node.next_public_ids(tag, count).await?);
     Ok(StreamIdsResponse { ids, texts })
 }
 

@@ -24,7 +24,17 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
+
+/// Largest request body accepted, in bytes (admin JSON bodies are a few hundred bytes).
+pub const REQUEST_BODY_BYTES_MAX: usize = 64 * 1024;
+
+/// Most tags with series of their own in `/metrics`; the rest are summed into
+/// `tag="(other)"`. About 2 KB of text per tag shown.
+pub const METRICS_TAGS_MAX: usize = 1_000;
+/// Tags with series of their own by default (`limits.metrics_tags_max`).
+pub const METRICS_TAGS_DEFAULT: usize = 100;
+const _: () = assert!(METRICS_TAGS_DEFAULT <= METRICS_TAGS_MAX);
 
 /// Most requests one client address may have in flight.
 pub const CLIENT_IN_FLIGHT_MAX: u32 = 1_024;
@@ -92,7 +102,7 @@ impl Default for HttpLimits {
             idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
             connections_max: CONNECTIONS_DEFAULT,
             client_connections_max: CLIENT_CONNECTIONS_DEFAULT,
-            metrics_tags_max: crate::metrics::METRICS_TAGS_DEFAULT,
+            metrics_tags_max: METRICS_TAGS_DEFAULT,
         }
     }
 }
@@ -142,7 +152,7 @@ impl HttpLimits {
             ));
         }
         let tags = self.metrics_tags_max as u64;
-        let tags_max = crate::metrics::METRICS_TAGS_MAX as u64;
+        let tags_max = METRICS_TAGS_MAX as u64;
         if tags > tags_max {
             return out("metrics_tags_max", tags, 0, tags_max);
         }
@@ -257,12 +267,16 @@ impl Drop for ClientSlot {
 /// Counts a request against its client: `Err` (429) when the client is at
 /// `limits.client_in_flight_max`. The pass uncounts it when dropped. No pass (and no limit)
 /// when the router is served without connect info (embedders, some tests).
-pub(crate) fn admit(app: &AppState, request: &Request) -> Result<Option<Pass>, ApiError> {
+pub(crate) fn admit(
+    clients: &Arc<ClientGate>,
+    limits: &HttpLimits,
+    request: &Request,
+) -> Result<Option<Pass>, ApiError> {
     let Some(ConnectInfo(ClientAddr(addr))) = request.extensions().get::<ConnectInfo<ClientAddr>>()
     else {
         return Ok(None);
     };
-    app.clients.enter(addr.ip(), app.http_limits.client_in_flight_max).map(Some)
+    clients.enter(addr.ip(), limits.client_in_flight_max).map(Some)
 }
 
 /// Bounds `answer` by `limits.request_timeout_ms`: past it, 503 `request_timeout`. A

@@ -22,9 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::{Method, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::Method;
 use idmint::Clock;
 use idmint::TagStatus;
 use idmint_core::Tag;
@@ -32,14 +30,8 @@ use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::histograms::{Histograms, OTHER_LABEL_VALUE, SplitRecorder, label_text, number};
-use crate::{AppState, SharedState};
-
-/// Most tags with series of their own in `/metrics`; the rest are summed into
-/// `tag="(other)"`. About 2 KB of text per tag shown.
-pub const METRICS_TAGS_MAX: usize = 1_000;
-/// Tags with series of their own by default (`limits.metrics_tags_max`).
-pub const METRICS_TAGS_DEFAULT: usize = 100;
-const _: () = assert!(METRICS_TAGS_DEFAULT <= METRICS_TAGS_MAX);
+use crate::limits::CONNECTIONS_REFUSED_METRIC;
+use crate::state::AppState;
 
 /// How long a scrape waits for the store and Redis to answer its health and sequence reads.
 pub const SCRAPE_STORE_WAIT_MS: u64 = 1_000;
@@ -76,32 +68,20 @@ fn installed() -> &'static (PrometheusHandle, Arc<Histograms>) {
     })
 }
 
-/// `GET /metrics`: reads the state series, then renders everything as Prometheus text.
-#[utoipa::path(
-    get,
-    path = "/metrics",
-    tag = "operations",
-    summary = "Prometheus metrics",
-    description = "Prometheus text format 0.0.4: per tag ids issued, refills and their \
-        latency histogram, step, remaining ids and runway; the snowflake worker, lease and \
-        clock rollbacks; sequence room, raises and reseeds; HTTP requests and latency by route, \
-        method and status. docs/operations.md lists every series.",
-    responses(
-        (status = 200, description = "The metrics", content_type = "text/plain", body = String),
-    )
-)]
-pub(crate) async fn scrape(State(app): State<SharedState>) -> Response {
+/// The body of `GET /metrics` (`http/status.rs`): reads the state series, then renders
+/// everything as Prometheus text.
+pub(crate) async fn render(app: &AppState) -> String {
     let handle = handle();
-    collect(&app).await;
+    collect(app).await;
     // Publishes the help texts described since the last scrape (the exporter holds no
     // histogram samples to drain: histograms live in `histograms.rs`).
     handle.run_upkeep();
     let mut body = handle.render();
-    let statuses = app.segments.statuses();
+    let statuses = app.node.segments().statuses();
     let shown = busiest(&statuses, app.http_limits.metrics_tags_max);
     render_segments(&mut body, &statuses, &shown);
     histograms().render(&mut body, &|tag| shown.contains(tag));
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+    body
 }
 
 /// One count and one latency sample for a request answered with `status`, by route
@@ -171,7 +151,8 @@ const NOT_READY_OTHER: &str = "other";
 async fn collect(app: &AppState) {
     gauge!("idmint_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     let wait = Duration::from_millis(SCRAPE_STORE_WAIT_MS);
-    let store_up = matches!(tokio::time::timeout(wait, app.segments.ready()).await, Ok(Ok(())));
+    let store_up =
+        matches!(tokio::time::timeout(wait, app.node.segments().ready()).await, Ok(Ok(())));
     gauge!("idmint_store_up").set(f64::from(u8::from(store_up)));
     collect_snowflake(app);
     if tokio::time::timeout(wait, collect_sequences(app)).await.is_err() {
@@ -306,7 +287,7 @@ fn render_segments(out: &mut String, statuses: &[(Tag, TagStatus)], shown: &Hash
 }
 
 fn collect_snowflake(app: &AppState) {
-    let Ok(generator) = &app.snowflake else {
+    let Ok(generator) = app.node.snowflake() else {
         gauge!("idmint_snowflake_up").set(0.0);
         return;
     };
@@ -343,7 +324,7 @@ fn collect_snowflake(app: &AppState) {
         gauge!("idmint_snowflake_not_ready", "space" => space.clone(), "cause" => known)
             .set(f64::from(u8::from(cause == Some(known))));
     }
-    if let Some(cached) = &app.snowflake_cached {
+    if let Some(cached) = app.node.snowflake_ring() {
         gauge!("idmint_snowflake_ring_ids", "space" => space.clone()).set(cached.len() as f64);
         counter!("idmint_snowflake_ring_rejected_total", "space" => space)
             .absolute(cached.rejected());
@@ -351,7 +332,7 @@ fn collect_snowflake(app: &AppState) {
 }
 
 async fn collect_sequences(app: &AppState) {
-    let Some(sequences) = app.sequences.running() else {
+    let Ok(sequences) = app.node.sequences() else {
         gauge!("idmint_sequences_up").set(0.0);
         return;
     };
@@ -383,7 +364,7 @@ fn describe() {
         "Time to answer an HTTP request, by route and method."
     );
     describe_counter!(
-        crate::limits::CONNECTIONS_REFUSED_METRIC,
+        CONNECTIONS_REFUSED_METRIC,
         "Connections closed at once: their client address held limits.client_connections_max."
     );
     describe_histogram!(

@@ -21,6 +21,7 @@ use idmint_core::limits::{
 };
 use idmint_core::snowflake::Layout;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::snowflake::{SNOWFLAKE_WAIT_MS_MAX, Snowflake, SnowflakeError};
 
@@ -102,6 +103,8 @@ pub struct CachedSnowflake {
     /// The generator's lease losses when the ring was last checked against them.
     losses_seen: AtomicU64,
     cancel: CancellationToken,
+    /// The filler task.
+    tasks: TaskTracker,
 }
 
 impl CachedSnowflake {
@@ -126,10 +129,11 @@ impl CachedSnowflake {
             rejected: AtomicU64::new(0),
             losses_seen: AtomicU64::new(generator_losses),
             cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
         });
         let weak = Arc::downgrade(&cached);
         let cancel = cached.cancel.clone();
-        tokio::spawn(async move {
+        cached.tasks.spawn(async move {
             // The filler retries every 10 ms: a failure is logged when filling stops and when
             // it resumes, not at every round.
             let mut failing = false;
@@ -329,6 +333,15 @@ impl CachedSnowflake {
             }
         }
         Ok(())
+    }
+
+    /// Stops the filler task and waits for it (part of the node's shutdown, after the
+    /// generator's). Ids already in the ring stay valid; a taker that finds it empty fills a
+    /// unit itself, as when the filler lags.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
     }
 
     /// [`Self::fill_unit`] unless another thread is putting a unit (`None`).

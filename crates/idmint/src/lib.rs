@@ -9,9 +9,14 @@
 //! shutdown. It leases whole ranges to remote clients with a proof (`lease.rs`) and takes
 //! back what a client did not use when that is provably safe. [`Uuids`] makes UUID v4/v7 and ULID ids from the clock and a CSPRNG, no store.
 //!
-//! It is the only crate that spawns tasks or reads time. Every task it spawns belongs to a
-//! `TaskTracker` and stops on one `CancellationToken` ([`Segments::shutdown`]). It knows
-//! nothing of HTTP.
+//! [`Node`] assembles one node from a typed [`NodeConfig`] ([`NodeBuilder`]): it owns every
+//! engine and the background loops that are no engine's own, knows the start and shutdown
+//! order, and its operations are the one home of the rules every transport shares (public
+//! ids, leases and take-back, snowflake ids and decoding, tag and sequence admin, status).
+//!
+//! It is the only crate that spawns tasks. Every task it spawns belongs to a `TaskTracker`
+//! and stops on a `CancellationToken` ([`Node::shutdown`] stops them all, in order). It
+//! knows nothing of HTTP.
 
 mod cached;
 mod clock;
@@ -21,6 +26,7 @@ mod generator;
 mod highwater;
 mod idformat;
 mod lease;
+mod node;
 mod segments;
 mod seqformat;
 mod sequence;
@@ -43,6 +49,11 @@ pub use idformat::{
 };
 pub use idmint_core::{Count, IdRange, Tag};
 pub use lease::{Lease, TakeBackError};
+pub use node::{
+    DecodedSnowflake, DecodedText, FormatConfig, LeaseParts, Node, NodeBuilder, NodeConfig,
+    NodeError, NodeStartError, NodeStatus, PublicIds, REDIS_RETRY_MS, RETURN_LEASES_MAX,
+    STATUS_WAIT_MS, SequencesConfig, SequencesStatus, SnowflakeIds, TagFormats, TagView,
+};
 pub use segments::{CreatedTag, Segments};
 pub use seqformat::{DAILY_FORMAT_DEFAULT, DAY_SPAN_CHECKED, SEQ_WIDTH_MAX, SeqFormat, time_zone};
 pub use sequence::{

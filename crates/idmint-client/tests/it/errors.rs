@@ -80,7 +80,7 @@ fn bad_input_is_refused_before_any_call() {
 
 #[test]
 fn a_formatted_tag_refuses_internal_ids_and_serves_public_ones() {
-    let mut formats = idmint_server::TagFormats::new();
+    let mut formats = idmint::TagFormats::new();
     let format = IdFormat::new("C-{id}", time_zone("UTC").expect("zone"), None).expect("format");
     formats.insert(Tag::parse("code").expect("tag"), format);
     let node = Node::memory_with(Extras { formats, ..Extras::default() });

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use idmint::{SegmentConfig, Segments, Tag};
+use idmint::{Segments, Tag};
 use idmint_core::{Description, StartId, Step};
 use idmint_store::{SegmentStore, TagSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,7 +28,7 @@ pub struct Node {
 /// What a node serves besides its segments.
 #[derive(Default)]
 pub struct Extras {
-    pub formats: idmint_server::TagFormats,
+    pub formats: idmint::TagFormats,
     pub snowflake: bool,
     pub auth: Option<idmint_server::Auth>,
 }
@@ -70,21 +70,27 @@ impl Node {
             .enable_all()
             .build()
             .expect("server runtime");
-        let (segments, listener, snowflake) = runtime.block_on(async {
+        let (node, listener) = runtime.block_on(async {
             let store = store().await;
-            let segments = Segments::start(store, SegmentConfig::default()).expect("segments");
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let snowflake = if extras.snowflake { Some(snowflake().await) } else { None };
-            (segments, listener, snowflake)
+            let mut config = idmint::NodeConfig::new(idmint_store::StoreUrl::Memory);
+            config.formats = extras
+                .formats
+                .into_iter()
+                .map(|(tag, format)| idmint::FormatConfig { tag, format, force_key_change: false })
+                .collect();
+            let mut builder = idmint::NodeBuilder::new(config).segment_store(store);
+            if extras.snowflake {
+                builder = builder.snowflake(snowflake().await);
+            }
+            let node = Box::pin(builder.start()).await.expect("node");
+            (Arc::new(node), listener)
         });
+        let segments = Arc::clone(node.segments());
         let url = format!("http://{}", listener.local_addr().expect("address"));
-        let mut state = idmint_server::AppState::new(Arc::clone(&segments));
-        state.formats = Arc::new(extras.formats);
+        let mut state = idmint_server::AppState::new(node);
         if let Some(auth) = extras.auth {
             state.auth = Arc::new(auth);
-        }
-        if let Some(snowflake) = snowflake {
-            state.snowflake = Ok(snowflake);
         }
         let (stop, stop_received) = oneshot::channel::<()>();
         let (stopped_sender, stopped) = oneshot::channel::<()>();

@@ -21,12 +21,12 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use idmint::{SegmentConfig, Segments};
-use idmint_server::{ADMIN_ROUTES, AppState, GRPC_ROUTE, HttpLimits};
+use idmint_server::{ADMIN_ROUTES, GRPC_ROUTE, HttpLimits};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::openapi::{MemoryCounters, memory_state, router_paths};
+use crate::support::TestServer;
 
 const ADMIN: &str = "admin-token-0123456789";
 const SHOP: &str = "shop-client-token-0001";
@@ -80,7 +80,7 @@ async fn no_guarded_route_answers_2xx_without_its_token() {
     let router = guarded_router().await;
     let doc: Value = serde_json::from_slice(&call(&router, get("/openapi.json", None)).await.1)
         .expect("the OpenAPI document");
-    let routes = router_paths(memory_state());
+    let routes = router_paths(memory_state().await);
     assert!(routes.len() > 20 && routes.contains(GRPC_ROUTE), "{routes:?}");
     let started = Instant::now();
     let mut failures = Vec::new();
@@ -166,16 +166,16 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
 /// counters the guarded sequence; the admin token and two clients.
 async fn guarded_router() -> Router {
     let store = Arc::new(idmint_store::MemoryStore::new());
-    let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
     let clock = Arc::new(idmint::SystemClock);
     let counters = Arc::new(MemoryCounters::default());
-    let engine = idmint::Sequences::start(store, counters, clock, Default::default());
-    let sequences = idmint_server::SequenceSlot::default();
-    sequences.set(engine);
-    let mut state = AppState::new(segments);
-    state.sequences = sequences;
-    state.auth = Arc::new(crate::auth::guarded_auth(&[GUARDED_TAG, GUARDED_SEQ]));
-    state.http_limits = HttpLimits::default();
+    let engine = idmint::Sequences::start(store.clone(), counters, clock, Default::default());
+    let state = TestServer::setup()
+        .store(store)
+        .sequences(engine)
+        .auth(crate::auth::guarded_auth(&[GUARDED_TAG, GUARDED_SEQ]))
+        .limits(HttpLimits::default())
+        .state()
+        .await;
     let router = idmint_server::router(state);
     for (path, body) in [
         ("/v1/tags", json!({"tag": GUARDED_TAG})),

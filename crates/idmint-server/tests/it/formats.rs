@@ -17,7 +17,7 @@ fn keyed(template: &str, bits: u32) -> IdFormat {
 }
 
 async fn server() -> TestServer {
-    let mut formats = idmint_server::TagFormats::new();
+    let mut formats = idmint::TagFormats::new();
     formats.insert(Tag::parse("user").unwrap(), keyed("{id}", 32));
     formats.insert(Tag::parse("code").unwrap(), keyed("C{id:crockford32:7}", 35));
     let server = TestServer::with_formats(formats).await;

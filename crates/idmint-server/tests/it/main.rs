@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
 mod api;
+mod architecture;
 mod auth;
 mod auth_fuzz;
 mod dashboard;

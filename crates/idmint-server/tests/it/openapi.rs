@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use idmint::{IdFormat, SegmentConfig, Segments, Tag, time_zone};
+use idmint::{IdFormat, Tag, time_zone};
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_server::AppState;
 use idmint_store::{CounterKey, CounterState, CounterStore, SqliteStore, StoreError, Take};
@@ -65,7 +65,7 @@ async fn the_document_names_exactly_the_routes_the_router_serves() {
     let server = TestServer::memory().await;
     let documented = operations(&document(&server).await);
     assert!(!documented.is_empty());
-    let mut routed = router_paths(memory_state());
+    let mut routed = router_paths(memory_state().await);
     // The gRPC service is one route of the router, described by idmint.proto, not here.
     assert!(routed.remove(idmint_server::GRPC_ROUTE), "gRPC is served on the HTTP port");
     let paths: BTreeSet<String> = documented.keys().cloned().collect();
@@ -299,20 +299,8 @@ fn example_path(path: &str) -> String {
 }
 
 /// A state over a memory store, with nothing else running.
-pub(crate) fn memory_state() -> AppState {
-    let store = Arc::new(idmint_store::MemoryStore::new());
-    AppState {
-        segments: Segments::start(store, SegmentConfig::default()).unwrap(),
-        batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
-        snowflake: Err("not started in this test".to_string()),
-        snowflake_cached: None,
-        sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
-        formats: Default::default(),
-        uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
-        auth: Arc::new(idmint_server::Auth::open()),
-        http_limits: idmint_server::HttpLimits::default(),
-        clients: Arc::default(),
-    }
+pub(crate) async fn memory_state() -> AppState {
+    TestServer::setup().state().await
 }
 
 /// Every error code the sources under `dir` answer: the string literal after
@@ -358,19 +346,13 @@ fn literal(text: &str) -> Option<String> {
 /// UUIDs. Two tags and two sequences exist, so the fuzzer's paths find data.
 async fn fuzz_server(dir: &Path) -> TestServer {
     let store = Arc::new(SqliteStore::open(&dir.join("idmint.db")).await.unwrap());
-    let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
     let key = PermuteKey::parse_hex("0f1e2d3c4b5a69788796a5b4c3d2e1f0").unwrap();
     let utc = time_zone("UTC").unwrap();
-    let mut formats = idmint_server::TagFormats::new();
+    let mut formats = idmint::TagFormats::new();
     let user = IdFormat::new("{id}", utc.clone(), Some(Permutation::new(&key, 32).unwrap()));
     formats.insert(Tag::parse("user").unwrap(), user.unwrap());
     let code = IdFormat::new("C-{date:%Y%m%d}-{id:base36:13}", utc, None);
     formats.insert(Tag::parse("code").unwrap(), code.unwrap());
-    for (tag, format) in &formats {
-        if let Some(permutation) = format.permutation() {
-            idmint::claim_key(&segments, tag, permutation, false).await.unwrap();
-        }
-    }
     let workers: Arc<dyn idmint_store::WorkerStore> = store.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     // A 100 ms window and margin: the lease settles in 200 ms (docs/operations.md, "Start-up
@@ -386,22 +368,14 @@ async fn fuzz_server(dir: &Path) -> TestServer {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let counters = Arc::new(MemoryCounters::default());
-    let engine = idmint::Sequences::start(store, counters, clock.clone(), Default::default());
-    let sequences = idmint_server::SequenceSlot::default();
-    sequences.set(engine);
-    let state = AppState {
-        segments,
-        batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
-        snowflake: Ok(snowflake),
-        snowflake_cached: None,
-        sequences,
-        formats: Arc::new(formats),
-        uuids: Arc::new(idmint::Uuids::new(clock)),
-        auth: Arc::new(idmint_server::Auth::open()),
-        http_limits: idmint_server::HttpLimits::default(),
-        clients: Arc::default(),
-    };
-    let server = TestServer::serve(state).await;
+    let engine = idmint::Sequences::start(store.clone(), counters, clock, Default::default());
+    let server = TestServer::setup()
+        .store(store)
+        .formats(formats)
+        .snowflake(snowflake)
+        .sequences(engine)
+        .start()
+        .await;
     for tag in ["order", "user", "code"] {
         let created = server.create_tag(json!({"tag": tag, "step": 100})).await;
         assert_eq!(created.status().as_u16(), 201, "{tag}");

@@ -219,7 +219,7 @@ async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
     )
     .await
     .unwrap();
-    let server = TestServer::start_full(memory, SegmentConfig::default(), Ok(generator)).await;
+    let server = TestServer::setup().store(memory).snowflake(generator).start().await;
     assert_eq!(server.get("/ready").await.status(), 200);
     let space = [("space", "ready_jumped")];
     assert_eq!(value(&scrape(&server).await, "idmint_snowflake_ready", &space), Some(1.0));
@@ -271,7 +271,7 @@ async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() 
     )
     .await
     .unwrap();
-    let server = TestServer::start_full(memory, SegmentConfig::default(), Ok(generator)).await;
+    let server = TestServer::setup().store(memory).snowflake(generator).start().await;
     let message =
         crate::support::assert_error(server.get("/ready").await, 503, "lease_settling").await;
     assert!(message.contains("worker id 0") && message.contains("13000 ms"), "{message}");
@@ -657,9 +657,10 @@ async fn metrics_of_ten_thousand_tags_stay_small_and_add_up() {
         };
         store.create_tag(&spec).await.unwrap();
     }
-    let segments = idmint::Segments::start(store, SegmentConfig::default()).unwrap();
+    let node = TestServer::setup().store(store).node().await;
+    let segments = Arc::clone(node.segments());
     // Serving installs the process's metrics recorder, which the refills record into.
-    let server = TestServer::serve(idmint_server::AppState::new(Arc::clone(&segments))).await;
+    let server = TestServer::serve(idmint_server::AppState::new(node)).await;
     // Every tag takes an id; then five take 20 000 more, last, so they are the busiest by
     // recent rate by far.
     for i in 0..TAGS {

@@ -1,9 +1,10 @@
-//! Starts a server on a free loopback port over a fresh store, and stops it.
+//! Builds a node for a test ([`TestServer::setup`], the one builder of the server tests'
+//! nodes and states), starts a server on a free loopback port over it, and stops it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use idmint::{SegmentConfig, Segments};
+use idmint::{Node, NodeBuilder, NodeConfig, SegmentConfig};
 use idmint_server::AppState;
 use idmint_store::SegmentStore;
 use tokio::sync::oneshot;
@@ -19,38 +20,151 @@ pub struct TestServer {
     redis_keys: Option<crate::redis_keys::Cleanup>,
 }
 
+/// The one way the server tests build a node and its state: a memory store, no snowflake
+/// generator, no sequences, no formats, no tokens, the default limits, unless a method
+/// below says otherwise. `start` serves it on a free loopback port; `node` and `state`
+/// hand out the parts for tests that drive the router or `serve` themselves.
+pub struct NodeSetup {
+    store: Arc<dyn SegmentStore>,
+    config: NodeConfig,
+    snowflake: Option<Arc<idmint::Snowflake>>,
+    sequences: Option<Arc<idmint::Sequences>>,
+    auth: idmint_server::Auth,
+    limits: idmint_server::HttpLimits,
+    #[cfg(feature = "redis")]
+    redis_keys: Option<crate::redis_keys::Cleanup>,
+}
+
+impl NodeSetup {
+    /// Segments of `store`.
+    pub fn store(mut self, store: Arc<dyn SegmentStore>) -> NodeSetup {
+        self.store = store;
+        self
+    }
+
+    /// Segment tunables.
+    pub fn segment_config(mut self, config: SegmentConfig) -> NodeSetup {
+        self.config.segment = config;
+        self
+    }
+
+    /// Snowflake ids from `generator`.
+    pub fn snowflake(mut self, generator: Arc<idmint::Snowflake>) -> NodeSetup {
+        self.snowflake = Some(generator);
+        self
+    }
+
+    /// Snowflake ids from a ring of `capacity` over the generator (10 s lead).
+    pub fn cached(mut self, capacity: u64) -> NodeSetup {
+        self.config.snowflake_cached = Some(idmint::CachedConfig { capacity, max_lead_ms: 10_000 });
+        self
+    }
+
+    /// Sequences from `engine`.
+    pub fn sequences(mut self, engine: Arc<idmint::Sequences>) -> NodeSetup {
+        self.sequences = Some(engine);
+        self
+    }
+
+    /// Public id formats (keys claimed at start).
+    pub fn formats(mut self, formats: idmint::TagFormats) -> NodeSetup {
+        self.config.formats = formats
+            .into_iter()
+            .map(|(tag, format)| idmint::FormatConfig { tag, format, force_key_change: false })
+            .collect();
+        self
+    }
+
+    /// Tokens.
+    pub fn auth(mut self, auth: idmint_server::Auth) -> NodeSetup {
+        self.auth = auth;
+        self
+    }
+
+    /// HTTP limits.
+    pub fn limits(mut self, limits: idmint_server::HttpLimits) -> NodeSetup {
+        self.limits = limits;
+        self
+    }
+
+    /// The node.
+    pub async fn node(self) -> Arc<Node> {
+        self.parts().await.0
+    }
+
+    /// The state a router serves.
+    pub async fn state(self) -> AppState {
+        self.parts().await.1
+    }
+
+    /// Serves the node on a free loopback port.
+    #[allow(unused_mut, reason = "only the redis feature takes the keys out")]
+    pub async fn start(mut self) -> TestServer {
+        #[cfg(feature = "redis")]
+        let redis_keys = self.redis_keys.take();
+        let (_, state) = self.parts().await;
+        #[allow(unused_mut)]
+        let mut server = TestServer::serve(state).await;
+        #[cfg(feature = "redis")]
+        {
+            server.redis_keys = redis_keys;
+        }
+        server
+    }
+
+    async fn parts(self) -> (Arc<Node>, AppState) {
+        let mut builder = NodeBuilder::new(self.config).segment_store(self.store);
+        if let Some(generator) = self.snowflake {
+            builder = builder.snowflake(generator);
+        }
+        if let Some(engine) = self.sequences {
+            builder = builder.sequences(engine);
+        }
+        // Boxed: the start future is deep, and the tests nest it deeper still.
+        let node = Arc::new(Box::pin(builder.start()).await.expect("the node starts"));
+        let mut state = AppState::new(Arc::clone(&node));
+        state.auth = Arc::new(self.auth);
+        state.http_limits = self.limits;
+        (node, state)
+    }
+}
+
 impl TestServer {
+    /// A node over a memory store, to be set up (see [`NodeSetup`]).
+    pub fn setup() -> NodeSetup {
+        let mut config = NodeConfig::new(idmint_store::StoreUrl::Memory);
+        config.snowflake = Err("not started in this test".to_string());
+        config.sequences = Err("not started in this test".to_string());
+        NodeSetup {
+            store: Arc::new(idmint_store::MemoryStore::new()),
+            config,
+            snowflake: None,
+            sequences: None,
+            auth: idmint_server::Auth::open(),
+            limits: idmint_server::HttpLimits::default(),
+            #[cfg(feature = "redis")]
+            redis_keys: None,
+        }
+    }
+
     pub async fn start(store: Arc<dyn SegmentStore>) -> TestServer {
-        TestServer::start_with(store, SegmentConfig::default()).await
+        TestServer::setup().store(store).start().await
     }
 
     pub async fn start_with(store: Arc<dyn SegmentStore>, config: SegmentConfig) -> TestServer {
-        TestServer::start_full(store, config, Err("not started in this test".to_string())).await
+        TestServer::setup().store(store).segment_config(config).start().await
     }
 
     /// A memory store for segments and a snowflake generator leasing its worker id there.
     pub async fn with_snowflake() -> TestServer {
         let (memory, generator) = memory_snowflake().await;
-        TestServer::start_full(memory, SegmentConfig::default(), Ok(generator)).await
+        TestServer::setup().store(memory).snowflake(generator).start().await
     }
 
     /// [`TestServer::with_snowflake`] serving its snowflake ids from a ring of `capacity`.
     pub async fn with_cached_snowflake(capacity: u64) -> TestServer {
         let (memory, generator) = memory_snowflake().await;
-        let cached =
-            idmint::CachedSnowflake::start(Arc::clone(&generator), capacity, 10_000).unwrap();
-        let sequences = idmint_server::SequenceSlot::not_running("not started in this test");
-        let config = SegmentConfig::default();
-        TestServer::start_parts(memory, config, Ok(generator), Some(cached), sequences).await
-    }
-
-    pub async fn start_full(
-        store: Arc<dyn SegmentStore>,
-        config: SegmentConfig,
-        snowflake: Result<Arc<idmint::Snowflake>, String>,
-    ) -> TestServer {
-        let sequences = idmint_server::SequenceSlot::not_running("not started in this test");
-        TestServer::start_parts(store, config, snowflake, None, sequences).await
+        TestServer::setup().store(memory).snowflake(generator).cached(capacity).start().await
     }
 
     /// A memory store, and sequences served from the shared test Redis under a fresh key
@@ -66,60 +180,14 @@ impl TestServer {
             Arc::new(idmint::SystemClock),
             idmint::SequenceConfig::default(),
         );
-        let slot = idmint_server::SequenceSlot::default();
-        slot.set(engine);
-        let unused = Err("not started in this test".to_string());
-        let mut server =
-            TestServer::start_parts(memory, SegmentConfig::default(), unused, None, slot).await;
-        server.redis_keys = Some(cleanup);
-        Some(server)
-    }
-
-    pub async fn start_parts(
-        store: Arc<dyn SegmentStore>,
-        config: SegmentConfig,
-        snowflake: Result<Arc<idmint::Snowflake>, String>,
-        snowflake_cached: Option<Arc<idmint::CachedSnowflake>>,
-        sequences: idmint_server::SequenceSlot,
-    ) -> TestServer {
-        let segments = Segments::start(store, config).unwrap();
-        let state = AppState {
-            segments,
-            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
-            snowflake,
-            snowflake_cached,
-            sequences,
-            formats: Default::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
-            auth: Arc::new(idmint_server::Auth::open()),
-            http_limits: idmint_server::HttpLimits::default(),
-            clients: Arc::default(),
-        };
-        TestServer::serve(state).await
+        let mut setup = TestServer::setup().store(memory).sequences(engine);
+        setup.redis_keys = Some(cleanup);
+        Some(setup.start().await)
     }
 
     /// A memory store whose tags have the public id `formats` given (keys claimed first).
-    pub async fn with_formats(formats: idmint_server::TagFormats) -> TestServer {
-        let store = Arc::new(idmint_store::MemoryStore::new());
-        let segments = Segments::start(store, SegmentConfig::default()).unwrap();
-        for (tag, format) in &formats {
-            if let Some(permutation) = format.permutation() {
-                idmint::claim_key(&segments, tag, permutation, false).await.unwrap();
-            }
-        }
-        let state = AppState {
-            segments,
-            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
-            snowflake: Err("not started in this test".to_string()),
-            snowflake_cached: None,
-            sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
-            formats: Arc::new(formats),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
-            auth: Arc::new(idmint_server::Auth::open()),
-            http_limits: idmint_server::HttpLimits::default(),
-            clients: Arc::default(),
-        };
-        TestServer::serve(state).await
+    pub async fn with_formats(formats: idmint::TagFormats) -> TestServer {
+        TestServer::setup().formats(formats).start().await
     }
 
     /// `store` served with `auth` and `limits`, no snowflake, no sequences.
@@ -129,20 +197,13 @@ impl TestServer {
         limits: idmint_server::HttpLimits,
         config: SegmentConfig,
     ) -> TestServer {
-        let segments = Segments::start(store, config).unwrap();
-        let state = AppState {
-            segments,
-            batch_count_max: idmint_core::limits::BATCH_COUNT_MAX,
-            snowflake: Err("not started in this test".to_string()),
-            snowflake_cached: None,
-            sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
-            formats: Default::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
-            auth: Arc::new(auth),
-            http_limits: limits,
-            clients: Arc::default(),
-        };
-        TestServer::serve(state).await
+        TestServer::setup()
+            .store(store)
+            .auth(auth)
+            .limits(limits)
+            .segment_config(config)
+            .start()
+            .await
     }
 
     /// Serves `state` on a free loopback port.

@@ -13,6 +13,7 @@ mod full_disk;
 mod gate;
 mod guard;
 mod key_guard;
+mod node;
 mod pacing;
 #[cfg(feature = "redis")]
 mod private_redis;

@@ -684,3 +684,24 @@ async fn a_new_holders_floor_counts_from_when_the_store_answered() {
     let first = time_ms(&generator, generator.next_id().await.unwrap());
     assert!(first > answered_ms + idmint::settle_ms(&config()), "an id at {first} ms");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ring_shut_down_keeps_its_ids_and_fills_no_more() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let generator = Snowflake::start(Some(store), fast(), Arc::new(SystemClock)).await.unwrap();
+    until_ready(&generator).await;
+    let cached = idmint::CachedSnowflake::start(Arc::clone(&generator), 4_096, 10_000).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cached.len() < 2_048 {
+        assert!(std::time::Instant::now() < deadline, "the ring never filled");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    cached.shutdown().await;
+    let before = cached.len();
+    let taken: Vec<u64> = (0..100).map(|_| cached.take().unwrap().expect("an id")).collect();
+    assert!(taken.windows(2).all(|w| w[0] < w[1]), "the ring's ids increase");
+    assert_eq!(cached.len(), before - 100);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(cached.len(), before - 100, "the filler put ids after the shutdown");
+    generator.shutdown().await;
+}

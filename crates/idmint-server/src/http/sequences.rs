@@ -1,66 +1,26 @@
 //! The sequence routes: `GET /v1/seq/{name}?count=N` (ids) and the definitions under
-//! `/v1/seqs` (list, create, status, delete), over the node's [`SequenceSlot`].
+//! `/v1/seqs` (list, create, status, delete), over the node's sequences ([`idmint::Node`]).
 //!
 //! A formatted sequence answers its ids as JSON strings (`"20261122000001"`), a plain one as
 //! numbers.
-
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use idmint::{SEQ_COUNT_MAX, SequenceStatus, Sequences};
+use idmint::SequenceStatus;
 use idmint_core::Tag;
 use idmint_store::{SequenceRecord, SequenceSpec};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::RouteTag;
-use crate::error::ErrorBody;
-use crate::openapi::{FORBIDDEN, SEQ_500, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED};
-use crate::{ApiError, SharedState};
-
-/// The node's sequence engine once it runs, or why it does not (yet): it starts after the
-/// server when Redis is not reachable at first.
-#[derive(Clone, Default)]
-pub struct SequenceSlot {
-    engine: Arc<OnceLock<Arc<Sequences>>>,
-    reason: Arc<Mutex<String>>,
-}
-
-impl SequenceSlot {
-    /// A slot without an engine, saying why.
-    pub fn not_running(reason: impl Into<String>) -> SequenceSlot {
-        let slot = SequenceSlot::default();
-        slot.set_reason(reason);
-        slot
-    }
-
-    /// Installs the engine (once).
-    pub fn set(&self, engine: Arc<Sequences>) {
-        let _ = self.engine.set(engine);
-    }
-
-    /// Why there is no engine yet.
-    pub fn set_reason(&self, reason: impl Into<String>) {
-        *self.reason.lock().unwrap_or_else(PoisonError::into_inner) = reason.into();
-    }
-
-    /// The engine, or a 503 with the reason.
-    pub fn get(&self) -> Result<&Arc<Sequences>, ApiError> {
-        self.engine.get().ok_or_else(|| {
-            let reason = self.reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            ApiError::SequencesNotRunning(reason)
-        })
-    }
-
-    /// The engine if it runs.
-    pub fn running(&self) -> Option<Arc<Sequences>> {
-        self.engine.get().cloned()
-    }
-}
+use crate::error::{ApiError, ErrorBody};
+use crate::http::shared::{
+    FORBIDDEN, IdsAs, SEQ_500, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED, parse_count,
+};
+use crate::state::SharedState;
 
 /// The query of `GET /v1/seq/{name}`.
 #[derive(Deserialize, IntoParams)]
@@ -68,10 +28,10 @@ impl SequenceSlot {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SeqQuery {
     /// 1 to `limits.batch_count_max` (default 1).
-    #[param(schema_with = crate::openapi::count_schema)]
+    #[param(schema_with = crate::http::shared::count_schema)]
     count: Option<String>,
     /// `number` (default) or `string`; formatted sequences are always strings.
-    #[param(schema_with = crate::openapi::ids_as_schema)]
+    #[param(schema_with = crate::http::shared::ids_as_schema)]
     ids_as: Option<String>,
 }
 
@@ -85,7 +45,7 @@ pub(crate) struct SeqIdsBody {
     #[schema(required = false)]
     period: String,
     /// Increasing numbers, or strings (a formatted sequence, or `ids_as=string`).
-    #[schema(schema_with = crate::openapi::ids_schema)]
+    #[schema(schema_with = crate::http::shared::ids_schema)]
     ids: Vec<serde_json::Value>,
 }
 
@@ -113,10 +73,9 @@ pub(crate) async fn seq_ids(
     query: Result<Query<SeqQuery>, QueryRejection>,
 ) -> Result<Json<SeqIdsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
-    let count =
-        crate::routes::parse_count(query.count.as_deref(), app.batch_count_max.min(SEQ_COUNT_MAX))?;
-    let ids_as = crate::formats::IdsAs::parse(query.ids_as.as_deref())?;
-    let ids = app.sequences.get()?.next(&name, count.get()).await?;
+    let count = parse_count(query.count.as_deref(), app.node.sequence_count_max())?;
+    let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
+    let ids = app.node.sequence_ids(&name, count).await?;
     let values = match ids.formatted {
         Some(formatted) => formatted.into_iter().map(serde_json::Value::from).collect(),
         None => ids_as.values(ids.numbers),
@@ -210,7 +169,7 @@ pub(crate) struct SeqsBody {
     )
 )]
 pub(crate) async fn list_seqs(State(app): State<SharedState>) -> Result<Json<SeqsBody>, ApiError> {
-    let records = app.sequences.get()?.list().await?;
+    let records = app.node.list_sequences().await?;
     Ok(Json(SeqsBody { sequences: records.into_iter().map(|r| SeqBody::new(r, None)).collect() }))
 }
 
@@ -260,10 +219,10 @@ pub(crate) async fn create_seq(
         daily: body.daily.unwrap_or(false),
         format: body.format,
         time_zone: body.time_zone.unwrap_or_else(|| "UTC".to_string()),
-        created_ms: idmint::Clock::now_ms(&idmint::SystemClock),
+        // The node stamps the creation time with its clock.
+        created_ms: 0,
     };
-    let record = app.sequences.get()?.create(spec).await?;
-    tracing::info!(sequence = %record.name, daily = record.daily, "sequence created");
+    let record = app.node.create_sequence(spec).await?;
     Ok((StatusCode::CREATED, Json(SeqBody::new(record, None))))
 }
 
@@ -287,7 +246,7 @@ pub(crate) async fn get_seq(
     State(app): State<SharedState>,
     RouteTag(name): RouteTag,
 ) -> Result<Json<SeqBody>, ApiError> {
-    let status = app.sequences.get()?.status(&name).await?;
+    let status = app.node.sequence_status(&name).await?;
     Ok(Json(SeqBody::new(status.spec.clone(), Some(status))))
 }
 
@@ -317,7 +276,6 @@ pub(crate) async fn delete_seq(
     State(app): State<SharedState>,
     RouteTag(name): RouteTag,
 ) -> Result<StatusCode, ApiError> {
-    app.sequences.get()?.delete(&name).await?;
-    tracing::info!(sequence = %name, "sequence deleted");
+    app.node.delete_sequence(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

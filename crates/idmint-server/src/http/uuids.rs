@@ -18,10 +18,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::error::ErrorBody;
-use crate::openapi::CLOCK_503;
-use crate::routes::parse_count;
-use crate::{ApiError, SharedState};
+use crate::error::{ApiError, ErrorBody};
+use crate::http::shared::{CLOCK_503, parse_count};
+use crate::state::SharedState;
 
 /// The query of `GET /v1/uuid`.
 #[derive(Deserialize, IntoParams)]
@@ -29,7 +28,7 @@ use crate::{ApiError, SharedState};
 #[serde(deny_unknown_fields)]
 pub(crate) struct UuidQuery {
     /// 1 to `limits.batch_count_max` (default 1).
-    #[param(schema_with = crate::openapi::count_schema)]
+    #[param(schema_with = crate::http::shared::count_schema)]
     count: Option<String>,
     /// `4` (random, the default: what "a UUID" means to most clients) or `7` (48-bit Unix ms,
     /// then random bits; increasing within the node).
@@ -66,7 +65,7 @@ enum UuidTextFormat {
 #[serde(deny_unknown_fields)]
 pub(crate) struct UlidQuery {
     /// 1 to `limits.batch_count_max` (default 1).
-    #[param(schema_with = crate::openapi::count_schema)]
+    #[param(schema_with = crate::http::shared::count_schema)]
     count: Option<String>,
 }
 
@@ -110,15 +109,15 @@ pub(crate) async fn uuid_ids(
     query: Result<Query<UuidQuery>, QueryRejection>,
 ) -> Result<Json<UuidsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
-    let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
+    let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
     let format = match query.format.as_deref() {
         None => UuidFormat::Standard,
         Some(name) => UuidFormat::parse(name)
             .map_err(|e| ApiError::bad_request("bad_format", e.to_string()))?,
     };
     let ids = match query.version.as_deref() {
-        None | Some("4") => app.uuids.v4(count),
-        Some("7") => app.uuids.v7(count)?,
+        None | Some("4") => app.node.uuids().v4(count),
+        Some("7") => app.node.uuids().v7(count)?,
         Some(other) => {
             return Err(ApiError::bad_request(
                 "bad_version",
@@ -153,8 +152,8 @@ pub(crate) async fn ulid_ids(
     query: Result<Query<UlidQuery>, QueryRejection>,
 ) -> Result<Json<UlidsBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
-    let count = parse_count(query.count.as_deref(), app.batch_count_max)?;
-    let ids = app.uuids.ulid(count)?;
+    let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
+    let ids = app.node.uuids().ulid(count)?;
     Ok(Json(UlidsBody { ids: ids.into_iter().map(ulid_encode).collect() }))
 }
 

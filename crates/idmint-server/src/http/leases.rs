@@ -3,19 +3,20 @@
 //! (what `idmint-client` falls back to where gRPC does not pass).
 //!
 //! Proofs travel as 16 lowercase hex digits: a JSON number would lose bits in JavaScript.
-//! This file holds no id logic: leasing and taking back are [`idmint::Segments`]'.
+//! This file holds no id logic: leasing (and refusing a formatted tag) and taking back
+//! (checking the leases) are [`idmint::Node`]'s.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
-use idmint::Lease;
+use idmint::LeaseParts;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::RouteTag;
-use crate::error::ErrorBody;
-use crate::openapi::{STORE_500, STORE_503, TAG_PARAM, TagName};
-use crate::{ApiError, SharedState};
+use crate::error::{ApiError, ErrorBody};
+use crate::http::shared::{STORE_500, STORE_503, TAG_PARAM, TagName, parse_count};
+use crate::state::SharedState;
 
 /// `count`, the query of the ranges route.
 #[derive(Deserialize, IntoParams)]
@@ -23,7 +24,7 @@ use crate::{ApiError, SharedState};
 #[serde(deny_unknown_fields)]
 pub(crate) struct RangesQuery {
     /// How many ids: 1 to `limits.batch_count_max` (at most 100000); default 1.
-    #[param(schema_with = crate::openapi::count_schema)]
+    #[param(schema_with = crate::http::shared::count_schema)]
     count: Option<String>,
 }
 
@@ -106,11 +107,8 @@ pub(crate) async fn lease_ranges(
     query: Result<Query<RangesQuery>, QueryRejection>,
 ) -> Result<Json<RangesBody>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
-    let count = crate::routes::parse_count(query.count.as_deref(), app.batch_count_max)?;
-    if app.formats.contains_key(&tag) {
-        return Err(ApiError::FormattedTag(tag));
-    }
-    let leases = app.segments.lease(&tag, count).await?;
+    let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
+    let leases = app.node.lease(&tag, count).await?;
     let ranges = leases
         .iter()
         .map(|lease| RangeBody {
@@ -148,7 +146,7 @@ pub(crate) async fn return_ranges(
     body: Result<Json<ReturnBody>, JsonRejection>,
 ) -> Result<Json<ReturnedBody>, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
-    let ranges = body
+    let ranges: Vec<LeaseParts> = body
         .leases
         .iter()
         .map(|lease| {
@@ -161,10 +159,9 @@ pub(crate) async fn return_ranges(
                         "a lease's proof is 16 hex digits, as the ranges route answered it",
                     )
                 })?;
-            Ok(idmint_proto::v1::Range { start: lease.start, end: lease.end, proof })
+            Ok(LeaseParts { start: lease.start, end: lease.end, proof })
         })
-        .collect::<Result<Vec<_>, ApiError>>()?;
-    let leases: Vec<Lease> = crate::grpc::leases(&ranges)?;
-    let returned = crate::grpc::take_back(&app, &tag, body.start, body.end, &leases)?;
+        .collect::<Result<_, ApiError>>()?;
+    let returned = app.node.take_back(&tag, body.start, body.end, &ranges)?;
     Ok(Json(ReturnedBody { returned }))
 }

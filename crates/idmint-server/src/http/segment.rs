@@ -1,0 +1,90 @@
+//! A tag's ids: Leaf's `GET /api/segment/get/{tag}` (one id as text) and
+//! `GET /v1/segment/{tag}?count=N` (a batch as JSON), plain or as the tag's public ids.
+//!
+//! Handlers parse, call one [`idmint::Node`] operation and render; they decide nothing.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::auth::RouteTag;
+use crate::error::{ApiError, ErrorBody};
+use crate::http::shared::{
+    CountQuery, IdText, IdsAs, STORE_500, STORE_503, TAG_PARAM, TagName, parse_count, public_values,
+};
+use crate::state::SharedState;
+
+/// Next id of a tag (Meituan Leaf compatible)
+///
+/// Leaf's segment route, byte-compatible: `200 text/plain` with the decimal id. Errors are
+/// non-200 with a JSON body, never `0` or a negative number.
+#[utoipa::path(
+    get,
+    path = "/api/segment/get/{tag}",
+    tag = "leaf",
+    operation_id = "leafSegmentGet",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    responses(
+        (status = 200, description = "The id in decimal; for a tag with a [format.TAG] section, \
+            its public id as the template renders it (a permuted number with a key)",
+            body = IdText, content_type = "text/plain"),
+        (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
+            ids (`public_ids_exhausted`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn leaf_segment(
+    State(app): State<SharedState>,
+    RouteTag(tag): RouteTag,
+) -> Result<String, ApiError> {
+    Ok(app.node.next_public_text(&tag).await?)
+}
+
+/// A batch of a tag's ids.
+#[derive(Serialize, ToSchema)]
+#[schema(as = SegmentIds)]
+pub(crate) struct IdsBody {
+    tag: String,
+    /// Numbers, or strings (a tag with a text template, or `ids_as=string`).
+    #[schema(schema_with = crate::http::shared::ids_schema)]
+    ids: Vec<serde_json::Value>,
+}
+
+/// A batch of ids of a tag
+///
+/// `count` ids (default 1) of a tag, increasing, as JSON.
+#[utoipa::path(
+    get,
+    path = "/v1/segment/{tag}",
+    tag = "segment",
+    operation_id = "segmentIds",
+    params(("tag" = TagName, Path, description = TAG_PARAM), CountQuery),
+    responses(
+        (status = 200, description = "Ids increasing, or for a tag with a [format.TAG] section \
+            its public ids: permuted numbers with a key, strings with a text template",
+            body = IdsBody),
+        (status = 400, description = "A bad tag (`bad_tag`), `count` (`bad_count`), `ids_as` \
+            (`bad_ids_as`) or query (`bad_query`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
+            ids (`public_ids_exhausted`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn segment_ids(
+    State(app): State<SharedState>,
+    RouteTag(tag): RouteTag,
+    query: Result<Query<CountQuery>, QueryRejection>,
+) -> Result<Json<IdsBody>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
+    let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
+    let ids = public_values(app.node.next_public_ids(&tag, count).await?, ids_as);
+    Ok(Json(IdsBody { tag: tag.to_string(), ids }))
+}

@@ -1,0 +1,367 @@
+//! What the HTTP route modules share, and nothing else: the descriptions and schema
+//! snippets of their parameters and answers in the OpenAPI document, the query parts every
+//! batch route takes (`count`, `ids_as`), and the bodies more than one route answers (a
+//! tag, its format). A leaf: it imports no other module of this crate but `error.rs`.
+
+use idmint::{IdFormat, PublicIds, TagStatus};
+use idmint_core::limits::{
+    BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, STEP_DEFAULT, STEP_MAX, STEP_MIN,
+    TAG_LEN_MAX,
+};
+use idmint_core::{Count, SegmentSnapshot, StartId};
+use idmint_store::TagRecord;
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Type};
+use utoipa::openapi::{RefOr, Schema, SchemaFormat};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
+
+use crate::error::ApiError;
+
+/// Description of the `tag` path parameter.
+pub(crate) const TAG_PARAM: &str = "The tag: 1-128 characters of A-Z a-z 0-9 _ . : -";
+
+/// Description of the `name` path parameter of sequences.
+pub(crate) const SEQ_PARAM: &str = "Sequence name: 1-128 characters of A-Z a-z 0-9 _ . : -";
+
+/// The 500 answer of routes that reach the segment store.
+pub(crate) const STORE_500: &str = "The tag's store row holds impossible values \
+    (`store_row_invalid`), the node's data directory failed (`local_state`), or another failure \
+    (`internal`)";
+
+/// The 503 answer of routes that reach the segment store.
+pub(crate) const STORE_503: &str = "The store did not answer in time, both segments are spent \
+    and the refill failed (`unavailable`), or the node is shutting down (`shutting_down`)";
+
+/// The 503 answer of routes that take snowflake ids.
+pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
+    the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
+    out any earlier holder's ids (`lease_settling`), the layout ran out \
+    (`layout_exhausted`), the generator is not running (`snowflake_not_running`) or did not \
+    answer in time (`snowflake_unavailable`)";
+
+/// The 500 answer of routes that take snowflake ids.
+pub(crate) const SNOWFLAKE_500: &str =
+    "The node's time mark could not be written (`local_state`), or another failure (`internal`)";
+
+/// The 503 answer of sequence routes.
+pub(crate) const SEQ_503: &str = "No room below the ceiling within 1 s, Redis or the store \
+    unavailable (`sequence_unavailable`), or sequences not configured (`sequences_not_running`)";
+
+/// The 500 answer of sequence routes.
+pub(crate) const SEQ_500: &str = "An unexpected store failure (`internal`)";
+
+/// The 503 answer of UUID v7 and ULID.
+pub(crate) const CLOCK_503: &str = "The clock reads past the 48-bit millisecond field of UUID \
+    v7 and ULID (`clock_out_of_range`)";
+
+/// The 401 answer of admin routes.
+pub(crate) const UNAUTHORIZED: &str = "No bearer token, or no `Authorization: Bearer TOKEN` \
+    header (`unauthorized`; only when the node has an admin token: a node without one serves \
+    admin routes to loopback clients only)";
+
+/// The 403 answer of admin routes.
+pub(crate) const FORBIDDEN: &str =
+    "The bearer token is not the admin token (a client token included) (`forbidden`)";
+
+/// A tag or sequence name as [`idmint_core::Tag::parse`] accepts it.
+pub(crate) struct TagName;
+
+impl PartialSchema for TagName {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(format!("^[A-Za-z0-9_.:-]{{1,{TAG_LEN_MAX}}}$")))
+            .description(Some("1-128 characters of A-Z a-z 0-9 _ . : -"))
+            .into()
+    }
+}
+
+impl ToSchema for TagName {}
+
+/// Leaf's text answer of a segment id: the decimal id, or a tag's public id.
+pub(crate) struct IdText;
+
+impl PartialSchema for IdText {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).into()
+    }
+}
+
+impl ToSchema for IdText {}
+
+/// Leaf's text answer of a snowflake id: a positive decimal number below 2^63.
+pub(crate) struct DecimalId;
+
+impl PartialSchema for DecimalId {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[1-9][0-9]{0,18}$")).into()
+    }
+}
+
+impl ToSchema for DecimalId {}
+
+/// `count` of a batch: 1 to the node's batch limit (`limits.batch_count_max`).
+pub(crate) fn count_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(1))
+        .maximum(Some(BATCH_COUNT_MAX))
+        .default(Some(1.into()))
+}
+
+/// `ids_as`: how JSON carries numeric ids.
+pub(crate) fn ids_as_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["number", "string"]))
+        .default(Some("number".into()))
+}
+
+/// An array of ids: positive 64-bit numbers, or strings (`ids_as=string`, or a public id
+/// template that renders text).
+pub(crate) fn ids_schema() -> ArrayBuilder {
+    let number = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(1))
+        .maximum(Some(ID_MAX));
+    let text = ObjectBuilder::new().schema_type(Type::String).min_length(Some(1));
+    ArrayBuilder::new().items(OneOfBuilder::new().item(number).item(text))
+}
+
+/// Any 64-bit id a route decodes: 0 to 2^63-1.
+pub(crate) fn any_id_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(0))
+        .maximum(Some(ID_MAX))
+}
+
+/// A step: [`idmint_core::Step`]'s range.
+pub(crate) fn step_schema() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(STEP_MIN)).maximum(Some(STEP_MAX))
+}
+
+/// The step of a new tag: [`step_schema`], 1000 when absent.
+pub(crate) fn new_step_schema() -> ObjectBuilder {
+    step_schema().default(Some(STEP_DEFAULT.into()))
+}
+
+/// A tag's first id: [`idmint_core::StartId`]'s range.
+pub(crate) fn start_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(ID_MIN))
+        .maximum(Some(StartId::MAX))
+        .description(Some(
+            "First id; at most 2^63-1 - 1000000 (one full step below the largest id). Without \
+             it: 1, or, for a name deleted before, where the deleted tag stopped (its \
+             tombstone). Below that tombstone it is refused (409 `start_below_issued`) unless \
+             `force` is set",
+        ))
+}
+
+/// A tag's description: [`idmint_core::Description`]'s rules.
+pub(crate) fn description_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(DESCRIPTION_LEN_MAX))
+        .pattern(Some("^[^\\u0000-\\u001f\\u007f-\\u009f]*$"))
+        .description(Some("Free text: at most 256 characters, no control characters"))
+}
+
+/// `count` and `ids_as`, the query of batch routes.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct CountQuery {
+    /// How many ids: 1 to `limits.batch_count_max` (at most 100000); default 1.
+    #[param(schema_with = crate::http::shared::count_schema)]
+    pub(crate) count: Option<String>,
+    /// How JSON carries numeric ids: `number` (default) or `string` (JavaScript numbers lose
+    /// precision above 2^53). Ids of a tag with a text template are always strings.
+    #[param(schema_with = crate::http::shared::ids_as_schema)]
+    pub(crate) ids_as: Option<String>,
+}
+
+pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiError> {
+    let Some(text) = count else { return Ok(Count::ONE) };
+    let count: u64 = text.parse().map_err(|_| {
+        ApiError::bad_request(
+            "bad_count",
+            format!("count {text:?} is not a whole number; ask for 1 to {max} ids per request"),
+        )
+    })?;
+    Ok(Count::new_bounded(count, max)?)
+}
+
+/// A tag's store row, and on `GET /v1/tags/{tag}` the segments this node holds for it.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Tag)]
+pub(crate) struct TagBody {
+    tag: String,
+    /// First id not yet reserved by any node.
+    max_id: u64,
+    step: u64,
+    description: String,
+    /// Last change, seconds since the Unix epoch.
+    update_time_s: u64,
+    /// Only on `GET /v1/tags/{tag}`, when this node serves the tag: both segments, the
+    /// adaptive step, the measured rate and runway, and the counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    segments: Option<SegmentsBody>,
+    /// Only on `GET /v1/tags/{tag}`, when the tag has a `[format.TAG]` section: its template,
+    /// and with a key the width and the key's fingerprint (never the key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub(crate) format: Option<FormatBody>,
+    /// Only on `POST /v1/tags` with `force`, when the tag was created below where a deleted
+    /// tag of the same name stopped: what that risks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub(crate) warning: Option<String>,
+}
+
+/// How this node serves the tag: both segments, the pacing and the counters.
+#[derive(Serialize, ToSchema)]
+#[schema(as = TagSegments)]
+pub(crate) struct SegmentsBody {
+    /// The segment ids are taken from; `null` before the first refill.
+    current: Option<SegmentBody>,
+    /// The preloaded next segment; `null` until it is loaded.
+    next: Option<SegmentBody>,
+    /// Length of the last range the store gave: the adaptive step (at least the tag's step,
+    /// at most 1000000).
+    step: u64,
+    /// Ids left in both segments.
+    remaining: u64,
+    /// Recent consumption, ids per second (10 s moving average).
+    rate_per_s: f64,
+    /// Seconds the remaining ids last at the recent rate; `null` while idle.
+    runway_s: Option<f64>,
+    /// Moving average of the store's allocation latency.
+    refill_latency_ms: f64,
+    /// Ranges installed by this node.
+    refills: u64,
+    /// Failed refill attempts.
+    refill_failures: u64,
+    /// Requests that found both segments spent and waited for the store.
+    waits: u64,
+    /// End of the highest range this node was given (or restored from its data directory);
+    /// ranges below it are refused.
+    high_water: u64,
+    /// The rate over the last five minutes, ids per second, oldest first, one value per 5 s.
+    rate_history_per_s: Vec<f64>,
+}
+
+/// One range of ids a node holds.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Segment)]
+pub(crate) struct SegmentBody {
+    start: u64,
+    /// Exclusive.
+    end: u64,
+    next_id: u64,
+    remaining: u64,
+}
+
+impl TagBody {
+    pub(crate) fn new(record: TagRecord, status: Option<TagStatus>) -> TagBody {
+        let segment = |s: SegmentSnapshot| SegmentBody {
+            start: s.range.start(),
+            end: s.range.end(),
+            next_id: s.next_id,
+            remaining: s.range.end() - s.next_id,
+        };
+        TagBody {
+            tag: record.tag.to_string(),
+            max_id: record.max_id,
+            step: record.step,
+            description: record.description,
+            update_time_s: record.update_time_s,
+            format: None,
+            warning: None,
+            segments: status.map(|s| SegmentsBody {
+                current: s.buffer.current.map(segment),
+                next: s.buffer.next.map(segment),
+                step: s.step,
+                remaining: s.remaining,
+                rate_per_s: s.rate_per_s,
+                runway_s: s.runway_s,
+                refill_latency_ms: s.refill_latency_ms,
+                refills: s.refills,
+                refill_failures: s.refill_failures,
+                waits: s.waits,
+                high_water: s.buffer.high_water,
+                rate_history_per_s: s.rate_history_per_s,
+            }),
+        }
+    }
+}
+
+/// How JSON answers carry ids: numbers (default) or strings (`ids_as=string`; JavaScript
+/// numbers lose precision above 2^53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum IdsAs {
+    #[default]
+    Number,
+    String,
+}
+
+impl IdsAs {
+    pub(crate) fn parse(text: Option<&str>) -> Result<IdsAs, ApiError> {
+        match text {
+            None | Some("number") => Ok(IdsAs::Number),
+            Some("string") => Ok(IdsAs::String),
+            Some(other) => Err(ApiError::bad_request(
+                "bad_ids_as",
+                format!("ids_as={other:?}; use ids_as=number (the default) or ids_as=string"),
+            )),
+        }
+    }
+
+    /// `ids` as JSON values of this kind.
+    pub(crate) fn values(self, ids: impl IntoIterator<Item = u64>) -> Vec<serde_json::Value> {
+        match self {
+            IdsAs::Number => ids.into_iter().map(serde_json::Value::from).collect(),
+            IdsAs::String => ids.into_iter().map(|id| id.to_string().into()).collect(),
+        }
+    }
+}
+
+/// A tag's format as `GET /v1/tags/{tag}` shows it: never the key, only its fingerprint.
+#[derive(Serialize, ToSchema)]
+#[schema(as = TagFormat)]
+pub(crate) struct FormatBody {
+    /// The template, e.g. `ORD-{date:%Y%m%d}-{id:base36:8}`.
+    template: String,
+    /// The permutation's width in bits, with a key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 16, maximum = 63, nullable = false)]
+    bits: Option<u32>,
+    /// The key's fingerprint (SipHash-2-4), with a key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^[0-9a-f]{16}$", nullable = false)]
+    key_fingerprint: Option<String>,
+}
+
+impl FormatBody {
+    pub(crate) fn new(format: &IdFormat) -> FormatBody {
+        let permutation = format.permutation();
+        FormatBody {
+            template: format.template().to_string(),
+            bits: permutation.map(|p| p.bits()),
+            key_fingerprint: permutation.map(|p| format!("{:016x}", p.fingerprint())),
+        }
+    }
+}
+
+/// A batch of public ids as JSON values: numbers (as `ids_as` says) or texts.
+pub(crate) fn public_values(ids: PublicIds, ids_as: IdsAs) -> Vec<serde_json::Value> {
+    match ids {
+        PublicIds::Numbers(ids) => ids_as.values(ids),
+        PublicIds::Texts(texts) => texts.into_iter().map(serde_json::Value::from).collect(),
+    }
+}

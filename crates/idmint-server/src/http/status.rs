@@ -1,0 +1,279 @@
+//! The node's health and state: `/health`, `/ready`, `/metrics` (Prometheus text), the
+//! dashboard page at `/` and the JSON it polls, `GET /v1/status`.
+//!
+//! The page is one self-contained file (HTML, CSS and script embedded in the binary, nothing
+//! fetched from elsewhere). It shows each tag's two segments (like Leaf's `/cache`), step,
+//! rate, runway and a sparkline of its rate over the last five minutes (kept by the node,
+//! one rate per 5 s, `TagStatus::rate_history_per_s`); the snowflake worker and its lease;
+//! sequences; and store health. It refreshes itself every two seconds. It is read-only
+//! unless an admin token is entered (kept in the tab's session storage only), and then
+//! offers tag create, step change and delete through the same admin routes as any client,
+//! so it needs no privilege of its own.
+//!
+//! This file shapes JSON and serves the page; what it reports is [`idmint::Node::status`]
+//! and [`idmint::Node::ready`]; it holds no id logic and decides no status.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use idmint::{SequencesStatus, SnowflakeStatus};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::http::shared::{STORE_500, STORE_503, TagBody};
+use crate::state::SharedState;
+
+/// The page, embedded at build time.
+pub const DASHBOARD_HTML: &str = include_str!("../dashboard.html");
+
+/// Whether the node is alive or ready, and its store.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Status)]
+pub(crate) struct StatusBody {
+    /// `ok` (liveness) or `ready`.
+    status: &'static str,
+    /// Store URL, password removed.
+    store: String,
+}
+
+/// Liveness
+///
+/// The process answers.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "service",
+    operation_id = "health",
+    responses((status = 200, description = "The process answers", body = StatusBody))
+)]
+pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
+    Json(StatusBody { status: "ok", store: app.node.store_description() })
+}
+
+/// Readiness: the store answers, the node is not shutting down, and its snowflake generator
+/// (when it runs one) can issue an id now
+///
+/// A generator whose lease is not proven, or whose clock is behind its last id or its
+/// persisted time mark beyond the tolerance (a clock that jumped ahead and was corrected),
+/// makes the node not ready: 503 `lease_not_proven` or `clock_behind`, the message naming the
+/// cause and the fix. So does a worker id leased a moment ago, until the clock passes the floor
+/// above any earlier holder's ids: 503 `lease_settling`.
+#[utoipa::path(
+    get,
+    path = "/ready",
+    tag = "service",
+    operation_id = "ready",
+    responses(
+        (status = 200, description = "Ready", body = StatusBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn ready(State(app): State<SharedState>) -> Result<Json<StatusBody>, ApiError> {
+    app.node.ready().await?;
+    Ok(Json(StatusBody { status: "ready", store: app.node.store_description() }))
+}
+
+/// `GET /`: the dashboard page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "operations",
+    summary = "The dashboard",
+    description = "One self-contained HTML page (no CDN): tags with their two segments, step, \
+        rate, runway and a sparkline; snowflake; sequences; store health. It polls \
+        /v1/status every 2 s (`?refresh_ms=N`). Read-only until an admin token is entered.",
+    responses(
+        (status = 200, description = "The page", content_type = "text/html", body = String),
+    )
+)]
+pub(crate) async fn page() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            // Everything is inline; nothing may be loaded from elsewhere.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; img-src data:",
+            ),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        DASHBOARD_HTML,
+    )
+}
+
+/// The node at a glance.
+#[derive(Serialize, ToSchema)]
+#[schema(as = StatusBody)]
+pub(crate) struct NodeStatusBody {
+    version: &'static str,
+    /// When this answer was made, ms since the Unix epoch.
+    time_ms: u64,
+    store: StoreBody,
+    auth: AuthBody,
+    /// Every tag of the store, with this node's segments for the tags it serves.
+    tags: Vec<TagBody>,
+    snowflake: SnowflakeBody,
+    sequences: SequencesBody,
+}
+
+#[derive(Serialize, ToSchema)]
+struct StoreBody {
+    description: String,
+    up: bool,
+    /// Why the store is reported down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct AuthBody {
+    /// Whether admin routes need the admin token (else: loopback only, open).
+    admin_token: bool,
+    /// How many client tokens guard tags.
+    clients: usize,
+}
+
+#[derive(Serialize, ToSchema)]
+struct SnowflakeBody {
+    running: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker: Option<u64>,
+    /// Until when the worker lease is proven; `null` for static and ordinal worker ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_until_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mark_ms: Option<u64>,
+    rollbacks: u64,
+    waits: u64,
+    /// Ids in the cached ring, when the node serves from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ring_ids: Option<u64>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct SequencesBody {
+    running: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    items: Vec<SequenceItem>,
+    raises: u64,
+    reseeds: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+struct SequenceItem {
+    name: String,
+    daily: bool,
+    period: String,
+    cur: u64,
+    max: u64,
+    room: u64,
+    recent_per_s: u64,
+}
+
+/// `GET /v1/status`: what the dashboard shows.
+#[utoipa::path(
+    get,
+    path = "/v1/status",
+    tag = "operations",
+    summary = "The node at a glance",
+    description = "Store health, every tag of the store with the segments this node holds, \
+        the snowflake worker and lease, and sequences. A store or Redis that does not answer \
+        within 1 s is reported down in the body, not as an error.",
+    responses((status = 200, description = "The node's status", body = NodeStatusBody))
+)]
+pub(crate) async fn status(State(app): State<SharedState>) -> Json<NodeStatusBody> {
+    let status = app.node.status().await;
+    Json(NodeStatusBody {
+        version: env!("CARGO_PKG_VERSION"),
+        time_ms: status.time_ms,
+        store: StoreBody {
+            description: status.store,
+            up: status.store_error.is_none(),
+            error: status.store_error,
+        },
+        auth: AuthBody {
+            admin_token: app.auth.has_admin_token(),
+            clients: app.auth.clients().len(),
+        },
+        tags: status.tags.into_iter().map(|(record, tag)| TagBody::new(record, tag)).collect(),
+        snowflake: snowflake(status.snowflake, status.ring_ids),
+        sequences: sequences(status.sequences),
+    })
+}
+
+fn snowflake(status: Result<SnowflakeStatus, String>, ring_ids: Option<u64>) -> SnowflakeBody {
+    match status {
+        Ok(s) => SnowflakeBody {
+            running: true,
+            reason: None,
+            layout: Some(s.space),
+            worker: Some(s.worker),
+            lease_until_ms: s.lease_until_ms,
+            mark_ms: Some(s.mark_ms),
+            rollbacks: s.rollbacks,
+            waits: s.waits,
+            ring_ids,
+        },
+        Err(reason) => SnowflakeBody {
+            running: false,
+            reason: Some(reason),
+            layout: None,
+            worker: None,
+            lease_until_ms: None,
+            mark_ms: None,
+            rollbacks: 0,
+            waits: 0,
+            ring_ids: None,
+        },
+    }
+}
+
+fn sequences(status: SequencesStatus) -> SequencesBody {
+    SequencesBody {
+        running: status.running,
+        reason: status.reason,
+        items: status
+            .items
+            .into_iter()
+            .map(|(record, s)| SequenceItem {
+                name: record.name.to_string(),
+                daily: record.daily,
+                period: s.period,
+                cur: s.cur,
+                max: s.max,
+                room: s.max.saturating_sub(s.cur),
+                recent_per_s: s.recent_per_s,
+            })
+            .collect(),
+        raises: status.raises,
+        reseeds: status.reseeds,
+    }
+}
+
+/// `GET /metrics`: reads the state series, then renders everything as Prometheus text.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    description = "Prometheus text format 0.0.4: per tag ids issued, refills and their \
+        latency histogram, step, remaining ids and runway; the snowflake worker, lease and \
+        clock rollbacks; sequence room, raises and reseeds; HTTP requests and latency by route, \
+        method and status. docs/operations.md lists every series.",
+    responses(
+        (status = 200, description = "The metrics", content_type = "text/plain", body = String),
+    )
+)]
+pub(crate) async fn scrape(State(app): State<SharedState>) -> Response {
+    let body = crate::metrics::render(&app).await;
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+}

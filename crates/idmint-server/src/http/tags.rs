@@ -1,0 +1,194 @@
+//! Tag admin: `GET/POST /v1/tags`, `GET/PATCH/DELETE /v1/tags/{tag}`. Changing routes are
+//! admin routes (`auth.rs`'s `ADMIN_ROUTES`).
+//!
+//! Handlers parse, call one [`idmint::Node`] operation and render; they decide nothing.
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use idmint_core::{Description, StartId, Step, Tag};
+use idmint_store::TagSpec;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::RouteTag;
+use crate::error::{ApiError, ErrorBody};
+use crate::http::shared::{
+    FORBIDDEN, FormatBody, STORE_500, STORE_503, TAG_PARAM, TagBody, TagName, UNAUTHORIZED,
+};
+use crate::state::SharedState;
+
+/// Every tag in the store.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Tags)]
+pub(crate) struct TagsBody {
+    tags: Vec<TagBody>,
+}
+
+/// List tags
+#[utoipa::path(
+    get,
+    path = "/v1/tags",
+    tag = "segment",
+    operation_id = "listTags",
+    responses(
+        (status = 200, description = "Every tag in the store", body = TagsBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn list_tags(State(app): State<SharedState>) -> Result<Json<TagsBody>, ApiError> {
+    let records = app.node.list_tags().await?;
+    Ok(Json(TagsBody { tags: records.into_iter().map(|r| TagBody::new(r, None)).collect() }))
+}
+
+/// A new tag.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateTag {
+    #[schema(value_type = TagName)]
+    tag: String,
+    #[schema(schema_with = crate::http::shared::new_step_schema)]
+    step: Option<u64>,
+    #[schema(schema_with = crate::http::shared::start_schema)]
+    start: Option<u64>,
+    #[schema(schema_with = crate::http::shared::description_schema)]
+    description: Option<String>,
+    /// Accept a `start` below where a deleted tag of the same name stopped (its tombstone):
+    /// the new tag may then hand out ids the old one did. Only when no id of the old tag
+    /// survives anywhere. The answer's `warning` says what was forced.
+    #[serde(default)]
+    force: bool,
+}
+
+/// Create a tag
+#[utoipa::path(
+    post,
+    path = "/v1/tags",
+    tag = "segment",
+    operation_id = "createTag",
+    request_body = CreateTag,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Created", body = TagBody),
+        (status = 400, description = "A bad body (`bad_body`), tag (`bad_tag`), step, start or \
+            description (`bad_value`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 409, description = "The tag exists (`tag_exists`), the store holds 10000 \
+            tags (`too_many_tags`), or `start` is below where a deleted tag of this name stopped \
+            and `force` is not set (`start_below_issued`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn create_tag(
+    State(app): State<SharedState>,
+    body: Result<Json<CreateTag>, JsonRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
+    let spec = TagSpec {
+        tag: Tag::parse(&body.tag)?,
+        step: body.step.map_or(Ok(Step::DEFAULT), Step::new)?,
+        start: body.start.map(StartId::new).transpose()?,
+        description: Description::new(body.description.as_deref().unwrap_or(""))?,
+        force: body.force,
+    };
+    let created = app.node.create_tag(&spec).await?;
+    let mut body = TagBody::new(created.record, None);
+    body.warning = created.forced;
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// A tag's store row and the segments this node holds for it
+#[utoipa::path(
+    get,
+    path = "/v1/tags/{tag}",
+    tag = "segment",
+    operation_id = "getTag",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    responses(
+        (status = 200, description = "The tag", body = TagBody),
+        (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn get_tag(
+    State(app): State<SharedState>,
+    RouteTag(tag): RouteTag,
+) -> Result<Json<TagBody>, ApiError> {
+    let view = app.node.get_tag(&tag).await?;
+    let mut body = TagBody::new(view.record, view.status);
+    body.format = view.format.as_ref().map(FormatBody::new);
+    Ok(Json(body))
+}
+
+/// A tag's new step.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SetStep {
+    #[schema(schema_with = crate::http::shared::step_schema)]
+    step: u64,
+}
+
+/// Change a tag's step
+///
+/// The new step takes effect at the tag's next refill.
+#[utoipa::path(
+    patch,
+    path = "/v1/tags/{tag}",
+    tag = "segment",
+    operation_id = "setStep",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    request_body = SetStep,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The updated tag", body = TagBody),
+        (status = 400, description = "A bad tag (`bad_tag`), body (`bad_body`) or step \
+            (`bad_value`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn set_step(
+    State(app): State<SharedState>,
+    RouteTag(tag): RouteTag,
+    body: Result<Json<SetStep>, JsonRejection>,
+) -> Result<Json<TagBody>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
+    let record = app.node.set_step(&tag, Step::new(body.step)?).await?;
+    Ok(Json(TagBody::new(record, None)))
+}
+
+/// Delete a tag
+#[utoipa::path(
+    delete,
+    path = "/v1/tags/{tag}",
+    tag = "segment",
+    operation_id = "deleteTag",
+    params(("tag" = TagName, Path, description = TAG_PARAM)),
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
+        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
+        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 503, description = STORE_503, body = ErrorBody),
+    )
+)]
+pub(crate) async fn delete_tag(
+    State(app): State<SharedState>,
+    RouteTag(tag): RouteTag,
+) -> Result<StatusCode, ApiError> {
+    app.node.delete_tag(&tag).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,60 @@
+//! The server's resolved [`Settings`] as the library's typed [`NodeConfig`]: what a node
+//! runs, plus what only the serving process knows (who it is in the store's worker and
+//! sequence rows, `host:port`, and where its data directory is). The one place settings
+//! become a node; `config.rs` resolves the settings, this file holds no precedence rules.
+
+use std::net::SocketAddr;
+
+use idmint::{FormatConfig, NodeConfig, SequenceConfig, SequencesConfig};
+use idmint_store::StoreUrl;
+
+use crate::config::Settings;
+
+/// The node `settings` describe, serving on `addr`: the snowflake generator and the
+/// sequences named as this host and port, the generator's time marks in the data directory
+/// (unless the store is `memory://`, which keeps nothing across restarts anyway).
+pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
+    let holder = format!("{}:{}", host_name(), addr.port());
+    let snowflake = match settings.snowflake.clone() {
+        Some(mut config) => {
+            config.holder = holder.clone();
+            config.port = addr.port();
+            if settings.store != StoreUrl::Memory {
+                config.state_dir = Some(settings.data_dir.clone());
+            }
+            Ok(config)
+        }
+        None => Err("snowflake ids are disabled (snowflake.enabled = false)".to_string()),
+    };
+    let sequences = match &settings.redis {
+        Some(redis) => Ok(SequencesConfig {
+            redis: redis.expose().to_string(),
+            engine: SequenceConfig { holder, ..SequenceConfig::default() },
+        }),
+        None => Err("sequences need Redis: start idmint serve with --redis redis://HOST:6379 (or \
+                     set redis in the config, or IDMINT_REDIS)"
+            .to_string()),
+    };
+    NodeConfig {
+        store: settings.store.clone(),
+        segment: settings.segment.clone(),
+        batch_count_max: settings.batch_count_max,
+        snowflake,
+        snowflake_cached: settings.snowflake_cached,
+        formats: settings
+            .formats
+            .iter()
+            .map(|f| FormatConfig {
+                tag: f.tag.clone(),
+                format: f.format.clone(),
+                force_key_change: f.force_key_change,
+            })
+            .collect(),
+        sequences,
+    }
+}
+
+/// This machine's host name, for the store's worker rows (`idmint` when unknown).
+fn host_name() -> String {
+    Some(idmint_store::host_name()).filter(|h| !h.is_empty()).unwrap_or_else(|| "idmint".into())
+}

@@ -1,0 +1,145 @@
+//! The router: every HTTP route and the gRPC service behind the one middleware every
+//! request passes (`around`: the per-client limit and the request timeout, the tokens, the
+//! handler, errors made JSON, the metrics), and the answer where no route matches.
+//!
+//! The top of the crate: it imports the route modules and the gRPC module; none of them
+//! imports it.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, RawPathParams, Request, State};
+use axum::http::Uri;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Router, middleware};
+
+use crate::error::ApiError;
+use crate::http::{decode, leases, segment, sequences, snowflake, status, tags, uuids};
+use crate::limits::REQUEST_BODY_BYTES_MAX;
+use crate::state::{AppState, SharedState};
+
+/// What one listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// The HTTP routes and the gRPC service on one port (the default).
+    HttpAndGrpc,
+    /// The HTTP routes only (gRPC has its own port, `--grpc-listen`).
+    Http,
+    /// The gRPC service only.
+    Grpc,
+}
+
+/// The API as an axum router over `state`: the HTTP routes and the gRPC service.
+pub fn router(state: AppState) -> Router {
+    router_for(Arc::new(state), Serves::HttpAndGrpc)
+}
+
+/// The router of one listener: what it `serves`, over the shared state, behind the one
+/// middleware every request passes.
+pub fn router_for(state: SharedState, serves: Serves) -> Router {
+    // The recorder first, so the library's first refill is already measured.
+    crate::metrics::handle();
+    // One reference count per request and extractor, not one per field: the state is
+    // shared, and every field's count would bounce between cores on each request.
+    let routes = match serves {
+        Serves::HttpAndGrpc => http_routes().merge(crate::grpc::grpc_router(Arc::clone(&state))),
+        Serves::Http => http_routes(),
+        Serves::Grpc => crate::grpc::grpc_router(Arc::clone(&state)),
+    };
+    routes
+        .fallback(no_route)
+        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .layer(middleware::from_fn_with_state(Arc::clone(&state), around))
+        .with_state(state)
+}
+
+/// Every HTTP route.
+fn http_routes() -> Router<SharedState> {
+    Router::new()
+        .route("/api/segment/get/{tag}", get(segment::leaf_segment))
+        .route("/v1/segment/{tag}", get(segment::segment_ids))
+        .route("/v1/segment/{tag}/ranges", get(leases::lease_ranges))
+        .route("/v1/segment/{tag}/return", post(leases::return_ranges))
+        .route("/v1/decode", get(decode::decode))
+        .route("/v1/tags", get(tags::list_tags).post(tags::create_tag))
+        .route("/v1/tags/{tag}", get(tags::get_tag).patch(tags::set_step).delete(tags::delete_tag))
+        .route("/api/snowflake/get/{key}", get(snowflake::leaf_snowflake))
+        .route("/decodeSnowflakeId", get(snowflake::leaf_decode))
+        .route("/v1/snowflake", get(snowflake::snowflake_ids))
+        .route("/v1/snowflake/{id}", get(snowflake::snowflake_decode))
+        .route("/v1/seq/{name}", get(sequences::seq_ids))
+        .route("/v1/seqs", get(sequences::list_seqs).post(sequences::create_seq))
+        .route("/v1/seqs/{name}", get(sequences::get_seq).delete(sequences::delete_seq))
+        .route("/v1/uuid", get(uuids::uuid_ids))
+        .route("/v1/ulid", get(uuids::ulid_ids))
+        .route("/health", get(status::health))
+        .route("/ready", get(status::ready))
+        .route("/openapi.json", get(crate::openapi::openapi))
+        .route("/metrics", get(status::scrape))
+        .route("/", get(status::page))
+        .route("/v1/status", get(status::status))
+}
+
+/// What every request passes through, once (one middleware, so one boxed future and one
+/// service clone per request): the per-client limit and the request timeout, the tokens,
+/// the handler, errors made JSON, and last the metrics, which see every answer (401s, 429s
+/// and timeouts included).
+async fn around(
+    State(app): State<SharedState>,
+    route: Option<MatchedPath>,
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = route.as_ref().map(MatchedPath::as_str);
+    // Authorisation follows the route the request resolved to, never a header the client
+    // picks: the gRPC route's methods check their tokens from the metadata (grpc.rs), every
+    // other route is checked here. The content type only shapes the errors answered where
+    // no route matched (`no_route`).
+    let grpc_route = route == Some(crate::grpc::GRPC_ROUTE);
+    let grpc_shaped = grpc_route || (route.is_none() && crate::grpc::is_grpc(request.headers()));
+    let response = match crate::limits::admit(&app.clients, &app.http_limits, &request) {
+        Err(refused) if grpc_shaped => crate::grpc::error_response(refused),
+        Err(refused) => refused.into_response(),
+        Ok(_pass) if grpc_route => {
+            // gRPC answers statuses, never JSON; the timeout bounds the time to the first
+            // message.
+            crate::limits::bounded_or(
+                &app.http_limits,
+                next.run(request),
+                crate::grpc::error_response,
+            )
+            .await
+        }
+        Ok(_pass) => {
+            crate::limits::bounded(&app.http_limits, async {
+                let checked = match route {
+                    Some(route) => crate::grpc::refuse_on_http_route(request.headers())
+                        .and_then(|()| crate::auth::check(&app.auth, route, params, &mut request)),
+                    None => Ok(()),
+                };
+                match checked {
+                    Ok(()) => crate::error::json_errors(next.run(request).await).await,
+                    Err(error) => error.into_response(),
+                }
+            })
+            .await
+        }
+    };
+    crate::metrics::record_http(route, &method, response.status().as_u16(), started);
+    response
+}
+
+/// No route: 404, or for a gRPC call (a method this node lacks, or gRPC asked of a port
+/// that serves HTTP only) the gRPC status `UNIMPLEMENTED`.
+async fn no_route(uri: Uri, headers: axum::http::HeaderMap) -> Response {
+    let error = ApiError::NoRoute(uri.path().to_string());
+    if crate::grpc::is_grpc(&headers) {
+        return crate::grpc::error_response(error);
+    }
+    error.into_response()
+}

@@ -1,0 +1,38 @@
+//! What every handler shares: the [`Node`] and what only a transport needs (tokens, limits,
+//! requests in flight per client). The router holds it as one `Arc`.
+
+use std::sync::Arc;
+
+use idmint::Node;
+
+use crate::auth::Auth;
+use crate::limits::{ClientGate, HttpLimits};
+
+/// The state as the router holds it: one `Arc`, cloned once per request and extractor.
+pub type SharedState = Arc<AppState>;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The node: every engine and every operation the transports call.
+    pub node: Arc<Node>,
+    /// The admin token and the client tokens ([`Auth::open`]: none, loopback only).
+    pub auth: Arc<Auth>,
+    /// Connection and request limits.
+    pub http_limits: HttpLimits,
+    /// Requests in flight per client address.
+    pub clients: Arc<ClientGate>,
+}
+
+impl AppState {
+    /// The state of a transport serving `node`: no tokens (loopback only), the default
+    /// limits. Set the other fields to change them.
+    pub fn new(node: Arc<Node>) -> AppState {
+        AppState {
+            node,
+            auth: Arc::new(Auth::open()),
+            http_limits: HttpLimits::default(),
+            clients: Arc::default(),
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! [`NodeError`]: every refusal of a [`crate::Node`] operation, typed, so each transport maps
+//! it to its own status in one place (the server's `error.rs`). Messages name the problem
+//! and the fix; this file knows no status code.
+
+use idmint_core::{TagError, ValueError};
+use idmint_store::StoreError;
+
+use crate::{Error, FormatError, SequenceError, SnowflakeError, Tag, UuidsError};
+
+/// Why a [`crate::Node`] operation did not answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The segment engine refused (unknown tag, store down, shutting down, ...).
+    #[error(transparent)]
+    Segment(#[from] Error),
+    /// The snowflake generator refused, or the node runs none
+    /// ([`SnowflakeError::Config`] with the reason).
+    #[error(transparent)]
+    Snowflake(#[from] SnowflakeError),
+    /// The sequence engine refused.
+    #[error(transparent)]
+    Sequence(#[from] SequenceError),
+    /// The node serves no sequences (yet), with the reason.
+    #[error("{0}")]
+    SequencesNotRunning(String),
+    /// A tag's public id format refused (an id past its width, a text not of the format).
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// No UUID v7 or ULID: the clock is past their 48-bit time field.
+    #[error(transparent)]
+    Uuids(#[from] UuidsError),
+    /// A name that is not a tag.
+    #[error(transparent)]
+    Tag(#[from] TagError),
+    /// A value out of range (a count, step, start id or description).
+    #[error(transparent)]
+    Value(#[from] ValueError),
+    /// Ranges of internal ids were asked of a tag with a public id format: its internal ids
+    /// do not leave the node.
+    #[error(
+        "tag {0} has a public id format ([format.{0}]): its internal ids do not leave the \
+         server, so it is not leased in ranges; take its public ids with NextIds or GET \
+         /v1/segment/{0}"
+    )]
+    FormattedTag(Tag),
+    /// Not an id (above 2^63-1), or not an id of the layout.
+    #[error("{0}")]
+    BadId(String),
+    /// Not a layout preset.
+    #[error("{0}")]
+    BadLayout(String),
+    /// Leases given back that are not ranges, too many, or not this node's.
+    #[error("{0}")]
+    BadLease(String),
+    /// Not an encoding name.
+    #[error("{0}")]
+    BadEncoding(String),
+    /// The text is not an id of the tag's format or of the encoding.
+    #[error("{0}")]
+    NotAnId(String),
+    /// A decode asked for neither or both of a tag and an encoding.
+    #[error("{0}")]
+    DecodeHow(String),
+}
+
+/// Why a [`crate::NodeBuilder`] could not start a node.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeStartError {
+    /// The segment store did not open.
+    #[error("cannot open the store {url}")]
+    OpenStore {
+        /// The store's URL, password removed.
+        url: String,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
+    /// The segment engine did not start (its data directory is damaged or locked).
+    #[error("cannot start serving")]
+    Segments(#[source] Error),
+    /// A tag's format key differs from the one recorded in the store, or could not be checked.
+    #[error("cannot serve tag {tag} under its key")]
+    FormatKey {
+        /// The tag.
+        tag: Tag,
+        /// Why.
+        #[source]
+        source: FormatError,
+    },
+    /// The ring of pre-made snowflake ids did not start.
+    #[error("cannot start the cached snowflake ring")]
+    CachedRing(#[source] SnowflakeError),
+}

@@ -1,0 +1,599 @@
+//! [`Node`]: one idmint node, whatever serves it. It owns every engine ([`Segments`],
+//! [`Snowflake`] and its [`CachedSnowflake`] ring, [`Sequences`], [`Uuids`], the tags'
+//! public id formats), the background loops that are not an engine's own (the Redis
+//! connection retry), their start order ([`NodeBuilder`]) and their shutdown order
+//! ([`Node::shutdown`]).
+//!
+//! Its operations are the one home of the rules every transport shares: plain and public
+//! (formatted) ids, leases and take-back, snowflake ids (from the ring or the generator),
+//! decoding, tag and sequence admin, readiness and status. A transport parses its wire
+//! format into these calls and renders the answers; it decides nothing. This module knows
+//! no HTTP, gRPC or status code.
+
+mod error;
+mod start;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use idmint_core::encoding::Encoding;
+use idmint_core::snowflake::{Layout, Parts};
+use idmint_core::{Count, IdRange, Step, Tag};
+use idmint_store::{SequenceRecord, SequenceSpec, TagRecord, TagSpec};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::{
+    CachedSnowflake, Clock, CreatedTag, IdFormat, Lease, SEQ_COUNT_MAX, Segments, SequenceIds,
+    SequenceStatus, Sequences, Snowflake, SnowflakeError, SnowflakeStatus, TagStatus, Uuids,
+};
+
+pub use error::{NodeError, NodeStartError};
+pub use start::{FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig};
+
+/// The public id formats of a node, by tag (`[format.TAG]`); a tag without one serves its
+/// ids as they are.
+pub type TagFormats = HashMap<Tag, IdFormat>;
+
+/// Most leases one give-back may name: a client gives back the tail of its last one or two
+/// leases.
+pub const RETURN_LEASES_MAX: usize = 16;
+
+/// How long [`Node::status`] waits for the store and Redis before reporting them down.
+pub const STATUS_WAIT_MS: u64 = 1_000;
+
+/// One node: its engines, its background loops, and the operations every transport calls.
+/// Built by [`NodeBuilder`]; stopped by [`Node::shutdown`] once the transports drained.
+pub struct Node {
+    segments: Arc<Segments>,
+    batch_count_max: u64,
+    snowflake: Result<Arc<Snowflake>, String>,
+    cached: Option<Arc<CachedSnowflake>>,
+    sequences: SequenceSlot,
+    formats: Arc<TagFormats>,
+    uuids: Arc<Uuids>,
+    clock: Arc<dyn Clock>,
+    tasks: TaskTracker,
+    cancel: CancellationToken,
+}
+
+/// A batch of public ids: numbers (a plain tag, or a numeric template with a key) or texts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublicIds {
+    /// Ids, or a keyed tag's permuted ids.
+    Numbers(Vec<u64>),
+    /// A text template's rendering of each id.
+    Texts(Vec<String>),
+}
+
+/// A lease as a client sends it back: the range and the proof, not yet checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseParts {
+    /// First id.
+    pub start: u64,
+    /// End (exclusive).
+    pub end: u64,
+    /// The proof the node answered with the range.
+    pub proof: u64,
+}
+
+/// Snowflake ids and the worker id that made them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnowflakeIds {
+    /// Increasing ids.
+    pub ids: Vec<u64>,
+    /// The node's worker id.
+    pub worker: u64,
+}
+
+/// A snowflake-style id's parts, under a named layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedSnowflake {
+    /// The layout's name: the node's, or the preset asked for.
+    pub layout: String,
+    /// The parts.
+    pub parts: Parts,
+}
+
+/// What a public id text stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedText {
+    /// The text decoded.
+    pub text: String,
+    /// The tag whose format decoded it, when decoded by tag.
+    pub tag: Option<Tag>,
+    /// That tag's template (`{id}` for a tag without a format).
+    pub template: Option<String>,
+    /// The number the text encodes (after the permutation).
+    pub public_id: u64,
+    /// The id the tag issued.
+    pub id: u64,
+    /// The template's rendered dates, in order.
+    pub dates: Vec<String>,
+}
+
+/// A tag's store row, with what this node holds of it.
+#[derive(Debug, Clone)]
+pub struct TagView {
+    /// The store row.
+    pub record: TagRecord,
+    /// This node's segments, pacing and counters, when it serves the tag.
+    pub status: Option<TagStatus>,
+    /// The tag's public id format, if it has one.
+    pub format: Option<IdFormat>,
+}
+
+/// The node at a glance ([`Node::status`]): what a dashboard shows.
+#[derive(Debug, Clone)]
+pub struct NodeStatus {
+    /// When the status was taken, ms since the Unix epoch.
+    pub time_ms: u64,
+    /// The store's description (password removed).
+    pub store: String,
+    /// Why the store is reported down, if it is.
+    pub store_error: Option<String>,
+    /// Every tag of the store, with this node's segments for the tags it serves.
+    pub tags: Vec<(TagRecord, Option<TagStatus>)>,
+    /// The snowflake generator's status, or why it does not run.
+    pub snowflake: Result<SnowflakeStatus, String>,
+    /// Ids in the cached ring, when the node serves from one.
+    pub ring_ids: Option<u64>,
+    /// The sequences.
+    pub sequences: SequencesStatus,
+}
+
+/// The sequences of [`NodeStatus`].
+#[derive(Debug, Clone, Default)]
+pub struct SequencesStatus {
+    /// Whether the engine runs.
+    pub running: bool,
+    /// Why it does not run, or why its list is missing.
+    pub reason: Option<String>,
+    /// Each definition and its current counter.
+    pub items: Vec<(SequenceRecord, SequenceStatus)>,
+    /// Ceiling raises this node made.
+    pub raises: u64,
+    /// Times this node reseeded a counter.
+    pub reseeds: u64,
+}
+
+impl Node {
+    // ---- plain and public ids -------------------------------------------------------
+
+    /// The segment engine (for readers: metrics, tests).
+    pub fn segments(&self) -> &Arc<Segments> {
+        &self.segments
+    }
+
+    /// Largest `count` a batch may ask for (at most `BATCH_COUNT_MAX`).
+    pub fn batch_count_max(&self) -> u64 {
+        self.batch_count_max
+    }
+
+    /// Largest `count` a sequence batch may ask for.
+    pub fn sequence_count_max(&self) -> u64 {
+        self.batch_count_max.min(SEQ_COUNT_MAX)
+    }
+
+    /// The store's description (password removed).
+    pub fn store_description(&self) -> String {
+        self.segments.store_description()
+    }
+
+    /// The public format of `tag`, if it has one.
+    pub fn format(&self, tag: &Tag) -> Option<&IdFormat> {
+        self.formats.get(tag)
+    }
+
+    /// The next id of `tag` as text: its public id as the tag's format renders it, or the
+    /// decimal id.
+    pub async fn next_public_text(&self, tag: &Tag) -> Result<String, NodeError> {
+        let id = self.segments.next_id(tag).await?;
+        let Some(format) = self.formats.get(tag) else {
+            return Ok(id.to_string());
+        };
+        Ok(format.at(&format.zoned(self.clock.now_ms()))?.render(id)?)
+    }
+
+    /// `count` public ids of `tag`: rendered by the tag's format if it has one (texts, or
+    /// numbers for a numeric template), else the ids as they are.
+    pub async fn next_public_ids(&self, tag: &Tag, count: Count) -> Result<PublicIds, NodeError> {
+        let ranges = self.segments.next_ids(tag, count).await?;
+        self.public_ids(tag, &ranges)
+    }
+
+    /// The public ids of `ranges` of `tag`.
+    fn public_ids(&self, tag: &Tag, ranges: &[IdRange]) -> Result<PublicIds, NodeError> {
+        let ids = ranges.iter().flat_map(|r| r.ids());
+        let Some(format) = self.formats.get(tag) else {
+            return Ok(PublicIds::Numbers(ids.collect()));
+        };
+        if format.is_numeric() {
+            let publics = ids.map(|id| format.public_id(id)).collect::<Result<Vec<_>, _>>()?;
+            return Ok(PublicIds::Numbers(publics));
+        }
+        let renderer = format.at(&format.zoned(self.clock.now_ms()))?;
+        let texts = ids.map(|id| renderer.render(id)).collect::<Result<_, _>>()?;
+        Ok(PublicIds::Texts(texts))
+    }
+
+    // ---- leases ---------------------------------------------------------------------
+
+    /// `count` ids of `tag` leased to a client as ranges with this node's proofs. A tag with
+    /// a public id format is refused: its internal ids do not leave the node.
+    pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<Lease>, NodeError> {
+        if self.formats.contains_key(tag) {
+            return Err(NodeError::FormattedTag(tag.clone()));
+        }
+        Ok(self.segments.lease(tag, count).await?)
+    }
+
+    /// Takes back `[start, end)`, unused ids of `leases` (at most [`RETURN_LEASES_MAX`],
+    /// each a range this node leased): how many ids were taken back (0 when it cannot be
+    /// proven safe).
+    pub fn take_back(
+        &self,
+        tag: &Tag,
+        start: u64,
+        end: u64,
+        leases: &[LeaseParts],
+    ) -> Result<u64, NodeError> {
+        let leases = checked_leases(leases)?;
+        let returned = self
+            .segments
+            .take_back(tag, start, end, &leases)
+            .map_err(|e| NodeError::BadLease(e.to_string()))?;
+        if returned > 0 {
+            tracing::debug!(%tag, start, end, "leased ids taken back");
+        }
+        Ok(returned)
+    }
+
+    // ---- snowflake ------------------------------------------------------------------
+
+    /// The running snowflake generator, or why there is none.
+    pub fn snowflake(&self) -> Result<&Arc<Snowflake>, NodeError> {
+        self.snowflake
+            .as_ref()
+            .map_err(|reason| NodeError::Snowflake(SnowflakeError::Config(reason.clone())))
+    }
+
+    /// The ring of pre-made snowflake ids, when the node serves from one.
+    pub fn snowflake_ring(&self) -> Option<&Arc<CachedSnowflake>> {
+        self.cached.as_ref()
+    }
+
+    /// `count` snowflake ids: from the ring of pre-made ids when the node runs one, else from
+    /// the generator.
+    pub async fn next_snowflake_ids(&self, count: Count) -> Result<Vec<u64>, NodeError> {
+        let generator = self.snowflake()?;
+        Ok(match &self.cached {
+            Some(cached) => cached.next_ids(count.get()).await?,
+            None => generator.next_ids(count.get()).await?,
+        })
+    }
+
+    /// [`Node::next_snowflake_ids`], and the worker id that made them.
+    pub async fn snowflake_ids(&self, count: Count) -> Result<SnowflakeIds, NodeError> {
+        let ids = self.next_snowflake_ids(count).await?;
+        Ok(SnowflakeIds { ids, worker: self.snowflake()?.status().worker })
+    }
+
+    /// The parts of `id` under the preset `layout` names, or the node's layout.
+    pub fn decode_snowflake(
+        &self,
+        id: u64,
+        layout: Option<&str>,
+    ) -> Result<DecodedSnowflake, NodeError> {
+        if id > i64::MAX as u64 {
+            return Err(NodeError::BadId(format!(
+                "{id} is not an id; give a number from 0 to {}",
+                i64::MAX
+            )));
+        }
+        let (name, layout) = match layout {
+            Some(name) => {
+                let layout = Layout::preset(name).ok_or_else(|| {
+                    NodeError::BadLayout(format!(
+                        "{name:?} is not a layout; use snowflake, sonyflake, uid or js-safe"
+                    ))
+                })?;
+                (name.to_string(), layout)
+            }
+            None => {
+                let generator = self.snowflake()?;
+                (generator.status().space, *generator.layout())
+            }
+        };
+        let parts = layout
+            .decode(id)
+            .ok_or_else(|| NodeError::BadId(format!("{id} is not an id of layout {layout}")))?;
+        Ok(DecodedSnowflake { layout: name, parts })
+    }
+
+    // ---- public id decoding ---------------------------------------------------------
+
+    /// What `text` stands for under `tag`'s format or an `encoding` (exactly one of the
+    /// two). A tag that does not exist is [`crate::Error::UnknownTag`].
+    pub async fn decode_text(
+        &self,
+        text: String,
+        tag: Option<Tag>,
+        encoding: Option<&str>,
+    ) -> Result<DecodedText, NodeError> {
+        let not_an_id = |e: &dyn std::fmt::Display| NodeError::NotAnId(e.to_string());
+        match (tag, encoding) {
+            (Some(tag), None) => {
+                // A tag this node serves exists; any other is looked up in the store.
+                if self.segments.status(&tag).is_none() {
+                    self.segments.get_tag(&tag).await?;
+                }
+                let plain = IdFormat::plain();
+                let format = self.formats.get(&tag).unwrap_or(&plain);
+                let decoded = format.decode(&text).map_err(|e| not_an_id(&e))?;
+                Ok(DecodedText {
+                    text,
+                    tag: Some(tag),
+                    template: Some(format.template().to_string()),
+                    public_id: decoded.public_id,
+                    id: decoded.internal_id,
+                    dates: decoded.dates,
+                })
+            }
+            (None, Some(name)) => {
+                let encoding =
+                    Encoding::parse(name).map_err(|e| NodeError::BadEncoding(e.to_string()))?;
+                let id = encoding.decode(&text).map_err(|e| not_an_id(&e))?;
+                Ok(DecodedText {
+                    text,
+                    tag: None,
+                    template: None,
+                    public_id: id,
+                    id,
+                    dates: Vec::new(),
+                })
+            }
+            _ => Err(NodeError::DecodeHow(
+                "give exactly one of tag= (decode with the tag's format) or encoding= \
+                 (decimal, base36, base62, crockford32)"
+                    .to_string(),
+            )),
+        }
+    }
+
+    // ---- UUIDs ----------------------------------------------------------------------
+
+    /// The node's UUID and ULID maker.
+    pub fn uuids(&self) -> &Uuids {
+        &self.uuids
+    }
+
+    // ---- tag admin ------------------------------------------------------------------
+
+    /// Every tag in the store.
+    pub async fn list_tags(&self) -> Result<Vec<TagRecord>, NodeError> {
+        Ok(self.segments.list_tags().await?)
+    }
+
+    /// Creates a tag.
+    pub async fn create_tag(&self, spec: &TagSpec) -> Result<CreatedTag, NodeError> {
+        let created = self.segments.create_tag(spec).await?;
+        tracing::info!(tag = %spec.tag, step = spec.step.get(), max_id = created.record.max_id, "tag created");
+        Ok(created)
+    }
+
+    /// A tag's store row, this node's segments of it and its format.
+    pub async fn get_tag(&self, tag: &Tag) -> Result<TagView, NodeError> {
+        let record = self.segments.get_tag(tag).await?;
+        let status = self.segments.status(tag);
+        Ok(TagView { record, status, format: self.formats.get(tag).cloned() })
+    }
+
+    /// Changes a tag's step (from its next refill).
+    pub async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, NodeError> {
+        let record = self.segments.set_step(tag, step).await?;
+        tracing::info!(%tag, step = step.get(), "tag step changed");
+        Ok(record)
+    }
+
+    /// Deletes a tag.
+    pub async fn delete_tag(&self, tag: &Tag) -> Result<(), NodeError> {
+        self.segments.delete_tag(tag).await?;
+        tracing::info!(%tag, "tag deleted");
+        Ok(())
+    }
+
+    // ---- sequences ------------------------------------------------------------------
+
+    /// The sequence engine, or why it does not run (yet).
+    pub fn sequences(&self) -> Result<&Arc<Sequences>, NodeError> {
+        self.sequences.get()
+    }
+
+    /// `count` numbers of sequence `name` (at most [`Node::sequence_count_max`]).
+    pub async fn sequence_ids(&self, name: &Tag, count: Count) -> Result<SequenceIds, NodeError> {
+        Ok(self.sequences()?.next(name, count.get()).await?)
+    }
+
+    /// Every sequence definition.
+    pub async fn list_sequences(&self) -> Result<Vec<SequenceRecord>, NodeError> {
+        Ok(self.sequences()?.list().await?)
+    }
+
+    /// Defines a sequence, created now by the node's clock (`spec.created_ms` is replaced).
+    pub async fn create_sequence(
+        &self,
+        mut spec: SequenceSpec,
+    ) -> Result<SequenceRecord, NodeError> {
+        let engine = self.sequences()?;
+        spec.created_ms = self.clock.now_ms();
+        let record = engine.create(spec).await?;
+        tracing::info!(sequence = %record.name, daily = record.daily, "sequence created");
+        Ok(record)
+    }
+
+    /// A sequence's definition and current counter.
+    pub async fn sequence_status(&self, name: &Tag) -> Result<SequenceStatus, NodeError> {
+        Ok(self.sequences()?.status(name).await?)
+    }
+
+    /// Deletes a sequence and its counters (its ceilings stay).
+    pub async fn delete_sequence(&self, name: &Tag) -> Result<(), NodeError> {
+        self.sequences()?.delete(name).await?;
+        tracing::info!(sequence = %name, "sequence deleted");
+        Ok(())
+    }
+
+    // ---- readiness and status -------------------------------------------------------
+
+    /// Whether the node can serve: the store answers, it is not shutting down, and its
+    /// snowflake generator (when it runs one) can issue an id now.
+    pub async fn ready(&self) -> Result<(), NodeError> {
+        self.segments.ready().await?;
+        if let Ok(generator) = &self.snowflake {
+            generator.readiness()?;
+        }
+        Ok(())
+    }
+
+    /// The node at a glance; a store or Redis that does not answer within
+    /// [`STATUS_WAIT_MS`] is reported down, not as an error.
+    pub async fn status(&self) -> NodeStatus {
+        let wait = Duration::from_millis(STATUS_WAIT_MS);
+        let (records, store_error) =
+            match tokio::time::timeout(wait, self.segments.list_tags()).await {
+                Ok(Ok(records)) => (records, None),
+                Ok(Err(error)) => (Vec::new(), Some(error.to_string())),
+                Err(_) => (Vec::new(), Some(format!("the store did not answer within {wait:?}"))),
+            };
+        let tags = records
+            .into_iter()
+            .map(|record| {
+                let status = self.segments.status(&record.tag);
+                (record, status)
+            })
+            .collect();
+        let sequences = tokio::time::timeout(wait, self.sequences_status()).await;
+        NodeStatus {
+            time_ms: self.clock.now_ms(),
+            store: self.segments.store_description(),
+            store_error,
+            tags,
+            snowflake: self.snowflake.as_ref().map(|g| g.status()).map_err(Clone::clone),
+            ring_ids: self.cached.as_ref().map(|ring| ring.len()),
+            sequences: sequences.unwrap_or_else(|_| SequencesStatus {
+                running: true,
+                reason: Some(format!("Redis did not answer within {wait:?}")),
+                ..SequencesStatus::default()
+            }),
+        }
+    }
+
+    async fn sequences_status(&self) -> SequencesStatus {
+        let engine = match self.sequences.get() {
+            Ok(engine) => engine,
+            Err(error) => {
+                return SequencesStatus {
+                    running: false,
+                    reason: Some(error.to_string()),
+                    ..SequencesStatus::default()
+                };
+            }
+        };
+        let mut status = SequencesStatus {
+            running: true,
+            reason: None,
+            items: Vec::new(),
+            raises: engine.raises(),
+            reseeds: engine.reseeds(),
+        };
+        match engine.list().await {
+            Ok(records) => {
+                for record in records {
+                    if let Ok(counter) = engine.status(&record.name).await {
+                        status.items.push((record, counter));
+                    }
+                }
+            }
+            Err(error) => status.reason = Some(error.to_string()),
+        }
+        status
+    }
+
+    // ---- shutdown -------------------------------------------------------------------
+
+    /// Stops the node, after the transports drained, in this order: freeze every segment
+    /// generator and give unissued ids back, stop the snowflake generator (its lease
+    /// released), stop the ring's filler, stop the node's own loops (the Redis retry), stop
+    /// the sequence engine. Idempotent.
+    pub async fn shutdown(&self) {
+        self.segments.shutdown().await;
+        if let Ok(generator) = &self.snowflake {
+            generator.shutdown().await;
+        }
+        if let Some(ring) = &self.cached {
+            ring.shutdown().await;
+        }
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+        if let Ok(engine) = self.sequences.get() {
+            engine.shutdown().await;
+        }
+    }
+}
+
+/// Checks the leases a client sends back: at most [`RETURN_LEASES_MAX`], each a range.
+fn checked_leases(leases: &[LeaseParts]) -> Result<Vec<Lease>, NodeError> {
+    if leases.len() > RETURN_LEASES_MAX {
+        return Err(NodeError::BadLease(format!(
+            "{} leases sent; give back at most {RETURN_LEASES_MAX} leases at once",
+            leases.len()
+        )));
+    }
+    leases
+        .iter()
+        .map(|l| {
+            let range = IdRange::new(l.start, l.end).ok_or_else(|| {
+                NodeError::BadLease(format!(
+                    "lease [{}, {}) is not a range of ids; send the leases as NextRange \
+                     answered them",
+                    l.start, l.end
+                ))
+            })?;
+            Ok(Lease { range, proof: l.proof })
+        })
+        .collect()
+}
+
+/// The node's sequence engine once it runs, or why it does not (yet): it starts after the
+/// node when Redis is not reachable at first.
+#[derive(Debug, Clone, Default)]
+struct SequenceSlot {
+    engine: Arc<OnceLock<Arc<Sequences>>>,
+    reason: Arc<Mutex<String>>,
+}
+
+impl SequenceSlot {
+    fn not_running(reason: impl Into<String>) -> SequenceSlot {
+        let slot = SequenceSlot::default();
+        slot.set_reason(reason);
+        slot
+    }
+
+    fn set(&self, engine: Arc<Sequences>) {
+        let _ = self.engine.set(engine);
+    }
+
+    fn set_reason(&self, reason: impl Into<String>) {
+        *self.reason.lock().unwrap_or_else(PoisonError::into_inner) = reason.into();
+    }
+
+    fn get(&self) -> Result<&Arc<Sequences>, NodeError> {
+        self.engine.get().ok_or_else(|| {
+            let reason = self.reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            NodeError::SequencesNotRunning(reason)
+        })
+    }
+}

@@ -1,0 +1,301 @@
+//! How a [`Node`] starts: its typed configuration ([`NodeConfig`]), the parts a caller may
+//! hand in ready-made ([`NodeBuilder`]: a store, a running generator or sequence engine, a
+//! clock), and the start order: segment store -> segments -> format keys claimed ->
+//! snowflake generator -> its ring -> sequences (Redis retried in a tracked loop) -> UUIDs.
+//!
+//! Parts that cannot start leave the node up with a reason (their operations answer it):
+//! the snowflake generator, the sequences. Segments and claimed keys are the node's
+//! foundation and stop the start.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idmint_core::limits::BATCH_COUNT_MAX;
+use idmint_store::{SegmentStore, StoreError, StoreUrl};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Node, NodeStartError, SequenceSlot, TagFormats};
+use crate::{
+    CachedConfig, CachedSnowflake, Clock, IdFormat, SegmentConfig, SequenceConfig, Sequences,
+    Snowflake, SnowflakeConfig, SystemClock, Tag, Uuids, WorkerIdSource, claim_key,
+};
+
+/// How long the node waits between attempts to reach a Redis that did not answer.
+pub const REDIS_RETRY_MS: u64 = 2_000;
+
+/// What a node runs, typed: the server converts its settings into this.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The store of segment rows (and, on SQL stores, of worker leases and sequence
+    /// ceilings), opened at start unless [`NodeBuilder::segment_store`] hands one in.
+    pub store: StoreUrl,
+    /// Segment serving tunables.
+    pub segment: SegmentConfig,
+    /// Largest `count` of a batch (at most `BATCH_COUNT_MAX`).
+    pub batch_count_max: u64,
+    /// The snowflake generator, or why the node runs none (its operations answer that).
+    pub snowflake: Result<SnowflakeConfig, String>,
+    /// Serve snowflake ids from a ring of pre-made ids.
+    pub snowflake_cached: Option<CachedConfig>,
+    /// Public id formats of segment tags.
+    pub formats: Vec<FormatConfig>,
+    /// The sequences, or why the node serves none.
+    pub sequences: Result<SequencesConfig, String>,
+}
+
+/// A tag's public id format.
+#[derive(Debug, Clone)]
+pub struct FormatConfig {
+    /// The tag.
+    pub tag: Tag,
+    /// Template, time zone and permutation.
+    pub format: IdFormat,
+    /// Whether a key other than the recorded one is accepted.
+    pub force_key_change: bool,
+}
+
+/// Where sequences live: definitions and ceilings in the node's SQL store, counters in Redis.
+#[derive(Clone)]
+pub struct SequencesConfig {
+    /// The Redis URL (a secret: never printed).
+    pub redis: String,
+    /// The engine's tunables.
+    pub engine: SequenceConfig,
+}
+
+impl std::fmt::Debug for SequencesConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SequencesConfig")
+            .field("redis", &idmint_store::redact_urls(&self.redis))
+            .field("engine", &self.engine)
+            .finish()
+    }
+}
+
+impl NodeConfig {
+    /// A node serving the segments of `store` and nothing else: the largest batch limit,
+    /// no snowflake generator, no sequences, no public id formats.
+    pub fn new(store: StoreUrl) -> NodeConfig {
+        NodeConfig {
+            store,
+            segment: SegmentConfig::default(),
+            batch_count_max: BATCH_COUNT_MAX,
+            snowflake: Err("snowflake ids are not configured on this node".to_string()),
+            snowflake_cached: None,
+            formats: Vec::new(),
+            sequences: Err("sequences are not configured on this node".to_string()),
+        }
+    }
+}
+
+/// Builds a [`Node`] from a [`NodeConfig`], with parts handed in ready-made where a caller
+/// (an embedder, a test) already has them.
+pub struct NodeBuilder {
+    config: NodeConfig,
+    store: Option<Arc<dyn SegmentStore>>,
+    snowflake: Option<Arc<Snowflake>>,
+    sequences: Option<Arc<Sequences>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl NodeBuilder {
+    /// A builder of a node running `config`, on the system clock.
+    pub fn new(config: NodeConfig) -> NodeBuilder {
+        NodeBuilder {
+            config,
+            store: None,
+            snowflake: None,
+            sequences: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Serves the segments of `store` rather than opening `config.store`.
+    pub fn segment_store(mut self, store: Arc<dyn SegmentStore>) -> NodeBuilder {
+        self.store = Some(store);
+        self
+    }
+
+    /// Serves snowflake ids from `generator`, already started, rather than starting one
+    /// from `config.snowflake`.
+    pub fn snowflake(mut self, generator: Arc<Snowflake>) -> NodeBuilder {
+        self.snowflake = Some(generator);
+        self
+    }
+
+    /// Serves sequences from `engine`, already started, rather than from
+    /// `config.sequences`.
+    pub fn sequences(mut self, engine: Arc<Sequences>) -> NodeBuilder {
+        self.sequences = Some(engine);
+        self
+    }
+
+    /// The clock of the generators the node starts, its UUIDs and its public ids' dates.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> NodeBuilder {
+        self.clock = clock;
+        self
+    }
+
+    /// Starts the node, in order: segment store, segments, format keys claimed (a changed
+    /// key stops the start), snowflake generator, its ring, sequences, UUIDs. Must be
+    /// called inside a tokio runtime.
+    pub async fn start(self) -> Result<Node, NodeStartError> {
+        let NodeBuilder { config, store, snowflake, sequences, clock } = self;
+        let store = match store {
+            Some(store) => store,
+            None => idmint_store::open(&config.store).await.map_err(|source| {
+                NodeStartError::OpenStore { url: config.store.to_string(), source }
+            })?,
+        };
+        let segments = crate::Segments::start(store, config.segment.clone())
+            .map_err(NodeStartError::Segments)?;
+        let formats = claim_formats(&segments, &config.formats).await?;
+        let snowflake = match snowflake {
+            Some(generator) => Ok(generator),
+            None => start_snowflake(&config, Arc::clone(&clock)).await,
+        };
+        let cached = match (&snowflake, config.snowflake_cached) {
+            (Ok(generator), Some(ring)) => {
+                let cached =
+                    CachedSnowflake::start(Arc::clone(generator), ring.capacity, ring.max_lead_ms)
+                        .map_err(NodeStartError::CachedRing)?;
+                tracing::info!(
+                    capacity = ring.capacity,
+                    max_lead_ms = ring.max_lead_ms,
+                    "snowflake ids served from a ring of pre-made ids"
+                );
+                Some(cached)
+            }
+            _ => None,
+        };
+        let tasks = TaskTracker::new();
+        let cancel = CancellationToken::new();
+        let slot = match sequences {
+            Some(engine) => {
+                let slot = SequenceSlot::default();
+                slot.set(engine);
+                slot
+            }
+            None => start_sequences(&config, &clock, &tasks, &cancel).await,
+        };
+        Ok(Node {
+            segments,
+            batch_count_max: config.batch_count_max,
+            snowflake,
+            cached,
+            sequences: slot,
+            formats: Arc::new(formats),
+            uuids: Arc::new(Uuids::new(Arc::clone(&clock))),
+            clock,
+            tasks,
+            cancel,
+        })
+    }
+}
+
+/// The tags' public id formats, each keyed one checked against the key recorded in the
+/// store (and recorded there on first use) before any id is served.
+async fn claim_formats(
+    segments: &crate::Segments,
+    formats: &[FormatConfig],
+) -> Result<TagFormats, NodeStartError> {
+    let mut claimed = TagFormats::new();
+    for tag_format in formats {
+        if let Some(permutation) = tag_format.format.permutation() {
+            claim_key(segments, &tag_format.tag, permutation, tag_format.force_key_change)
+                .await
+                .map_err(|source| NodeStartError::FormatKey {
+                    tag: tag_format.tag.clone(),
+                    source,
+                })?;
+        }
+        tracing::info!(tag = %tag_format.tag, template = %tag_format.format, keyed = tag_format.format.permutation().is_some(), "public id format");
+        claimed.insert(tag_format.tag.clone(), tag_format.format.clone());
+    }
+    Ok(claimed)
+}
+
+/// Starts the snowflake generator on the configured store (worker ids and time marks); a
+/// failure leaves the node up and its snowflake operations answering the reason.
+async fn start_snowflake(
+    config: &NodeConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<Snowflake>, String> {
+    let snowflake = config.snowflake.clone()?;
+    let store = match snowflake.worker {
+        WorkerIdSource::Static(_) | WorkerIdSource::Ordinal => None,
+        _ => Some(idmint_store::open_workers(&config.store).await.map_err(|e| e.to_string())?),
+    };
+    match Snowflake::start(store, snowflake, clock).await {
+        Ok(generator) => {
+            let status = generator.status();
+            tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
+            Ok(generator)
+        }
+        Err(error) => {
+            tracing::error!(%error, "snowflake ids not served");
+            Err(error.to_string())
+        }
+    }
+}
+
+/// Starts the sequence engine: definitions and ceilings in the store, counters in Redis. A
+/// store that cannot hold ceilings leaves the sequences answering the reason; a Redis that
+/// does not answer yet is retried every [`REDIS_RETRY_MS`] by a loop on the node's tracker,
+/// until it answers or the node shuts down.
+async fn start_sequences(
+    config: &NodeConfig,
+    clock: &Arc<dyn Clock>,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) -> SequenceSlot {
+    let sequences = match &config.sequences {
+        Ok(sequences) => sequences.clone(),
+        Err(reason) => return SequenceSlot::not_running(reason.clone()),
+    };
+    let store = match idmint_store::open_sequences(&config.store).await {
+        Ok(store) => store,
+        Err(error) => {
+            tracing::error!(%error, "sequences not served");
+            return SequenceSlot::not_running(format!(
+                "sequences are not served: their ceilings need one SQL store ({error})"
+            ));
+        }
+    };
+    let slot = SequenceSlot::not_running("connecting to Redis");
+    let installed = slot.clone();
+    let clock = Arc::clone(clock);
+    let cancel = cancel.clone();
+    tasks.spawn(async move {
+        loop {
+            let opened = tokio::select! {
+                () = cancel.cancelled() => return,
+                opened = idmint_store::open_counters(&sequences.redis) => opened,
+            };
+            match opened {
+                Ok(counters) => {
+                    let engine =
+                        Sequences::start(store, counters, Arc::clone(&clock), sequences.engine);
+                    tracing::info!(redis = %engine.describe(), "sequences served");
+                    installed.set(engine);
+                    return;
+                }
+                Err(StoreError::BadUrl { url, reason }) => {
+                    tracing::error!(%url, %reason, "sequences not served: bad Redis URL");
+                    installed.set_reason(format!("bad Redis URL {url}: {reason}"));
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "Redis not reachable; retrying in 2 s");
+                    installed.set_reason(format!("Redis is not reachable yet ({error})"));
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_millis(REDIS_RETRY_MS)) => {}
+                    }
+                }
+            }
+        }
+    });
+    slot
+}

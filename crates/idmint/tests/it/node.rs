@@ -1,0 +1,90 @@
+//! `Node`: built from a typed configuration, its operations hold the shared rules (a
+//! formatted tag is not leased, leases given back are checked), and its shutdown stops
+//! everything it started, the Redis retry loop included.
+
+use std::sync::Arc;
+
+use idmint::{
+    Count, FormatConfig, IdFormat, LeaseParts, Node, NodeBuilder, NodeConfig, NodeError, time_zone,
+};
+use idmint_store::{MemoryStore, SegmentStore, StoreUrl};
+
+use crate::test_store::create_tag;
+
+#[tokio::test]
+async fn a_node_serves_plain_and_public_ids_and_refuses_to_lease_a_formatted_tag() {
+    let store = Arc::new(MemoryStore::new());
+    let plain = create_tag(&*store, "plain", 100).await;
+    let code = create_tag(&*store, "code", 100).await;
+    let mut config = NodeConfig::new(StoreUrl::Memory);
+    let format = IdFormat::new("C-{id}", time_zone("UTC").unwrap(), None).unwrap();
+    config.formats = vec![FormatConfig { tag: code.clone(), format, force_key_change: false }];
+    let node = start(config, store).await;
+    assert_eq!(node.next_public_text(&plain).await.unwrap(), "1");
+    assert_eq!(node.next_public_text(&code).await.unwrap(), "C-1");
+    let refused = node.lease(&code, Count::ONE).await.unwrap_err();
+    assert!(matches!(refused, NodeError::FormattedTag(ref tag) if *tag == code), "{refused}");
+    let leases = node.lease(&plain, Count::new(10).unwrap()).await.unwrap();
+    let lease = leases[0];
+    let parts = |lease: idmint::Lease| LeaseParts {
+        start: lease.range.start(),
+        end: lease.range.end(),
+        proof: lease.proof,
+    };
+    let too_many = vec![parts(lease); idmint::RETURN_LEASES_MAX + 1];
+    let refused = node.take_back(&plain, 2, 12, &too_many).unwrap_err();
+    assert!(matches!(refused, NodeError::BadLease(_)), "{refused}");
+    let returned = node.take_back(&plain, 2, 12, &[parts(lease)]).unwrap();
+    assert_eq!(returned, 10, "the whole unused lease comes back");
+    let without = node.snowflake_ids(Count::ONE).await.unwrap_err();
+    assert!(without.to_string().contains("not configured"), "{without}");
+    node.shutdown().await;
+}
+
+/// A Redis that refuses every connection: the node keeps retrying, on its own tracker, and
+/// stops at shutdown (no connection attempt after it, and the shutdown does not wait out
+/// the 2 s retry pause).
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let attempts = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&attempts);
+    let refuser = tokio::spawn(async move {
+        while let Ok((connection, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            drop(connection);
+        }
+    });
+    let mut config = NodeConfig::new(StoreUrl::Memory);
+    config.sequences = Ok(idmint::SequencesConfig {
+        redis: format!("redis://{addr}"),
+        engine: idmint::SequenceConfig::default(),
+    });
+    let node = start(config, Arc::new(MemoryStore::new())).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reason = node.sequences().expect_err("no engine without Redis").to_string();
+        if reason.contains("not reachable yet") && attempts.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the node never failed over: {reason}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    node.shutdown().await;
+    assert!(started.elapsed() < Duration::from_millis(1_500), "{:?}", started.elapsed());
+    let after = attempts.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(idmint::REDIS_RETRY_MS + 1_000)).await;
+    assert_eq!(attempts.load(Ordering::SeqCst), after, "the loop ran on after shutdown");
+    refuser.abort();
+}
+
+async fn start(config: NodeConfig, store: Arc<MemoryStore>) -> Node {
+    let store: Arc<dyn SegmentStore> = store;
+    NodeBuilder::new(config).segment_store(store).start().await.unwrap()
+}
