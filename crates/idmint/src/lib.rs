@@ -67,9 +67,10 @@ pub mod store {
     pub use idmint_store::MySqlStore;
     #[cfg(feature = "postgres")]
     pub use idmint_store::PgStore;
+    #[cfg(feature = "sqlite")]
+    pub use idmint_store::SqliteStore;
     pub use idmint_store::{
         AllocMode, CounterStore, InterleavedStore, MemoryStore, SegmentStore, SequenceSpec,
-        SequenceStore, SqlOptions, SqliteStore, StoreError, StoreUrl, TableName, TagSpec, open,
-        open_counters,
+        SequenceStore, SqlOptions, StoreError, StoreUrl, TableName, TagSpec, open, open_counters,
     };
 }
