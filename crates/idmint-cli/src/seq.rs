@@ -46,12 +46,12 @@ pub enum SeqCommand {
 pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
     match command {
         SeqCommand::Create { name, daily, format, time_zone, store } => {
-            let spec = idmint::prepare_sequence(SequenceSpec {
+            let spec = idmint::sequence::prepare_sequence(SequenceSpec {
                 name: Tag::parse(&name)?,
                 daily,
                 format,
                 time_zone,
-                created_ms: idmint::Clock::now_ms(&idmint::SystemClock),
+                created_ms: idmint::clock::Clock::now_ms(&idmint::clock::SystemClock),
             })?;
             let record = open(&store).await?.create_sequence(&spec).await?;
             println!("created {}", describe(&record));

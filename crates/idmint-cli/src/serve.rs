@@ -72,7 +72,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         snowflake_cached,
         sequences,
         formats,
-        uuids: std::sync::Arc::new(idmint::Uuids::new(std::sync::Arc::new(idmint::SystemClock))),
+        uuids: std::sync::Arc::new(idmint::Uuids::new(std::sync::Arc::new(
+            idmint::clock::SystemClock,
+        ))),
         auth: std::sync::Arc::new(settings.auth.clone()),
         http_limits: settings.http_limits,
         clients: std::sync::Arc::default(),
@@ -94,9 +96,14 @@ async fn claim_formats(
     let mut formats = idmint_server::TagFormats::new();
     for tag_format in &settings.formats {
         if let Some(permutation) = tag_format.format.permutation() {
-            idmint::claim_key(segments, &tag_format.tag, permutation, tag_format.force_key_change)
-                .await
-                .with_context(|| format!("cannot serve tag {} under its key", tag_format.tag))?;
+            idmint::format::claim_key(
+                segments,
+                &tag_format.tag,
+                permutation,
+                tag_format.force_key_change,
+            )
+            .await
+            .with_context(|| format!("cannot serve tag {} under its key", tag_format.tag))?;
         }
         tracing::info!(tag = %tag_format.tag, template = %tag_format.format, keyed = tag_format.format.permutation().is_some(), "public id format");
         formats.insert(tag_format.tag.clone(), tag_format.format.clone());
@@ -120,10 +127,11 @@ async fn start_snowflake(
         config.state_dir = Some(settings.data_dir.clone());
     }
     let store = match config.worker {
-        idmint::WorkerIdSource::Static(_) | idmint::WorkerIdSource::Ordinal => None,
+        idmint::snowflake::WorkerIdSource::Static(_)
+        | idmint::snowflake::WorkerIdSource::Ordinal => None,
         _ => Some(idmint_store::open_workers(&settings.store).await.map_err(|e| e.to_string())?),
     };
-    match Snowflake::start(store, config, std::sync::Arc::new(idmint::SystemClock)).await {
+    match Snowflake::start(store, config, std::sync::Arc::new(idmint::clock::SystemClock)).await {
         Ok(generator) => {
             let status = generator.status();
             tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
@@ -161,15 +169,15 @@ async fn start_sequences(
     };
     let slot = SequenceSlot::not_running("connecting to Redis");
     let installed = slot.clone();
-    let config = idmint::SequenceConfig {
+    let config = idmint::sequence::SequenceConfig {
         holder: format!("{}:{}", host_name(), addr.port()),
-        ..idmint::SequenceConfig::default()
+        ..idmint::sequence::SequenceConfig::default()
     };
     tokio::spawn(async move {
         loop {
             match idmint_store::open_counters(redis.expose()).await {
                 Ok(counters) => {
-                    let clock = std::sync::Arc::new(idmint::SystemClock);
+                    let clock = std::sync::Arc::new(idmint::clock::SystemClock);
                     let engine = idmint::Sequences::start(store, counters, clock, config);
                     tracing::info!(redis = %engine.describe(), "sequences served");
                     installed.set(engine);

@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 use axum::serve::ListenerExt;
-use idmint::{SegmentConfig, Segments, Tag};
+use idmint::segment::SegmentConfig;
+use idmint::{Segments, Tag};
 use idmint_core::{Description, StartId, Step};
 use idmint_proto::v1::id_mint_client::IdMintClient;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};

@@ -5,7 +5,11 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use idmint::{Error, FormatError, SequenceError, SnowflakeError, UuidsError};
+use idmint::Error;
+use idmint::format::FormatError;
+use idmint::sequence::SequenceError;
+use idmint::snowflake::SnowflakeError;
+use idmint::uuid::UuidsError;
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;

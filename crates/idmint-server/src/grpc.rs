@@ -17,7 +17,8 @@ use std::pin::Pin;
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, header};
 use futures_util::Stream;
-use idmint::{IdRange, Lease, Tag};
+use idmint::Tag;
+use idmint::segment::{IdRange, Lease};
 use idmint_core::Count;
 use idmint_core::snowflake::UtcMs;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
@@ -154,7 +155,7 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let answer = async {
             let name = self.tag(&headers, &body.name)?;
-            let max = self.app.batch_count_max.min(idmint::SEQ_COUNT_MAX);
+            let max = self.app.batch_count_max.min(idmint::sequence::limits::SEQ_COUNT_MAX);
             let count = count(body.count, max)?;
             let answer = self.app.sequences.get()?.next(&name, count.get()).await?;
             let (ids, texts) = match answer.formatted {

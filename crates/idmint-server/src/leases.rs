@@ -8,7 +8,7 @@
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
-use idmint::Lease;
+use idmint::segment::Lease;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 

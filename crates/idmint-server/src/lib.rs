@@ -75,7 +75,7 @@ pub struct AppState {
     /// The sequence engine, once it runs (its routes answer 503 with the reason until then).
     pub sequences: SequenceSlot,
     /// Public id formats of segment tags (`[format.TAG]`); a tag without one serves its ids
-    /// as they are. Keys must be claimed ([`idmint::claim_key`]) before serving.
+    /// as they are. Keys must be claimed ([`idmint::format::claim_key`]) before serving.
     pub formats: Arc<TagFormats>,
     /// UUID v4/v7 and ULID ids of this node (`/v1/uuid`, `/v1/ulid`): no store, no tag.
     pub uuids: Arc<idmint::Uuids>,
@@ -99,7 +99,7 @@ impl AppState {
             snowflake_cached: None,
             sequences: SequenceSlot::not_running("sequences are not configured on this node"),
             formats: Arc::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
             auth: Arc::new(Auth::open()),
             http_limits: HttpLimits::default(),
             clients: Arc::default(),

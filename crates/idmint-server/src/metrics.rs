@@ -2,7 +2,7 @@
 //!
 //! Two kinds of series. Events are recorded when they happen: HTTP requests by route,
 //! method and status (the [`track`] middleware) and the store's allocation latency per tag
-//! (recorded by the library, `idmint::REFILL_DURATION_METRIC`). State is read at scrape
+//! (recorded by the library, `idmint::segment::REFILL_DURATION_METRIC`). State is read at scrape
 //! time from what the library already counts (ids handed out, refills, steps, runway,
 //! snowflake rollbacks and leases, sequence room), so the per-id path gains nothing.
 //!
@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
-use idmint::Clock;
-use idmint::TagStatus;
+use idmint::clock::Clock;
+use idmint::segment::TagStatus;
 use idmint_core::Tag;
 use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -312,7 +312,7 @@ fn collect_snowflake(app: &AppState) {
     };
     gauge!("idmint_snowflake_up").set(1.0);
     let s = generator.status();
-    let now_ms = idmint::SystemClock.now_ms();
+    let now_ms = idmint::clock::SystemClock.now_ms();
     let space = s.space.clone();
     gauge!("idmint_snowflake_worker_id", "space" => space.clone()).set(s.worker as f64);
     counter!("idmint_snowflake_clock_rollbacks_total", "space" => space.clone())
@@ -330,9 +330,11 @@ fn collect_snowflake(app: &AppState) {
     // Every cause is set each scrape, so a cause that cleared reads 0 rather than staying 1.
     let cause = match generator.readiness() {
         Ok(()) => None,
-        Err(idmint::SnowflakeError::ClockBehind { .. }) => Some(NOT_READY_CLOCK_BEHIND),
-        Err(idmint::SnowflakeError::LeaseNotProven { .. }) => Some(NOT_READY_LEASE),
-        Err(idmint::SnowflakeError::LeaseSettling { .. }) => Some(NOT_READY_LEASE_SETTLING),
+        Err(idmint::snowflake::SnowflakeError::ClockBehind { .. }) => Some(NOT_READY_CLOCK_BEHIND),
+        Err(idmint::snowflake::SnowflakeError::LeaseNotProven { .. }) => Some(NOT_READY_LEASE),
+        Err(idmint::snowflake::SnowflakeError::LeaseSettling { .. }) => {
+            Some(NOT_READY_LEASE_SETTLING)
+        }
         Err(_) => Some(NOT_READY_OTHER),
     };
     gauge!("idmint_snowflake_ready", "space" => space.clone())
@@ -387,7 +389,7 @@ fn describe() {
         "Connections closed at once: their client address held limits.client_connections_max."
     );
     describe_histogram!(
-        idmint::REFILL_DURATION_METRIC,
+        idmint::segment::REFILL_DURATION_METRIC,
         Unit::Seconds,
         "Time the store took to allocate a segment, by tag."
     );

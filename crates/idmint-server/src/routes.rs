@@ -15,7 +15,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use std::sync::Arc;
 
-use idmint::{Snowflake, SnowflakeError, TagStatus};
+use idmint::Snowflake;
+use idmint::segment::TagStatus;
+use idmint::snowflake::SnowflakeError;
 use idmint_core::snowflake::{Layout, Parts, UtcMs};
 use idmint_core::{Count, Description, SegmentSnapshot, StartId, Step, Tag};
 use idmint_store::{TagRecord, TagSpec};

@@ -11,7 +11,9 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use idmint::{SEQ_COUNT_MAX, SequenceStatus, Sequences};
+use idmint::Sequences;
+use idmint::sequence::SequenceStatus;
+use idmint::sequence::limits::SEQ_COUNT_MAX;
 use idmint_core::Tag;
 use idmint_store::{SequenceRecord, SequenceSpec};
 use serde::{Deserialize, Serialize};
@@ -260,7 +262,7 @@ pub(crate) async fn create_seq(
         daily: body.daily.unwrap_or(false),
         format: body.format,
         time_zone: body.time_zone.unwrap_or_else(|| "UTC".to_string()),
-        created_ms: idmint::Clock::now_ms(&idmint::SystemClock),
+        created_ms: idmint::clock::Clock::now_ms(&idmint::clock::SystemClock),
     };
     let record = app.sequences.get()?.create(spec).await?;
     tracing::info!(sequence = %record.name, daily = record.daily, "sequence created");

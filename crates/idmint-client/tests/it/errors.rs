@@ -4,7 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use idmint::{IdFormat, Tag, time_zone};
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Tag};
 use idmint_client::{Client, ClientError, PublicIds, Transport};
 
 use crate::support::{BlackHole, Extras, Node, client_runtime, dead_url};

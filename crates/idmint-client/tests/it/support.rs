@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use idmint::{SegmentConfig, Segments, Tag};
+use idmint::segment::SegmentConfig;
+use idmint::{Segments, Tag};
 use idmint_core::{Description, StartId, Step};
 use idmint_store::{SegmentStore, TagSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -134,7 +135,7 @@ impl Node {
     }
 
     /// The range of the node's current segment of `tag`, if it serves the tag.
-    pub fn current_segment(&self, tag: &str) -> Option<idmint::IdRange> {
+    pub fn current_segment(&self, tag: &str) -> Option<idmint::segment::IdRange> {
         let tag = Tag::parse(tag).expect("tag");
         self.segments.snapshot(&tag)?.current.map(|c| c.range)
     }
@@ -169,12 +170,13 @@ impl Drop for Node {
 async fn snowflake() -> Arc<idmint::Snowflake> {
     let workers: Arc<dyn idmint_store::WorkerStore> = Arc::new(idmint_store::MemoryStore::new());
     let layout = idmint_core::snowflake::Layout::preset("snowflake").expect("layout");
-    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
-    let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
-        .await
-        .expect("snowflake");
+    let generator =
+        idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::clock::SystemClock))
+            .await
+            .expect("snowflake");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while let Err(error) = generator.readiness() {
         assert!(std::time::Instant::now() < deadline, "never ready: {error}");

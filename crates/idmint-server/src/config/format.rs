@@ -63,15 +63,18 @@ pub(super) fn tag_formats(
 fn tag_format(l: &mut Layers<'_>, name: &str, section: &mut FormatSection) -> Option<TagFormat> {
     let key_of = |field: &str| format!("format.{name}.{field}");
     let origin = l.source.origin(&format!("format.{name}"));
-    let template =
-        l.file_only(&key_of("template"), &mut section.template, idmint::TEMPLATE_DEFAULT.into());
+    let template = l.file_only(
+        &key_of("template"),
+        &mut section.template,
+        idmint::format::limits::TEMPLATE_DEFAULT.into(),
+    );
     let zone_name = l.file_only(&key_of("time_zone"), &mut section.time_zone, "UTC".to_string());
     let force = l.file_only(&key_of("force_key_change"), &mut section.force_key_change, false);
     let key_origin = l.optional(&key_of("key"), &section.key);
     let key_env_origin = l.optional(&key_of("key_env"), &section.key_env);
     let bits_origin = l.optional(&key_of("bits"), &section.bits);
     let tag = l.check(&origin, Tag::parse(name));
-    let zone = l.check(&zone_name.origin, idmint::time_zone(&zone_name.value));
+    let zone = l.check(&zone_name.origin, idmint::sequence::time_zone(&zone_name.value));
     // `Err(())`: the key is wrong (a problem is recorded); `Ok(None)`: no key.
     let key = match (&section.key, &section.key_env) {
         (Some(_), Some(_)) => {

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use idmint::{
+use idmint::snowflake::limits::{
     CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, LEASE_MARGIN_MS_DEFAULT,
     LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
 };

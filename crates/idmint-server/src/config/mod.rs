@@ -42,7 +42,9 @@ mod tests;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use idmint::{CachedConfig, IdFormat, SegmentConfig, SnowflakeConfig};
+use idmint::IdFormat;
+use idmint::segment::SegmentConfig;
+use idmint::snowflake::{CachedConfig, SnowflakeConfig};
 use idmint_core::Tag;
 use idmint_store::StoreUrl;
 

@@ -3,7 +3,8 @@
 //! the [`HttpLimits`]. Each reads its keys from the section's `…Keys` struct (`keys.rs`) and
 //! records every problem; a bad value leaves its default so the other checks still run.
 
-use idmint::{CachedConfig, SegmentConfig, SnowflakeConfig, WorkerIdSource};
+use idmint::segment::SegmentConfig;
+use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
@@ -13,7 +14,7 @@ use super::origins::{Layers, Sourced};
 use crate::limits::HttpLimits;
 
 /// A checked setter of [`SegmentConfig`] taking a number.
-type SetMs = fn(SegmentConfig, u64) -> Result<SegmentConfig, idmint::ConfigError>;
+type SetMs = fn(SegmentConfig, u64) -> Result<SegmentConfig, idmint::segment::ConfigError>;
 
 /// The `[segment]` section resolved; each bad value is a problem and leaves its default.
 pub(super) fn segment_config(l: &mut Layers<'_>, keys: SegmentKeys) -> SegmentConfig {
@@ -80,26 +81,31 @@ pub(super) fn snowflake_config(
         Some(layout) => l.check(&worker.origin, worker_source(&worker.value, layout)),
         None => None,
     };
-    if tolerance.value > idmint::TOLERANCE_MS_MAX {
-        let reason = format!("{} is above {} ms", tolerance.value, idmint::TOLERANCE_MS_MAX);
+    if tolerance.value > idmint::snowflake::limits::TOLERANCE_MS_MAX {
+        let reason = format!(
+            "{} is above {} ms",
+            tolerance.value,
+            idmint::snowflake::limits::TOLERANCE_MS_MAX
+        );
         l.refuse(&tolerance.origin, reason);
     }
-    if lead.value > idmint::BORROW_LEAD_MS_MAX {
+    if lead.value > idmint::snowflake::limits::BORROW_LEAD_MS_MAX {
         let reason = format!(
             "{} is above {} ms (a restart waits out the lead); use a smaller lead, or 0 to \
              never borrow",
             lead.value,
-            idmint::BORROW_LEAD_MS_MAX
+            idmint::snowflake::limits::BORROW_LEAD_MS_MAX
         );
         l.refuse(&lead.origin, reason);
     }
-    let window_range = idmint::TIME_WINDOW_MS_MIN..=idmint::TIME_WINDOW_MS_MAX;
+    let window_range = idmint::snowflake::limits::TIME_WINDOW_MS_MIN
+        ..=idmint::snowflake::limits::TIME_WINDOW_MS_MAX;
     if !window_range.contains(&window.value) {
         let reason = format!(
             "{} is outside {}..={} ms",
             window.value,
-            idmint::TIME_WINDOW_MS_MIN,
-            idmint::TIME_WINDOW_MS_MAX
+            idmint::snowflake::limits::TIME_WINDOW_MS_MIN,
+            idmint::snowflake::limits::TIME_WINDOW_MS_MAX
         );
         l.refuse(&window.origin, reason);
     }
@@ -118,7 +124,7 @@ pub(super) fn snowflake_config(
         l.refuse(&margin.origin, reason);
     }
     let Some(layout) = layout else { return (None, None) };
-    let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
+    let now_ms = idmint::clock::Clock::now_ms(&idmint::clock::SystemClock);
     let horizon = idmint_core::limits::LAYOUT_EXPIRY_HORIZON_MS;
     if let Some(warning) = layout.expiry_warning(now_ms, horizon) {
         if refuse.value {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use idmint::{CachedConfig, WorkerIdSource};
+use idmint::snowflake::{CachedConfig, WorkerIdSource};
 use idmint_core::limits::BATCH_COUNT_MAX;
 
 use super::*;
@@ -172,8 +172,8 @@ fn the_snowflake_section_resolves_and_refuses_what_cannot_run() {
     assert_eq!(
         s.snowflake_cached,
         Some(CachedConfig {
-            capacity: idmint::CACHED_RING_CAPACITY_DEFAULT,
-            max_lead_ms: idmint::CACHED_MAX_LEAD_MS_DEFAULT
+            capacity: idmint::snowflake::limits::CACHED_RING_CAPACITY_DEFAULT,
+            max_lead_ms: idmint::snowflake::limits::CACHED_MAX_LEAD_MS_DEFAULT
         })
     );
     let refused = |toml: &str, vars: &[(&str, &str)], says: &str| {

@@ -21,7 +21,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use idmint::{SegmentConfig, Segments};
+use idmint::Segments;
+use idmint::segment::SegmentConfig;
 use idmint_server::{ADMIN_ROUTES, AppState, GRPC_ROUTE, HttpLimits};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -167,7 +168,7 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
 async fn guarded_router() -> Router {
     let store = Arc::new(idmint_store::MemoryStore::new());
     let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
-    let clock = Arc::new(idmint::SystemClock);
+    let clock = Arc::new(idmint::clock::SystemClock);
     let counters = Arc::new(MemoryCounters::default());
     let engine = idmint::Sequences::start(store, counters, clock, Default::default());
     let sequences = idmint_server::SequenceSlot::default();

@@ -4,7 +4,8 @@
 
 use std::collections::HashSet;
 
-use idmint::{IdFormat, Tag, time_zone};
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use serde_json::{Value, json};
 

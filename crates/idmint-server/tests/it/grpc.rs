@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use idmint::{IdFormat, SegmentConfig, Segments, Tag, time_zone};
+use idmint::segment::SegmentConfig;
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Segments, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_proto::v1::id_mint_client::IdMintClient;
 use idmint_proto::v1::{

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use idmint::{IdFormat, SegmentConfig, Segments, Tag, time_zone};
+use idmint::segment::SegmentConfig;
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Segments, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_server::AppState;
 use idmint_store::{CounterKey, CounterState, CounterStore, SqliteStore, StoreError, Take};
@@ -308,7 +310,7 @@ pub(crate) fn memory_state() -> AppState {
         snowflake_cached: None,
         sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
         formats: Default::default(),
-        uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+        uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
         auth: Arc::new(idmint_server::Auth::open()),
         http_limits: idmint_server::HttpLimits::default(),
         clients: Arc::default(),
@@ -368,17 +370,17 @@ async fn fuzz_server(dir: &Path) -> TestServer {
     formats.insert(Tag::parse("code").unwrap(), code.unwrap());
     for (tag, format) in &formats {
         if let Some(permutation) = format.permutation() {
-            idmint::claim_key(&segments, tag, permutation, false).await.unwrap();
+            idmint::format::claim_key(&segments, tag, permutation, false).await.unwrap();
         }
     }
     let workers: Arc<dyn idmint_store::WorkerStore> = store.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     // A 100 ms window and margin: the lease settles in 200 ms (docs/operations.md, "Start-up
     // delay"), awaited below, so the fuzz never meets a node still settling.
-    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
-    let clock = Arc::new(idmint::SystemClock);
+    let clock = Arc::new(idmint::clock::SystemClock);
     let snowflake = idmint::Snowflake::start(Some(workers), config, clock.clone()).await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while let Err(error) = snowflake.readiness() {

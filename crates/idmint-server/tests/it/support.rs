@@ -3,7 +3,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use idmint::{SegmentConfig, Segments};
+use idmint::Segments;
+use idmint::segment::SegmentConfig;
 use idmint_server::AppState;
 use idmint_store::SegmentStore;
 use tokio::sync::oneshot;
@@ -63,8 +64,8 @@ impl TestServer {
         let engine = idmint::Sequences::start(
             memory.clone(),
             Arc::new(counters),
-            Arc::new(idmint::SystemClock),
-            idmint::SequenceConfig::default(),
+            Arc::new(idmint::clock::SystemClock),
+            idmint::sequence::SequenceConfig::default(),
         );
         let slot = idmint_server::SequenceSlot::default();
         slot.set(engine);
@@ -90,7 +91,7 @@ impl TestServer {
             snowflake_cached,
             sequences,
             formats: Default::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
             auth: Arc::new(idmint_server::Auth::open()),
             http_limits: idmint_server::HttpLimits::default(),
             clients: Arc::default(),
@@ -104,7 +105,7 @@ impl TestServer {
         let segments = Segments::start(store, SegmentConfig::default()).unwrap();
         for (tag, format) in &formats {
             if let Some(permutation) = format.permutation() {
-                idmint::claim_key(&segments, tag, permutation, false).await.unwrap();
+                idmint::format::claim_key(&segments, tag, permutation, false).await.unwrap();
             }
         }
         let state = AppState {
@@ -114,7 +115,7 @@ impl TestServer {
             snowflake_cached: None,
             sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
             formats: Arc::new(formats),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
             auth: Arc::new(idmint_server::Auth::open()),
             http_limits: idmint_server::HttpLimits::default(),
             clients: Arc::default(),
@@ -137,7 +138,7 @@ impl TestServer {
             snowflake_cached: None,
             sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
             formats: Default::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
             auth: Arc::new(auth),
             http_limits: limits,
             clients: Arc::default(),
@@ -205,12 +206,13 @@ async fn memory_snowflake() -> (Arc<idmint_store::MemoryStore>, Arc<idmint::Snow
     let memory = Arc::new(idmint_store::MemoryStore::new());
     let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
-    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
-    let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
-        .await
-        .unwrap();
+    let generator =
+        idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::clock::SystemClock))
+            .await
+            .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while let Err(error) = generator.readiness() {
         assert!(std::time::Instant::now() < deadline, "never ready: {error}");
