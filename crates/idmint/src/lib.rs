@@ -200,7 +200,7 @@ pub mod store {
     #[cfg(feature = "sqlite")]
     pub use idmint_store::SqliteStore;
     #[cfg(feature = "redis")]
-    pub use idmint_store::redis;
+    pub use idmint_store::redis::{RedisConn, RedisCounters, RedisStore, RedisUrl};
     pub use idmint_store::{
         AllocMode, Allocation, AssignRequest, CounterKey, CounterState, CounterStore,
         DEFAULT_STORE_URL, FlickerUrl, InterleavedStore, Lease, LeaseRecord, LeaseRequest,
