@@ -5,7 +5,8 @@
 //! or jumps past a regression; tag create, list, get, set step, delete with a tombstone that
 //! keeps a name's issued ids from being issued again), its typed errors,
 //! store URLs, and the backends: [`MemoryStore`] (the reference every backend is checked
-//! against) and [`SqliteStore`] (the embedded default); with features, MySQL, PostgreSQL and
+//! against) and [`SqliteStore`] (the embedded default, feature `sqlite`, on by default: without
+//! it the crate builds no SQLite); with features, MySQL, PostgreSQL and
 //! Redis (`redis/`: one server, Sentinel or Cluster; segments and worker ids, no sequence
 //! ceilings). Every backend passes one conformance suite (`tests/it/conformance.rs`). [`InterleavedStore`] serves one tag from N stores by
 //! residue: N segment databases, or N Flicker ticket databases (`flicker.rs`, feature
