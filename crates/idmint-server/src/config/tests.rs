@@ -7,6 +7,7 @@ use std::path::Path;
 use idmint::snowflake::{CachedConfig, WorkerIdSource};
 use idmint_core::limits::BATCH_COUNT_MAX;
 
+use super::origins::Origin;
 use super::*;
 
 fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -372,4 +373,32 @@ fn secrets_print_as_stars() {
     let url = SecretUrl::new("postgres://u:pw@h/db?password=pw");
     assert_eq!(url.to_string(), "postgres://u:***@h/db?password=***");
     assert!(!format!("{url:?}").contains("pw"));
+}
+
+#[test]
+fn every_plain_key_is_set_by_its_variable_and_printed_with_it() {
+    // Each key of the keys! tables, set through its variable to its own default: resolved
+    // from there, and printed with the variable as its origin.
+    let defaults = Settings::resolve(&FileConfig::default(), &env(&[]), &Overrides::default())
+        .unwrap()
+        .effective;
+    let printed = defaults.to_toml();
+    let plain: Vec<&str> =
+        defaults.keys().filter(|k| !k.starts_with("auth.") && !k.starts_with("format.")).collect();
+    assert!(plain.len() >= 30 && plain.contains(&"limits.metrics_tags_max"), "{plain:?}");
+    for key in plain {
+        let name = key.rsplit('.').next().unwrap_or(key);
+        let line = printed.lines().find(|l| l.starts_with(&format!("{name} = "))).unwrap();
+        let value = line.split(" = ").nth(1).unwrap().split(" #").next().unwrap().trim();
+        let value = value.trim_matches('"');
+        let variable = env_var(key);
+        let s = Settings::resolve(
+            &FileConfig::default(),
+            &env(&[(&variable, value)]),
+            &Overrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{variable}={value}: {e}"));
+        assert_eq!(s.effective.origins.get(key), Some(&Origin::Env(variable.clone())), "{key}");
+        assert!(s.effective.to_toml().contains(&format!("# {variable}\n")), "{key}");
+    }
 }
