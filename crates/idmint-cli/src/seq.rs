@@ -51,7 +51,7 @@ pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
                 daily,
                 format,
                 time_zone,
-                created_ms: idmint::clock::Clock::now_ms(&idmint::clock::SystemClock),
+                created_ms: idmint::Clock::now_ms(&idmint::SystemClock),
             })?;
             let record = open(&store).await?.create_sequence(&spec).await?;
             println!("created {}", describe(&record));

@@ -72,9 +72,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         snowflake_cached,
         sequences,
         formats,
-        uuids: std::sync::Arc::new(idmint::Uuids::new(std::sync::Arc::new(
-            idmint::clock::SystemClock,
-        ))),
+        uuids: std::sync::Arc::new(idmint::Uuids::new(std::sync::Arc::new(idmint::SystemClock))),
         auth: std::sync::Arc::new(settings.auth.clone()),
         http_limits: settings.http_limits,
         clients: std::sync::Arc::default(),
@@ -131,7 +129,7 @@ async fn start_snowflake(
         | idmint::snowflake::WorkerIdSource::Ordinal => None,
         _ => Some(idmint_store::open_workers(&settings.store).await.map_err(|e| e.to_string())?),
     };
-    match Snowflake::start(store, config, std::sync::Arc::new(idmint::clock::SystemClock)).await {
+    match Snowflake::start(store, config, std::sync::Arc::new(idmint::SystemClock)).await {
         Ok(generator) => {
             let status = generator.status();
             tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
@@ -177,7 +175,7 @@ async fn start_sequences(
         loop {
             match idmint_store::open_counters(redis.expose()).await {
                 Ok(counters) => {
-                    let clock = std::sync::Arc::new(idmint::clock::SystemClock);
+                    let clock = std::sync::Arc::new(idmint::SystemClock);
                     let engine = idmint::Sequences::start(store, counters, clock, config);
                     tracing::info!(redis = %engine.describe(), "sequences served");
                     installed.set(engine);

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use idmint::SystemClock;
 use idmint::Uuids;
-use idmint::clock::SystemClock;
 use idmint::segment::Count;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::uuid::{UuidFormat, ulid_encode};

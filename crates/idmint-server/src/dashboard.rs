@@ -17,7 +17,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
-use idmint::clock::Clock;
+use idmint::Clock;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -159,7 +159,7 @@ pub(crate) async fn status(State(app): State<SharedState>) -> Json<StatusBody> {
         .collect();
     Json(StatusBody {
         version: env!("CARGO_PKG_VERSION"),
-        time_ms: idmint::clock::SystemClock.now_ms(),
+        time_ms: idmint::SystemClock.now_ms(),
         store: StoreBody {
             description: app.segments.store_description(),
             up: store_error.is_none(),

@@ -99,7 +99,7 @@ impl AppState {
             snowflake_cached: None,
             sequences: SequenceSlot::not_running("sequences are not configured on this node"),
             formats: Arc::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
             auth: Arc::new(Auth::open()),
             http_limits: HttpLimits::default(),
             clients: Arc::default(),

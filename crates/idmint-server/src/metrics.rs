@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
-use idmint::clock::Clock;
+use idmint::Clock;
 use idmint::segment::TagStatus;
 use idmint_core::Tag;
 use metrics::{Counter, Histogram, counter, gauge, histogram};
@@ -312,7 +312,7 @@ fn collect_snowflake(app: &AppState) {
     };
     gauge!("idmint_snowflake_up").set(1.0);
     let s = generator.status();
-    let now_ms = idmint::clock::SystemClock.now_ms();
+    let now_ms = idmint::SystemClock.now_ms();
     let space = s.space.clone();
     gauge!("idmint_snowflake_worker_id", "space" => space.clone()).set(s.worker as f64);
     counter!("idmint_snowflake_clock_rollbacks_total", "space" => space.clone())

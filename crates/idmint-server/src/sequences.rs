@@ -262,7 +262,7 @@ pub(crate) async fn create_seq(
         daily: body.daily.unwrap_or(false),
         format: body.format,
         time_zone: body.time_zone.unwrap_or_else(|| "UTC".to_string()),
-        created_ms: idmint::clock::Clock::now_ms(&idmint::clock::SystemClock),
+        created_ms: idmint::Clock::now_ms(&idmint::SystemClock),
     };
     let record = app.sequences.get()?.create(spec).await?;
     tracing::info!(sequence = %record.name, daily = record.daily, "sequence created");

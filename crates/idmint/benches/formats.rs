@@ -29,7 +29,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use idmint::clock::SystemClock;
+use idmint::SystemClock;
 use idmint::segment::Count;
 use idmint::{IdFormat, Uuids};
 use idmint_core::encoding::Encoding;

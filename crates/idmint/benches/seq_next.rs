@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idmint::clock::SystemClock;
+use idmint::SystemClock;
 use idmint::sequence::SequenceConfig;
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
 use idmint::{Sequences, Tag};

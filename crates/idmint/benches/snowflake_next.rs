@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use idmint::clock::SystemClock;
+use idmint::SystemClock;
 use idmint::snowflake::{SnowflakeConfig, WorkerIdSource};
 use idmint::{CachedSnowflake, Snowflake};
 use idmint_core::snowflake::Layout;

@@ -57,6 +57,7 @@ mod unknown;
 mod uuids;
 
 pub use cached::CachedSnowflake;
+pub use clock::{Clock, SystemClock};
 pub use error::Error;
 pub use idformat::IdFormat;
 pub use idmint_core::{Tag, TagError};

@@ -173,10 +173,9 @@ async fn snowflake() -> Arc<idmint::Snowflake> {
     let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
-    let generator =
-        idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::clock::SystemClock))
-            .await
-            .expect("snowflake");
+    let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
+        .await
+        .expect("snowflake");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while let Err(error) = generator.readiness() {
         assert!(std::time::Instant::now() < deadline, "never ready: {error}");

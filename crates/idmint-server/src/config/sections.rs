@@ -124,7 +124,7 @@ pub(super) fn snowflake_config(
         l.refuse(&margin.origin, reason);
     }
     let Some(layout) = layout else { return (None, None) };
-    let now_ms = idmint::clock::Clock::now_ms(&idmint::clock::SystemClock);
+    let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
     let horizon = idmint_core::limits::LAYOUT_EXPIRY_HORIZON_MS;
     if let Some(warning) = layout.expiry_warning(now_ms, horizon) {
         if refuse.value {

@@ -168,7 +168,7 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
 async fn guarded_router() -> Router {
     let store = Arc::new(idmint_store::MemoryStore::new());
     let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
-    let clock = Arc::new(idmint::clock::SystemClock);
+    let clock = Arc::new(idmint::SystemClock);
     let counters = Arc::new(MemoryCounters::default());
     let engine = idmint::Sequences::start(store, counters, clock, Default::default());
     let sequences = idmint_server::SequenceSlot::default();

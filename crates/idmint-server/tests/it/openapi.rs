@@ -310,7 +310,7 @@ pub(crate) fn memory_state() -> AppState {
         snowflake_cached: None,
         sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
         formats: Default::default(),
-        uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
+        uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
         auth: Arc::new(idmint_server::Auth::open()),
         http_limits: idmint_server::HttpLimits::default(),
         clients: Arc::default(),
@@ -380,7 +380,7 @@ async fn fuzz_server(dir: &Path) -> TestServer {
     let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
-    let clock = Arc::new(idmint::clock::SystemClock);
+    let clock = Arc::new(idmint::SystemClock);
     let snowflake = idmint::Snowflake::start(Some(workers), config, clock.clone()).await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while let Err(error) = snowflake.readiness() {

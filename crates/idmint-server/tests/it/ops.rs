@@ -215,7 +215,7 @@ async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
     let generator = idmint::Snowflake::start(
         Some(workers),
         config,
-        Arc::clone(&clock) as Arc<dyn idmint::clock::Clock>,
+        Arc::clone(&clock) as Arc<dyn idmint::Clock>,
     )
     .await
     .unwrap();
@@ -267,7 +267,7 @@ async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() 
     let generator = idmint::Snowflake::start(
         Some(workers),
         config,
-        Arc::clone(&clock) as Arc<dyn idmint::clock::Clock>,
+        Arc::clone(&clock) as Arc<dyn idmint::Clock>,
     )
     .await
     .unwrap();

@@ -20,7 +20,7 @@ async fn leaf_routes_serve_and_decode_snowflake_ids() {
     let timestamp = decoded["timestamp"].as_str().unwrap();
     let (ms, text) = timestamp.split_once('(').unwrap();
     let ms: u64 = ms.parse().unwrap();
-    let now = idmint::clock::Clock::now_ms(&idmint::clock::SystemClock);
+    let now = idmint::Clock::now_ms(&idmint::SystemClock);
     assert!(ms <= now && now - ms < 60_000, "{timestamp}");
     assert!(text.ends_with(')') && text.len() == "2026-11-22 07:41:05.390)".len(), "{text}");
     assert_eq!(decoded["workerId"], "0");

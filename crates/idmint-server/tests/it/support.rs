@@ -64,7 +64,7 @@ impl TestServer {
         let engine = idmint::Sequences::start(
             memory.clone(),
             Arc::new(counters),
-            Arc::new(idmint::clock::SystemClock),
+            Arc::new(idmint::SystemClock),
             idmint::sequence::SequenceConfig::default(),
         );
         let slot = idmint_server::SequenceSlot::default();
@@ -91,7 +91,7 @@ impl TestServer {
             snowflake_cached,
             sequences,
             formats: Default::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
             auth: Arc::new(idmint_server::Auth::open()),
             http_limits: idmint_server::HttpLimits::default(),
             clients: Arc::default(),
@@ -115,7 +115,7 @@ impl TestServer {
             snowflake_cached: None,
             sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
             formats: Arc::new(formats),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
             auth: Arc::new(idmint_server::Auth::open()),
             http_limits: idmint_server::HttpLimits::default(),
             clients: Arc::default(),
@@ -138,7 +138,7 @@ impl TestServer {
             snowflake_cached: None,
             sequences: idmint_server::SequenceSlot::not_running("not started in this test"),
             formats: Default::default(),
-            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::clock::SystemClock))),
+            uuids: Arc::new(idmint::Uuids::new(Arc::new(idmint::SystemClock))),
             auth: Arc::new(auth),
             http_limits: limits,
             clients: Arc::default(),
@@ -209,10 +209,9 @@ async fn memory_snowflake() -> (Arc<idmint_store::MemoryStore>, Arc<idmint::Snow
     let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
-    let generator =
-        idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::clock::SystemClock))
-            .await
-            .unwrap();
+    let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))
+        .await
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while let Err(error) = generator.readiness() {
         assert!(std::time::Instant::now() < deadline, "never ready: {error}");
