@@ -6,7 +6,7 @@
 //! environment variable ([`env_var`](super::env_var) of the dotted name), its flag (a field of
 //! [`Overrides`]), its origin and its line in the printed effective configuration (the section
 //! is printed as serde writes it, each key with the origin [`Layers`] recorded), and its
-//! resolved value with that origin (a field of the section's `…Keys` struct). What a value
+//! resolved value with that origin (a field of a `…Keys` struct). What a value
 //! means and how it is checked is the section's resolver's business (`sections.rs`), which
 //! reads it from that struct.
 //!
@@ -41,13 +41,18 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATA_DIR: &str = "./idmint-data";
 
 /// Declares a table of keys: the file section (every key an `Option`, unknown keys refused),
-/// the struct of resolved keys (each a [`Sourced`] value), and `layer`, which resolves every
-/// key in the order written (flag > variable > file > default) and fills the section with
-/// the result, so the effective configuration holds every key. A default may use the keys
-/// above it (`connections_max.value`).
+/// and for each group of its keys the struct of resolved keys (each a [`Sourced`] value)
+/// and the method that resolves them in the order written (flag > variable > file >
+/// default) and fills the section with the result, so the effective configuration holds
+/// every key. A default may use the keys above it (`connections_max.value`). A section is
+/// one group unless its keys are resolved at different points of [`Settings::resolve`]
+/// (`[limits]`: the batch bound early, the HTTP limits late), which fixes the order in
+/// which problems are reported.
 ///
 /// The top-level form also declares the flags' struct ([`Overrides`]), one field per key
 /// with a `flag`, and the file's fields that are not keys (sections, the source).
+///
+/// [`Settings::resolve`]: super::Settings::resolve
 macro_rules! keys {
     (
         $(#[$meta:meta])*
@@ -100,10 +105,15 @@ macro_rules! keys {
     };
     (
         $(#[$meta:meta])*
-        pub struct $section:ident => $keys:ident in $prefix:literal {
+        pub struct $section:ident in $prefix:literal {
             $(
-                $(#[doc = $doc:literal])*
-                $field:ident: $ty:ty = $default:expr;
+                $(#[$gmeta:meta])*
+                keys $keys:ident by $layer:ident {
+                    $(
+                        $(#[doc = $doc:literal])*
+                        $field:ident: $ty:ty = $default:expr;
+                    )*
+                }
             )*
         }
     ) => {
@@ -111,29 +121,33 @@ macro_rules! keys {
         #[derive(Debug, Default, Clone, Deserialize, Serialize)]
         #[serde(deny_unknown_fields)]
         pub struct $section {
-            $( $(#[doc = $doc])* pub $field: Option<$ty>, )*
+            $( $( $(#[doc = $doc])* pub $field: Option<$ty>, )* )*
         }
 
-        keys!(@resolved $section => $keys $( $field: $ty )*);
+        $( keys!(@resolved $section => $keys $( $field: $ty )*); )*
 
         impl $section {
-            /// Resolves every key of the section (variable > file > default), in the order
-            /// written, and sets each to its value, so the section holds every key.
-            pub(super) fn layer(&mut self, l: &mut Layers<'_>) -> $keys {
-                $(
-                    let $field = l.layer(
-                        concat!($prefix, ".", stringify!($field)),
-                        None,
-                        &mut self.$field,
-                        $default,
-                    );
-                )*
-                $keys { $( $field, )* }
-            }
+            $(
+                $(#[$gmeta])*
+                ///
+                /// Resolves these keys (variable > file > default), in the order written, and
+                /// sets each to its value, so the section holds every key.
+                pub(super) fn $layer(&mut self, l: &mut Layers<'_>) -> $keys {
+                    $(
+                        let $field = l.layer(
+                            concat!($prefix, ".", stringify!($field)),
+                            None,
+                            &mut self.$field,
+                            $default,
+                        );
+                    )*
+                    $keys { $( $field, )* }
+                }
+            )*
         }
     };
     (@resolved $section:ident => $keys:ident $( $field:ident: $ty:ty )*) => {
-        #[doc = concat!("Every key of [`", stringify!($section), "`] resolved, with its origin.")]
+        #[doc = concat!("Keys of [`", stringify!($section), "`] resolved, each with its origin.")]
         pub(super) struct $keys {
             $(
                 #[doc = concat!("`", stringify!($field), "`.")]
@@ -187,78 +201,92 @@ keys! {
 
 keys! {
     /// The `[snowflake]` section.
-    pub struct SnowflakeSection => SnowflakeKeys in "snowflake" {
-        /// Whether the node serves snowflake ids.
-        enabled: bool = true;
-        /// A preset: `snowflake`, `sonyflake`, `uid`, `js-safe`.
-        layout: String = "snowflake".to_string();
-        /// `lease`, `store-assigned`, `ordinal` or `static:N`.
-        worker: String = "lease".to_string();
-        /// A clock step back up to this is waited out, in ms.
-        tolerance_ms: u64 = TOLERANCE_MS_DEFAULT;
-        /// Borrowed time: run at most this far ahead of the clock instead of waiting, in ms
-        /// (0: never borrow).
-        borrow_max_lead_ms: u64 = 0;
-        /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`.
-        max_vibration: u64 = 0;
-        /// How far ahead of the clock the time mark is persisted, in ms.
-        time_window_ms: u64 = TIME_WINDOW_MS_DEFAULT;
-        /// Worker-lease TTL, in ms.
-        lease_ttl_ms: u64 = LEASE_TTL_MS_DEFAULT;
-        /// Wait after a lease expired before its worker id may be reused, in ms.
-        lease_margin_ms: u64 = LEASE_MARGIN_MS_DEFAULT;
-        /// Refuse (rather than warn about) a layout whose time runs out within 10 years.
-        refuse_expiring: bool = false;
-        /// Serve snowflake ids from a ring of pre-made ids on borrowed time (uid-generator's
-        /// CachedUidGenerator).
-        cached: bool = false;
-        /// Ring capacity in ids (a power of two holding one whole time unit).
-        ring_capacity: u64 = CACHED_RING_CAPACITY_DEFAULT;
-        /// How far the ring's borrowed time may run ahead of the clock, in ms.
-        ring_max_lead_ms: u64 = CACHED_MAX_LEAD_MS_DEFAULT;
+    pub struct SnowflakeSection in "snowflake" {
+        /// The snowflake generator and its ring.
+        keys SnowflakeKeys by layer {
+            /// Whether the node serves snowflake ids.
+            enabled: bool = true;
+            /// A preset: `snowflake`, `sonyflake`, `uid`, `js-safe`.
+            layout: String = "snowflake".to_string();
+            /// `lease`, `store-assigned`, `ordinal` or `static:N`.
+            worker: String = "lease".to_string();
+            /// A clock step back up to this is waited out, in ms.
+            tolerance_ms: u64 = TOLERANCE_MS_DEFAULT;
+            /// Borrowed time: run at most this far ahead of the clock instead of waiting, in ms
+            /// (0: never borrow).
+            borrow_max_lead_ms: u64 = 0;
+            /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`.
+            max_vibration: u64 = 0;
+            /// How far ahead of the clock the time mark is persisted, in ms.
+            time_window_ms: u64 = TIME_WINDOW_MS_DEFAULT;
+            /// Worker-lease TTL, in ms.
+            lease_ttl_ms: u64 = LEASE_TTL_MS_DEFAULT;
+            /// Wait after a lease expired before its worker id may be reused, in ms.
+            lease_margin_ms: u64 = LEASE_MARGIN_MS_DEFAULT;
+            /// Refuse (rather than warn about) a layout whose time runs out within 10 years.
+            refuse_expiring: bool = false;
+            /// Serve snowflake ids from a ring of pre-made ids on borrowed time (uid-generator's
+            /// CachedUidGenerator).
+            cached: bool = false;
+            /// Ring capacity in ids (a power of two holding one whole time unit).
+            ring_capacity: u64 = CACHED_RING_CAPACITY_DEFAULT;
+            /// How far the ring's borrowed time may run ahead of the clock, in ms.
+            ring_max_lead_ms: u64 = CACHED_MAX_LEAD_MS_DEFAULT;
+        }
     }
 }
 
 keys! {
     /// The `[segment]` section.
-    pub struct SegmentSection => SegmentKeys in "segment" {
-        /// Share of a segment used before the next one is requested, in (0, 1].
-        preload_ratio: f64 = 0.1;
-        /// How long a request waits for a refill when both segments are spent, in ms.
-        refill_wait_ms: u64 = REFILL_WAIT_MS_DEFAULT;
-        /// Bound on one store call, in ms.
-        store_call_timeout_ms: u64 = STORE_CALL_TIMEOUT_MS_DEFAULT;
-        /// How often tags deleted from the store are dropped, in ms.
-        tag_refresh_ms: u64 = TAG_REFRESH_MS_DEFAULT;
-        /// How long one segment should last at the forecast rate, in seconds.
-        segment_duration_s: u64 = SEGMENT_DURATION_S_DEFAULT;
-        /// Whether the step follows the consumption rate (else: always the tag's step).
-        adaptive_step: bool = true;
+    pub struct SegmentSection in "segment" {
+        /// Segment serving.
+        keys SegmentKeys by layer {
+            /// Share of a segment used before the next one is requested, in (0, 1].
+            preload_ratio: f64 = 0.1;
+            /// How long a request waits for a refill when both segments are spent, in ms.
+            refill_wait_ms: u64 = REFILL_WAIT_MS_DEFAULT;
+            /// Bound on one store call, in ms.
+            store_call_timeout_ms: u64 = STORE_CALL_TIMEOUT_MS_DEFAULT;
+            /// How often tags deleted from the store are dropped, in ms.
+            tag_refresh_ms: u64 = TAG_REFRESH_MS_DEFAULT;
+            /// How long one segment should last at the forecast rate, in seconds.
+            segment_duration_s: u64 = SEGMENT_DURATION_S_DEFAULT;
+            /// Whether the step follows the consumption rate (else: always the tag's step).
+            adaptive_step: bool = true;
+        }
     }
 }
 
 keys! {
     /// The `[limits]` section.
-    pub struct LimitsSection => LimitsKeys in "limits" {
-        /// Largest `count` of a batch request (at most 100 000).
-        batch_count_max: u64 = BATCH_COUNT_MAX;
-        /// Requests one client address may have in flight (at most 1 024).
-        client_in_flight_max: u64 = u64::from(HttpLimits::default().client_in_flight_max);
-        /// How long one request may take, in ms (100 to 60 000).
-        request_timeout_ms: u64 = HttpLimits::default().request_timeout_ms;
-        /// How long a connection may stay without a byte read or written, and how long a
-        /// request may take to arrive, in ms (above the request timeout, at most 600 000).
-        idle_timeout_ms: u64 = HttpLimits::default().idle_timeout_ms;
-        /// Connections open at once (at most 65 536).
-        connections_max: u64 = HttpLimits::default().connections_max as u64;
-        /// Connections one client address may hold open at once (at most 4 096, and at most
-        /// `connections_max`).
-        // The default never exceeds the total: a node configured for fewer connections than
-        // the default cap per address keeps working, its cap the total.
-        client_connections_max: u64 =
-            (HttpLimits::default().client_connections_max as u64).min(connections_max.value);
-        /// Tags with series of their own in `/metrics`, the busiest (at most 1 000; 0 sums
-        /// every tag into `tag="(other)"`).
-        metrics_tags_max: u64 = HttpLimits::default().metrics_tags_max as u64;
+    pub struct LimitsSection in "limits" {
+        /// The largest batch, resolved with the segment keys (before the addresses are
+        /// checked, so its problems are reported in that order).
+        keys BatchKeys by layer_batch {
+            /// Largest `count` of a batch request (at most 100 000).
+            batch_count_max: u64 = BATCH_COUNT_MAX;
+        }
+        /// The HTTP limits, resolved with the other tables (after the addresses are
+        /// checked).
+        keys HttpLimitKeys by layer_http {
+            /// Requests one client address may have in flight (at most 1 024).
+            client_in_flight_max: u64 = u64::from(HttpLimits::default().client_in_flight_max);
+            /// How long one request may take, in ms (100 to 60 000).
+            request_timeout_ms: u64 = HttpLimits::default().request_timeout_ms;
+            /// How long a connection may stay without a byte read or written, and how long a
+            /// request may take to arrive, in ms (above the request timeout, at most 600 000).
+            idle_timeout_ms: u64 = HttpLimits::default().idle_timeout_ms;
+            /// Connections open at once (at most 65 536).
+            connections_max: u64 = HttpLimits::default().connections_max as u64;
+            /// Connections one client address may hold open at once (at most 4 096, and at most
+            /// `connections_max`).
+            // The default never exceeds the total: a node configured for fewer connections than
+            // the default cap per address keeps working, its cap the total.
+            client_connections_max: u64 =
+                (HttpLimits::default().client_connections_max as u64).min(connections_max.value);
+            /// Tags with series of their own in `/metrics`, the busiest (at most 1 000; 0 sums
+            /// every tag into `tag="(other)"`).
+            metrics_tags_max: u64 = HttpLimits::default().metrics_tags_max as u64;
+        }
     }
 }

@@ -139,7 +139,7 @@ impl Settings {
         let top = eff.layer(&mut l, flags);
         let segment = eff.segment.layer(&mut l);
         let segment = sections::segment_config(&mut l, segment);
-        let limits = eff.limits.layer(&mut l);
+        let batch = eff.limits.layer_batch(&mut l);
         let keys::TopKeys { listen, grpc_listen, store, redis, data_dir } = top;
 
         let listen_addr = l.check(
@@ -187,14 +187,15 @@ impl Settings {
             Some(StoreUrl::Memory) => segment,
             _ => segment.with_state_dir(&data_dir_path),
         };
-        sections::batch_count_max(&mut l, &limits.batch_count_max);
+        let batch_count_max = sections::batch_count_max(&mut l, &batch);
         // An empty URL is none: no sequences.
         let redis = Some(redis.value).filter(|url| !url.expose().trim().is_empty());
         let snowflake_keys = eff.snowflake.layer(&mut l);
         let (snowflake, snowflake_cached) = sections::snowflake_config(&mut l, snowflake_keys);
         let formats = format::tag_formats(&mut l, &mut eff.format);
         let auth = auth::auth_config(&mut l, &mut eff.auth);
-        let http_limits = sections::http_limits(&mut l, &limits);
+        let http_keys = eff.limits.layer_http(&mut l);
+        let http_limits = sections::http_limits(&mut l, http_keys);
         if let (Some(addr), Some(auth)) = (listen_addr, &auth)
             && let Err(reason) = crate::auth::check_exposure(addr, auth)
         {
@@ -212,7 +213,7 @@ impl Settings {
                     redis,
                     data_dir: data_dir_path,
                     segment,
-                    batch_count_max: limits.batch_count_max.value,
+                    batch_count_max,
                     snowflake,
                     snowflake_cached,
                     formats,

@@ -9,7 +9,7 @@ use idmint_core::PreloadRatio;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
 
-use super::keys::{LimitsKeys, SegmentKeys, SnowflakeKeys};
+use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys};
 use super::origins::{Layers, Sourced};
 use crate::limits::HttpLimits;
 
@@ -176,7 +176,8 @@ fn worker_source(text: &str, layout: &Layout) -> Result<WorkerIdSource, String> 
 }
 
 /// `limits.batch_count_max` checked: at least 1 and at most [`BATCH_COUNT_MAX`].
-pub(super) fn batch_count_max(l: &mut Layers<'_>, batch: &Sourced<u64>) {
+pub(super) fn batch_count_max(l: &mut Layers<'_>, keys: &BatchKeys) -> u64 {
+    let BatchKeys { batch_count_max: batch } = keys;
     if !(1..=BATCH_COUNT_MAX).contains(&batch.value) {
         l.refuse(
             &batch.origin,
@@ -187,13 +188,13 @@ pub(super) fn batch_count_max(l: &mut Layers<'_>, batch: &Sourced<u64>) {
             ),
         );
     }
+    batch.value
 }
 
 /// The HTTP limits of `[limits]`, each with its `IDMINT_LIMITS_*` variable, checked against
 /// their bounds; `None` (with the problem recorded) if one is out of range.
-pub(super) fn http_limits(l: &mut Layers<'_>, keys: &LimitsKeys) -> Option<HttpLimits> {
-    let LimitsKeys {
-        batch_count_max: _,
+pub(super) fn http_limits(l: &mut Layers<'_>, keys: HttpLimitKeys) -> Option<HttpLimits> {
+    let HttpLimitKeys {
         client_in_flight_max: in_flight,
         request_timeout_ms: timeout,
         idle_timeout_ms: idle,
