@@ -1,7 +1,7 @@
-//! The `[format.TAG]` sections: how a segment tag's ids are shown to clients (template, time
-//! zone, permutation key and width). Their keys are file keys only, with no variable of their
-//! own; the key is read from the file or from the variable `key_env` names, and appears in no
-//! error message.
+//! The `[format.TAG]` sections resolved: how a segment tag's ids are shown to clients
+//! (template, time zone, permutation key and width), each section's keys declared in
+//! `keys.rs`. Their keys are file keys only, with no variable of their own; the key is read
+//! from the file or from the variable `key_env` names, and appears in no error message.
 
 use std::collections::BTreeMap;
 
@@ -9,34 +9,10 @@ use idmint::IdFormat;
 use idmint_core::Tag;
 use idmint_core::limits::TAG_COUNT_MAX;
 use idmint_core::permute::{Permutation, PermuteKey};
-use serde::{Deserialize, Serialize};
 
 use super::TagFormat;
+use super::keys::{FormatKeys, FormatSection};
 use super::origins::Layers;
-use super::secret::Secret;
-
-/// A `[format.TAG]` section: how the tag's ids are shown to clients.
-#[derive(Debug, Default, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct FormatSection {
-    /// Output template, e.g. `ORD-{date:%Y%m%d}-{id:base36:8}` (default `{id}`).
-    pub template: Option<String>,
-    /// Time zone of `{date}`: `UTC`, `+08:00` or an IANA name (default UTC).
-    pub time_zone: Option<String>,
-    /// The permutation key, 32 hex digits. Prefer `key_env`: a key in a file is easier to
-    /// leak.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<Secret>,
-    /// The name of an environment variable holding the key.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_env: Option<String>,
-    /// Width of the permuted public ids in bits (16 to 63); required with a key.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bits: Option<u32>,
-    /// Serve under a key other than the one recorded for the tag (or a first key on a tag
-    /// that already allocated ids). Only for tags whose ids were never published.
-    pub force_key_change: Option<bool>,
-}
 
 /// The `[format.TAG]` sections resolved: tag names, templates, time zones and keys checked.
 /// The key is read from the file or from the variable `key_env` names, and appears in no
@@ -61,49 +37,46 @@ pub(super) fn tag_formats(
 
 /// One `[format.TAG]` section resolved; `None` (with the problems recorded) if it cannot be.
 fn tag_format(l: &mut Layers<'_>, name: &str, section: &mut FormatSection) -> Option<TagFormat> {
-    let key_of = |field: &str| format!("format.{name}.{field}");
     let origin = l.source.origin(&format!("format.{name}"));
-    let template = l.file_only(
-        &key_of("template"),
-        &mut section.template,
-        idmint::format::limits::TEMPLATE_DEFAULT.into(),
-    );
-    let zone_name = l.file_only(&key_of("time_zone"), &mut section.time_zone, "UTC".to_string());
-    let force = l.file_only(&key_of("force_key_change"), &mut section.force_key_change, false);
-    let key_origin = l.optional(&key_of("key"), &section.key);
-    let key_env_origin = l.optional(&key_of("key_env"), &section.key_env);
-    let bits_origin = l.optional(&key_of("bits"), &section.bits);
+    let FormatKeys {
+        template,
+        time_zone: zone_name,
+        key: key_text,
+        key_env,
+        bits,
+        force_key_change: force,
+    } = section.layer(l, &format!("format.{name}"));
     let tag = l.check(&origin, Tag::parse(name));
     let zone = l.check(&zone_name.origin, idmint::sequence::time_zone(&zone_name.value));
     // `Err(())`: the key is wrong (a problem is recorded); `Ok(None)`: no key.
-    let key = match (&section.key, &section.key_env) {
+    let key = match (&key_text.value, &key_env.value) {
         (Some(_), Some(_)) => {
             l.refuse(&origin, "give key or key_env, not both");
             Err(())
         }
         (Some(text), None) => {
-            l.check(&key_origin, PermuteKey::parse_hex(text.expose())).map(Some).ok_or(())
+            l.check(&key_text.origin, PermuteKey::parse_hex(text.expose())).map(Some).ok_or(())
         }
         (None, Some(var)) => match (l.env)(var) {
             Some(text) => {
                 let parsed =
                     PermuteKey::parse_hex(&text).map_err(|e| format!("the key in {var}: {e}"));
-                l.check(&key_env_origin, parsed).map(Some).ok_or(())
+                l.check(&key_env.origin, parsed).map(Some).ok_or(())
             }
             None => {
                 let reason = format!(
                     "key_env names {var:?}, which is not set; export it with the tag's key \
                      (32 hex digits)"
                 );
-                l.refuse(&key_env_origin, reason);
+                l.refuse(&key_env.origin, reason);
                 Err(())
             }
         },
         (None, None) => Ok(None),
     };
-    let permutation = match (key, section.bits) {
-        (Ok(Some(key)), Some(bits)) => {
-            l.check(&bits_origin, Permutation::new(&key, bits)).map(Some).ok_or(())
+    let permutation = match (key, bits.value) {
+        (Ok(Some(key)), Some(width)) => {
+            l.check(&bits.origin, Permutation::new(&key, width)).map(Some).ok_or(())
         }
         (Ok(Some(_)), None) => {
             let reason = "a key needs bits, the width of public ids (16 to 63), e.g. bits = 41 \
@@ -112,7 +85,7 @@ fn tag_format(l: &mut Layers<'_>, name: &str, section: &mut FormatSection) -> Op
             Err(())
         }
         (Ok(None), Some(_)) => {
-            l.refuse(&bits_origin, "bits is the width of permuted ids and needs a key or key_env");
+            l.refuse(&bits.origin, "bits is the width of permuted ids and needs a key or key_env");
             Err(())
         }
         (Ok(None), None) => Ok(None),

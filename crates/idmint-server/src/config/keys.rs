@@ -10,12 +10,15 @@
 //! means and how it is checked is the section's resolver's business (`sections.rs`), which
 //! reads it from that struct.
 //!
-//! The keys of `[format.TAG]` and `[auth]` are not here: they live in tables of tables, have
-//! no variable of their own (a secret's variable is named by the file), and are resolved in
-//! `format.rs` and `auth.rs`.
+//! The keys of a `[format.TAG]` section are here too, in the form for tables under a name:
+//! file keys only (no variable, no flag), each with a default or, without one, an origin only
+//! when set; `format.rs` resolves them. The keys of `[auth]` are not: the admin token has a
+//! variable of its own (`IDMINT_ADMIN_TOKEN`) and a client's token the variable its file
+//! names, so `auth.rs` declares and resolves them.
 
 use std::collections::BTreeMap;
 
+use idmint::format::limits::TEMPLATE_DEFAULT;
 use idmint::snowflake::limits::{
     CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, LEASE_MARGIN_MS_DEFAULT,
     LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
@@ -28,9 +31,8 @@ use idmint_store::DEFAULT_STORE_URL;
 use serde::{Deserialize, Serialize};
 
 use super::auth::AuthSection;
-use super::format::FormatSection;
 use super::origins::{FileSource, Layers, Sourced, flag};
-use super::secret::SecretUrl;
+use super::secret::{Secret, SecretUrl};
 use crate::limits::HttpLimits;
 
 /// The address `idmint serve` listens on by default: loopback only.
@@ -50,7 +52,9 @@ pub const DEFAULT_DATA_DIR: &str = "./idmint-data";
 /// which problems are reported.
 ///
 /// The top-level form also declares the flags' struct ([`Overrides`]), one field per key
-/// with a `flag`, and the file's fields that are not keys (sections, the source).
+/// with a `flag`, and the file's fields that are not keys (sections, the source). The form
+/// `under a name` declares the table of each `[format.NAME]`: file keys only, resolved under
+/// the name given to its method.
 ///
 /// [`Settings::resolve`]: super::Settings::resolve
 macro_rules! keys {
@@ -146,6 +150,47 @@ macro_rules! keys {
             )*
         }
     };
+    (
+        $(#[$meta:meta])*
+        pub struct $section:ident under a name {
+            $(#[$gmeta:meta])*
+            keys $keys:ident by $layer:ident {
+                $(
+                    $(#[$fmeta:meta])*
+                    $field:ident: $ty:ty $(= $default:expr)?;
+                )*
+            }
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Clone, Deserialize, Serialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $section {
+            $( $(#[$fmeta])* pub $field: Option<$ty>, )*
+        }
+
+        #[doc = concat!("Keys of [`", stringify!($section), "`] resolved, each with its origin.")]
+        pub(super) struct $keys {
+            $(
+                #[doc = concat!("`", stringify!($field), "`.")]
+                pub(super) $field: keys!(@file_ty $ty $(, $default)?),
+            )*
+        }
+
+        impl $section {
+            $(#[$gmeta])*
+            ///
+            /// Resolves these keys of the section named `prefix` (`format.order`): the file's
+            /// value or the default; a key without a default has an origin only when set.
+            pub(super) fn $layer(&mut self, l: &mut Layers<'_>, prefix: &str) -> $keys {
+                $(
+                    let key = format!("{prefix}.{}", stringify!($field));
+                    let $field = keys!(@file_layer l, key, self.$field $(, $default)?);
+                )*
+                $keys { $( $field, )* }
+            }
+        }
+    };
     (@resolved $section:ident => $keys:ident $( $field:ident: $ty:ty )*) => {
         #[doc = concat!("Keys of [`", stringify!($section), "`] resolved, each with its origin.")]
         pub(super) struct $keys {
@@ -154,6 +199,14 @@ macro_rules! keys {
                 pub(super) $field: Sourced<$ty>,
             )*
         }
+    };
+    (@file_ty $ty:ty) => { Sourced<Option<$ty>> };
+    (@file_ty $ty:ty, $default:expr) => { Sourced<$ty> };
+    (@file_layer $l:ident, $key:ident, $slot:expr) => {
+        Sourced { value: $slot.clone(), origin: $l.optional(&$key, &$slot) }
+    };
+    (@file_layer $l:ident, $key:ident, $slot:expr, $default:expr) => {
+        $l.file_only(&$key, &mut $slot, $default)
     };
     (@flag $flags:ident, $field:ident) => { None };
     (@flag $flags:ident, $field:ident, $flag:literal) => { flag(&$flags.$field, $flag) };
@@ -287,6 +340,33 @@ keys! {
             /// Tags with series of their own in `/metrics`, the busiest (at most 1 000; 0 sums
             /// every tag into `tag="(other)"`).
             metrics_tags_max: u64 = HttpLimits::default().metrics_tags_max as u64;
+        }
+    }
+}
+
+keys! {
+    /// A `[format.TAG]` section: how the tag's ids are shown to clients.
+    pub struct FormatSection under a name {
+        /// Template, time zone, permutation and whether a key change is forced; file keys
+        /// only (a key's variable is named by `key_env`).
+        keys FormatKeys by layer {
+            /// Output template, e.g. `ORD-{date:%Y%m%d}-{id:base36:8}` (default `{id}`).
+            template: String = TEMPLATE_DEFAULT.to_string();
+            /// Time zone of `{date}`: `UTC`, `+08:00` or an IANA name (default UTC).
+            time_zone: String = "UTC".to_string();
+            /// The permutation key, 32 hex digits. Prefer `key_env`: a key in a file is easier to
+            /// leak.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            key: Secret;
+            /// The name of an environment variable holding the key.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            key_env: String;
+            /// Width of the permuted public ids in bits (16 to 63); required with a key.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            bits: u32;
+            /// Serve under a key other than the one recorded for the tag (or a first key on a tag
+            /// that already allocated ids). Only for tags whose ids were never published.
+            force_key_change: bool = false;
         }
     }
 }

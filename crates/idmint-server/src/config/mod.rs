@@ -16,14 +16,15 @@
 //! ([`EffectiveConfig::to_toml`], `idmint config check`) shows one; a new secret key is a
 //! field of type `Secret`.
 //!
-//! The parts: `keys.rs` describes every plain key once (its section field, variable, flag,
-//! default and printed line come from that one line); `sections.rs` checks the plain
-//! sections, `format.rs` and `auth.rs` the tables of tables; `origins.rs` layers the values
+//! The parts: `keys.rs` describes every key once (its section field, variable, flag,
+//! default and printed line come from that one line), but `[auth]`'s; `sections.rs` checks
+//! the plain sections, `format.rs` the `[format.TAG]` tables, `auth.rs` declares and checks
+//! `[auth]`; `origins.rs` layers the values
 //! and records where each came from, and prints the effective configuration;
 //! `diagnostics.rs` reads a file so that every problem is found; `secret.rs` holds the
 //! secret types. This module puts them together in [`Settings::resolve`].
 //!
-//! Adding a plain key is one line in `keys.rs`, then its use in its section's resolver
+//! Adding a key is one line in `keys.rs`, then its use in its section's resolver
 //! (which destructures the section's keys, so a key nobody reads does not compile), and its
 //! row in `docs/configuration.md`.
 //!
@@ -50,8 +51,9 @@ use idmint_store::StoreUrl;
 
 pub use auth::{ADMIN_TOKEN_ENV, AuthSection, ClientSection};
 pub use diagnostics::{ConfigError, ConfigErrors, FILE_PROBLEMS_MAX};
-pub use format::FormatSection;
-pub use keys::{FileConfig, LimitsSection, Overrides, SegmentSection, SnowflakeSection};
+pub use keys::{
+    FileConfig, FormatSection, LimitsSection, Overrides, SegmentSection, SnowflakeSection,
+};
 pub use origins::{EffectiveConfig, env_var};
 pub use secret::{SECRET_MASK, Secret, SecretUrl};
 
