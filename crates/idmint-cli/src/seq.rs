@@ -46,7 +46,7 @@ pub enum SeqCommand {
 pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
     match command {
         SeqCommand::Create { name, daily, format, time_zone, store } => {
-            let spec = idmint::prepare_sequence(SequenceSpec {
+            let spec = idmint::sequence::prepare_sequence(SequenceSpec {
                 name: Tag::parse(&name)?,
                 daily,
                 format,

@@ -7,7 +7,9 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use idmint::{Count, SystemClock, Uuids};
+use idmint::SystemClock;
+use idmint::Uuids;
+use idmint::segment::Count;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::uuid::{UuidFormat, ulid_encode};
 

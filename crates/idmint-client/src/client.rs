@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use idmint::{Count, SegmentConfig, Segments, Tag, TagGenerator};
+use idmint::segment::{Count, SegmentConfig, TagGenerator};
+use idmint::{Segments, Tag};
 use idmint_core::limits::{BATCH_COUNT_MAX, TAG_REFRESH_MS_MAX};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -5,7 +5,12 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use idmint::{Error, FormatError, NodeError, SequenceError, SnowflakeError, UuidsError};
+use idmint::Error;
+use idmint::format::FormatError;
+use idmint::node::NodeError;
+use idmint::sequence::SequenceError;
+use idmint::snowflake::SnowflakeError;
+use idmint::uuid::UuidsError;
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 use serde::Serialize;

@@ -8,7 +8,7 @@
 //! shared state (`state.rs`), the mapping of every error to an HTTP status and a gRPC code
 //! (`error.rs`, nowhere else), bearer tokens (`auth.rs`), limits (`limits.rs`), Prometheus
 //! metrics (`metrics.rs`, `histograms.rs`), JSON bodies on hyper's own error answers
-//! (`parse_errors.rs`), the configuration file and its precedence (`config.rs`) and its
+//! (`parse_errors.rs`), the configuration file and its precedence (`config/`) and its
 //! conversion into the node's typed configuration (`node_config.rs`), and serving with
 //! graceful shutdown (here).
 //!

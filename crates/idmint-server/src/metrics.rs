@@ -2,7 +2,7 @@
 //!
 //! Two kinds of series. Events are recorded when they happen: HTTP requests by route,
 //! method and status (the [`track`] middleware) and the store's allocation latency per tag
-//! (recorded by the library, `idmint::REFILL_DURATION_METRIC`). State is read at scrape
+//! (recorded by the library, `idmint::segment::REFILL_DURATION_METRIC`). State is read at scrape
 //! time from what the library already counts (ids handed out, refills, steps, runway,
 //! snowflake rollbacks and leases, sequence room), so the per-id path gains nothing.
 //!
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use idmint::Clock;
-use idmint::TagStatus;
+use idmint::segment::TagStatus;
 use idmint_core::Tag;
 use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -311,9 +311,11 @@ fn collect_snowflake(app: &AppState) {
     // Every cause is set each scrape, so a cause that cleared reads 0 rather than staying 1.
     let cause = match generator.readiness() {
         Ok(()) => None,
-        Err(idmint::SnowflakeError::ClockBehind { .. }) => Some(NOT_READY_CLOCK_BEHIND),
-        Err(idmint::SnowflakeError::LeaseNotProven { .. }) => Some(NOT_READY_LEASE),
-        Err(idmint::SnowflakeError::LeaseSettling { .. }) => Some(NOT_READY_LEASE_SETTLING),
+        Err(idmint::snowflake::SnowflakeError::ClockBehind { .. }) => Some(NOT_READY_CLOCK_BEHIND),
+        Err(idmint::snowflake::SnowflakeError::LeaseNotProven { .. }) => Some(NOT_READY_LEASE),
+        Err(idmint::snowflake::SnowflakeError::LeaseSettling { .. }) => {
+            Some(NOT_READY_LEASE_SETTLING)
+        }
         Err(_) => Some(NOT_READY_OTHER),
     };
     gauge!("idmint_snowflake_ready", "space" => space.clone())
@@ -368,7 +370,7 @@ fn describe() {
         "Connections closed at once: their client address held limits.client_connections_max."
     );
     describe_histogram!(
-        idmint::REFILL_DURATION_METRIC,
+        idmint::segment::REFILL_DURATION_METRIC,
         Unit::Seconds,
         "Time the store took to allocate a segment, by tag."
     );

@@ -5,7 +5,9 @@
 
 use std::net::SocketAddr;
 
-use idmint::{FormatConfig, NodeConfig, SequenceConfig, SequencesConfig};
+use idmint::NodeConfig;
+use idmint::node::{FormatConfig, SequencesConfig};
+use idmint::sequence::SequenceConfig;
 use idmint_store::StoreUrl;
 
 use crate::config::Settings;

@@ -5,7 +5,8 @@
 //! or jumps past a regression; tag create, list, get, set step, delete with a tombstone that
 //! keeps a name's issued ids from being issued again), its typed errors,
 //! store URLs, and the backends: [`MemoryStore`] (the reference every backend is checked
-//! against) and [`SqliteStore`] (the embedded default); with features, MySQL, PostgreSQL and
+//! against) and [`SqliteStore`] (the embedded default, feature `sqlite`, on by default: without
+//! it the crate builds no SQLite); with features, MySQL, PostgreSQL and
 //! Redis (`redis/`: one server, Sentinel or Cluster; segments and worker ids, no sequence
 //! ceilings). Every backend passes one conformance suite (`tests/it/conformance.rs`). [`InterleavedStore`] serves one tag from N stores by
 //! residue: N segment databases, or N Flicker ticket databases (`flicker.rs`, feature
@@ -40,6 +41,7 @@ pub mod redis;
 mod sequence;
 #[cfg(any(feature = "mysql", feature = "postgres"))]
 mod sql;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod url;
 mod worker;
@@ -68,6 +70,7 @@ pub use sequence::{
     SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, TIME_ZONE_LEN_MAX,
     open_sequences,
 };
+#[cfg(feature = "sqlite")]
 pub use sqlite::{SQLITE_WAL_BYTES_MAX, SQLITE_WAL_CHECKPOINT_PAGES, SqliteStore};
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
@@ -241,7 +244,14 @@ impl<T: SegmentStore + WorkerStore + SequenceStore> Database for T {}
 pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, StoreError> {
     match url {
         StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
+        #[cfg(feature = "sqlite")]
         StoreUrl::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
+        #[cfg(not(feature = "sqlite"))]
+        StoreUrl::Sqlite(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "this build has no SQLite support; build idmint with `--features sqlite`"
+                .to_string(),
+        }),
         #[cfg(feature = "mysql")]
         StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect(url).await?)),
         #[cfg(not(feature = "mysql"))]

@@ -171,6 +171,7 @@ pub(crate) fn too_many_sequences() -> StoreError {
 }
 
 /// A definition as the SQL backends store it, or why the row cannot be served.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn stored_sequence(
     name: String,
     daily: bool,
@@ -193,6 +194,7 @@ pub(crate) fn stored_sequence(
 }
 
 /// A stored ceiling, or why the row cannot be served: a negative one would let ids repeat.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn stored_ceiling(name: &Tag, period: &str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt {
         tag: name.to_string(),
@@ -204,6 +206,7 @@ pub(crate) fn stored_ceiling(name: &Tag, period: &str, value: i64) -> Result<u64
 
 /// `value` as a `BIGINT` column holds it. Every value written is bounded by [`CEILING_MAX`]
 /// (`i64::MAX`) by the checks above before it gets here.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn bigint(value: u64) -> i64 {
     // Not a silent wrap: a value past i64::MAX would be a broken bound, and writing it
     // negative could lower a ceiling.

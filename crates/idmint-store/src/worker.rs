@@ -346,6 +346,7 @@ pub(crate) fn reusable_below(now_ms: u64, margin_ms: u64) -> Option<u64> {
 }
 
 /// A row of [`WORKERS_TABLE`] as the acquisition walk reads it.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ScanRow {
     pub(crate) worker_id: u64,
@@ -355,6 +356,7 @@ pub(crate) struct ScanRow {
 }
 
 /// The three atomic steps a database backend provides for [`acquire_from`].
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 #[async_trait]
 pub(crate) trait LeaseTable: Send + Sync {
     /// Up to [`LEASE_SCAN_PAGE`] rows of `space` with `from <= worker_id <= max`, in id
@@ -395,6 +397,7 @@ pub(crate) trait LeaseTable: Send + Sync {
 /// so the walk moves on; every id is tried at most once, which bounds the walk by
 /// `max_worker + 1` attempts. An expired row whose time mark is past `req.time_mark_max_ms`
 /// is passed over, and remembered for the refusal when nothing else is free.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
     table: &T,
     req: &LeaseRequest,
@@ -465,6 +468,7 @@ pub(crate) fn lease_lost(lease: &Lease) -> StoreError {
 
 /// The `(worker_id, token, holder_id)` columns of the row `lease` claims to hold. A lease
 /// whose values no `BIGINT` column can hold (it was not made by a store) holds no row: lost.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn held_columns(lease: &Lease) -> Result<(i64, i64, String), StoreError> {
     match (i64::try_from(lease.worker_id), i64::try_from(lease.token)) {
         (Ok(worker_id), Ok(token)) => Ok((worker_id, token, holder_id_text(lease.holder_id))),
@@ -483,12 +487,14 @@ pub(crate) fn new_holder_id() -> u128 {
 
 /// A holder id as its column holds it: 32 lowercase hex digits. Rows written before the
 /// column existed hold `''`, which no lease matches.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres", feature = "redis"))]
 pub(crate) fn holder_id_text(holder_id: u128) -> String {
     format!("{holder_id:032x}")
 }
 
 /// [`StoreError::OutdatedTable`] for a lease table without [`HOLDER_ID_COLUMN`]; `sql` is the
 /// backend's statement that adds it.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn outdated_workers_table(sql: &str) -> StoreError {
     StoreError::OutdatedTable {
         table: WORKERS_TABLE,
@@ -498,6 +504,7 @@ pub(crate) fn outdated_workers_table(sql: &str) -> StoreError {
 }
 
 /// A stored number that must not be negative, or why the row is corrupt.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn stored(
     space: &WorkerSpace,
     worker_id: i64,
@@ -514,6 +521,7 @@ pub(crate) fn stored(
 /// `value` as a `BIGINT` column holds it. Every value this module writes is bounded far below
 /// `i64::MAX` by the checks above ([`WORKER_TIME_MS_MAX`], [`ASSIGN_WORKER_ID_MAX`]), and a
 /// token by the number of takeovers.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn column(value: u64) -> i64 {
     // Not a silent wrap: a value past i64::MAX would be a broken bound, and writing it
     // negative could let an id be reused early.

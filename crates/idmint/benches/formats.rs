@@ -29,7 +29,9 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use idmint::{Count, IdFormat, SystemClock, Uuids};
+use idmint::SystemClock;
+use idmint::segment::Count;
+use idmint::{IdFormat, Uuids};
 use idmint_core::encoding::Encoding;
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_core::uuid::{UuidFormat, ulid_encode};
@@ -113,7 +115,7 @@ fn encodings(c: &mut Criterion) {
         let permutation = Permutation::new(&key, bits).expect("width");
         tally.bench(&mut group, name, 1, || permutation.forward(next()).expect("in range"));
     }
-    let zone = idmint::time_zone("UTC").expect("UTC");
+    let zone = idmint::sequence::time_zone("UTC").expect("UTC");
     let keyed = Permutation::new(&key, 41).ok();
     let format = IdFormat::new("ORD-{date:%Y%m%d}-{id:base36:8}", zone, keyed).expect("template");
     let renderer = format.at(&format.zoned(1_795_341_600_000)).expect("renders");

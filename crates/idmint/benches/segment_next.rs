@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use idmint::{Count, SegmentConfig, Segments, Tag, TagGenerator};
+use idmint::segment::{Count, SegmentConfig, TagGenerator};
+use idmint::{Segments, Tag};
 use idmint_core::limits::STEP_MAX;
 use idmint_core::{DoubleBuffer, IdRange, PreloadRatio, SEGMENT_LEN_MAX, StartId, Step};
 use idmint_store::{MemoryStore, SegmentStore, TagSpec};

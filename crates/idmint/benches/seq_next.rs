@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use idmint::SystemClock;
+use idmint::sequence::SequenceConfig;
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
-use idmint::{SequenceConfig, Sequences, SystemClock, Tag};
+use idmint::{Sequences, Tag};
 use idmint_store::CounterStore;
 use idmint_store::redis::{RedisCounters, RedisUrl};
 

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use idmint::{CachedSnowflake, Snowflake, SnowflakeConfig, SystemClock, WorkerIdSource};
+use idmint::SystemClock;
+use idmint::snowflake::{SnowflakeConfig, WorkerIdSource};
+use idmint::{CachedSnowflake, Snowflake};
 use idmint_core::snowflake::Layout;
 
 /// Seconds each variant runs.
@@ -59,8 +61,12 @@ fn cached(runtime: &tokio::runtime::Runtime) {
         runtime.block_on(async {
             let generator =
                 Snowflake::start(None, config, Arc::new(SystemClock)).await.expect("start");
-            CachedSnowflake::start(generator, idmint::CACHED_RING_CAPACITY_DEFAULT, 10_000)
-                .expect("cached")
+            CachedSnowflake::start(
+                generator,
+                idmint::snowflake::limits::CACHED_RING_CAPACITY_DEFAULT,
+                10_000,
+            )
+            .expect("cached")
         })
     };
     let mut rejected = 0;

@@ -23,7 +23,7 @@ use idmint_core::snowflake::Layout;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::snowflake::{SNOWFLAKE_WAIT_MS_MAX, Snowflake, SnowflakeError};
+use crate::snowflake_gen::{SNOWFLAKE_WAIT_MS_MAX, Snowflake, SnowflakeError};
 
 /// Longest a take on an empty ring waits for borrowing to resume before it is refused.
 pub const TAKE_WAIT_MS_MAX: u64 = SNOWFLAKE_WAIT_MS_MAX;

@@ -30,8 +30,9 @@ use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::Error;
+use crate::config::SegmentConfig;
 use crate::highwater::HighWaterFile;
-use crate::{Error, SegmentConfig};
 
 /// Shortest interval a rate sample covers; shorter ones are merged into the next.
 const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);

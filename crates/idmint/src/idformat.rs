@@ -24,8 +24,9 @@ use idmint_store::{StoreError, TagSpec};
 use jiff::Zoned;
 use jiff::tz::TimeZone;
 
+use crate::seqformat::DAY_SPAN_CHECKED;
 use crate::seqformat::{Piece, split_template, strftime};
-use crate::{DAY_SPAN_CHECKED, Error, Segments};
+use crate::{Error, Segments};
 
 /// Longest template accepted, in bytes.
 pub const TEMPLATE_LEN_MAX: usize = 256;

@@ -27,11 +27,12 @@ use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::Error;
+use crate::config::SegmentConfig;
 use crate::generator::{Shared, TagGenerator, TagStatus};
 use crate::highwater::HighWaterFile;
 use crate::lease::{Lease, LeaseKey, TakeBackError};
 use crate::unknown::{Admission, UnknownTags};
-use crate::{Error, SegmentConfig};
 
 type Registry = HashMap<Tag, Arc<TagGenerator>>;
 

@@ -4,7 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use idmint::{IdFormat, Tag, time_zone};
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Tag};
 use idmint_client::{Client, ClientError, PublicIds, Transport};
 
 use crate::support::{BlackHole, Extras, Node, client_runtime, dead_url};
@@ -80,7 +81,7 @@ fn bad_input_is_refused_before_any_call() {
 
 #[test]
 fn a_formatted_tag_refuses_internal_ids_and_serves_public_ones() {
-    let mut formats = idmint::TagFormats::new();
+    let mut formats = idmint::node::TagFormats::new();
     let format = IdFormat::new("C-{id}", time_zone("UTC").expect("zone"), None).expect("format");
     formats.insert(Tag::parse("code").expect("tag"), format);
     let node = Node::memory_with(Extras { formats, ..Extras::default() });

@@ -28,7 +28,7 @@ pub struct Node {
 /// What a node serves besides its segments.
 #[derive(Default)]
 pub struct Extras {
-    pub formats: idmint::TagFormats,
+    pub formats: idmint::node::TagFormats,
     pub snowflake: bool,
     pub auth: Option<idmint_server::Auth>,
 }
@@ -77,7 +77,11 @@ impl Node {
             config.formats = extras
                 .formats
                 .into_iter()
-                .map(|(tag, format)| idmint::FormatConfig { tag, format, force_key_change: false })
+                .map(|(tag, format)| idmint::node::FormatConfig {
+                    tag,
+                    format,
+                    force_key_change: false,
+                })
                 .collect();
             let mut builder = idmint::NodeBuilder::new(config).segment_store(store);
             if extras.snowflake {
@@ -140,7 +144,7 @@ impl Node {
     }
 
     /// The range of the node's current segment of `tag`, if it serves the tag.
-    pub fn current_segment(&self, tag: &str) -> Option<idmint::IdRange> {
+    pub fn current_segment(&self, tag: &str) -> Option<idmint::segment::IdRange> {
         let tag = Tag::parse(tag).expect("tag");
         self.segments.snapshot(&tag)?.current.map(|c| c.range)
     }
@@ -175,7 +179,7 @@ impl Drop for Node {
 async fn snowflake() -> Arc<idmint::Snowflake> {
     let workers: Arc<dyn idmint_store::WorkerStore> = Arc::new(idmint_store::MemoryStore::new());
     let layout = idmint_core::snowflake::Layout::preset("snowflake").expect("layout");
-    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
     let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))

@@ -9,7 +9,7 @@
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
-use idmint::LeaseParts;
+use idmint::node::LeaseParts;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 

@@ -9,7 +9,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use idmint::SequenceStatus;
+use idmint::sequence::SequenceStatus;
 use idmint_core::Tag;
 use idmint_store::{SequenceRecord, SequenceSpec};
 use serde::{Deserialize, Serialize};

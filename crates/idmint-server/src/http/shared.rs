@@ -3,7 +3,9 @@
 //! batch route takes (`count`, `ids_as`), and the bodies more than one route answers (a
 //! tag, its format). A leaf: it imports no other module of this crate but `error.rs`.
 
-use idmint::{IdFormat, PublicIds, TagStatus};
+use idmint::IdFormat;
+use idmint::node::PublicIds;
+use idmint::segment::TagStatus;
 use idmint_core::limits::{
     BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, STEP_DEFAULT, STEP_MAX, STEP_MIN,
     TAG_LEN_MAX,

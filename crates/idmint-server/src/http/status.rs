@@ -17,7 +17,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use idmint::{SequencesStatus, SnowflakeStatus};
+use idmint::node::SequencesStatus;
+use idmint::snowflake::SnowflakeStatus;
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use idmint::SegmentConfig;
+use idmint::segment::SegmentConfig;
 use idmint_core::{Description, Step, Tag};
 use idmint_server::{Auth, Client, HttpLimits, Token};
 use idmint_store::{SegmentStore, TagSpec};

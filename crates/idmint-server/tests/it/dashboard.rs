@@ -53,7 +53,7 @@ async fn the_dashboard_is_read_only_until_the_admin_token_is_entered() {
         std::sync::Arc::new(idmint_store::MemoryStore::new()),
         auth,
         idmint_server::HttpLimits::default(),
-        idmint::SegmentConfig::default(),
+        idmint::segment::SegmentConfig::default(),
     )
     .await;
     let base = server.base.clone();

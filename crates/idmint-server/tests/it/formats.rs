@@ -4,7 +4,8 @@
 
 use std::collections::HashSet;
 
-use idmint::{IdFormat, Tag, time_zone};
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use serde_json::{Value, json};
 
@@ -17,7 +18,7 @@ fn keyed(template: &str, bits: u32) -> IdFormat {
 }
 
 async fn server() -> TestServer {
-    let mut formats = idmint::TagFormats::new();
+    let mut formats = idmint::node::TagFormats::new();
     formats.insert(Tag::parse("user").unwrap(), keyed("{id}", 32));
     formats.insert(Tag::parse("code").unwrap(), keyed("C{id:crockford32:7}", 35));
     let server = TestServer::with_formats(formats).await;

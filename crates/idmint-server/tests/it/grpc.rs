@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use idmint::{IdFormat, SegmentConfig, Tag, time_zone};
+use idmint::segment::SegmentConfig;
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_proto::v1::id_mint_client::IdMintClient;
 use idmint_proto::v1::{
@@ -29,7 +31,7 @@ async fn connect(base: &str) -> Grpc {
 /// A server on one port for HTTP and gRPC, with tags `order` (step 100), `user` (keyed
 /// numeric format) and `code` (text format).
 async fn server() -> (TestServer, Grpc) {
-    let mut formats = idmint::TagFormats::new();
+    let mut formats = idmint::node::TagFormats::new();
     let key = PermuteKey::parse_hex("0f1e2d3c4b5a69788796a5b4c3d2e1f0").unwrap();
     let keyed = |template: &str, bits| {
         let permutation = Permutation::new(&key, bits).unwrap();
@@ -158,7 +160,7 @@ async fn leased_ranges_come_back_once_and_only_with_this_nodes_proof() {
     assert_status(&status, Code::InvalidArgument, "bad_count");
     let status = grpc.next_range(next_range("nope", 1)).await.unwrap_err();
     assert_status(&status, Code::NotFound, "unknown_tag");
-    let too_many = give_back(1, 2, vec![lease; idmint::RETURN_LEASES_MAX + 1]);
+    let too_many = give_back(1, 2, vec![lease; idmint::node::RETURN_LEASES_MAX + 1]);
     let status = grpc.return_range(too_many).await.unwrap_err();
     assert_status(&status, Code::InvalidArgument, "bad_lease");
     server.stop().await;

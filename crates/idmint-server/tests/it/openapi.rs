@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use idmint::{IdFormat, Tag, time_zone};
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_server::AppState;
 use idmint_store::{CounterKey, CounterState, CounterStore, SqliteStore, StoreError, Take};
@@ -348,7 +349,7 @@ async fn fuzz_server(dir: &Path) -> TestServer {
     let store = Arc::new(SqliteStore::open(&dir.join("idmint.db")).await.unwrap());
     let key = PermuteKey::parse_hex("0f1e2d3c4b5a69788796a5b4c3d2e1f0").unwrap();
     let utc = time_zone("UTC").unwrap();
-    let mut formats = idmint::TagFormats::new();
+    let mut formats = idmint::node::TagFormats::new();
     let user = IdFormat::new("{id}", utc.clone(), Some(Permutation::new(&key, 32).unwrap()));
     formats.insert(Tag::parse("user").unwrap(), user.unwrap());
     let code = IdFormat::new("C-{date:%Y%m%d}-{id:base36:13}", utc, None);
@@ -357,7 +358,7 @@ async fn fuzz_server(dir: &Path) -> TestServer {
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     // A 100 ms window and margin: the lease settles in 200 ms (docs/operations.md, "Start-up
     // delay"), awaited below, so the fuzz never meets a node still settling.
-    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
     let clock = Arc::new(idmint::SystemClock);

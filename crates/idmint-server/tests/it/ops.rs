@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idmint::SegmentConfig;
+use idmint::segment::SegmentConfig;
 use idmint_core::{Description, StartId, Step, Tag};
 use idmint_server::{ADMIN_ROUTES, Auth, Client, HttpLimits, Token};
 use idmint_store::{SegmentStore, SqliteStore, TagSpec};
@@ -207,11 +207,11 @@ async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
     const DAY_MS: u64 = 86_400_000;
     let memory = Arc::new(idmint_store::MemoryStore::new());
     let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
-    let clock = Arc::new(idmint::ManualClock::at_system_time());
+    let clock = Arc::new(idmint::clock::ManualClock::at_system_time());
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     // A space no other test uses: the metrics recorder is process-wide.
-    let mut config = idmint::SnowflakeConfig::new("ready_jumped", layout);
-    config.worker = idmint::WorkerIdSource::Static(3);
+    let mut config = idmint::snowflake::SnowflakeConfig::new("ready_jumped", layout);
+    config.worker = idmint::snowflake::WorkerIdSource::Static(3);
     let generator = idmint::Snowflake::start(
         Some(workers),
         config,
@@ -254,16 +254,16 @@ async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
 async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() {
     let memory = Arc::new(idmint_store::MemoryStore::new());
     let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
-    let clock = Arc::new(idmint::ManualClock::at_system_time());
+    let clock = Arc::new(idmint::clock::ManualClock::at_system_time());
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     // A space no other test uses: the metrics recorder is process-wide.
-    let mut config = idmint::SnowflakeConfig::new("ready_settling", layout);
-    let settle_ms = idmint::settle_ms(&config);
-    assert_eq!(settle_ms, idmint::SETTLE_MS_DEFAULT, "the documented default");
+    let mut config = idmint::snowflake::SnowflakeConfig::new("ready_settling", layout);
+    let settle_ms = idmint::snowflake::settle_ms(&config);
+    assert_eq!(settle_ms, idmint::snowflake::limits::SETTLE_MS_DEFAULT, "the documented default");
     // Past the delay with one step of the manual clock, and no renewal between: a TTL
     // beyond it (the delay does not depend on it here: min(time window, TTL)).
     config.lease_ttl_ms = 30_000;
-    assert_eq!(idmint::settle_ms(&config), settle_ms);
+    assert_eq!(idmint::snowflake::settle_ms(&config), settle_ms);
     let generator = idmint::Snowflake::start(
         Some(workers),
         config,
@@ -282,7 +282,7 @@ async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() 
     assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("lease_settling")), Some(1.0));
     assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("clock_behind")), Some(0.0));
 
-    clock.advance(settle_ms + idmint::TOLERANCE_MS_DEFAULT + 1);
+    clock.advance(settle_ms + idmint::snowflake::limits::TOLERANCE_MS_DEFAULT + 1);
     assert_eq!(server.get("/ready").await.status(), 200);
     assert_eq!(server.get("/v1/snowflake").await.status(), 200);
     let samples = scrape(&server).await;

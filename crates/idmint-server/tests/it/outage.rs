@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idmint::SegmentConfig;
+use idmint::segment::SegmentConfig;
 use idmint_store::{SegmentStore, SqliteStore, TagSpec};
 
 use crate::support::TestServer;

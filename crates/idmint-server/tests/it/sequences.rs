@@ -15,7 +15,7 @@ async fn sequences_are_created_served_described_and_deleted_over_http() {
     assert_eq!(post(serde_json::json!({"name": "orders"})).await.unwrap().status(), 201);
     let daily = post(serde_json::json!({"name": "invoices", "daily": true, "time_zone": "+08:00"}));
     let daily: serde_json::Value = daily.await.unwrap().json().await.unwrap();
-    assert_eq!(daily["format"], idmint::DAILY_FORMAT_DEFAULT);
+    assert_eq!(daily["format"], idmint::sequence::limits::DAILY_FORMAT_DEFAULT);
 
     let body: serde_json::Value = server.get("/v1/seq/orders?count=3").await.json().await.unwrap();
     assert_eq!(body["ids"], serde_json::json!([1, 2, 3]));
@@ -27,7 +27,7 @@ async fn sequences_are_created_served_described_and_deleted_over_http() {
 
     let status: serde_json::Value = server.get("/v1/seqs/orders").await.json().await.unwrap();
     assert_eq!(status["counter"]["cur"], 3);
-    assert_eq!(status["counter"]["max"], idmint::SEQ_RAISE_MIN);
+    assert_eq!(status["counter"]["max"], idmint::sequence::limits::SEQ_RAISE_MIN);
     let list: serde_json::Value = server.get("/v1/seqs").await.json().await.unwrap();
     assert_eq!(list["sequences"].as_array().unwrap().len(), 2);
 

@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use idmint::{Node, NodeBuilder, NodeConfig, SegmentConfig};
+use idmint::segment::SegmentConfig;
+use idmint::{Node, NodeBuilder, NodeConfig};
 use idmint_server::AppState;
 use idmint_store::SegmentStore;
 use tokio::sync::oneshot;
@@ -56,7 +57,8 @@ impl NodeSetup {
 
     /// Snowflake ids from a ring of `capacity` over the generator (10 s lead).
     pub fn cached(mut self, capacity: u64) -> NodeSetup {
-        self.config.snowflake_cached = Some(idmint::CachedConfig { capacity, max_lead_ms: 10_000 });
+        self.config.snowflake_cached =
+            Some(idmint::snowflake::CachedConfig { capacity, max_lead_ms: 10_000 });
         self
     }
 
@@ -67,10 +69,14 @@ impl NodeSetup {
     }
 
     /// Public id formats (keys claimed at start).
-    pub fn formats(mut self, formats: idmint::TagFormats) -> NodeSetup {
+    pub fn formats(mut self, formats: idmint::node::TagFormats) -> NodeSetup {
         self.config.formats = formats
             .into_iter()
-            .map(|(tag, format)| idmint::FormatConfig { tag, format, force_key_change: false })
+            .map(|(tag, format)| idmint::node::FormatConfig {
+                tag,
+                format,
+                force_key_change: false,
+            })
             .collect();
         self
     }
@@ -178,7 +184,7 @@ impl TestServer {
             memory.clone(),
             Arc::new(counters),
             Arc::new(idmint::SystemClock),
-            idmint::SequenceConfig::default(),
+            idmint::sequence::SequenceConfig::default(),
         );
         let mut setup = TestServer::setup().store(memory).sequences(engine);
         setup.redis_keys = Some(cleanup);
@@ -186,7 +192,7 @@ impl TestServer {
     }
 
     /// A memory store whose tags have the public id `formats` given (keys claimed first).
-    pub async fn with_formats(formats: idmint::TagFormats) -> TestServer {
+    pub async fn with_formats(formats: idmint::node::TagFormats) -> TestServer {
         TestServer::setup().formats(formats).start().await
     }
 
@@ -266,7 +272,7 @@ async fn memory_snowflake() -> (Arc<idmint_store::MemoryStore>, Arc<idmint::Snow
     let memory = Arc::new(idmint_store::MemoryStore::new());
     let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
-    let mut config = idmint::SnowflakeConfig::new("snowflake", layout);
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
     config.time_window_ms = 100;
     config.lease_margin_ms = 100;
     let generator = idmint::Snowflake::start(Some(workers), config, Arc::new(idmint::SystemClock))

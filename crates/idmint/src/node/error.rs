@@ -5,7 +5,11 @@
 use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 
-use crate::{Error, FormatError, SequenceError, SnowflakeError, Tag, UuidsError};
+use crate::format::FormatError;
+use crate::sequence::SequenceError;
+use crate::snowflake::SnowflakeError;
+use crate::uuid::UuidsError;
+use crate::{Error, Tag};
 
 /// Why a [`crate::Node`] operation did not answer.
 #[derive(Debug, thiserror::Error)]

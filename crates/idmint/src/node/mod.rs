@@ -24,10 +24,11 @@ use idmint_store::{SequenceRecord, SequenceSpec, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::{
-    CachedSnowflake, Clock, CreatedTag, IdFormat, Lease, SEQ_COUNT_MAX, Segments, SequenceIds,
-    SequenceStatus, Sequences, Snowflake, SnowflakeError, SnowflakeStatus, TagStatus, Uuids,
-};
+use crate::segment::{CreatedTag, Lease, TagStatus};
+use crate::sequence::limits::SEQ_COUNT_MAX;
+use crate::sequence::{SequenceIds, SequenceStatus};
+use crate::snowflake::{SnowflakeError, SnowflakeStatus};
+use crate::{CachedSnowflake, Clock, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
 pub use error::{NodeError, NodeStartError};
 pub use start::{FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig};

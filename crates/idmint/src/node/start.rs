@@ -16,10 +16,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Node, NodeStartError, SequenceSlot, TagFormats};
-use crate::{
-    CachedConfig, CachedSnowflake, Clock, IdFormat, SegmentConfig, SequenceConfig, Sequences,
-    Snowflake, SnowflakeConfig, SystemClock, Tag, Uuids, WorkerIdSource, claim_key,
-};
+use crate::format::claim_key;
+use crate::segment::SegmentConfig;
+use crate::sequence::SequenceConfig;
+use crate::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
+use crate::{CachedSnowflake, Clock, IdFormat, Sequences, Snowflake, SystemClock, Tag, Uuids};
 
 /// How long the node waits between attempts to reach a Redis that did not answer.
 pub const REDIS_RETRY_MS: u64 = 2_000;

@@ -9,7 +9,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use idmint::{Count, SegmentConfig, Segments, Tag};
+use idmint::segment::{Count, SegmentConfig};
+use idmint::{Segments, Tag};
 use sqlx::Connection;
 
 /// Ids each test takes.

@@ -7,8 +7,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use idmint::segment::{Count, SegmentConfig};
 use idmint::store::StoreUrl;
-use idmint::{Count, SegmentConfig, Segments, Tag};
+use idmint::{Segments, Tag};
 
 use crate::embedding::fresh_database;
 use crate::gate::{Gate, upstream};

@@ -4,7 +4,8 @@
 //! years. Every text decodes back to its id, and two different ids never give one text,
 //! whatever their dates: the property the template checks exist for.
 
-use idmint::{IdFormat, time_zone};
+use idmint::IdFormat;
+use idmint::sequence::time_zone;
 use idmint_core::encoding::Encoding;
 use idmint_core::permute::{PERMUTE_KEY_BYTES, Permutation, PermuteKey};
 use proptest::prelude::*;

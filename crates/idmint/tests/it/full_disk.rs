@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idmint::{Count, Error, SegmentConfig, Segments, Tag};
+use idmint::segment::{Count, SegmentConfig};
+use idmint::{Error, Segments, Tag};
 use idmint_store::SqliteStore;
 
 use crate::test_store::create_tag;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use idmint::{Error, HIGH_WATER_FILE, IdRange, LOCK_FILE, SegmentConfig, Segments, Tag};
+use idmint::segment::{HIGH_WATER_FILE, IdRange, LOCK_FILE, SegmentConfig};
+use idmint::{Error, Segments, Tag};
 use idmint_store::{MemoryStore, SegmentStore, SqliteStore};
 
 use crate::test_store::{Mode, TestStore, create_tag};

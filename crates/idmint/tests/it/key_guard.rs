@@ -5,8 +5,10 @@
 
 use std::sync::Arc;
 
+use idmint::format::{FormatError, claim_key, key_guard_tag};
+use idmint::segment::{Count, SegmentConfig};
 use idmint::store::{MemoryStore, SegmentStore, TagSpec};
-use idmint::{Count, FormatError, SegmentConfig, Segments, Tag, claim_key, key_guard_tag};
+use idmint::{Segments, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_core::{Description, StartId, Step};
 

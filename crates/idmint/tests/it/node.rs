@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use idmint::{
-    Count, FormatConfig, IdFormat, LeaseParts, Node, NodeBuilder, NodeConfig, NodeError, time_zone,
-};
+use idmint::node::{FormatConfig, LeaseParts, NodeError};
+use idmint::segment::Count;
+use idmint::sequence::time_zone;
+use idmint::{IdFormat, Node, NodeBuilder, NodeConfig};
 use idmint_store::{MemoryStore, SegmentStore, StoreUrl};
 
 use crate::test_store::create_tag;
@@ -26,12 +27,12 @@ async fn a_node_serves_plain_and_public_ids_and_refuses_to_lease_a_formatted_tag
     assert!(matches!(refused, NodeError::FormattedTag(ref tag) if *tag == code), "{refused}");
     let leases = node.lease(&plain, Count::new(10).unwrap()).await.unwrap();
     let lease = leases[0];
-    let parts = |lease: idmint::Lease| LeaseParts {
+    let parts = |lease: idmint::segment::Lease| LeaseParts {
         start: lease.range.start(),
         end: lease.range.end(),
         proof: lease.proof,
     };
-    let too_many = vec![parts(lease); idmint::RETURN_LEASES_MAX + 1];
+    let too_many = vec![parts(lease); idmint::node::RETURN_LEASES_MAX + 1];
     let refused = node.take_back(&plain, 2, 12, &too_many).unwrap_err();
     assert!(matches!(refused, NodeError::BadLease(_)), "{refused}");
     let returned = node.take_back(&plain, 2, 12, &[parts(lease)]).unwrap();
@@ -61,9 +62,9 @@ async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
         }
     });
     let mut config = NodeConfig::new(StoreUrl::Memory);
-    config.sequences = Ok(idmint::SequencesConfig {
+    config.sequences = Ok(idmint::node::SequencesConfig {
         redis: format!("redis://{addr}"),
-        engine: idmint::SequenceConfig::default(),
+        engine: idmint::sequence::SequenceConfig::default(),
     });
     let node = start(config, Arc::new(MemoryStore::new())).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -79,7 +80,7 @@ async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
     node.shutdown().await;
     assert!(started.elapsed() < Duration::from_millis(1_500), "{:?}", started.elapsed());
     let after = attempts.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(idmint::REDIS_RETRY_MS + 1_000)).await;
+    tokio::time::sleep(Duration::from_millis(idmint::node::REDIS_RETRY_MS + 1_000)).await;
     assert_eq!(attempts.load(Ordering::SeqCst), after, "the loop ran on after shutdown");
     refuser.abort();
 }

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use idmint::{Count, SegmentConfig, Segments, Tag, TagStatus};
+use idmint::segment::{Count, SegmentConfig, TagStatus};
+use idmint::{Segments, Tag};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::STEP_MAX;
 

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idmint::{SegmentConfig, Segments, Tag};
+use idmint::segment::SegmentConfig;
+use idmint::{Segments, Tag};
 use idmint_store::SegmentStore;
 use idmint_store::redis::{RedisStore, driver};
 

@@ -9,8 +9,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use idmint::clock::{Clock, ManualClock, SystemClock};
+use idmint::sequence::SequenceConfig;
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
-use idmint::{Clock, ManualClock, SequenceConfig, Sequences, SystemClock, Tag};
+use idmint::{Sequences, Tag};
 use idmint_store::CounterStore;
 use idmint_store::redis::{RedisCounters, RedisUrl};
 
@@ -201,8 +203,8 @@ async fn the_forecast_raises_ahead_of_a_steady_load_and_not_without_load() {
     assert!(busy.max - busy.cur >= 8_000, "room {} after the load", busy.max - busy.cur);
     // The idle sequence was seeded once and never raised.
     let quiet = node.status(&idle).await.unwrap();
-    assert_eq!((quiet.cur, quiet.max), (1, idmint::SEQ_RAISE_MIN));
-    assert_eq!(store.ceiling(&idle, "").await.unwrap(), idmint::SEQ_RAISE_MIN);
+    assert_eq!((quiet.cur, quiet.max), (1, idmint::sequence::limits::SEQ_RAISE_MIN));
+    assert_eq!(store.ceiling(&idle, "").await.unwrap(), idmint::sequence::limits::SEQ_RAISE_MIN);
     node.shutdown().await;
 }
 
@@ -229,14 +231,14 @@ async fn daily_sequences_restart_at_one_after_midnight_in_their_zone() {
     let mut daily = spec("invoice", true, None);
     daily.time_zone = "+08:00".to_string();
     let created = nodes[0].create(daily).await.unwrap();
-    assert_eq!(created.format.as_deref(), Some(idmint::DAILY_FORMAT_DEFAULT));
+    assert_eq!(created.format.as_deref(), Some(idmint::sequence::limits::DAILY_FORMAT_DEFAULT));
     let name = Tag::parse("invoice").unwrap();
 
     let mut seen = HashSet::new();
     let first = nodes[0].next(&name, 3).await.unwrap();
     assert_eq!(first.period, "20261122");
     assert_eq!(first.formatted.as_deref().unwrap()[0], "20261122000001");
-    let mut record = |ids: idmint::SequenceIds| {
+    let mut record = |ids: idmint::sequence::SequenceIds| {
         for id in ids.formatted.unwrap() {
             assert!(seen.insert(id.clone()), "{id} twice");
         }
@@ -285,7 +287,7 @@ async fn bad_requests_and_definitions_are_refused_with_the_fix() {
     assert!(node.create(bad_zone).await.unwrap_err().to_string().contains("time zone"));
     node.create(spec("ok", false, Some("S{seq:08}"))).await.unwrap();
     let ok = Tag::parse("ok").unwrap();
-    let too_many = node.next(&ok, idmint::SEQ_COUNT_MAX + 1).await.unwrap_err();
+    let too_many = node.next(&ok, idmint::sequence::limits::SEQ_COUNT_MAX + 1).await.unwrap_err();
     assert!(too_many.to_string().contains("ask for 1 to"), "{too_many}");
     let ids = node.next(&ok, 2).await.unwrap();
     assert_eq!(ids.formatted.unwrap(), ["S00000001", "S00000002"]);

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use idmint::{Count, Error, SegmentConfig, Segments, Tag};
+use idmint::segment::{Count, SegmentConfig};
+use idmint::{Error, Segments, Tag};
 
 use crate::test_store::{Mode, TestStore};
 

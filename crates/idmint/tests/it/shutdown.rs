@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use idmint::{Count, Error, HIGH_WATER_FILE, SegmentConfig, Segments, Tag};
+use idmint::segment::{Count, HIGH_WATER_FILE, SegmentConfig};
+use idmint::{Error, Segments, Tag};
 use idmint_store::{SegmentStore, SqliteStore};
 
 use crate::test_store::{Mode, TestStore, create_tag};
@@ -285,7 +286,7 @@ async fn take_mixed(segments: &Segments, tag: &Tag, n: u64, rng: &mut Rng) -> Ve
 }
 
 /// Lets the preload refill run until the next segment is in place; returns it.
-async fn wait_for_next(segments: &Segments, tag: &Tag) -> idmint::IdRange {
+async fn wait_for_next(segments: &Segments, tag: &Tag) -> idmint::segment::IdRange {
     for _ in 0..1_000 {
         if let Some(next) = segments.snapshot(tag).unwrap().next {
             return next.range;

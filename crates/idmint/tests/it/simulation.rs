@@ -23,7 +23,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Once};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use idmint::{Count, Error, IdRange, SegmentConfig, Segments, Tag};
+use idmint::segment::{Count, IdRange, SegmentConfig};
+use idmint::{Error, Segments, Tag};
 use idmint_core::limits::{REFILL_RETRY_MS_MAX, REFILL_WAIT_MS_MAX};
 use idmint_core::{BufferSnapshot, PreloadRatio, SegmentSnapshot};
 use tokio::time::Instant;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
+use idmint::Snowflake;
+use idmint::clock::{Clock, ManualClock, SystemClock};
+use idmint::snowflake::{SnowflakeConfig, SnowflakeError, WorkerIdSource};
 use idmint::store::{MemoryStore, StoreError};
-use idmint::{
-    Clock, ManualClock, Snowflake, SnowflakeConfig, SnowflakeError, SystemClock, WorkerIdSource,
-};
 use idmint_core::snowflake::Layout;
 use idmint_store::{AssignRequest, Lease, LeaseRecord, LeaseRequest, WorkerSpace, WorkerStore};
 
@@ -19,7 +19,7 @@ fn layout() -> Layout {
 }
 
 /// The preset with a 1 s time window and a 1 s lease margin: a new lease holder waits 2 s of
-/// the manual clock (see [`idmint::settle_ms`]), well inside the 10 s TTL, so tests that
+/// the manual clock (see [`idmint::snowflake::settle_ms`]), well inside the 10 s TTL, so tests that
 /// advance the clock past it need no renewal to run meanwhile.
 fn config() -> SnowflakeConfig {
     let mut config = SnowflakeConfig::new("snowflake", layout());
@@ -129,7 +129,7 @@ async fn a_restart_with_the_clock_behind_never_repeats_an_id() {
     clock.step_back(10_000);
     let after = start(&store, cfg, &clock).await;
     assert!(matches!(after.try_next_id(), Err(SnowflakeError::ClockBehind { .. })));
-    clock.advance(10_000 + idmint::TIME_WINDOW_MS_DEFAULT + 1);
+    clock.advance(10_000 + idmint::snowflake::limits::TIME_WINDOW_MS_DEFAULT + 1);
     let next = after.next_id().await.unwrap();
     assert!(next > highest, "{next} after {highest}");
 }
@@ -148,20 +148,20 @@ async fn ids_stop_at_the_time_mark_on_disk_while_it_cannot_be_written() {
     cfg.worker = WorkerIdSource::Static(7);
     let generator = start(&store, cfg, &clock).await;
     generator.next_id().await.unwrap();
-    let blocker = dir.path().join(format!("{}.tmp", idmint::TIME_MARK_FILE));
+    let blocker = dir.path().join(format!("{}.tmp", idmint::snowflake::TIME_MARK_FILE));
     std::fs::create_dir(&blocker).unwrap();
-    clock.advance(idmint::TIME_WINDOW_MS_DEFAULT + 1);
+    clock.advance(idmint::snowflake::limits::TIME_WINDOW_MS_DEFAULT + 1);
     for attempt in 0..3 {
         match generator.next_id().await {
             Err(SnowflakeError::Unavailable(reason)) => {
-                assert!(reason.contains(idmint::TIME_MARK_FILE), "{reason}");
+                assert!(reason.contains(idmint::snowflake::TIME_MARK_FILE), "{reason}");
             }
             other => panic!("attempt {attempt}: past the mark on disk: {other:?}"),
         }
     }
     std::fs::remove_dir(&blocker).unwrap();
     let id = generator.next_id().await.unwrap();
-    let text = std::fs::read_to_string(dir.path().join(idmint::TIME_MARK_FILE)).unwrap();
+    let text = std::fs::read_to_string(dir.path().join(idmint::snowflake::TIME_MARK_FILE)).unwrap();
     let mark_ms: u64 = text
         .lines()
         .find_map(|l| l.strip_prefix("snowflake.w7 "))
@@ -306,8 +306,12 @@ fn the_cached_generator_hands_out_seven_million_unique_ids_to_four_threads() {
     let cached = runtime.block_on(async {
         let generator = Snowflake::start(Some(store), fast(), Arc::new(SystemClock)).await.unwrap();
         until_ready(&generator).await;
-        idmint::CachedSnowflake::start(generator, idmint::CACHED_RING_CAPACITY_DEFAULT, 10_000)
-            .unwrap()
+        idmint::CachedSnowflake::start(
+            generator,
+            idmint::snowflake::limits::CACHED_RING_CAPACITY_DEFAULT,
+            10_000,
+        )
+        .unwrap()
     });
     let threads: Vec<_> = (0..4)
         .map(|_| {
@@ -514,7 +518,7 @@ async fn a_new_holder_after_an_older_snapshot_was_restored_starts_above_the_old_
 async fn advance_until_ready(generator: &Snowflake, clock: &ManualClock) {
     for _ in 0..60_000 {
         if generator.readiness().is_ok() {
-            clock.advance(idmint::TOLERANCE_MS_DEFAULT + 1);
+            clock.advance(idmint::snowflake::limits::TOLERANCE_MS_DEFAULT + 1);
             return;
         }
         clock.advance(1);
@@ -588,7 +592,10 @@ async fn quick_restarts_find_a_worker_id_and_retake_the_one_just_held() {
     clock.advance(cfg.lease_margin_ms + 1);
     let status = store.list_leases(&WorkerSpace::parse("snowflake").unwrap()).await.unwrap();
     let mark = status.iter().find(|r| r.worker_id == worker).unwrap().time_mark;
-    assert!(mark > clock.now_ms() + idmint::TOLERANCE_MS_DEFAULT, "the mark is not ahead");
+    assert!(
+        mark > clock.now_ms() + idmint::snowflake::limits::TOLERANCE_MS_DEFAULT,
+        "the mark is not ahead"
+    );
     let again = start(&store, cfg, &clock).await;
     assert_eq!(again.status().worker, 0, "the lowest id, just held, was passed over");
     assert_eq!(worker, 0);
@@ -605,7 +612,7 @@ async fn a_cached_ring_fills_nothing_below_a_new_holders_floor() {
     let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
         .await
         .unwrap();
-    let floor_ms = acquired_ms + idmint::settle_ms(&config());
+    let floor_ms = acquired_ms + idmint::snowflake::settle_ms(&config());
     let ring = idmint::CachedSnowflake::start(Arc::clone(&generator), 1 << 14, 1_000).unwrap();
     assert!(!matches!(ring.take(), Ok(Some(_))), "the ring handed out an id below the floor");
     clock.advance(floor_ms - acquired_ms - 500);
@@ -674,7 +681,9 @@ async fn a_new_holders_floor_counts_from_when_the_store_answered() {
         .unwrap();
     let answered_ms = clock.now_ms();
     // Within the tolerance of the floor a request waits, so readiness counts that as ready.
-    let before_floor_ms = idmint::settle_ms(&config()) - idmint::TOLERANCE_MS_DEFAULT - 1;
+    let before_floor_ms = idmint::snowflake::settle_ms(&config())
+        - idmint::snowflake::limits::TOLERANCE_MS_DEFAULT
+        - 1;
     clock.advance(before_floor_ms);
     assert!(
         generator.readiness().is_err(),
@@ -682,7 +691,7 @@ async fn a_new_holders_floor_counts_from_when_the_store_answered() {
     );
     advance_until_ready(&generator, &clock).await;
     let first = time_ms(&generator, generator.next_id().await.unwrap());
-    assert!(first > answered_ms + idmint::settle_ms(&config()), "an id at {first} ms");
+    assert!(first > answered_ms + idmint::snowflake::settle_ms(&config()), "an id at {first} ms");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

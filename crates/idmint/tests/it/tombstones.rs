@@ -7,8 +7,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use idmint::segment::SegmentConfig;
 use idmint::store::{StoreError, TagSpec};
-use idmint::{Error, SegmentConfig, Segments, Tag};
+use idmint::{Error, Segments, Tag};
 use idmint_core::{Description, StartId, Step};
 
 use crate::embedding::fresh_database;

@@ -6,7 +6,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use idmint::{Count, SystemClock, Uuids};
+use idmint::SystemClock;
+use idmint::Uuids;
+use idmint::segment::Count;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::uuid::{UuidFormat, ulid_decode, ulid_encode, ulid_unix_ms, uuid_v7_unix_ms};
 

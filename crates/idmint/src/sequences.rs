@@ -39,7 +39,7 @@ use jiff::{Timestamp, Zoned};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::Clock;
+use crate::clock::Clock;
 use crate::seqformat::{DAILY_FORMAT_DEFAULT, SeqFormat, time_zone};
 
 /// Longest a request waits for room below the ceiling before it is refused, by default.

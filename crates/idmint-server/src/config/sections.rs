@@ -1,0 +1,215 @@
+//! The plain sections resolved and checked: `[segment]` into a [`SegmentConfig`],
+//! `[snowflake]` into a [`SnowflakeConfig`] and its ring, `[limits]` into the batch bound and
+//! the [`HttpLimits`]. Each reads its keys from the section's `…Keys` struct (`keys.rs`) and
+//! records every problem; a bad value leaves its default so the other checks still run.
+
+use idmint::segment::SegmentConfig;
+use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
+use idmint_core::PreloadRatio;
+use idmint_core::limits::BATCH_COUNT_MAX;
+use idmint_core::snowflake::Layout;
+
+use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys};
+use super::origins::{Layers, Sourced};
+use crate::limits::HttpLimits;
+
+/// A checked setter of [`SegmentConfig`] taking a number.
+type SetMs = fn(SegmentConfig, u64) -> Result<SegmentConfig, idmint::segment::ConfigError>;
+
+/// The `[segment]` section resolved; each bad value is a problem and leaves its default.
+pub(super) fn segment_config(l: &mut Layers<'_>, keys: SegmentKeys) -> SegmentConfig {
+    let SegmentKeys {
+        preload_ratio: preload,
+        refill_wait_ms: refill_wait,
+        store_call_timeout_ms: store_timeout,
+        tag_refresh_ms: refresh,
+        segment_duration_s: duration,
+        adaptive_step: adaptive,
+    } = keys;
+    let mut config = SegmentConfig::default().with_adaptive_step(adaptive.value);
+    if let Some(ratio) = l.check(&preload.origin, PreloadRatio::new(preload.value)) {
+        config = config.with_preload_ratio(ratio);
+    }
+    let steps: [(&Sourced<u64>, SetMs); 4] = [
+        (&refill_wait, SegmentConfig::with_refill_wait_ms),
+        (&store_timeout, SegmentConfig::with_store_call_timeout_ms),
+        (&refresh, SegmentConfig::with_tag_refresh_ms),
+        (&duration, SegmentConfig::with_segment_duration_s),
+    ];
+    for (value, set) in steps {
+        if let Some(next) = l.check(&value.origin, set(config.clone(), value.value)) {
+            config = next;
+        }
+    }
+    config
+}
+
+/// The `[snowflake]` section resolved: the generator (`None` when disabled or invalid) and
+/// its ring (`snowflake.cached`). Every key is resolved, so it is printed, even when the
+/// generator is disabled; its values are checked only when it is enabled.
+pub(super) fn snowflake_config(
+    l: &mut Layers<'_>,
+    keys: SnowflakeKeys,
+) -> (Option<SnowflakeConfig>, Option<CachedConfig>) {
+    let SnowflakeKeys {
+        enabled,
+        layout: layout_name,
+        worker,
+        tolerance_ms: tolerance,
+        borrow_max_lead_ms: lead,
+        max_vibration: vibration,
+        time_window_ms: window,
+        lease_ttl_ms: ttl,
+        lease_margin_ms: margin,
+        refuse_expiring: refuse,
+        cached,
+        ring_capacity: capacity,
+        ring_max_lead_ms: ring_lead,
+    } = keys;
+    if !enabled.value {
+        return (None, None);
+    }
+    let layout = l.check(
+        &layout_name.origin,
+        Layout::preset(&layout_name.value).ok_or_else(|| {
+            let names: Vec<&str> =
+                idmint_core::snowflake::PRESETS.iter().map(|(name, _)| *name).collect();
+            format!("{:?} is not a layout; use one of {}", layout_name.value, names.join(", "))
+        }),
+    );
+    let source = match &layout {
+        Some(layout) => l.check(&worker.origin, worker_source(&worker.value, layout)),
+        None => None,
+    };
+    if tolerance.value > idmint::snowflake::limits::TOLERANCE_MS_MAX {
+        let reason = format!(
+            "{} is above {} ms",
+            tolerance.value,
+            idmint::snowflake::limits::TOLERANCE_MS_MAX
+        );
+        l.refuse(&tolerance.origin, reason);
+    }
+    if lead.value > idmint::snowflake::limits::BORROW_LEAD_MS_MAX {
+        let reason = format!(
+            "{} is above {} ms (a restart waits out the lead); use a smaller lead, or 0 to \
+             never borrow",
+            lead.value,
+            idmint::snowflake::limits::BORROW_LEAD_MS_MAX
+        );
+        l.refuse(&lead.origin, reason);
+    }
+    let window_range = idmint::snowflake::limits::TIME_WINDOW_MS_MIN
+        ..=idmint::snowflake::limits::TIME_WINDOW_MS_MAX;
+    if !window_range.contains(&window.value) {
+        let reason = format!(
+            "{} is outside {}..={} ms",
+            window.value,
+            idmint::snowflake::limits::TIME_WINDOW_MS_MIN,
+            idmint::snowflake::limits::TIME_WINDOW_MS_MAX
+        );
+        l.refuse(&window.origin, reason);
+    }
+    let ttl_range = idmint_store::LEASE_TTL_MS_MIN..=idmint_store::LEASE_TTL_MS_MAX;
+    if !ttl_range.contains(&ttl.value) {
+        let reason = format!(
+            "{} is outside {}..={} ms",
+            ttl.value,
+            idmint_store::LEASE_TTL_MS_MIN,
+            idmint_store::LEASE_TTL_MS_MAX
+        );
+        l.refuse(&ttl.origin, reason);
+    }
+    if margin.value > idmint_store::LEASE_MARGIN_MS_MAX {
+        let reason = format!("{} is above {} ms", margin.value, idmint_store::LEASE_MARGIN_MS_MAX);
+        l.refuse(&margin.origin, reason);
+    }
+    let Some(layout) = layout else { return (None, None) };
+    let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
+    let horizon = idmint_core::limits::LAYOUT_EXPIRY_HORIZON_MS;
+    if let Some(warning) = layout.expiry_warning(now_ms, horizon) {
+        if refuse.value {
+            let reason =
+                format!("layout {}: {warning}; pick a layout with more time", layout_name.value);
+            l.refuse(&layout_name.origin, reason);
+        } else {
+            tracing::warn!(layout = %layout_name.value, %warning, "snowflake layout runs out of time soon");
+        }
+    }
+    let ring = if cached.value {
+        // The capacity alone first, so the error names the setting at fault.
+        let alone = CachedConfig { capacity: capacity.value, max_lead_ms: 0 };
+        let ring = CachedConfig { capacity: capacity.value, max_lead_ms: ring_lead.value };
+        match l.check(&capacity.origin, alone.check(&layout)) {
+            Some(()) => l.check(&ring_lead.origin, ring.check(&layout)).map(|()| ring),
+            None => None,
+        }
+    } else {
+        None
+    };
+    let Some(source) = source else { return (None, None) };
+    let mut config = SnowflakeConfig::new(&layout_name.value, layout);
+    config.worker = source;
+    config.tolerance_ms = tolerance.value;
+    config.borrow_max_lead_ms = (lead.value > 0).then_some(lead.value);
+    config.max_vibration = vibration.value;
+    config.time_window_ms = window.value;
+    config.lease_ttl_ms = ttl.value;
+    config.lease_margin_ms = margin.value;
+    (Some(config), ring)
+}
+
+/// `snowflake.worker` parsed: `lease`, `store-assigned`, `ordinal` or `static:N`.
+fn worker_source(text: &str, layout: &Layout) -> Result<WorkerIdSource, String> {
+    match text {
+        "lease" => Ok(WorkerIdSource::Lease),
+        "store-assigned" => Ok(WorkerIdSource::StoreAssigned),
+        "ordinal" => Ok(WorkerIdSource::Ordinal),
+        other => match other.strip_prefix("static:").and_then(|n| n.parse::<u64>().ok()) {
+            Some(id) if id <= layout.max_worker() => Ok(WorkerIdSource::Static(id)),
+            _ => Err(format!(
+                "{other:?} is not a worker source; use lease, store-assigned, ordinal or \
+                 static:N with N from 0 to {}",
+                layout.max_worker()
+            )),
+        },
+    }
+}
+
+/// `limits.batch_count_max` checked: at least 1 and at most [`BATCH_COUNT_MAX`].
+pub(super) fn batch_count_max(l: &mut Layers<'_>, keys: &BatchKeys) -> u64 {
+    let BatchKeys { batch_count_max: batch } = keys;
+    if !(1..=BATCH_COUNT_MAX).contains(&batch.value) {
+        l.refuse(
+            &batch.origin,
+            format!(
+                "batch_count_max = {} is out of range; use 1 to {BATCH_COUNT_MAX} \
+                 (configuration may lower a limit, never raise it)",
+                batch.value
+            ),
+        );
+    }
+    batch.value
+}
+
+/// The HTTP limits of `[limits]`, each with its `IDMINT_LIMITS_*` variable, checked against
+/// their bounds; `None` (with the problem recorded) if one is out of range.
+pub(super) fn http_limits(l: &mut Layers<'_>, keys: HttpLimitKeys) -> Option<HttpLimits> {
+    let HttpLimitKeys {
+        client_in_flight_max: in_flight,
+        request_timeout_ms: timeout,
+        idle_timeout_ms: idle,
+        connections_max: connections,
+        client_connections_max: per_client,
+        metrics_tags_max: metrics_tags,
+    } = keys;
+    let resolved = HttpLimits {
+        client_in_flight_max: u32::try_from(in_flight.value).unwrap_or(u32::MAX),
+        request_timeout_ms: timeout.value,
+        idle_timeout_ms: idle.value,
+        connections_max: usize::try_from(connections.value).unwrap_or(usize::MAX),
+        client_connections_max: usize::try_from(per_client.value).unwrap_or(usize::MAX),
+        metrics_tags_max: usize::try_from(metrics_tags.value).unwrap_or(usize::MAX),
+    };
+    let origin = l.source.origin("limits");
+    l.check(&origin, resolved.check().map(|()| resolved))
+}

@@ -1,0 +1,404 @@
+//! The configuration's tests: precedence, every problem at once with its origin, secrets
+//! never shown, the effective configuration, and every key documented.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use idmint::snowflake::{CachedConfig, WorkerIdSource};
+use idmint_core::limits::BATCH_COUNT_MAX;
+
+use super::origins::Origin;
+use super::*;
+
+fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> =
+        vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    move |name| map.get(name).cloned()
+}
+
+#[test]
+fn tokens_are_checked_but_never_quoted_back() {
+    let secret = "hunter2-hunter2-hunter2";
+    for text in [
+        format!("[auth]\nadmin_token = \"{secret}"),
+        format!("[auth]\nadmin_token = \"{secret}\" nonsense"),
+        format!("[auth.clients.shop]\ntoken = \"{secret}\"\ntags = 5\n"),
+    ] {
+        let error = FileConfig::parse(&text, "t.toml").unwrap_err().to_string();
+        assert!(!error.contains("hunter2"), "{error}");
+    }
+    let text = format!("[auth]\nadmin_token = \"{secret}\"");
+    let file = FileConfig::parse(&text, "t.toml").unwrap();
+    assert!(!format!("{file:?}").contains("hunter2"));
+    let settings = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap();
+    assert!(settings.auth.has_admin_token());
+    assert!(!format!("{settings:?}").contains("hunter2"));
+    let printed = settings.effective.to_toml();
+    assert!(printed.contains("admin_token") && !printed.contains("hunter2"), "{printed}");
+    let short = FileConfig::parse("[auth]\nadmin_token = \"hunter2\"", "t.toml").unwrap();
+    let error = Settings::resolve(&short, &env(&[]), &Overrides::default()).unwrap_err();
+    assert!(error.to_string().contains("16 to 512") && !error.to_string().contains("hunter2"));
+    // The variable beats the file, and is not shown either.
+    let vars = env(&[("IDMINT_ADMIN_TOKEN", "from-the-env-0123456789")]);
+    let settings = Settings::resolve(&short, &vars, &Overrides::default()).unwrap();
+    assert!(settings.auth.has_admin_token());
+    assert!(!settings.effective.to_toml().contains("from-the-env"));
+}
+
+#[test]
+fn clients_need_a_token_and_tags() {
+    let text = "[auth.clients.a]\ntags = [\"order\"]\n[auth.clients.b]\ntoken_env = \"B_TOKEN\"\ntags = []\n[auth.clients.c]\ntoken = \"c-token-0123456789abc\"\ntags = [\"bad tag\"]\n";
+    let file = FileConfig::parse(text, "t.toml").unwrap();
+    let error = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap_err();
+    assert_eq!(error.problems().len(), 4, "{error}");
+    let message = error.to_string();
+    assert!(message.contains("give token or token_env"), "{message}");
+    assert!(message.contains("B_TOKEN") && message.contains("tags is empty"), "{message}");
+}
+
+#[test]
+fn beyond_loopback_needs_an_admin_token() {
+    let file = FileConfig::parse("listen = \"0.0.0.0:8080\"\n", "t.toml").unwrap();
+    let error = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap_err();
+    assert!(error.to_string().contains("IDMINT_ADMIN_TOKEN"), "{error}");
+    let vars = env(&[("IDMINT_ADMIN_TOKEN", "admin-token-0123456789")]);
+    assert!(Settings::resolve(&file, &vars, &Overrides::default()).is_ok());
+}
+
+#[test]
+fn limits_may_be_lowered_never_raised() {
+    let file = FileConfig::parse("[limits]\nclient_in_flight_max = 8\n", "t.toml").unwrap();
+    let vars = env(&[("IDMINT_LIMITS_REQUEST_TIMEOUT_MS", "2000")]);
+    let settings = Settings::resolve(&file, &vars, &Overrides::default()).unwrap();
+    assert_eq!(settings.http_limits.client_in_flight_max, 8);
+    assert_eq!(settings.http_limits.request_timeout_ms, 2_000);
+    let raised = FileConfig::parse("[limits]\nconnections_max = 1000000\n", "t.toml").unwrap();
+    let error = Settings::resolve(&raised, &env(&[]), &Overrides::default()).unwrap_err();
+    assert!(error.to_string().contains("never raise"), "{error}");
+}
+
+#[test]
+fn defaults_serve_loopback_from_the_embedded_store() {
+    let s = Settings::resolve(&FileConfig::default(), &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(s.store, StoreUrl::Sqlite("./idmint-data/idmint.db".into()));
+    assert_eq!(s.batch_count_max, BATCH_COUNT_MAX);
+    assert_eq!(s.segment.state_dir(), Some(Path::new("./idmint-data")));
+    assert!(s.segment.adaptive_step());
+    assert_eq!(s.segment.segment_duration().as_secs(), 900);
+}
+
+#[test]
+fn segment_pacing_and_the_data_dir_resolve_and_refuse_bad_values() {
+    let file = FileConfig::parse(
+        "data_dir = \"/var/lib/idmint\"\n[segment]\nsegment_duration_s = 60\nadaptive_step = false\n",
+        "t.toml",
+    )
+    .unwrap();
+    let s = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(s.segment.state_dir(), Some(Path::new("/var/lib/idmint")));
+    assert_eq!(s.segment.segment_duration().as_secs(), 60);
+    assert!(!s.segment.adaptive_step());
+    let memory = env(&[("IDMINT_STORE", "memory://")]);
+    let s = Settings::resolve(&file, &memory, &Overrides::default()).unwrap();
+    assert_eq!(s.segment.state_dir(), None, "memory:// keeps no state");
+    let err = Settings::resolve(
+        &file,
+        &env(&[("IDMINT_SEGMENT_SEGMENT_DURATION_S", "0")]),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("segment_duration_s = 0 is out of range"), "{err}");
+    let err = Settings::resolve(
+        &file,
+        &env(&[("IDMINT_SEGMENT_ADAPTIVE_STEP", "maybe")]),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().starts_with("IDMINT_SEGMENT_ADAPTIVE_STEP"), "{err}");
+}
+
+#[test]
+fn flag_beats_env_beats_file_beats_default() {
+    let file = FileConfig::parse(
+        "listen = \"127.0.0.1:1\"\nstore = \"memory://\"\n[segment]\nrefill_wait_ms = 7\n",
+        "t.toml",
+    )
+    .unwrap();
+    let only_file = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(only_file.listen.port(), 1);
+    assert_eq!(only_file.segment.refill_wait().as_millis(), 7);
+    let env = env(&[("IDMINT_LISTEN", "127.0.0.1:2"), ("IDMINT_SEGMENT_REFILL_WAIT_MS", "9")]);
+    let with_env = Settings::resolve(&file, &env, &Overrides::default()).unwrap();
+    assert_eq!(with_env.listen.port(), 2);
+    assert_eq!(with_env.segment.refill_wait().as_millis(), 9);
+    assert_eq!(with_env.store, StoreUrl::Memory);
+    let flags = Overrides { listen: Some("127.0.0.1:3".into()), ..Overrides::default() };
+    assert_eq!(Settings::resolve(&file, &env, &flags).unwrap().listen.port(), 3);
+}
+
+#[test]
+fn bad_values_name_their_origin_and_the_fix() {
+    let err = FileConfig::parse("lisen = \"x\"", "idmint.toml").unwrap_err().to_string();
+    assert!(err.contains("idmint.toml") && err.contains("lisen"), "{err}");
+    let file = FileConfig::parse("[limits]\nbatch_count_max = 1000000", "f").unwrap();
+    let err = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap_err();
+    assert!(err.to_string().contains("config key limits.batch_count_max"), "{err}");
+    let err = Settings::resolve(
+        &FileConfig::default(),
+        &env(&[("IDMINT_SEGMENT_REFILL_WAIT_MS", "soon")]),
+        &Overrides::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().starts_with("IDMINT_SEGMENT_REFILL_WAIT_MS"), "{err}");
+    let flags = Overrides { listen: Some("localhost".into()), ..Overrides::default() };
+    let err = Settings::resolve(&FileConfig::default(), &env(&[]), &flags).unwrap_err();
+    assert!(err.to_string().starts_with("--listen"), "{err}");
+}
+
+#[test]
+fn the_snowflake_section_resolves_and_refuses_what_cannot_run() {
+    let resolve = |toml: &str, vars: &[(&str, &str)]| {
+        let file = FileConfig::parse(toml, "t.toml").unwrap();
+        Settings::resolve(&file, &env(vars), &Overrides::default())
+    };
+    let s = resolve("", &[]).unwrap();
+    let config = s.snowflake.unwrap();
+    assert_eq!((config.space.as_str(), config.worker), ("snowflake", WorkerIdSource::Lease));
+    assert_eq!(s.snowflake_cached, None);
+    let s = resolve("[snowflake]\nenabled = false\ncached = true", &[]).unwrap();
+    assert!(s.snowflake.is_none() && s.snowflake_cached.is_none());
+    let s = resolve("[snowflake]\nworker = \"static:1023\"\ncached = true", &[]).unwrap();
+    assert_eq!(s.snowflake.unwrap().worker, WorkerIdSource::Static(1023));
+    assert_eq!(
+        s.snowflake_cached,
+        Some(CachedConfig {
+            capacity: idmint::snowflake::limits::CACHED_RING_CAPACITY_DEFAULT,
+            max_lead_ms: idmint::snowflake::limits::CACHED_MAX_LEAD_MS_DEFAULT
+        })
+    );
+    let refused = |toml: &str, vars: &[(&str, &str)], says: &str| {
+        let err = resolve(toml, vars).unwrap_err().to_string();
+        assert!(err.contains(says), "{err} does not say {says:?}");
+    };
+    refused("[snowflake]\nlayout = \"twitter\"", &[], "use one of snowflake, sonyflake");
+    refused("[snowflake]\nworker = \"static:1024\"", &[], "N from 0 to 1023");
+    refused("", &[("IDMINT_SNOWFLAKE_TOLERANCE_MS", "5000")], "above 1000 ms");
+    // Baidu's layout ran out in 2024: warned about by default, refused on request.
+    assert!(resolve("[snowflake]\nlayout = \"uid\"", &[]).is_ok());
+    refused("[snowflake]\nlayout = \"uid\"\nrefuse_expiring = true", &[], "layout uid");
+    let ring = "[snowflake]\ncached = true\n";
+    refused(&format!("{ring}ring_capacity = 1000"), &[], "config key snowflake.ring_capacity");
+    refused(&format!("{ring}ring_capacity = 1024"), &[], "cannot hold one time unit");
+    refused(ring, &[("IDMINT_SNOWFLAKE_RING_MAX_LEAD_MS", "60000")], "IDMINT_SNOWFLAKE_RING");
+    let err = FileConfig::parse("[snowflake]\ncache = true", "t.toml").unwrap_err();
+    assert!(err.to_string().contains("unknown key `cache`"), "{err}");
+}
+
+#[test]
+fn formats_resolve_their_key_from_env_and_never_show_it() {
+    let key = "00112233445566778899aabbccddeeff";
+    let toml = "[format.order]\ntemplate = \"O{id:base62:6}\"\nkey_env = \"K\"\nbits = 35\n\
+                [format.plain]\n";
+    let file = FileConfig::parse(toml, "t.toml").unwrap();
+    let s = Settings::resolve(&file, &env(&[("K", key)]), &Overrides::default()).unwrap();
+    assert_eq!(s.formats.len(), 2);
+    let order = s.formats.iter().find(|f| f.tag.as_str() == "order").unwrap();
+    assert_eq!(order.format.permutation().map(|p| p.bits()), Some(35));
+    assert!(!order.force_key_change);
+    assert!(!format!("{s:?}").contains(key), "the key reached Debug output");
+    let inline = "[format.order]\nkey = \"00112233445566778899aabbccddeeff\"\nbits = 40\n";
+    let file = FileConfig::parse(inline, "t.toml").unwrap();
+    assert!(Settings::resolve(&file, &env(&[]), &Overrides::default()).is_ok());
+    let refused = |toml: &str, says: &str| {
+        let file = FileConfig::parse(toml, "t.toml").unwrap();
+        let err = Settings::resolve(&file, &env(&[("K", key)]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says) && err.contains("format."), "{err} does not say {says:?}");
+        assert!(!err.contains(key), "{err}");
+    };
+    refused("[format.o]\nkey_env = \"K\"\nkey = \"00\"\nbits = 40", "not both");
+    refused("[format.o]\nbits = 40", "needs a key or key_env");
+    refused("[format.o]\nkey_env = \"K\"\nbits = 64", "use 16 to 63");
+    refused("[format.o]\ntime_zone = \"Mars/Base\"", "time zone");
+    // 62^6 holds 35 bits, not 36.
+    refused("[format.o]\ntemplate = \"{id:base62:6}\"\nkey_env = \"K\"\nbits = 36", "bits = 35");
+}
+
+#[test]
+fn every_problem_of_a_file_is_reported_at_once_with_its_line() {
+    let text = "lisen = \"127.0.0.1:1\"\n\
+                [segment]\n\
+                refill_wait_ms = \"soon\"\n\
+                preload_ratio = 0.5\n\
+                refil_wait_ms = 5\n\
+                [limits]\n\
+                batch_count_max = 0\n\
+                [snowflake]\n\
+                tolerance_ms = 5000\n";
+    let (file, problems) = FileConfig::parse_lenient(text, "idmint.toml");
+    let shown: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 3, "{shown:#?}");
+    assert!(
+        shown[0].starts_with(
+            "idmint.toml:1:1: lisen: unknown key `lisen`; the keys allowed here are `listen`"
+        ),
+        "{shown:#?}"
+    );
+    assert!(shown[0].contains("`listen`") && shown[0].contains("`snowflake`"), "{shown:#?}");
+    assert!(shown.iter().any(|s| s.starts_with(
+        "idmint.toml:3:18: segment.refill_wait_ms: invalid type: string \"soon\", expected a whole number"
+    )), "{shown:#?}");
+    assert!(shown.iter().any(|s| s.starts_with("idmint.toml:5:1: segment.refil_wait_ms: unknown")));
+    // What could be read is kept, so the values are checked in the same run.
+    assert_eq!(file.segment.preload_ratio, Some(0.5));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idmint.toml");
+    std::fs::write(&path, text).unwrap();
+    let vars = env(&[("IDMINT_SEGMENT_TAG_REFRESH_MS", "often")]);
+    let err = Settings::load(Some(&path), &vars, &Overrides::default()).unwrap_err();
+    let all = err.to_string();
+    assert!(all.starts_with("6 problems:"), "{all}");
+    assert!(
+        all.contains("IDMINT_SEGMENT_TAG_REFRESH_MS: \"often\" is not a whole number"),
+        "{all}"
+    );
+    assert!(all.contains(":7)") && all.contains("batch_count_max = 0 is out of range"), "{all}");
+    assert!(all.contains("config key snowflake.tolerance_ms") && all.contains(":9)"), "{all}");
+}
+
+#[test]
+fn syntax_errors_name_their_line_and_column() {
+    let err = FileConfig::parse("listen = \"a\"\n[segment\nx = = 1\n", "bad.toml").unwrap_err();
+    let first = &err.problems()[0];
+    let ConfigError::Parse { line, column, reason, .. } = first else { panic!("{first:?}") };
+    assert_eq!((*line, *column), (2, 9), "{reason}");
+    assert!(reason.starts_with("TOML syntax:"), "{reason}");
+    assert!(err.to_string().contains("bad.toml:2:9:"), "{err}");
+    let err = FileConfig::parse("listen = 1\nlisten = 2\n", "dup.toml").unwrap_err();
+    assert!(err.to_string().contains("dup.toml:2:"), "{err}");
+}
+
+#[test]
+fn the_effective_config_holds_every_key_with_secrets_masked() {
+    let key = "00112233445566778899aabbccddeeff";
+    let text = format!(
+        "store = \"mysql://app:hunter2@db:3306/ids\"\n\
+         [format.order]\nkey = \"{key}\"\nbits = 41\n[format.\"a.b\"]\ntemplate = \"A{{id}}\"\n"
+    );
+    let file = FileConfig::parse(&text, "prod.toml").unwrap();
+    let vars = env(&[
+        ("IDMINT_REDIS", "redis://:s3cret@cache:6379/0"),
+        ("IDMINT_SEGMENT_REFILL_WAIT_MS", "250"),
+        ("IDMINT_ADMIN_TOKEN", "admin-hunter3-0123456789"),
+    ]);
+    let flags = Overrides { listen: Some("0.0.0.0:9000".into()), ..Overrides::default() };
+    let s = Settings::resolve(&file, &vars, &flags).unwrap();
+    let printed = s.effective.to_toml();
+    for secret in [key, "hunter2", "s3cret", "hunter3"] {
+        assert!(!printed.contains(secret), "{secret} printed:\n{printed}");
+        assert!(!format!("{s:?}").contains(secret), "{secret} in Debug output");
+    }
+    for line in [
+        "listen = \"0.0.0.0:9000\"",
+        "store = \"mysql://app:***@db:3306/ids\"",
+        "redis = \"redis://:***@cache:6379/0\"",
+        "refill_wait_ms = 250",
+        "key = \"***\"",
+        "admin_token = \"***\"",
+        "[format.\"a.b\"]",
+        "template = \"A{id}\"",
+    ] {
+        assert!(printed.contains(line), "no {line:?} in\n{printed}");
+    }
+    let origin = |key: &str| {
+        let line = printed.lines().find(|l| l.starts_with(key)).unwrap();
+        line.rsplit_once("# ").unwrap().1.to_string()
+    };
+    assert_eq!(origin("listen ="), "--listen");
+    assert_eq!(origin("refill_wait_ms ="), "IDMINT_SEGMENT_REFILL_WAIT_MS");
+    assert_eq!(origin("store ="), "prod.toml:1");
+    assert_eq!(origin("preload_ratio ="), "default");
+    // Read back, it is a valid config file with the same keys (secrets aside).
+    let again = printed
+        .replace("admin_token = \"***\"", "admin_token = \"admin-hunter3-0123456789\"")
+        .replace("key = \"***\"", &format!("key = \"{key}\""));
+    let again = FileConfig::parse(&again, "printed.toml").unwrap();
+    let again = Settings::resolve(&again, &env(&[]), &Overrides::default()).unwrap();
+    assert_eq!(again.effective.keys().collect::<Vec<_>>(), s.effective.keys().collect::<Vec<_>>());
+    let keys: Vec<&str> = s.effective.keys().collect();
+    assert!(keys.contains(&"snowflake.ring_max_lead_ms") && keys.contains(&"redis"), "{keys:?}");
+}
+
+#[test]
+fn every_key_has_its_variable_and_is_documented() {
+    assert_eq!(env_var("segment.refill_wait_ms"), "IDMINT_SEGMENT_REFILL_WAIT_MS");
+    let docs = include_str!("../../../../docs/configuration.md");
+    let key = "00112233445566778899aabbccddeeff";
+    let mut keys = std::collections::BTreeSet::new();
+    for toml in [
+        "[format.TAG]\nkey_env = \"K\"\nbits = 40",
+        "[format.TAG]\nkey = \"00112233445566778899aabbccddeeff\"\nbits = 40",
+        "[auth]\nadmin_token = \"admin-token-0123456789\"\n[auth.clients.NAME]\ntoken_env = \"T\"\ntags = [\"x\"]",
+        "[auth.clients.NAME]\ntoken = \"client-token-0123456789\"\ntags = [\"x\"]",
+    ] {
+        let file = FileConfig::parse(toml, "t.toml").unwrap();
+        let pairs = [("K", key), ("T", "client-token-0123456789")];
+        let vars = env(&pairs);
+        let s = Settings::resolve(&file, &vars, &Overrides::default()).unwrap();
+        keys.extend(s.effective.keys().map(str::to_string));
+    }
+    let missing: Vec<String> = keys
+        .iter()
+        .flat_map(|key| {
+            let mut names = vec![format!("`{key}`")];
+            if key == "auth.admin_token" {
+                names.push(format!("`{ADMIN_TOKEN_ENV}`"));
+            } else if !key.starts_with("format.") && !key.starts_with("auth.") {
+                names.push(format!("`{}`", env_var(key)));
+            }
+            names
+        })
+        .filter(|name| !docs.contains(name.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "docs/configuration.md does not name {missing:?}");
+}
+
+#[test]
+fn secrets_print_as_stars() {
+    let secret = Secret::new("tok3n");
+    assert_eq!((secret.to_string(), format!("{secret:?}")), ("***".into(), "***".into()));
+    assert_eq!(secret.expose(), "tok3n");
+    let url = SecretUrl::new("postgres://u:pw@h/db?password=pw");
+    assert_eq!(url.to_string(), "postgres://u:***@h/db?password=***");
+    assert!(!format!("{url:?}").contains("pw"));
+}
+
+#[test]
+fn every_plain_key_is_set_by_its_variable_and_printed_with_it() {
+    // Each key of the keys! tables, set through its variable to its own default: resolved
+    // from there, and printed with the variable as its origin.
+    let defaults = Settings::resolve(&FileConfig::default(), &env(&[]), &Overrides::default())
+        .unwrap()
+        .effective;
+    let printed = defaults.to_toml();
+    let plain: Vec<&str> =
+        defaults.keys().filter(|k| !k.starts_with("auth.") && !k.starts_with("format.")).collect();
+    assert!(plain.len() >= 30 && plain.contains(&"limits.metrics_tags_max"), "{plain:?}");
+    for key in plain {
+        let name = key.rsplit('.').next().unwrap_or(key);
+        let line = printed.lines().find(|l| l.starts_with(&format!("{name} = "))).unwrap();
+        let value = line.split(" = ").nth(1).unwrap().split(" #").next().unwrap().trim();
+        let value = value.trim_matches('"');
+        let variable = env_var(key);
+        let s = Settings::resolve(
+            &FileConfig::default(),
+            &env(&[(&variable, value)]),
+            &Overrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{variable}={value}: {e}"));
+        assert_eq!(s.effective.origins.get(key), Some(&Origin::Env(variable.clone())), "{key}");
+        assert!(s.effective.to_toml().contains(&format!("# {variable}\n")), "{key}");
+    }
+}
