@@ -4,57 +4,15 @@
 //! [`ConfigErrors`] holds them all.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Display};
 use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 
+use super::errors::{ConfigError, ConfigErrors, FILE_PROBLEMS_MAX};
 use super::keys::FileConfig;
 use super::origins::{FileSource, dotted};
-
-/// Most problems one config file reports (each found problem is removed and the file read
-/// again, so this also bounds the re-reads).
-pub const FILE_PROBLEMS_MAX: usize = 100;
-
-/// A configuration that cannot be used; the message names its origin and the fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The config file could not be read.
-    #[error("cannot read config file {path}: {reason}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        reason: String,
-    },
-    /// The config file is not valid TOML, or has an unknown key or a wrongly typed value.
-    #[error("{path}:{line}:{column}: {reason}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// Line of the problem, from 1.
-        line: usize,
-        /// Column of the problem, from 1 (in characters).
-        column: usize,
-        /// What is wrong: the parser's message, or the key and the keys allowed there.
-        reason: String,
-    },
-    /// A value is out of range or malformed.
-    #[error("{origin}: {reason}")]
-    Invalid {
-        /// Where the value came from: a flag, an environment variable or a file key.
-        origin: String,
-        /// What is wrong and what is accepted.
-        reason: String,
-    },
-}
-
-/// Every problem found in a configuration, in the order found (at least one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigErrors(pub(super) Vec<ConfigError>);
 
 impl FileConfig {
     /// Reads and parses a config file; every problem in it is reported.
@@ -116,33 +74,6 @@ impl FileConfig {
         (FileConfig { source, ..FileConfig::default() }, problems)
     }
 }
-
-impl ConfigErrors {
-    /// The problems, in the order found.
-    pub fn problems(&self) -> &[ConfigError] {
-        &self.0
-    }
-}
-
-impl From<ConfigError> for ConfigErrors {
-    fn from(error: ConfigError) -> ConfigErrors {
-        ConfigErrors(vec![error])
-    }
-}
-
-impl Display for ConfigErrors {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.as_slice() {
-            [one] => write!(f, "{one}"),
-            all => {
-                write!(f, "{} problems:", all.len())?;
-                all.iter().try_for_each(|problem| write!(f, "\n  {problem}"))
-            }
-        }
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
 
 /// A deserializer message in the words of a config file: keys rather than fields, kinds of
 /// value rather than Rust types (`unknown field `x`, expected one of `a`, `b`` becomes

@@ -32,6 +32,8 @@
 
 mod auth;
 mod diagnostics;
+mod effective;
+mod errors;
 mod format;
 mod keys;
 mod origins;
@@ -50,11 +52,12 @@ use idmint_core::Tag;
 use idmint_store::StoreUrl;
 
 pub use auth::{ADMIN_TOKEN_ENV, AuthSection, ClientSection};
-pub use diagnostics::{ConfigError, ConfigErrors, FILE_PROBLEMS_MAX};
+pub use effective::EffectiveConfig;
+pub use errors::{ConfigError, ConfigErrors, FILE_PROBLEMS_MAX};
 pub use keys::{
     FileConfig, FormatSection, LimitsSection, Overrides, SegmentSection, SnowflakeSection,
 };
-pub use origins::{EffectiveConfig, env_var};
+pub use origins::env_var;
 pub use secret::{SECRET_MASK, Secret, SecretUrl};
 
 use crate::auth::Auth;
