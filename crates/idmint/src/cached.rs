@@ -12,7 +12,7 @@
 //! lead.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use idmint_core::Ring;
@@ -105,6 +105,8 @@ pub struct CachedSnowflake {
     cancel: CancellationToken,
     /// The filler task.
     tasks: TaskTracker,
+    /// Set by [`CachedSnowflake::shutdown`]: every take is refused from then on.
+    closed: AtomicBool,
 }
 
 impl CachedSnowflake {
@@ -130,6 +132,7 @@ impl CachedSnowflake {
             losses_seen: AtomicU64::new(generator_losses),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            closed: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&cached);
         let cancel = cached.cancel.clone();
@@ -165,6 +168,7 @@ impl CachedSnowflake {
     /// The next id: one atomic step on the ring; on an empty ring the caller fills one unit.
     /// `None` only when borrowing is stopped by the lead bound or the time mark (counted).
     pub fn take(&self) -> Result<Option<u64>, SnowflakeError> {
+        self.refuse_once_closed()?;
         self.discard_after_a_lost_lease();
         if let Some(id) = self.ring.take() {
             if self.ring.needs_fill(RING_PADDING_PERMILLE_DEFAULT) {
@@ -218,6 +222,7 @@ impl CachedSnowflake {
     pub async fn next_ids(&self, count: u64) -> Result<Vec<u64>, SnowflakeError> {
         let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
         let mut deadline = None;
+        self.refuse_once_closed()?;
         self.discard_after_a_lost_lease();
         while (ids.len() as u64) < count {
             if let Some(id) = self.ring.take() {
@@ -335,13 +340,28 @@ impl CachedSnowflake {
         Ok(())
     }
 
-    /// Stops the filler task and waits for it (part of the node's shutdown, after the
-    /// generator's). Ids already in the ring stay valid; a taker that finds it empty fills a
-    /// unit itself, as when the filler lags.
+    /// Stops the filler task, waits for it, then closes the ring: every take is refused from
+    /// then on and the pre-made ids are discarded (never handed out). Part of the node's
+    /// shutdown, BEFORE the generator's: the ring's ids were made under the generator's
+    /// worker lease, which the generator's shutdown releases.
     pub async fn shutdown(&self) {
         self.cancel.cancel();
         self.tasks.close();
         self.tasks.wait().await;
+        self.closed.store(true, Ordering::Release);
+        // No put while the ring is emptied.
+        let _filling = self.filling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while self.ring.take().is_some() {}
+    }
+
+    /// The refusal of every take once [`Self::shutdown`] closed the ring.
+    fn refuse_once_closed(&self) -> Result<(), SnowflakeError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(SnowflakeError::Unavailable(
+                "the node is shutting down: the snowflake ring is closed".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// [`Self::fill_unit`] unless another thread is putting a unit (`None`).

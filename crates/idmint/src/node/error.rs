@@ -96,4 +96,7 @@ pub enum NodeStartError {
     /// The ring of pre-made snowflake ids did not start.
     #[error("cannot start the cached snowflake ring")]
     CachedRing(#[source] SnowflakeError),
+    /// The parts handed to the builder do not fit the configuration; the message says how.
+    #[error("{0}")]
+    Parts(String),
 }

@@ -525,16 +525,17 @@ impl Node {
     // ---- shutdown -------------------------------------------------------------------
 
     /// Stops the node, after the transports drained, in this order: freeze every segment
-    /// generator and give unissued ids back, stop the snowflake generator (its lease
-    /// released), stop the ring's filler, stop the node's own loops (the Redis retry), stop
-    /// the sequence engine. Idempotent.
+    /// generator and give unissued ids back, close the snowflake ring (its filler stopped,
+    /// its pre-made ids discarded, every take refused), stop the snowflake generator (its
+    /// lease released: nothing made under it is handed out after), stop the node's own
+    /// loops (the Redis retry), stop the sequence engine. Idempotent.
     pub async fn shutdown(&self) {
         self.segments.shutdown().await;
-        if let Ok(generator) = &self.snowflake {
-            generator.shutdown().await;
-        }
         if let Some(ring) = &self.cached {
             ring.shutdown().await;
+        }
+        if let Ok(generator) = &self.snowflake {
+            generator.shutdown().await;
         }
         self.cancel.cancel();
         self.tasks.close();
@@ -542,6 +543,14 @@ impl Node {
         if let Ok(engine) = self.sequences.get() {
             engine.shutdown().await;
         }
+    }
+}
+
+impl Drop for Node {
+    /// A node dropped without [`Node::shutdown`] still stops its own loops (the Redis retry):
+    /// they never outlive it.
+    fn drop(&mut self) {
+        self.cancel.cancel();
     }
 }
 

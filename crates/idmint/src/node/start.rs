@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idmint_core::limits::BATCH_COUNT_MAX;
-use idmint_store::{SegmentStore, StoreError, StoreUrl};
+use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, WorkerStore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -95,6 +95,8 @@ impl NodeConfig {
 pub struct NodeBuilder {
     config: NodeConfig,
     store: Option<Arc<dyn SegmentStore>>,
+    workers: Option<Arc<dyn WorkerStore>>,
+    sequence_store: Option<Arc<dyn SequenceStore>>,
     snowflake: Option<Arc<Snowflake>>,
     sequences: Option<Arc<Sequences>>,
     clock: Arc<dyn Clock>,
@@ -106,6 +108,8 @@ impl NodeBuilder {
         NodeBuilder {
             config,
             store: None,
+            workers: None,
+            sequence_store: None,
             snowflake: None,
             sequences: None,
             clock: Arc::new(SystemClock),
@@ -116,6 +120,31 @@ impl NodeBuilder {
     pub fn segment_store(mut self, store: Arc<dyn SegmentStore>) -> NodeBuilder {
         self.store = Some(store);
         self
+    }
+
+    /// Leases the snowflake generator's worker ids in `store` rather than in one opened from
+    /// `config.store`.
+    pub fn worker_store(mut self, store: Arc<dyn WorkerStore>) -> NodeBuilder {
+        self.workers = Some(store);
+        self
+    }
+
+    /// Keeps sequence definitions and ceilings in `store` rather than in one opened from
+    /// `config.store`.
+    pub fn sequence_store(mut self, store: Arc<dyn SequenceStore>) -> NodeBuilder {
+        self.sequence_store = Some(store);
+        self
+    }
+
+    /// `store` for the segments, the worker leases and the sequences alike: what an
+    /// embedder or a test with one in-memory store wants.
+    pub fn stores<S>(self, store: Arc<S>) -> NodeBuilder
+    where
+        S: SegmentStore + WorkerStore + SequenceStore + 'static,
+    {
+        self.segment_store(Arc::clone(&store) as Arc<dyn SegmentStore>)
+            .worker_store(Arc::clone(&store) as Arc<dyn WorkerStore>)
+            .sequence_store(store)
     }
 
     /// Serves snowflake ids from `generator`, already started, rather than starting one
@@ -142,7 +171,20 @@ impl NodeBuilder {
     /// key stops the start), snowflake generator, its ring, sequences, UUIDs. Must be
     /// called inside a tokio runtime.
     pub async fn start(self) -> Result<Node, NodeStartError> {
-        let NodeBuilder { config, store, snowflake, sequences, clock } = self;
+        let NodeBuilder { config, store, workers, sequence_store, snowflake, sequences, clock } =
+            self;
+        check_parts(
+            &config,
+            store.is_some(),
+            snowflake.is_some() || workers.is_some(),
+            sequences.is_some() || sequence_store.is_some(),
+        )?;
+        if let (Ok(snowflake), Some(ring)) = (&config.snowflake, config.snowflake_cached) {
+            // Checked before a generator leases a worker id it would then hold for nothing.
+            ring.check(&snowflake.layout).map_err(|reason| {
+                NodeStartError::CachedRing(crate::snowflake::SnowflakeError::Config(reason))
+            })?;
+        }
         let store = match store {
             Some(store) => store,
             None => idmint_store::open(&config.store).await.map_err(|source| {
@@ -151,16 +193,32 @@ impl NodeBuilder {
         };
         let segments = crate::Segments::start(store, config.segment.clone())
             .map_err(NodeStartError::Segments)?;
-        let formats = claim_formats(&segments, &config.formats).await?;
+        let formats = match claim_formats(&segments, &config.formats).await {
+            Ok(formats) => formats,
+            Err(error) => {
+                // Nothing served yet: the segments stop (and give back nothing they took).
+                segments.shutdown().await;
+                return Err(error);
+            }
+        };
         let snowflake = match snowflake {
             Some(generator) => Ok(generator),
-            None => start_snowflake(&config, Arc::clone(&clock)).await,
+            None => start_snowflake(&config, workers, Arc::clone(&clock)).await,
         };
         let cached = match (&snowflake, config.snowflake_cached) {
             (Ok(generator), Some(ring)) => {
-                let cached =
-                    CachedSnowflake::start(Arc::clone(generator), ring.capacity, ring.max_lead_ms)
-                        .map_err(NodeStartError::CachedRing)?;
+                let started =
+                    CachedSnowflake::start(Arc::clone(generator), ring.capacity, ring.max_lead_ms);
+                let cached = match started {
+                    Ok(cached) => cached,
+                    Err(error) => {
+                        // The generator's worker lease is given back at once, not held until
+                        // its TTL runs out.
+                        generator.shutdown().await;
+                        segments.shutdown().await;
+                        return Err(NodeStartError::CachedRing(error));
+                    }
+                };
                 tracing::info!(
                     capacity = ring.capacity,
                     max_lead_ms = ring.max_lead_ms,
@@ -178,7 +236,7 @@ impl NodeBuilder {
                 slot.set(engine);
                 slot
             }
-            None => start_sequences(&config, &clock, &tasks, &cancel).await,
+            None => start_sequences(&config, sequence_store, &clock, &tasks, &cancel).await,
         };
         Ok(Node {
             segments,
@@ -193,6 +251,35 @@ impl NodeBuilder {
             cancel,
         })
     }
+}
+
+/// Refuses parts that would split the node's state: a segment store handed in while
+/// `config.store` is `memory://` would give the worker leases and the sequence ceilings a
+/// second, private in-memory store (every node leasing worker id 0 there).
+fn check_parts(
+    config: &NodeConfig,
+    store_given: bool,
+    workers_given: bool,
+    sequences_given: bool,
+) -> Result<(), NodeStartError> {
+    if !store_given || config.store != StoreUrl::Memory {
+        return Ok(());
+    }
+    let leased = !workers_given
+        && config.snowflake.as_ref().is_ok_and(|s| {
+            !matches!(s.worker, WorkerIdSource::Static(_) | WorkerIdSource::Ordinal)
+        });
+    let sequences = !sequences_given && config.sequences.is_ok();
+    if leased || sequences {
+        let what = if leased { "worker-id leases" } else { "sequence ceilings" };
+        return Err(NodeStartError::Parts(format!(
+            "a segment store was handed to the builder, but config.store is memory://, so the \
+             {what} would live in a separate in-memory store of their own; set config.store to \
+             the store's URL, or hand their store in too (NodeBuilder::stores, worker_store, \
+             sequence_store)"
+        )));
+    }
+    Ok(())
 }
 
 /// The tags' public id formats, each keyed one checked against the key recorded in the
@@ -221,11 +308,13 @@ async fn claim_formats(
 /// failure leaves the node up and its snowflake operations answering the reason.
 async fn start_snowflake(
     config: &NodeConfig,
+    workers: Option<Arc<dyn WorkerStore>>,
     clock: Arc<dyn Clock>,
 ) -> Result<Arc<Snowflake>, String> {
     let snowflake = config.snowflake.clone()?;
-    let store = match snowflake.worker {
-        WorkerIdSource::Static(_) | WorkerIdSource::Ordinal => None,
+    let store = match (snowflake.worker.clone(), workers) {
+        (WorkerIdSource::Static(_) | WorkerIdSource::Ordinal, _) => None,
+        (_, Some(workers)) => Some(workers),
         _ => Some(idmint_store::open_workers(&config.store).await.map_err(|e| e.to_string())?),
     };
     match Snowflake::start(store, snowflake, clock).await {
@@ -247,6 +336,7 @@ async fn start_snowflake(
 /// until it answers or the node shuts down.
 async fn start_sequences(
     config: &NodeConfig,
+    given: Option<Arc<dyn SequenceStore>>,
     clock: &Arc<dyn Clock>,
     tasks: &TaskTracker,
     cancel: &CancellationToken,
@@ -255,7 +345,11 @@ async fn start_sequences(
         Ok(sequences) => sequences.clone(),
         Err(reason) => return SequenceSlot::not_running(reason.clone()),
     };
-    let store = match idmint_store::open_sequences(&config.store).await {
+    let opened = match given {
+        Some(store) => Ok(store),
+        None => idmint_store::open_sequences(&config.store).await,
+    };
+    let store = match opened {
         Ok(store) => store,
         Err(error) => {
             tracing::error!(%error, "sequences not served");

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use idmint::node::{FormatConfig, LeaseParts, NodeError};
+use idmint::node::{FormatConfig, LeaseParts, NodeError, NodeStartError};
 use idmint::segment::Count;
 use idmint::sequence::time_zone;
 use idmint::{IdFormat, Node, NodeBuilder, NodeConfig};
@@ -86,6 +86,30 @@ async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
 }
 
 async fn start(config: NodeConfig, store: Arc<MemoryStore>) -> Node {
-    let store: Arc<dyn SegmentStore> = store;
-    NodeBuilder::new(config).segment_store(store).start().await.unwrap()
+    NodeBuilder::new(config).stores(store).start().await.unwrap()
+}
+
+/// A segment store handed to the builder while `config.store` is `memory://` would leave the
+/// worker leases to a second, private in-memory store: two such nodes sharing one store would
+/// both lease worker id 0. The builder refuses, saying how to hand the store in; with the
+/// store handed in for every part, two nodes lease different worker ids.
+#[tokio::test]
+async fn a_node_never_splits_its_stores() {
+    let store = Arc::new(MemoryStore::new());
+    let layout = idmint::snowflake::Layout::preset("snowflake").unwrap();
+    let mut config = NodeConfig::new(StoreUrl::Memory);
+    config.snowflake = Ok(idmint::snowflake::SnowflakeConfig::new("snowflake", layout));
+    let segments: Arc<dyn SegmentStore> = store.clone();
+    let refused = NodeBuilder::new(config.clone()).segment_store(segments).start().await;
+    let Err(NodeStartError::Parts(reason)) = refused else {
+        panic!("a split store was accepted: {:?}", refused.map(|_| ()))
+    };
+    assert!(reason.contains("NodeBuilder::stores"), "{reason}");
+
+    let first = NodeBuilder::new(config.clone()).stores(store.clone()).start().await.unwrap();
+    let second = NodeBuilder::new(config).stores(store).start().await.unwrap();
+    let worker = |node: &Node| node.snowflake().expect("a generator").status().worker;
+    assert_ne!(worker(&first), worker(&second), "two nodes leased one worker id");
+    first.shutdown().await;
+    second.shutdown().await;
 }
