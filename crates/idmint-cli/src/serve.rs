@@ -2,8 +2,9 @@
 //! (HTTP, and gRPC on its own port with `--grpc-listen`), start the node from the typed
 //! configuration the settings convert into (`idmint_server::node_config`), serve until
 //! SIGTERM/SIGINT, then shut down in order (stop accepting, drain requests, then the node:
-//! freeze the generators, give unissued ids back to the store, stop the snowflake
-//! generator, its ring, the node's loops and the sequences). It spawns nothing itself.
+//! freeze the generators, give unissued ids back to the store, close the snowflake ring,
+//! stop the snowflake generator, the node's loops and the sequences). It spawns nothing
+//! itself.
 
 use std::sync::Arc;
 

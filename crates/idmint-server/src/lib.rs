@@ -59,7 +59,8 @@ pub use state::{AppState, SharedState};
 /// (connections, idle time, requests per client, request time), until `shutdown` completes,
 /// then, in that order: stops accepting, drains in-flight requests, and shuts the node down
 /// ([`idmint::Node::shutdown`]: freeze every generator, give unissued ids back to the store,
-/// stop the snowflake generator, its ring, the node's loops and the sequences).
+/// close the snowflake ring, stop the snowflake generator, the node's loops and the
+/// sequences).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
