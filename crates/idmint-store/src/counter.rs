@@ -9,8 +9,6 @@
 //! [`Take::NeedsSeed`], and the caller reseeds it above everything the SQL ceiling allowed.
 //! The counter never reads the caller's clock: the second a take counts in is the caller's.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use idmint_core::Tag;
 
@@ -106,23 +104,4 @@ pub trait CounterStore: Send + Sync + 'static {
 
     /// Where the counters live, for logs (no password).
     fn describe(&self) -> String;
-}
-
-/// Opens the counters at a Redis URL (`redis://…`, see `crate::redis`).
-pub async fn open_counters(url: &str) -> Result<Arc<dyn CounterStore>, StoreError> {
-    #[cfg(feature = "redis")]
-    {
-        let url = crate::redis::RedisUrl::parse(url)?;
-        Ok(Arc::new(crate::redis::RedisCounters::connect(&url).await?))
-    }
-    #[cfg(not(feature = "redis"))]
-    {
-        let _ = url;
-        Err(StoreError::BadUrl {
-            url: "the sequence counters' URL".to_string(),
-            reason: "this build has no Redis support, which sequences need; build idmint with \
-                     `--features redis`"
-                .to_string(),
-        })
-    }
 }

@@ -4,7 +4,7 @@
 use idmint_core::Tag;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 
-use crate::{WORKERS_TABLE, WorkerSpace};
+use crate::names::{WORKERS_TABLE, WorkerSpace};
 
 /// Why a store call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -29,10 +29,9 @@ use idmint_core::residue::{block_ids, block_in_range, ticket_at_or_above};
 use idmint_core::{Step, Tag};
 use tokio::time::Instant;
 
+use crate::url::INTERLEAVE_SOURCES_MAX;
 use crate::{Allocation, SegmentStore, StoreError, TagRecord, TagSpec, check_new_max_id};
 
-/// Most sources one interleaved store takes.
-pub const INTERLEAVE_SOURCES_MAX: usize = 16;
 /// Bound on one call to one source; a source that does not answer in time is skipped like
 /// one that is down.
 pub const SOURCE_CALL_TIMEOUT_MS: u64 = 1_000;
@@ -619,6 +618,7 @@ impl TicketSource for StoreSource {
 /// refused.
 pub(crate) async fn open_interleaved(
     urls: &[crate::StoreUrl],
+    open: Opener,
 ) -> Result<InterleavedStore, StoreError> {
     let mut stores: Vec<Arc<dyn SegmentStore>> = Vec::with_capacity(urls.len());
     let mut opened = 0;
@@ -630,7 +630,7 @@ pub(crate) async fn open_interleaved(
                 reason: "an interleaved set holds plain segment stores only".to_string(),
             });
         }
-        let lazy = LazyStore { url: url.clone(), store: tokio::sync::OnceCell::new() };
+        let lazy = LazyStore { url: url.clone(), open, store: tokio::sync::OnceCell::new() };
         let timeout = Duration::from_millis(idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT);
         match tokio::time::timeout(timeout, lazy.store()).await {
             Ok(Ok(_)) => opened += 1,
@@ -656,12 +656,21 @@ pub(crate) async fn open_interleaved(
 /// down.
 struct LazyStore {
     url: crate::StoreUrl,
+    open: Opener,
     store: tokio::sync::OnceCell<Arc<dyn SegmentStore>>,
 }
 
+/// How a member store is opened: `crate::open`, handed in by `open.rs` (which dispatches
+/// interleaved URLs here), so this module does not import its own caller.
+pub(crate) type Opener = for<'a> fn(
+    &'a crate::StoreUrl,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Arc<dyn SegmentStore>, StoreError>> + Send + 'a>,
+>;
+
 impl LazyStore {
     async fn store(&self) -> Result<&Arc<dyn SegmentStore>, StoreError> {
-        self.store.get_or_try_init(|| Box::pin(crate::open(&self.url))).await
+        self.store.get_or_try_init(|| (self.open)(&self.url)).await
     }
 }
 

@@ -34,6 +34,8 @@ mod interleave;
 mod memory;
 #[cfg(feature = "mysql")]
 mod mysql;
+mod names;
+mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -46,42 +48,39 @@ mod sqlite;
 mod url;
 mod worker;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, ID_MIN};
 use idmint_core::{Description, IdRange, StartId, Step, Tag};
 
-pub use counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take, open_counters};
+pub use counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take};
 pub use error::StoreError;
 #[cfg(feature = "mysql")]
 pub use flicker::{FLICKER_PROBE_TIMEOUT_MS, open_flicker};
 pub use interleave::{
-    INTERLEAVE_SOURCES_MAX, InterleavedStore, SOURCE_BACKOFF_MS_MAX, SOURCE_BACKOFF_MS_MIN,
-    SOURCE_CALL_TIMEOUT_MS,
+    InterleavedStore, SOURCE_BACKOFF_MS_MAX, SOURCE_BACKOFF_MS_MIN, SOURCE_CALL_TIMEOUT_MS,
 };
 pub use memory::{MemoryStore, WorkerRowsSnapshot};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
+pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};
+pub use open::{open, open_counters, open_sequences, open_workers};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
 pub use sequence::{
     CEILING_MAX, CEILINGS_TABLE, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX,
     SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, TIME_ZONE_LEN_MAX,
-    open_sequences,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SQLITE_WAL_BYTES_MAX, SQLITE_WAL_CHECKPOINT_PAGES, SqliteStore};
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
-    FLICKER_TABLE_DEFAULT, FlickerUrl, POOL_MAX_DEFAULT, POOL_MAX_LIMIT, SqlOptions, SqlUrl,
-    StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name, redact_urls,
+    FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX, POOL_MAX_DEFAULT, POOL_MAX_LIMIT,
+    SqlOptions, SqlUrl, StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name, redact_urls,
 };
 pub use worker::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_ID_COLUMN, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX,
     LEASE_TTL_MS_MAX, LEASE_TTL_MS_MIN, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest,
-    WORKER_NODE_TABLE, WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WORKERS_TABLE, WorkerSpace,
-    WorkerStore, open_workers,
+    WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WorkerStore,
 };
 
 /// The name of the segment table: Meituan Leaf's, so an existing Leaf database works as is.
@@ -211,78 +210,6 @@ pub trait SegmentStore: Send + Sync + 'static {
 
     /// Where the store lives, for logs: its URL with any password removed.
     fn describe(&self) -> String;
-}
-
-/// Opens the store a URL names, creating its table (and, for SQLite, its file and
-/// directory) when absent.
-pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
-    match url {
-        #[cfg(feature = "mysql")]
-        StoreUrl::Flicker(urls) => Ok(Arc::new(open_flicker(urls).await?)),
-        #[cfg(not(feature = "mysql"))]
-        StoreUrl::Flicker(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "this build has no MySQL support, which Flicker needs; build idmint with \
-                     `--features mysql`"
-                .to_string(),
-        }),
-        StoreUrl::Interleaved(urls) => Ok(Arc::new(interleave::open_interleaved(urls).await?)),
-        #[cfg(feature = "redis")]
-        StoreUrl::Redis(url) => Ok(Arc::new(self::redis::RedisStore::connect(url).await?)),
-        single => Ok(open_database(single).await?),
-    }
-}
-
-/// A store of one database: it keeps segment rows, worker ids and sequence ceilings alike.
-pub(crate) trait Database: SegmentStore + WorkerStore + SequenceStore {}
-
-impl<T: SegmentStore + WorkerStore + SequenceStore> Database for T {}
-
-/// Opens a single-database URL (memory, SQLite, MySQL, PostgreSQL), creating its segment
-/// table when absent; refuses sets of databases (Flicker, interleaved) and Redis, which
-/// [`open`] and [`open_workers`] open themselves.
-pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, StoreError> {
-    match url {
-        StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
-        #[cfg(feature = "sqlite")]
-        StoreUrl::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
-        #[cfg(not(feature = "sqlite"))]
-        StoreUrl::Sqlite(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "this build has no SQLite support; build idmint with `--features sqlite`"
-                .to_string(),
-        }),
-        #[cfg(feature = "mysql")]
-        StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect(url).await?)),
-        #[cfg(not(feature = "mysql"))]
-        StoreUrl::Mysql(url) => Err(StoreError::BadUrl {
-            url: url.redacted(),
-            reason: "this build has no MySQL support; build idmint with `--features mysql`"
-                .to_string(),
-        }),
-        #[cfg(feature = "postgres")]
-        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
-        #[cfg(not(feature = "postgres"))]
-        StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
-            url: url.redacted(),
-            reason: "this build has no PostgreSQL support; build idmint with `--features postgres`"
-                .to_string(),
-        }),
-        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "worker ids are kept in one database, so they need a single store: name one \
-                     sqlite://, mysql:// or postgres:// URL (or memory://) for them"
-                .to_string(),
-        }),
-        // `open` and `open_workers` open Redis themselves: what is left needs a database.
-        #[cfg(feature = "redis")]
-        StoreUrl::Redis(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "sequences' ceilings are kept in SQL only, not in Redis: name a sqlite://, \
-                     mysql:// or postgres:// URL for them"
-                .to_string(),
-        }),
-    }
 }
 
 /// How far an allocation advances `max_id`: the row's step, or the requested one if larger.

@@ -12,12 +12,10 @@
 //! and the day (`YYYYMMDD` in the sequence's time zone) for a daily one, which restarts at 1
 //! every day. The store never reads a clock: periods and times are the caller's.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use idmint_core::Tag;
 
-use crate::{StoreError, StoreUrl};
+use crate::StoreError;
 
 /// The definitions table.
 pub const SEQUENCES_TABLE: &str = "idmint_sequences";
@@ -82,23 +80,6 @@ pub trait SequenceStore: Send + Sync + 'static {
     /// returns the new ceiling; a missing row starts from 0. Refuses with
     /// [`StoreError::InvalidValue`] a raise past [`CEILING_MAX`], leaving it unchanged.
     async fn raise_ceiling(&self, name: &Tag, period: &str, by: u64) -> Result<u64, StoreError>;
-}
-
-/// Opens the store a URL names as a sequence store: `memory://`, `sqlite://…`, `mysql://…`
-/// or `postgres://…`, creating the segment table as [`crate::open`] does; the sequence tables
-/// are created on first use. Sets of databases (Flicker, interleaved) are refused: a
-/// sequence's ceilings must live in one database, or two nodes could each raise a different
-/// copy and hand out the same ids.
-pub async fn open_sequences(url: &StoreUrl) -> Result<Arc<dyn SequenceStore>, StoreError> {
-    match url {
-        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "sequence ceilings are kept in one database, so they need a single store: \
-                     name one sqlite://, mysql:// or postgres:// URL (or memory://) for them"
-                .to_string(),
-        }),
-        single => Ok(crate::open_database(single).await?),
-    }
 }
 
 /// Refuses a spec outside the bounds, before any store is asked.

@@ -28,6 +28,9 @@ use std::path::PathBuf;
 
 use crate::{StoreError, TABLE_NAME};
 
+/// Most sources one interleaved store takes (the URL's space-separated parts).
+pub const INTERLEAVE_SOURCES_MAX: usize = 16;
+
 /// Connections a database store opens at most, by default.
 pub const POOL_MAX_DEFAULT: u32 = 10;
 /// Largest `pool_max` accepted.
@@ -142,11 +145,11 @@ impl StoreUrl {
             return StoreUrl::parse_one(url.trim());
         }
         let bad = |reason: String| StoreError::BadUrl { url: redact_urls(url), reason };
-        if parts.len() > crate::INTERLEAVE_SOURCES_MAX {
+        if parts.len() > INTERLEAVE_SOURCES_MAX {
             return Err(bad(format!(
                 "{} stores given; interleave at most {}",
                 parts.len(),
-                crate::INTERLEAVE_SOURCES_MAX
+                INTERLEAVE_SOURCES_MAX
             )));
         }
         let stores = parts.into_iter().map(StoreUrl::parse_one).collect::<Result<Vec<_>, _>>()?;

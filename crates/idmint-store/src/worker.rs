@@ -3,7 +3,7 @@
 //!
 //! Two ways to give a node its worker id, both kept in the same database as the segments:
 //!
-//! - **Leases** (table [`WORKERS_TABLE`]): a node claims the lowest free id of its *space*
+//! - **Leases** (table [`WORKERS_TABLE`](crate::WORKERS_TABLE)): a node claims the lowest free id of its *space*
 //!   (the layout's name) for a TTL and renews it. Every takeover of an expired id increments
 //!   the row's `token`, and every acquisition (a first claim or a takeover) writes a fresh
 //!   random 128-bit `holder_id` beside it; renewing, raising the time mark and releasing all
@@ -25,19 +25,13 @@
 //! renewal fails, persist a mark before issuing up to it) is the `idmint` library's job; this
 //! module must not spawn tasks, read time or decide when to renew.
 
-use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::{StoreError, StoreUrl};
+use crate::StoreError;
+use crate::names::WorkerSpace;
 
-/// The lease table: one row per `(space, worker_id)` ever held, with its holder, fencing
-/// token and holder id, expiry and time high-water mark.
-pub const WORKERS_TABLE: &str = "idmint_workers";
-/// The assignment table (uid-generator's `WORKER_NODE`): one row per start of a node with an
-/// assigned id; the row's auto-increment `id` is the worker id.
-pub const WORKER_NODE_TABLE: &str = "idmint_worker_node";
 /// Longest worker space name (a layout name), in characters of `A-Z a-z 0-9 _ . : -`.
 pub const WORKER_SPACE_LEN_MAX: usize = 64;
 /// Largest `max_worker` a lease request may name: acquiring walks the space's rows in id
@@ -132,11 +126,8 @@ pub trait WorkerStore: Send + Sync + 'static {
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError>;
 }
 
-/// The name of a set of worker ids: a layout's name. 1 to [`WORKER_SPACE_LEN_MAX`]
-/// characters of `A-Z a-z 0-9 _ . : -`. Cheap to clone.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WorkerSpace(Arc<str>);
-
+/// Parsing lives here, beside the stores that refuse bad names; the type is in `names.rs`,
+/// a leaf that `error.rs` can name without importing this module.
 impl WorkerSpace {
     /// Parses a space name, refusing anything outside the alphabet and length with
     /// [`StoreError::InvalidValue`].
@@ -152,23 +143,6 @@ impl WorkerSpace {
                  characters of A-Z a-z 0-9 _ . : - (the layout's name)"
             )))
         }
-    }
-
-    /// The name as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for WorkerSpace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(&self.0)
-    }
-}
-
-impl fmt::Debug for WorkerSpace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "WorkerSpace({:?})", &*self.0)
     }
 }
 
@@ -218,7 +192,7 @@ pub struct Lease {
     pub time_mark: u64,
 }
 
-/// One row of [`WORKERS_TABLE`], for operators.
+/// One row of [`WORKERS_TABLE`](crate::WORKERS_TABLE), for operators.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
     /// The worker id.
@@ -247,18 +221,6 @@ pub struct AssignRequest {
     pub port: u16,
     /// When the node started, on its clock, in milliseconds.
     pub launch_ms: u64,
-}
-
-/// Opens the store a URL names as a worker store: `memory://`, `sqlite://…`, `mysql://…`,
-/// `postgres://…` or `redis://…`, creating the segment table as [`crate::open`] does. The
-/// worker tables are created on first use. Flicker and interleaved URLs are refused: worker
-/// ids must live in one database.
-pub async fn open_workers(url: &StoreUrl) -> Result<Arc<dyn WorkerStore>, StoreError> {
-    match url {
-        #[cfg(feature = "redis")]
-        StoreUrl::Redis(url) => Ok(Arc::new(crate::redis::RedisStore::connect(url).await?)),
-        _ => Ok(crate::open_database(url).await?),
-    }
 }
 
 /// Refuses a lease request outside this module's bounds, before any store is asked.
@@ -345,7 +307,7 @@ pub(crate) fn reusable_below(now_ms: u64, margin_ms: u64) -> Option<u64> {
     now_ms.checked_sub(margin_ms)
 }
 
-/// A row of [`WORKERS_TABLE`] as the acquisition walk reads it.
+/// A row of [`WORKERS_TABLE`](crate::WORKERS_TABLE) as the acquisition walk reads it.
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ScanRow {
@@ -497,7 +459,7 @@ pub(crate) fn holder_id_text(holder_id: u128) -> String {
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn outdated_workers_table(sql: &str) -> StoreError {
     StoreError::OutdatedTable {
-        table: WORKERS_TABLE,
+        table: crate::names::WORKERS_TABLE,
         column: HOLDER_ID_COLUMN,
         fix: sql.to_string(),
     }

@@ -243,3 +243,152 @@ fn read_modules(src: &Path, dir: &Path) -> Sources {
     }
     sources
 }
+
+/// No crate of the workspace has an import circle among its modules. Here a module's
+/// re-exports (`pub use`) and module declarations are its public face, not imports; a path
+/// through a re-export counts as an import of the module that defines the item; a module's
+/// own submodules are its parts (the root's are the crate), so only imports of a module
+/// outside it count. The server's own rule above is stricter (its root counts as a module).
+#[test]
+fn no_crate_has_an_import_circle() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = 0;
+    let mut circles = Vec::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        checked += 1;
+        if let Some(circle) = circle_through_reexports(&read_modules(&src, &src)) {
+            circles.push(format!("{}: {}", src.display(), circle.join(" -> ")));
+        }
+    }
+    assert!(checked >= 8, "only {checked} crates found under {}", crates.display());
+    assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
+}
+
+#[test]
+fn the_workspace_check_finds_a_planted_circle() {
+    let clean = || -> Sources {
+        [
+            (
+                "crate",
+                "mod a; mod b; pub use a::Alpha; pub use b::{Beta, Gamma};\npub trait Root {}",
+            ),
+            ("a", "use crate::Root; pub struct Alpha;"),
+            ("b", "use crate::Alpha; pub struct Beta; pub struct Gamma;"),
+        ]
+        .into_iter()
+        .map(|(module, text)| (module.to_string(), text.to_string()))
+        .collect()
+    };
+    assert_eq!(circle_through_reexports(&clean()), None);
+    let mut planted = clean();
+    planted.get_mut("a").unwrap().push_str("\nfn f(_: crate::Gamma) {}\n");
+    assert_eq!(
+        circle_through_reexports(&planted),
+        Some(vec!["a".to_string(), "b".to_string(), "a".to_string()])
+    );
+}
+
+/// A circle among `sources`' modules, re-exports resolved to the module defining the item.
+fn circle_through_reexports(sources: &Sources) -> Option<Vec<String>> {
+    let modules: BTreeSet<&str> = sources.keys().map(String::as_str).collect();
+    let mut reexports: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut codes = BTreeMap::new();
+    for (module, text) in sources {
+        let (code, exported) = split_reexports(&without_comments(text));
+        for path in exported {
+            let full = if module == "crate" { path.clone() } else { format!("{module}::{path}") };
+            let item = path.rsplit("::").next().unwrap_or_default().to_string();
+            reexports.insert((module.clone(), item), resolve(&full, &modules));
+        }
+        codes.insert(module.as_str(), code);
+    }
+    let mut edges: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (module, code) in &codes {
+        let mut targets = BTreeSet::new();
+        for target in imports_with_items(module, code, &modules) {
+            let (target, item) = target;
+            let target = match item.and_then(|i| reexports.get(&(target.clone(), i))) {
+                Some(source) => source.clone(),
+                None => target,
+            };
+            // A module's own submodules are its parts (`memory` and `memory::workers`), not
+            // modules it imports.
+            let own_part = *module == "crate" || target.starts_with(&format!("{module}::"));
+            if target != *module && !own_part {
+                targets.insert(target);
+            }
+        }
+        edges.insert(module, targets);
+    }
+    find_circle(&edges)
+}
+
+/// `code` without its `pub use …;` statements, and the paths those re-export (one level of
+/// `{…}` groups expanded; `self` paths resolved to the group's module).
+fn split_reexports(code: &str) -> (String, Vec<String>) {
+    let mut rest = String::new();
+    let mut exported = Vec::new();
+    let mut text = code;
+    while let Some(at) = ["pub use ", "pub(crate) use ", "pub(super) use "]
+        .iter()
+        .filter_map(|p| text.find(p).map(|i| (i, p.len())))
+        .min()
+    {
+        let (start, len) = at;
+        let end = text[start..].find(';').map_or(text.len(), |e| start + e + 1);
+        rest.push_str(&text[..start]);
+        let statement: String =
+            text[start + len..end].chars().filter(|c| !c.is_whitespace()).collect();
+        exported.extend(paths(statement.trim_end_matches(';')));
+        text = &text[end..];
+    }
+    rest.push_str(text);
+    let exported = exported.into_iter().map(|p| p.trim_end_matches("::self").to_string()).collect();
+    (rest, exported)
+}
+
+/// [`imports`], with the first segment after the module each path names (an item, perhaps
+/// re-exported there).
+fn imports_with_items(
+    module: &str,
+    code: &str,
+    modules: &BTreeSet<&str>,
+) -> BTreeSet<(String, Option<String>)> {
+    let mut found = BTreeSet::new();
+    for target in imports(module, code, modules) {
+        found.insert((target, None));
+    }
+    // The paths again, keeping the item named after the module.
+    let parent = match module.rsplit_once("::") {
+        Some((parent, _)) => parent.to_string(),
+        None => "crate".to_string(),
+    };
+    for (prefix, base) in [("crate::", String::new()), ("super::", parent)] {
+        for (at, _) in code.match_indices(prefix) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            for path in paths(&code[at + prefix.len()..]) {
+                let full = match base.as_str() {
+                    "" | "crate" => path,
+                    base => format!("{base}::{path}"),
+                };
+                let target = resolve(&full, modules);
+                let inside = if target == "crate" {
+                    full.as_str()
+                } else {
+                    full.strip_prefix(target.as_str()).unwrap_or("").trim_start_matches("::")
+                };
+                let item = inside.split("::").next().filter(|i| !i.is_empty());
+                found.remove(&(target.clone(), None));
+                found.insert((target, item.map(str::to_string)));
+            }
+        }
+    }
+    found
+}

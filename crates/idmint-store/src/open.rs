@@ -1,0 +1,154 @@
+//! The openers, in one place: [`open`] (the store a [`StoreUrl`] names), [`open_workers`],
+//! [`open_sequences`], [`open_counters`] (the sequence counters), and the single-database opener the worker and
+//! sequence openers share ([`open_database`]). Kept out of the crate root, which the backends
+//! import from, so the root imports no backend.
+
+use std::sync::Arc;
+
+use crate::SegmentStore;
+use crate::counter::CounterStore;
+use crate::error::StoreError;
+#[cfg(feature = "mysql")]
+use crate::flicker::open_flicker;
+use crate::interleave;
+use crate::memory::MemoryStore;
+#[cfg(feature = "mysql")]
+use crate::mysql::MySqlStore;
+#[cfg(feature = "postgres")]
+use crate::postgres::PgStore;
+use crate::sequence::SequenceStore;
+#[cfg(feature = "sqlite")]
+use crate::sqlite::SqliteStore;
+use crate::url::StoreUrl;
+use crate::worker::WorkerStore;
+
+/// Opens the store a URL names, creating its table (and, for SQLite, its file and
+/// directory) when absent.
+pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
+    match url {
+        #[cfg(feature = "mysql")]
+        StoreUrl::Flicker(urls) => Ok(Arc::new(open_flicker(urls).await?)),
+        #[cfg(not(feature = "mysql"))]
+        StoreUrl::Flicker(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "this build has no MySQL support, which Flicker needs; build idmint with \
+                     `--features mysql`"
+                .to_string(),
+        }),
+        StoreUrl::Interleaved(urls) => {
+            Ok(Arc::new(interleave::open_interleaved(urls, open_boxed).await?))
+        }
+        #[cfg(feature = "redis")]
+        StoreUrl::Redis(url) => Ok(Arc::new(crate::redis::RedisStore::connect(url).await?)),
+        single => Ok(open_database(single).await?),
+    }
+}
+
+/// [`open`], boxed: how an interleaved set opens its members.
+fn open_boxed(
+    url: &StoreUrl,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Arc<dyn SegmentStore>, StoreError>> + Send + '_>,
+> {
+    Box::pin(open(url))
+}
+
+/// A store of one database: it keeps segment rows, worker ids and sequence ceilings alike.
+pub(crate) trait Database: SegmentStore + WorkerStore + SequenceStore {}
+
+impl<T: SegmentStore + WorkerStore + SequenceStore> Database for T {}
+
+/// Opens a single-database URL (memory, SQLite, MySQL, PostgreSQL), creating its segment
+/// table when absent; refuses sets of databases (Flicker, interleaved) and Redis, which
+/// [`open`] and [`open_workers`](crate::open_workers) open themselves.
+pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, StoreError> {
+    match url {
+        StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
+        #[cfg(feature = "sqlite")]
+        StoreUrl::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
+        #[cfg(not(feature = "sqlite"))]
+        StoreUrl::Sqlite(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "this build has no SQLite support; build idmint with `--features sqlite`"
+                .to_string(),
+        }),
+        #[cfg(feature = "mysql")]
+        StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect(url).await?)),
+        #[cfg(not(feature = "mysql"))]
+        StoreUrl::Mysql(url) => Err(StoreError::BadUrl {
+            url: url.redacted(),
+            reason: "this build has no MySQL support; build idmint with `--features mysql`"
+                .to_string(),
+        }),
+        #[cfg(feature = "postgres")]
+        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
+            url: url.redacted(),
+            reason: "this build has no PostgreSQL support; build idmint with `--features postgres`"
+                .to_string(),
+        }),
+        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "worker ids are kept in one database, so they need a single store: name one \
+                     sqlite://, mysql:// or postgres:// URL (or memory://) for them"
+                .to_string(),
+        }),
+        // `open` and `open_workers` open Redis themselves: what is left needs a database.
+        #[cfg(feature = "redis")]
+        StoreUrl::Redis(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "sequences' ceilings are kept in SQL only, not in Redis: name a sqlite://, \
+                     mysql:// or postgres:// URL for them"
+                .to_string(),
+        }),
+    }
+}
+
+/// Opens the counters at a Redis URL (`redis://…`, see `crate::redis`).
+pub async fn open_counters(url: &str) -> Result<Arc<dyn CounterStore>, StoreError> {
+    #[cfg(feature = "redis")]
+    {
+        let url = crate::redis::RedisUrl::parse(url)?;
+        Ok(Arc::new(crate::redis::RedisCounters::connect(&url).await?))
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = url;
+        Err(StoreError::BadUrl {
+            url: "the sequence counters' URL".to_string(),
+            reason: "this build has no Redis support, which sequences need; build idmint with \
+                     `--features redis`"
+                .to_string(),
+        })
+    }
+}
+
+/// Opens the store a URL names as a sequence store: `memory://`, `sqlite://…`, `mysql://…`
+/// or `postgres://…`, creating the segment table as [`crate::open`] does; the sequence tables
+/// are created on first use. Sets of databases (Flicker, interleaved) are refused: a
+/// sequence's ceilings must live in one database, or two nodes could each raise a different
+/// copy and hand out the same ids.
+pub async fn open_sequences(url: &StoreUrl) -> Result<Arc<dyn SequenceStore>, StoreError> {
+    match url {
+        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "sequence ceilings are kept in one database, so they need a single store: \
+                     name one sqlite://, mysql:// or postgres:// URL (or memory://) for them"
+                .to_string(),
+        }),
+        single => Ok(open_database(single).await?),
+    }
+}
+
+/// Opens the store a URL names as a worker store: `memory://`, `sqlite://…`, `mysql://…`,
+/// `postgres://…` or `redis://…`, creating the segment table as [`crate::open`] does. The
+/// worker tables are created on first use. Flicker and interleaved URLs are refused: worker
+/// ids must live in one database.
+pub async fn open_workers(url: &StoreUrl) -> Result<Arc<dyn WorkerStore>, StoreError> {
+    match url {
+        #[cfg(feature = "redis")]
+        StoreUrl::Redis(url) => Ok(Arc::new(crate::redis::RedisStore::connect(url).await?)),
+        _ => Ok(open_database(url).await?),
+    }
+}
