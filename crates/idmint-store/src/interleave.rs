@@ -660,13 +660,14 @@ struct LazyStore {
     store: tokio::sync::OnceCell<Arc<dyn SegmentStore>>,
 }
 
-/// How a member store is opened: `crate::open`, handed in by `open.rs` (which dispatches
-/// interleaved URLs here), so this module does not import its own caller.
-pub(crate) type Opener = for<'a> fn(
-    &'a crate::StoreUrl,
-) -> std::pin::Pin<
+/// A member store being opened.
+pub(crate) type Opening<'a> = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Arc<dyn SegmentStore>, StoreError>> + Send + 'a>,
 >;
+
+/// How a member store is opened: `crate::open`, handed in by `open.rs` (which dispatches
+/// interleaved URLs here), so this module does not import its own caller.
+pub(crate) type Opener = for<'a> fn(&'a crate::StoreUrl) -> Opening<'a>;
 
 impl LazyStore {
     async fn store(&self) -> Result<&Arc<dyn SegmentStore>, StoreError> {

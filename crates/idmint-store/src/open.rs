@@ -45,11 +45,7 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
 }
 
 /// [`open`], boxed: how an interleaved set opens its members.
-fn open_boxed(
-    url: &StoreUrl,
-) -> std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Arc<dyn SegmentStore>, StoreError>> + Send + '_>,
-> {
+fn open_boxed(url: &StoreUrl) -> interleave::Opening<'_> {
     Box::pin(open(url))
 }
 
