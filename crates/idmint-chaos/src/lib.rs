@@ -15,7 +15,9 @@ pub mod load;
 pub mod node;
 pub mod scenario;
 pub mod scenarios;
-pub mod servers;
+
+/// The private database servers the scenarios run beside and fault: the test kit's.
+pub use idmint_testkit::servers;
 
 pub use scenario::{Profile, Report, Settings};
 pub use scenarios::{SCENARIOS, Scenario, scenario};
