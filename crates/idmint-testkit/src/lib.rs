@@ -54,13 +54,17 @@ macro_rules! suite {
         checks: $($suite:ident)::+, runner: $runner:ident, subject: $factory:path,
         tests: [$($check:ident),* $(,)?] $(,)?
     ) => {
-        $(
-            // Multi-threaded so that concurrency checks race for real; two workers is enough.
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let Some(subject) = $factory().await else { return };
-                $($suite)::+::$runner(subject, $($suite)::+::$check).await;
-            }
-        )*
+        $crate::suite!(@each [$($suite)::+] $runner $factory; $($check),*);
     };
+    // One test at a time: the suite's path and the check repeat at different depths.
+    (@each [$($suite:ident)::+] $runner:ident $factory:path; $check:ident $(, $rest:ident)*) => {
+        // Multi-threaded so that concurrency checks race for real; two workers is enough.
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() {
+            let Some(subject) = $factory().await else { return };
+            $($suite)::+::$runner(subject, $($suite)::+::$check).await;
+        }
+        $crate::suite!(@each [$($suite)::+] $runner $factory; $($rest),*);
+    };
+    (@each [$($suite:ident)::+] $runner:ident $factory:path;) => {};
 }

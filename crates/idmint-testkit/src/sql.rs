@@ -162,7 +162,9 @@ impl Shared {
                     if sweep {
                         sweep_mysql(conn).await;
                     }
-                    execute(conn, &format!("CREATE DATABASE `{name}`")).await;
+                    let sql = format!("CREATE DATABASE `{name}`");
+                    let made = sqlx::raw_sql(AssertSqlSafe(sql.clone())).execute(&mut *conn).await;
+                    made.unwrap_or_else(|e| panic!("{sql}: {e}"));
                 }
                 conn.map(|_| ())
             }
@@ -172,7 +174,9 @@ impl Shared {
                     if sweep {
                         sweep_postgres(conn).await;
                     }
-                    execute(conn, &format!("CREATE DATABASE {name}")).await;
+                    let sql = format!("CREATE DATABASE {name}");
+                    let made = sqlx::raw_sql(AssertSqlSafe(sql.clone())).execute(&mut *conn).await;
+                    made.unwrap_or_else(|e| panic!("{sql}: {e}"));
                 }
                 conn.map(|_| ())
             }
@@ -182,17 +186,6 @@ impl Shared {
         }
         Some(with_database(&admin, &name))
     }
-}
-
-/// Runs `sql` on `conn`, panicking with the statement when it fails.
-async fn execute<C>(conn: &mut C, sql: &str)
-where
-    for<'c> &'c mut C: sqlx::Executor<'c>,
-{
-    sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
-        .execute(conn)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 /// Drops MySQL test databases older than [`STALE_DATABASE_AGE_S`]; best effort.
