@@ -55,14 +55,15 @@ pub fn server_url() -> Option<String> {
     }
 }
 
-/// The server's URL and a key prefix no other check of any run uses, with the guard that
-/// deletes the prefix's keys when dropped (even after a failed assertion); `None` after
-/// recording the skip.
-pub fn fresh_prefix_on_server() -> Option<(String, String, KeyCleanup)> {
-    let server = server_url()?;
-    let prefix = fresh_prefix();
-    let cleanup = KeyCleanup { server: server.clone(), prefix: prefix.clone() };
-    Some((server, prefix, cleanup))
+/// A `redis-server` of the test's own (for a test that flushes, kills or restarts it), or
+/// `None` after recording the skip when `redis-server` is not installed. Panics when it is
+/// installed but does not start.
+pub fn private() -> Option<PrivateRedis> {
+    if installed::redis().is_none() {
+        skip(NO_REDIS);
+        return None;
+    }
+    Some(PrivateRedis::start().unwrap_or_else(|e| panic!("a private redis-server: {e:#}")))
 }
 
 /// A key prefix no other check of any run uses: `idmint_t{unix seconds}_{pid}_{n}:`.
@@ -77,6 +78,13 @@ pub fn fresh_prefix() -> String {
 pub struct KeyCleanup {
     server: String,
     prefix: String,
+}
+
+impl KeyCleanup {
+    /// A guard for the keys under `prefix` on the server at `server` (a URL).
+    pub fn new(server: &str, prefix: &str) -> KeyCleanup {
+        KeyCleanup { server: server.to_string(), prefix: prefix.to_string() }
+    }
 }
 
 impl Drop for KeyCleanup {

@@ -15,8 +15,6 @@ mod guard;
 mod key_guard;
 mod pacing;
 #[cfg(feature = "redis")]
-mod private_redis;
-#[cfg(feature = "redis")]
 mod redis_guard;
 #[cfg(feature = "redis")]
 #[path = "../../../idmint-store/tests/it/redis/keys.rs"]

@@ -5,12 +5,18 @@
 
 use idmint_store::redis::RedisUrl;
 
-pub use idmint_testkit::redis::{KeyCleanup as Cleanup, fresh_prefix};
+pub use idmint_testkit::redis::KeyCleanup as Cleanup;
 
 /// A URL of the test Redis with a fresh prefix, and the guard that deletes its keys; `None`
 /// once the test kit recorded that the test is skipped (no server configured or installed).
 pub fn fresh_url() -> Option<(RedisUrl, Cleanup)> {
-    let (server, prefix, cleanup) = idmint_testkit::redis::fresh_prefix_on_server()?;
+    let server = idmint_testkit::redis::server_url()?;
+    let prefix = fresh_prefix();
     let url = RedisUrl::parse(&server).unwrap().with_prefix(&prefix).unwrap();
-    Some((url, cleanup))
+    Some((url, Cleanup::new(&server, &prefix)))
+}
+
+/// A key prefix no other check of any run uses: `idmint_t{unix seconds}_{pid}_{n}:`.
+pub fn fresh_prefix() -> String {
+    idmint_testkit::redis::fresh_prefix()
 }
