@@ -76,7 +76,7 @@ pub mod installed {
     }
 
     /// The directory holding `initdb` and `pg_ctl`: the newest Debian
-    /// `/usr/lib/postgresql/N/bin`, else the one on `PATH`.
+    /// `/usr/lib/postgresql/N/bin`, else the one on `PATH`, else Homebrew's.
     pub fn postgres_bin() -> Option<PathBuf> {
         let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
             .into_iter()
@@ -92,9 +92,19 @@ pub mod installed {
         if let Some((_, bin)) = versions.pop() {
             return Some(bin);
         }
-        let pg_ctl = find("pg_ctl")?;
-        let bin = pg_ctl.parent()?.to_path_buf();
-        bin.join("initdb").exists().then_some(bin)
+        if let Some(bin) = find("pg_ctl").and_then(|p| p.parent().map(Path::to_path_buf))
+            && bin.join("initdb").exists()
+        {
+            return Some(bin);
+        }
+        // Homebrew's versioned formulae are not always linked onto PATH.
+        ["/opt/homebrew/opt", "/usr/local/opt"]
+            .into_iter()
+            .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with("postgresql"))
+            .map(|entry| entry.path().join("bin"))
+            .filter(|bin| is_program(&bin.join("pg_ctl")) && is_program(&bin.join("initdb")))
+            .max()
     }
 
     /// `redis-server`.

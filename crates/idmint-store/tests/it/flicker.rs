@@ -1,5 +1,5 @@
-//! Flicker ticket databases against the server `IDMINT_TEST_MYSQL_URL` names (skipped when it
-//! is unset). Each check uses its own ticket tables in this run's fresh database (made by
+//! Flicker ticket databases against the test kit's MariaDB (`IDMINT_TEST_MYSQL_URL`'s, else a
+//! private one; skipped and reported without either). Each check uses its own ticket tables in this run's fresh database (made by
 //! `mysql.rs`); two tables are two independent auto-increment counters, as two ticket servers
 //! are, and the settings `increment`/`offset` are applied per session by idmint, so nothing
 //! on the shared server changes. One of them is reached through a [`Gate`] the test cuts.

@@ -1,8 +1,9 @@
-//! The MySQL / MariaDB backend against the server the test kit gives (`IDMINT_TEST_MYSQL_URL`'s,
-//! else a private `mariadbd`; skipped when neither is there): the conformance suite in both allocation modes, and what only this backend
-//! can show: a table made by Meituan Leaf is served as is and never altered, an allocation is
-//! one round trip, the pool stays within `pool_max`, an application's own pool is left open,
-//! and no error shows a password.
+//! The MySQL / MariaDB backend against the server the test kit gives
+//! (`IDMINT_TEST_MYSQL_URL`'s, else a private `mariadbd`; skipped when neither is there): the
+//! conformance suite in both allocation modes, and what only this backend can show: a table
+//! made by Meituan Leaf is served as is and never altered, an allocation is one round trip,
+//! the pool stays within `pool_max`, an application's own pool is left open, and no error
+//! shows a password.
 //!
 //! Every run makes its own database (the kit's `fresh_database`, which also drops those of
 //! runs older than two hours) and every check its own table in it (`?table=alloc_N`), so runs

@@ -492,8 +492,8 @@ mod sqlite {
 
 #[cfg(feature = "mysql")]
 mod mysql {
-    //! The sequence suite on MySQL / MariaDB, in this run's database (skipped when
-    //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
+    //! The sequence suite on MySQL / MariaDB, in this run's database (the test kit's
+    //! server; skipped and reported without one), and the tables idmint makes there.
 
     use idmint_store::{CEILINGS_TABLE, SEQUENCES_TABLE, StoreUrl, open_sequences};
 
@@ -522,8 +522,8 @@ mod mysql {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    //! The sequence suite on PostgreSQL, in this run's database (skipped when
-    //! `IDMINT_TEST_POSTGRES_URL` is unset).
+    //! The sequence suite on PostgreSQL, in this run's database (the test kit's
+    //! server; skipped and reported without one).
 
     use idmint_store::open_sequences;
 

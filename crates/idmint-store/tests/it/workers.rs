@@ -922,8 +922,8 @@ mod sqlite {
 
 #[cfg(feature = "mysql")]
 mod mysql {
-    //! The worker suite on MySQL / MariaDB, in this run's database (skipped when
-    //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
+    //! The worker suite on MySQL / MariaDB, in this run's database (the test kit's
+    //! server; skipped and reported without one), and the tables idmint makes there.
 
     use std::any::Any;
     use std::sync::Arc;
@@ -1009,8 +1009,8 @@ mod mysql {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    //! The worker suite on PostgreSQL, in this run's database (skipped when
-    //! `IDMINT_TEST_POSTGRES_URL` is unset).
+    //! The worker suite on PostgreSQL, in this run's database (the test kit's
+    //! server; skipped and reported without one).
 
     use std::any::Any;
     use std::sync::Arc;
