@@ -549,3 +549,77 @@ impl Drop for PrivateRedis {
         self.reaper.finish();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "in tests, a panicking unwrap is a failed assertion")]
+
+    use super::*;
+    use crate::skip::{NO_MARIADB, NO_POSTGRES, NO_REDIS, skip};
+
+    /// A server dropped is gone when the drop returns: its port refuses, its directory is
+    /// removed.
+    #[test]
+    fn a_dropped_server_leaves_nothing_behind() {
+        if installed::redis().is_none() {
+            return skip(NO_REDIS);
+        }
+        let redis = PrivateRedis::start().unwrap();
+        let (port, dir) = (redis.port(), redis.dir.clone());
+        assert!(dir.exists() && listens(port));
+        drop(redis);
+        assert!(!dir.exists(), "{} is left", dir.display());
+        assert!(!listens(port), "port {port} still answers");
+    }
+
+    /// When the process lets go of a reaper's pipe without dropping the server (a `static`,
+    /// a test process that ends or is killed), the reaper stops the server and removes its
+    /// directory: here the pipe is closed by hand and the server's drop is never run.
+    #[test]
+    fn each_reaper_stops_its_server_when_the_pipe_closes() {
+        if installed::redis().is_some() {
+            let mut redis = PrivateRedis::start().unwrap();
+            let child = redis.child.take();
+            let (port, dir) = (redis.port(), redis.dir.clone());
+            abandon(&mut redis.reaper, child, port, &dir);
+            std::mem::forget(redis);
+        } else {
+            skip(NO_REDIS);
+        }
+        if installed::mariadb().is_some() {
+            let mut db = PrivateMariaDb::start().unwrap();
+            let child = db.child.take();
+            let (port, dir) = (db.port(), db.dir.clone());
+            abandon(&mut db.reaper, child, port, &dir);
+            std::mem::forget(db);
+        } else {
+            skip(NO_MARIADB);
+        }
+        if installed::postgres_bin().is_some() {
+            let mut pg = PrivatePostgres::start().unwrap();
+            pg.running = false;
+            let (port, dir) = (pg.port(), pg.dir.clone());
+            abandon(&mut pg.reaper, None, port, &dir);
+            std::mem::forget(pg);
+        } else {
+            skip(NO_POSTGRES);
+        }
+    }
+
+    /// Closes the reaper's pipe as a process ending would, waits for the reaper, reaps the
+    /// server if it is this process's child, and checks that nothing is left.
+    fn abandon(reaper: &mut Reaper, server: Option<Child>, port: u16, dir: &Path) {
+        assert!(dir.exists() && listens(port));
+        drop(reaper.lifeline.take());
+        reaper.child.wait().unwrap();
+        if let Some(mut server) = server {
+            server.wait().unwrap();
+        }
+        assert!(!dir.exists(), "{} is left", dir.display());
+        assert!(!listens(port), "port {port} still answers");
+    }
+
+    fn listens(port: u16) -> bool {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }
+}
