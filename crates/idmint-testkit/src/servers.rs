@@ -471,23 +471,38 @@ pub struct PrivateRedis {
     port: u16,
     dir: PathBuf,
     server: PathBuf,
+    /// A configuration file in `dir`, given first on the command line.
+    config: Option<PathBuf>,
+    /// More command-line options, after the harness's own.
+    extra: Vec<String>,
     reaper: Reaper,
 }
 
 impl PrivateRedis {
     /// Starts the server on a free port.
     pub fn start() -> Result<PrivateRedis> {
-        PrivateRedis::start_on(free_port()?)
+        PrivateRedis::start_with(free_port()?, None, &[])
     }
 
-    /// Starts the server on `port`.
-    pub fn start_on(port: u16) -> Result<PrivateRedis> {
+    /// Starts the server on `port`, with a configuration file of text `config` (written in
+    /// its directory: a sentinel rewrites its own) and the command-line options `extra`
+    /// (`--replicaof …`, `--cluster-enabled yes`, `--sentinel`).
+    pub fn start_with(port: u16, config: Option<&str>, extra: &[&str]) -> Result<PrivateRedis> {
         let server =
             installed::redis().context("redis-server is not installed (package redis-server)")?;
         let dir = server_dir("idmint-redis-")?;
         let stop = format!("stop_pid '{}' KILL", dir.join("redis.pid").display());
         let reaper = Reaper::start(&dir, &stop)?;
-        let mut redis = PrivateRedis { child: None, port, dir, server, reaper };
+        let config = match config {
+            Some(text) => {
+                let path = dir.join("redis.conf");
+                std::fs::write(&path, text).with_context(|| format!("{}", path.display()))?;
+                Some(path)
+            }
+            None => None,
+        };
+        let extra = extra.iter().map(ToString::to_string).collect();
+        let mut redis = PrivateRedis { child: None, port, dir, server, config, extra, reaper };
         redis.launch()?;
         Ok(redis)
     }
@@ -496,6 +511,7 @@ impl PrivateRedis {
     pub fn launch(&mut self) -> Result<()> {
         let log = self.dir.join("redis.log");
         let mut child = Command::new(&self.server)
+            .args(self.config.as_ref())
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
             .args(["--appendonly", "no", "--dir"])
             .arg(&self.dir)
@@ -503,6 +519,7 @@ impl PrivateRedis {
             .arg(&log)
             .arg("--pidfile")
             .arg(self.dir.join("redis.pid"))
+            .args(&self.extra)
             .stdout(Stdio::null())
             .process_group(0)
             .spawn()
