@@ -6,7 +6,7 @@
 //! - [`mysql`], [`postgres`], [`redis`]: the server a test runs against (the one its
 //!   `IDMINT_TEST_*_URL` names, else a private one started once per test process) and a fresh
 //!   database or key prefix on it.
-//! - [`skip`]: a test that cannot run records why; `scripts/test` prints the summary and CI
+//! - [`skip`](mod@skip): a test that cannot run records why; `scripts/test` prints the summary and CI
 //!   fails on any skip. [`opt_in`] does it for the variables that switch a test on.
 //! - [`suite!`]: one `#[tokio::test]` per check of a suite (conformance, workers,
 //!   sequences), for one backend's factory.
@@ -40,7 +40,7 @@ pub fn opt_in(var: &str, reason: &str) -> Option<String> {
 /// factory made and one check (`async fn runner(subject, check)`), `subject` the backend's
 /// factory, an `async fn() -> Option<Subject>` that yields a fresh subject on every call
 /// (checks run in parallel, each alone in its store) or `None` once it recorded that the
-/// backend cannot run here ([`skip`], which the server functions of this kit do).
+/// backend cannot run here ([`skip()`], which the server functions of this kit do).
 ///
 /// ```ignore
 /// idmint_testkit::suite! {
