@@ -42,7 +42,7 @@ pub fn opt_in(var: &str, reason: &str) -> Option<String> {
 /// (checks run in parallel, each alone in its store) or `None` once it recorded that the
 /// backend cannot run here ([`skip()`], which the server functions of this kit do).
 ///
-/// ```ignore
+/// ```text
 /// idmint_testkit::suite! {
 ///     checks: crate::conformance, runner: run, subject: fresh,
 ///     tests: [first_allocation_is_start_to_start_plus_step, ping_answers],
