@@ -15,7 +15,9 @@ pub mod load;
 pub mod node;
 pub mod scenario;
 pub mod scenarios;
-pub mod servers;
+
+/// The private database servers the scenarios run beside and fault: the test kit's.
+pub use idmint_testkit::servers;
 
 pub use scenario::{Profile, Report, Settings};
 pub use scenarios::{SCENARIOS, Scenario, scenario};
@@ -23,11 +25,7 @@ pub use scenarios::{SCENARIOS, Scenario, scenario};
 /// What a machine needs for the suite: the Debian packages whose programs the scenarios run.
 /// Returns the missing ones (empty: everything is there).
 pub fn missing_tools() -> Vec<&'static str> {
-    let on_path = |program: &str| {
-        std::env::var_os("PATH").is_some_and(|paths| {
-            std::env::split_paths(&paths).any(|dir| dir.join(program).exists())
-        })
-    };
+    use idmint_testkit::servers::installed;
     let mut missing = Vec::new();
     for (program, package) in [
         ("mariadbd", "mariadb-server"),
@@ -36,11 +34,11 @@ pub fn missing_tools() -> Vec<&'static str> {
         ("redis-server", "redis-server"),
         ("redis-cli", "redis-tools"),
     ] {
-        if !on_path(program) && !std::path::Path::new("/usr/sbin").join(program).exists() {
+        if installed::find(program).is_none() {
             missing.push(package);
         }
     }
-    if !std::path::Path::new("/usr/lib/postgresql").exists() {
+    if installed::postgres_bin().is_none() {
         missing.push("postgresql");
     }
     if !std::path::Path::new(node::LIBFAKETIME).exists() {

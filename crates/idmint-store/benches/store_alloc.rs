@@ -7,7 +7,9 @@
 //! cargo bench -p idmint-store --bench store_alloc --features mysql,postgres
 //! ```
 //!
-//! Each store gets a fresh database; `CLIENTS` tasks allocate for `SECONDS` on one tag, in
+//! Each store gets a fresh database (the test kit's: on the servers those variables name,
+//! else on private ones started from the installed binaries, whose figures are not the
+//! shared servers'); `CLIENTS` tasks allocate for `SECONDS` on one tag, in
 //! both alloc modes. The baseline runs the same statement (`UPDATE leaf_alloc SET max_id =
 //! max_id + step WHERE biz_tag = 'bench'`) with the same number of clients. Interleaved
 //! segment tables and Flicker ticket tables (one, and two by offset) run one tag per client,
@@ -17,7 +19,7 @@
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use idmint_core::{StartId, Step, Tag};
 use idmint_store::{SegmentStore, StoreUrl, TagSpec};
@@ -31,14 +33,12 @@ const STEPS: [u64; 2] = [1_000, 1_000_000];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     println!(
         "| store | mode | allocations/s | ids/s at step 1000 | ids/s at step 10^6 | raw UPDATE/s (tool) | ratio |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|");
-    if let Ok(admin) = std::env::var("IDMINT_TEST_MYSQL_URL") {
-        let name = format!("idmint_b{secs}_{}", std::process::id());
-        let url = fresh(&admin, &name, true).await;
+    if let Some((url, name)) = fresh(true).await {
+        let admin = idmint_testkit::mysql::server_url().expect("the server answered before");
         let raw = mysqlslap(&admin, &name, UPDATE);
         for mode in ["update", "cas"] {
             let rate = allocations(&format!("{url}?alloc={mode}&table=t_{mode}")).await;
@@ -61,19 +61,13 @@ async fn main() {
         );
         let two = allocations_on(&pair, CLIENTS).await;
         row("MariaDB", "flicker ×2, 4 tags", two, raw, "mysqlslap REPLACE, 1 client");
-    } else {
-        eprintln!("IDMINT_TEST_MYSQL_URL not set: MariaDB skipped");
     }
-    if let Ok(admin) = std::env::var("IDMINT_TEST_POSTGRES_URL") {
-        let name = format!("idmint_b{secs}_{}", std::process::id());
-        let url = fresh(&admin, &name, false).await;
+    if let Some((url, _name)) = fresh(false).await {
         let raw = pgbench(&url);
         for mode in ["update", "cas"] {
             let rate = allocations(&format!("{url}?alloc={mode}&table=t_{mode}")).await;
             row("PostgreSQL", mode, rate, raw, "pgbench");
         }
-    } else {
-        eprintln!("IDMINT_TEST_POSTGRES_URL not set: PostgreSQL skipped");
     }
 }
 
@@ -90,21 +84,20 @@ fn row(store: &str, mode: &str, rate: f64, raw: Option<f64>, tool: &str) {
     );
 }
 
-/// Creates database `name` (with a `leaf_alloc` row `bench` for the baseline) and returns
-/// its URL.
-async fn fresh(admin: &str, name: &str, mysql: bool) -> String {
-    let (base, _query) = admin.split_once('?').unwrap_or((admin, ""));
-    let server = base.rsplit_once('/').map_or(base, |(server, _db)| server);
-    let url = format!("{server}/{name}");
+/// A fresh database of the test kit with a `leaf_alloc` row `bench` for the baseline: its
+/// URL (without a query: the benchmark adds its own) and its name; `None` when there is no
+/// server (the kit said so).
+async fn fresh(mysql: bool) -> Option<(String, String)> {
+    let url = match mysql {
+        true => idmint_testkit::mysql::fresh_database("bench").await?,
+        false => idmint_testkit::postgres::fresh_database("bench").await?,
+    };
+    let url = url.split('?').next().unwrap_or_default().to_string();
+    let name = url.rsplit('/').next().unwrap_or_default().to_string();
     let table = "CREATE TABLE leaf_alloc (biz_tag varchar(128) PRIMARY KEY, max_id bigint NOT NULL, \
                  step int NOT NULL, description varchar(256), update_time timestamp)";
     let insert = "INSERT INTO leaf_alloc VALUES ('bench', 1, 1000, '', CURRENT_TIMESTAMP)";
     if mysql {
-        let mut conn = sqlx::MySqlConnection::connect(admin).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("db");
         let mut conn = sqlx::MySqlConnection::connect(&url).await.expect("connect");
         sqlx::raw_sql(sqlx::AssertSqlSafe(table)).execute(&mut conn).await.expect("table");
         sqlx::raw_sql(sqlx::AssertSqlSafe(insert)).execute(&mut conn).await.expect("row");
@@ -112,16 +105,11 @@ async fn fresh(admin: &str, name: &str, mysql: bool) -> String {
                        PRIMARY KEY, stub varchar(255) NOT NULL, UNIQUE KEY (stub)) ENGINE=InnoDB";
         sqlx::raw_sql(sqlx::AssertSqlSafe(tickets)).execute(&mut conn).await.expect("tickets");
     } else {
-        let mut conn = sqlx::PgConnection::connect(admin).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("db");
         let mut conn = sqlx::PgConnection::connect(&url).await.expect("connect");
         sqlx::raw_sql(sqlx::AssertSqlSafe(table)).execute(&mut conn).await.expect("table");
         sqlx::raw_sql(sqlx::AssertSqlSafe(insert)).execute(&mut conn).await.expect("row");
     }
-    url
+    Some((url, name))
 }
 
 /// Allocations per second of `CLIENTS` tasks on one tag for `SECONDS`.

@@ -10,8 +10,5 @@ mod grpc;
 mod multinode;
 mod ops;
 #[cfg(feature = "redis")]
-#[path = "../../../idmint/tests/it/private_redis.rs"]
-mod private_redis;
-#[cfg(feature = "redis")]
 mod sequences;
 mod uuids;

@@ -3,16 +3,13 @@
 //! through all three, one node killed with SIGKILL while they fetch and started again. No id may
 //! repeat, and each client sees each node's ids increase.
 //!
-//! Runs against the servers named by `IDMINT_TEST_MYSQL_URL` / `IDMINT_TEST_POSTGRES_URL`
-//! (CI sets both) in a fresh database per run; skipped with a note when unset.
+//! Runs on the test kit's servers (`IDMINT_TEST_MYSQL_URL` / `IDMINT_TEST_POSTGRES_URL`, else
+//! private ones) in a fresh database per test; skipped, and reported, when neither is there.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use sqlx::Connection;
 
 use crate::cli::{Server, idmint, run_ok, serve};
 
@@ -23,44 +20,20 @@ const CLIENTS: u64 = 6;
 
 #[test]
 fn three_nodes_on_one_mariadb_never_repeat_an_id() {
-    let Ok(admin) = std::env::var("IDMINT_TEST_MYSQL_URL") else {
-        eprintln!("skipped: IDMINT_TEST_MYSQL_URL is not set");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some(url) = runtime.block_on(idmint_testkit::mysql::fresh_database("multinode")) else {
         return;
     };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let url = runtime.block_on(fresh_database(&admin, "mysql"));
     three_nodes(&runtime, &url);
 }
 
 #[test]
 fn three_nodes_on_one_postgresql_never_repeat_an_id() {
-    let Ok(admin) = std::env::var("IDMINT_TEST_POSTGRES_URL") else {
-        eprintln!("skipped: IDMINT_TEST_POSTGRES_URL is not set");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some(url) = runtime.block_on(idmint_testkit::postgres::fresh_database("multinode")) else {
         return;
     };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let url = runtime.block_on(fresh_database(&admin, "postgres"));
     three_nodes(&runtime, &url);
-}
-
-/// Creates `idmint_mn{secs}_{pid}` on the server of `admin` and returns its URL.
-async fn fresh_database(admin: &str, kind: &str) -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let name = format!("idmint_mn{secs}_{}", std::process::id());
-    let create = format!("CREATE DATABASE {name}");
-    match kind {
-        "mysql" => {
-            let mut conn = sqlx::MySqlConnection::connect(admin).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(create.clone())).execute(&mut conn).await.unwrap();
-        }
-        _ => {
-            let mut conn = sqlx::PgConnection::connect(admin).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(create.clone())).execute(&mut conn).await.unwrap();
-        }
-    }
-    let (base, _query) = admin.split_once('?').unwrap_or((admin, ""));
-    let server = base.rsplit_once('/').map_or(base, |(server, _db)| server);
-    format!("{server}/{name}")
 }
 
 fn three_nodes(runtime: &tokio::runtime::Runtime, url: &str) {
@@ -188,12 +161,10 @@ fn start_node(dir: &Path, url: &str, n: usize) -> Server {
 /// ids; `idmint decode` agrees offline.
 #[test]
 fn two_servers_on_one_mariadb_lease_different_snowflake_worker_ids() {
-    let Ok(admin) = std::env::var("IDMINT_TEST_MYSQL_URL") else {
-        eprintln!("skipped: IDMINT_TEST_MYSQL_URL is not set");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some(url) = runtime.block_on(idmint_testkit::mysql::fresh_database("multinode")) else {
         return;
     };
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let url = runtime.block_on(fresh_database(&admin, "mysql"));
     let dir = tempfile::TempDir::new().unwrap();
     let d = dir.path();
     let plain = start_node(d, &url, 0);

@@ -6,11 +6,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::cli::{idmint, run_ok, serve};
-use crate::private_redis::PrivateRedis;
 
 #[test]
 fn a_redis_flush_or_restart_under_http_load_loses_and_repeats_nothing() {
-    let mut redis = PrivateRedis::start();
+    let Some(mut redis) = idmint_testkit::redis::private() else { return };
     let dir = tempfile::TempDir::new().unwrap();
     let d = dir.path();
     let created = run_ok(idmint(d).args(["seq", "create", "orders"]));
@@ -54,11 +53,11 @@ fn a_redis_flush_or_restart_under_http_load_loses_and_repeats_nothing() {
     for step in 0..3 {
         std::thread::sleep(Duration::from_millis(300));
         if step < 2 {
-            redis.cli(&["FLUSHALL"]);
+            redis.cli(&["FLUSHALL"]).unwrap();
         } else {
-            redis.kill();
+            redis.kill().unwrap();
             std::thread::sleep(Duration::from_millis(200));
-            redis.launch();
+            redis.launch().unwrap();
         }
     }
     std::thread::sleep(Duration::from_millis(500));

@@ -1,5 +1,5 @@
 //! The dashboard in a real browser: headless Chromium (Debian's `chromium`, named by
-//! `IDMINT_TEST_CHROMIUM`; CI sets it, elsewhere the test says it is skipped) driven over
+//! `IDMINT_TEST_CHROMIUM`; CI sets it, elsewhere the test is skipped and the run's summary says so) driven over
 //! the DevTools protocol. The page must load with no console error or exception, show the
 //! tags the test created, and update by itself after ids are fetched. A screenshot is saved
 //! as a test artefact (`target/test-artefacts/dashboard.png`).
@@ -19,8 +19,8 @@ const TAG: &str = "dash_orders";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_loads_without_errors_shows_tags_and_updates() {
-    let Ok(chromium) = std::env::var("IDMINT_TEST_CHROMIUM") else {
-        eprintln!("skipped: set IDMINT_TEST_CHROMIUM=/usr/bin/chromium to run the browser test");
+    let no_chromium = idmint_testkit::skip::NO_CHROMIUM;
+    let Some(chromium) = idmint_testkit::opt_in("IDMINT_TEST_CHROMIUM", no_chromium) else {
         return;
     };
     let server = TestServer::with_snowflake().await;
@@ -42,8 +42,8 @@ async fn the_dashboard_loads_without_errors_shows_tags_and_updates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_is_read_only_until_the_admin_token_is_entered() {
-    let Ok(chromium) = std::env::var("IDMINT_TEST_CHROMIUM") else {
-        eprintln!("skipped: set IDMINT_TEST_CHROMIUM=/usr/bin/chromium to run the browser test");
+    let no_chromium = idmint_testkit::skip::NO_CHROMIUM;
+    let Some(chromium) = idmint_testkit::opt_in("IDMINT_TEST_CHROMIUM", no_chromium) else {
         return;
     };
     const ADMIN: &str = "dashboard-admin-token-1";

@@ -5,7 +5,7 @@
 //! `openapi-spec-validator` and `schemathesis` (`.ci/run` makes one), the document passes the
 //! validator and a property-based fuzz run against a live server finds no 5xx, no crash, and
 //! no status, content type or body the document does not describe. Without it those two tests
-//! say they are skipped. The fuzz run prints its seed; `IDMINT_FUZZ_SEED=N` replays it and
+//! are skipped, and the run's summary says so. The fuzz run prints its seed; `IDMINT_FUZZ_SEED=N` replays it and
 //! `IDMINT_FUZZ_ARGS` adds schemathesis flags (e.g. `--max-examples 400` for a longer run).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -226,15 +226,14 @@ async fn a_fuzz_run_finds_no_server_error_and_nothing_the_document_does_not_desc
     server.stop().await;
 }
 
-/// The Python named by `IDMINT_TEST_PYTHON`, or `None` after saying the test is skipped.
+/// The Python named by `IDMINT_TEST_PYTHON`, or `None` after recording that the test is
+/// skipped (the run's summary says so).
 fn python_or_skip(tool: &str) -> Option<PathBuf> {
-    match std::env::var_os("IDMINT_TEST_PYTHON") {
-        Some(python) => Some(PathBuf::from(python)),
-        None => {
-            println!("skipped: set IDMINT_TEST_PYTHON to a Python with {tool} installed");
-            None
-        }
+    let python = idmint_testkit::opt_in("IDMINT_TEST_PYTHON", idmint_testkit::skip::NO_PYTHON);
+    if python.is_none() {
+        println!("(this test needs {tool})");
     }
+    python.map(PathBuf::from)
 }
 
 /// Runs `command`, prints what it printed, and returns its output; a missing program fails.

@@ -43,60 +43,59 @@ impl<S: ?Sized> Subject<S> {
     }
 }
 
-/// Generates one `#[tokio::test]` per conformance check in the calling module.
+/// Generates one `#[tokio::test]` per conformance check in the calling module (the test
+/// kit's [`idmint_testkit::suite!`] over this module's checks and [`run`]).
 ///
 /// `$factory` is an `async fn() -> Option<Subject>` that yields a fresh, empty store on every
 /// call (checks run in parallel and each expects to be alone in its store), or `None` when
-/// the backend's server is not configured (`IDMINT_TEST_*_URL` unset): the check is then
-/// skipped with a line on stderr. CI sets every URL, so there nothing is skipped.
+/// the backend cannot run here: the test kit has then recorded the skip, which the run's
+/// summary shows (`scripts/test`). CI has every backend, so there nothing is skipped.
 macro_rules! conformance_suite {
     ($factory:path) => {
-        $crate::conformance::conformance_suite!(@checks $factory;
-            first_allocation_is_start_to_start_plus_step,
-            consecutive_allocations_are_contiguous_and_max_id_follows,
-            tags_allocate_independently,
-            concurrent_allocations_tile_without_overlap,
-            overflow_is_refused_and_the_row_left_unchanged,
-            exhaustion_boundary_is_exact,
-            requested_step_above_the_tag_step_is_reserved,
-            requested_step_below_the_tag_step_reserves_the_tag_step,
-            set_step_applies_to_the_next_allocation_whatever_the_request,
-            allocation_reports_the_tag_step_as_stored,
-            exhaustion_with_a_requested_step_is_refused_and_the_row_left_unchanged,
-            concurrent_mixed_steps_tile_without_overlap,
-            compare_and_set_applies_and_the_next_allocation_starts_at_new,
-            compare_and_set_with_a_stale_expected_changes_nothing,
-            compare_and_set_of_an_unknown_tag_is_not_found,
-            compare_and_set_to_an_invalid_max_id_is_refused,
-            concurrent_compare_and_sets_apply_once,
-            create_returns_the_record_as_stored,
-            create_of_an_existing_tag_is_refused_and_the_row_left_unchanged,
-            concurrent_creates_of_one_tag_succeed_once,
-            get_of_an_unknown_tag_is_none,
-            list_is_exact_and_ordered_by_tag,
-            set_step_changes_later_allocations,
-            delete_removes_the_tag_and_only_it,
-            created_again_without_a_start_a_tag_continues_above_its_issued_ids,
-            created_again_with_a_lower_start_a_tag_is_refused_unless_forced,
-            ping_answers,
-        );
-    };
-    (@checks $factory:path; $($check:ident),* $(,)?) => {
-        $(
-            // Multi-threaded so that concurrency checks race for real; two workers is enough.
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let Some(subject) = $factory().await else {
-                    eprintln!("skipped: the backend's IDMINT_TEST_*_URL is not set");
-                    return;
-                };
-                $crate::conformance::$check(::std::sync::Arc::clone(&subject.store)).await;
-                drop(subject);
-            }
-        )*
+        idmint_testkit::suite! {
+            checks: crate::conformance, runner: run, subject: $factory,
+            tests: [
+                first_allocation_is_start_to_start_plus_step,
+                consecutive_allocations_are_contiguous_and_max_id_follows,
+                tags_allocate_independently,
+                concurrent_allocations_tile_without_overlap,
+                overflow_is_refused_and_the_row_left_unchanged,
+                exhaustion_boundary_is_exact,
+                requested_step_above_the_tag_step_is_reserved,
+                requested_step_below_the_tag_step_reserves_the_tag_step,
+                set_step_applies_to_the_next_allocation_whatever_the_request,
+                allocation_reports_the_tag_step_as_stored,
+                exhaustion_with_a_requested_step_is_refused_and_the_row_left_unchanged,
+                concurrent_mixed_steps_tile_without_overlap,
+                compare_and_set_applies_and_the_next_allocation_starts_at_new,
+                compare_and_set_with_a_stale_expected_changes_nothing,
+                compare_and_set_of_an_unknown_tag_is_not_found,
+                compare_and_set_to_an_invalid_max_id_is_refused,
+                concurrent_compare_and_sets_apply_once,
+                create_returns_the_record_as_stored,
+                create_of_an_existing_tag_is_refused_and_the_row_left_unchanged,
+                concurrent_creates_of_one_tag_succeed_once,
+                get_of_an_unknown_tag_is_none,
+                list_is_exact_and_ordered_by_tag,
+                set_step_changes_later_allocations,
+                delete_removes_the_tag_and_only_it,
+                created_again_without_a_start_a_tag_continues_above_its_issued_ids,
+                created_again_with_a_lower_start_a_tag_is_refused_unless_forced,
+                ping_answers,
+            ],
+        }
     };
 }
 pub(crate) use conformance_suite;
+
+/// Runs one check on the subject's store, then releases the subject (its guard last).
+pub async fn run<S: ?Sized, F: Future<Output = ()>>(
+    subject: Subject<S>,
+    check: impl FnOnce(Arc<S>) -> F,
+) {
+    check(Arc::clone(&subject.store)).await;
+    drop(subject);
+}
 
 /// The first allocation of a new tag is exactly `[start, start + step)`.
 pub async fn first_allocation_is_start_to_start_plus_step(store: Arc<dyn SegmentStore>) {

@@ -1,5 +1,5 @@
-//! Flicker ticket databases against the server `IDMINT_TEST_MYSQL_URL` names (skipped when it
-//! is unset). Each check uses its own ticket tables in this run's fresh database (made by
+//! Flicker ticket databases against the test kit's MariaDB (`IDMINT_TEST_MYSQL_URL`'s, else a
+//! private one; skipped and reported without either). Each check uses its own ticket tables in this run's fresh database (made by
 //! `mysql.rs`); two tables are two independent auto-increment counters, as two ticket servers
 //! are, and the settings `increment`/`offset` are applied per session by idmint, so nothing
 //! on the shared server changes. One of them is reached through a [`Gate`] the test cuts.
@@ -12,7 +12,7 @@ use sqlx::{Connection, MySqlConnection, Row};
 
 use crate::conformance::{spec, tag};
 use crate::gate::{Gate, upstream};
-use crate::mysql::{database_url, fresh_table, skipped};
+use crate::mysql::{database_url, fresh_table};
 
 /// A Flicker URL for ticket table `table` in this run's database, with more parameters.
 fn flicker_url(base: &str, table: &str, params: &str) -> String {
@@ -35,7 +35,7 @@ async fn refusal(urls: &[String]) -> StoreError {
 
 #[tokio::test]
 async fn two_ticket_databases_interleave_by_offset_and_one_can_go_away() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let (a, b) = (fresh_table("tickets_a"), fresh_table("tickets_b"));
     let gate = Gate::start(&upstream(&base)).await;
     let urls = |node: &str| {
@@ -115,7 +115,7 @@ async fn two_ticket_databases_interleave_by_offset_and_one_can_go_away() {
 
 #[tokio::test]
 async fn a_set_that_could_collide_is_refused_at_start() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let (a, b) = (fresh_table("tickets_c"), fresh_table("tickets_d"));
     for (params, reason) in [
         (["increment=2&offset=1", "increment=2&offset=1"], "share auto_increment_offset residue 1"),
@@ -138,7 +138,7 @@ async fn a_set_that_could_collide_is_refused_at_start() {
 
 #[tokio::test]
 async fn a_database_down_at_start_is_skipped_only_when_its_settings_are_known() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let (a, b) = (fresh_table("tickets_e"), fresh_table("tickets_f"));
     let gate = Gate::start(&upstream(&base)).await;
     gate.cut();

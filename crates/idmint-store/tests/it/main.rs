@@ -3,10 +3,12 @@
 //! `conformance` is the backend-agnostic suite every `SegmentStore` must pass; each backend
 //! module instantiates it with a factory and adds the checks only that backend can make
 //! (persistence, foreign table layouts). `inputs` checks the newtypes that guard the trait.
-//! Memory and SQLite are hermetic (files only in temporary directories). MySQL and
-//! PostgreSQL (features `mysql`, `postgres`) run against the servers named by
-//! `IDMINT_TEST_MYSQL_URL` / `IDMINT_TEST_POSTGRES_URL`, each run in a fresh database, and
-//! skip when those are unset. `workers` is the suite every `WorkerStore` must pass (worker
+//! Memory and SQLite are hermetic (files only in temporary directories). MySQL, PostgreSQL
+//! and Redis (features `mysql`, `postgres`, `redis`) run against the servers the test kit
+//! gives (those `IDMINT_TEST_MYSQL_URL` / `IDMINT_TEST_POSTGRES_URL` / `IDMINT_TEST_REDIS_URL`
+//! name, else private ones started from the installed binaries), each run in a fresh
+//! database or key prefix, and are skipped, and reported in the run's summary, when neither
+//! is there. `workers` is the suite every `WorkerStore` must pass (worker
 //! leases and assigned ids), instantiated there for all four backends; `sequences` likewise
 //! for every `SequenceStore` (sequence definitions and their ceilings).
 

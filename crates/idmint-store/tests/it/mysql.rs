@@ -1,19 +1,19 @@
-//! The MySQL / MariaDB backend against the server `IDMINT_TEST_MYSQL_URL` names (skipped when
-//! it is unset): the conformance suite in both allocation modes, and what only this backend
-//! can show: a table made by Meituan Leaf is served as is and never altered, an allocation is
-//! one round trip, the pool stays within `pool_max`, an application's own pool is left open,
-//! and no error shows a password.
+//! The MySQL / MariaDB backend against the server the test kit gives
+//! (`IDMINT_TEST_MYSQL_URL`'s, else a private `mariadbd`; skipped when neither is there): the
+//! conformance suite in both allocation modes, and what only this backend can show: a table
+//! made by Meituan Leaf is served as is and never altered, an allocation is one round trip,
+//! the pool stays within `pool_max`, an application's own pool is left open, and no error
+//! shows a password.
 //!
-//! Every run makes its own database (`idmint_t{unix seconds}_{pid}`) and every check its own
-//! table in it (`?table=alloc_N`), so runs and checks never see each other's rows. Databases
-//! of runs older than [`STALE_DATABASE_AGE_S`] are dropped at the start of a run; nothing
-//! else on the server is touched. Round trips and connections are counted by a TCP relay
+//! Every run makes its own database (the kit's `fresh_database`, which also drops those of
+//! runs older than two hours) and every check its own table in it (`?table=alloc_N`), so runs
+//! and checks never see each other's rows; nothing else on the server is touched. Round trips and connections are counted by a TCP relay
 //! between the store and the server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use idmint_core::StartId;
 use idmint_core::limits::{STEP_MAX, TAG_COUNT_MAX};
@@ -32,12 +32,6 @@ use crate::conformance::{
     record, requested, spec, tag,
 };
 
-/// The variable naming the server: a URL with a database the tests may connect to.
-const URL_VAR: &str = "IDMINT_TEST_MYSQL_URL";
-/// Every database the tests make starts with this, followed by `{unix seconds}_{pid}`.
-const DATABASE_PREFIX: &str = "idmint_t";
-/// A test database older than this belongs to a finished run and is dropped.
-const STALE_DATABASE_AGE_S: u64 = 2 * 60 * 60;
 /// Meituan Leaf's table as its README creates it (all columns nullable, no defaults).
 const LEAF_COLUMNS: &str = "(biz_tag varchar(128) primary key, max_id bigint, step int, \
                             description varchar(256), update_time timestamp)";
@@ -79,7 +73,7 @@ async fn fresh(alloc: AllocMode) -> Option<Subject> {
 
 #[tokio::test]
 async fn a_leaf_table_is_served_as_is_and_never_altered() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let table = fresh_table("leaf_alloc");
     let mut raw = MySqlConnection::connect(&base).await.unwrap();
     execute(&mut raw, &format!("CREATE TABLE {table} {LEAF_COLUMNS}")).await;
@@ -148,7 +142,7 @@ async fn a_leaf_table_is_served_as_is_and_never_altered() {
 
 #[tokio::test]
 async fn the_table_made_is_leafs() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let table = fresh_table("made");
     let url = table_url(&table, "").await.unwrap();
     let store = MySqlStore::connect(&url).await.unwrap();
@@ -186,7 +180,7 @@ async fn the_table_made_is_leafs() {
 
 #[tokio::test]
 async fn an_allocation_is_one_round_trip() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let relay = Relay::start(&base).await;
     let table = fresh_table("trips");
     let url = relay.url(&base, &format!("table={table}&pool_max=1"));
@@ -226,7 +220,7 @@ async fn an_allocation_is_one_round_trip() {
 async fn a_pool_of_two_serves_eight_concurrent_allocators() {
     const TASK_COUNT: usize = 8;
     const ALLOCATIONS_PER_TASK: usize = 25;
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let relay = Relay::start(&base).await;
     let table = fresh_table("pooled");
     let url = relay.url(&base, &format!("table={table}&pool_max=2"));
@@ -250,7 +244,7 @@ async fn a_pool_of_two_serves_eight_concurrent_allocators() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_in_either_mode_share_a_table_without_overlap() {
     const ALLOCATIONS_PER_TASK: usize = 30;
-    let Some(_) = database_url().await else { return skipped() };
+    let Some(_) = database_url().await else { return };
     let table = fresh_table("shared");
     // Three nodes, each with its own pool: two compare-and-set against each other (two
     // tasks each, which queue within the node) and against one allocating with Leaf's
@@ -277,7 +271,7 @@ async fn nodes_in_either_mode_share_a_table_without_overlap() {
 
 #[tokio::test]
 async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let table = fresh_table("leaf_alloc");
     let mut raw = MySqlConnection::connect(&base).await.unwrap();
     execute(&mut raw, &format!("CREATE TABLE {table} {LEAF_COLUMNS}")).await;
@@ -316,7 +310,7 @@ async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
 async fn racing_creates_stop_exactly_at_the_tag_count_limit() {
     const RACER_COUNT: usize = 8;
     const ROOM: usize = 2;
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let table = fresh_table("full");
     let url = table_url(&table, "").await.unwrap();
     let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
@@ -352,7 +346,7 @@ async fn racing_creates_stop_exactly_at_the_tag_count_limit() {
 
 #[tokio::test]
 async fn an_applications_pool_is_used_and_left_open() {
-    let Some(base) = database_url().await else { return skipped() };
+    let Some(base) = database_url().await else { return };
     let pool = MySqlPoolOptions::new().max_connections(2).connect(&base).await.unwrap();
     let table = fresh_table("embedded");
     let options = SqlOptions {
@@ -516,53 +510,15 @@ async fn relay_connection(client: TcpStream, server: TcpStream, stats: Arc<Relay
     stats.open.fetch_sub(1, Ordering::SeqCst);
 }
 
-/// This run's database URL, the database made on first use; `None` when the server is not
-/// configured.
+/// This run's database URL, the database made on first use (on the server the test kit
+/// gives: `IDMINT_TEST_MYSQL_URL`'s or a private one); `None` once the kit recorded the skip.
 pub(crate) async fn database_url() -> Option<String> {
     static DATABASE_URL: OnceCell<String> = OnceCell::const_new();
-    let server = std::env::var(URL_VAR).ok()?;
-    Some(DATABASE_URL.get_or_init(|| make_database(server)).await.clone())
-}
-
-async fn make_database(server: String) -> String {
-    let mut admin = MySqlConnection::connect(&server)
-        .await
-        .unwrap_or_else(|e| panic!("{URL_VAR} is set but its server does not answer: {e}"));
-    drop_stale_databases(&mut admin).await;
-    let name = format!("{DATABASE_PREFIX}{}_{}", now_s(), std::process::id());
-    execute(&mut admin, &format!("CREATE DATABASE {name}")).await;
-    admin.close().await.unwrap();
-    with_database(&server, &name)
-}
-
-/// Drops the databases of earlier runs, best effort: only names this file makes, and only
-/// when their timestamp is older than [`STALE_DATABASE_AGE_S`].
-async fn drop_stale_databases(admin: &mut MySqlConnection) {
-    let names: Vec<String> =
-        match sqlx::query("SHOW DATABASES LIKE 'idmint\\_t%'").fetch_all(&mut *admin).await {
-            Ok(rows) => rows.iter().map(|row| row.get(0)).collect(),
-            Err(e) => return eprintln!("not sweeping old test databases: {e}"),
-        };
-    for name in names {
-        let Some((secs, pid)) = name.strip_prefix(DATABASE_PREFIX).and_then(|r| r.split_once('_'))
-        else {
-            continue;
-        };
-        let is_number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        let Ok(made_s) = secs.parse::<u64>() else { continue };
-        if !is_number(secs)
-            || !is_number(pid)
-            || now_s().saturating_sub(made_s) < STALE_DATABASE_AGE_S
-        {
-            continue;
-        }
-        let dropped = sqlx::raw_sql(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
-            .execute(&mut *admin)
-            .await;
-        if let Err(e) = dropped {
-            eprintln!("could not drop old test database {name}: {e}");
-        }
-    }
+    idmint_testkit::mysql::server_url()?;
+    let made = DATABASE_URL.get_or_init(|| async {
+        idmint_testkit::mysql::fresh_database("store").await.expect("the server answered before")
+    });
+    Some(made.await.clone())
 }
 
 /// A table name no other check uses.
@@ -588,15 +544,6 @@ fn sql_url(url: &str) -> SqlUrl {
 fn join_params(url: &str, params: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}{params}")
-}
-
-/// `url` naming the database `name` instead of its own.
-fn with_database(url: &str, name: &str) -> String {
-    let (location, query) = url.split_once('?').map_or((url, None), |(l, q)| (l, Some(q)));
-    let (scheme, rest) = location.split_once("://").unwrap();
-    let host = rest.split('/').next().unwrap();
-    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
-    format!("{scheme}://{host}/{name}{query}")
 }
 
 /// The `user@` part (possibly empty) and the `host:port` of `url`.
@@ -640,21 +587,8 @@ async fn all_rows(
     .collect()
 }
 
-fn now_s() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
-}
-
-pub(crate) fn skipped() {
-    eprintln!("skipped: {URL_VAR} is not set");
-}
-
 #[test]
-fn with_database_replaces_only_the_database() {
-    assert_eq!(with_database("mysql://root@h:3306/test", "x"), "mysql://root@h:3306/x");
-    assert_eq!(
-        with_database("mysql://u:p@h/test?ssl-mode=disabled", "x"),
-        "mysql://u:p@h/x?ssl-mode=disabled"
-    );
+fn authority_splits_the_user_from_the_host() {
     assert_eq!(authority("mysql://u:p@h:1/db?x=1"), ("u:p@", "h:1"));
     assert_eq!(authority("mysql://h:1/db"), ("", "h:1"));
 }

@@ -4,10 +4,10 @@
 //! both sharing a tag, rows idmint cannot serve, the tag-count bound under concurrent
 //! creates, an embedder's pool, the pool bound, and errors that never show a password.
 //!
-//! Runs when `IDMINT_TEST_POSTGRES_URL` is set (otherwise every check is skipped). Each test
-//! process creates one database `idmint_t{unix_secs}_{pid}` and gives every check its own
-//! table in it (`?table=…`), so checks and runs never meet; databases of that pattern older
-//! than [`STALE_DATABASE_AGE_S`] are dropped when a run starts. Rows a foreign tool may have
+//! Runs on the server the test kit gives (`IDMINT_TEST_POSTGRES_URL`'s, else a private
+//! PostgreSQL; skipped when neither is there). Each test process creates one database (the
+//! kit's `fresh_database`, which also drops those of runs older than two hours) and gives
+//! every check its own table in it (`?table=…`), so checks and runs never meet. Rows a foreign tool may have
 //! written are inserted with plain SQL.
 
 use std::sync::Arc;
@@ -25,12 +25,6 @@ use crate::conformance::{
     Subject, allocate_concurrently, assert_tiles, create, range, record, requested, spec, tag,
 };
 
-/// The server the checks run against; unset, they are skipped.
-const URL_VAR: &str = "IDMINT_TEST_POSTGRES_URL";
-/// Names of the databases the tests create; nothing else is ever dropped.
-const DATABASE_PREFIX: &str = "idmint_t";
-/// Databases of earlier runs older than this are dropped (a running one is younger).
-const STALE_DATABASE_AGE_S: u64 = 2 * 60 * 60;
 /// Meituan Leaf's table as its docs would create it in PostgreSQL: every column but the key
 /// nullable, no defaults. `{t}` is the table.
 const LEAF_TABLE_SQL: &str = "CREATE TABLE {t} (biz_tag varchar(128) primary key, max_id bigint, \
@@ -65,7 +59,7 @@ async fn fresh(mode: &str) -> Option<Subject> {
 
 #[tokio::test]
 async fn a_leaf_table_is_served_as_is() {
-    let Some(db) = database_url().await else { return skipped() };
+    let Some(db) = database_url().await else { return };
     for mode in ["update", "cas"] {
         let t = next_table("leaf");
         raw(db, &LEAF_TABLE_SQL.replace("{t}", &t)).await;
@@ -122,7 +116,7 @@ async fn a_leaf_table_is_served_as_is() {
 
 #[tokio::test]
 async fn foreign_update_time_types_are_read_and_stamped() {
-    let Some(db) = database_url().await else { return skipped() };
+    let Some(db) = database_url().await else { return };
     let old_s = 1_577_836_800; // 2020-01-01T00:00:00Z
     for (column_type, old_value, stamped) in [
         ("timestamptz", "'2020-01-01 00:00:00+00'", true),
@@ -172,7 +166,7 @@ async fn nodes_sharing_a_tag_never_overlap_whatever_their_modes() {
     const TASKS_PER_NODE: usize = 3;
     const ALLOCATIONS_PER_TASK: usize = 25;
     const RAISED_STEP: u64 = 25;
-    let Some(_) = database_url().await else { return skipped() };
+    let Some(_) = database_url().await else { return };
     for (first_mode, second_mode) in [("update", "update"), ("cas", "cas"), ("update", "cas")] {
         let t = next_table("nodes");
         // Two pools are two nodes: nothing in this process orders their calls.
@@ -219,7 +213,7 @@ async fn the_pool_bound_is_respected() {
     const POOL_MAX: i64 = 2;
     const TASK_COUNT: usize = 8;
     const ALLOCATIONS_PER_TASK: usize = 20;
-    let Some(db) = database_url().await else { return skipped() };
+    let Some(db) = database_url().await else { return };
     let t = next_table("pool");
     // The application name marks this store's connections in pg_stat_activity.
     let store: Arc<dyn SegmentStore> =
@@ -245,7 +239,7 @@ async fn the_pool_bound_is_respected() {
 async fn create_beyond_the_tag_count_limit_is_refused_even_when_racing() {
     const RACER_COUNT: usize = 8;
     const RACE_WAIT_POLLS_MAX: usize = 500;
-    let Some(db) = database_url().await else { return skipped() };
+    let Some(db) = database_url().await else { return };
     let t = next_table("full");
     // The application name marks this store's connections in pg_stat_activity.
     let store: Arc<dyn SegmentStore> =
@@ -305,7 +299,7 @@ async fn create_beyond_the_tag_count_limit_is_refused_even_when_racing() {
 
 #[tokio::test]
 async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
-    let Some(db) = database_url().await else { return skipped() };
+    let Some(db) = database_url().await else { return };
     let t = next_table("corrupt");
     raw(db, &LEAF_TABLE_SQL.replace("{t}", &t)).await;
     raw(
@@ -342,7 +336,7 @@ async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
 
 #[tokio::test]
 async fn from_pool_serves_an_application_pool_and_its_table() {
-    let Some(db) = database_url().await else { return skipped() };
+    let Some(db) = database_url().await else { return };
     let t = next_table("embedded");
     let pool = PgPoolOptions::new().max_connections(2).connect(db).await.unwrap();
     let options = SqlOptions { table: TableName::new(&t).unwrap(), ..SqlOptions::default() };
@@ -367,8 +361,8 @@ async fn from_pool_serves_an_application_pool_and_its_table() {
 
 #[tokio::test]
 async fn errors_never_show_the_password() {
-    let Some(db) = database_url().await else { return skipped() };
-    let admin = std::env::var(URL_VAR).unwrap();
+    let Some(db) = database_url().await else { return };
+    let admin = idmint_testkit::postgres::server_url().unwrap();
     // Nothing listens on port 1.
     let secret = "hunter2-secret";
     let url = sql_url(&format!("postgres://postgres:{secret}@127.0.0.1:1/nowhere"));
@@ -396,50 +390,16 @@ async fn errors_never_show_the_password() {
     }
 }
 
-/// The URL of this process's database, created on first use, or `None` when
-/// `IDMINT_TEST_POSTGRES_URL` is unset.
+/// The URL of this process's database, created on first use (on the server the test kit
+/// gives: `IDMINT_TEST_POSTGRES_URL`'s or a private one); `None` once the kit recorded the
+/// skip.
 pub(crate) async fn database_url() -> Option<&'static str> {
-    static DATABASE: OnceCell<Option<String>> = OnceCell::const_new();
-    DATABASE
-        .get_or_init(|| async {
-            let admin = std::env::var(URL_VAR).ok()?;
-            let mut conn = PgConnection::connect(&admin).await.unwrap();
-            sweep_stale_databases(&mut conn).await;
-            let name = format!("{DATABASE_PREFIX}{}_{}", now_s(), std::process::id());
-            sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&mut conn)
-                .await
-                .unwrap();
-            conn.close().await.unwrap();
-            Some(with_database(&admin, &name))
-        })
-        .await
-        .as_deref()
-}
-
-/// Drops the databases of earlier runs older than [`STALE_DATABASE_AGE_S`]; best effort.
-async fn sweep_stale_databases(conn: &mut PgConnection) {
-    let names: Vec<String> = sqlx::query_scalar(
-        "SELECT datname::text FROM pg_database WHERE datname LIKE 'idmint\\_t%'",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap_or_default();
-    for name in names {
-        // Only names of exactly our pattern: prefix, seconds, '_', process id.
-        let Some((secs, pid)) = name.strip_prefix(DATABASE_PREFIX).and_then(|r| r.split_once('_'))
-        else {
-            continue;
-        };
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        let Ok(created_s) = secs.parse::<u64>() else { continue };
-        if digits(secs) && digits(pid) && now_s().saturating_sub(created_s) > STALE_DATABASE_AGE_S {
-            let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-            if let Err(e) = sqlx::raw_sql(AssertSqlSafe(drop)).execute(&mut *conn).await {
-                eprintln!("could not drop stale test database {name}: {e}");
-            }
-        }
-    }
+    static DATABASE: OnceCell<String> = OnceCell::const_new();
+    idmint_testkit::postgres::server_url()?;
+    let made = DATABASE.get_or_init(|| async {
+        idmint_testkit::postgres::fresh_database("store").await.expect("the server answered before")
+    });
+    Some(made.await.as_str())
 }
 
 /// A store on this process's database with idmint's URL parameters `params`.
@@ -530,10 +490,6 @@ fn password_of(url: &str) -> Option<&str> {
 
 fn now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
-}
-
-fn skipped() {
-    eprintln!("skipped: {URL_VAR} is not set");
 }
 
 /// The run's database with a segment table of a suite's own and a pool of `pool_max`.

@@ -1,12 +1,13 @@
-//! The Redis backend against the server `IDMINT_TEST_REDIS_URL` names (skipped when it is
-//! unset): the conformance and worker suites, and what only this backend can show: the key
-//! layout, rows it cannot serve, the bound on tags kept by the name set.
+//! The Redis backend against the server the test kit gives (`IDMINT_TEST_REDIS_URL`'s, else a
+//! private `redis-server`; skipped when neither is there): the conformance and worker
+//! suites, and what only this backend can show: the key layout, rows it cannot serve, the
+//! bound on tags kept by the name set.
 //!
 //! The server is shared: every check writes under a key prefix of its own
 //! (`idmint_t{unix seconds}_{pid}_{n}:`) and deletes its keys when it ends (SCAN MATCH + DEL),
 //! even when it fails. Nothing else on the server is touched: no FLUSH, no CONFIG.
 //!
-//! When that variable is set, the suites also run through a Redis Sentinel and a Redis
+//! When `redis-server` is installed, the suites also run through a Redis Sentinel and a Redis
 //! Cluster of the tests' own (`redis/servers.rs`: private `redis-server` processes on free
 //! ports, killed with the test binary), and a sentinel failover is played out.
 
@@ -22,7 +23,7 @@ use crate::conformance::{Subject, conformance_suite, range, spec, tag};
 mod keys;
 mod servers;
 
-pub(crate) use keys::{URL_VAR, fresh_prefix, fresh_url};
+pub(crate) use keys::{fresh_prefix, fresh_url};
 
 conformance_suite!(fresh);
 
@@ -95,7 +96,7 @@ mod workers {
 
 #[tokio::test]
 async fn a_tag_is_one_hash_and_a_name_in_the_set() {
-    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store = RedisStore::connect(&url).await.unwrap();
     let orders = store.create_tag(&spec("orders", 5, 10, "for orders")).await.unwrap().tag;
     assert_eq!(store.allocate(&orders, None).await.unwrap().range, range(5, 15));
@@ -127,7 +128,7 @@ async fn a_tag_is_one_hash_and_a_name_in_the_set() {
 
 #[tokio::test]
 async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
-    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store = RedisStore::connect(&url).await.unwrap();
     let mut raw = url.connect().await.unwrap();
     let rows = [
@@ -165,7 +166,7 @@ async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
 
 #[tokio::test]
 async fn the_name_set_bounds_the_tags() {
-    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store = RedisStore::connect(&url).await.unwrap();
     let kept = store.create_tag(&spec("kept", 1, 1, "")).await.unwrap().tag;
     // Names without hashes (as an interrupted create leaves them) fill the set.
@@ -192,7 +193,7 @@ async fn the_name_set_bounds_the_tags() {
 
 #[tokio::test]
 async fn a_lease_is_one_field_of_its_space_hash() {
-    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store = RedisStore::connect(&url).await.unwrap();
     let space = idmint_store::WorkerSpace::parse("layout-a").unwrap();
     let request = idmint_store::LeaseRequest {
@@ -220,7 +221,7 @@ async fn a_lease_is_one_field_of_its_space_hash() {
 /// taken over once expired, gaining a holder id.
 #[tokio::test]
 async fn a_lease_value_without_a_holder_id_proves_nothing_and_is_taken_over() {
-    let Some((url, _cleanup)) = fresh_url() else { return skipped() };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store = RedisStore::connect(&url).await.unwrap();
     let space = idmint_store::WorkerSpace::parse("layout-old").unwrap();
     let mut raw = url.connect().await.unwrap();
@@ -273,7 +274,7 @@ mod sentinel {
     /// checks are not asked for.
     fn deployment() -> Option<&'static SentinelSet> {
         static SET: OnceLock<Result<SentinelSet, String>> = OnceLock::new();
-        std::env::var(super::URL_VAR).ok()?;
+        super::private_servers_run()?;
         Some(SET.get_or_init(|| SentinelSet::start(0)).as_ref().unwrap())
     }
 
@@ -302,8 +303,8 @@ mod sentinel {
     /// promotes the replica, then the same store allocates from it, continuing the tag.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_store_follows_a_failover() {
-        if std::env::var(super::URL_VAR).is_err() {
-            return super::skipped();
+        if super::private_servers_run().is_none() {
+            return;
         }
         let mut set = SentinelSet::start(1).unwrap();
         let url = RedisUrl::parse(&set.url("failover:")).unwrap();
@@ -351,7 +352,7 @@ mod cluster {
 
     fn deployment() -> Option<&'static Cluster> {
         static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
-        std::env::var(super::URL_VAR).ok()?;
+        super::private_servers_run()?;
         Some(CLUSTER.get_or_init(Cluster::start).as_ref().unwrap())
     }
 
@@ -378,7 +379,7 @@ mod cluster {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tags_spread_over_the_nodes_and_list_together() {
-        let Some(cluster) = deployment() else { return super::skipped() };
+        let Some(cluster) = deployment() else { return };
         let prefix = fresh_prefix();
         let url = RedisUrl::parse(&cluster.url(&prefix)).unwrap();
         let store = RedisStore::connect(&url).await.unwrap();
@@ -402,6 +403,12 @@ async fn query<T: driver::FromRedisValue>(cmd: &driver::Cmd, conn: &mut RedisCon
     cmd.query_async(conn).await.unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
 }
 
-fn skipped() {
-    eprintln!("skipped: {URL_VAR} is not set");
+/// `Some` when `redis-server` is installed, so the Sentinel and Cluster deployments of the
+/// checks' own can start; `None` after recording the skip.
+fn private_servers_run() -> Option<()> {
+    if idmint_testkit::servers::installed::redis().is_none() {
+        idmint_testkit::skip(idmint_testkit::skip::NO_REDIS);
+        return None;
+    }
+    Some(())
 }

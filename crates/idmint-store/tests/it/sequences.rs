@@ -16,6 +16,9 @@ use idmint_store::{
     SequenceStore, StoreError, TIME_ZONE_LEN_MAX,
 };
 
+/// The suite's runner: one check on a fresh subject's store.
+pub use crate::conformance::run;
+
 /// When the checks' sequences were created, in ms since the Unix epoch.
 const CREATED_MS: u64 = 1_700_000_000_123;
 /// Tasks raising one ceiling at once in the concurrency check: idmint nodes.
@@ -26,43 +29,32 @@ const RAISES_PER_TASK: u64 = 50;
 /// A sequence store under test, with whatever must live as long as it does.
 pub type SequenceSubject = crate::conformance::Subject<dyn SequenceStore>;
 
-/// Generates one `#[tokio::test]` per sequence check in the calling module.
+/// Generates one `#[tokio::test]` per sequence check in the calling module (the test kit's
+/// [`idmint_testkit::suite!`] over this module's checks).
 ///
 /// `$factory` is an `async fn() -> Option<SequenceSubject>`: a store on which the check's own
-/// names are unused, or `None` when the backend's server is not configured (the check is then
-/// skipped with a line on stderr).
+/// names are unused, or `None` when the backend cannot run here (the test kit has recorded
+/// the skip for the run's summary).
 macro_rules! sequence_suite {
     ($factory:path) => {
-        $crate::sequences::sequence_suite!(@checks $factory;
-            create_get_list_delete_round_trip,
-            a_duplicate_name_is_refused_and_the_first_kept,
-            concurrent_creates_of_one_name_succeed_once,
-            names_compare_byte_for_byte,
-            specs_outside_the_bounds_are_refused_and_nothing_is_written,
-            ceilings_start_at_zero_and_grow_by_exactly_by,
-            ceilings_are_per_period_and_per_name,
-            bad_raises_and_periods_are_refused_and_nothing_is_written,
-            a_raise_past_the_max_is_refused_and_the_ceiling_left_unchanged,
-            delete_keeps_the_ceilings_so_a_recreated_sequence_continues_above,
-            concurrent_raises_are_distinct_and_add_up,
-        );
-    };
-    (@checks $factory:path; $($check:ident),* $(,)?) => {
-        $(
-            // Multi-threaded so that the concurrency checks race for real.
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let Some(subject) = $factory().await else {
-                    eprintln!("skipped: the backend's IDMINT_TEST_*_URL is not set");
-                    return;
-                };
-                $crate::sequences::$check(::std::sync::Arc::clone(&subject.store)).await;
-                drop(subject);
-            }
-        )*
+        idmint_testkit::suite! {
+            checks: crate::sequences, runner: run, subject: $factory,
+            tests: [
+                create_get_list_delete_round_trip,
+                a_duplicate_name_is_refused_and_the_first_kept,
+                concurrent_creates_of_one_name_succeed_once,
+                names_compare_byte_for_byte,
+                specs_outside_the_bounds_are_refused_and_nothing_is_written,
+                ceilings_start_at_zero_and_grow_by_exactly_by,
+                ceilings_are_per_period_and_per_name,
+                bad_raises_and_periods_are_refused_and_nothing_is_written,
+                a_raise_past_the_max_is_refused_and_the_ceiling_left_unchanged,
+                delete_keeps_the_ceilings_so_a_recreated_sequence_continues_above,
+                concurrent_raises_are_distinct_and_add_up,
+            ],
+        }
     };
 }
-pub(crate) use sequence_suite;
 
 /// A plain sequence (no format) and a daily one (with a format) read back as created, one by
 /// one and listed in name order; deleting one leaves the other, and a second delete is
@@ -500,8 +492,8 @@ mod sqlite {
 
 #[cfg(feature = "mysql")]
 mod mysql {
-    //! The sequence suite on MySQL / MariaDB, in this run's database (skipped when
-    //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
+    //! The sequence suite on MySQL / MariaDB, in this run's database (the test kit's
+    //! server; skipped and reported without one), and the tables idmint makes there.
 
     use idmint_store::{CEILINGS_TABLE, SEQUENCES_TABLE, StoreUrl, open_sequences};
 
@@ -521,7 +513,7 @@ mod mysql {
 
     #[tokio::test]
     async fn the_sequence_tables_compare_bytes() {
-        let Some(url) = url().await else { return crate::mysql::skipped() };
+        let Some(url) = url().await else { return };
         let store = open_sequences(&url).await.unwrap();
         store.raise_ceiling(&tag("sq.mysql-tables"), "", 1).await.unwrap();
         crate::mysql::assert_tables_compare_bytes(&[SEQUENCES_TABLE, CEILINGS_TABLE]).await;
@@ -530,8 +522,8 @@ mod mysql {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    //! The sequence suite on PostgreSQL, in this run's database (skipped when
-    //! `IDMINT_TEST_POSTGRES_URL` is unset).
+    //! The sequence suite on PostgreSQL, in this run's database (the test kit's
+    //! server; skipped and reported without one).
 
     use idmint_store::open_sequences;
 

@@ -1,8 +1,8 @@
 //! A small private tmpfs for tests that must run out of disk space for real: mounted at a
 //! fresh temporary directory, filled on demand, unmounted when dropped (also when the test
 //! panics). Mounting needs root, which CI has; elsewhere the test fails saying so, unless
-//! `IDMINT_TEST_SKIP_TMPFS` is set, in which case it says it is skipped. Shared with the
-//! `idmint` crate's tests.
+//! `IDMINT_TEST_SKIP_TMPFS` is set, in which case it is skipped (recorded for the run's
+//! summary). Shared with the `idmint` crate's tests.
 
 use std::fs::File;
 use std::io::Write;
@@ -11,7 +11,7 @@ use std::process::Command;
 
 use tempfile::TempDir;
 
-/// Set to skip (with a line on stderr) the tests that need to mount a tmpfs.
+/// Set to skip (recorded for the run's summary) the tests that need to mount a tmpfs.
 pub const SKIP_VAR: &str = "IDMINT_TEST_SKIP_TMPFS";
 
 /// A mounted tmpfs; unmounted on drop.
@@ -42,7 +42,8 @@ impl Tmpfs {
         };
         if let Some(reason) = failure {
             if std::env::var_os(SKIP_VAR).is_some() {
-                eprintln!("skipped: cannot mount a tmpfs ({reason}) and {SKIP_VAR} is set");
+                eprintln!("cannot mount a tmpfs: {reason}");
+                idmint_testkit::skip(idmint_testkit::skip::NO_TMPFS);
                 return None;
             }
             panic!(

@@ -27,6 +27,9 @@ use idmint_store::{
     WORKER_TIME_MS_MAX, WorkerSpace, WorkerStore,
 };
 
+/// The suite's runner: one check on a fresh subject's store.
+pub use crate::conformance::run;
+
 /// The time the checks start at, in milliseconds since the Unix epoch.
 const T0: u64 = 1_700_000_000_000;
 /// The lease every check asks for.
@@ -58,68 +61,56 @@ pub trait RowTamper: Send + Sync {
     async fn restore_rows(&self, space: &WorkerSpace, snapshot: &(dyn Any + Send + Sync));
 }
 
-/// Generates one `#[tokio::test]` per worker check in the calling module.
+/// Generates one `#[tokio::test]` per worker check in the calling module (the test kit's
+/// [`idmint_testkit::suite!`] over this module's checks).
 ///
 /// `$tampered`, when given, is an `async fn() -> Option<(WorkerSubject, Arc<dyn
 /// RowTamper>)>`: a fresh store and a way to change its rows behind its back, for the checks
 /// that rows deleted or restored never let two holders prove one lease.
 ///
 /// `$factory` is an `async fn() -> Option<WorkerSubject>`: a store on which the check's own
-/// spaces are empty, or `None` when the backend's server is not configured (the check is then
-/// skipped with a line on stderr).
+/// spaces are empty, or `None` when the backend cannot run here (the test kit has recorded
+/// the skip for the run's summary).
 macro_rules! worker_suite {
     ($factory:path, $tampered:path) => {
         $crate::workers::worker_suite!($factory);
-        $crate::workers::worker_suite!(@tampered $tampered;
-            rows_deleted_under_a_live_holder,
-            rows_restored_from_an_older_snapshot,
-        );
-    };
-    (@tampered $tampered:path; $($check:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let Some((subject, tamper)) = $tampered().await else {
-                    eprintln!("skipped: the backend's IDMINT_TEST_*_URL is not set");
-                    return;
-                };
-                $crate::workers::$check(::std::sync::Arc::clone(&subject.store), tamper).await;
-                drop(subject);
-            }
-        )*
+        idmint_testkit::suite! {
+            checks: crate::workers, runner: run_tampered, subject: $tampered,
+            tests: [rows_deleted_under_a_live_holder, rows_restored_from_an_older_snapshot],
+        }
     };
     ($factory:path) => {
-        $crate::workers::worker_suite!(@checks $factory;
-            acquirers_get_the_lowest_free_ids,
-            concurrent_acquirers_get_distinct_ids_until_exhausted,
-            concurrent_takeovers_give_each_expired_id_once,
-            acquisition_walks_past_a_page_of_held_ids,
-            acquisition_passes_over_ids_marked_ahead_of_the_clock,
-            renew_extends_the_lease_and_never_shortens_it,
-            renew_after_expiry_is_lease_lost,
-            an_expired_id_is_reused_only_after_the_margin,
-            release_frees_the_id_after_the_margin,
-            raise_time_mark_only_grows,
-            assign_worker_gives_increasing_ids_and_refuses_past_max,
-            spaces_are_independent,
-            invalid_requests_are_refused_and_nothing_is_written,
-        );
-    };
-    (@checks $factory:path; $($check:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $check() {
-                let Some(subject) = $factory().await else {
-                    eprintln!("skipped: the backend's IDMINT_TEST_*_URL is not set");
-                    return;
-                };
-                $crate::workers::$check(::std::sync::Arc::clone(&subject.store)).await;
-                drop(subject);
-            }
-        )*
+        idmint_testkit::suite! {
+            checks: crate::workers, runner: run, subject: $factory,
+            tests: [
+                acquirers_get_the_lowest_free_ids,
+                concurrent_acquirers_get_distinct_ids_until_exhausted,
+                concurrent_takeovers_give_each_expired_id_once,
+                acquisition_walks_past_a_page_of_held_ids,
+                acquisition_passes_over_ids_marked_ahead_of_the_clock,
+                renew_extends_the_lease_and_never_shortens_it,
+                renew_after_expiry_is_lease_lost,
+                an_expired_id_is_reused_only_after_the_margin,
+                release_frees_the_id_after_the_margin,
+                raise_time_mark_only_grows,
+                assign_worker_gives_increasing_ids_and_refuses_past_max,
+                spaces_are_independent,
+                invalid_requests_are_refused_and_nothing_is_written,
+            ],
+        }
     };
 }
 pub(crate) use worker_suite;
+
+/// Runs one tampering check on the subject's store and its tamperer, then releases the
+/// subject.
+pub async fn run_tampered<F: Future<Output = ()>>(
+    (subject, tamper): (WorkerSubject, Arc<dyn RowTamper>),
+    check: impl FnOnce(Arc<dyn WorkerStore>, Arc<dyn RowTamper>) -> F,
+) {
+    check(Arc::clone(&subject.store), tamper).await;
+    drop(subject);
+}
 
 /// Successive acquirers get the lowest free ids, 0 then 1 then 2, each a fresh lease: token
 /// 1, no time mark, expiring one TTL after the request; the rows record their holders.
@@ -931,8 +922,8 @@ mod sqlite {
 
 #[cfg(feature = "mysql")]
 mod mysql {
-    //! The worker suite on MySQL / MariaDB, in this run's database (skipped when
-    //! `IDMINT_TEST_MYSQL_URL` is unset), and the tables idmint makes there.
+    //! The worker suite on MySQL / MariaDB, in this run's database (the test kit's
+    //! server; skipped and reported without one), and the tables idmint makes there.
 
     use std::any::Any;
     use std::sync::Arc;
@@ -1009,7 +1000,7 @@ mod mysql {
 
     #[tokio::test]
     async fn the_worker_tables_compare_bytes() {
-        let Some(url) = url().await else { return crate::mysql::skipped() };
+        let Some(url) = url().await else { return };
         let store = open_workers(&url).await.unwrap();
         store.acquire_lease(&request(&space("mysql-tables"), 3, "a", T0)).await.unwrap();
         crate::mysql::assert_tables_compare_bytes(&[WORKERS_TABLE, WORKER_NODE_TABLE]).await;
@@ -1018,8 +1009,8 @@ mod mysql {
 
 #[cfg(feature = "postgres")]
 mod postgres {
-    //! The worker suite on PostgreSQL, in this run's database (skipped when
-    //! `IDMINT_TEST_POSTGRES_URL` is unset).
+    //! The worker suite on PostgreSQL, in this run's database (the test kit's
+    //! server; skipped and reported without one).
 
     use std::any::Any;
     use std::sync::Arc;

@@ -16,8 +16,6 @@ mod key_guard;
 mod node;
 mod pacing;
 #[cfg(feature = "redis")]
-mod private_redis;
-#[cfg(feature = "redis")]
 mod redis_guard;
 #[cfg(feature = "redis")]
 #[path = "../../../idmint-store/tests/it/redis/keys.rs"]

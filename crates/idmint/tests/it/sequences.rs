@@ -2,8 +2,9 @@
 //! empty and restarted from an older snapshot; the forecast raises the ceiling ahead of a
 //! steady load (no request waits) and not without load; daily sequences restart at 1 at
 //! midnight of their time zone. The flush and restart tests run a private `redis-server`
-//! (own port and directory, removed afterwards); the others use the shared Redis named by
-//! `IDMINT_TEST_REDIS_URL` under a fresh key prefix, and skip with a note when it is unset.
+//! (own port and directory, removed afterwards); the others use the test kit's Redis
+//! (`IDMINT_TEST_REDIS_URL`'s, else a private one) under a fresh key prefix. Without
+//! `redis-server` they are skipped and the run's summary says so.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,7 +17,6 @@ use idmint::{Sequences, Tag};
 use idmint_store::CounterStore;
 use idmint_store::redis::{RedisCounters, RedisUrl};
 
-use crate::private_redis::PrivateRedis;
 use crate::redis_keys::{fresh_prefix, fresh_url};
 
 async fn counters(url: &str, prefix: &str) -> Arc<dyn CounterStore> {
@@ -44,7 +44,7 @@ fn config(node: &str) -> SequenceConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot() {
     const PER_TASK: usize = 100_000;
-    let mut redis = PrivateRedis::start();
+    let Some(mut redis) = idmint_testkit::redis::private() else { return };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
     let prefix = fresh_prefix();
     let nodes: Vec<Arc<Sequences>> = {
@@ -102,21 +102,21 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
         }
     };
     advance(40_000).await;
-    redis.cli(&["FLUSHALL"]);
+    redis.cli(&["FLUSHALL"]).unwrap();
     advance(30_000).await;
-    redis.cli(&["FLUSHALL"]);
+    redis.cli(&["FLUSHALL"]).unwrap();
     advance(30_000).await;
     // Killed and restarted with nothing on disk.
-    redis.kill();
+    redis.kill().unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    redis.launch();
+    redis.launch().unwrap();
     advance(30_000).await;
     // A snapshot now, more ids served after it, then kill -9 and restart from it: the
     // counters come back older than what was handed out, under a new run_id.
-    redis.cli(&["SAVE"]);
+    redis.cli(&["SAVE"]).unwrap();
     advance(30_000).await;
-    redis.kill();
-    redis.launch();
+    redis.kill().unwrap();
+    redis.launch().unwrap();
 
     let mut seen = HashSet::new();
     let (mut refused, mut total) = (0, 0);
@@ -134,12 +134,12 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
     // The case only the run check catches: ids served after a snapshot by one node, the
     // server restarted from that snapshot, and a node that never took from the counter
     // taking first. Its ids must not be the ones node a handed out.
-    redis.cli(&["SAVE"]);
+    redis.cli(&["SAVE"]).unwrap();
     for _ in 0..100 {
         seen.extend(nodes[0].next(&name, 50).await.unwrap().numbers);
     }
-    redis.kill();
-    redis.launch();
+    redis.kill().unwrap();
+    redis.launch().unwrap();
     let fresh = Sequences::start(
         Arc::clone(&store),
         counters(&redis.url(), &prefix).await,
@@ -168,10 +168,7 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
 /// waits; without load it raises nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_forecast_raises_ahead_of_a_steady_load_and_not_without_load() {
-    let Some((url, _cleanup)) = fresh_url() else {
-        eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
-        return;
-    };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
     let counters: Arc<dyn CounterStore> = Arc::new(RedisCounters::connect(&url).await.unwrap());
     // Short horizons so a few seconds of load exercise it: keep 3 s of room, raise 6 s.
@@ -213,10 +210,7 @@ async fn the_forecast_raises_ahead_of_a_steady_load_and_not_without_load() {
 /// whose clocks differ by 300 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daily_sequences_restart_at_one_after_midnight_in_their_zone() {
-    let Some((url, _cleanup)) = fresh_url() else {
-        eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
-        return;
-    };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
     // 2026-11-22T15:59:59.000Z is 23:59:59 in UTC+8.
     let before_midnight = 1_795_363_199_000;
@@ -271,10 +265,7 @@ async fn daily_sequences_restart_at_one_after_midnight_in_their_zone() {
 /// named.
 #[tokio::test]
 async fn bad_requests_and_definitions_are_refused_with_the_fix() {
-    let Some((url, _cleanup)) = fresh_url() else {
-        eprintln!("skipped: IDMINT_TEST_REDIS_URL is not set");
-        return;
-    };
+    let Some((url, _cleanup)) = fresh_url() else { return };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
     let counters = Arc::new(RedisCounters::connect(&url).await.unwrap());
     let node = Sequences::start(store, counters, Arc::new(SystemClock), config("x"));

@@ -2,7 +2,7 @@
 //! database, never hands out an id a second time: the delete leaves a tombstone with the
 //! tag's `max_id` in idmint's own table, a create without a start continues above it, a lower
 //! start is refused unless forced, and a node's own high-water mark still protects it when
-//! forced. Runs against `IDMINT_TEST_MYSQL_URL` in a fresh database; skipped when unset.
+//! forced. Runs on the test kit's MariaDB in a fresh database; skipped (and reported) without one.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,8 +11,6 @@ use idmint::segment::SegmentConfig;
 use idmint::store::{StoreError, TagSpec};
 use idmint::{Error, Segments, Tag};
 use idmint_core::{Description, StartId, Step};
-
-use crate::embedding::fresh_database;
 
 /// Ids each node takes per round.
 const IDS_PER_ROUND: usize = 250;
@@ -55,11 +53,9 @@ async fn round(nodes: &[&Arc<Segments>], tag: &Tag, seen: &mut HashSet<u64>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tag_deleted_and_created_again_on_two_nodes_never_repeats_an_id() {
-    let Ok(admin) = std::env::var("IDMINT_TEST_MYSQL_URL") else {
-        eprintln!("skipped: IDMINT_TEST_MYSQL_URL is not set");
+    let Some(url) = idmint_testkit::mysql::fresh_database("tomb").await else {
         return;
     };
-    let url = fresh_database(&admin, "mysql", "tomb").await;
     let dir_a = tempfile::tempdir().unwrap();
     let a = node(&url, Some(dir_a.path())).await;
     let b = node(&url, None).await;

@@ -1,19 +1,17 @@
-//! Private Redis deployments for the sentinel and cluster checks: `redis-server` processes
-//! on free loopback ports, each in a temporary directory of its own, with no persistence.
+//! Private Redis deployments for the sentinel and cluster checks: the test kit's
+//! `PrivateRedis` servers (free loopback ports, a temporary directory each, no persistence),
+//! set up as a master with replicas and a sentinel, or as a cluster.
 //!
-//! Each process runs under a small `sh` watchdog that holds the read end of a pipe from this
-//! test process: when the pipe closes (the [`Server`] is dropped, a check panics, or the test
-//! binary exits or is killed) the watchdog kills the server with SIGKILL and removes its
-//! directory. So a deployment shared by many checks through a `static`, which is never
-//! dropped, still goes away with the test binary.
+//! Each server's reaper stops it and removes its directory when the test process lets go of
+//! it, so a deployment shared by many checks through a `static`, which is never dropped,
+//! still goes away with the test binary.
 
-use std::io::Write;
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ::redis as driver;
+use idmint_testkit::servers::PrivateRedis;
 
 /// How long a server, a sentinel or a cluster may take to come up.
 const READY_WAIT: Duration = Duration::from_secs(15);
@@ -22,31 +20,18 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(50);
 /// The name the sentinels monitor.
 pub const MASTER_NAME: &str = "idmint-master";
 
-/// The watchdog: `$1` is the server's directory, the rest its command line.
-const WATCHDOG: &str = r#"dir=$1; shift; "$@" & pid=$!; read _line; kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir""#;
-
 /// One `redis-server` process (a data node or a sentinel).
 pub struct Server {
     /// The loopback port it listens on.
     pub port: u16,
-    watchdog: Child,
-    /// Closing it ends the server.
-    lifeline: Option<ChildStdin>,
+    redis: PrivateRedis,
 }
 
 impl Server {
     /// Starts a data node with `extra` arguments and waits until it answers `PING`.
     pub fn start(port: u16, extra: &[&str]) -> Result<Server, String> {
-        let dir = server_dir()?;
-        let dir_text = dir.display().to_string();
-        let mut args = vec!["redis-server".to_string(), "--port".to_string(), port.to_string()];
-        for arg in ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"] {
-            args.push(arg.to_string());
-        }
-        args.push(dir_text.clone());
-        args.extend(["--logfile".to_string(), format!("{dir_text}/redis.log")]);
-        args.extend(extra.iter().map(ToString::to_string));
-        let server = Server::spawn(port, &dir, &args)?;
+        let redis = PrivateRedis::start_with(port, None, extra).map_err(|e| format!("{e:#}"))?;
+        let server = Server { port, redis };
         server.wait_until("PING answered", |conn| {
             driver::cmd("PING").query::<String>(conn).is_ok()
         })?;
@@ -56,19 +41,14 @@ impl Server {
     /// Starts a sentinel monitoring the master on `master_port` (quorum 1, a failover after
     /// one second of silence) and waits until it names that master.
     pub fn sentinel(port: u16, master_port: u16) -> Result<Server, String> {
-        let dir = server_dir()?;
-        let conf = dir.join("sentinel.conf");
-        let text = format!(
-            "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
-             sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 1\n\
+        let config = format!(
+            "sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 1\n\
              sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
-             sentinel failover-timeout {MASTER_NAME} 5000\n",
-            dir = dir.display()
+             sentinel failover-timeout {MASTER_NAME} 5000\n"
         );
-        std::fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))?;
-        let args =
-            ["redis-server".to_string(), conf.display().to_string(), "--sentinel".to_string()];
-        let sentinel = Server::spawn(port, &dir, &args)?;
+        let redis = PrivateRedis::start_with(port, Some(&config), &["--sentinel"])
+            .map_err(|e| format!("{e:#}"))?;
+        let sentinel = Server { port, redis };
         sentinel.wait_until("the sentinel named its master", |conn| {
             master_port_of(conn).is_some_and(|p| p == master_port)
         })?;
@@ -77,33 +57,13 @@ impl Server {
 
     /// Kills the server now (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
-        if let Some(mut lifeline) = self.lifeline.take() {
-            // The watchdog reads one line or the end of the pipe, whichever comes first.
-            let _ = lifeline.write_all(b"\n");
-        }
-        let _ = self.watchdog.wait();
+        self.redis.kill().unwrap();
     }
 
     /// A blocking connection to it.
     pub fn connect(&self) -> driver::RedisResult<driver::Connection> {
         let client = driver::Client::open(format!("redis://127.0.0.1:{}", self.port))?;
         client.get_connection_with_timeout(Duration::from_secs(2))
-    }
-
-    fn spawn(port: u16, dir: &Path, args: &[String]) -> Result<Server, String> {
-        let mut watchdog = Command::new("sh")
-            .arg("-c")
-            .arg(WATCHDOG)
-            .arg("sh")
-            .arg(dir)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run sh for redis-server: {e}"))?;
-        let lifeline = watchdog.stdin.take();
-        Ok(Server { port, watchdog, lifeline })
     }
 
     /// Polls `ready` on a fresh connection until it holds, at most [`READY_WAIT`].
@@ -124,12 +84,6 @@ impl Server {
              installed?",
             self.port
         ))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -224,15 +178,6 @@ fn master_port_of(conn: &mut driver::Connection) -> Option<u16> {
     let addr: Option<(String, String)> =
         driver::cmd("SENTINEL").arg("get-master-addr-by-name").arg(MASTER_NAME).query(conn).ok()?;
     addr?.1.parse().ok()
-}
-
-/// A directory of its own for one server; the watchdog removes it.
-fn server_dir() -> Result<std::path::PathBuf, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("idmint-redis-")
-        .tempdir()
-        .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
-    Ok(dir.keep())
 }
 
 /// A loopback port nothing listens on (and, for a cluster node, its bus port + 10000 too).
