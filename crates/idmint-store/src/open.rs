@@ -1,7 +1,7 @@
 //! The openers, in one place: [`open`] (the store a [`StoreUrl`] names), [`open_workers`],
-//! [`open_sequences`], [`open_counters`] (the sequence counters), and the single-database opener the worker and
-//! sequence openers share ([`open_database`]). Kept out of the crate root, which the backends
-//! import from, so the root imports no backend.
+//! [`open_sequences`], [`open_counters`] (the sequence counters), and the single-database
+//! opener the worker and sequence openers share ([`open_database`]). Kept out of the crate
+//! root, which the backends import from, so the root imports no backend.
 
 use std::sync::Arc;
 

@@ -14,7 +14,7 @@
 //!   reused, whatever happens to the rows. An expired id is reused only once `expires_ms + margin_ms < now_ms` (the margin
 //!   covers clock skew between nodes), and its new owner inherits the previous owner's
 //!   persisted time high-water mark (`time_mark`), so it can refuse to issue at or below it.
-//! - **Assignment** (table [`WORKER_NODE_TABLE`], uid-generator's `WORKER_NODE`): every start
+//! - **Assignment** (table [`WORKER_NODE_TABLE`](crate::WORKER_NODE_TABLE), uid-generator's `WORKER_NODE`): every start
 //!   inserts a row `(space, host, port, launch_ms)` and takes its auto-increment id as its
 //!   worker id, never reused. The ids form one sequence per database, shared by all spaces,
 //!   and start at 1.
@@ -115,7 +115,7 @@ pub trait WorkerStore: Send + Sync + 'static {
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError>;
 
     /// Assigns a fresh worker id for one start of a node (uid-generator's `WORKER_NODE`):
-    /// inserts `(space, host, port, launch_ms)` into [`WORKER_NODE_TABLE`] and returns the
+    /// inserts `(space, host, port, launch_ms)` into [`WORKER_NODE_TABLE`](crate::WORKER_NODE_TABLE) and returns the
     /// row's auto-increment id. Ids are never reused, start at 1 and come from one sequence
     /// per database shared by all spaces. Refuses with [`StoreError::WorkersExhausted`],
     /// keeping no row, when the id would exceed `req.max_worker`.
