@@ -13,8 +13,17 @@ use std::path::{Path, PathBuf};
 type Files = Vec<(String, String)>;
 
 /// What the core may not name: I/O, processes, async, a clock.
-const CORE_FORBIDDEN: [&str; 7] =
-    ["std::fs", "std::net", "std::process", "std::io", "tokio", "SystemTime", "Instant::now"];
+const CORE_FORBIDDEN: [&str; 9] = [
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::io",
+    "tokio",
+    "async",
+    "Future",
+    "SystemTime",
+    "Instant::now",
+];
 
 /// Every way this workspace spawns a task or a thread.
 const SPAWNS: [&str; 7] = [
@@ -35,7 +44,7 @@ const WALL_CLOCK_READS: [&str; 5] =
 const TRANSPORT_NAMES: [&str; 6] = ["StatusCode", "http::", "axum", "tonic", "hyper", "reqwest"];
 
 /// The invariant tests ARCHITECTURE.md must cite (as ``(test `NAME`)``) beside their lines.
-const CITED_TESTS: [&str; 8] = [
+const CITED_TESTS: [&str; 9] = [
     "the_core_does_no_io_and_reads_no_clock",
     "only_the_library_the_client_and_sqlite_spawn",
     "http_and_grpc_only_in_the_server",
@@ -44,6 +53,7 @@ const CITED_TESTS: [&str; 8] = [
     "the_server_modules_keep_the_import_rules",
     "no_crate_has_an_import_circle",
     "architecture_md_maps_every_crate_and_cites_its_tests",
+    "the_test_tools_stay_out_of_the_product",
 ];
 
 #[test]
@@ -135,6 +145,23 @@ fn the_wall_clock_is_read_by_system_clock_alone() {
 }
 
 #[test]
+fn the_test_tools_stay_out_of_the_product() {
+    let idmint_deps = |name: &str| -> BTreeSet<String> {
+        let manifest = read(&crates_dir().join(name).join("Cargo.toml"));
+        dependencies(&manifest).into_iter().filter(|dep| dep.starts_with("idmint")).collect()
+    };
+    assert_eq!(idmint_deps("idmint-testkit"), BTreeSet::new(), "the test kit links idmint");
+    let chaos: BTreeSet<String> =
+        ["idmint-core", "idmint-testkit"].into_iter().map(String::from).collect();
+    assert_eq!(idmint_deps("idmint-chaos"), chaos, "the chaos suite's idmint crates");
+    for name in workspace_crates() {
+        if name != "idmint-chaos" {
+            assert!(!idmint_deps(&name).contains("idmint-testkit"), "{name} depends on the kit");
+        }
+    }
+}
+
+#[test]
 fn architecture_md_maps_every_crate_and_cites_its_tests() {
     let map = read(&architecture_md());
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
@@ -163,6 +190,7 @@ fn each_rule_finds_its_planted_breach() {
     // Each planted breach is found.
     assert!(core("idmint-core/src/a.rs", "use std::fs::File;"));
     assert!(core("idmint-core/src/a.rs", "let t = Instant::now();"));
+    assert!(core("idmint-core/src/a.rs", "pub async fn take(&self) {}"));
     assert!(core("idmint-core/src/a.rs", "async fn f() { tokio::task::yield_now().await }"));
     assert!(spawn("idmint-cli/src/serve.rs", "tokio::spawn(retry());"));
     assert!(spawn("idmint-store/src/mysql.rs", "tokio::task::spawn_blocking(f)"));
