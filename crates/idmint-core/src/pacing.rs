@@ -2,7 +2,7 @@
 //! many ids to keep in hand when asking for it.
 //!
 //! Pure arithmetic: the caller measures time and ids and passes them in, so a simulation
-//! drives it with a manual clock. The policy (documented in ARCHITECTURE.md):
+//! drives it with a manual clock. The policy (documented in docs/INVARIANTS.md):
 //!
 //! - **Rate**: two exponentially weighted moving averages of ids per second, a fast one
 //!   (time constant [`RATE_FAST_TAU_S`]) and a slow one ([`RATE_SLOW_TAU_S`]). The forecast

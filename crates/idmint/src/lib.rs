@@ -38,9 +38,9 @@
 //! # }
 //! ```
 //!
-//! It is the only crate that spawns tasks or reads time. Every task it spawns belongs to a
-//! `TaskTracker` and stops on one `CancellationToken` ([`Segments::shutdown`]). It knows
-//! nothing of HTTP.
+//! Every task it spawns belongs to a `TaskTracker` and stops on a `CancellationToken`
+//! ([`Segments::shutdown`], [`Node::shutdown`]); it reads the wall clock only through an
+//! injected [`Clock`]. It knows nothing of HTTP (ARCHITECTURE.md: what each crate may do).
 
 mod cached;
 pub mod clock;

@@ -17,6 +17,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// The crates' own rules (the core's I/O, who spawns, who knows HTTP, protobuf and the wall
+/// clock) and ARCHITECTURE.md's map of them.
+mod crate_rules;
+
 /// A module's path (`crate` for the root, `http::segment`, …) and its source.
 type Sources = BTreeMap<String, String>;
 
