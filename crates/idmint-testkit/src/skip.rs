@@ -25,15 +25,17 @@ pub const NO_POSTGRES: &str = "no initdb/pg_ctl; install postgresql (Debian/Ubun
 pub const NO_REDIS: &str = "no redis-server; install redis-server (Debian/Ubuntu) or redis \
                             (Homebrew), or set IDMINT_TEST_REDIS_URL";
 /// The chaos suite's short profile was not asked for.
-pub const NO_CHAOS: &str = "IDMINT_TEST_CHAOS is not set; set IDMINT_TEST_CHAOS=1 to run the \
-                            chaos suite (Linux, root; needs mariadb-server, postgresql, \
-                            redis-server, libfaketime)";
+pub const NO_CHAOS: &str = "IDMINT_TEST_CHAOS is not set: the chaos suite needs Linux, root \
+                            and libfaketime (apt install libfaketime; scripts/test then runs \
+                            it), or set IDMINT_TEST_CHAOS=1";
 /// The OpenAPI validator and fuzz have no Python.
-pub const NO_PYTHON: &str = "IDMINT_TEST_PYTHON is not set; name a Python with \
-                             openapi-spec-validator and schemathesis (.ci/run makes one)";
+pub const NO_PYTHON: &str = "IDMINT_TEST_PYTHON is not set: scripts/test makes a venv with \
+                             openapi-spec-validator and schemathesis when python3 -m venv and \
+                             pip work (apt install python3-venv), or name such a Python";
 /// The dashboard test has no browser.
-pub const NO_CHROMIUM: &str = "IDMINT_TEST_CHROMIUM is not set; name a Chromium (Debian: apt \
-                               install chromium), e.g. IDMINT_TEST_CHROMIUM=/usr/bin/chromium";
+pub const NO_CHROMIUM: &str = "IDMINT_TEST_CHROMIUM is not set: install chromium (apt install \
+                               chromium; scripts/test then finds it), or name one, e.g. \
+                               IDMINT_TEST_CHROMIUM=/usr/bin/chromium";
 /// The full-disk tests were told not to mount a tmpfs.
 pub const NO_TMPFS: &str = "IDMINT_TEST_SKIP_TMPFS is set; the full-disk tests mount a tmpfs \
                             (Linux, root)";
