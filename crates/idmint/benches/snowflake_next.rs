@@ -58,6 +58,10 @@ fn cached(runtime: &tokio::runtime::Runtime) {
     let start = |worker: u64| {
         let mut config = SnowflakeConfig::new("cached", layout);
         config.worker = WorkerIdSource::Static(worker);
+        // The generator's own borrowing lead as high as the ring's, so its time mark lets the
+        // ring run its whole lead: with the default 0 the mark, and so the ring, stays
+        // `time_window_ms` ahead (docs/configuration.md, `snowflake.ring_max_lead_ms`).
+        config.borrow_max_lead_ms = Some(10_000);
         runtime.block_on(async {
             let generator =
                 Snowflake::start(None, config, Arc::new(SystemClock)).await.expect("start");
