@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use idmint_client::{Client, ClientError, Tag};
-use tempfile::TempDir;
 
 use crate::support::{BlackHole, Node, assert_increasing, assert_unique, client_runtime, dead_url};
 
@@ -18,10 +17,9 @@ const TASKS: u64 = 2;
 
 #[test]
 fn a_server_killed_under_load_costs_no_repeat_and_no_error() {
-    let dir = TempDir::new().expect("tempdir");
-    let path = dir.path().join("ids.db");
-    let mut first = Node::sqlite(&path);
-    let second = Node::sqlite(&path);
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let mut first = Node::shared(&store);
+    let second = Node::shared(&store);
     let runtime = client_runtime();
     runtime.block_on(async {
         first.create_tag("order", 1000).await;
@@ -153,10 +151,9 @@ fn when_every_server_is_down_the_error_is_unavailable_within_the_bound() {
 
 #[test]
 fn a_server_stopping_gracefully_hands_over_to_the_next() {
-    let dir = TempDir::new().expect("tempdir");
-    let path = dir.path().join("ids.db");
-    let mut first = Node::sqlite(&path);
-    let second = Node::sqlite(&path);
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let mut first = Node::shared(&store);
+    let second = Node::shared(&store);
     let runtime = client_runtime();
     runtime.block_on(async {
         first.create_tag("order", 1000).await;

@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -34,17 +33,11 @@ pub struct Extras {
 }
 
 impl Node {
-    /// A node over a SQLite file (several nodes on one file are several nodes on one store).
-    /// Call outside any runtime.
-    pub fn sqlite(path: &Path) -> Node {
-        let path = path.to_path_buf();
-        Node::start(
-            move || async move {
-                Arc::new(idmint_store::SqliteStore::open(&path).await.expect("sqlite store"))
-                    as Arc<dyn SegmentStore>
-            },
-            Extras::default(),
-        )
+    /// A node over `store`, which other nodes of the test share (several nodes on one
+    /// store). Call outside any runtime.
+    pub fn shared(store: &Arc<idmint_store::MemoryStore>) -> Node {
+        let store = Arc::clone(store);
+        Node::start(move || async move { store as Arc<dyn SegmentStore> }, Extras::default())
     }
 
     /// A node over a fresh memory store. Call outside any runtime.
