@@ -22,6 +22,11 @@ pub const STEP_MIN: u64 = 1;
 /// Largest step. Leaf's `MAX_STEP`; bounds how many ids one allocation can strand.
 pub const STEP_MAX: u64 = 1_000_000;
 
+/// Largest factor by which the adaptive step may grow from one refill to the next (Leaf's
+/// ×2): a segment is at most this many times as long as the one before it (or the tag's
+/// configured step, if larger). Bounds what one burst can strand, see docs/GUARANTEES.md.
+pub const STEP_GROWTH_MAX: u64 = 2;
+
 /// Step given to a tag created without one.
 pub const STEP_DEFAULT: u64 = 1_000;
 
@@ -157,6 +162,7 @@ pub const RING_ATTEMPTS_MAX: u32 = 1_024;
 const _: () = assert!(ID_MIN >= 1);
 const _: () = assert!(STEP_MIN >= 1 && STEP_MIN <= STEP_DEFAULT && STEP_DEFAULT <= STEP_MAX);
 const _: () = assert!(STEP_MAX < ID_MAX / 2);
+const _: () = assert!(STEP_GROWTH_MAX >= 2 && STEP_MAX.checked_mul(STEP_GROWTH_MAX).is_some());
 const _: () = assert!(BATCH_COUNT_MAX >= 1 && BATCH_COUNT_MAX <= STEP_MAX);
 const _: () =
     assert!(PRELOAD_PERMILLE_DEFAULT >= 1 && PRELOAD_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);

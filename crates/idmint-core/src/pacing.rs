@@ -7,11 +7,15 @@
 //! - **Rate**: two exponentially weighted moving averages of ids per second, a fast one
 //!   (time constant [`RATE_FAST_TAU_S`]) and a slow one ([`RATE_SLOW_TAU_S`]). The forecast
 //!   is the larger of the two: it follows a surge within seconds and forgets it over minutes.
+//!   The first observation sets the fast average only; the slow one starts from 0, so one
+//!   burst counts in it as its ids spread over its time constant, never as a rate for
+//!   minutes to come.
 //! - **Step**: the forecast rate times the target segment duration (Leaf: 15 minutes), so a
 //!   segment lasts about that long; never below the tag's configured step, never above
-//!   [`STEP_MAX`], and shrinking at most by half per refill (Leaf's ÷2) so one quiet minute
-//!   does not undo the sizing of a busy hour. Growth is not capped at ×2: a forecast reaches
-//!   the right size in one refill where Leaf doubles repeatedly.
+//!   [`STEP_MAX`], growing at most [`STEP_GROWTH_MAX`] times (Leaf's ×2) and shrinking at
+//!   most by half (Leaf's ÷2) per refill. No single batch sets the step: whatever rate one
+//!   burst suggests, the next segment is at most twice the last one, so what a `kill -9`
+//!   strands is bounded by the segments actually consumed before it (docs/GUARANTEES.md).
 //! - **Reserve**: the next segment is requested once the preload ratio of the current one is
 //!   used, or earlier, so that at least `forecast × refill latency × RESERVE_FACTOR` ids remain
 //!   when it is requested: one refill at the measured latency (three times over) fits in the
@@ -19,7 +23,7 @@
 
 use std::time::Duration;
 
-use crate::limits::STEP_MAX;
+use crate::limits::{STEP_GROWTH_MAX, STEP_MAX};
 
 /// Time constant of the fast rate average, in seconds.
 pub const RATE_FAST_TAU_S: f64 = 10.0;
@@ -42,8 +46,10 @@ impl RateMeter {
         RateMeter::default()
     }
 
-    /// Records that `ids` were handed out over `elapsed`. The first observation sets both
-    /// averages; an empty interval is ignored.
+    /// Records that `ids` were handed out over `elapsed`. The first observation sets the fast
+    /// average (the runway and the reserve need a rate at once); the slow one, which keeps a
+    /// surge for minutes, starts from 0 so a single burst cannot hold the forecast up. An
+    /// empty interval is ignored.
     pub fn observe(&mut self, ids: u64, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         if seconds <= 0.0 {
@@ -51,10 +57,10 @@ impl RateMeter {
         }
         let rate = ids as f64 / seconds;
         if !self.primed {
-            (self.fast, self.slow, self.primed) = (rate, rate, true);
-            return;
+            (self.fast, self.primed) = (rate, true);
+        } else {
+            self.fast += (1.0 - (-seconds / RATE_FAST_TAU_S).exp()) * (rate - self.fast);
         }
-        self.fast += (1.0 - (-seconds / RATE_FAST_TAU_S).exp()) * (rate - self.fast);
         self.slow += (1.0 - (-seconds / RATE_SLOW_TAU_S).exp()) * (rate - self.slow);
     }
 
@@ -69,9 +75,11 @@ impl RateMeter {
     }
 }
 
-/// The step to ask the store for: `forecast × segment_duration`, at least `tag_step` and
-/// half the previous step, at most [`STEP_MAX`] (or `tag_step`, if a Leaf row's configured
-/// step is larger).
+/// The step to ask the store for: `forecast × segment_duration`, between half and
+/// [`STEP_GROWTH_MAX`] times `previous_step` (the length of the last range the store gave;
+/// 0 before the first, then the step is `tag_step`), at most [`STEP_MAX`], and never below
+/// `tag_step` (which wins over every other bound: an operator's larger step, or a Leaf row's
+/// above `STEP_MAX`, is taken as it is).
 pub fn plan_step(
     tag_step: u64,
     previous_step: u64,
@@ -80,7 +88,8 @@ pub fn plan_step(
 ) -> u64 {
     // `as` saturates: an absurd rate asks for STEP_MAX, a NaN for 0 (then the floor).
     let target = (forecast * segment_duration.as_secs_f64()).ceil() as u64;
-    target.max(previous_step / 2).min(STEP_MAX).max(tag_step)
+    let grown_max = previous_step.saturating_mul(STEP_GROWTH_MAX);
+    target.min(grown_max).max(previous_step / 2).min(STEP_MAX).max(tag_step)
 }
 
 /// Ids to keep in hand when the next segment is requested: one refill at `latency`,
@@ -108,10 +117,17 @@ mod tests {
         assert_eq!((m.current(), m.forecast()), (1_000.0, 1_000.0));
         m.observe(0, Duration::ZERO);
         assert_eq!(m.current(), 1_000.0, "an empty interval changes nothing");
-        // Ten quiet seconds: the fast average drops to 1/e, the slow one barely moves.
+        // Ten quiet seconds: the fast average drops to 1/e.
         m.observe(0, Duration::from_secs(10));
         assert!((m.current() - 1_000.0 / std::f64::consts::E).abs() < 1e-6);
-        assert!(m.forecast() > 960.0, "forecast keeps the long-term rate: {}", m.forecast());
+        // A steady rate for ten minutes: the slow average holds it through a quiet minute.
+        let mut m = RateMeter::new();
+        for _ in 0..600 {
+            m.observe(1_000, Duration::from_secs(1));
+        }
+        m.observe(0, Duration::from_secs(60));
+        assert!(m.current() < 10.0, "{}", m.current());
+        assert!(m.forecast() > 650.0, "forecast keeps the long-term rate: {}", m.forecast());
         // A surge shows within seconds.
         m.observe(100_000, Duration::from_secs(5));
         assert!(m.current() > 7_000.0, "{}", m.current());
@@ -119,11 +135,19 @@ mod tests {
 
     #[test]
     fn the_step_targets_the_duration_within_its_bounds() {
-        // 100 ids/s for 15 minutes.
-        assert_eq!(plan_step(1_000, 1_000, 100.0, MIN15), 90_000);
+        // 100 ids/s for 15 minutes, once the steps before have grown to it.
+        assert_eq!(plan_step(1_000, 64_000, 100.0, MIN15), 90_000);
+        // Growth is at most STEP_GROWTH_MAX per refill, whatever the forecast.
+        assert_eq!(plan_step(1_000, 1_000, 100.0, MIN15), 2_000);
+        assert_eq!(plan_step(1_000, 1_000, 1e9, MIN15), 2_000);
+        assert_eq!(plan_step(200, 200, 95.49, MIN15), 400);
+        // The first plan (nothing allocated yet) is the tag's step.
+        assert_eq!(plan_step(1_000, 0, 1e9, MIN15), 1_000);
         // Never below the tag's step, nor above STEP_MAX.
         assert_eq!(plan_step(1_000, 1_000, 0.0, MIN15), 1_000);
-        assert_eq!(plan_step(1_000, 1_000, 1e9, MIN15), STEP_MAX);
+        assert_eq!(plan_step(1_000, 800_000, 1e9, MIN15), STEP_MAX);
+        // An operator's larger step is taken at once, beyond the growth bound.
+        assert_eq!(plan_step(50_000, 1_000, 0.0, MIN15), 50_000);
         assert_eq!(plan_step(1_000, 1_000, f64::NAN, MIN15), 1_000);
         // A Leaf row with a larger configured step keeps it.
         assert_eq!(plan_step(2_000_000, 0, 1.0, MIN15), 2_000_000);
@@ -137,5 +161,19 @@ mod tests {
         assert_eq!(preload_reserve(0.0, Duration::from_secs(1)), 0);
         assert_eq!(runway_seconds(5_000, 1_000.0), Some(5.0));
         assert_eq!(runway_seconds(5_000, 0.0), None);
+    }
+
+    #[test]
+    fn one_burst_does_not_hold_the_forecast_up_for_minutes() {
+        // 201 ids within 10 ms (one id, then a batch of 200): the recent rate says 20 100/s,
+        // but two minutes of quiet later nothing says a segment needs more than the tag's step.
+        let mut m = RateMeter::new();
+        m.observe(201, Duration::from_millis(10));
+        assert_eq!(m.current(), 20_100.0);
+        for _ in 0..120 {
+            m.observe(0, Duration::from_secs(1));
+        }
+        let step = plan_step(1_000, 1_000, m.forecast(), MIN15);
+        assert_eq!(step, 1_000, "forecast {} two minutes after one burst", m.forecast());
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use idmint::segment::{Count, SegmentConfig, TagStatus};
 use idmint::{Segments, Tag};
 use idmint_core::PreloadRatio;
-use idmint_core::limits::STEP_MAX;
+use idmint_core::limits::{STEP_GROWTH_MAX, STEP_MAX};
 
 use crate::test_store::{Mode, TestStore};
 
@@ -50,22 +50,24 @@ async fn the_preload_point_moves_earlier_to_cover_the_measured_refill_latency() 
 
 #[tokio::test(start_paused = true)]
 async fn the_step_sizes_a_segment_to_last_the_segment_duration() {
-    // 100 ids/s for three minutes: 100 × 900 s (the default duration).
-    let status = steady(SegmentConfig::default(), 1_000, 1, Duration::from_millis(10), 180).await;
-    assert!(status.refills >= 3, "the step was planned once only: {status:?}");
-    // Within 2 %: the slow average keeps a trace of its first sample for minutes.
+    // 100 ids/s: 100 × 900 s (the default duration), reached by doubling from the tag's
+    // 1 000 (1 000, 2 000, …, 64 000, then 90 000 requested after about 694 s).
+    let tick = Duration::from_millis(100);
+    let status = steady(SegmentConfig::default(), 1_000, 10, tick, 720).await;
+    assert!(status.refills >= 8, "the step was planned too few times: {status:?}");
     assert_close(status.step as f64, 90_000.0, 0.02, "step at 100 ids/s");
     assert_eq!(status.tag_step, 1_000);
     // The same rate with 60 s segments.
     let config = SegmentConfig::default().with_segment_duration_s(60).unwrap();
-    let status = steady(config, 1_000, 1, Duration::from_millis(10), 180).await;
+    let status = steady(config, 1_000, 10, tick, 180).await;
     assert_close(status.step as f64, 6_000.0, 0.02, "step at 100 ids/s for 60 s segments");
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_step_stays_between_the_tag_step_and_step_max() {
-    // 5 000 ids/s would size segments at 4.5 million ids.
-    let status = steady(SegmentConfig::default(), 1_000, 50, Duration::from_millis(10), 60).await;
+    // 5 000 ids/s would size segments at 4.5 million ids; doubling from 1 000 reaches
+    // STEP_MAX after about 113 s.
+    let status = steady(SegmentConfig::default(), 1_000, 50, Duration::from_millis(10), 150).await;
     assert_eq!(status.step, STEP_MAX);
     // 2 ids/s would size them at 1 800 ids, below the tag's 10 000.
     let status = steady(SegmentConfig::default(), 10_000, 2, Duration::from_secs(1), 600).await;
@@ -218,4 +220,50 @@ async fn the_status_keeps_five_minutes_of_rates_one_per_five_seconds() {
     // Past five minutes only the newest 60 are kept.
     let status = steady(SegmentConfig::default(), 1_000, 1, Duration::from_millis(10), 330).await;
     assert_eq!(status.rate_history_per_s.len(), idmint_core::limits::RATE_HISTORY_LEN);
+}
+
+/// Issue 22, item 9: a tag of step 1 000 that served one id and one batch of 200 was given a
+/// next segment of 1 000 000 ids (a later `kill -9` skipped a million ids); one of step 200
+/// was given 85 941. No single batch may set the step: the next segment is at most
+/// `STEP_GROWTH_MAX` times the one before.
+#[tokio::test(start_paused = true)]
+async fn one_batch_grows_the_next_segment_by_the_growth_factor_at_most() {
+    for (tag_step, pause) in [(1_000, Duration::from_millis(20)), (200, Duration::from_secs(2))] {
+        let store = TestStore::new(36);
+        let tag = store.create("burst", tag_step).await;
+        let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
+        segments.next_id(&tag).await.unwrap();
+        tokio::time::sleep(pause).await;
+        segments.next_ids(&tag, Count::new(200).unwrap()).await.unwrap();
+        // Let the refill the batch started land.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let lengths = store.lengths.lock().unwrap().clone();
+        assert_eq!(lengths.len(), 2, "step {tag_step}: {lengths:?}");
+        assert!(
+            lengths[1] <= STEP_GROWTH_MAX * tag_step,
+            "step {tag_step}: one id and a batch of 200 made the next segment {} ids",
+            lengths[1]
+        );
+        segments.shutdown().await;
+    }
+}
+
+/// A batch as large as the tag's step (it spends a whole segment at once) does not multiply
+/// the next segment by the batch's size either.
+#[tokio::test(start_paused = true)]
+async fn a_batch_of_a_whole_step_does_not_multiply_the_next_segment() {
+    let store = TestStore::new(37);
+    let tag = store.create("whole", 1_000).await;
+    let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
+    segments.next_id(&tag).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    for _ in 0..3 {
+        segments.next_ids(&tag, Count::new(1_000).unwrap()).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lengths = store.lengths.lock().unwrap().clone();
+    for pair in lengths.windows(2) {
+        assert!(pair[1] <= STEP_GROWTH_MAX * pair[0], "segments {lengths:?}");
+    }
+    segments.shutdown().await;
 }

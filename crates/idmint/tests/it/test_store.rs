@@ -43,6 +43,8 @@ pub struct TestStore {
     /// Compare-and-sets applied that raised `max_id`: jumps past a store that went back.
     pub raised: AtomicU64,
     last: Mutex<Option<Allocation>>,
+    /// The length of every range `allocate` reserved, in order.
+    pub lengths: Mutex<Vec<u64>>,
 }
 
 impl TestStore {
@@ -56,6 +58,7 @@ impl TestStore {
             max_in_flight: AtomicU64::new(0),
             raised: AtomicU64::new(0),
             last: Mutex::new(None),
+            lengths: Mutex::new(Vec::new()),
         })
     }
 
@@ -105,6 +108,7 @@ impl TestStore {
         self.inject_faults().await?;
         let allocation = self.inner.allocate(tag, step).await?;
         *self.last.lock().unwrap() = Some(allocation);
+        self.lengths.lock().unwrap().push(allocation.range.len());
         let mode = *self.mode.lock().unwrap();
         if let Mode::Latency(ms) = mode {
             tokio::time::sleep(Duration::from_millis(ms)).await;
