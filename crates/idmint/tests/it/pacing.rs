@@ -267,3 +267,94 @@ async fn a_batch_of_a_whole_step_does_not_multiply_the_next_segment() {
     }
     segments.shutdown().await;
 }
+
+/// A seeded simulation of bursts and idles (replay a seed with `IDMINT_SIM_SEED=<seed>
+/// cargo test -p idmint --test it pacing::bursts -- --nocapture`): every request gets its
+/// ids; every segment is at least the tag's step and at most `STEP_GROWTH_MAX` times the one
+/// before (and at most `STEP_MAX`); what a `kill -9` would strand at the end of each phase
+/// stays within the bound docs/GUARANTEES.md states; and a sustained burst leaves segments
+/// that cover a good share of its demand (the step grew).
+#[tokio::test(start_paused = true)]
+async fn bursts_and_idles_grow_each_segment_by_the_factor_at_most_and_cover_demand() {
+    for seed in crate::simulation::seeds() {
+        println!("pacing seed {seed} (replay: IDMINT_SIM_SEED={seed})");
+        let summary = bursts_and_idles(seed).await;
+        println!("  {summary}");
+    }
+}
+
+async fn bursts_and_idles(seed: u64) -> String {
+    let mut rng = crate::simulation::Rng::new(seed);
+    let store = TestStore::new(rng.next());
+    let tag_step = [1, 7, 200, 1_000, 5_000, 300_000][rng.below(6) as usize];
+    let tag = store.create("bursts", tag_step).await;
+    let duration_s = [60, 900][rng.below(2) as usize];
+    let config = SegmentConfig::default().with_segment_duration_s(duration_s).unwrap();
+    let segments = Segments::start(store.clone(), config).unwrap();
+    let mut consumer = Consumer::default();
+    let mut served: u64 = 0;
+    let mut largest_waste: u64 = 0;
+    for phase in 0..10 {
+        if rng.below(3) == 0 {
+            tokio::time::sleep(Duration::from_secs(1 + rng.below(1_800))).await;
+        } else {
+            let tick = Duration::from_millis(5 + rng.below(96));
+            let heavy = rng.below(4) == 0;
+            let ids_per_tick = 1 + rng.below(if heavy { 2_000 } else { 50 });
+            let seconds = 1 + rng.below(120);
+            let before = served;
+            consumer.run(&segments, &tag, ids_per_tick, tick, Duration::from_secs(seconds)).await;
+            served += ids_per_tick * (seconds * 1_000 / tick.as_millis() as u64);
+            // One batch of up to 20 steps (at most BATCH_COUNT_MAX) ends the burst.
+            let batch = 1 + rng.below((20 * tag_step).min(idmint_core::limits::BATCH_COUNT_MAX));
+            consumer.run(&segments, &tag, batch, tick, tick).await;
+            served += batch;
+            let demand = served - before;
+            let newest = *store.lengths.lock().unwrap().last().unwrap();
+            if seconds >= 10 {
+                // The step doubles while segments last less than the duration: the newest
+                // segment is at least a quarter of what the burst consumed (or STEP_MAX).
+                let floor = (demand / 4).min(STEP_MAX).max(tag_step);
+                let cover = (ids_per_tick as f64 * 1_000.0 / tick.as_millis() as f64)
+                    * duration_s as f64
+                    / 4.0;
+                assert!(
+                    newest >= floor.min(cover as u64),
+                    "seed {seed} phase {phase}: a burst of {demand} ids over {seconds} s left a \
+                     segment of {newest} ids"
+                );
+            }
+        }
+        // Let any refill land, then what a kill -9 now would strand: every id below the
+        // store's max_id that was not handed out.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let waste = store.max_id(&tag).await - 1 - served;
+        largest_waste = largest_waste.max(waste);
+        let growth = STEP_GROWTH_MAX;
+        let bound = (2 * tag_step + (growth + growth * growth) * served)
+            .min(2 * tag_step.max(STEP_MAX));
+        assert!(
+            waste <= bound,
+            "seed {seed} phase {phase}: {waste} ids would be stranded after {served} served, \
+             above the bound {bound}"
+        );
+    }
+    let lengths = store.lengths.lock().unwrap().clone();
+    assert_eq!(lengths[0], tag_step, "seed {seed}: the first segment is the tag's step");
+    for (i, pair) in lengths.windows(2).enumerate() {
+        let (previous, next) = (pair[0], pair[1]);
+        assert!(
+            next >= tag_step && next <= (STEP_GROWTH_MAX * previous).min(STEP_MAX).max(tag_step),
+            "seed {seed}: segment {} is {next} ids after one of {previous} (tag step \
+             {tag_step}): {lengths:?}",
+            i + 1
+        );
+    }
+    segments.shutdown().await;
+    format!(
+        "tag step {tag_step}, {duration_s} s segments: {served} ids served, {} segments, the \
+         largest {}, at most {largest_waste} ids in hand at a phase's end",
+        lengths.len(),
+        lengths.iter().max().unwrap()
+    )
+}

@@ -340,7 +340,7 @@ impl fmt::Display for Outcome {
 }
 
 /// `IDMINT_SIM_SEED` alone, or `SEEDS_PER_RUN` seeds drawn from the time and process.
-fn seeds() -> Vec<u64> {
+pub(crate) fn seeds() -> Vec<u64> {
     if let Some(seed) = std::env::var("IDMINT_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
         return vec![seed];
     }
@@ -351,14 +351,14 @@ fn seeds() -> Vec<u64> {
 
 /// splitmix64: every choice of the simulation, replayable from the seed. Its outputs seed
 /// further generators (the store's, each client's) whose streams do not overlap.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -366,7 +366,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
