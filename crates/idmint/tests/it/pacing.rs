@@ -331,7 +331,7 @@ async fn bursts_and_idles(seed: u64) -> String {
         let waste = store.max_id(&tag).await - 1 - served;
         largest_waste = largest_waste.max(waste);
         let growth = STEP_GROWTH_MAX;
-        let bound = (2 * tag_step + (growth + growth * growth) * served)
+        let bound = ((1 + growth) * tag_step + (growth + growth * growth) * served)
             .min(2 * tag_step.max(STEP_MAX));
         assert!(
             waste <= bound,
