@@ -5,6 +5,7 @@
 mod auth;
 mod chaos;
 mod cli;
+mod docs;
 mod formats;
 mod grpc;
 mod multinode;
