@@ -59,7 +59,7 @@ fn the_documented_commands_and_files_run() {
         .collect();
     docs.sort();
     files.extend(docs);
-    let (mut run, mut not_run, mut failures) = (0, Vec::new(), Vec::new());
+    let (mut run, mut ran, mut not_run, mut failures) = (0, Vec::new(), Vec::new(), Vec::new());
     for path in &files {
         let name = path.strip_prefix(&root).unwrap_or(path).display().to_string();
         let text = std::fs::read_to_string(path).unwrap();
@@ -89,6 +89,7 @@ fn the_documented_commands_and_files_run() {
                 continue;
             }
             run += 1;
+            ran.push(at.clone());
             let outcome = match (block.info.as_str(), output_of) {
                 (_, Some(command)) => file_run.output(&command, &block.body, &directives),
                 ("toml", None) => file_run.toml(&block.body, &directives),
@@ -101,6 +102,9 @@ fn the_documented_commands_and_files_run() {
         file_run.stop();
     }
     println!("docs: {run} blocks run, {} not run:", not_run.len());
+    for line in &ran {
+        println!("  run: {line}");
+    }
     for line in &not_run {
         println!("  not run: {line}");
     }
@@ -261,8 +265,8 @@ impl FileRun {
                 .map_err(|e| format!("`{line}`: {e}"))?;
             if !status {
                 return Err(format!(
-                    "`{line}` failed:\n{stderr}{stdout}\n(a block that cannot run here takes \
-                     `<!-- docs-test: skip REASON -->` above its fence)"
+                    "`{line}` failed:\n{stderr}{stdout}\n(fix the docs or the code; a block that \
+                     cannot run here takes `<!-- docs-test: skip REASON -->` above its fence)"
                 ));
             }
             if let Some(expected) = expected
