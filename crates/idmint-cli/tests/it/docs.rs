@@ -132,7 +132,8 @@ fn blocks(text: &str) -> Vec<Block> {
     let mut i = 0;
     while i < lines.len() {
         let trimmed = lines[i].trim_start();
-        let Some(info) = trimmed.strip_prefix("```") else {
+        // A fence opens a line: three backticks and an info string without backticks.
+        let Some(info) = trimmed.strip_prefix("```").filter(|info| !info.contains('`')) else {
             i += 1;
             continue;
         };
