@@ -39,7 +39,8 @@ pub const DOWN_BACKOFF_MS_MAX: u64 = 10_000;
 pub const MIN_LEASE_DEFAULT: u64 = 1_000;
 
 /// How long one lease should last at the measured rate unless the builder sets another:
-/// the adaptive lease size is `rate × duration` within `[min_lease, BATCH_COUNT_MAX]`.
+/// the adaptive lease size is `rate × duration` within `[min_lease, BATCH_COUNT_MAX]`,
+/// growing at most ×2 per lease (the engine's `STEP_GROWTH_MAX`).
 pub const LEASE_DURATION_S_DEFAULT: u64 = 10;
 /// Longest lease duration the builder accepts.
 pub const LEASE_DURATION_S_MAX: u64 = 3_600;

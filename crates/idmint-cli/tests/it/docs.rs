@@ -117,6 +117,41 @@ fn the_documented_commands_and_files_run() {
     );
 }
 
+/// A paragraph written twice in one file (issue 22: the README repeated one) is a copy that
+/// will drift from its twin: each file's paragraphs of three lines or more are unique.
+#[test]
+fn no_paragraph_of_the_docs_is_repeated() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    files.extend(
+        std::fs::read_dir(root.join("docs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "md")),
+    );
+    let mut repeated = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut seen = std::collections::HashMap::new();
+        let mut line = 1;
+        for paragraph in text.split("\n\n") {
+            let lines = paragraph.lines().filter(|l| !l.trim().is_empty()).count();
+            let start = line + paragraph.len() - paragraph.trim_start_matches('\n').len();
+            line += paragraph.matches('\n').count() + 2;
+            if lines < 3 || paragraph.trim_start().starts_with("```") {
+                continue;
+            }
+            if let Some(first) = seen.insert(paragraph.trim().to_string(), start) {
+                repeated.push(format!(
+                    "{}:{start} repeats the paragraph of line {first}",
+                    path.strip_prefix(&root).unwrap_or(&path).display()
+                ));
+            }
+        }
+    }
+    assert!(repeated.is_empty(), "{}", repeated.join("\n"));
+}
+
 /// A fenced block: its info string, its first line's number, its text (indentation of the
 /// fence removed) and the marker above it, if any.
 struct Block {
