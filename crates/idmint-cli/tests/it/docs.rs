@@ -297,8 +297,8 @@ impl FileRun {
                 self.serve(&line, directives)?;
                 continue;
             }
-            let (status, stdout, stderr) = run(self.command(&line, directives))
-                .map_err(|e| format!("`{line}`: {e}"))?;
+            let (status, stdout, stderr) =
+                run(self.command(&line, directives)).map_err(|e| format!("`{line}`: {e}"))?;
             if !status {
                 return Err(format!(
                     "`{line}` failed:\n{stderr}{stdout}\n(fix the docs or the code; a block that \
@@ -381,7 +381,12 @@ impl FileRun {
         }
     }
 
-    fn output(&mut self, command: &str, body: &str, directives: &[Directive]) -> Result<(), String> {
+    fn output(
+        &mut self,
+        command: &str,
+        body: &str,
+        directives: &[Directive],
+    ) -> Result<(), String> {
         let command = self.rewrite(command);
         let (_, stdout, stderr) =
             run(self.command(&command, directives)).map_err(|e| format!("`{command}`: {e}"))?;
@@ -426,7 +431,8 @@ impl FileRun {
         let Some(url) = first.trim().strip_prefix("idmint listening on ") else {
             let _ = child.kill();
             let _ = child.wait();
-            let log = std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default();
             return Err(format!("`{line}` did not start: {first:?}\n{log}"));
         };
         self.address = Some(url.trim_start_matches("http://").to_string());
@@ -491,7 +497,8 @@ fn split_comment(line: &str) -> (&str, Option<&str>) {
 
 fn is_serve(line: &str) -> bool {
     let words: Vec<&str> = line.split_whitespace().skip_while(|w| w.contains('=')).collect();
-    words.first() == Some(&"idmint") && words.iter().skip(1).find(|w| !w.starts_with('-')) == Some(&"serve")
+    words.first() == Some(&"idmint")
+        && words.iter().skip(1).find(|w| !w.starts_with('-')) == Some(&"serve")
 }
 
 /// Runs `command` (bounded by [`COMMAND_TIMEOUT`]): whether it exited 0, stdout, stderr.
