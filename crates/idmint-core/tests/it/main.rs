@@ -4,6 +4,7 @@
 
 mod buffer_model;
 mod encoding_model;
+mod pacing_model;
 mod permute_model;
 mod residue_model;
 mod ring_model;
