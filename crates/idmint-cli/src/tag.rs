@@ -196,12 +196,13 @@ async fn create_on_store(
     output: Output,
 ) -> anyhow::Result<()> {
     let opened = store.open_creating().await?;
-    // Read first only to tell the operator what forcing did; the store enforces the
-    // tombstone atomically with the insert.
-    let tombstone = if spec.force { opened.tombstone(&spec.tag).await? } else { None };
+    // Read first only to tell the operator what forcing did and whether a deleted tag of
+    // the name came before; the store enforces the tombstone atomically with the insert.
+    let tombstone = opened.tombstone(&spec.tag).await?;
     let record = opened.create_tag(spec).await?;
     let warning = idmint_store::forced_below_tombstone(spec, tombstone);
-    print_created(&Place::store(store), &record_json(&record), warning, output);
+    let before = Before { deleted: tombstone.is_some() };
+    print_created(&Place::store(store), &record_json(&record), before, warning, output);
     Ok(())
 }
 
@@ -220,13 +221,16 @@ async fn create_on_server(server: &Server, spec: &TagSpec, output: Output) -> an
         .as_object_mut()
         .and_then(|o| o.remove("warning"))
         .and_then(|w| w.as_str().map(String::from));
-    print_created(&Place::server(server).await?, &record, warning, output);
+    // A row that does not start at 1 without a --start continued above a deleted tag.
+    let continued = spec.start.is_none() && record["max_id"].as_u64().is_some_and(|m| m > 1);
+    let before = Before { deleted: continued };
+    print_created(&Place::server(server).await?, &record, before, warning, output);
     Ok(())
 }
 
-/// The first id a new tag hands out, from its row: `max_id` (ids start at 1), or on a
-/// Flicker or interleaved store the lowest block start its tickets can give (block 0 is
-/// never used, so at least the step). `at_least`: on those stores the block a node's
+/// The first id of a new tag's first allocation, from its row: `max_id` (ids start at 1),
+/// or on a Flicker or interleaved store the lowest block start its tickets can give (block
+/// 0 is never used, so at least the step). `at_least`: on those stores the block a node's
 /// first ticket gives depends on which database answers first.
 fn first_id(record: &Value, blocks: bool) -> (u64, bool) {
     let max_id = record["max_id"].as_u64().unwrap_or(1).max(1);
@@ -239,8 +243,28 @@ fn first_id(record: &Value, blocks: bool) -> (u64, bool) {
     }
 }
 
-fn print_created(place: &Place, record: &Value, warning: Option<String>, output: Output) {
+/// What came before a created tag, as far as the command knows.
+struct Before {
+    /// A tag of this name was deleted: nodes that served it may still hold ids of it.
+    deleted: bool,
+}
+
+fn print_created(
+    place: &Place,
+    record: &Value,
+    before: Before,
+    warning: Option<String>,
+    output: Output,
+) {
     let (first, at_least) = first_id(record, place.blocks);
+    // A node that served the deleted tag hands out the ids it still held first: below the
+    // new row's first id, never one it served before, but before it.
+    let held = before.deleted.then(|| {
+        format!(
+            "a node that served the deleted tag of this name may first hand out ids it still \
+             held, below {first}; none was handed out before"
+        )
+    });
     if let Some(warning) = &warning {
         eprintln!("warning: {warning}");
     }
@@ -250,7 +274,7 @@ fn print_created(place: &Place, record: &Value, warning: Option<String>, output:
             "action": "created",
             "tag": record,
             "first_id": first,
-            "first_id_exact": !at_least,
+            "first_id_exact": !at_least && held.is_none(),
             "warning": warning,
         })),
         Output::Text => {
@@ -261,6 +285,9 @@ fn print_created(place: &Place, record: &Value, warning: Option<String>, output:
                 record["step"],
                 place.name
             );
+            if let Some(held) = held {
+                println!("note: {held}");
+            }
         }
     }
 }

@@ -214,7 +214,10 @@ fn a_tag_created_again_with_the_cli_never_repeats_its_ids_unless_forced() {
     // The running server sees the new row within its refresh; every id it serves is new.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let after = next(d, &server, "reborn", 25);
-    assert_eq!(after[0], first, "the first id printed is not the first served");
+    // The node first hands out what it still held of the deleted tag (below the new row's
+    // first id, never served), and the CLI says so.
+    assert!(created.contains("may first hand out ids it still held"), "{created}");
+    assert!(first > *served.last().unwrap(), "{created}");
     assert!(after.iter().all(|id| !served.contains(id)), "{served:?} then {after:?}");
 
     run_ok(idmint(d).args(["tag", "delete", "reborn"]));
