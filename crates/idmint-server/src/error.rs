@@ -529,3 +529,29 @@ impl From<NodeError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22 item 8: an HTTP client is told the route to call, then the CLI command.
+    #[test]
+    fn messages_name_the_route_before_the_cli_command() {
+        let tag = idmint::Tag::parse("order").unwrap();
+        let unknown = library_message(&Error::Store(StoreError::TagNotFound(tag.clone())));
+        assert!(unknown.contains("POST /v1/tags") && unknown.contains("idmint tag create order"));
+        let exists = library_message(&Error::Store(StoreError::TagExists(tag.clone())));
+        assert!(exists.contains("PATCH /v1/tags/order"), "{exists}");
+        let missing = sequence_message(&SequenceError::NotFound(tag.clone()));
+        assert!(missing.contains("POST /v1/seqs") && missing.contains("idmint seq create order"));
+        let twice = sequence_message(&SequenceError::Store(StoreError::InvalidValue(
+            "sequence order already exists; pick another name or delete it with `idmint seq \
+             delete order`"
+                .to_string(),
+        )));
+        assert!(
+            twice.contains("delete it with DELETE /v1/seqs/order (or `idmint seq delete order`)"),
+            "{twice}"
+        );
+    }
+}
