@@ -106,7 +106,9 @@ impl StoreTarget {
                  server (--server URL), or create the store with `idmint tag create TAG --store \
                  URL`"
             ),
-            other => anyhow::Error::new(other).context(format!("cannot open the store {}", self.url)),
+            other => {
+                anyhow::Error::new(other).context(format!("cannot open the store {}", self.url))
+            }
         })
     }
 
@@ -141,8 +143,7 @@ impl TargetArgs {
             bail!("--admin-token-file is for --server (a store needs no token); drop it");
         }
         let config = self.config.clone().or_else(|| env("IDMINT_CONFIG").map(PathBuf::from));
-        let flags =
-            idmint_server::Overrides { store: self.store.clone(), ..Default::default() };
+        let flags = idmint_server::Overrides { store: self.store.clone(), ..Default::default() };
         let settings = idmint_server::Settings::load(config.as_deref(), &env, &flags)
             .context("invalid configuration")?;
         let origin = settings.effective.origin("store").unwrap_or_else(|| "default".into());
@@ -182,7 +183,10 @@ impl TargetArgs {
                 .with_context(|| format!("cannot read --admin-token-file {}", path.display()))?;
             let token = text.lines().next().unwrap_or("").trim().to_string();
             if token.is_empty() {
-                bail!("--admin-token-file {} is empty; write the token on its first line", path.display());
+                bail!(
+                    "--admin-token-file {} is empty; write the token on its first line",
+                    path.display()
+                );
             }
             return Ok(Some(token));
         }
@@ -258,7 +262,10 @@ impl Server {
             Value::Null
         } else {
             serde_json::from_str(&text).with_context(|| {
-                format!("{route} answered {status} with what is not JSON; is {} idmint?", self.url())
+                format!(
+                    "{route} answered {status} with what is not JSON; is {} idmint?",
+                    self.url()
+                )
             })?
         };
         if status.is_success() {

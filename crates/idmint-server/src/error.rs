@@ -375,13 +375,9 @@ fn sequence_message(error: &SequenceError) -> String {
             match text.find("delete it with `idmint seq delete ") {
                 Some(at) => {
                     let command = &text[at + "delete it with ".len()..];
-                    let name = command
-                        .trim_start_matches("`idmint seq delete ")
-                        .trim_end_matches('`');
-                    format!(
-                        "{}delete it with DELETE /v1/seqs/{name} (or {command})",
-                        &text[..at]
-                    )
+                    let name =
+                        command.trim_start_matches("`idmint seq delete ").trim_end_matches('`');
+                    format!("{}delete it with DELETE /v1/seqs/{name} (or {command})", &text[..at])
                 }
                 None => text,
             }

@@ -742,14 +742,11 @@ fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error
 pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, StoreError> {
     let redacted = url.redacted();
     let secret = password(url.driver_url());
-    let options =
-        url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| StoreError::BadUrl {
-            url: redacted.clone(),
-            reason: scrub(&e.to_string(), secret),
-        })?;
-    let fail = |e: sqlx::Error| {
-        StoreError::Unavailable(scrub(&format!("MySQL: {redacted}: {e}"), secret))
-    };
+    let options = url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| {
+        StoreError::BadUrl { url: redacted.clone(), reason: scrub(&e.to_string(), secret) }
+    })?;
+    let fail =
+        |e: sqlx::Error| StoreError::Unavailable(scrub(&format!("MySQL: {redacted}: {e}"), secret));
     let pool = pool_options(1).connect_with(options).await.map_err(fail)?;
     let count: Result<i64, _> = sqlx::query_scalar(
         "SELECT COUNT(*) FROM information_schema.tables \

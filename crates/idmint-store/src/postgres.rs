@@ -75,10 +75,7 @@ pub struct PgStore {
 pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, StoreError> {
     let secret = password(url.driver_url());
     let fail = |e: sqlx::Error| {
-        StoreError::Unavailable(scrub(
-            &format!("PostgreSQL: {}: {e}", url.redacted()),
-            secret,
-        ))
+        StoreError::Unavailable(scrub(&format!("PostgreSQL: {}: {e}", url.redacted()), secret))
     };
     let pool = PgPoolOptions::new()
         .max_connections(1)
@@ -86,10 +83,8 @@ pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, Stor
         .connect(url.driver_url())
         .await
         .map_err(fail)?;
-    let exists: Result<bool, _> = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(table)
-        .fetch_one(&pool)
-        .await;
+    let exists: Result<bool, _> =
+        sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL").bind(table).fetch_one(&pool).await;
     pool.close().await;
     exists.map_err(fail)
 }

@@ -29,8 +29,7 @@ fn first_id(answer: &str) -> u64 {
 }
 
 fn next_ids(d: &Path, server: &Server, tag: &str, n: u64) -> Vec<u64> {
-    let out =
-        run_ok(idmint(d).args(["next", tag, "-n", &n.to_string(), "--server", &server.url]));
+    let out = run_ok(idmint(d).args(["next", tag, "-n", &n.to_string(), "--server", &server.url]));
     out.lines().map(|l| l.parse().unwrap()).collect()
 }
 
@@ -50,7 +49,10 @@ fn commands_that_read_never_create_the_store_and_none_creates_the_default_one() 
     ];
     for args in reads {
         let err = run_err(idmint(d).args(args).args(["--store", &url]));
-        assert!(err.contains("x.db does not exist") && err.contains("nothing was created"), "{err}");
+        assert!(
+            err.contains("x.db does not exist") && err.contains("nothing was created"),
+            "{err}"
+        );
         assert!(err.contains("--server URL"), "{err}");
     }
     assert!(!d.join("nonexistent").exists(), "a read created the store's directory");
@@ -75,12 +77,32 @@ fn a_read_on_a_mysql_database_without_the_table_creates_none() {
     let Some(url) = runtime.block_on(idmint_testkit::mysql::fresh_database("cliread")) else {
         return;
     };
+    refuses_twice(&url);
+}
+
+#[test]
+fn a_read_on_a_postgresql_database_without_the_table_creates_none() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let Some(url) = runtime.block_on(idmint_testkit::postgres::fresh_database("cliread")) else {
+        return;
+    };
+    refuses_twice(&url);
+}
+
+/// `tag list` on `url` is refused, twice: the first refusal created nothing.
+fn refuses_twice(url: &str) {
     let dir = TempDir::new().unwrap();
     for _ in 0..2 {
-        // The second refusal shows the first created nothing.
-        let err = run_err(idmint(dir.path()).args(["tag", "list", "--store", &url]));
-        assert!(err.contains("no leaf_alloc table") && err.contains("nothing was created"), "{err}");
+        let err = run_err(idmint(dir.path()).args(["tag", "list", "--store", url]));
+        assert!(
+            err.contains("no leaf_alloc table") && err.contains("nothing was created"),
+            "{err}"
+        );
     }
+    // A create on the named database makes the table; the read then answers.
+    run_ok(idmint(dir.path()).args(["tag", "create", "t", "--store", url]));
+    let listed = run_ok(idmint(dir.path()).args(["tag", "list", "--store", url]));
+    assert!(listed.lines().any(|l| l.starts_with("t ")), "{listed}");
 }
 
 /// The CLI reads `--config`, `IDMINT_CONFIG` and `IDMINT_STORE` as `serve` does (flag >
@@ -112,7 +134,14 @@ fn the_cli_reads_the_configuration_serve_reads_and_names_the_store() {
     assert_eq!(shown["tag"]["tag"], "a");
     assert_eq!(shown["tag"]["max_id"], 1);
     assert_eq!(shown["tag"]["step"], 1000);
-    let list = json(&run_ok(idmint(d).args(["tag", "list", "--store", "sqlite://env.db", "--output", "json"])));
+    let list = json(&run_ok(idmint(d).args([
+        "tag",
+        "list",
+        "--store",
+        "sqlite://env.db",
+        "--output",
+        "json",
+    ])));
     assert_eq!(list["tags"][0]["tag"], "b", "{list}");
     // A variable for a server and one for a store: ambiguous, refused.
     let err = run_err(
@@ -134,7 +163,8 @@ fn tag_commands_act_through_a_running_server_on_mysql() {
     };
     let dir = TempDir::new().unwrap();
     let d = dir.path();
-    let server = serve(d, &["--listen", "127.0.0.1:0", "--store", &url], &[("IDMINT_ADMIN_TOKEN", ADMIN)]);
+    let server =
+        serve(d, &["--listen", "127.0.0.1:0", "--store", &url], &[("IDMINT_ADMIN_TOKEN", ADMIN)]);
     let at = server.url.clone();
     let err = run_err(idmint(d).args(["tag", "create", "foo", "--server", &at]));
     assert!(err.contains("401") && err.contains("IDMINT_ADMIN_TOKEN"), "{err}");
@@ -150,10 +180,19 @@ fn tag_commands_act_through_a_running_server_on_mysql() {
 
     std::fs::write(d.join("token"), format!("{ADMIN}\n")).unwrap();
     let updated = run_ok(idmint(d).args([
-        "tag", "set", "foo", "--step", "200", "--server", &at, "--admin-token-file", "token",
+        "tag",
+        "set",
+        "foo",
+        "--step",
+        "200",
+        "--server",
+        &at,
+        "--admin-token-file",
+        "token",
     ]));
     assert!(updated.contains("updated tag foo: step 200"), "{updated}");
-    let shown = json(&run_ok(idmint(d).args(["tag", "show", "foo", "--server", &at, "--output", "json"])));
+    let shown =
+        json(&run_ok(idmint(d).args(["tag", "show", "foo", "--server", &at, "--output", "json"])));
     assert_eq!(shown["target"]["server"], at.as_str());
     assert!(shown["target"]["store"].as_str().unwrap().starts_with("mysql://"), "{shown}");
     assert_eq!(shown["tag"]["step"], 200);
@@ -191,14 +230,16 @@ fn the_first_id_printed_is_the_first_id_served() {
     let dir = TempDir::new().unwrap();
     let d = dir.path();
     let single = "sqlite://one.db";
-    let created = run_ok(idmint(d).args(["tag", "create", "one", "--start", "7", "--store", single]));
+    let created =
+        run_ok(idmint(d).args(["tag", "create", "one", "--start", "7", "--store", single]));
     assert_eq!(first_id(&created), 7, "{created}");
     let server = serve(d, &["--listen", "127.0.0.1:0", "--store", single, "--data-dir", "d1"], &[]);
     assert_eq!(next_ids(d, &server, "one", 1), [7]);
     stop(server);
 
     let set = "sqlite://a.db sqlite://b.db";
-    let created = run_ok(idmint(d).args(["tag", "create", "order", "--step", "1000", "--store", set]));
+    let created =
+        run_ok(idmint(d).args(["tag", "create", "order", "--step", "1000", "--store", set]));
     assert!(created.contains("first id at or above 1000,"), "{created}");
     let server = serve(d, &["--listen", "127.0.0.1:0", "--store", set, "--data-dir", "d2"], &[]);
     let served = next_ids(d, &server, "order", 1)[0];
@@ -233,4 +274,30 @@ fn decode_of_a_tag_without_its_format_section_says_where_it_looked() {
     assert!(err.contains("[format.order]") && err.contains("--config FILE"), "{err}");
     let plain = run_ok(idmint(dir.path()).args(["decode", "42", "--tag", "order"]));
     assert!(plain.contains("plain ids") && plain.contains("id         42"), "{plain}");
+}
+
+/// `seq` commands through a running server (its `/v1/seqs` routes), the store named.
+#[cfg(feature = "redis")]
+#[test]
+fn seq_commands_act_through_a_running_server() {
+    let Some(redis) = idmint_testkit::redis::private() else { return };
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let args = ["--listen", "127.0.0.1:0", "--store", "memory://", "--redis", &redis.url()];
+    let server = serve(d, &args, &[]);
+    let at = server.url.clone();
+    let created = run_ok(idmint(d).args(["seq", "create", "bills", "--daily", "--server", &at]));
+    assert!(
+        created.contains("sequence bills: daily") && created.contains("memory://"),
+        "{created}"
+    );
+    let listed =
+        json(&run_ok(idmint(d).args(["seq", "list", "--server", &at, "--output", "json"])));
+    assert_eq!(listed["sequences"][0]["name"], "bills", "{listed}");
+    assert_eq!(listed["target"]["server"], at.as_str());
+    let deleted = run_ok(idmint(d).args(["seq", "delete", "bills", "--server", &at]));
+    assert!(deleted.contains("deleted sequence bills"), "{deleted}");
+    let err = run_err(idmint(d).args(["seq", "delete", "bills", "--server", &at]));
+    assert!(err.contains("404") && err.contains("POST /v1/seqs"), "{err}");
+    stop(server);
 }

@@ -147,7 +147,15 @@ fn defaults_use_the_embedded_store_in_the_working_directory() {
     assert!(err.contains("--store") && err.contains("--server"), "{err}");
     assert!(!dir.path().join("idmint-data").exists(), "a store was created");
     let created = run_ok(idmint(dir.path()).args([
-        "tag", "create", "user", "--step", "10", "--start", "500", "--store", DEFAULT_STORE,
+        "tag",
+        "create",
+        "user",
+        "--step",
+        "10",
+        "--start",
+        "500",
+        "--store",
+        DEFAULT_STORE,
     ]));
     assert!(created.contains("first id 500") && created.contains(DEFAULT_STORE), "{created}");
     assert!(dir.path().join("idmint-data/idmint.db").exists());
@@ -210,7 +218,8 @@ fn a_tag_created_again_with_the_cli_never_repeats_its_ids_unless_forced() {
     run_ok(idmint(d).args(["tag", "delete", "reborn"]));
     let created = run_ok(idmint(d).args(["tag", "create", "reborn", "--step", "10"]));
     assert!(!created.contains("first id 1,"), "{created}");
-    let first: u64 = created.split("first id ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+    let first: u64 =
+        created.split("first id ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
     // The running server sees the new row within its refresh; every id it serves is new.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let after = next(d, &server, "reborn", 25);
