@@ -62,7 +62,8 @@ pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
             let output = target.output;
             let (place, record) = match target.resolve(true).await? {
                 Target::Store(store) => {
-                    let record = open(&store).await?.create_sequence(&spec).await?;
+                    let record =
+                        open(&store).await?.create_sequence(&spec).await.map_err(store.on())?;
                     (store_place(&store), spec_json(&record))
                 }
                 Target::Server(server) => {
@@ -90,7 +91,7 @@ pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
             let (place, records) = match target.resolve(false).await? {
                 Target::Store(store) => {
                     store.check().await?;
-                    let records = open(&store).await?.list_sequences().await?;
+                    let records = open(&store).await?.list_sequences().await.map_err(store.on())?;
                     (store_place(&store), records.iter().map(spec_json).collect())
                 }
                 Target::Server(server) => {
@@ -122,7 +123,7 @@ pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
             let place = match target.resolve(false).await? {
                 Target::Store(store) => {
                     store.check().await?;
-                    open(&store).await?.delete_sequence(&name).await?;
+                    open(&store).await?.delete_sequence(&name).await.map_err(store.on())?;
                     store_place(&store)
                 }
                 Target::Server(server) => {

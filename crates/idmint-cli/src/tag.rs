@@ -89,7 +89,8 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
             let output = target.output;
             let (place, records) = match target.resolve(false).await? {
                 Target::Store(store) => {
-                    let records = store.open_existing().await?.list_tags().await?;
+                    let records =
+                        store.open_existing().await?.list_tags().await.map_err(store.on())?;
                     (Place::store(&store), records.iter().map(record_json).collect())
                 }
                 Target::Server(server) => {
@@ -105,8 +106,11 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
             let output = target.output;
             let (place, record) = match target.resolve(false).await? {
                 Target::Store(store) => {
-                    let record = store.open_existing().await?.get_tag(&tag).await?;
-                    let record = record.ok_or(idmint_store::StoreError::TagNotFound(tag))?;
+                    let record =
+                        store.open_existing().await?.get_tag(&tag).await.map_err(store.on())?;
+                    let record = record
+                        .ok_or(idmint_store::StoreError::TagNotFound(tag))
+                        .map_err(store.on())?;
                     (Place::store(&store), record_json(&record))
                 }
                 Target::Server(server) => {
@@ -122,7 +126,12 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
             let output = target.output;
             let (place, record) = match target.resolve(false).await? {
                 Target::Store(store) => {
-                    let record = store.open_existing().await?.set_step(&tag, step).await?;
+                    let record = store
+                        .open_existing()
+                        .await?
+                        .set_step(&tag, step)
+                        .await
+                        .map_err(store.on())?;
                     (Place::store(&store), record_json(&record))
                 }
                 Target::Server(server) => {
@@ -147,7 +156,7 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
             let output = target.output;
             let place = match target.resolve(false).await? {
                 Target::Store(store) => {
-                    store.open_existing().await?.delete_tag(&tag).await?;
+                    store.open_existing().await?.delete_tag(&tag).await.map_err(store.on())?;
                     Place::store(&store)
                 }
                 Target::Server(server) => {
@@ -198,8 +207,8 @@ async fn create_on_store(
     let opened = store.open_creating().await?;
     // Read first only to tell the operator what forcing did and whether a deleted tag of
     // the name came before; the store enforces the tombstone atomically with the insert.
-    let tombstone = opened.tombstone(&spec.tag).await?;
-    let record = opened.create_tag(spec).await?;
+    let tombstone = opened.tombstone(&spec.tag).await.map_err(store.on())?;
+    let record = opened.create_tag(spec).await.map_err(store.on())?;
     let warning = idmint_store::forced_below_tombstone(spec, tombstone);
     let before = Before { deleted: tombstone.is_some() };
     print_created(&Place::store(store), &record_json(&record), before, warning, output);

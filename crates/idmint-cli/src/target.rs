@@ -90,6 +90,14 @@ impl StoreTarget {
         format!("{} (from {})", self.url, self.origin)
     }
 
+    /// Puts the store's name on an error of a call to it, so that a refusal says where.
+    pub fn on<E>(&self) -> impl Fn(E) -> anyhow::Error + '_
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |error| anyhow::Error::new(error).context(format!("store {}", self.name()))
+    }
+
     /// Opens the store for a command that only reads or changes what exists: refused, with
     /// the fix, when the store is not there; nothing is created.
     pub async fn open_existing(&self) -> anyhow::Result<Arc<dyn idmint_store::SegmentStore>> {
