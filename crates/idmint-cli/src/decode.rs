@@ -71,8 +71,33 @@ fn decode_public(args: &DecodeArgs, tag: &str) -> anyhow::Result<()> {
     )
     .context("invalid configuration")?;
     let configured = settings.formats.into_iter().find(|f| f.tag == tag).map(|f| f.format);
+    let sectionless = configured.is_none();
     let format = configured.unwrap_or_else(IdFormat::plain);
-    let decoded = format.decode(&args.id)?;
+    let decoded = match format.decode(&args.id) {
+        Ok(decoded) => decoded,
+        // No section: the tag's ids are plain numbers here, which this text is not. Say
+        // where the section was looked for, not only that the text is no plain id.
+        Err(error) if sectionless => {
+            let place = match &args.config {
+                Some(path) => format!("the config file {} has none", path.display()),
+                None => "no config file was given (--config FILE or IDMINT_CONFIG)".to_string(),
+            };
+            bail!(
+                "{:?} is not a plain id ({error}), and tag {tag} has no [format.{tag}] section \
+                 to decode it with: {place}. Pass the config file the server runs with, \
+                 which holds the tag's template and key",
+                args.id
+            );
+        }
+        Err(error) => return Err(error.into()),
+    };
+    if sectionless {
+        let place = match &args.config {
+            Some(path) => format!("not in {}", path.display()),
+            None => "no config file given".to_string(),
+        };
+        println!("note       no [format.{tag}] section ({place}): plain ids");
+    }
     println!("tag        {tag}");
     println!("template   {format}");
     if let Some(permutation) = format.permutation() {

@@ -1,4 +1,4 @@
-//! The `idmint` binary: `serve`, `config check`, `tag create|list|set|delete`,
+//! The `idmint` binary: `serve`, `config check`, `tag create|list|show|set|delete`,
 //! `seq create|list|delete`, `next`, `decode`, `uuid`, `ulid`.
 //!
 //! This file owns the command line (clap) and dispatch; each command lives in its own module.
@@ -13,6 +13,7 @@ mod next;
 mod seq;
 mod serve;
 mod tag;
+mod target;
 mod uuid;
 
 use std::path::PathBuf;
@@ -37,9 +38,13 @@ struct Cli {
 /// the config file, which beats the defaults.
 #[derive(clap::Args, Clone, Default)]
 struct StoreArgs {
-    /// Store URL: sqlite://PATH, memory://, mysql://USER:PASS@HOST:PORT/DB or
-    /// postgres://USER:PASS@HOST:PORT/DB (options: ?table=leaf_alloc&alloc=update|cas&pool_max=10)
-    /// [default: sqlite://./idmint-data/idmint.db]
+    /// Store URL: sqlite://PATH, memory://, mysql://USER:PASS@HOST:PORT/DB,
+    /// postgres://USER:PASS@HOST:PORT/DB (options: ?table=leaf_alloc&alloc=update|cas&pool_max=10),
+    /// redis://HOST:PORT[/DB][?prefix=idmint:] (also redis+sentinel://, redis+cluster://),
+    /// flicker+mysql://USER:PASS@HOST/DB?increment=N&offset=I (Flicker ticket databases),
+    /// or several URLs separated by spaces, quoted as one argument: one tag served from all
+    /// of them (docs/configuration.md) [env: IDMINT_STORE] [default:
+    /// sqlite://./idmint-data/idmint.db]
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// TOML config file (see docs/configuration.md).
@@ -50,7 +55,9 @@ struct StoreArgs {
 /// `serve`'s settings: the store's, and where to listen, the data directory and Redis.
 #[derive(clap::Args, Clone, Default)]
 struct ServeArgs {
-    /// Address and port to listen on [default: 127.0.0.1:8080]
+    /// Address and port to listen on: an IP address or a host name (resolved once, its first
+    /// IPv4 address), e.g. 0.0.0.0:8080 or localhost:8080 [env: IDMINT_LISTEN] [default:
+    /// 127.0.0.1:8080]
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// Address and port to serve gRPC on [default: none, gRPC on the HTTP port]
@@ -71,18 +78,30 @@ struct ServeArgs {
 #[derive(Subcommand)]
 enum Command {
     /// Serve ids over HTTP and gRPC until SIGTERM or Ctrl-C.
+    ///
+    /// Admin routes (creating, changing and deleting tags and sequences: POST/PATCH/DELETE
+    /// /v1/tags…, /v1/seqs…) need the admin token, `Authorization: Bearer TOKEN`. Set it with
+    /// the variable IDMINT_ADMIN_TOKEN (or `[auth] admin_token` in the --config file; there is
+    /// no flag, which the process list would show). Without an admin token serve listens on
+    /// loopback addresses only, where every local process may change tags. Client tokens
+    /// guarding tags are `[auth.clients.NAME]` sections (docs/configuration.md).
+    ///
+    /// Every flag has an IDMINT_* variable (IDMINT_LISTEN, IDMINT_STORE, …); precedence: flag
+    /// > variable > config file > default. `idmint config check` prints what would run.
     Serve(ServeArgs),
     /// Check a configuration without starting anything.
     Config {
         #[command(subcommand)]
         command: config::ConfigCommand,
     },
-    /// Create, list, change and delete tags in the store.
+    /// Create, list, show, change and delete tags: on the store the server uses (--store,
+    /// --config, IDMINT_*, read as serve reads them) or through a running server (--server).
     Tag {
         #[command(subcommand)]
         command: tag::TagCommand,
     },
-    /// Create, list and delete sequences in the store (served from Redis by `serve --redis`).
+    /// Create, list and delete sequences: on the store (--store, --config, IDMINT_*) or
+    /// through a running server (--server); served from Redis by `serve --redis`.
     Seq {
         #[command(subcommand)]
         command: seq::SeqCommand,
@@ -129,13 +148,6 @@ fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-impl StoreArgs {
-    /// Resolves the settings (flag > env > file > default) with `--store` as the only flag.
-    fn settings(&self) -> anyhow::Result<idmint_server::Settings> {
-        ServeArgs { store: self.clone(), ..ServeArgs::default() }.settings()
     }
 }
 

@@ -1,13 +1,18 @@
-//! `idmint seq …`: sequence definitions directly on the store (no server or Redis needed).
-//! A running server with `--redis` serves a new sequence on its first request.
+//! `idmint seq …`: sequence definitions on the store (no Redis needed), or through a running
+//! server (`--server`, its `/v1/seqs` routes). Where a command acts is `target.rs`'s rule;
+//! every answer names that store. A running server with `--redis` serves a new sequence on
+//! its first request.
 
 use anyhow::Context;
 use clap::Subcommand;
 use idmint_core::Tag;
 use idmint_store::{SequenceSpec, SequenceStore};
+use reqwest::Method;
+use serde_json::{Value, json};
 
-use crate::StoreArgs;
+use crate::target::{Output, StoreTarget, Target, TargetArgs, print_json, store_json};
 
+/// `idmint seq …`.
 #[derive(Subcommand)]
 pub enum SeqCommand {
     /// Define a sequence: numbers from 1, served by `GET /v1/seq/{name}`.
@@ -25,12 +30,12 @@ pub enum SeqCommand {
         #[arg(long, value_name = "ZONE", default_value = "UTC")]
         time_zone: String,
         #[command(flatten)]
-        store: StoreArgs,
+        target: TargetArgs,
     },
     /// List every sequence.
     List {
         #[command(flatten)]
-        store: StoreArgs,
+        target: TargetArgs,
     },
     /// Delete a sequence. Its ceilings stay in the store, so a sequence created again under
     /// the name continues above every number the old one served, even if its Redis counter
@@ -39,13 +44,14 @@ pub enum SeqCommand {
         /// Sequence name.
         name: String,
         #[command(flatten)]
-        store: StoreArgs,
+        target: TargetArgs,
     },
 }
 
+/// Runs a `seq` command.
 pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
     match command {
-        SeqCommand::Create { name, daily, format, time_zone, store } => {
+        SeqCommand::Create { name, daily, format, time_zone, target } => {
             let spec = idmint::sequence::prepare_sequence(SequenceSpec {
                 name: Tag::parse(&name)?,
                 daily,
@@ -53,35 +59,128 @@ pub async fn run(command: SeqCommand) -> anyhow::Result<()> {
                 time_zone,
                 created_ms: idmint::Clock::now_ms(&idmint::SystemClock),
             })?;
-            let record = open(&store).await?.create_sequence(&spec).await?;
-            println!("created {}", describe(&record));
-        }
-        SeqCommand::List { store } => {
-            let records = open(&store).await?.list_sequences().await?;
-            println!("{:<32} {:<6} {:<10} FORMAT", "SEQUENCE", "DAILY", "ZONE");
-            for r in records {
-                let format = r.format.as_deref().unwrap_or("-");
-                println!("{:<32} {:<6} {:<10} {format}", r.name, r.daily, r.time_zone);
+            let output = target.output;
+            let (place, record) = match target.resolve(true).await? {
+                Target::Store(store) => {
+                    let record =
+                        open(&store).await?.create_sequence(&spec).await.map_err(store.on())?;
+                    (store_place(&store), spec_json(&record))
+                }
+                Target::Server(server) => {
+                    let mut body = json!({
+                        "name": spec.name.as_str(),
+                        "daily": spec.daily,
+                        "time_zone": spec.time_zone,
+                    });
+                    if let Some(format) = &spec.format {
+                        body["format"] = json!(format);
+                    }
+                    let answer = server.call(Method::POST, &["v1", "seqs"], Some(body)).await?;
+                    (server_place(&server).await?, answer)
+                }
+            };
+            match output {
+                Output::Json => print_json(
+                    &json!({ "target": place.1, "action": "created", "sequence": record }),
+                ),
+                Output::Text => println!("created {}; store {}", describe(&record), place.0),
             }
         }
-        SeqCommand::Delete { name, store } => {
+        SeqCommand::List { target } => {
+            let output = target.output;
+            let (place, records) = match target.resolve(false).await? {
+                Target::Store(store) => {
+                    store.check().await?;
+                    let records = open(&store).await?.list_sequences().await.map_err(store.on())?;
+                    (store_place(&store), records.iter().map(spec_json).collect())
+                }
+                Target::Server(server) => {
+                    let answer = server.call(Method::GET, &["v1", "seqs"], None).await?;
+                    let list = answer.get("sequences").and_then(Value::as_array).cloned();
+                    (server_place(&server).await?, list.unwrap_or_default())
+                }
+            };
+            match output {
+                Output::Json => print_json(&json!({ "target": place.1, "sequences": records })),
+                Output::Text => {
+                    println!("# store {}", place.0);
+                    println!("{:<32} {:<6} {:<10} FORMAT", "SEQUENCE", "DAILY", "ZONE");
+                    for r in records {
+                        println!(
+                            "{:<32} {:<6} {:<10} {}",
+                            r["name"].as_str().unwrap_or_default(),
+                            r["daily"].to_string(),
+                            r["time_zone"].as_str().unwrap_or_default(),
+                            r["format"].as_str().unwrap_or("-")
+                        );
+                    }
+                }
+            }
+        }
+        SeqCommand::Delete { name, target } => {
             let name = Tag::parse(&name)?;
-            open(&store).await?.delete_sequence(&name).await?;
-            println!("deleted sequence {name}");
+            let output = target.output;
+            let place = match target.resolve(false).await? {
+                Target::Store(store) => {
+                    store.check().await?;
+                    open(&store).await?.delete_sequence(&name).await.map_err(store.on())?;
+                    store_place(&store)
+                }
+                Target::Server(server) => {
+                    server.call(Method::DELETE, &["v1", "seqs", name.as_str()], None).await?;
+                    server_place(&server).await?
+                }
+            };
+            match output {
+                Output::Json => print_json(&json!({
+                    "target": place.1, "action": "deleted", "sequence": { "name": name.as_str() },
+                })),
+                Output::Text => println!("deleted sequence {name}; store {}", place.0),
+            }
         }
     }
     Ok(())
 }
 
-async fn open(args: &StoreArgs) -> anyhow::Result<std::sync::Arc<dyn SequenceStore>> {
-    let settings = args.settings()?;
-    idmint_store::open_sequences(&settings.store)
-        .await
-        .with_context(|| format!("cannot open the store {} for sequences", settings.store))
+/// The store as answers name it: text and JSON.
+fn store_place(store: &StoreTarget) -> (String, Value) {
+    (store.name(), store_json(store))
 }
 
-fn describe(record: &SequenceSpec) -> String {
-    let daily = if record.daily { "daily, " } else { "" };
-    let format = record.format.as_deref().unwrap_or("plain numbers");
-    format!("sequence {}: {daily}{format}, time zone {}", record.name, record.time_zone)
+/// The server as answers name it: text and JSON.
+async fn server_place(server: &crate::target::Server) -> anyhow::Result<(String, Value)> {
+    let name = server.name().await?;
+    let store = name.split(" (server ").next().unwrap_or_default().to_string();
+    Ok((name, json!({ "store": store, "origin": "server", "server": server.url() })))
+}
+
+async fn open(store: &StoreTarget) -> anyhow::Result<std::sync::Arc<dyn SequenceStore>> {
+    idmint_store::open_sequences(&store.url)
+        .await
+        .with_context(|| format!("cannot open the store {} for sequences", store.url))
+}
+
+/// A definition as JSON: the fields of the HTTP API's sequence object (`GET /v1/seqs`).
+fn spec_json(record: &SequenceSpec) -> Value {
+    let mut json = json!({
+        "name": record.name.as_str(),
+        "daily": record.daily,
+        "time_zone": record.time_zone,
+        "created_ms": record.created_ms,
+    });
+    // Absent for plain numbers, as the HTTP API answers.
+    if let Some(format) = &record.format {
+        json["format"] = json!(format);
+    }
+    json
+}
+
+fn describe(record: &Value) -> String {
+    let daily = if record["daily"].as_bool() == Some(true) { "daily, " } else { "" };
+    let format = record["format"].as_str().unwrap_or("plain numbers");
+    format!(
+        "sequence {}: {daily}{format}, time zone {}",
+        record["name"].as_str().unwrap_or_default(),
+        record["time_zone"].as_str().unwrap_or_default()
+    )
 }

@@ -320,9 +320,9 @@ impl ApiError {
                 "no route {route}; the HTTP API is described at /openapi.json, the gRPC API by \
                  idmint.proto (on the port --grpc-listen names, if the node sets one)"
             ),
-            ApiError::Library(error) => error.to_string(),
+            ApiError::Library(error) => library_message(&error),
             ApiError::Snowflake(error) => error.to_string(),
-            ApiError::Sequence(error) => error.to_string(),
+            ApiError::Sequence(error) => sequence_message(&error),
             ApiError::SequencesNotRunning(reason) => reason,
             ApiError::Format(error) => error.to_string(),
             ApiError::Uuids(error) => error.to_string(),
@@ -340,6 +340,48 @@ impl ApiError {
             ),
         };
         (status, code, message)
+    }
+}
+
+/// A library error's message for an HTTP client: the fix names the route to call, then the
+/// CLI command an operator on the node's store would run (the library's own texts name only
+/// the command).
+fn library_message(error: &Error) -> String {
+    match error {
+        Error::UnknownTag(tag) | Error::Store(StoreError::TagNotFound(tag)) => format!(
+            "tag {tag} does not exist; create it with POST /v1/tags {{\"tag\": \"{tag}\"}} \
+             (or `idmint tag create {tag}`)"
+        ),
+        Error::Store(StoreError::TagExists(tag)) => format!(
+            "tag {tag} already exists; change its step with PATCH /v1/tags/{tag} \
+             {{\"step\": N}} (or `idmint tag set {tag} --step N`)"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// A sequence error's message for an HTTP client, naming the route before the CLI command.
+fn sequence_message(error: &SequenceError) -> String {
+    match error {
+        SequenceError::NotFound(name) | SequenceError::Store(StoreError::TagNotFound(name)) => {
+            format!(
+                "sequence {name} does not exist; create it with POST /v1/seqs \
+                 {{\"name\": \"{name}\"}} (or `idmint seq create {name}`)"
+            )
+        }
+        // The store's refusal of a second sequence of one name names the command only.
+        other => {
+            let text = other.to_string();
+            match text.find("delete it with `idmint seq delete ") {
+                Some(at) => {
+                    let command = &text[at + "delete it with ".len()..];
+                    let name =
+                        command.trim_start_matches("`idmint seq delete ").trim_end_matches('`');
+                    format!("{}delete it with DELETE /v1/seqs/{name} (or {command})", &text[..at])
+                }
+                None => text,
+            }
+        }
     }
 }
 
@@ -481,5 +523,31 @@ impl From<NodeError> for ApiError {
             // until it is mapped here.
             other => ApiError::Internal(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22 item 8: an HTTP client is told the route to call, then the CLI command.
+    #[test]
+    fn messages_name_the_route_before_the_cli_command() {
+        let tag = idmint::Tag::parse("order").unwrap();
+        let unknown = library_message(&Error::Store(StoreError::TagNotFound(tag.clone())));
+        assert!(unknown.contains("POST /v1/tags") && unknown.contains("idmint tag create order"));
+        let exists = library_message(&Error::Store(StoreError::TagExists(tag.clone())));
+        assert!(exists.contains("PATCH /v1/tags/order"), "{exists}");
+        let missing = sequence_message(&SequenceError::NotFound(tag.clone()));
+        assert!(missing.contains("POST /v1/seqs") && missing.contains("idmint seq create order"));
+        let twice = sequence_message(&SequenceError::Store(StoreError::InvalidValue(
+            "sequence order already exists; pick another name or delete it with `idmint seq \
+             delete order`"
+                .to_string(),
+        )));
+        assert!(
+            twice.contains("delete it with DELETE /v1/seqs/order (or `idmint seq delete order`)"),
+            "{twice}"
+        );
     }
 }

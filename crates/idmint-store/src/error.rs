@@ -62,6 +62,16 @@ pub enum StoreError {
     /// message names the value and its bound.
     #[error("invalid value: {0}")]
     InvalidValue(String),
+    /// The store a caller asked to read is not there: a missing SQLite file, or a database
+    /// without the segment table ([`check_exists`](crate::check_exists)). Nothing was
+    /// created.
+    #[error("no idmint store at {store}: {reason}; nothing was created")]
+    Absent {
+        /// The store's URL, password masked.
+        store: String,
+        /// What is missing.
+        reason: String,
+    },
     /// The store could not be reached or failed the call; nothing was changed that the
     /// caller can rely on. Retry later.
     #[error("store unavailable: {0}")]

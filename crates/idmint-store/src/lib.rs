@@ -63,7 +63,7 @@ pub use memory::{MemoryStore, WorkerRowsSnapshot};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};
-pub use open::{open, open_counters, open_sequences, open_workers};
+pub use open::{check_exists, open, open_counters, open_sequences, open_workers};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
 pub use sequence::{

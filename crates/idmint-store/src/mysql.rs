@@ -737,6 +737,28 @@ fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error
     Ok(record)
 }
 
+/// Whether the database `url` names holds table `table`, creating nothing: one connection,
+/// closed after the question.
+pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, StoreError> {
+    let redacted = url.redacted();
+    let secret = password(url.driver_url());
+    let options = url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| {
+        StoreError::BadUrl { url: redacted.clone(), reason: scrub(&e.to_string(), secret) }
+    })?;
+    let fail =
+        |e: sqlx::Error| StoreError::Unavailable(scrub(&format!("MySQL: {redacted}: {e}"), secret));
+    let pool = pool_options(1).connect_with(options).await.map_err(fail)?;
+    let count: Result<i64, _> = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name = ?",
+    )
+    .bind(table)
+    .fetch_one(&pool)
+    .await;
+    pool.close().await;
+    Ok(count.map_err(fail)? > 0)
+}
+
 /// The bounded pool idmint opens: `pool_max` connections, [`MYSQL_ACQUIRE_TIMEOUT_MS`] to
 /// get one, and a ping only for connections idle past [`MYSQL_IDLE_PING_AFTER_MS`].
 pub(crate) fn pool_options(pool_max: u32) -> MySqlPoolOptions {

@@ -70,6 +70,25 @@ pub struct PgStore {
     secret: Option<Arc<str>>,
 }
 
+/// Whether the database `url` names holds table `table` (`to_regclass`: the search path
+/// applies), creating nothing: one connection, closed after the question.
+pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, StoreError> {
+    let secret = password(url.driver_url());
+    let fail = |e: sqlx::Error| {
+        StoreError::Unavailable(scrub(&format!("PostgreSQL: {}: {e}", url.redacted()), secret))
+    };
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_millis(PG_ACQUIRE_TIMEOUT_MS))
+        .connect(url.driver_url())
+        .await
+        .map_err(fail)?;
+    let exists: Result<bool, _> =
+        sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL").bind(table).fetch_one(&pool).await;
+    pool.close().await;
+    exists.map_err(fail)
+}
+
 impl PgStore {
     /// Connects with a pool of at most `pool_max` connections, creating the table when absent.
     pub async fn connect(url: &SqlUrl) -> Result<PgStore, StoreError> {

@@ -23,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
-use rusqlite::{Connection, OptionalExtension, Params, Row, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Params, Row, params};
 
 use crate::{
     Allocation, SegmentStore, StoreError, TABLE_NAME, TOMBSTONES_TABLE, TagRecord, TagSpec,
@@ -322,6 +322,38 @@ impl SegmentStore for SqliteStore {
     fn describe(&self) -> String {
         format!("sqlite://{}", self.path.display())
     }
+}
+
+/// Checks, creating and changing nothing, that `path` is an SQLite database holding the
+/// segment table: a read-only connection to a file that must exist.
+pub(crate) async fn check_exists(path: &Path) -> Result<(), StoreError> {
+    let path = path.to_path_buf();
+    run_blocking(move || {
+        let absent = |reason: String| StoreError::Absent {
+            store: format!("sqlite://{}", path.display()),
+            reason,
+        };
+        if !path.is_file() {
+            return Err(absent(format!("the file {} does not exist", path.display())));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags)
+            .map_err(|e| absent(format!("it cannot be opened ({e})")))?;
+        conn.busy_timeout(Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS)).map_err(unavailable)?;
+        let found: Option<i64> = conn
+            .query_row(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [TABLE_NAME],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| absent(format!("it is not an SQLite database ({e})")))?;
+        match found {
+            Some(_) => Ok(()),
+            None => Err(absent(format!("the file has no {TABLE_NAME} table"))),
+        }
+    })
+    .await?
 }
 
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {

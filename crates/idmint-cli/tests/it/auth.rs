@@ -45,7 +45,7 @@ fn admin_and_client_tokens_guard_their_routes_and_never_reach_the_log() {
         "[auth.clients.shop]\ntoken_env = \"SHOP_TOKEN\"\ntags = [\"order\"]\n",
     )
     .unwrap();
-    run_ok(idmint(d).args(["tag", "create", "order"]));
+    run_ok(idmint(d).args(["tag", "create", "order", "--store", crate::cli::DEFAULT_STORE]));
     let args = ["--listen", "127.0.0.1:0", "--config", "idmint.toml"];
     let envs = [("IDMINT_ADMIN_TOKEN", ADMIN), ("SHOP_TOKEN", SHOP), ("RUST_LOG", "debug")];
     let mut server = serve(d, &args, &envs);

@@ -19,6 +19,9 @@ pub fn idmint(dir: &Path) -> Command {
     command
 }
 
+/// `serve`'s default store, named: the CLI creates a store only when it is named.
+pub const DEFAULT_STORE: &str = "sqlite://idmint-data/idmint.db";
+
 pub fn run_ok(command: &mut Command) -> String {
     let output = command.output().unwrap();
     assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
@@ -138,9 +141,26 @@ fn ids_survive_graceful_and_hard_restarts_without_repeating() {
 #[test]
 fn defaults_use_the_embedded_store_in_the_working_directory() {
     let dir = TempDir::new().unwrap();
-    run_ok(idmint(dir.path()).args(["tag", "create", "user", "--step", "10", "--start", "500"]));
+    // Issue 22 item 6: with no store named, the CLI uses the default store only where it
+    // exists; it never creates one to report success on.
+    let err = run_err(idmint(dir.path()).args(["tag", "create", "user"]));
+    assert!(err.contains("--store") && err.contains("--server"), "{err}");
+    assert!(!dir.path().join("idmint-data").exists(), "a store was created");
+    let created = run_ok(idmint(dir.path()).args([
+        "tag",
+        "create",
+        "user",
+        "--step",
+        "10",
+        "--start",
+        "500",
+        "--store",
+        DEFAULT_STORE,
+    ]));
+    assert!(created.contains("first id 500") && created.contains(DEFAULT_STORE), "{created}");
     assert!(dir.path().join("idmint-data/idmint.db").exists());
     let listed = run_ok(idmint(dir.path()).args(["tag", "list"]));
+    assert!(listed.contains("sqlite://./idmint-data/idmint.db (from default)"), "{listed}");
     assert!(
         listed.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["user", "500", "10"])
     );
@@ -149,7 +169,7 @@ fn defaults_use_the_embedded_store_in_the_working_directory() {
     assert_eq!(next(dir.path(), &server, "user", 3), [500, 501, 502]);
     run_ok(idmint(dir.path()).args(["tag", "set", "user", "--step", "20"]));
     run_ok(idmint(dir.path()).args(["tag", "delete", "user"]));
-    assert!(run_ok(idmint(dir.path()).args(["tag", "list"])).lines().count() == 1);
+    assert!(run_ok(idmint(dir.path()).args(["tag", "list"])).lines().count() == 2);
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
@@ -192,15 +212,21 @@ fn bad_input_is_refused_with_what_is_wrong_and_how_to_fix_it() {
 fn a_tag_created_again_with_the_cli_never_repeats_its_ids_unless_forced() {
     let dir = TempDir::new().unwrap();
     let d = dir.path();
-    run_ok(idmint(d).args(["tag", "create", "reborn", "--step", "10"]));
+    run_ok(idmint(d).args(["tag", "create", "reborn", "--step", "10", "--store", DEFAULT_STORE]));
     let mut server = serve(d, &["--listen", "127.0.0.1:0"], &[]);
     let served = next(d, &server, "reborn", 25);
     run_ok(idmint(d).args(["tag", "delete", "reborn"]));
     let created = run_ok(idmint(d).args(["tag", "create", "reborn", "--step", "10"]));
-    assert!(!created.contains("next id 1,"), "{created}");
+    assert!(!created.contains("first id 1,"), "{created}");
+    let first: u64 =
+        created.split("first id ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
     // The running server sees the new row within its refresh; every id it serves is new.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let after = next(d, &server, "reborn", 25);
+    // The node first hands out what it still held of the deleted tag (below the new row's
+    // first id, never served), and the CLI says so.
+    assert!(created.contains("may first hand out ids it still held"), "{created}");
+    assert!(first > *served.last().unwrap(), "{created}");
     assert!(after.iter().all(|id| !served.contains(id)), "{served:?} then {after:?}");
 
     run_ok(idmint(d).args(["tag", "delete", "reborn"]));

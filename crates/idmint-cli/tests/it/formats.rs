@@ -25,7 +25,15 @@ fn a_keyed_template_serves_unique_non_sequential_ids_that_decode_back() {
     let dir = TempDir::new().unwrap();
     let d = dir.path();
     config(d, "");
-    run_ok(idmint(d).args(["tag", "create", "order", "--step", "500"]));
+    run_ok(idmint(d).args([
+        "tag",
+        "create",
+        "order",
+        "--step",
+        "500",
+        "--store",
+        crate::cli::DEFAULT_STORE,
+    ]));
     let args = ["--listen", "127.0.0.1:0", "--config", "idmint.toml"];
     let mut server = serve(d, &args, &[("ORDER_KEY", KEY)]);
 

@@ -125,7 +125,15 @@ fn config_check_lists_every_problem_of_a_bad_file_and_serve_refuses_it() {
 fn serve_logs_json_lines_and_no_line_per_id_or_request() {
     let dir = TempDir::new().unwrap();
     let d = dir.path();
-    run_ok(idmint(d).args(["tag", "create", "order", "--step", "100000"]));
+    run_ok(idmint(d).args([
+        "tag",
+        "create",
+        "order",
+        "--step",
+        "100000",
+        "--store",
+        crate::cli::DEFAULT_STORE,
+    ]));
     let mut server = serve(d, &["--log-format", "json", "--listen", "127.0.0.1:0"], &[]);
     crate::cli::wait_ready(&server);
     let runtime = tokio::runtime::Runtime::new().unwrap();

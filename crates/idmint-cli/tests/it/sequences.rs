@@ -12,7 +12,8 @@ fn a_redis_flush_or_restart_under_http_load_loses_and_repeats_nothing() {
     let Some(mut redis) = idmint_testkit::redis::private() else { return };
     let dir = tempfile::TempDir::new().unwrap();
     let d = dir.path();
-    let created = run_ok(idmint(d).args(["seq", "create", "orders"]));
+    let created =
+        run_ok(idmint(d).args(["seq", "create", "orders", "--store", crate::cli::DEFAULT_STORE]));
     assert!(created.contains("sequence orders"), "{created}");
     let daily =
         run_ok(idmint(d).args(["seq", "create", "bills", "--daily", "--time-zone", "+08:00"]));

@@ -31,6 +31,18 @@ impl EffectiveConfig {
         out
     }
 
+    /// Where key `key` (dotted) came from, as `config check` prints it: `default`, a flag
+    /// (`--store`), a variable (`IDMINT_STORE`) or `FILE:LINE`; `None` for a key never
+    /// resolved. The CLI says with it which store it acted on and why.
+    pub fn origin(&self, key: &str) -> Option<String> {
+        self.origins.get(key).map(Origin::comment)
+    }
+
+    /// Whether key `key` (dotted) is at its default: no flag, variable or file set it.
+    pub fn is_default(&self, key: &str) -> bool {
+        matches!(self.origins.get(key), Some(Origin::Default))
+    }
+
     /// The dotted name of every key, `[format.TAG]` keys included (with the tag's name).
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.origins.keys().map(String::as_str)

@@ -149,11 +149,8 @@ impl Settings {
 
         let listen_addr = l.check(
             &listen.origin,
-            listen.value.parse::<SocketAddr>().map_err(|_| {
-                format!(
-                    "{:?} is not an IP address and port; use e.g. 127.0.0.1:8080 or 0.0.0.0:8080",
-                    listen.value
-                )
+            socket_addr(&listen.value).map_err(|reason| {
+                format!("{reason}; use e.g. 127.0.0.1:8080, localhost:8080 or 0.0.0.0:8080")
             }),
         );
         // Empty: gRPC on the HTTP port.
@@ -162,10 +159,10 @@ impl Settings {
             text => l
                 .check(
                     &grpc_listen.origin,
-                    text.parse::<SocketAddr>().map_err(|_| {
+                    socket_addr(text).map_err(|reason| {
                         format!(
-                            "{text:?} is not an IP address and port; use e.g. 127.0.0.1:9090, \
-                             or leave it empty to serve gRPC on the HTTP port"
+                            "{reason}; use e.g. 127.0.0.1:9090 or localhost:9090, or leave it \
+                             empty to serve gRPC on the HTTP port"
                         )
                     }),
                 )
@@ -230,4 +227,31 @@ impl Settings {
             _ => Err(ConfigErrors(problems)),
         }
     }
+}
+
+/// An address to listen on: an IP address and port (`127.0.0.1:8080`, `[::1]:8080`), or a
+/// host name and port (`localhost:8080`) resolved now, once, through the system's resolver
+/// (`/etc/hosts`, then DNS). A name with several addresses listens on its first IPv4 one (on
+/// its first one when it has no IPv4 address): one socket, the address `serve` announces.
+fn socket_addr(text: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("{text:?} has no port: write HOST:PORT"));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("{text:?} is not HOST:PORT with a port from 0 to 65535"));
+    }
+    let addrs: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("the host name {host:?} of {text:?} does not resolve: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|addr| addr.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("the host name {host:?} of {text:?} resolves to no address"))
 }

@@ -153,7 +153,30 @@ fn bad_values_name_their_origin_and_the_fix() {
     assert!(err.to_string().starts_with("IDMINT_SEGMENT_REFILL_WAIT_MS"), "{err}");
     let flags = Overrides { listen: Some("localhost".into()), ..Overrides::default() };
     let err = Settings::resolve(&FileConfig::default(), &env(&[]), &flags).unwrap_err();
-    assert!(err.to_string().starts_with("--listen"), "{err}");
+    assert!(
+        err.to_string().starts_with("--listen") && err.to_string().contains("no port"),
+        "{err}"
+    );
+}
+
+/// Issue 22 item 8: `--listen localhost:8080` was refused; a host name resolves (once, its
+/// first IPv4 address), and one that does not resolve is refused with the fix.
+#[test]
+fn listen_addresses_may_be_host_names() {
+    let flags = Overrides {
+        listen: Some("localhost:8080".into()),
+        grpc_listen: Some("localhost:9090".into()),
+        ..Overrides::default()
+    };
+    let s = Settings::resolve(&FileConfig::default(), &env(&[]), &flags).unwrap();
+    assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(s.grpc_listen.map(|a| a.to_string()).as_deref(), Some("127.0.0.1:9090"));
+    let flags = Overrides { listen: Some("nowhere.invalid:8080".into()), ..Overrides::default() };
+    let err = Settings::resolve(&FileConfig::default(), &env(&[]), &flags).unwrap_err();
+    assert!(
+        err.to_string().contains("does not resolve") && err.to_string().contains("localhost:8080"),
+        "{err}"
+    );
 }
 
 #[test]
