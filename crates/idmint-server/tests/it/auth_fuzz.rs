@@ -161,7 +161,10 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
         assert!(status.is_success(), "{method} {uri} with its token: {status} {body:?}");
         for route in MONITOR_ROUTES {
             let (status, body) = call(router, build(&method, route, None, Some(ADMIN), "")).await;
-            assert!(status.is_success(), "{method} {route} with the admin token: {status} {body:?}");
+            assert!(
+                status.is_success(),
+                "{method} {route} with the admin token: {status} {body:?}"
+            );
         }
     }
     // The gRPC frame is a real call: with the client's token it answers ids.

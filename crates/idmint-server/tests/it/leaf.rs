@@ -125,7 +125,8 @@ async fn head_is_token_checked_and_takes_no_id() {
     assert_eq!(get(Method::HEAD, None).await.unwrap().status(), 401);
     assert_eq!(get(Method::POST, None).await.unwrap().status(), 401);
     assert_eq!(get(Method::OPTIONS, None).await.unwrap().status(), 401);
-    let first: u64 = get(Method::GET, Some(SHOP)).await.unwrap().text().await.unwrap().parse().unwrap();
+    let first: u64 =
+        get(Method::GET, Some(SHOP)).await.unwrap().text().await.unwrap().parse().unwrap();
     assert_eq!(get(Method::HEAD, Some(SHOP)).await.unwrap().status(), 200);
     let second: u64 =
         get(Method::POST, Some(SHOP)).await.unwrap().text().await.unwrap().parse().unwrap();
@@ -195,9 +196,13 @@ async fn monitor_pages_show_buffers_and_rows_escaped() {
 async fn monitor_pages_need_the_admin_token() {
     let store = Arc::new(idmint_store::MemoryStore::new());
     let auth = crate::auth::guarded_auth(&["fmt"]);
-    let server =
-        TestServer::with_auth_and_limits(store, auth, HttpLimits::default(), SegmentConfig::default())
-            .await;
+    let server = TestServer::with_auth_and_limits(
+        store,
+        auth,
+        HttpLimits::default(),
+        SegmentConfig::default(),
+    )
+    .await;
     for route in ["/cache", "/db"] {
         for method in [Method::GET, Method::POST, Method::HEAD, Method::DELETE] {
             let send = |token: Option<&str>| {

@@ -23,8 +23,7 @@ use redis::Script;
 use super::{RedisStore, script};
 use crate::worker::{
     check_assign_request, check_lease_request, check_renewal, check_time_ms, exhausted,
-    holder_id_text,
-    lease_lost, new_holder_id, reusable_below,
+    holder_id_text, lease_lost, new_holder_id, reusable_below,
 };
 use crate::{
     AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,

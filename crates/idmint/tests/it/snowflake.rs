@@ -747,10 +747,8 @@ async fn generators_with_a_worker_range_stay_inside_it() {
     let fixed = SnowflakeConfig { worker: WorkerIdSource::Static(7), ..ranged() };
     let refused = Snowflake::start(None, fixed, dyn_clock.clone()).await.err().unwrap();
     assert!(refused.to_string().contains("outside snowflake.worker_ids"), "{refused}");
-    let wide = SnowflakeConfig {
-        worker_ids: Some(WorkerIdRange::parse("512-1024").unwrap()),
-        ..config()
-    };
+    let wide =
+        SnowflakeConfig { worker_ids: Some(WorkerIdRange::parse("512-1024").unwrap()), ..config() };
     let refused = Snowflake::start(Some(store), wide, dyn_clock).await.err().unwrap();
     assert!(refused.to_string().contains("10 worker bits"), "{refused}");
 }
