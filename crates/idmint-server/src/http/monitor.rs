@@ -110,7 +110,7 @@ pub(crate) async fn cache(
 ) -> Result<Response, ApiError> {
     let json = wants_json(&headers, query)?;
     let buffers: Vec<CacheBufferBody> =
-        app.node.segments().statuses().into_iter().map(|(tag, s)| buffer(tag, s)).collect();
+        app.node.segment_buffers().into_iter().map(|(tag, s)| buffer(tag, s)).collect();
     if json {
         return Ok(Json(CacheBody { buffers }).into_response());
     }
