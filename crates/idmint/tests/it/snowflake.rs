@@ -742,7 +742,8 @@ async fn generators_with_a_worker_range_stay_inside_it() {
     assert_eq!(workers, (1020..=1023).collect());
     let dyn_clock = Arc::clone(&clock) as Arc<dyn Clock>;
     let fifth = Snowflake::start(Some(Arc::clone(&store)), ranged(), dyn_clock.clone()).await;
-    let refused = fifth.err().expect("a fifth generator in a range of four").to_string();
+    let Err(refused) = fifth else { panic!("a fifth generator started in a range of four") };
+    let refused = refused.to_string();
     assert!(refused.contains("no worker id left in range 1020-1023"), "{refused}");
     let fixed = SnowflakeConfig { worker: WorkerIdSource::Static(7), ..ranged() };
     let refused = Snowflake::start(None, fixed, dyn_clock.clone()).await.err().unwrap();
