@@ -11,7 +11,8 @@
 //! their metadata, in grpc.rs):
 //! - an admin route needs the admin token when one is configured; without one the node
 //!   must listen on loopback only ([`check_exposure`] refuses the start otherwise), so only
-//!   local processes reach it;
+//!   local processes reach it; so do Leaf's monitor pages ([`MONITOR_ROUTES`]), under every
+//!   method;
 //! - a tag named by a client's `tags` needs that client's token (or the admin token) on
 //!   its id routes; other tags stay open;
 //! - no token: 401 with `WWW-Authenticate: Bearer`; a token that is not accepted: 403;
@@ -51,6 +52,12 @@ pub const ADMIN_ROUTES: &[(Method, &str)] = &[
     (Method::POST, "/v1/seqs"),
     (Method::DELETE, "/v1/seqs/{name}"),
 ];
+
+/// Leaf's monitor pages (`/cache`: this node's buffers, `/db`: every row of the tag table,
+/// with descriptions): they show each tag's volume and whatever operators wrote in
+/// descriptions, so the admin token guards them whatever the method (Leaf maps them without
+/// one). A client token is not enough: it names some tags, these pages show all.
+pub const MONITOR_ROUTES: &[&str] = &["/cache", "/db"];
 
 /// The routes that serve or describe one tag or sequence, and the path parameter naming
 /// it: a client token configured for that tag guards them.
@@ -190,6 +197,27 @@ impl Auth {
         }
     }
 
+    /// Whether `headers` carry the admin token a monitor page needs, when one is configured
+    /// ([`MONITOR_ROUTES`]); with none, every caller may read them (loopback only).
+    pub fn monitor(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if self.admin.is_none() {
+            return Ok(());
+        }
+        match self.prove(headers)? {
+            Proof::Admin => Ok(()),
+            Proof::None => Err(ApiError::Unauthorized(
+                "this page shows every tag's rows: send the admin token as `Authorization: \
+                 Bearer TOKEN`"
+                    .to_string(),
+            )),
+            Proof::Client(_) | Proof::Wrong => Err(ApiError::Forbidden(
+                "this page needs the admin token; the token sent is not it (a client token \
+                 names some tags, this page shows all)"
+                    .to_string(),
+            )),
+        }
+    }
+
     /// Whether `headers` may take ids of `tag`: always for a tag no client names, else with
     /// the token of a client that names it, or the admin token.
     pub fn tag(&self, headers: &HeaderMap, tag: &Tag) -> Result<(), ApiError> {
@@ -299,6 +327,9 @@ pub(crate) fn check(
     let admin = ADMIN_ROUTES.iter().any(|(method, r)| method == request.method() && *r == route);
     if admin {
         auth.admin(headers)?;
+    }
+    if MONITOR_ROUTES.contains(&route) {
+        auth.monitor(headers)?;
     }
     if route == DECODE_ROUTE {
         let tag = decode_tag(request.uri())?;

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-pub use auth::{ADMIN_ROUTES, Auth, Client, TAG_ROUTES, Token, check_exposure};
+pub use auth::{ADMIN_ROUTES, Auth, Client, MONITOR_ROUTES, TAG_ROUTES, Token, check_exposure};
 pub use config::{
     ADMIN_TOKEN_ENV, AuthSection, ClientSection, ConfigError, ConfigErrors, EffectiveConfig,
     FILE_PROBLEMS_MAX, FileConfig, FormatSection, LimitsSection, Overrides, SECRET_MASK, Secret,

@@ -37,6 +37,8 @@ use utoipa::{Modify, OpenApi};
         crate::http::segment::leaf_segment,
         crate::http::snowflake::leaf_snowflake,
         crate::http::snowflake::leaf_decode,
+        crate::http::monitor::cache,
+        crate::http::monitor::db,
         crate::http::segment::segment_ids,
         crate::http::leases::lease_ranges,
         crate::http::leases::return_ranges,
@@ -62,7 +64,7 @@ use utoipa::{Modify, OpenApi};
         crate::http::status::page,
         crate::http::status::status,
     ),
-    modifiers(&BearerScheme, &LimitsAndClientTokens),
+    modifiers(&LeafAnyMethod, &BearerScheme, &LimitsAndClientTokens),
     tags(
         (name = "leaf", description = "Meituan Leaf's routes, byte-compatible so existing Leaf \
             clients work unchanged: ids answer `200 text/plain` in decimal; errors are non-200 \
@@ -84,6 +86,36 @@ pub(crate) static OPENAPI_JSON: LazyLock<String> = LazyLock::new(|| {
     // Serialising a document of strings, numbers and maps cannot fail.
     ApiDoc::openapi().to_pretty_json().unwrap_or_else(|e| panic!("OpenAPI document: {e}"))
 });
+
+/// Leaf's routes answer any method (Leaf maps them without one; router.rs's `leaf_any`):
+/// each GET operation of them is documented again under POST, PUT, PATCH and DELETE, with
+/// its operation id suffixed by the method (`leafSegmentGet` → `leafSegmentGetPost`), so
+/// every operation id stays unique. HEAD and OPTIONS take no id and are described in the
+/// operations' text, not as operations.
+struct LeafAnyMethod;
+
+/// The routes [`LeafAnyMethod`] copies.
+const LEAF_ANY_METHOD_ROUTES: [&str; 5] =
+    ["/api/segment/get/{tag}", "/api/snowflake/get/{key}", "/decodeSnowflakeId", "/cache", "/db"];
+
+impl Modify for LeafAnyMethod {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for route in LEAF_ANY_METHOD_ROUTES {
+            let Some(item) = openapi.paths.paths.get_mut(route) else { continue };
+            let Some(get) = item.get.clone() else { continue };
+            let copy = |method: &str| {
+                let mut operation = get.clone();
+                operation.operation_id =
+                    get.operation_id.as_ref().map(|id| format!("{id}{method}"));
+                Some(operation)
+            };
+            item.post = copy("Post");
+            item.put = copy("Put");
+            item.patch = copy("Patch");
+            item.delete = copy("Delete");
+        }
+    }
+}
 
 /// Adds the `bearer` security scheme that admin operations name.
 struct BearerScheme;

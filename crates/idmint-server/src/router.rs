@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{DefaultBodyLimit, MatchedPath, RawPathParams, Request, State};
-use axum::http::Uri;
+use axum::handler::Handler;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum::{Router, middleware};
 
 use crate::error::ApiError;
-use crate::http::{decode, leases, segment, sequences, snowflake, status, tags, uuids};
+use crate::http::{decode, leases, monitor, segment, sequences, snowflake, status, tags, uuids};
 use crate::limits::REQUEST_BODY_BYTES_MAX;
 use crate::state::{AppState, SharedState};
 
@@ -58,15 +59,17 @@ pub fn router_for(state: SharedState, serves: Serves) -> Router {
 /// Every HTTP route.
 fn http_routes() -> Router<SharedState> {
     Router::new()
-        .route("/api/segment/get/{tag}", get(segment::leaf_segment))
+        .route("/api/segment/get/{tag}", leaf_any(segment::leaf_segment))
         .route("/v1/segment/{tag}", get(segment::segment_ids))
         .route("/v1/segment/{tag}/ranges", get(leases::lease_ranges))
         .route("/v1/segment/{tag}/return", post(leases::return_ranges))
         .route("/v1/decode", get(decode::decode))
         .route("/v1/tags", get(tags::list_tags).post(tags::create_tag))
         .route("/v1/tags/{tag}", get(tags::get_tag).patch(tags::set_step).delete(tags::delete_tag))
-        .route("/api/snowflake/get/{key}", get(snowflake::leaf_snowflake))
-        .route("/decodeSnowflakeId", get(snowflake::leaf_decode))
+        .route("/api/snowflake/get/{key}", leaf_any(snowflake::leaf_snowflake))
+        .route("/decodeSnowflakeId", leaf_any(snowflake::leaf_decode))
+        .route("/cache", leaf_any(monitor::cache))
+        .route("/db", leaf_any(monitor::db))
         .route("/v1/snowflake", get(snowflake::snowflake_ids))
         .route("/v1/snowflake/{id}", get(snowflake::snowflake_decode))
         .route("/v1/seq/{name}", get(sequences::seq_ids))
@@ -80,6 +83,64 @@ fn http_routes() -> Router<SharedState> {
         .route("/metrics", get(status::scrape))
         .route("/", get(status::page))
         .route("/v1/status", get(status::status))
+}
+
+/// The methods Leaf's routes answer: Leaf maps them without a method, so its clients may
+/// use any of these. HEAD and OPTIONS never run the handler (see [`around`] and
+/// [`leaf_options`]).
+pub(crate) const LEAF_METHODS: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
+
+/// The routes whose GET handler only reads: a HEAD request runs it (and drops the body).
+/// HEAD on any other route (every route that hands out ids or leases, and any route added
+/// later, until it is listed here) answers `200` with no body after the token check, and
+/// never runs its handler: a HEAD never consumes an id.
+pub(crate) const HEAD_READS: &[&str] = &[
+    "/decodeSnowflakeId",
+    "/v1/decode",
+    "/v1/tags",
+    "/v1/tags/{tag}",
+    "/v1/snowflake/{id}",
+    "/v1/seqs",
+    "/v1/seqs/{name}",
+    "/health",
+    "/ready",
+    "/openapi.json",
+    "/metrics",
+    "/",
+    "/v1/status",
+    "/cache",
+    "/db",
+];
+
+/// A Leaf route: `handler` under GET, POST, PUT, PATCH and DELETE (Leaf maps its routes
+/// without a method), HEAD as [`around`] decides, OPTIONS answered by [`leaf_options`].
+/// Other methods (TRACE, CONNECT, extensions) answer 405 with `Allow`.
+fn leaf_any<H, T>(handler: H) -> MethodRouter<SharedState>
+where
+    H: Handler<T, SharedState>,
+    T: 'static,
+{
+    get(handler.clone())
+        .post(handler.clone())
+        .put(handler.clone())
+        .patch(handler.clone())
+        .delete(handler)
+        .options(leaf_options)
+}
+
+/// OPTIONS on a Leaf route: `204` with the methods it answers, no id taken.
+async fn leaf_options() -> Response {
+    (StatusCode::NO_CONTENT, [(header::ALLOW, HeaderValue::from_static(LEAF_METHODS))])
+        .into_response()
+}
+
+/// HEAD on a route whose handler would hand out ids ([`HEAD_READS`] lists the others):
+/// `200`, no body, nothing taken. The token check has run, so it tells a client that the
+/// route exists and its token is accepted; it does not say whether the tag exists (`GET
+/// /v1/tags/{tag}` does).
+fn head_without_handler() -> Response {
+    (StatusCode::OK, [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))])
+        .into_response()
 }
 
 /// What every request passes through, once (one middleware, so one boxed future and one
@@ -122,7 +183,10 @@ async fn around(
                         .and_then(|()| crate::auth::check(&app.auth, route, params, &mut request)),
                     None => Ok(()),
                 };
+                let head_only = method == Method::HEAD
+                    && route.is_some_and(|route| !HEAD_READS.contains(&route));
                 match checked {
+                    Ok(()) if head_only => head_without_handler(),
                     Ok(()) => crate::error::json_errors(next.run(request).await).await,
                     Err(error) => error.into_response(),
                 }

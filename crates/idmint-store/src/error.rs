@@ -89,6 +89,23 @@ pub enum StoreError {
         /// The largest worker id the request allowed.
         max: u64,
     },
+    /// Every worker id of the range a node may take (`snowflake.worker_ids`) is held:
+    /// the ids outside it belong to other generators (Leaf or uid-generator nodes beside
+    /// idmint) and are never taken. Nothing was claimed.
+    #[error(
+        "no worker id left in range {min}-{max} of space {space} (snowflake.worker_ids): every \
+         id of it is held; stop idmint nodes you no longer need (a lease frees its id after its \
+         TTL and safety margin) or widen snowflake.worker_ids, keeping it clear of the ids \
+         other generators use"
+    )]
+    NoWorkerIdInRange {
+        /// The space.
+        space: WorkerSpace,
+        /// The smallest worker id of the range.
+        min: u64,
+        /// The largest worker id of the range.
+        max: u64,
+    },
     /// Every free worker id of the space carries a time mark past the caller's clock: a clock
     /// that jumped ahead left them marked, and ids under any of them would be refused until
     /// the clock got there. Nothing was claimed.

@@ -58,6 +58,10 @@ pub struct MySqlStore {
     pool: MySqlPool,
     alloc: AllocMode,
     table: String,
+    /// The worker-id lease table (`workers_table=`).
+    pub(crate) workers_table: String,
+    /// The worker-id assignment table (`worker_node_table=`).
+    pub(crate) worker_node_table: String,
     sql: Arc<Statements>,
     /// Queues this store's `cas` allocations per tag.
     cas_locks: Arc<CasLocks>,
@@ -129,6 +133,8 @@ impl MySqlStore {
             pool,
             alloc: options.alloc,
             table,
+            workers_table: options.workers_table.as_str().to_string(),
+            worker_node_table: options.worker_node_table.as_str().to_string(),
             location,
         };
         store.ensure_table().await?;
@@ -815,7 +821,10 @@ impl MySqlStore {
                 .fetch_optional(&self.pool)
                 .await;
             match probe {
-                Ok(_) => continue,
+                Ok(_) => {
+                    tracing::info!(table, store = %self.location, "found the {what} table; using it as it is");
+                    continue;
+                }
                 Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {
                 }
                 Err(e) => return Err(unavailable(e)),

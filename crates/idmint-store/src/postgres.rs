@@ -693,6 +693,8 @@ impl PgStore {
                     .await
                     .map_err(|e| self.unavailable(e))?;
                 tracing::info!(table, store = %self.location, "created a {what} table");
+            } else {
+                tracing::info!(table, store = %self.location, "found the {what} table; using it as it is");
             }
         }
         Ok(())

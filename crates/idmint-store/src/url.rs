@@ -110,6 +110,13 @@ pub struct SqlOptions {
     pub alloc: AllocMode,
     /// Connections opened at most.
     pub pool_max: u32,
+    /// The worker-id lease table (`workers_table=`, default
+    /// [`WORKERS_TABLE`](crate::WORKERS_TABLE)): idmint creates it in this database when
+    /// absent, beside Leaf's table; name it so it cannot clash with a table of yours.
+    pub workers_table: TableName,
+    /// The worker-id assignment table (`worker_node_table=`, default
+    /// [`WORKER_NODE_TABLE`](crate::WORKER_NODE_TABLE)), likewise.
+    pub worker_node_table: TableName,
 }
 
 /// How a database store reserves a range.
@@ -335,6 +342,15 @@ impl SqlUrl {
                 "table" => {
                     options.table = TableName::new(value).map_err(bad)?;
                 }
+                "workers_table" | "worker_node_table" => {
+                    let name =
+                        TableName::new(value).map_err(|reason| bad(format!("{key}: {reason}")))?;
+                    if key == "workers_table" {
+                        options.workers_table = name;
+                    } else {
+                        options.worker_node_table = name;
+                    }
+                }
                 "alloc" => {
                     options.alloc = match value {
                         "update" => AllocMode::Update,
@@ -396,6 +412,8 @@ impl Default for SqlOptions {
             table: TableName::default(),
             alloc: AllocMode::Update,
             pool_max: POOL_MAX_DEFAULT,
+            workers_table: TableName::known(crate::WORKERS_TABLE),
+            worker_node_table: TableName::known(crate::WORKER_NODE_TABLE),
         }
     }
 }
@@ -414,6 +432,13 @@ impl TableName {
                  A-Z a-z 0-9 _, not starting with a digit"
             ))
         }
+    }
+
+    /// One of idmint's own table names (a constant of the crate, a valid name: checked by
+    /// the tests of this module).
+    pub(crate) fn known(name: &'static str) -> TableName {
+        debug_assert!(TableName::new(name).is_ok(), "{name}");
+        TableName(name.to_string())
     }
 
     /// The name, safe to write into SQL as is.
@@ -537,6 +562,13 @@ mod tests {
         assert_eq!(url.driver_url(), "postgres://postgres@db/ids");
         assert_eq!(url.options, SqlOptions::default());
         assert_eq!(url.options.table.as_str(), "leaf_alloc");
+        assert_eq!(url.options.workers_table.as_str(), crate::WORKERS_TABLE);
+        assert_eq!(url.options.worker_node_table.as_str(), crate::WORKER_NODE_TABLE);
+        let named = "mysql://u@db/ids?workers_table=leaf_workers&worker_node_table=leaf_nodes";
+        let Ok(StoreUrl::Mysql(url)) = StoreUrl::parse(named) else { panic!("not MySQL") };
+        assert_eq!(url.options.workers_table.as_str(), "leaf_workers");
+        assert_eq!(url.options.worker_node_table.as_str(), "leaf_nodes");
+        assert_eq!(url.driver_url(), "mysql://u@db/ids");
     }
 
     #[test]
@@ -552,6 +584,9 @@ mod tests {
     fn refuses_with_a_reason_and_never_shows_a_password() {
         for (url, reason) in [
             ("mysql://root:hunter2@db:3306/ids?table=x;drop", "not a table name"),
+            ("mysql://root:hunter2@db:3306/ids?workers_table=w;drop%20x", "workers_table: "),
+            ("postgres://root:hunter2@db:5432/ids?worker_node_table=1n", "worker_node_table: "),
+            ("postgres://root:hunter2@db:5432/ids?workers_table=", "not a table name"),
             ("mysql://root:hunter2@db:3306/ids?alloc=fast", "not a mode"),
             ("mysql://root:hunter2@db:3306/ids?pool_max=0", "out of range"),
             ("postgres://root:hunter2@db:5432", "no database name"),

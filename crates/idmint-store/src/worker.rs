@@ -72,7 +72,8 @@ const _: () = assert!(LEASE_SCAN_PAGE >= 1);
 /// compare-and-set of its fencing token that also re-checks the expiry.
 #[async_trait]
 pub trait WorkerStore: Send + Sync + 'static {
-    /// Claims the lowest worker id in `0..=req.max_worker` of `req.space` that is free: never
+    /// Claims the lowest worker id in `req.min_worker..=req.max_worker` of `req.space` that is
+    /// free (an id outside the range is never claimed, whatever its row says): never
     /// held, or held by a lease that expired more than `req.margin_ms` ago
     /// (`expires_ms + margin_ms < now_ms`). The lease lasts until `now_ms + ttl_ms`.
     ///
@@ -151,7 +152,13 @@ impl WorkerSpace {
 pub struct LeaseRequest {
     /// The space (layout) whose ids are claimed.
     pub space: WorkerSpace,
-    /// The largest worker id the layout can encode, at most [`LEASE_WORKER_ID_MAX`].
+    /// The smallest worker id that may be claimed (0 for the whole space): with
+    /// `max_worker`, the range this node's ids come from (`snowflake.worker_ids`), so Leaf or
+    /// uid-generator nodes running beside idmint keep the ids outside it. At most
+    /// `max_worker`.
+    pub min_worker: u64,
+    /// The largest worker id that may be claimed, at most [`LEASE_WORKER_ID_MAX`] (and at
+    /// most the layout's largest).
     pub max_worker: u64,
     /// Who holds the lease, for operators (`host:port/pid`): at most [`HOLDER_LEN_MAX`]
     /// bytes, no control characters.
@@ -230,6 +237,12 @@ pub(crate) fn check_lease_request(req: &LeaseRequest) -> Result<(), StoreError> 
             "max_worker {} is above {LEASE_WORKER_ID_MAX}, the most a lease space holds; use \
              store-assigned worker ids for wider layouts, or lower max_worker",
             req.max_worker
+        )));
+    }
+    if req.min_worker > req.max_worker {
+        return Err(StoreError::InvalidValue(format!(
+            "min_worker {} is above max_worker {}; give a range low-high with low <= high",
+            req.min_worker, req.max_worker
         )));
     }
     check_text("holder", &req.holder)?;
@@ -370,8 +383,8 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
     let holder_id = new_holder_id();
     // The earliest mark of the free ids passed over for a mark ahead of the clock.
     let mut earliest_ahead: Option<u64> = None;
-    // The lowest id not yet examined.
-    let mut next = 0;
+    // The lowest id not yet examined: nothing below the range is ever looked at.
+    let mut next = req.min_worker;
     loop {
         let rows = table.scan(&req.space, next, req.max_worker).await?;
         let last_page = rows.len() < LEASE_SCAN_PAGE;
@@ -419,7 +432,21 @@ pub(crate) fn none_free(req: &LeaseRequest, earliest_ahead: Option<u64>) -> Stor
             earliest_mark_ms,
             time_mark_max_ms: req.time_mark_max_ms,
         },
-        None => StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker },
+        None => exhausted(req),
+    }
+}
+
+/// Every id of the request's range is held: [`StoreError::WorkersExhausted`] for the whole
+/// space, [`StoreError::NoWorkerIdInRange`] for a range that starts above 0.
+pub(crate) fn exhausted(req: &LeaseRequest) -> StoreError {
+    if req.min_worker == 0 {
+        StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker }
+    } else {
+        StoreError::NoWorkerIdInRange {
+            space: req.space.clone(),
+            min: req.min_worker,
+            max: req.max_worker,
+        }
     }
 }
 

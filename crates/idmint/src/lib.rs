@@ -118,7 +118,7 @@ pub mod snowflake {
     pub use crate::cached::{CachedConfig, CachedSnowflake};
     pub use crate::snowflake_gen::{
         Snowflake, SnowflakeConfig, SnowflakeError, SnowflakeStatus, TIME_MARK_FILE,
-        TIME_MARK_LOCK_FILE, WorkerIdSource, settle_ms,
+        TIME_MARK_LOCK_FILE, WorkerIdRange, WorkerIdSource, settle_ms,
     };
     pub use idmint_core::snowflake::{PRESETS, Parts};
     pub use idmint_core::{ClockPolicy, Layout, LayoutError, TimeUnit};

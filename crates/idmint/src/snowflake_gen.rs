@@ -90,6 +90,72 @@ pub enum WorkerIdSource {
     Ordinal,
 }
 
+/// A range of worker ids, `min..=max` (`snowflake.worker_ids = "512-1023"`): the ids a node
+/// may use when other generators (Leaf's or uid-generator's nodes) hold the rest of the
+/// layout's ids during a migration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerIdRange {
+    min: u64,
+    max: u64,
+}
+
+impl WorkerIdRange {
+    /// Parses `LOW-HIGH` (or one id `N`), decimal, `LOW <= HIGH`; the error says what is
+    /// wrong and the form expected.
+    pub fn parse(text: &str) -> Result<WorkerIdRange, String> {
+        let number = |part: &str| part.trim().parse::<u64>().ok();
+        let parsed = match text.split_once('-') {
+            Some((low, high)) => number(low).zip(number(high)),
+            None => number(text).map(|id| (id, id)),
+        };
+        match parsed {
+            Some((min, max)) if min <= max => Ok(WorkerIdRange { min, max }),
+            Some((min, max)) => Err(format!(
+                "{text:?}: the range starts at {min}, above its end {max}; write LOW-HIGH with \
+                 LOW <= HIGH, e.g. \"512-1023\""
+            )),
+            None => Err(format!(
+                "{text:?} is not a worker-id range; write LOW-HIGH in decimal, e.g. \"512-1023\" \
+                 (or one id, e.g. \"7\")"
+            )),
+        }
+    }
+
+    /// The smallest id of the range.
+    pub fn min(&self) -> u64 {
+        self.min
+    }
+
+    /// The largest id of the range.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Whether `id` is inside the range.
+    pub fn contains(&self, id: u64) -> bool {
+        (self.min..=self.max).contains(&id)
+    }
+
+    /// Refuses a range that does not fit `layout`'s worker bits, with the reason.
+    pub fn check(&self, layout: &Layout) -> Result<(), String> {
+        if self.max > layout.max_worker() {
+            return Err(format!(
+                "worker ids {self} do not fit the layout's {} worker bits (ids 0-{}); use a \
+                 range within it",
+                layout.worker_bits(),
+                layout.max_worker()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for WorkerIdRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.min, self.max)
+    }
+}
+
 /// How a snowflake generator runs.
 #[derive(Debug, Clone)]
 pub struct SnowflakeConfig {
@@ -99,6 +165,10 @@ pub struct SnowflakeConfig {
     pub layout: Layout,
     /// Where the worker id comes from.
     pub worker: WorkerIdSource,
+    /// The worker ids this node may use (`snowflake.worker_ids`); `None`: every id of the
+    /// layout. Leases are taken inside it only, and a static or ordinal id outside it is
+    /// refused at start, so Leaf or uid-generator nodes beside idmint keep the rest.
+    pub worker_ids: Option<WorkerIdRange>,
     /// A clock step back up to this is waited out; beyond it ids are refused.
     pub tolerance_ms: u64,
     /// `Some(lead)`: run ahead of the clock on borrowed time by at most `lead` ms instead of
@@ -127,6 +197,7 @@ impl SnowflakeConfig {
             space: space.to_string(),
             layout,
             worker: WorkerIdSource::Lease,
+            worker_ids: None,
             tolerance_ms: TOLERANCE_MS_DEFAULT,
             borrow_max_lead_ms: None,
             max_vibration: 0,
@@ -320,6 +391,16 @@ impl Snowflake {
             )),
             None => None,
         };
+        if let Some(range) = &config.worker_ids {
+            range.check(&layout).map_err(bad)?;
+            if config.worker == WorkerIdSource::StoreAssigned && range.min() > 1 {
+                return Err(bad(format!(
+                    "worker = \"store-assigned\" counts ids up from 1 and cannot start at \
+                     {}; use worker = \"lease\" with worker_ids = \"{range}\"",
+                    range.min()
+                )));
+            }
+        }
         let now = clock.now_ms();
         let (worker, lease) = match &config.worker {
             WorkerIdSource::Static(id) => (*id, None),
@@ -328,7 +409,7 @@ impl Snowflake {
                 let store = need(&store, "store-assigned")?;
                 let request = AssignRequest {
                     space: space.clone(),
-                    max_worker: layout.max_worker(),
+                    max_worker: config.worker_ids.map_or(layout.max_worker(), |r| r.max()),
                     host: config.holder.clone(),
                     port: config.port,
                     launch_ms: now,
@@ -346,6 +427,13 @@ impl Snowflake {
                 "worker id {worker} does not fit the layout's {} worker bits (at most {})",
                 layout.worker_bits(),
                 layout.max_worker()
+            )));
+        }
+        if let Some(range) = config.worker_ids.filter(|range| !range.contains(worker)) {
+            return Err(bad(format!(
+                "worker id {worker} is outside snowflake.worker_ids = \"{range}\", the ids this \
+                 node may use (the others belong to the generators running beside it); give a \
+                 worker id inside the range, or use worker = \"lease\""
             )));
         }
         let fence_ms = lease.as_ref().map_or(u64::MAX, |l| l.expires_ms);
@@ -903,7 +991,8 @@ pub fn settle_ms(config: &SnowflakeConfig) -> u64 {
 fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> LeaseRequest {
     LeaseRequest {
         space: space.clone(),
-        max_worker: config.layout.max_worker(),
+        min_worker: config.worker_ids.map_or(0, |range| range.min()),
+        max_worker: config.worker_ids.map_or(config.layout.max_worker(), |range| range.max()),
         holder: config.holder.clone(),
         now_ms,
         ttl_ms: config.lease_ttl_ms,
@@ -944,5 +1033,21 @@ mod tests {
         assert_eq!(ordinal_of("idmint-web-12"), Ok(12));
         assert!(ordinal_of("laptop").is_err());
         assert!(ordinal_of("ids-x").is_err());
+    }
+
+    #[test]
+    fn worker_id_ranges_parse_and_fit_the_layout() {
+        let range = WorkerIdRange::parse("512-1023").expect("range");
+        assert_eq!((range.min(), range.max(), range.to_string()), (512, 1023, "512-1023".into()));
+        assert!(range.contains(512) && range.contains(1023) && !range.contains(511));
+        assert_eq!(WorkerIdRange::parse("7").map(|r| (r.min(), r.max())), Ok((7, 7)));
+        for bad in ["", "x", "5-", "-5", "1023-512", "1-2-3", "0x10-20"] {
+            assert!(WorkerIdRange::parse(bad).is_err(), "{bad:?}");
+        }
+        let leaf = Layout::preset("snowflake").expect("preset");
+        assert!(range.check(&leaf).is_ok());
+        let wide = WorkerIdRange::parse("512-1024").expect("range");
+        let refused = wide.check(&leaf).unwrap_err();
+        assert!(refused.contains("10 worker bits"), "{refused}");
     }
 }

@@ -263,6 +263,9 @@ keys! {
             layout: String = "snowflake".to_string();
             /// `lease`, `store-assigned`, `ordinal` or `static:N`.
             worker: String = "lease".to_string();
+            /// The worker ids this node may use, `LOW-HIGH` (e.g. `512-1023`), so Leaf or
+            /// uid-generator nodes beside it keep the others; empty: every id of the layout.
+            worker_ids: String = String::new();
             /// A clock step back up to this is waited out, in ms.
             tolerance_ms: u64 = TOLERANCE_MS_DEFAULT;
             /// Borrowed time: run at most this far ahead of the clock instead of waiting, in ms

@@ -4,7 +4,7 @@
 //! records every problem; a bad value leaves its default so the other checks still run.
 
 use idmint::segment::SegmentConfig;
-use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
+use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdRange, WorkerIdSource};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
@@ -55,6 +55,7 @@ pub(super) fn snowflake_config(
         enabled,
         layout: layout_name,
         worker,
+        worker_ids,
         tolerance_ms: tolerance,
         borrow_max_lead_ms: lead,
         max_vibration: vibration,
@@ -80,6 +81,18 @@ pub(super) fn snowflake_config(
     let source = match &layout {
         Some(layout) => l.check(&worker.origin, worker_source(&worker.value, layout)),
         None => None,
+    };
+    // Checked against the layout and the worker source here, so a bad range is a config
+    // error naming the key, not a failed start.
+    let range = match (&layout, worker_ids.value.trim()) {
+        (_, "") => Some(None),
+        (Some(layout), text) => l.check(
+            &worker_ids.origin,
+            WorkerIdRange::parse(text)
+                .and_then(|range| range.check(layout).map(|()| range))
+                .and_then(|range| fits_source(range, source.as_ref()).map(|()| Some(range))),
+        ),
+        (None, _) => None,
     };
     if tolerance.value > idmint::snowflake::limits::TOLERANCE_MS_MAX {
         let reason = format!(
@@ -146,9 +159,10 @@ pub(super) fn snowflake_config(
     } else {
         None
     };
-    let Some(source) = source else { return (None, None) };
+    let (Some(source), Some(range)) = (source, range) else { return (None, None) };
     let mut config = SnowflakeConfig::new(&layout_name.value, layout);
     config.worker = source;
+    config.worker_ids = range;
     config.tolerance_ms = tolerance.value;
     config.borrow_max_lead_ms = (lead.value > 0).then_some(lead.value);
     config.max_vibration = vibration.value;
@@ -172,6 +186,22 @@ fn worker_source(text: &str, layout: &Layout) -> Result<WorkerIdSource, String> 
                 layout.max_worker()
             )),
         },
+    }
+}
+
+/// Refuses a `snowflake.worker_ids` range that the worker source cannot keep: a static id
+/// outside it, or store-assigned ids (counted up from 1) with a range above 1.
+fn fits_source(range: WorkerIdRange, source: Option<&WorkerIdSource>) -> Result<(), String> {
+    match source {
+        Some(WorkerIdSource::Static(id)) if !range.contains(*id) => Err(format!(
+            "{range} does not hold snowflake.worker = \"static:{id}\"; give a static id inside \
+             the range, or use worker = \"lease\""
+        )),
+        Some(WorkerIdSource::StoreAssigned) if range.min() > 1 => Err(format!(
+            "{range} starts above 1, but store-assigned ids count up from 1; use worker = \
+             \"lease\" with this range"
+        )),
+        _ => Ok(()),
     }
 }
 

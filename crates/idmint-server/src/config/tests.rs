@@ -219,6 +219,35 @@ fn the_snowflake_section_resolves_and_refuses_what_cannot_run() {
 }
 
 #[test]
+fn a_worker_id_range_is_checked_against_the_layout_and_the_worker_source() {
+    let resolve = |toml: &str, vars: &[(&str, &str)]| {
+        let file = FileConfig::parse(toml, "t.toml").unwrap();
+        Settings::resolve(&file, &env(vars), &Overrides::default())
+    };
+    let s = resolve("[snowflake]\nworker_ids = \"512-1023\"", &[]).unwrap();
+    let range = s.snowflake.unwrap().worker_ids.unwrap();
+    assert_eq!((range.min(), range.max()), (512, 1023));
+    assert_eq!(resolve("", &[]).unwrap().snowflake.unwrap().worker_ids, None);
+    let s = resolve("[snowflake]\nworker = \"static:600\"\nworker_ids = \"512-1023\"", &[]);
+    assert_eq!(s.unwrap().snowflake.unwrap().worker, WorkerIdSource::Static(600));
+    let refused = |toml: &str, vars: &[(&str, &str)], says: &[&str]| {
+        let err = resolve(toml, vars).unwrap_err().to_string();
+        for said in says {
+            assert!(err.contains(said), "{err} does not say {said:?}");
+        }
+    };
+    let key = "config key snowflake.worker_ids";
+    refused("[snowflake]\nworker_ids = \"512..1023\"", &[], &[key, "not a worker-id range"]);
+    refused("[snowflake]\nworker_ids = \"1023-512\"", &[], &[key, "LOW <= HIGH"]);
+    refused("[snowflake]\nworker_ids = \"512-1024\"", &[], &[key, "10 worker bits"]);
+    refused("", &[("IDMINT_SNOWFLAKE_WORKER_IDS", "x")], &["IDMINT_SNOWFLAKE_WORKER_IDS"]);
+    let fixed = "[snowflake]\nworker = \"static:7\"\nworker_ids = \"512-1023\"";
+    refused(fixed, &[], &[key, "does not hold snowflake.worker = \"static:7\""]);
+    let assigned = "[snowflake]\nworker = \"store-assigned\"\nworker_ids = \"512-1023\"";
+    refused(assigned, &[], &[key, "store-assigned ids count up from 1"]);
+}
+
+#[test]
 fn formats_resolve_their_key_from_env_and_never_show_it() {
     let key = "00112233445566778899aabbccddeeff";
     let toml = "[format.order]\ntemplate = \"O{id:base62:6}\"\nkey_env = \"K\"\nbits = 35\n\

@@ -5,6 +5,7 @@
 
 pub(crate) mod decode;
 pub(crate) mod leases;
+pub(crate) mod monitor;
 pub(crate) mod segment;
 pub(crate) mod sequences;
 pub(crate) mod shared;

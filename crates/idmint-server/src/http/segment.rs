@@ -19,7 +19,9 @@ use crate::state::SharedState;
 /// Next id of a tag (Meituan Leaf compatible)
 ///
 /// Leaf's segment route, byte-compatible: `200 text/plain` with the decimal id. Errors are
-/// non-200 with a JSON body, never `0` or a negative number.
+/// non-200 with a JSON body, never `0` or a negative number. Answered alike under GET, POST,
+/// PUT, PATCH and DELETE (Leaf maps it without a method); HEAD answers `200` with no body and
+/// takes no id; OPTIONS answers `204` with `Allow`.
 #[utoipa::path(
     get,
     path = "/api/segment/get/{tag}",

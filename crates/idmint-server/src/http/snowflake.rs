@@ -22,6 +22,8 @@ use crate::state::SharedState;
 ///
 /// Leaf's snowflake route: `200 text/plain` with the decimal id. The key is Leaf's and, as in
 /// Leaf, does not change the id. From the ring of pre-made ids when `snowflake.cached` is on.
+/// Answered alike under GET, POST, PUT, PATCH and DELETE (Leaf maps it without a method);
+/// HEAD answers `200` with no body and takes no id; OPTIONS answers `204` with `Allow`.
 #[utoipa::path(
     get,
     path = "/api/snowflake/get/{key}",
@@ -67,7 +69,8 @@ pub(crate) struct LeafDecodeBody {
 
 /// The parts of a snowflake id (Meituan Leaf compatible: every value a string)
 ///
-/// Leaf's decode route, under the node's layout.
+/// Leaf's decode route, under the node's layout. Answered alike under GET, POST, PUT, PATCH
+/// and DELETE (Leaf maps it without a method).
 #[utoipa::path(
     get,
     path = "/decodeSnowflakeId",

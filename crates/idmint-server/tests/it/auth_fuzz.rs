@@ -21,7 +21,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use idmint_server::{ADMIN_ROUTES, GRPC_ROUTE, HttpLimits};
+use idmint_server::{ADMIN_ROUTES, GRPC_ROUTE, HttpLimits, MONITOR_ROUTES};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -37,7 +37,8 @@ const WRONG: &str = "wrong-token-0123456789";
 const GUARDED_TAG: &str = "guarded";
 const GUARDED_SEQ: &str = "gseq";
 
-const METHODS: [Method; 7] = [
+const METHODS: [Method; 8] = [
+    Method::TRACE,
     Method::GET,
     Method::HEAD,
     Method::POST,
@@ -152,6 +153,20 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
     // The seven guarded reads: Leaf's segment route, ids, ranges, the tag, decode, and the
     // sequence's ids and definition.
     assert!(reached >= 7 * ENCODINGS, "only {reached} guarded reads reached");
+    // Leaf's routes answer every method Leaf's clients use, with the right token; its
+    // monitor pages with the admin token.
+    for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+        let uri = format!("/api/segment/get/{GUARDED_TAG}");
+        let (status, body) = call(router, build(&method, &uri, None, Some(SHOP), "")).await;
+        assert!(status.is_success(), "{method} {uri} with its token: {status} {body:?}");
+        for route in MONITOR_ROUTES {
+            let (status, body) = call(router, build(&method, route, None, Some(ADMIN), "")).await;
+            assert!(
+                status.is_success(),
+                "{method} {route} with the admin token: {status} {body:?}"
+            );
+        }
+    }
     // The gRPC frame is a real call: with the client's token it answers ids.
     let mut request =
         build(&Method::POST, "/idmint.v1.IdMint/NextIds", Some("application/grpc"), Some(SHOP), "");
@@ -190,9 +205,11 @@ async fn guarded_router() -> Router {
     router
 }
 
-/// Admin: in [`ADMIN_ROUTES`], or documented as needing the bearer token.
+/// Admin: in [`ADMIN_ROUTES`] or [`MONITOR_ROUTES`] (Leaf's monitor pages, under every
+/// method), or documented as needing the bearer token.
 fn is_admin(doc: &Value, method: &Method, route: &str) -> bool {
-    let listed = ADMIN_ROUTES.iter().any(|(m, r)| m == method && *r == route);
+    let listed = ADMIN_ROUTES.iter().any(|(m, r)| m == method && *r == route)
+        || MONITOR_ROUTES.contains(&route);
     let operation = &doc["paths"][route][method.as_str().to_ascii_lowercase()];
     listed || operation["security"] == json!([{"bearer": []}])
 }

@@ -37,8 +37,12 @@ const INFALLIBLE: [(&str, &str); 5] = [
 ];
 
 /// Operations of one tag: an optional client token (`bearer` or none), and 401/403 answers.
-const TAG_SCOPED: [(&str, &str); 8] = [
+const TAG_SCOPED: [(&str, &str); 12] = [
     ("get", "/api/segment/get/{tag}"),
+    ("post", "/api/segment/get/{tag}"),
+    ("put", "/api/segment/get/{tag}"),
+    ("patch", "/api/segment/get/{tag}"),
+    ("delete", "/api/segment/get/{tag}"),
     ("get", "/v1/segment/{tag}/ranges"),
     ("post", "/v1/segment/{tag}/return"),
     ("get", "/v1/segment/{tag}"),
@@ -48,8 +52,19 @@ const TAG_SCOPED: [(&str, &str); 8] = [
     ("get", "/v1/seqs/{name}"),
 ];
 
-/// Admin operations: `bearer` security, and 401/403 answers.
-const ADMIN: [(&str, &str); 5] = [
+/// Admin operations: `bearer` security, and 401/403 answers. Leaf's monitor pages need the
+/// admin token under every method.
+const ADMIN: [(&str, &str); 15] = [
+    ("get", "/cache"),
+    ("post", "/cache"),
+    ("put", "/cache"),
+    ("patch", "/cache"),
+    ("delete", "/cache"),
+    ("get", "/db"),
+    ("post", "/db"),
+    ("put", "/db"),
+    ("patch", "/db"),
+    ("delete", "/db"),
     ("post", "/v1/tags"),
     ("patch", "/v1/tags/{tag}"),
     ("delete", "/v1/tags/{tag}"),

@@ -72,7 +72,7 @@ impl WorkerStore for MemoryStore {
         let holder_id = new_holder_id();
         let mut workers = self.workers();
         let mut earliest_ahead: Option<u64> = None;
-        for worker_id in 0..=req.max_worker {
+        for worker_id in req.min_worker..=req.max_worker {
             let key = (req.space.clone(), worker_id);
             let (token, time_mark) = match workers.leases.get(&key).map(|row| &row.record) {
                 None => (1, 0),

@@ -26,8 +26,8 @@ use crate::worker::{
     stored,
 };
 use crate::{
-    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
-    WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, WorkerStore,
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace,
+    WorkerStore,
 };
 
 #[async_trait]
@@ -43,11 +43,12 @@ impl WorkerStore for MySqlStore {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
+        let workers = self.workers_table.as_str();
         check_renewal(now_ms, ttl_ms)?;
         let (id, token, holder_id) = held_columns(lease)?;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, ?) \
+            "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, ?) \
              WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms >= ? \
              AND holder_id = ?"
         )))
@@ -65,7 +66,7 @@ impl WorkerStore for MySqlStore {
             // Dropping the transaction rolls it back.
             return Err(lease_lost(lease));
         }
-        let row = select_own_row(&mut tx, &lease.space, lease.worker_id).await?;
+        let row = select_own_row(&mut tx, workers, &lease.space, lease.worker_id).await?;
         tx.commit().await.map_err(unavailable)?;
         let (token, expires_ms, time_mark) = row;
         if token != lease.token {
@@ -85,11 +86,12 @@ impl WorkerStore for MySqlStore {
     }
 
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        let worker_node = self.worker_node_table.as_str();
         check_assign_request(req)?;
         self.ensure_worker_tables().await?;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let id = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {WORKER_NODE_TABLE} (space, host, port, launch_ms) VALUES (?, ?, ?, ?)"
+            "INSERT INTO {worker_node} (space, host, port, launch_ms) VALUES (?, ?, ?, ?)"
         )))
         .bind(req.space.as_str())
         .bind(req.host.as_str())
@@ -111,9 +113,10 @@ impl WorkerStore for MySqlStore {
     }
 
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let workers = self.workers_table.as_str();
         self.ensure_worker_tables().await?;
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, holder, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+            "SELECT worker_id, holder, token, expires_ms, time_mark FROM {workers} \
              WHERE space = ? ORDER BY worker_id LIMIT {}",
             LEASE_WORKER_ID_MAX + 1
         )))
@@ -133,8 +136,9 @@ impl LeaseTable for MySqlStore {
         from: u64,
         max: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
+        let workers = self.workers_table.as_str();
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+            "SELECT worker_id, token, expires_ms, time_mark FROM {workers} \
              WHERE space = ? AND worker_id >= ? AND worker_id <= ? \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
@@ -164,9 +168,10 @@ impl LeaseTable for MySqlStore {
         worker_id: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
+        let workers = self.workers_table.as_str();
         let expires_ms = req.now_ms + req.ttl_ms;
         let inserted = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {WORKERS_TABLE} \
+            "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
              VALUES (?, ?, ?, 1, ?, 0, ?)"
         )))
@@ -199,10 +204,11 @@ impl LeaseTable for MySqlStore {
         below: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
+        let workers = self.workers_table.as_str();
         let expires_ms = req.now_ms + req.ttl_ms;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let taken = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} \
+            "UPDATE {workers} \
              SET holder = ?, token = token + 1, expires_ms = ?, holder_id = ? \
              WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms < ?"
         )))
@@ -222,7 +228,8 @@ impl LeaseTable for MySqlStore {
         }
         // Read under the row lock the update took: the token is `token + 1`, the time mark the
         // previous owner's last.
-        let (new_token, _, time_mark) = select_own_row(&mut tx, &req.space, worker_id).await?;
+        let (new_token, _, time_mark) =
+            select_own_row(&mut tx, workers, &req.space, worker_id).await?;
         tx.commit().await.map_err(unavailable)?;
         Ok(Some(Lease {
             space: req.space.clone(),
@@ -242,16 +249,17 @@ impl MySqlStore {
     /// statement that adds it: without it a deleted or restored row would let two nodes
     /// prove one lease.
     async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
-        let tables = [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())];
+        let workers = self.workers_table.as_str();
+        let worker_node = self.worker_node_table.as_str();
+        let tables = [(workers, workers_ddl(workers)), (worker_node, worker_node_ddl(worker_node))];
         self.create_missing_tables(tables, "worker").await?;
-        let probe =
-            sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {WORKERS_TABLE} LIMIT 0")))
-                .fetch_optional(&self.pool)
-                .await;
+        let probe = sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {workers} LIMIT 0")))
+            .fetch_optional(&self.pool)
+            .await;
         match probe {
             Ok(_) => Ok(()),
             Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_COLUMN) => {
-                Err(outdated_workers_table(ADD_HOLDER_ID))
+                Err(outdated_workers_table(&add_holder_id(workers)))
             }
             Err(e) => Err(unavailable(e)),
         }
@@ -260,9 +268,10 @@ impl MySqlStore {
     /// Runs `UPDATE … SET {set}` (whose one `?` is `value`) on the row of `lease` if it still
     /// holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+        let workers = self.workers_table.as_str();
         let (id, token, holder_id) = held_columns(lease)?;
         let updated = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET {set} \
+            "UPDATE {workers} SET {set} \
              WHERE space = ? AND worker_id = ? AND token = ? AND holder_id = ?"
         )))
         .bind(value)
@@ -281,15 +290,16 @@ impl MySqlStore {
 /// SQLSTATE of an unknown column (MySQL's and MariaDB's error 1054).
 const SQLSTATE_NO_COLUMN: &str = "42S22";
 
-/// The statement that brings a lease table of an earlier idmint up to date.
-const ADD_HOLDER_ID: &str =
-    "ALTER TABLE idmint_workers ADD COLUMN holder_id char(32) NOT NULL DEFAULT ''";
+/// The statement that brings the lease table `workers` of an earlier idmint up to date.
+fn add_holder_id(workers: &str) -> String {
+    format!("ALTER TABLE {workers} ADD COLUMN holder_id char(32) NOT NULL DEFAULT ''")
+}
 
 /// The lease table: the key and holder in `utf8mb4_bin`, as the segment table's tags, so
 /// spaces compare byte for byte.
-fn workers_ddl() -> String {
+fn workers_ddl(workers: &str) -> String {
     format!(
-        "CREATE TABLE IF NOT EXISTS {WORKERS_TABLE} (\
+        "CREATE TABLE IF NOT EXISTS {workers} (\
          space varchar(64) NOT NULL, \
          worker_id bigint NOT NULL, \
          holder varchar(255) NOT NULL DEFAULT '', \
@@ -303,9 +313,9 @@ fn workers_ddl() -> String {
 }
 
 /// The assignment table, uid-generator's `WORKER_NODE` reduced to what idmint records.
-fn worker_node_ddl() -> String {
+fn worker_node_ddl(worker_node: &str) -> String {
     format!(
-        "CREATE TABLE IF NOT EXISTS {WORKER_NODE_TABLE} (\
+        "CREATE TABLE IF NOT EXISTS {worker_node} (\
          id bigint NOT NULL AUTO_INCREMENT, \
          space varchar(64) NOT NULL, \
          host varchar(255) NOT NULL, \
@@ -320,11 +330,12 @@ fn worker_node_ddl() -> String {
 /// its row lock.
 async fn select_own_row(
     tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    workers: &str,
     space: &WorkerSpace,
     worker_id: u64,
 ) -> Result<(u64, u64, u64), StoreError> {
     let row = sqlx::query(AssertSqlSafe(format!(
-        "SELECT token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+        "SELECT token, expires_ms, time_mark FROM {workers} \
          WHERE space = ? AND worker_id = ? FOR UPDATE"
     )))
     .bind(space.as_str())

@@ -25,8 +25,8 @@ use crate::worker::{
     stored,
 };
 use crate::{
-    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
-    WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, WorkerStore,
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace,
+    WorkerStore,
 };
 
 #[async_trait]
@@ -42,10 +42,11 @@ impl WorkerStore for PgStore {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Result<Lease, StoreError> {
+        let workers = self.options.workers_table.as_str();
         check_renewal(now_ms, ttl_ms)?;
         let (id, token, holder_id) = held_columns(lease)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET expires_ms = GREATEST(expires_ms, $4) \
+            "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, $4) \
              WHERE space = $1 AND worker_id = $2 AND token = $3 AND expires_ms >= $5 \
              AND holder_id = $6 RETURNING expires_ms, time_mark"
         )))
@@ -78,11 +79,12 @@ impl WorkerStore for PgStore {
     }
 
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        let worker_node = self.options.worker_node_table.as_str();
         check_assign_request(req)?;
         self.ensure_worker_tables().await?;
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
         let id: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-            "INSERT INTO {WORKER_NODE_TABLE} (space, host, port, launch_ms) \
+            "INSERT INTO {worker_node} (space, host, port, launch_ms) \
              VALUES ($1, $2, $3, $4) RETURNING id"
         )))
         .bind(req.space.as_str())
@@ -105,9 +107,10 @@ impl WorkerStore for PgStore {
     }
 
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let workers = self.options.workers_table.as_str();
         self.ensure_worker_tables().await?;
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, holder::text, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+            "SELECT worker_id, holder::text, token, expires_ms, time_mark FROM {workers} \
              WHERE space = $1 ORDER BY worker_id LIMIT {}",
             LEASE_WORKER_ID_MAX + 1
         )))
@@ -139,8 +142,9 @@ impl LeaseTable for PgStore {
         from: u64,
         max: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
+        let workers = self.options.workers_table.as_str();
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+            "SELECT worker_id, token, expires_ms, time_mark FROM {workers} \
              WHERE space = $1 AND worker_id >= $2 AND worker_id <= $3 \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
@@ -169,9 +173,10 @@ impl LeaseTable for PgStore {
         worker_id: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
+        let workers = self.options.workers_table.as_str();
         let expires_ms = req.now_ms + req.ttl_ms;
         let inserted = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {WORKERS_TABLE} \
+            "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
              VALUES ($1, $2, $3, 1, $4, 0, $5) ON CONFLICT (space, worker_id) DO NOTHING"
         )))
@@ -202,9 +207,10 @@ impl LeaseTable for PgStore {
         below: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
+        let workers = self.options.workers_table.as_str();
         let expires_ms = req.now_ms + req.ttl_ms;
         let taken = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} \
+            "UPDATE {workers} \
              SET holder = $3, token = token + 1, expires_ms = $4, holder_id = $7 \
              WHERE space = $1 AND worker_id = $2 AND token = $5 AND expires_ms < $6 \
              RETURNING token, time_mark"
@@ -237,26 +243,27 @@ impl PgStore {
     /// as the segment table is: PostgreSQL checks the right to create even for
     /// `CREATE TABLE IF NOT EXISTS` of an existing table.
     async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
+        let workers = self.options.workers_table.as_str();
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
             .bind(ADVISORY_LOCK_CLASS)
-            .bind(WORKERS_TABLE)
+            .bind(workers)
             .execute(&mut *tx)
             .await
             .map_err(|e| self.unavailable(e))?;
-        let tables = [(WORKERS_TABLE, workers_ddl()), (WORKER_NODE_TABLE, worker_node_ddl())];
+        let worker_node = self.options.worker_node_table.as_str();
+        let tables = [(workers, workers_ddl(workers)), (worker_node, worker_node_ddl(worker_node))];
         self.create_missing_tables(&mut tx, tables, "worker").await?;
         tx.commit().await.map_err(|e| self.unavailable(e))?;
         // A lease table of an earlier idmint lacks the holder id; without it a deleted or
         // restored row would let two nodes prove one lease, so it is refused, naming the fix.
-        let probe =
-            sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {WORKERS_TABLE} LIMIT 0")))
-                .fetch_optional(&self.pool)
-                .await;
+        let probe = sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {workers} LIMIT 0")))
+            .fetch_optional(&self.pool)
+            .await;
         match probe {
             Ok(_) => Ok(()),
             Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_COLUMN) => {
-                Err(outdated_workers_table(ADD_HOLDER_ID))
+                Err(outdated_workers_table(&add_holder_id(workers)))
             }
             Err(e) => Err(self.unavailable(e)),
         }
@@ -265,9 +272,10 @@ impl PgStore {
     /// Runs `UPDATE … SET {set}` (which reads `$4` as `value`) on the row of `lease` if it
     /// still holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
     async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+        let workers = self.options.workers_table.as_str();
         let (id, token, holder_id) = held_columns(lease)?;
         let updated = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {WORKERS_TABLE} SET {set} \
+            "UPDATE {workers} SET {set} \
              WHERE space = $1 AND worker_id = $2 AND token = $3 AND holder_id = $5"
         )))
         .bind(lease.space.as_str())
@@ -290,14 +298,15 @@ impl PgStore {
 /// SQLSTATE `undefined_column`.
 const SQLSTATE_NO_COLUMN: &str = "42703";
 
-/// The statement that brings a lease table of an earlier idmint up to date.
-const ADD_HOLDER_ID: &str =
-    "ALTER TABLE idmint_workers ADD COLUMN holder_id varchar(32) NOT NULL DEFAULT ''";
+/// The statement that brings the lease table `workers` of an earlier idmint up to date.
+fn add_holder_id(workers: &str) -> String {
+    format!("ALTER TABLE {workers} ADD COLUMN holder_id varchar(32) NOT NULL DEFAULT ''")
+}
 
 /// The lease table.
-fn workers_ddl() -> String {
+fn workers_ddl(workers: &str) -> String {
     format!(
-        "CREATE TABLE IF NOT EXISTS {WORKERS_TABLE} (
+        "CREATE TABLE IF NOT EXISTS {workers} (
             space      varchar(64)  NOT NULL,
             worker_id  bigint       NOT NULL,
             holder     varchar(255) NOT NULL DEFAULT '',
@@ -311,9 +320,9 @@ fn workers_ddl() -> String {
 }
 
 /// The assignment table, uid-generator's `WORKER_NODE` reduced to what idmint records.
-fn worker_node_ddl() -> String {
+fn worker_node_ddl(worker_node: &str) -> String {
     format!(
-        "CREATE TABLE IF NOT EXISTS {WORKER_NODE_TABLE} (
+        "CREATE TABLE IF NOT EXISTS {worker_node} (
             id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             space     varchar(64)  NOT NULL,
             host      varchar(255) NOT NULL,

@@ -9,7 +9,7 @@
 //! last assigned id (one sequence shared by all spaces, from 1) and whose field `ID` records
 //! that start as `SPACE PORT LAUNCH_MS HOST`.
 //!
-//! Acquiring runs the memory backend's walk inside one script (every id from 0 up, the first
+//! Acquiring runs the memory backend's walk inside one script (every id of the range up, the first
 //! never-held or expired-past-the-margin one wins), so no other call interleaves with it; it
 //! reads at most `LEASE_WORKER_ID_MAX + 1` fields. Times and tokens cross the scripts as
 //! decimal text and are compared digit by digit; sums (`now_ms + ttl_ms`) are made here, in
@@ -22,8 +22,8 @@ use redis::Script;
 
 use super::{RedisStore, script};
 use crate::worker::{
-    check_assign_request, check_lease_request, check_renewal, check_time_ms, holder_id_text,
-    lease_lost, new_holder_id, reusable_below,
+    check_assign_request, check_lease_request, check_renewal, check_time_ms, exhausted,
+    holder_id_text, lease_lost, new_holder_id, reusable_below,
 };
 use crate::{
     AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
@@ -50,7 +50,8 @@ end
 ";
 
 /// KEYS: the space's hash. ARGV: max_worker, holder, expires_ms, reusable-below (empty:
-/// nothing reusable yet), holder id, the latest time mark a claimed id may carry. Returns
+/// nothing reusable yet), holder id, the latest time mark a claimed id may carry, min_worker
+/// (no id below it is read or claimed). Returns
 /// `{id, token, time_mark}`, `{'corrupt', id, value}`, `{'ahead', earliest_mark}` when the
 /// only free ids were passed over for their marks, or nil when every id is held.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
@@ -58,7 +59,7 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         "{LUA_LEASE}{}",
         r"
         local earliest
-        for id = 0, tonumber(ARGV[1]) do
+        for id = tonumber(ARGV[7]), tonumber(ARGV[1]) do
             local field = tostring(id)
             local row = redis.call('HGET', KEYS[1], field)
             local token, mark
@@ -182,13 +183,11 @@ impl WorkerStore for RedisStore {
             .arg((req.now_ms + req.ttl_ms).to_string())
             .arg(below.unwrap_or_default())
             .arg(holder_id_text(holder_id))
-            .arg(req.time_mark_max_ms.to_string());
+            .arg(req.time_mark_max_ms.to_string())
+            .arg(req.min_worker.to_string());
         let reply: Option<Vec<String>> = self.run(&invocation).await?;
         let Some(reply) = reply else {
-            return Err(StoreError::WorkersExhausted {
-                space: req.space.clone(),
-                max: req.max_worker,
-            });
+            return Err(exhausted(req));
         };
         match reply.as_slice() {
             [status, earliest] if status == "ahead" => Err(StoreError::WorkerMarksAhead {

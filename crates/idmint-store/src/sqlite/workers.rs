@@ -27,7 +27,15 @@ use crate::{
 #[async_trait]
 impl WorkerStore for SqliteStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
-        self.call(ensure_tables).await?;
+        let found = self.call(ensure_tables).await?;
+        let store = self.path().display();
+        for table in [WORKERS_TABLE, WORKER_NODE_TABLE] {
+            if found {
+                tracing::info!(table, %store, "found the worker table; using it as it is");
+            } else {
+                tracing::info!(table, %store, "created a worker table");
+            }
+        }
         acquire_from(self, req).await
     }
 
@@ -290,10 +298,18 @@ const ADD_HOLDER_ID: &str =
 /// Creates both worker tables when absent; an existing table is used as it is, unless its
 /// lease table lacks the holder id (an earlier idmint's): that is refused, naming the fix,
 /// since without it a deleted or restored row would let two nodes prove one lease.
-fn ensure_tables(conn: &mut Connection) -> Result<(), StoreError> {
+/// Whether the lease table was there already.
+fn ensure_tables(conn: &mut Connection) -> Result<bool, StoreError> {
+    let found: bool = conn
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [WORKERS_TABLE],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
     create_tables(conn)?;
     match conn.prepare(&format!("SELECT holder_id FROM {WORKERS_TABLE} LIMIT 0")) {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(found),
         Err(e) if e.to_string().contains("no such column") => {
             Err(outdated_workers_table(ADD_HOLDER_ID))
         }

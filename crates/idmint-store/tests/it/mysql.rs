@@ -353,6 +353,7 @@ async fn an_applications_pool_is_used_and_left_open() {
         table: TableName::new(&table).unwrap(),
         alloc: AllocMode::Update,
         pool_max: 50,
+        ..SqlOptions::default()
     };
     let store = MySqlStore::from_pool(pool.clone(), options).await.unwrap();
     assert!(store.describe().ends_with(&format!("?table={table}")), "{}", store.describe());
@@ -616,4 +617,29 @@ pub(crate) async fn assert_tables_compare_bytes(tables: &[&str]) {
         assert!(layout.contains("InnoDB"), "{layout}");
     }
     raw.close().await.unwrap();
+}
+
+/// `workers_table=` and `worker_node_table=` name the worker tables idmint creates in the
+/// database (beside Leaf's): leases and assignments land there, and a store with the default
+/// names sees none of them.
+#[tokio::test]
+async fn worker_tables_take_the_names_the_url_gives() {
+    use idmint_store::{WorkerSpace, WorkerStore};
+    let (workers, nodes) = (fresh_table("leases_named"), fresh_table("nodes_named"));
+    let params = format!("workers_table={workers}&worker_node_table={nodes}");
+    let Some(url) = table_url(&fresh_table("alloc"), &params).await else { return };
+    let store = MySqlStore::connect(&url).await.unwrap();
+    let space = WorkerSpace::parse("named-tables").unwrap();
+    let lease = store.acquire_lease(&crate::workers::request(&space, 3, "n", 1_000)).await.unwrap();
+    store.assign_worker(&crate::workers::assign(&space, 1_000, 1)).await.unwrap();
+    let mut conn = MySqlConnection::connect(&database_url().await.unwrap()).await.unwrap();
+    for table in [&workers, &nodes] {
+        let sql = format!("SELECT count(*) FROM {table} WHERE space = 'named-tables'");
+        let count: i64 = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(&mut conn).await.unwrap();
+        assert_eq!(count, 1, "{table}");
+    }
+    let default_url = table_url(&fresh_table("alloc"), "").await.unwrap();
+    let default_names = MySqlStore::connect(&default_url).await.unwrap();
+    assert_eq!(default_names.list_leases(&space).await.unwrap(), Vec::new());
+    assert_eq!(store.list_leases(&space).await.unwrap()[0].worker_id, lease.worker_id);
 }

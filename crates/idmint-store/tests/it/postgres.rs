@@ -499,3 +499,25 @@ pub(crate) async fn suite_url(table: &str, pool_max: u32) -> Option<idmint_store
     let url = format!("{db}{separator}table={table}&pool_max={pool_max}");
     Some(idmint_store::StoreUrl::parse(&url).unwrap())
 }
+
+/// `workers_table=` and `worker_node_table=` name the worker tables idmint creates in the
+/// database (beside Leaf's): leases and assignments land there, and a store with the default
+/// names sees none of them.
+#[tokio::test]
+async fn worker_tables_take_the_names_the_url_gives() {
+    use idmint_store::{WorkerSpace, WorkerStore};
+    let (workers, nodes) = (next_table("leases_named"), next_table("nodes_named"));
+    let params = format!("workers_table={workers}&worker_node_table={nodes}");
+    let Some(url) = store_url(&params).await else { return };
+    let Some(db) = database_url().await else { return };
+    let store = PgStore::connect(&url).await.unwrap();
+    let space = WorkerSpace::parse("named-tables").unwrap();
+    let lease = store.acquire_lease(&crate::workers::request(&space, 3, "n", 1_000)).await.unwrap();
+    store.assign_worker(&crate::workers::assign(&space, 1_000, 1)).await.unwrap();
+    let count = |table: &str| format!("SELECT count(*) FROM {table} WHERE space = 'named-tables'");
+    assert_eq!(scalar_i64(db, &count(&workers)).await, 1);
+    assert_eq!(scalar_i64(db, &count(&nodes)).await, 1);
+    let default_names = PgStore::connect(&store_url("").await.unwrap()).await.unwrap();
+    assert_eq!(default_names.list_leases(&space).await.unwrap(), Vec::new());
+    assert_eq!(store.list_leases(&space).await.unwrap()[0].worker_id, lease.worker_id);
+}

@@ -198,6 +198,7 @@ async fn a_lease_is_one_field_of_its_space_hash() {
     let space = idmint_store::WorkerSpace::parse("layout-a").unwrap();
     let request = idmint_store::LeaseRequest {
         space: space.clone(),
+        min_worker: 0,
         max_worker: 3,
         holder: "host:80/1 x".to_string(),
         now_ms: 1_000,
@@ -232,6 +233,7 @@ async fn a_lease_value_without_a_holder_id_proves_nothing_and_is_taken_over() {
     assert_eq!((listed[0].token, listed[0].holder.as_str()), (4, "old host"));
     let request = idmint_store::LeaseRequest {
         space: space.clone(),
+        min_worker: 0,
         max_worker: 0,
         holder: "new".to_string(),
         now_ms: 2_000,

@@ -85,6 +85,7 @@ macro_rules! worker_suite {
             tests: [
                 acquirers_get_the_lowest_free_ids,
                 concurrent_acquirers_get_distinct_ids_until_exhausted,
+                leases_stay_inside_the_requested_range,
                 concurrent_takeovers_give_each_expired_id_once,
                 acquisition_walks_past_a_page_of_held_ids,
                 acquisition_passes_over_ids_marked_ahead_of_the_clock,
@@ -147,6 +148,51 @@ pub async fn concurrent_acquirers_get_distinct_ids_until_exhausted(store: Arc<dy
     let refused = store.acquire_lease(&request(&space, max, "late", T0 + 1)).await;
     assert_eq!(refused, Err(StoreError::WorkersExhausted { space: space.clone(), max }));
     assert_eq!(store.list_leases(&space).await.unwrap().len() as u64, ACQUIRER_COUNT);
+}
+
+/// A node configured with a worker-id range (`snowflake.worker_ids`, for Leaf or
+/// uid-generator nodes beside idmint) takes ids inside it only: `k` nodes racing for a range
+/// of `k` ids get the `k` ids, each once, the next is refused with
+/// [`StoreError::NoWorkerIdInRange`], and the free rows outside the range (left by an earlier
+/// configuration, expired long ago) are never taken. A range starting above its end is
+/// refused before the store is asked.
+pub async fn leases_stay_inside_the_requested_range(store: Arc<dyn WorkerStore>) {
+    let space = space("ranged");
+    // An earlier configuration held ids 0..=9; all of them are free again at REUSABLE_MS.
+    for worker_id in 0..=9 {
+        let lease = store.acquire_lease(&request(&space, 15, "earlier", T0)).await.unwrap();
+        assert_eq!(lease.worker_id, worker_id);
+    }
+    let (min, max) = (8, 11);
+    let ranged = |holder: &str| LeaseRequest {
+        min_worker: min,
+        ..request(&space, max, holder, REUSABLE_MS)
+    };
+    let tasks: Vec<_> = (0..=max - min)
+        .map(|task| {
+            let store = Arc::clone(&store);
+            let req = ranged(&format!("ranged-{task}"));
+            tokio::spawn(async move { store.acquire_lease(&req).await.unwrap() })
+        })
+        .collect();
+    let mut ids = BTreeSet::new();
+    for task in tasks {
+        ids.insert(task.await.unwrap().worker_id);
+    }
+    assert_eq!(ids, (min..=max).collect(), "the range's ids, each once");
+    let refused = store.acquire_lease(&ranged("one-too-many")).await;
+    assert_eq!(refused, Err(StoreError::NoWorkerIdInRange { space: space.clone(), min, max }));
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("no worker id left in range 8-11"), "{message}");
+    let listed = store.list_leases(&space).await.unwrap();
+    let below: Vec<_> = listed.iter().filter(|r| r.worker_id < min).collect();
+    assert!(below.iter().all(|r| r.holder == "earlier" && r.token == 1), "{below:?}");
+    assert!(listed.iter().all(|r| r.worker_id <= max), "{listed:?}");
+    let upside_down = LeaseRequest { min_worker: 5, ..request(&space, 4, "x", REUSABLE_MS) };
+    assert!(matches!(
+        store.acquire_lease(&upside_down).await,
+        Err(StoreError::InvalidValue(m)) if m.contains("min_worker 5 is above max_worker 4")
+    ));
 }
 
 /// Nodes racing for expired ids take each over exactly once: every id goes to one of them
@@ -565,6 +611,7 @@ pub async fn acquire_concurrently(
 pub fn request(space: &WorkerSpace, max_worker: u64, holder: &str, now_ms: u64) -> LeaseRequest {
     LeaseRequest {
         space: space.clone(),
+        min_worker: 0,
         max_worker,
         holder: holder.to_string(),
         now_ms,

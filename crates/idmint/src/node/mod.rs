@@ -458,6 +458,12 @@ impl Node {
         Ok(())
     }
 
+    /// How this node serves each tag it holds a buffer for (both segments, step, counters),
+    /// sorted by tag: Leaf's `/cache`. Reads memory only; bounded by the tag count limit.
+    pub fn segment_buffers(&self) -> Vec<(Tag, TagStatus)> {
+        self.segments.statuses()
+    }
+
     /// The node at a glance; a store or Redis that does not answer within
     /// [`STATUS_WAIT_MS`] is reported down, not as an error.
     pub async fn status(&self) -> NodeStatus {

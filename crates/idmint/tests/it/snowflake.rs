@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use idmint::Snowflake;
 use idmint::clock::{Clock, ManualClock, SystemClock};
-use idmint::snowflake::{SnowflakeConfig, SnowflakeError, WorkerIdSource};
+use idmint::snowflake::{SnowflakeConfig, SnowflakeError, WorkerIdRange, WorkerIdSource};
 use idmint::store::{MemoryStore, StoreError};
 use idmint_core::snowflake::Layout;
 use idmint_store::{AssignRequest, Lease, LeaseRecord, LeaseRequest, WorkerSpace, WorkerStore};
@@ -715,4 +715,41 @@ async fn a_ring_shut_down_hands_out_nothing_more() {
     assert_eq!(cached.len(), 0, "the filler put ids after the shutdown");
     generator.shutdown().await;
     assert!(cached.take().is_err());
+}
+
+/// `snowflake.worker_ids` (Leaf or uid-generator nodes beside idmint): four generators with
+/// the range 1020-1023 lease its four ids and issue ids whose worker part is theirs; a fifth
+/// is refused with "no worker id left in range"; a static id outside the range is refused at
+/// start; a range wider than the layout's worker bits is refused with the reason.
+#[tokio::test]
+async fn generators_with_a_worker_range_stay_inside_it() {
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let range = WorkerIdRange::parse("1020-1023").unwrap();
+    let ranged = || SnowflakeConfig { worker_ids: Some(range), ..config() };
+    let mut generators = Vec::new();
+    for _ in 0..4 {
+        generators.push(start(&store, ranged(), &clock).await);
+    }
+    let mut workers = HashSet::new();
+    for generator in &generators {
+        let id = generator.next_id().await.unwrap();
+        let worker = layout().decode(id).unwrap().worker;
+        assert_eq!(worker, generator.status().worker);
+        assert!(range.contains(worker), "worker {worker} outside {range}");
+        workers.insert(worker);
+    }
+    assert_eq!(workers, (1020..=1023).collect());
+    let dyn_clock = Arc::clone(&clock) as Arc<dyn Clock>;
+    let fifth = Snowflake::start(Some(Arc::clone(&store)), ranged(), dyn_clock.clone()).await;
+    let Err(refused) = fifth else { panic!("a fifth generator started in a range of four") };
+    let refused = refused.to_string();
+    assert!(refused.contains("no worker id left in range 1020-1023"), "{refused}");
+    let fixed = SnowflakeConfig { worker: WorkerIdSource::Static(7), ..ranged() };
+    let refused = Snowflake::start(None, fixed, dyn_clock.clone()).await.err().unwrap();
+    assert!(refused.to_string().contains("outside snowflake.worker_ids"), "{refused}");
+    let wide =
+        SnowflakeConfig { worker_ids: Some(WorkerIdRange::parse("512-1024").unwrap()), ..config() };
+    let refused = Snowflake::start(Some(store), wide, dyn_clock).await.err().unwrap();
+    assert!(refused.to_string().contains("10 worker bits"), "{refused}");
 }
