@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use axum::{Router, middleware};
 
 use crate::error::ApiError;
-use crate::http::{decode, leases, segment, sequences, snowflake, status, tags, uuids};
+use crate::http::{decode, leases, segment, sequences, snowflake, status, tags, tinyid, uuids};
 use crate::limits::REQUEST_BODY_BYTES_MAX;
 use crate::state::{AppState, SharedState};
 
@@ -74,6 +74,13 @@ fn http_routes() -> Router<SharedState> {
         .route("/v1/seqs/{name}", get(sequences::get_seq).delete(sequences::delete_seq))
         .route("/v1/uuid", get(uuids::uuid_ids))
         .route("/v1/ulid", get(uuids::ulid_ids))
+        .route("/tinyid/id/nextId", tinyid::any_but_head(tinyid::next_id))
+        .route("/tinyid/id/nextIdSimple", tinyid::any_but_head(tinyid::next_id_simple))
+        .route("/tinyid/id/nextSegmentId", tinyid::any_but_head(tinyid::next_segment_id))
+        .route(
+            "/tinyid/id/nextSegmentIdSimple",
+            tinyid::any_but_head(tinyid::next_segment_id_simple),
+        )
         .route("/health", get(status::health))
         .route("/ready", get(status::ready))
         .route("/openapi.json", get(crate::openapi::openapi))
@@ -122,9 +129,13 @@ async fn around(
                         .and_then(|()| crate::auth::check(&app.auth, route, params, &mut request)),
                     None => Ok(()),
                 };
+                let checked = checked.and_then(|()| match route {
+                    Some(route) => crate::auth::check_tinyid(&app.node, route, &mut request),
+                    None => Ok(()),
+                });
                 match checked {
                     Ok(()) => crate::error::json_errors(next.run(request).await).await,
-                    Err(error) => error.into_response(),
+                    Err(error) => tinyid::refusal(route, error),
                 }
             })
             .await

@@ -18,8 +18,7 @@
 //! It must not create, alter or administer Tinyid's tables (Tinyid's users manage rows with
 //! their own SQL), spawn tasks, or show a password.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use idmint_core::{Stride, Tag};
@@ -66,41 +65,6 @@ pub trait TinyidStore: SegmentStore {
 
     /// This store as a plain segment store (what the engine runs on).
     fn as_segment_store(self: Arc<Self>) -> Arc<dyn SegmentStore>;
-}
-
-/// The strides pinned by first allocations, per `biz_type`.
-#[derive(Debug, Default)]
-pub(crate) struct PinnedStrides(Mutex<HashMap<Tag, Stride>>);
-
-impl PinnedStrides {
-    /// `stride` pinned for `tag` (the first time), or refused when another one was pinned.
-    pub(crate) fn pin(&self, tag: &Tag, stride: Stride) -> Result<(), StoreError> {
-        let mut pinned = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = *pinned.entry(tag.clone()).or_insert(stride);
-        if first == stride {
-            return Ok(());
-        }
-        Err(StoreError::Corrupt {
-            tag: tag.to_string(),
-            reason: format!(
-                "its {stride} differs from the {first} this node has served it with since it \
-                 started (ids already in memory follow the old values); restart the idmint \
-                 nodes to serve the new values"
-            ),
-        })
-    }
-
-    pub(crate) fn get(&self, tag: &Tag) -> Option<Stride> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).get(tag).copied()
-    }
-}
-
-/// The stride of a row, checked with its step: a row that cannot be served is corrupt.
-pub(crate) fn row_stride(tag: &Tag, delta: i64, remainder: i64, step: i64) -> Result<Stride, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt { tag: tag.to_string(), reason };
-    let stride = Stride::new(delta, remainder).map_err(|e| corrupt(e.to_string()))?;
-    stride.check_step(step).map_err(|e| corrupt(e.to_string()))?;
-    Ok(stride)
 }
 
 #[cfg(feature = "mysql")]

@@ -58,6 +58,19 @@ pub struct TinyidConfig {
     pub segment: SegmentConfig,
     /// How often `tiny_id_token` is reread, in ms.
     pub token_refresh_ms: u64,
+    /// Largest `batchSize` served: a larger one is cut to it, as Tinyid's `batch.size.max`
+    /// does (at most `BATCH_COUNT_MAX`).
+    pub batch_size_max: u64,
+}
+
+impl Default for TinyidConfig {
+    fn default() -> TinyidConfig {
+        TinyidConfig {
+            segment: SegmentConfig::default(),
+            token_refresh_ms: TOKEN_REFRESH_MS_DEFAULT,
+            batch_size_max: BATCH_SIZE_MAX_DEFAULT,
+        }
+    }
 }
 
 /// A Tinyid segment, as Tinyid's `SegmentId`: the client hands out the ids `id` in
@@ -83,6 +96,7 @@ type TokenMap = HashMap<Tag, Vec<Box<[u8]>>>;
 /// Tinyid's `biz_type`s, served.
 pub struct Tinyid {
     store: Arc<dyn TinyidStore>,
+    batch_size_max: u64,
     segments: Arc<Segments>,
     tokens: Arc<ArcSwap<TokenMap>>,
     tracker: TaskTracker,
@@ -97,6 +111,7 @@ impl Tinyid {
         config: TinyidConfig,
     ) -> Result<Arc<Tinyid>, Error> {
         let refresh_ms = config.token_refresh_ms.clamp(TOKEN_REFRESH_MS_MIN, TOKEN_REFRESH_MS_MAX);
+        let batch_size_max = config.batch_size_max.clamp(1, BATCH_COUNT_MAX);
         let tokens = Arc::new(ArcSwap::from_pointee(read_tokens(store.as_ref()).await?));
         let mut segment = config.segment;
         if let Some(dir) = segment.state_dir().map(|d| d.join("tinyid")) {
@@ -108,6 +123,7 @@ impl Tinyid {
         let segments = Segments::start(Arc::clone(&store).as_segment_store(), segment)?;
         let tinyid = Arc::new(Tinyid {
             store,
+            batch_size_max,
             segments,
             tokens,
             tracker: TaskTracker::new(),
@@ -137,8 +153,11 @@ impl Tinyid {
         open
     }
 
-    /// `count` ids of `biz_type`, increasing, each `≡ remainder (mod delta)`.
-    pub async fn next_ids(&self, biz_type: &Tag, count: Count) -> Result<Vec<u64>, Error> {
+    /// `batch_size` ids of `biz_type` (cut to `batch_size_max`, as Tinyid does), increasing,
+    /// each `≡ remainder (mod delta)`.
+    pub async fn next_ids(&self, biz_type: &Tag, batch_size: Count) -> Result<Vec<u64>, Error> {
+        // Cannot fail: clamped to 1..=batch_size_max <= BATCH_COUNT_MAX.
+        let count = Count::new(batch_size.get().min(self.batch_size_max)).unwrap_or(Count::ONE);
         let ranges = self.segments.next_ids(biz_type, count).await?;
         let stride = self.stride(biz_type)?;
         Ok(ranges.into_iter().flat_map(|range| stride.ids(range)).collect())

@@ -3,7 +3,8 @@
 //!
 //! It must not create or alter a table, spawn tasks, or show a password.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
@@ -12,8 +13,8 @@ use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{MySqlPool, Row};
 
 use super::{
-    PinnedStrides, TINYID_CAS_ATTEMPTS_MAX, TINYID_INFO_TABLE, TINYID_TOKEN_LEN_MAX,
-    TINYID_TOKEN_TABLE, TINYID_TOKENS_MAX, TinyidStore, TinyidToken, row_stride,
+    TINYID_CAS_ATTEMPTS_MAX, TINYID_INFO_TABLE, TINYID_TOKEN_LEN_MAX, TINYID_TOKEN_TABLE,
+    TINYID_TOKENS_MAX, TinyidStore, TinyidToken,
 };
 use crate::mysql::{MYSQL_ACQUIRE_TIMEOUT_MS, pool_options, unavailable};
 use crate::sql::{cas_backoff, password, scrub};
@@ -325,4 +326,39 @@ fn not_administered(tag: &Tag) -> StoreError {
         "biz_type {tag} lives in Tinyid's {TINYID_INFO_TABLE}, which idmint serves but does not \
          administer: add or change rows with Tinyid's SQL"
     ))
+}
+
+/// The strides pinned by first allocations, per `biz_type`.
+#[derive(Debug, Default)]
+pub(crate) struct PinnedStrides(Mutex<HashMap<Tag, Stride>>);
+
+impl PinnedStrides {
+    /// `stride` pinned for `tag` (the first time), or refused when another one was pinned.
+    pub(crate) fn pin(&self, tag: &Tag, stride: Stride) -> Result<(), StoreError> {
+        let mut pinned = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = *pinned.entry(tag.clone()).or_insert(stride);
+        if first == stride {
+            return Ok(());
+        }
+        Err(StoreError::Corrupt {
+            tag: tag.to_string(),
+            reason: format!(
+                "its {stride} differs from the {first} this node has served it with since it \
+                 started (ids already in memory follow the old values); restart the idmint \
+                 nodes to serve the new values"
+            ),
+        })
+    }
+
+    pub(crate) fn get(&self, tag: &Tag) -> Option<Stride> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).get(tag).copied()
+    }
+}
+
+/// The stride of a row, checked with its step: a row that cannot be served is corrupt.
+pub(crate) fn row_stride(tag: &Tag, delta: i64, remainder: i64, step: i64) -> Result<Stride, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { tag: tag.to_string(), reason };
+    let stride = Stride::new(delta, remainder).map_err(|e| corrupt(e.to_string()))?;
+    stride.check_step(step).map_err(|e| corrupt(e.to_string()))?;
+    Ok(stride)
 }

@@ -538,9 +538,14 @@ impl Node {
         Ok(self.tinyid()?.token_opens(biz_type, token))
     }
 
-    /// `count` ids of a Tinyid `biz_type`, increasing, each `≡ remainder (mod delta)`.
-    pub async fn tinyid_ids(&self, biz_type: &Tag, count: Count) -> Result<Vec<u64>, NodeError> {
-        Ok(self.tinyid()?.next_ids(biz_type, count).await?)
+    /// `batch_size` ids of a Tinyid `biz_type` (cut to `tinyid.batch_size_max`, as Tinyid
+    /// cuts to its `batch.size.max`), increasing, each `≡ remainder (mod delta)`.
+    pub async fn tinyid_ids(
+        &self,
+        biz_type: &Tag,
+        batch_size: Count,
+    ) -> Result<Vec<u64>, NodeError> {
+        Ok(self.tinyid()?.next_ids(biz_type, batch_size).await?)
     }
 
     /// A Tinyid segment for a Tinyid client (`nextSegmentId`).
