@@ -416,3 +416,61 @@ async fn tinyid_row_restored_from_an_older_backup_repeats_no_id_of_this_node() {
     }
     node.shutdown().await;
 }
+
+/// `text` percent-encoded byte for byte, hex in upper or lower case.
+fn percent(text: &str, upper: bool) -> String {
+    text.bytes().map(|b| if upper { format!("%{b:02X}") } else { format!("%{b:02x}") }).collect()
+}
+
+#[tokio::test]
+async fn tinyid_routes_fuzz_no_wrong_token_takes_an_id() {
+    let Some((url, pool)) = tinyid_database("tinyidfuzz").await else { return };
+    sql(&pool, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder, version) VALUES ('other', 1, 1, 100, 1, 0, 0)").await;
+    sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('token-of-other-only', 'other')").await;
+    let server = server(&url, TinyidConfig::default()).await;
+    let routes = ["nextId", "nextIdSimple", "nextSegmentId", "nextSegmentIdSimple"];
+    let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+    let names = [
+        "bizType=test".to_string(),
+        format!("bizType={}", percent("test", true)),
+        format!("bizType={}", percent("test", false)),
+        format!("{}=test", percent("bizType", false)),
+    ];
+    let wrong = [
+        String::new(),
+        "&token=".to_string(),
+        "&token=0F673ADF80504E2EAA552F5D791B644C".to_string(),
+        "&token=0f673adf80504e2eaa552f5d791b644".to_string(),
+        "&token=0f673adf80504e2eaa552f5d791b644c%00".to_string(),
+        "&token=token-of-other-only".to_string(),
+        "&token=0f673adf80504e2eaa552f5d791b644c&token=x".to_string(),
+        "&Token=0f673adf80504e2eaa552f5d791b644c".to_string(),
+    ];
+    let (mut sent, mut failures) = (0, Vec::new());
+    for route in routes {
+        for method in methods {
+            for name in &names {
+                for token in &wrong {
+                    let uri = server.url(&format!("/tinyid/id/{route}?{name}{token}"));
+                    let mut request = server.client.request(method.parse().unwrap(), &uri);
+                    if token.is_empty() {
+                        // The right token where these routes do not read one.
+                        request = request.header("authorization", format!("Bearer {TOKEN}"));
+                    }
+                    let status = request.send().await.unwrap().status();
+                    sent += 1;
+                    if status.is_success() {
+                        failures.push(format!("{method} {uri}: {status}"));
+                    }
+                }
+                // The control: the right token works on every method Tinyid maps.
+                let uri = server.url(&format!("/tinyid/id/{route}?{name}&token={TOKEN}"));
+                let status =
+                    server.client.request(method.parse().unwrap(), &uri).send().await.unwrap().status();
+                assert_eq!(status.is_success(), method != "OPTIONS", "{method} {uri}: {status}");
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {sent} passed:\n{}", failures.len(), failures.join("\n"));
+    server.stop().await;
+}
