@@ -129,13 +129,18 @@ async fn around(
                         .and_then(|()| crate::auth::check(&app.auth, route, params, &mut request)),
                     None => Ok(()),
                 };
-                let checked = checked.and_then(|()| match route {
-                    Some(route) => crate::auth::check_tinyid(&app.node, route, &mut request),
-                    None => Ok(()),
-                });
-                match checked {
-                    Ok(()) => crate::error::json_errors(next.run(request).await).await,
-                    Err(error) => tinyid::refusal(route, error),
+                // Tinyid's routes check Tinyid's token table, and answer its refusal in
+                // Tinyid's shape; every other refusal above is idmint's on every route.
+                let tinyid_checked = match (&checked, route) {
+                    (Ok(()), Some(route)) => {
+                        crate::auth::check_tinyid(&app.node, route, &mut request)
+                    }
+                    _ => Ok(()),
+                };
+                match (checked, tinyid_checked) {
+                    (Ok(()), Ok(())) => crate::error::json_errors(next.run(request).await).await,
+                    (Err(error), _) => error.into_response(),
+                    (Ok(()), Err(error)) => tinyid::refusal(route, error),
                 }
             })
             .await
