@@ -68,6 +68,7 @@ pub use memory::{MemoryStore, WorkerRowsSnapshot};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};
+pub use open::open_tinyid;
 pub use open::{open, open_counters, open_sequences, open_workers};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
@@ -77,13 +78,12 @@ pub use sequence::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SQLITE_WAL_BYTES_MAX, SQLITE_WAL_CHECKPOINT_PAGES, SqliteStore};
+#[cfg(feature = "mysql")]
+pub use tinyid::TinyidMySqlStore;
 pub use tinyid::{
     TINYID_CAS_ATTEMPTS_MAX, TINYID_INFO_TABLE, TINYID_TOKEN_LEN_MAX, TINYID_TOKEN_TABLE,
     TINYID_TOKENS_MAX, TinyidStore, TinyidToken,
 };
-#[cfg(feature = "mysql")]
-pub use tinyid::TinyidMySqlStore;
-pub use open::open_tinyid;
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX, POOL_MAX_DEFAULT, POOL_MAX_LIMIT,

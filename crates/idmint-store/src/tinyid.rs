@@ -49,7 +49,10 @@ pub struct TinyidToken {
 
 impl std::fmt::Debug for TinyidToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TinyidToken").field("token", &"***").field("biz_type", &self.biz_type).finish()
+        f.debug_struct("TinyidToken")
+            .field("token", &"***")
+            .field("biz_type", &self.biz_type)
+            .finish()
     }
 }
 

@@ -115,9 +115,8 @@ impl Tinyid {
         let tokens = Arc::new(ArcSwap::from_pointee(read_tokens(store.as_ref()).await?));
         let mut segment = config.segment;
         if let Some(dir) = segment.state_dir().map(|d| d.join("tinyid")) {
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                Error::LocalState(format!("cannot create {}: {e}", dir.display()))
-            })?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::LocalState(format!("cannot create {}: {e}", dir.display())))?;
             segment = segment.with_state_dir(dir);
         }
         let segments = Segments::start(Arc::clone(&store).as_segment_store(), segment)?;
@@ -174,16 +173,26 @@ impl Tinyid {
         let count = Count::new(want).unwrap_or(Count::ONE);
         let leases = self.segments.lease(biz_type, count).await?;
         let stride = self.stride(biz_type)?;
-        let first = leases.first().map(|lease| lease.range).ok_or_else(|| {
-            Error::Unavailable { tag: biz_type.clone(), reason: "no ids were taken; retry".into() }
+        let first = leases.first().map(|lease| lease.range).ok_or_else(|| Error::Unavailable {
+            tag: biz_type.clone(),
+            reason: "no ids were taken; retry".into(),
         })?;
         if let (Some(second), Some(last)) = (leases.get(1), leases.last()) {
             // Only the first run is handed out; the rest goes back when the buffer can
             // prove it safe (returns 0 otherwise: the ids are skipped).
-            let _ = self.segments.take_back(biz_type, second.range.start(), last.range.end(), &leases[1..]);
+            let _ = self.segments.take_back(
+                biz_type,
+                second.range.start(),
+                last.range.end(),
+                &leases[1..],
+            );
         }
         segment_of(stride, first).ok_or_else(|| {
-            Error::Store(StoreError::Exhausted { tag: biz_type.clone(), max_id: first.end(), step: 0 })
+            Error::Store(StoreError::Exhausted {
+                tag: biz_type.clone(),
+                max_id: first.end(),
+                step: 0,
+            })
         })
     }
 
@@ -208,8 +217,9 @@ impl Tinyid {
 
     fn stride(&self, biz_type: &Tag) -> Result<Stride, Error> {
         // Every index came from an allocation of this store, which pinned the stride first.
-        self.store.stride(biz_type).ok_or_else(|| {
-            Error::Unavailable { tag: biz_type.clone(), reason: "no stride pinned yet; retry".into() }
+        self.store.stride(biz_type).ok_or_else(|| Error::Unavailable {
+            tag: biz_type.clone(),
+            reason: "no stride pinned yet; retry".into(),
         })
     }
 }

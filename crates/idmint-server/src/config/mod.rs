@@ -201,8 +201,7 @@ impl Settings {
         let (snowflake, snowflake_cached) = sections::snowflake_config(&mut l, snowflake_keys);
         let formats = format::tag_formats(&mut l, &mut eff.format);
         let tinyid_keys = eff.tinyid.layer(&mut l);
-        let tinyid =
-            sections::tinyid_config(&mut l, tinyid_keys, store_url.as_ref(), &segment);
+        let tinyid = sections::tinyid_config(&mut l, tinyid_keys, store_url.as_ref(), &segment);
         let auth = auth::auth_config(&mut l, &mut eff.auth);
         let http_keys = eff.limits.layer_http(&mut l);
         let http_limits = sections::http_limits(&mut l, http_keys);

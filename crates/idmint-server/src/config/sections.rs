@@ -3,14 +3,14 @@
 //! the [`HttpLimits`], `[tinyid]` into a [`TinyidNodeConfig`]. Each reads its keys from the section's `…Keys` struct (`keys.rs`) and
 //! records every problem; a bad value leaves its default so the other checks still run.
 
-use idmint::segment::SegmentConfig;
 use idmint::node::TinyidNodeConfig;
+use idmint::segment::SegmentConfig;
 use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
 use idmint::tinyid::{TOKEN_REFRESH_MS_MAX, TOKEN_REFRESH_MS_MIN, TinyidConfig};
-use idmint_store::StoreUrl;
 use idmint_core::PreloadRatio;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
+use idmint_store::StoreUrl;
 
 use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys, TinyidKeys};
 use super::origins::{Layers, Sourced};
@@ -230,7 +230,10 @@ pub(super) fn tinyid_config(
     if !refresh_range.contains(&refresh.value) {
         l.refuse(
             &refresh.origin,
-            format!("{} is outside {TOKEN_REFRESH_MS_MIN} to {TOKEN_REFRESH_MS_MAX} ms", refresh.value),
+            format!(
+                "{} is outside {TOKEN_REFRESH_MS_MIN} to {TOKEN_REFRESH_MS_MAX} ms",
+                refresh.value
+            ),
         );
     }
     if !(1..=BATCH_COUNT_MAX).contains(&batch.value) {

@@ -388,7 +388,13 @@ fn every_plain_key_is_set_by_its_variable_and_printed_with_it() {
     assert!(plain.len() >= 30 && plain.contains(&"limits.metrics_tags_max"), "{plain:?}");
     for key in plain {
         let name = key.rsplit('.').next().unwrap_or(key);
-        let line = printed.lines().find(|l| l.starts_with(&format!("{name} = "))).unwrap();
+        // The line under the key's own section: `enabled` is in [snowflake] and [tinyid].
+        let section = key.rsplit_once('.').map(|(section, _)| format!("[{section}]"));
+        let start = section.map_or(0, |section| {
+            printed.lines().position(|l| l == section).expect("the section is printed")
+        });
+        let line =
+            printed.lines().skip(start).find(|l| l.starts_with(&format!("{name} = "))).unwrap();
         let value = line.split(" = ").nth(1).unwrap().split(" #").next().unwrap().trim();
         let value = value.trim_matches('"');
         let variable = env_var(key);

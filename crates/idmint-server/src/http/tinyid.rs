@@ -11,13 +11,13 @@
 //!
 //! Handlers parse, call one [`idmint::Node`] operation and render; they decide nothing.
 
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::handler::Handler;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use axum::Json;
 use idmint::tinyid::TinyidSegment;
 use idmint_core::Count;
 use idmint_core::limits::BATCH_COUNT_MAX;
@@ -290,7 +290,9 @@ fn batch_size(query: Result<Query<TinyidQuery>, QueryRejection>) -> Result<Count
     let refused = || {
         ApiError::bad_request(
             "bad_count",
-            format!("batchSize {text:?} is not a whole number of at least 1; send e.g. batchSize=10"),
+            format!(
+                "batchSize {text:?} is not a whole number of at least 1; send e.g. batchSize=10"
+            ),
         )
     };
     let n: u128 = text.parse().map_err(|_| refused())?;

@@ -141,7 +141,9 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
     for route in routes.iter().filter(|r| r.as_str() != GRPC_ROUTE) {
         let queries = query_params(doc, route);
         // Tinyid's routes need a Tinyid database: their control pass is `tinyid.rs`'s.
-        if !names_a_tag(route, &queries) || route.ends_with("/return") || route.starts_with("/tinyid/")
+        if !names_a_tag(route, &queries)
+            || route.ends_with("/return")
+            || route.starts_with("/tinyid/")
         {
             continue;
         }

@@ -90,13 +90,23 @@ async fn tinyid_sample_rows_are_served_with_tinyids_answers() {
     let Some((url, pool)) = tinyid_database("tinyidshape").await else { return };
     let server = server(&url, TinyidConfig::default()).await;
     // Tinyid's JSON answer, field for field; ids continue above max_id 1.
-    let answer: Value =
-        server.get(&format!("/tinyid/id/nextId?bizType=test&token={TOKEN}")).await.json().await.unwrap();
+    let answer: Value = server
+        .get(&format!("/tinyid/id/nextId?bizType=test&token={TOKEN}"))
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(answer, json!({"data": [2], "code": 200, "message": ""}));
-    let ids = text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}&batchSize=3")).await;
+    let ids =
+        text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}&batchSize=3"))
+            .await;
     assert_eq!(ids, "3,4,5");
     // delta 2, remainder 1 from max_id 1: 3, 5, 7 (Tinyid's SegmentId.init skips 1 itself).
-    let odd = text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test_odd&token={TOKEN}&batchSize=3")).await;
+    let odd = text(
+        &server,
+        &format!("/tinyid/id/nextIdSimple?bizType=test_odd&token={TOKEN}&batchSize=3"),
+    )
+    .await;
     assert_eq!(odd, "3,5,7");
     // Every method Tinyid maps the routes to; POST is what Tinyid's Java client sends.
     let posted = server
@@ -114,13 +124,25 @@ async fn tinyid_sample_rows_are_served_with_tinyids_answers() {
         .await
         .unwrap();
     assert_eq!(head.status(), 200);
-    assert_eq!(text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}")).await, "7");
+    assert_eq!(
+        text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}")).await,
+        "7"
+    );
     // A segment for a Tinyid client: Tinyid's SegmentId fields, and the client's ids from it
     // are new.
-    let raw = text(&server, &format!("/tinyid/id/nextSegmentId?bizType=test_odd&token={TOKEN}")).await;
+    let raw =
+        text(&server, &format!("/tinyid/id/nextSegmentId?bizType=test_odd&token={TOKEN}")).await;
     // Tinyid's field order (Jackson writes the fields as declared).
-    let order = ["\"data\"", "\"maxId\"", "\"loadingId\"", "\"currentId\"", "\"delta\"",
-        "\"remainder\"", "\"code\"", "\"message\""];
+    let order = [
+        "\"data\"",
+        "\"maxId\"",
+        "\"loadingId\"",
+        "\"currentId\"",
+        "\"delta\"",
+        "\"remainder\"",
+        "\"code\"",
+        "\"message\"",
+    ];
     let at: Vec<usize> = order.iter().map(|key| raw.find(key).expect(key)).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{raw}");
     let segment: Value = serde_json::from_str(&raw).unwrap();
@@ -136,7 +158,9 @@ async fn tinyid_sample_rows_are_served_with_tinyids_answers() {
     );
     assert!(!client.is_empty() && client[0] > 7, "{client:?}");
     assert!(client.iter().all(|id| id % 2 == 1));
-    let simple = text(&server, &format!("/tinyid/id/nextSegmentIdSimple?bizType=test_odd&token={TOKEN}")).await;
+    let simple =
+        text(&server, &format!("/tinyid/id/nextSegmentIdSimple?bizType=test_odd&token={TOKEN}"))
+            .await;
     let parts: Vec<u64> = simple.split(',').map(|p| p.parse().unwrap()).collect();
     assert_eq!(parts.len(), 5, "{simple}");
     assert!(parts[0] >= *client.last().unwrap(), "segments overlap: {simple} after {client:?}");
@@ -155,7 +179,11 @@ async fn tinyid_sample_rows_are_served_with_tinyids_answers() {
 async fn tinyid_tokens_open_only_their_biz_type_and_bad_input_takes_nothing() {
     let Some((url, pool)) = tinyid_database("tinyidtoken").await else { return };
     sql(&pool, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder, version) VALUES ('other', 1, 1, 10, 1, 0, 0)").await;
-    sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('token-of-other-only', 'other')").await;
+    sql(
+        &pool,
+        "INSERT INTO tiny_id_token (token, biz_type) VALUES ('token-of-other-only', 'other')",
+    )
+    .await;
     let config = TinyidConfig { token_refresh_ms: 1_000, ..TinyidConfig::default() };
     let server = server(&url, config).await;
     let token_error = json!({"data": null, "code": 5, "message": "token is error"});
@@ -171,14 +199,31 @@ async fn tinyid_tokens_open_only_their_biz_type_and_bad_input_takes_nothing() {
         assert_eq!(answer.status(), status, "{path}");
         assert_eq!(answer.json::<Value>().await.unwrap(), token_error, "{path}");
     }
-    assert_error(server.get("/tinyid/id/nextIdSimple?bizType=test&token=nope").await, 403, "forbidden").await;
+    assert_error(
+        server.get("/tinyid/id/nextIdSimple?bizType=test&token=nope").await,
+        403,
+        "forbidden",
+    )
+    .await;
     // Bad input: a clear answer, no id taken.
     for (path, status, code) in [
         ("/tinyid/id/nextIdSimple?token=x", 400, "bad_query"),
         ("/tinyid/id/nextIdSimple?bizType=a%20b&token=x", 400, "bad_tag"),
-        ("/tinyid/id/nextIdSimple?bizType=test&token=0f673adf80504e2eaa552f5d791b644c&batchSize=0", 400, "bad_count"),
-        ("/tinyid/id/nextIdSimple?bizType=test&token=0f673adf80504e2eaa552f5d791b644c&batchSize=-3", 400, "bad_count"),
-        ("/tinyid/id/nextIdSimple?bizType=test&token=0f673adf80504e2eaa552f5d791b644c&batchSize=ten", 400, "bad_count"),
+        (
+            "/tinyid/id/nextIdSimple?bizType=test&token=0f673adf80504e2eaa552f5d791b644c&batchSize=0",
+            400,
+            "bad_count",
+        ),
+        (
+            "/tinyid/id/nextIdSimple?bizType=test&token=0f673adf80504e2eaa552f5d791b644c&batchSize=-3",
+            400,
+            "bad_count",
+        ),
+        (
+            "/tinyid/id/nextIdSimple?bizType=test&token=0f673adf80504e2eaa552f5d791b644c&batchSize=ten",
+            400,
+            "bad_count",
+        ),
     ] {
         let message = assert_error(server.get(path).await, status, code).await;
         assert!(!message.contains(TOKEN), "{message}");
@@ -191,15 +236,28 @@ async fn tinyid_tokens_open_only_their_biz_type_and_bad_input_takes_nothing() {
         .unwrap();
     assert_eq!(bad["code"], 6);
     assert!(bad["message"].as_str().unwrap().contains("batchSize"), "{bad}");
-    assert_eq!(text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}")).await, "2");
+    assert_eq!(
+        text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}")).await,
+        "2"
+    );
     // A batch above batch_size_max is cut to it, as Tinyid's batch.size.max does.
-    let many = text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}&batchSize=99999999")).await;
+    let many = text(
+        &server,
+        &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}&batchSize=99999999"),
+    )
+    .await;
     assert_eq!(many.split(',').count(), 10_000);
     // A token added to the table opens its biz_type after the refresh, and only it.
     sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('fresh-token', 'test')").await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(text(&server, "/tinyid/id/nextIdSimple?bizType=test&token=fresh-token").await.len() > 0, true);
-    assert_eq!(server.get("/tinyid/id/nextIdSimple?bizType=other&token=fresh-token").await.status(), 403);
+    assert_eq!(
+        text(&server, "/tinyid/id/nextIdSimple?bizType=test&token=fresh-token").await.len() > 0,
+        true
+    );
+    assert_eq!(
+        server.get("/tinyid/id/nextIdSimple?bizType=other&token=fresh-token").await.status(),
+        403
+    );
     // A biz_type with a token and no row: Tinyid's code 6 under a 404.
     sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('ghost-token', 'ghost')").await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -218,7 +276,11 @@ async fn tinyid_ids_continue_above_max_id_with_delta_and_remainder() {
     let server = server(&url, TinyidConfig::default()).await;
     let mut all = Vec::new();
     for batch in [1, 7, 30, 2] {
-        let ids = text(&server, &format!("/tinyid/id/nextIdSimple?bizType=stride&token=stride-token&batchSize={batch}")).await;
+        let ids = text(
+            &server,
+            &format!("/tinyid/id/nextIdSimple?bizType=stride&token=stride-token&batchSize={batch}"),
+        )
+        .await;
         all.extend(ids.split(',').map(|id| id.parse::<u64>().unwrap()));
     }
     assert_eq!(all[0], 1001, "the first aligned id above max_id 1000");
@@ -328,7 +390,8 @@ async fn tinyid_servers_and_idmint_nodes_side_by_side_never_repeat_an_id() {
     println!("tinyid side-by-side simulation: IDMINT_SIM_SEED={seed}");
     let mut nodes = Vec::new();
     for _ in 0..2 {
-        let node = TestServer::setup().tinyid(store(&url).await, TinyidConfig::default()).node().await;
+        let node =
+            TestServer::setup().tinyid(store(&url).await, TinyidConfig::default()).node().await;
         nodes.push(node);
     }
     let mut tasks = tokio::task::JoinSet::new();
@@ -426,7 +489,11 @@ fn percent(text: &str, upper: bool) -> String {
 async fn tinyid_routes_fuzz_no_wrong_token_takes_an_id() {
     let Some((url, pool)) = tinyid_database("tinyidfuzz").await else { return };
     sql(&pool, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder, version) VALUES ('other', 1, 1, 100, 1, 0, 0)").await;
-    sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('token-of-other-only', 'other')").await;
+    sql(
+        &pool,
+        "INSERT INTO tiny_id_token (token, biz_type) VALUES ('token-of-other-only', 'other')",
+    )
+    .await;
     let server = server(&url, TinyidConfig::default()).await;
     let routes = ["nextId", "nextIdSimple", "nextSegmentId", "nextSegmentIdSimple"];
     let methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
@@ -465,8 +532,13 @@ async fn tinyid_routes_fuzz_no_wrong_token_takes_an_id() {
                 }
                 // The control: the right token works on every method Tinyid maps.
                 let uri = server.url(&format!("/tinyid/id/{route}?{name}&token={TOKEN}"));
-                let status =
-                    server.client.request(method.parse().unwrap(), &uri).send().await.unwrap().status();
+                let status = server
+                    .client
+                    .request(method.parse().unwrap(), &uri)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status();
                 assert_eq!(status.is_success(), method != "OPTIONS", "{method} {uri}: {status}");
             }
         }

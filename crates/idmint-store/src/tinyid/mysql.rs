@@ -90,10 +90,14 @@ impl TinyidMySqlStore {
 
     /// Serves the Tinyid tables of an existing pool; `location` names it in logs (no
     /// password). Refuses a database without `tiny_id_info` and `tiny_id_token`.
-    pub async fn from_pool(pool: MySqlPool, location: String) -> Result<TinyidMySqlStore, StoreError> {
+    pub async fn from_pool(
+        pool: MySqlPool,
+        location: String,
+    ) -> Result<TinyidMySqlStore, StoreError> {
         for table in [TINYID_INFO_TABLE, TINYID_TOKEN_TABLE] {
             let probe = format!("SELECT 1 FROM {table} LIMIT 1");
-            if let Err(error) = sqlx::query(sqlx::AssertSqlSafe(probe)).fetch_optional(&pool).await {
+            if let Err(error) = sqlx::query(sqlx::AssertSqlSafe(probe)).fetch_optional(&pool).await
+            {
                 return Err(match error {
                     sqlx::Error::Database(e) if e.code().as_deref() == Some("42S02") => {
                         StoreError::InvalidValue(format!(
@@ -305,7 +309,9 @@ impl TinyidStore for TinyidMySqlStore {
             }
             match Tag::parse(&name) {
                 Ok(biz_type) => tokens.push(TinyidToken { token, biz_type }),
-                Err(_) => tracing::warn!(biz_type = %name.escape_debug(), "skipping a tiny_id_token row whose biz_type idmint cannot serve"),
+                Err(_) => {
+                    tracing::warn!(biz_type = %name.escape_debug(), "skipping a tiny_id_token row whose biz_type idmint cannot serve")
+                }
             }
         }
         Ok(tokens)
@@ -356,7 +362,12 @@ impl PinnedStrides {
 }
 
 /// The stride of a row, checked with its step: a row that cannot be served is corrupt.
-pub(crate) fn row_stride(tag: &Tag, delta: i64, remainder: i64, step: i64) -> Result<Stride, StoreError> {
+pub(crate) fn row_stride(
+    tag: &Tag,
+    delta: i64,
+    remainder: i64,
+    step: i64,
+) -> Result<Stride, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt { tag: tag.to_string(), reason };
     let stride = Stride::new(delta, remainder).map_err(|e| corrupt(e.to_string()))?;
     stride.check_step(step).map_err(|e| corrupt(e.to_string()))?;

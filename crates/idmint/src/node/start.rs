@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idmint_core::limits::BATCH_COUNT_MAX;
-use idmint_store::{
-    SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore,
-};
+use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -359,7 +357,8 @@ async fn start_tinyid(
             NodeStartError::OpenStore { url: tinyid.store.to_string(), source }
         })?,
     };
-    let engine = Tinyid::start(store, tinyid.engine.clone()).await.map_err(NodeStartError::Tinyid)?;
+    let engine =
+        Tinyid::start(store, tinyid.engine.clone()).await.map_err(NodeStartError::Tinyid)?;
     tracing::info!(store = %engine.describe(), "tinyid biz_types served on /tinyid/id/*");
     Ok(Some(engine))
 }
