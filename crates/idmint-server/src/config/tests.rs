@@ -408,3 +408,40 @@ fn every_plain_key_is_set_by_its_variable_and_printed_with_it() {
         assert!(s.effective.to_toml().contains(&format!("# {variable}\n")), "{key}");
     }
 }
+
+#[test]
+fn tinyid_is_off_by_default_and_refuses_a_store_that_is_not_mysql() {
+    let s = Settings::resolve(&FileConfig::default(), &env(&[]), &Overrides::default()).unwrap();
+    assert!(s.tinyid.is_none());
+    // On the default SQLite store: refused, naming the key that fixes it.
+    let refused = Settings::resolve(
+        &FileConfig::default(),
+        &env(&[("IDMINT_TINYID_ENABLED", "true")]),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("tinyid.store") && refused.contains("MySQL"), "{refused}");
+    let on = Settings::resolve(
+        &FileConfig::default(),
+        &env(&[
+            ("IDMINT_TINYID_ENABLED", "true"),
+            ("IDMINT_TINYID_STORE", "mysql://u:pw@127.0.0.1:3306/tinyid"),
+            ("IDMINT_TINYID_TOKEN_REFRESH_MS", "5000"),
+        ]),
+        &Overrides::default(),
+    )
+    .unwrap();
+    let tinyid = on.tinyid.expect("served");
+    assert_eq!(tinyid.engine.token_refresh_ms, 5_000);
+    assert!(!format!("{:?}", on.effective.to_toml()).contains("pw@"), "the password is shown");
+    for (var, value) in
+        [("IDMINT_TINYID_TOKEN_REFRESH_MS", "10"), ("IDMINT_TINYID_BATCH_SIZE_MAX", "0")]
+    {
+        let refused =
+            Settings::resolve(&FileConfig::default(), &env(&[(var, value)]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+        assert!(refused.contains(var), "{var}: {refused}");
+    }
+}
