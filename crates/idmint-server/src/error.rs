@@ -219,8 +219,14 @@ impl ApiError {
             "unauthorized" | "forbidden" => (TINYID_TOKEN_ERR, "token is error".to_string()),
             _ => (TINYID_SYS_ERR, message),
         };
-        let body = serde_json::json!({ "data": null, "code": tinyid_code, "message": message });
-        (status, Json(body)).into_response()
+        // Tinyid's field order (Jackson writes `data`, `code`, `message` as declared).
+        #[derive(Serialize)]
+        struct TinyidBody {
+            data: Option<()>,
+            code: u16,
+            message: String,
+        }
+        (status, Json(TinyidBody { data: None, code: tinyid_code, message })).into_response()
     }
 }
 

@@ -168,7 +168,13 @@ impl Tinyid {
     /// back to the buffer when it can be, else skipped (never handed out twice).
     pub async fn next_segment(&self, biz_type: &Tag) -> Result<TinyidSegment, Error> {
         let generator = self.segments.generator(biz_type)?;
-        let want = generator.status().tag_step.clamp(1, CLIENT_SEGMENT_IDS_MAX);
+        let mut tag_step = generator.status().tag_step;
+        if tag_step == 0 {
+            // No allocation yet: the row's step (in indices), read once, so the first
+            // client segment is as long as Tinyid's.
+            tag_step = self.segments.get_tag(biz_type).await?.step;
+        }
+        let want = tag_step.clamp(1, CLIENT_SEGMENT_IDS_MAX);
         // Cannot fail: `want` is clamped to 1..=CLIENT_SEGMENT_IDS_MAX = BATCH_COUNT_MAX.
         let count = Count::new(want).unwrap_or(Count::ONE);
         let leases = self.segments.lease(biz_type, count).await?;

@@ -81,6 +81,10 @@ async fn text(server: &TestServer, path: &str) -> String {
     answer.text().await.unwrap()
 }
 
+async fn text_of(answer: reqwest::Response) -> String {
+    answer.text().await.unwrap()
+}
+
 async fn sql(pool: &MySqlPool, statement: &str) {
     sqlx::raw_sql(AssertSqlSafe(statement.to_string())).execute(pool).await.unwrap();
 }
@@ -157,6 +161,8 @@ async fn tinyid_sample_rows_are_served_with_tinyids_answers() {
         data["remainder"].as_u64().unwrap(),
     );
     assert!(!client.is_empty() && client[0] > 7, "{client:?}");
+    // As long as Tinyid's: the row's step of 100 000 at delta 2.
+    assert_eq!(client.len(), 50_000, "{raw}");
     assert!(client.iter().all(|id| id % 2 == 1));
     let simple =
         text(&server, &format!("/tinyid/id/nextSegmentIdSimple?bizType=test_odd&token={TOKEN}"))
@@ -187,6 +193,8 @@ async fn tinyid_tokens_open_only_their_biz_type_and_bad_input_takes_nothing() {
     let config = TinyidConfig { token_refresh_ms: 1_000, ..TinyidConfig::default() };
     let server = server(&url, config).await;
     let token_error = json!({"data": null, "code": 5, "message": "token is error"});
+    let raw = text_of(server.get("/tinyid/id/nextId?bizType=test&token=nope").await).await;
+    assert_eq!(raw, r#"{"data":null,"code":5,"message":"token is error"}"#);
     for (path, status) in [
         ("/tinyid/id/nextId?bizType=test", 401),
         ("/tinyid/id/nextId?bizType=test&token=", 401),
@@ -272,6 +280,13 @@ async fn tinyid_ids_continue_above_max_id_with_delta_and_remainder() {
     sql(&pool, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder, version) VALUES ('bad', 1, 1, 10, 2, 2, 0)").await;
     sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('stride-token', 'stride'), ('bad-token', 'bad')").await;
     let server = server(&url, TinyidConfig::default()).await;
+    // A client segment before any other request of its biz_type is as long as the row's
+    // step (25 ids at delta 3: 8 of them), as Tinyid's.
+    let first =
+        text(&server, "/tinyid/id/nextSegmentIdSimple?bizType=stride&token=stride-token").await;
+    let parts: Vec<u64> = first.split(',').map(|p| p.parse().unwrap()).collect();
+    let client = tinyid_client_ids(parts[0], parts[2], parts[3], parts[4]);
+    assert_eq!(client, [1001, 1004, 1007, 1010, 1013, 1016, 1019, 1022], "{first}");
     let mut all = Vec::new();
     for batch in [1, 7, 30, 2] {
         let ids = text(
@@ -281,9 +296,9 @@ async fn tinyid_ids_continue_above_max_id_with_delta_and_remainder() {
         .await;
         all.extend(ids.split(',').map(|id| id.parse::<u64>().unwrap()));
     }
-    assert_eq!(all[0], 1001, "the first aligned id above max_id 1000");
+    assert_eq!(all[0], 1025, "the first aligned id above the client's segment");
     assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
-    assert!(all.iter().all(|id| id % 3 == 2 && *id > 1000), "{all:?}");
+    assert!(all.iter().all(|id| id % 3 == 2 && *id > 1022), "{all:?}");
     // One node alone loses nothing between its segments: consecutive aligned ids.
     assert!(all.windows(2).all(|w| w[1] - w[0] == 3), "{all:?}");
     // A row no id satisfies is refused with the reason (code 6; 503, as every failed
