@@ -9,7 +9,7 @@
 //! the lock-free [`Ring`] of pre-made ids behind the cached generator (`ring.rs`), the
 //! string encodings of ids (`encoding.rs`), the keyed permutation behind non-guessable
 //! public ids (`permute.rs`), and UUID v4/v7 and ULID: monotonic states, text forms and
-//! parsing (`uuid.rs`).
+//! parsing (`uuid.rs`), and Didi Tinyid's `delta`/`remainder` arithmetic (`stride.rs`).
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -24,6 +24,7 @@ pub mod residue;
 pub mod ring;
 pub mod segment;
 pub mod snowflake;
+pub mod stride;
 pub mod tag;
 pub mod uuid;
 pub mod values;
@@ -37,5 +38,6 @@ pub use segment::{IdRange, SegmentSnapshot};
 // `snowflake::Step`, `Start` and `Parts` stay in their module: the root's `Step` is the
 // segment step.
 pub use snowflake::{ClockPolicy, Layout, LayoutError, TimeUnit};
+pub use stride::{Stride, StrideError};
 pub use tag::{Tag, TagError};
 pub use values::{Count, Description, PreloadRatio, StartId, Step, ValueError};

@@ -3,7 +3,9 @@
 //! Tinyid's habit) that guard a tag's id routes.
 //!
 //! Tokens travel only in the `Authorization: Bearer TOKEN` header (never the query string,
-//! which ends up in access logs), are compared in constant time, and are never logged,
+//! which ends up in access logs), but on Didi Tinyid's routes ([`TINYID_ROUTES`], checked by
+//! [`check_tinyid`] against Tinyid's own `tiny_id_token` table), whose clients send
+//! `?token=` and nothing else. They are compared in constant time, and are never logged,
 //! printed or put in an error: [`Token`]'s `Debug` and `Display` show `***`.
 //!
 //! The rules, in `check` (applied by the router's one middleware to every request that
@@ -69,6 +71,16 @@ pub const TAG_ROUTES: &[(&str, &str)] = &[
     ("/v1/tags/{tag}", "tag"),
     ("/v1/seq/{name}", "name"),
     ("/v1/seqs/{name}", "name"),
+];
+
+/// Didi Tinyid's routes: Tinyid's `tiny_id_token` table guards them, with the token in the
+/// query string (`?bizType=B&token=T`), the one place idmint accepts a token there, because
+/// Tinyid's clients send it nowhere else.
+pub const TINYID_ROUTES: &[&str] = &[
+    "/tinyid/id/nextId",
+    "/tinyid/id/nextIdSimple",
+    "/tinyid/id/nextSegmentId",
+    "/tinyid/id/nextSegmentIdSimple",
 ];
 
 /// A bearer token: visible ASCII, 16 to 512 bytes. Its `Debug` and `Display` print `***`.
@@ -272,6 +284,58 @@ pub fn check_exposure(listen: SocketAddr, auth: &Auth) -> Result<(), String> {
          create and delete tags. Set IDMINT_ADMIN_TOKEN (or admin_token in [auth]) to a \
          secret of at least {TOKEN_LEN_MIN} characters, or listen on 127.0.0.1"
     ))
+}
+
+/// The `biz_type` of a Tinyid route's request, parsed once by the middleware, after its
+/// token opened it: what was checked is what is served.
+#[derive(Debug, Clone)]
+pub(crate) struct TinyidBizType(pub(crate) Tag);
+
+impl<S: Send + Sync> FromRequestParts<S> for TinyidBizType {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<TinyidBizType, ApiError> {
+        parts.extensions.get::<TinyidBizType>().cloned().ok_or_else(unchecked)
+    }
+}
+
+/// Checks a [`TINYID_ROUTES`] request: `bizType` must name a tag, and `token` must be one
+/// of that `biz_type`'s tokens in Tinyid's `tiny_id_token` (compared in constant time by the
+/// library); no token is 401, a wrong one (or one of another `biz_type`) 403. Other routes
+/// pass untouched. The `biz_type` goes to the handler as a [`TinyidBizType`].
+pub(crate) fn check_tinyid(
+    node: &idmint::Node,
+    route: &str,
+    request: &mut Request,
+) -> Result<(), ApiError> {
+    #[derive(Deserialize)]
+    struct TokenQuery {
+        #[serde(rename = "bizType")]
+        biz_type: Option<String>,
+        token: Option<String>,
+    }
+    if !TINYID_ROUTES.contains(&route) {
+        return Ok(());
+    }
+    let Query(query) = Query::<TokenQuery>::try_from_uri(request.uri())
+        .map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let name = query.biz_type.filter(|b| !b.is_empty()).ok_or_else(|| {
+        ApiError::bad_request("bad_query", "bizType is missing: send ?bizType=NAME&token=TOKEN")
+    })?;
+    let biz_type = Tag::parse(&name)?;
+    let token = query.token.filter(|t| !t.is_empty()).ok_or_else(|| {
+        ApiError::Unauthorized(format!(
+            "biz_type {biz_type} needs a token of Tinyid's tiny_id_token table: send \
+             ?bizType={biz_type}&token=TOKEN"
+        ))
+    })?;
+    if !node.tinyid_token_opens(&biz_type, &token)? {
+        return Err(ApiError::Forbidden(format!(
+            "the token is not one of biz_type {biz_type}'s in tiny_id_token"
+        )));
+    }
+    request.extensions_mut().insert(TinyidBizType(biz_type));
+    Ok(())
 }
 
 /// The route whose `tag` query parameter names the tag it decodes with.

@@ -61,6 +61,8 @@ pub enum ApiError {
     /// A handler asked for a tag the middleware had not checked: a bug, refused rather
     /// than served unchecked (500).
     Unchecked(&'static str),
+    /// Tinyid's routes on a node that serves no Tinyid database (404).
+    TinyidNotServed(String),
     /// A refusal of the node this server does not know yet (500).
     Internal(String),
 }
@@ -105,6 +107,7 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("forbidden", "403: the bearer token is not one the route accepts"),
     ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
     ("no_route", "404: no route has this path"),
+    ("tinyid_not_served", "404: Tinyid's routes on a node without `[tinyid] enabled = true`"),
     (
         "bad_request",
         "400: the framework refused the request (e.g. a path that is not UTF-8, or a request \
@@ -200,12 +203,37 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
+            ApiError::TinyidNotServed(_) => (StatusCode::NOT_FOUND, "tinyid_not_served"),
             ApiError::Unchecked(_) | ApiError::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
         }
     }
+
+    /// The error as Didi Tinyid's JSON answer, `{"data":null,"code":C,"message":M}`, under
+    /// idmint's HTTP status: Tinyid's `code` 5 and message `token is error` for a missing or
+    /// wrong token, else its `code` 6 with idmint's message (what is wrong, how to fix it).
+    pub(crate) fn into_tinyid_response(self) -> Response {
+        let (status, code, message) = self.into_parts();
+        let (tinyid_code, message) = match code {
+            "unauthorized" | "forbidden" => (TINYID_TOKEN_ERR, "token is error".to_string()),
+            _ => (TINYID_SYS_ERR, message),
+        };
+        // Tinyid's field order (Jackson writes `data`, `code`, `message` as declared).
+        #[derive(Serialize)]
+        struct TinyidBody {
+            data: Option<()>,
+            code: u16,
+            message: String,
+        }
+        (status, Json(TinyidBody { data: None, code: tinyid_code, message })).into_response()
+    }
 }
+
+/// Tinyid's `ErrorCode.TOKEN_ERR`.
+pub(crate) const TINYID_TOKEN_ERR: u16 = 5;
+/// Tinyid's `ErrorCode.SYS_ERR`.
+pub(crate) const TINYID_SYS_ERR: u16 = 6;
 
 fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
     match error {
@@ -331,6 +359,7 @@ impl ApiError {
             | ApiError::TooManyRequests(message)
             | ApiError::Timeout(message)
             | ApiError::UnsupportedMediaType(message)
+            | ApiError::TinyidNotServed(message)
             | ApiError::Internal(message) => message,
             ApiError::Unchecked(message) => message.to_string(),
             ApiError::FormattedTag(tag) => format!(
@@ -519,6 +548,7 @@ impl From<NodeError> for ApiError {
             NodeError::BadEncoding(message) => ApiError::bad_request("bad_encoding", message),
             NodeError::NotAnId(message) => ApiError::bad_request("not_an_id", message),
             NodeError::DecodeHow(message) => ApiError::bad_request("bad_query", message),
+            error @ NodeError::TinyidNotServed => ApiError::TinyidNotServed(error.to_string()),
             // `NodeError` is non-exhaustive: a variant added later is an internal error
             // until it is mapped here.
             other => ApiError::Internal(other.to_string()),

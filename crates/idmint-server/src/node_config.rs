@@ -53,6 +53,7 @@ pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
             })
             .collect(),
         sequences,
+        tinyid: settings.tinyid.clone(),
     }
 }
 

@@ -18,7 +18,9 @@ use std::sync::LazyLock;
 
 use axum::http::header;
 use axum::response::IntoResponse;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
@@ -63,12 +65,20 @@ use utoipa::{Modify, OpenApi};
         crate::http::status::scrape,
         crate::http::status::page,
         crate::http::status::status,
+        crate::http::tinyid::next_id,
+        crate::http::tinyid::next_id_simple,
+        crate::http::tinyid::next_segment_id,
+        crate::http::tinyid::next_segment_id_simple,
     ),
     modifiers(&LeafAnyMethod, &BearerScheme, &LimitsAndClientTokens),
     tags(
         (name = "leaf", description = "Meituan Leaf's routes, byte-compatible so existing Leaf \
             clients work unchanged: ids answer `200 text/plain` in decimal; errors are non-200 \
             with a JSON body, never `0` or a negative number."),
+        (name = "tinyid", description = "Didi Tinyid's routes on a Tinyid database \
+            (`[tinyid]`): Tinyid's answers, its tokens (`?token=`, checked against \
+            `tiny_id_token`), its delta/remainder and version compare-and-set. Errors keep a \
+            non-200 status."),
         (name = "segment", description = "Segment mode: ids of a tag from ranges the store \
             reserves, and the tags themselves."),
         (name = "snowflake", description = "Snowflake-style ids: time | worker | sequence."),
@@ -132,6 +142,15 @@ impl Modify for BearerScheme {
             .components
             .get_or_insert_with(Default::default)
             .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        let tinyid = ApiKey::Query(ApiKeyValue::with_description(
+            "token",
+            "A token of Tinyid's tiny_id_token table for the request's bizType, on Tinyid's \
+             routes only (the one place a token travels in the query string)",
+        ));
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("tinyid_token", SecurityScheme::ApiKey(tinyid));
     }
 }
 

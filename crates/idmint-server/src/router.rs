@@ -17,7 +17,9 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Router, middleware};
 
 use crate::error::ApiError;
-use crate::http::{decode, leases, monitor, segment, sequences, snowflake, status, tags, uuids};
+use crate::http::{
+    decode, leases, monitor, segment, sequences, snowflake, status, tags, tinyid, uuids,
+};
 use crate::limits::REQUEST_BODY_BYTES_MAX;
 use crate::state::{AppState, SharedState};
 
@@ -77,6 +79,13 @@ fn http_routes() -> Router<SharedState> {
         .route("/v1/seqs/{name}", get(sequences::get_seq).delete(sequences::delete_seq))
         .route("/v1/uuid", get(uuids::uuid_ids))
         .route("/v1/ulid", get(uuids::ulid_ids))
+        .route("/tinyid/id/nextId", tinyid::any_but_head(tinyid::next_id))
+        .route("/tinyid/id/nextIdSimple", tinyid::any_but_head(tinyid::next_id_simple))
+        .route("/tinyid/id/nextSegmentId", tinyid::any_but_head(tinyid::next_segment_id))
+        .route(
+            "/tinyid/id/nextSegmentIdSimple",
+            tinyid::any_but_head(tinyid::next_segment_id_simple),
+        )
         .route("/health", get(status::health))
         .route("/ready", get(status::ready))
         .route("/openapi.json", get(crate::openapi::openapi))
@@ -183,12 +192,21 @@ async fn around(
                         .and_then(|()| crate::auth::check(&app.auth, route, params, &mut request)),
                     None => Ok(()),
                 };
+                // Tinyid's routes check Tinyid's token table, and answer its refusal in
+                // Tinyid's shape; every other refusal above is idmint's on every route.
+                let tinyid_checked = match (&checked, route) {
+                    (Ok(()), Some(route)) => {
+                        crate::auth::check_tinyid(&app.node, route, &mut request)
+                    }
+                    _ => Ok(()),
+                };
                 let head_only = method == Method::HEAD
                     && route.is_some_and(|route| !HEAD_READS.contains(&route));
-                match checked {
-                    Ok(()) if head_only => head_without_handler(),
-                    Ok(()) => crate::error::json_errors(next.run(request).await).await,
-                    Err(error) => error.into_response(),
+                match (checked, tinyid_checked) {
+                    (Ok(()), Ok(())) if head_only => head_without_handler(),
+                    (Ok(()), Ok(())) => crate::error::json_errors(next.run(request).await).await,
+                    (Err(error), _) => error.into_response(),
+                    (Ok(()), Err(error)) => tinyid::refusal(route, error),
                 }
             })
             .await

@@ -18,6 +18,10 @@
 //! per-backend code in `memory/`, `sqlite/`, `mysql/` and `postgres/`), checked by the
 //! worker suite (`tests/it/workers.rs`).
 //!
+//! And the [`TinyidStore`] trait (`tinyid.rs`): Didi Tinyid's `tiny_id_info` and
+//! `tiny_id_token` served as they are, with Tinyid's version compare-and-set (MySQL/MariaDB,
+//! feature `mysql`; other backends are refused by [`open_tinyid`]).
+//!
 //! And the [`SequenceStore`] trait (`sequence.rs`): sequence definitions and the ceilings that
 //! keep Redis-served sequences from repeating (tables `idmint_sequences`,
 //! `idmint_sequence_ceilings`), on the same four backends, checked by the sequence suite
@@ -45,6 +49,7 @@ mod sequence;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod tinyid;
 mod url;
 mod worker;
 
@@ -63,7 +68,7 @@ pub use memory::{MemoryStore, WorkerRowsSnapshot};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};
-pub use open::{check_exists, open, open_counters, open_sequences, open_workers};
+pub use open::{check_exists, open, open_counters, open_sequences, open_tinyid, open_workers};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
 pub use sequence::{
@@ -72,6 +77,12 @@ pub use sequence::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SQLITE_WAL_BYTES_MAX, SQLITE_WAL_CHECKPOINT_PAGES, SqliteStore};
+#[cfg(feature = "mysql")]
+pub use tinyid::TinyidMySqlStore;
+pub use tinyid::{
+    TINYID_CAS_ATTEMPTS_MAX, TINYID_INFO_TABLE, TINYID_TOKEN_LEN_MAX, TINYID_TOKEN_TABLE,
+    TINYID_TOKENS_MAX, TinyidStore, TinyidToken,
+};
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX, POOL_MAX_DEFAULT, POOL_MAX_LIMIT,

@@ -1,6 +1,6 @@
 //! The openers, in one place: [`open`] (the store a [`StoreUrl`] names), [`open_workers`],
 //! [`open_sequences`], [`open_counters`] (the sequence counters), and the single-database
-//! opener the worker and sequence openers share ([`open_database`]). Kept out of the crate
+//! opener the worker and sequence openers share ([`open_database`]), and [`open_tinyid`]. Kept out of the crate
 //! root, which the backends import from, so the root imports no backend.
 
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use crate::postgres::PgStore;
 use crate::sequence::SequenceStore;
 #[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteStore;
+use crate::tinyid::TinyidStore;
 use crate::url::StoreUrl;
 use crate::worker::WorkerStore;
 
@@ -204,5 +205,29 @@ pub async fn open_workers(url: &StoreUrl) -> Result<Arc<dyn WorkerStore>, StoreE
         #[cfg(feature = "redis")]
         StoreUrl::Redis(url) => Ok(Arc::new(crate::redis::RedisStore::connect(url).await?)),
         _ => Ok(open_database(url).await?),
+    }
+}
+
+/// Opens a Didi Tinyid database (`mysql://…`: Tinyid runs on MySQL) as a [`TinyidStore`],
+/// checking that its tables exist; never creates them. Every other kind of URL is refused
+/// with the reason.
+pub async fn open_tinyid(url: &StoreUrl) -> Result<Arc<dyn TinyidStore>, StoreError> {
+    match url {
+        #[cfg(feature = "mysql")]
+        StoreUrl::Mysql(sql) => Ok(Arc::new(crate::tinyid::TinyidMySqlStore::connect(sql).await?)),
+        #[cfg(not(feature = "mysql"))]
+        StoreUrl::Mysql(_) => Err(StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "this build has no MySQL support, which Tinyid's tables need; build idmint \
+                     with `--features mysql`"
+                .to_string(),
+        }),
+        other => Err(StoreError::BadUrl {
+            url: other.to_string(),
+            reason: "Tinyid's tables (tiny_id_info, tiny_id_token) are served from MySQL or \
+                     MariaDB, where Tinyid runs: name its database as mysql://USER:PASSWORD@HOST:\
+                     PORT/DB"
+                .to_string(),
+        }),
     }
 }

@@ -55,6 +55,7 @@ mod segments;
 mod seqformat;
 mod sequences;
 mod snowflake_gen;
+pub mod tinyid;
 mod unknown;
 mod uuids;
 

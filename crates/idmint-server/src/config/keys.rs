@@ -23,6 +23,7 @@ use idmint::snowflake::limits::{
     CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, LEASE_MARGIN_MS_DEFAULT,
     LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
 };
+use idmint::tinyid::{BATCH_SIZE_MAX_DEFAULT, TOKEN_REFRESH_MS_DEFAULT};
 use idmint_core::limits::{
     BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
     STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_REFRESH_MS_DEFAULT,
@@ -246,6 +247,9 @@ keys! {
         /// `[auth]`: the admin token and client tokens.
         #[serde(default)]
         pub auth: AuthSection,
+        /// `[tinyid]`: Didi Tinyid's routes on a Tinyid database.
+        #[serde(default)]
+        pub tinyid: TinyidSection,
         /// Which file the keys came from and on which lines, for messages; not a key.
         #[serde(skip)]
         pub(super) source: FileSource,
@@ -288,6 +292,23 @@ keys! {
             ring_capacity: u64 = CACHED_RING_CAPACITY_DEFAULT;
             /// How far the ring's borrowed time may run ahead of the clock, in ms.
             ring_max_lead_ms: u64 = CACHED_MAX_LEAD_MS_DEFAULT;
+        }
+    }
+}
+
+keys! {
+    /// The `[tinyid]` section.
+    pub struct TinyidSection in "tinyid" {
+        /// Didi Tinyid's routes.
+        keys TinyidKeys by layer {
+            /// Whether the node serves Tinyid's routes (`/tinyid/id/*`) from a Tinyid database.
+            enabled: bool = false;
+            /// The Tinyid database (`mysql://…`, may hold a password); empty: the main store.
+            store: SecretUrl = SecretUrl::default();
+            /// How often `tiny_id_token` is reread, in ms (1 000 to 3 600 000).
+            token_refresh_ms: u64 = TOKEN_REFRESH_MS_DEFAULT;
+            /// Largest `batchSize`; a larger one is cut to it, as Tinyid's `batch.size.max`.
+            batch_size_max: u64 = BATCH_SIZE_MAX_DEFAULT;
         }
     }
 }

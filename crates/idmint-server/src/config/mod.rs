@@ -90,6 +90,8 @@ pub struct Settings {
     pub snowflake_cached: Option<CachedConfig>,
     /// Public id formats of segment tags (`[format.TAG]`).
     pub formats: Vec<TagFormat>,
+    /// Didi Tinyid's routes on a Tinyid database (`[tinyid]`); `None`: not served.
+    pub tinyid: Option<idmint::node::TinyidNodeConfig>,
     /// The admin token and client tokens (`[auth]`, `IDMINT_ADMIN_TOKEN`).
     pub auth: Auth,
     /// Connection and request limits (`[limits]`).
@@ -195,6 +197,8 @@ impl Settings {
         let snowflake_keys = eff.snowflake.layer(&mut l);
         let (snowflake, snowflake_cached) = sections::snowflake_config(&mut l, snowflake_keys);
         let formats = format::tag_formats(&mut l, &mut eff.format);
+        let tinyid_keys = eff.tinyid.layer(&mut l);
+        let tinyid = sections::tinyid_config(&mut l, tinyid_keys, store_url.as_ref(), &segment);
         let auth = auth::auth_config(&mut l, &mut eff.auth);
         let http_keys = eff.limits.layer_http(&mut l);
         let http_limits = sections::http_limits(&mut l, http_keys);
@@ -219,6 +223,7 @@ impl Settings {
                     snowflake,
                     snowflake_cached,
                     formats,
+                    tinyid,
                     auth,
                     http_limits,
                     effective: EffectiveConfig { file: eff, origins },

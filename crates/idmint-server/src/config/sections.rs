@@ -1,15 +1,18 @@
 //! The plain sections resolved and checked: `[segment]` into a [`SegmentConfig`],
 //! `[snowflake]` into a [`SnowflakeConfig`] and its ring, `[limits]` into the batch bound and
-//! the [`HttpLimits`]. Each reads its keys from the section's `…Keys` struct (`keys.rs`) and
+//! the [`HttpLimits`], `[tinyid]` into a [`TinyidNodeConfig`]. Each reads its keys from the section's `…Keys` struct (`keys.rs`) and
 //! records every problem; a bad value leaves its default so the other checks still run.
 
+use idmint::node::TinyidNodeConfig;
 use idmint::segment::SegmentConfig;
 use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdRange, WorkerIdSource};
+use idmint::tinyid::{TOKEN_REFRESH_MS_MAX, TOKEN_REFRESH_MS_MIN, TinyidConfig};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
+use idmint_store::StoreUrl;
 
-use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys};
+use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys, TinyidKeys};
 use super::origins::{Layers, Sourced};
 use crate::limits::HttpLimits;
 
@@ -242,4 +245,51 @@ pub(super) fn http_limits(l: &mut Layers<'_>, keys: HttpLimitKeys) -> Option<Htt
     };
     let origin = l.source.origin("limits");
     l.check(&origin, resolved.check().map(|()| resolved))
+}
+
+/// The `[tinyid]` section resolved: `None` when disabled. The store defaults to the main
+/// one; a URL that is not MySQL is refused here, before the node starts.
+pub(super) fn tinyid_config(
+    l: &mut Layers<'_>,
+    keys: TinyidKeys,
+    main_store: Option<&StoreUrl>,
+    segment: &SegmentConfig,
+) -> Option<TinyidNodeConfig> {
+    let TinyidKeys { enabled, store, token_refresh_ms: refresh, batch_size_max: batch } = keys;
+    let refresh_range = TOKEN_REFRESH_MS_MIN..=TOKEN_REFRESH_MS_MAX;
+    if !refresh_range.contains(&refresh.value) {
+        l.refuse(
+            &refresh.origin,
+            format!(
+                "{} is outside {TOKEN_REFRESH_MS_MIN} to {TOKEN_REFRESH_MS_MAX} ms",
+                refresh.value
+            ),
+        );
+    }
+    if !(1..=BATCH_COUNT_MAX).contains(&batch.value) {
+        l.refuse(&batch.origin, format!("{} is outside 1 to {BATCH_COUNT_MAX}", batch.value));
+    }
+    if !enabled.value {
+        return None;
+    }
+    let url = match store.value.expose().trim() {
+        "" => main_store.cloned(),
+        text => l.check(&store.origin, StoreUrl::parse(text)),
+    }?;
+    if !matches!(url, StoreUrl::Mysql(_)) {
+        l.refuse(
+            &store.origin,
+            format!(
+                "Tinyid's tables are served from MySQL or MariaDB, where Tinyid runs, and the \
+                 store is {url}; set tinyid.store to mysql://USER:PASSWORD@HOST:PORT/DB"
+            ),
+        );
+        return None;
+    }
+    let engine = TinyidConfig {
+        segment: segment.clone(),
+        token_refresh_ms: refresh.value,
+        batch_size_max: batch.value.clamp(1, BATCH_COUNT_MAX),
+    };
+    Some(TinyidNodeConfig { store: url, engine })
 }

@@ -440,7 +440,13 @@ fn every_plain_key_is_set_by_its_variable_and_printed_with_it() {
     assert!(plain.len() >= 30 && plain.contains(&"limits.metrics_tags_max"), "{plain:?}");
     for key in plain {
         let name = key.rsplit('.').next().unwrap_or(key);
-        let line = printed.lines().find(|l| l.starts_with(&format!("{name} = "))).unwrap();
+        // The line under the key's own section: `enabled` is in [snowflake] and [tinyid].
+        let section = key.rsplit_once('.').map(|(section, _)| format!("[{section}]"));
+        let start = section.map_or(0, |section| {
+            printed.lines().position(|l| l == section).expect("the section is printed")
+        });
+        let line =
+            printed.lines().skip(start).find(|l| l.starts_with(&format!("{name} = "))).unwrap();
         let value = line.split(" = ").nth(1).unwrap().split(" #").next().unwrap().trim();
         let value = value.trim_matches('"');
         let variable = env_var(key);
@@ -452,5 +458,42 @@ fn every_plain_key_is_set_by_its_variable_and_printed_with_it() {
         .unwrap_or_else(|e| panic!("{variable}={value}: {e}"));
         assert_eq!(s.effective.origins.get(key), Some(&Origin::Env(variable.clone())), "{key}");
         assert!(s.effective.to_toml().contains(&format!("# {variable}\n")), "{key}");
+    }
+}
+
+#[test]
+fn tinyid_is_off_by_default_and_refuses_a_store_that_is_not_mysql() {
+    let s = Settings::resolve(&FileConfig::default(), &env(&[]), &Overrides::default()).unwrap();
+    assert!(s.tinyid.is_none());
+    // On the default SQLite store: refused, naming the key that fixes it.
+    let refused = Settings::resolve(
+        &FileConfig::default(),
+        &env(&[("IDMINT_TINYID_ENABLED", "true")]),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("tinyid.store") && refused.contains("MySQL"), "{refused}");
+    let on = Settings::resolve(
+        &FileConfig::default(),
+        &env(&[
+            ("IDMINT_TINYID_ENABLED", "true"),
+            ("IDMINT_TINYID_STORE", "mysql://u:pw@127.0.0.1:3306/tinyid"),
+            ("IDMINT_TINYID_TOKEN_REFRESH_MS", "5000"),
+        ]),
+        &Overrides::default(),
+    )
+    .unwrap();
+    let tinyid = on.tinyid.expect("served");
+    assert_eq!(tinyid.engine.token_refresh_ms, 5_000);
+    assert!(!format!("{:?}", on.effective.to_toml()).contains("pw@"), "the password is shown");
+    for (var, value) in
+        [("IDMINT_TINYID_TOKEN_REFRESH_MS", "10"), ("IDMINT_TINYID_BATCH_SIZE_MAX", "0")]
+    {
+        let refused =
+            Settings::resolve(&FileConfig::default(), &env(&[(var, value)]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+        assert!(refused.contains(var), "{var}: {refused}");
     }
 }

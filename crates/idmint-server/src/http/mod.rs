@@ -12,4 +12,5 @@ pub(crate) mod shared;
 pub(crate) mod snowflake;
 pub(crate) mod status;
 pub(crate) mod tags;
+pub(crate) mod tinyid;
 pub(crate) mod uuids;

@@ -32,6 +32,8 @@ const ADMIN: &str = "admin-token-0123456789";
 const SHOP: &str = "shop-client-token-0001";
 const OTHER: &str = "other-client-token-002";
 const WRONG: &str = "wrong-token-0123456789";
+/// Not a token: the marker of a request carrying `SHOP` in its query string instead.
+const QUERY_TOKEN: &str = "(shop's token in the query string)";
 
 /// The tag and the sequence client `shop` guards.
 const GUARDED_TAG: &str = "guarded";
@@ -139,7 +141,11 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
     let mut reached = 0;
     for route in routes.iter().filter(|r| r.as_str() != GRPC_ROUTE) {
         let queries = query_params(doc, route);
-        if !names_a_tag(route, &queries) || route.ends_with("/return") {
+        // Tinyid's routes need a Tinyid database: their control pass is `tinyid.rs`'s.
+        if !names_a_tag(route, &queries)
+            || route.ends_with("/return")
+            || route.starts_with("/tinyid/")
+        {
             continue;
         }
         for variant in 0..ENCODINGS {
@@ -215,9 +221,12 @@ fn is_admin(doc: &Value, method: &Method, route: &str) -> bool {
 }
 
 /// Whether a request to `route` names the guarded tag or sequence: a `{tag}` or `{name}`
-/// path parameter, or a documented `tag` query parameter.
+/// path parameter, or a documented `tag` (or Tinyid's `bizType`) query parameter.
 fn names_a_tag(route: &str, queries: &BTreeSet<String>) -> bool {
-    route.contains("{tag}") || route.contains("{name}") || queries.contains("tag")
+    route.contains("{tag}")
+        || route.contains("{name}")
+        || queries.contains("tag")
+        || queries.contains("bizType")
 }
 
 /// The query parameters any operation of `route` documents.
@@ -261,11 +270,11 @@ fn fill(route: &str, queries: &BTreeSet<String>, variant: usize, rng: &mut Rng) 
     let pairs: Vec<String> = queries
         .iter()
         .filter_map(|name| match name.as_str() {
-            "tag" => {
-                let key = if variant == 3 { encode("tag", 3, rng) } else { "tag".to_string() };
+            "tag" | "bizType" => {
+                let key = if variant == 3 { encode(name, 3, rng) } else { name.to_string() };
                 Some(format!("{key}={}", encode(GUARDED_TAG, variant, rng)))
             }
-            "id" | "count" => Some(format!("{name}=1")),
+            "id" | "count" | "batchSize" => Some(format!("{name}=1")),
             _ => None,
         })
         .collect();
@@ -273,11 +282,12 @@ fn fill(route: &str, queries: &BTreeSet<String>, variant: usize, rng: &mut Rng) 
 }
 
 /// The tokens sent: none, and one of the wrong ones picked by `rng` (a wrong token, a
-/// malformed header, another client's; on admin routes also the guarded tag's own client
-/// token, which is not the admin's). One pick per case keeps the run a few seconds; every
+/// malformed header, another client's, the right client token in the query string, where
+/// only Tinyid's routes read a token and only Tinyid's table's; on admin routes also the
+/// guarded tag's own client token, which is not the admin's). One pick per case keeps the run a few seconds; every
 /// case is still tried without a token and each wrong kind is met thousands of times.
 fn tokens(admin: bool, rng: &mut Rng) -> [Option<&'static str>; 2] {
-    let wrong = [WRONG, "Basic YWRtaW46YWRtaW4=", OTHER, SHOP];
+    let wrong = [WRONG, "Basic YWRtaW46YWRtaW4=", OTHER, QUERY_TOKEN, SHOP];
     let kinds = if admin { wrong.len() } else { wrong.len() - 1 };
     [None, Some(wrong[(rng.next() % kinds as u64) as usize])]
 }
@@ -300,6 +310,13 @@ fn build(
     token: Option<&str>,
     body: &str,
 ) -> Request<Body> {
+    let uri = match token {
+        Some(QUERY_TOKEN) => {
+            let separator = if uri.contains('?') { '&' } else { '?' };
+            format!("{uri}{separator}token={SHOP}&access_token={SHOP}")
+        }
+        _ => uri.to_string(),
+    };
     let mut request = Request::builder().method(method.clone()).uri(uri);
     if let Some(content_type) = content_type {
         request = request.header("content-type", content_type);
@@ -308,6 +325,7 @@ fn build(
         Some(basic) if basic.starts_with("Basic ") => {
             request = request.header("authorization", basic)
         }
+        Some(QUERY_TOKEN) => {}
         Some(token) => request = request.header("authorization", format!("Bearer {token}")),
         None => {}
     }

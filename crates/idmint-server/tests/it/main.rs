@@ -20,4 +20,5 @@ mod redis_keys;
 mod sequences;
 mod snowflake;
 mod support;
+mod tinyid;
 mod uuids;

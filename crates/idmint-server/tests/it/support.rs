@@ -27,6 +27,7 @@ pub struct TestServer {
 /// hand out the parts for tests that drive the router or `serve` themselves.
 pub struct NodeSetup {
     store: Arc<dyn SegmentStore>,
+    tinyid: Option<Arc<dyn idmint_store::TinyidStore>>,
     config: NodeConfig,
     snowflake: Option<Arc<idmint::Snowflake>>,
     sequences: Option<Arc<idmint::Sequences>>,
@@ -93,6 +94,19 @@ impl NodeSetup {
         self
     }
 
+    /// Tinyid's routes over `store`, with `engine`'s tunables.
+    pub fn tinyid(
+        mut self,
+        store: Arc<dyn idmint_store::TinyidStore>,
+        engine: idmint::tinyid::TinyidConfig,
+    ) -> NodeSetup {
+        // The URL is not opened: the store is handed to the builder.
+        self.config.tinyid =
+            Some(idmint::node::TinyidNodeConfig { store: idmint_store::StoreUrl::Memory, engine });
+        self.tinyid = Some(store);
+        self
+    }
+
     /// The node.
     pub async fn node(self) -> Arc<Node> {
         self.parts().await.0
@@ -126,6 +140,9 @@ impl NodeSetup {
         if let Some(engine) = self.sequences {
             builder = builder.sequences(engine);
         }
+        if let Some(store) = self.tinyid {
+            builder = builder.tinyid_store(store);
+        }
         // Boxed: the start future is deep, and the tests nest it deeper still.
         let node = Arc::new(Box::pin(builder.start()).await.expect("the node starts"));
         let mut state = AppState::new(Arc::clone(&node));
@@ -143,6 +160,7 @@ impl TestServer {
         config.sequences = Err("not started in this test".to_string());
         NodeSetup {
             store: Arc::new(idmint_store::MemoryStore::new()),
+            tinyid: None,
             config,
             snowflake: None,
             sequences: None,

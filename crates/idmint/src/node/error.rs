@@ -66,6 +66,12 @@ pub enum NodeError {
     /// A decode asked for neither or both of a tag and an encoding.
     #[error("{0}")]
     DecodeHow(String),
+    /// Tinyid's routes were called on a node that serves no Tinyid database.
+    #[error(
+        "this node serves no Tinyid database: set [tinyid] enabled = true (and tinyid.store to \
+         Tinyid's mysql:// URL if it is not the main store)"
+    )]
+    TinyidNotServed,
 }
 
 /// Why a [`crate::NodeBuilder`] could not start a node.
@@ -99,4 +105,8 @@ pub enum NodeStartError {
     /// The parts handed to the builder do not fit the configuration; the message says how.
     #[error("{0}")]
     Parts(String),
+    /// Tinyid's `biz_type`s are configured and their engine did not start (its tokens could
+    /// not be read, or its data directory is damaged or locked).
+    #[error("cannot serve Tinyid's biz_types")]
+    Tinyid(#[source] Error),
 }

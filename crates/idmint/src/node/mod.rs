@@ -28,10 +28,13 @@ use crate::segment::{CreatedTag, Lease, TagStatus};
 use crate::sequence::limits::SEQ_COUNT_MAX;
 use crate::sequence::{SequenceIds, SequenceStatus};
 use crate::snowflake::{SnowflakeError, SnowflakeStatus};
+use crate::tinyid::{Tinyid, TinyidSegment};
 use crate::{CachedSnowflake, Clock, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
 pub use error::{NodeError, NodeStartError};
-pub use start::{FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig};
+pub use start::{
+    FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig, TinyidNodeConfig,
+};
 
 /// The public id formats of a node, by tag (`[format.TAG]`); a tag without one serves its
 /// ids as they are.
@@ -48,6 +51,7 @@ pub const STATUS_WAIT_MS: u64 = 1_000;
 /// Built by [`NodeBuilder`]; stopped by [`Node::shutdown`] once the transports drained.
 pub struct Node {
     segments: Arc<Segments>,
+    tinyid: Option<Arc<Tinyid>>,
     batch_count_max: u64,
     snowflake: Result<Arc<Snowflake>, String>,
     cached: Option<Arc<CachedSnowflake>>,
@@ -528,15 +532,45 @@ impl Node {
         status
     }
 
+    // ---- Tinyid ---------------------------------------------------------------------
+
+    /// The Tinyid engine, when the node serves a Tinyid database.
+    pub fn tinyid(&self) -> Result<&Arc<Tinyid>, NodeError> {
+        self.tinyid.as_ref().ok_or(NodeError::TinyidNotServed)
+    }
+
+    /// Whether `token` opens `biz_type` in Tinyid's `tiny_id_token` (constant time).
+    pub fn tinyid_token_opens(&self, biz_type: &Tag, token: &str) -> Result<bool, NodeError> {
+        Ok(self.tinyid()?.token_opens(biz_type, token))
+    }
+
+    /// `batch_size` ids of a Tinyid `biz_type` (cut to `tinyid.batch_size_max`, as Tinyid
+    /// cuts to its `batch.size.max`), increasing, each `≡ remainder (mod delta)`.
+    pub async fn tinyid_ids(
+        &self,
+        biz_type: &Tag,
+        batch_size: Count,
+    ) -> Result<Vec<u64>, NodeError> {
+        Ok(self.tinyid()?.next_ids(biz_type, batch_size).await?)
+    }
+
+    /// A Tinyid segment for a Tinyid client (`nextSegmentId`).
+    pub async fn tinyid_segment(&self, biz_type: &Tag) -> Result<TinyidSegment, NodeError> {
+        Ok(self.tinyid()?.next_segment(biz_type).await?)
+    }
+
     // ---- shutdown -------------------------------------------------------------------
 
     /// Stops the node, after the transports drained, in this order: freeze every segment
-    /// generator and give unissued ids back, close the snowflake ring (its filler stopped,
+    /// generator and give unissued ids back (the Tinyid `biz_type`s' too), close the snowflake ring (its filler stopped,
     /// its pre-made ids discarded, every take refused), stop the snowflake generator (its
     /// lease released: nothing made under it is handed out after), stop the node's own
     /// loops (the Redis retry), stop the sequence engine. Idempotent.
     pub async fn shutdown(&self) {
         self.segments.shutdown().await;
+        if let Some(tinyid) = &self.tinyid {
+            tinyid.shutdown().await;
+        }
         if let Some(ring) = &self.cached {
             ring.shutdown().await;
         }

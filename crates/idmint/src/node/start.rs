@@ -1,6 +1,7 @@
 //! How a [`Node`] starts: its typed configuration ([`NodeConfig`]), the parts a caller may
 //! hand in ready-made ([`NodeBuilder`]: a store, a running generator or sequence engine, a
-//! clock), and the start order: segment store -> segments -> format keys claimed ->
+//! clock), and the start order: segment store -> segments -> format keys claimed -> Tinyid
+//! (when configured) ->
 //! snowflake generator -> its ring -> sequences (Redis retried in a tracked loop) -> UUIDs.
 //!
 //! Parts that cannot start leave the node up with a reason (their operations answer it):
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idmint_core::limits::BATCH_COUNT_MAX;
-use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, WorkerStore};
+use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -20,6 +21,7 @@ use crate::format::claim_key;
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
 use crate::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
+use crate::tinyid::{Tinyid, TinyidConfig};
 use crate::{CachedSnowflake, Clock, IdFormat, Sequences, Snowflake, SystemClock, Tag, Uuids};
 
 /// How long the node waits between attempts to reach a Redis that did not answer.
@@ -43,6 +45,18 @@ pub struct NodeConfig {
     pub formats: Vec<FormatConfig>,
     /// The sequences, or why the node serves none.
     pub sequences: Result<SequencesConfig, String>,
+    /// Didi Tinyid's `biz_type`s, from a Tinyid database; `None`: not served.
+    pub tinyid: Option<TinyidNodeConfig>,
+}
+
+/// Where and how a node serves Didi Tinyid's `biz_type`s.
+#[derive(Debug, Clone)]
+pub struct TinyidNodeConfig {
+    /// The Tinyid database (`mysql://…`), opened at start unless
+    /// [`NodeBuilder::tinyid_store`] hands one in.
+    pub store: StoreUrl,
+    /// The engine's tunables.
+    pub engine: TinyidConfig,
 }
 
 /// A tag's public id format.
@@ -86,6 +100,7 @@ impl NodeConfig {
             snowflake_cached: None,
             formats: Vec::new(),
             sequences: Err("sequences are not configured on this node".to_string()),
+            tinyid: None,
         }
     }
 }
@@ -99,6 +114,7 @@ pub struct NodeBuilder {
     sequence_store: Option<Arc<dyn SequenceStore>>,
     snowflake: Option<Arc<Snowflake>>,
     sequences: Option<Arc<Sequences>>,
+    tinyid_store: Option<Arc<dyn TinyidStore>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -112,6 +128,7 @@ impl NodeBuilder {
             sequence_store: None,
             snowflake: None,
             sequences: None,
+            tinyid_store: None,
             clock: Arc::new(SystemClock),
         }
     }
@@ -161,6 +178,13 @@ impl NodeBuilder {
         self
     }
 
+    /// Serves Tinyid's `biz_type`s from `store` rather than opening `config.tinyid`'s URL
+    /// (`config.tinyid` must be set).
+    pub fn tinyid_store(mut self, store: Arc<dyn TinyidStore>) -> NodeBuilder {
+        self.tinyid_store = Some(store);
+        self
+    }
+
     /// The clock of the generators the node starts, its UUIDs and its public ids' dates.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> NodeBuilder {
         self.clock = clock;
@@ -171,8 +195,16 @@ impl NodeBuilder {
     /// key stops the start), snowflake generator, its ring, sequences, UUIDs. Must be
     /// called inside a tokio runtime.
     pub async fn start(self) -> Result<Node, NodeStartError> {
-        let NodeBuilder { config, store, workers, sequence_store, snowflake, sequences, clock } =
-            self;
+        let NodeBuilder {
+            config,
+            store,
+            workers,
+            sequence_store,
+            snowflake,
+            sequences,
+            tinyid_store,
+            clock,
+        } = self;
         check_parts(
             &config,
             store.is_some(),
@@ -197,6 +229,13 @@ impl NodeBuilder {
             Ok(formats) => formats,
             Err(error) => {
                 // Nothing served yet: the segments stop (and give back nothing they took).
+                segments.shutdown().await;
+                return Err(error);
+            }
+        };
+        let tinyid = match start_tinyid(&config, tinyid_store).await {
+            Ok(tinyid) => tinyid,
+            Err(error) => {
                 segments.shutdown().await;
                 return Err(error);
             }
@@ -240,6 +279,7 @@ impl NodeBuilder {
         };
         Ok(Node {
             segments,
+            tinyid,
             batch_count_max: config.batch_count_max,
             snowflake,
             cached,
@@ -302,6 +342,25 @@ async fn claim_formats(
         claimed.insert(tag_format.tag.clone(), tag_format.format.clone());
     }
     Ok(claimed)
+}
+
+/// Starts the Tinyid engine when configured: its store and tokens must answer, or the node
+/// does not start (a Tinyid migration that silently served nothing would be worse).
+async fn start_tinyid(
+    config: &NodeConfig,
+    given: Option<Arc<dyn TinyidStore>>,
+) -> Result<Option<Arc<Tinyid>>, NodeStartError> {
+    let Some(tinyid) = &config.tinyid else { return Ok(None) };
+    let store = match given {
+        Some(store) => store,
+        None => idmint_store::open_tinyid(&tinyid.store).await.map_err(|source| {
+            NodeStartError::OpenStore { url: tinyid.store.to_string(), source }
+        })?,
+    };
+    let engine =
+        Tinyid::start(store, tinyid.engine.clone()).await.map_err(NodeStartError::Tinyid)?;
+    tracing::info!(store = %engine.describe(), "tinyid biz_types served on /tinyid/id/*");
+    Ok(Some(engine))
 }
 
 /// Starts the snowflake generator on the configured store (worker ids and time marks); a
