@@ -28,6 +28,7 @@ mod metrics;
 mod node_config;
 mod openapi;
 mod parse_errors;
+mod process;
 mod router;
 mod state;
 
@@ -43,7 +44,11 @@ pub use config::{
     SecretUrl, SegmentSection, Settings, SnowflakeSection, TagFormat, env_var,
 };
 pub use error::{ApiError, GRPC_CODE_KEY};
-pub use grpc::{GRPC_ROUTE, STREAM_CHUNK_DEFAULT, STREAM_COUNT_MAX};
+pub use grpc::{
+    GRPC_METHODS, GRPC_ROUTE, GRPC_ROUTES, HEALTH_CHECK_WAIT_MS, HEALTH_ROUTE, HEALTH_SERVICES,
+    HEALTH_WATCH_POLL_MS, REFLECTION_ROUTE, REFLECTION_V1ALPHA_ROUTE, STREAM_CHUNK_DEFAULT,
+    STREAM_COUNT_MAX,
+};
 pub use histograms::{DURATION_BUCKETS_S, HISTOGRAM_SERIES_MAX, OTHER_LABEL_VALUE};
 pub use http::status::DASHBOARD_HTML;
 pub use limits::{
