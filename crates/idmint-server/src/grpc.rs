@@ -365,35 +365,62 @@ impl Health for GrpcHealth {
 
     async fn watch(&self, request: Request<HealthCheckRequest>) -> Answer<HealthStream> {
         let service = request.into_inner().service;
+        let mut draining = self.app.draining.subscribe();
         if !HEALTH_SERVICES.contains(&service.as_str()) {
             // The protocol: SERVICE_UNKNOWN, and the call stays open (a service could be
-            // added later; here none is, so the stream then waits until the caller leaves).
+            // added later; here none is, so the stream then waits for the drain, or until
+            // the caller leaves).
             let unknown = HealthCheckResponse { status: ServingStatus::ServiceUnknown.into() };
+            let drained = async move {
+                let _ = draining.wait_for(|draining| *draining).await;
+                None
+            };
             let stream = futures_util::stream::once(async move { Ok(unknown) })
-                .chain(futures_util::stream::pending());
+                .chain(futures_util::stream::once(drained).filter_map(std::future::ready));
             return Ok(Response::new(Box::pin(stream)));
         }
         let (app, watched) = (Arc::clone(&self.app), Arc::clone(&self.watched));
-        let stream = futures_util::stream::unfold(None, move |last: Option<ServingStatus>| {
-            let (app, watched) = (Arc::clone(&app), Arc::clone(&watched));
-            async move {
-                let poll = Duration::from_millis(HEALTH_WATCH_POLL_MS);
-                loop {
-                    let now = watched_status(&app, &watched, poll).await;
-                    if Some(now) != last {
-                        let message = HealthCheckResponse { status: now.into() };
-                        return Some((Ok(message), Some(now)));
+        // The state: the status last sent, and whether the stream has ended.
+        let stream = futures_util::stream::unfold(
+            (None, false),
+            move |(last, ended): (Option<ServingStatus>, bool)| {
+                let (app, watched) = (Arc::clone(&app), Arc::clone(&watched));
+                let mut draining = draining.clone();
+                async move {
+                    if ended {
+                        return None;
                     }
-                    tokio::time::sleep(poll).await;
+                    let poll = Duration::from_millis(HEALTH_WATCH_POLL_MS);
+                    loop {
+                        // Draining: NOT_SERVING once, then the stream ends.
+                        if *draining.borrow_and_update() {
+                            let status = ServingStatus::NotServing;
+                            let message = HealthCheckResponse { status: status.into() };
+                            return (last != Some(status)).then_some((Ok(message), (None, true)));
+                        }
+                        let now = watched_status(&app, &watched, poll).await;
+                        if Some(now) != last {
+                            let message = HealthCheckResponse { status: now.into() };
+                            return Some((Ok(message), (Some(now), false)));
+                        }
+                        tokio::select! {
+                            () = tokio::time::sleep(poll) => {}
+                            _ = draining.changed() => {}
+                        }
+                    }
                 }
-            }
-        });
+            },
+        );
         Ok(Response::new(Box::pin(stream)))
     }
 }
 
-/// The node's readiness as a health status, bounded by [`HEALTH_CHECK_WAIT_MS`].
+/// The node's readiness as a health status, bounded by [`HEALTH_CHECK_WAIT_MS`]:
+/// NOT_SERVING from the moment the server began draining.
 async fn serving(app: &SharedState) -> ServingStatus {
+    if *app.draining.borrow() {
+        return ServingStatus::NotServing;
+    }
     let wait = Duration::from_millis(HEALTH_CHECK_WAIT_MS);
     match tokio::time::timeout(wait, app.node.ready()).await {
         Ok(Ok(())) => ServingStatus::Serving,

@@ -87,7 +87,15 @@ pub async fn serve_split(
     let node = Arc::clone(&state.node);
     let http_limits = state.http_limits;
     let state: SharedState = Arc::new(state);
-    let shutdown = shutdown.boxed().shared();
+    // Draining starts when `shutdown` completes: the health service says so first, and
+    // ends its Watch streams so that they do not hold the drain open.
+    let draining = Arc::clone(&state.draining);
+    let shutdown = async move {
+        shutdown.await;
+        draining.send_replace(true);
+    }
+    .boxed()
+    .shared();
     let serves = if grpc.is_some() { Serves::Http } else { Serves::HttpAndGrpc };
     let http_served =
         serve_one(http, &http_limits, router_for(Arc::clone(&state), serves), shutdown.clone());

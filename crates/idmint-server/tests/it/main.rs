@@ -9,6 +9,7 @@ mod auth_fuzz;
 mod dashboard;
 mod formats;
 mod grpc;
+mod grpc_ops;
 mod openapi;
 mod ops;
 mod outage;

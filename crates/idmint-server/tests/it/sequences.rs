@@ -48,7 +48,7 @@ async fn sequences_are_created_served_described_and_deleted_over_http() {
 async fn without_redis_the_sequence_routes_say_why() {
     let server = TestServer::memory().await;
     let message =
-        assert_error(server.get("/v1/seq/orders").await, 503, "sequences_not_running").await;
+        assert_error(server.get("/v1/seq/orders").await, 501, "sequences_not_configured").await;
     assert!(message.contains("not started in this test"), "{message}");
     server.stop().await;
 }

@@ -258,10 +258,9 @@ impl Node {
     /// ([`SnowflakeError::Config`] with the reason).
     pub fn snowflake(&self) -> Result<&Arc<Snowflake>, NodeError> {
         self.snowflake.as_ref().map_err(|not| match not.configured {
-            false => NodeError::NotConfigured {
-                feature: Feature::Snowflake,
-                reason: not.reason.clone(),
-            },
+            false => {
+                NodeError::NotConfigured { feature: Feature::Snowflake, reason: not.reason.clone() }
+            }
             true => NodeError::Snowflake(SnowflakeError::Config(not.reason.clone())),
         })
     }
