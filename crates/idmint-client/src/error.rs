@@ -161,9 +161,7 @@ pub(crate) fn from_code(code: &str, message: String, subject: &str) -> Failure {
         "snowflake_not_running"
         | "sequences_not_running"
         | "snowflake_not_configured"
-        | "sequences_not_configured" => {
-            Failure::Retry { reason: message, down: false }
-        }
+        | "sequences_not_configured" => Failure::Retry { reason: message, down: false },
         code if code.starts_with("bad_") || code == "not_an_id" => {
             caller(ClientError::InvalidArgument { code: code.to_string(), message })
         }
