@@ -257,6 +257,8 @@ pub(crate) struct SegmentsBody {
     runway_s: Option<f64>,
     /// Moving average of the store's allocation latency.
     refill_latency_ms: f64,
+    /// Ids this node handed out of the tag since it started.
+    ids_issued: u64,
     /// Ranges installed by this node.
     refills: u64,
     /// Failed refill attempts.
@@ -305,6 +307,7 @@ impl TagBody {
                 rate_per_s: s.rate_per_s,
                 runway_s: s.runway_s,
                 refill_latency_ms: s.refill_latency_ms,
+                ids_issued: s.buffer.handed_out,
                 refills: s.refills,
                 refill_failures: s.refill_failures,
                 waits: s.waits,
