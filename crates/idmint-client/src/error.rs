@@ -156,10 +156,12 @@ pub(crate) fn from_code(code: &str, message: String, subject: &str) -> Failure {
             Failure::Protocol(format!("the server has no such route ({code}): {message}"))
         }
         "too_many_requests" => Failure::Retry { reason: message, down: false },
-        // Served elsewhere, perhaps: this node runs no snowflake generator or no sequences.
-        "snowflake_not_running" | "sequences_not_running" => {
-            Failure::Retry { reason: message, down: false }
-        }
+        // Served elsewhere, perhaps: this node runs no snowflake generator or no sequences
+        // (not yet, or not configured: final on this node, not a failure of it).
+        "snowflake_not_running"
+        | "sequences_not_running"
+        | "snowflake_not_configured"
+        | "sequences_not_configured" => Failure::Retry { reason: message, down: false },
         code if code.starts_with("bad_") || code == "not_an_id" => {
             caller(ClientError::InvalidArgument { code: code.to_string(), message })
         }
@@ -227,6 +229,11 @@ mod tests {
         }
         for code in ["unavailable", "shutting_down", "internal", "too_many_requests"] {
             assert!(matches!(from_code(code, "m".into(), "t"), Failure::Retry { .. }), "{code}");
+        }
+        // Not configured on this node: another may serve it, and this one is not down.
+        for code in ["snowflake_not_configured", "sequences_not_configured"] {
+            let failure = from_code(code, "m".into(), "t");
+            assert!(matches!(failure, Failure::Retry { down: false, .. }), "{code}");
         }
         assert!(matches!(from_code("no_route", "m".into(), "t"), Failure::Protocol(_)));
         assert!(matches!(

@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use idmint::Error;
 use idmint::format::FormatError;
-use idmint::node::NodeError;
+use idmint::node::{Feature, NodeError};
 use idmint::sequence::SequenceError;
 use idmint::snowflake::SnowflakeError;
 use idmint::uuid::UuidsError;
@@ -36,8 +36,20 @@ pub enum ApiError {
     Snowflake(SnowflakeError),
     /// The sequence engine refused (status depends on the error).
     Sequence(SequenceError),
-    /// Sequences are not served by this node (503), with the reason.
+    /// Sequences are not served by this node yet: Redis has not answered so far and is
+    /// retried (503), with the reason.
     SequencesNotRunning(String),
+    /// The node is not configured to serve this kind of id (501, gRPC `FAILED_PRECONDITION`):
+    /// final until its configuration changes, so not worth retrying on this node.
+    NotConfigured {
+        /// Snowflake ids or sequences.
+        feature: Feature,
+        /// Why, and how to configure it.
+        reason: String,
+    },
+    /// A gRPC health check named a service this node does not report (404, gRPC
+    /// `NOT_FOUND`, as the health protocol asks).
+    UnknownService(String),
     /// A tag's public id format refused (status depends on the error).
     Format(FormatError),
     /// No UUID v7 or ULID: the clock is past their 48-bit time field (503).
@@ -125,6 +137,11 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("http_error", "4xx/5xx: another error the framework answered"),
     ("unknown_tag", "404: the tag does not exist"),
     ("unknown_sequence", "404: the sequence does not exist"),
+    (
+        "unknown_service",
+        "404 (gRPC NOT_FOUND): a gRPC health check for a service this node does not report \
+         (it reports \"\" and idmint.v1.IdMint)",
+    ),
     ("tag_exists", "409: a tag of that name exists"),
     ("tag_exhausted", "409: the tag's next range would pass the largest id, 2^63-1"),
     (
@@ -159,7 +176,22 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
         "sequence_unavailable",
         "503: no room below the ceiling within 1 s, or Redis or the store unavailable",
     ),
-    ("sequences_not_running", "503: this node serves no sequences (the message says why)"),
+    (
+        "sequences_not_running",
+        "503: this node serves no sequences yet: Redis has not answered so far (it is retried)",
+    ),
+    (
+        "snowflake_not_configured",
+        "501 (gRPC FAILED_PRECONDITION): this node is not configured to serve snowflake ids \
+         (disabled, or a store that cannot hold worker leases); final, the message says how \
+         to configure it",
+    ),
+    (
+        "sequences_not_configured",
+        "501 (gRPC FAILED_PRECONDITION): this node is not configured to serve sequences (no \
+         Redis, a bad Redis URL, or no single SQL store for their ceilings); final, the \
+         message says how to configure it",
+    ),
     (
         "clock_out_of_range",
         "503: the clock reads past the 48-bit millisecond field of UUID v7 and ULID",
@@ -193,6 +225,13 @@ impl ApiError {
             ApiError::SequencesNotRunning(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "sequences_not_running")
             }
+            ApiError::NotConfigured { feature: Feature::Snowflake, .. } => {
+                (StatusCode::NOT_IMPLEMENTED, "snowflake_not_configured")
+            }
+            ApiError::NotConfigured { .. } => {
+                (StatusCode::NOT_IMPLEMENTED, "sequences_not_configured")
+            }
+            ApiError::UnknownService(_) => (StatusCode::NOT_FOUND, "unknown_service"),
             ApiError::Format(error) => format_status(error),
             ApiError::Uuids(_) => (StatusCode::SERVICE_UNAVAILABLE, "clock_out_of_range"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
@@ -324,6 +363,8 @@ impl ApiError {
             StatusCode::NOT_FOUND => tonic::Code::NotFound,
             StatusCode::CONFLICT if code == "tag_exists" => tonic::Code::AlreadyExists,
             StatusCode::CONFLICT => tonic::Code::FailedPrecondition,
+            // A kind of id this node is not configured for: final here, not "unavailable".
+            StatusCode::NOT_IMPLEMENTED => tonic::Code::FailedPrecondition,
             StatusCode::TOO_MANY_REQUESTS => tonic::Code::ResourceExhausted,
             StatusCode::SERVICE_UNAVAILABLE => tonic::Code::Unavailable,
             StatusCode::INTERNAL_SERVER_ERROR => tonic::Code::Internal,
@@ -352,6 +393,8 @@ impl ApiError {
             ApiError::Snowflake(error) => error.to_string(),
             ApiError::Sequence(error) => sequence_message(&error),
             ApiError::SequencesNotRunning(reason) => reason,
+            ApiError::NotConfigured { reason, .. } => reason,
+            ApiError::UnknownService(message) => message,
             ApiError::Format(error) => error.to_string(),
             ApiError::Uuids(error) => error.to_string(),
             ApiError::Unauthorized(message)
@@ -537,6 +580,9 @@ impl From<NodeError> for ApiError {
             NodeError::Snowflake(error) => ApiError::Snowflake(error),
             NodeError::Sequence(error) => ApiError::Sequence(error),
             NodeError::SequencesNotRunning(reason) => ApiError::SequencesNotRunning(reason),
+            NodeError::NotConfigured { feature, reason } => {
+                ApiError::NotConfigured { feature, reason }
+            }
             NodeError::Format(error) => ApiError::Format(error),
             NodeError::Uuids(error) => ApiError::Uuids(error),
             NodeError::Tag(error) => error.into(),

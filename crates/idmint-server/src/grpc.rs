@@ -9,15 +9,25 @@
 //! axum router (`grpc_router`), so it passes the same middleware as HTTP: the per-client
 //! limit, the request timeout (up to the first message of a stream) and the metrics.
 //!
+//! Beside it, two standard services every gRPC tool knows: the health service
+//! (`grpc.health.v1.Health`, what Kubernetes gRPC probes and `grpc_health_probe` call),
+//! answering from the same readiness as `/ready`, and server reflection
+//! (`grpc.reflection.v1` and `v1alpha`, what `grpcurl list` and `describe` read). Neither
+//! needs a token: probes carry none, and reflection tells what `idmint.proto` and
+//! `/openapi.json` already publish ([`GRPC_ROUTES`] says which routes check tokens).
+//!
 //! This file holds no id logic and chooses no status code; it imports no HTTP route module,
-//! and it is the only module that names a protobuf type. `StreamIds` is pulled by the
-//! transport (`stream::unfold`), so a stream costs no task and stops when the caller does.
+//! and it is the only module that names a protobuf type. `StreamIds` and the health `Watch`
+//! are pulled by the transport (`stream::unfold`), so a stream costs no task and stops when
+//! the caller does (reflection's streams are tonic-reflection's: one task per stream).
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, header};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use idmint::Tag;
 use idmint::node::{LeaseParts, PublicIds};
 use idmint::segment::Lease;
@@ -31,6 +41,9 @@ use idmint_proto::v1::{
     ReturnRangeRequest, ReturnRangeResponse, StreamIdsRequest, StreamIdsResponse,
 };
 use tonic::{Request, Response, Status};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 
 use crate::error::ApiError;
 use crate::state::SharedState;
@@ -44,13 +57,88 @@ pub const STREAM_CHUNK_DEFAULT: u64 = 10_000;
 
 const _: () = assert!(STREAM_CHUNK_DEFAULT <= idmint_core::limits::BATCH_COUNT_MAX);
 
-/// Path prefix of every gRPC call, as the router matches it.
+/// Path prefix of every `idmint.v1.IdMint` call, as the router matches it.
 pub const GRPC_ROUTE: &str = "/idmint.v1.IdMint/{*method}";
 
-/// The gRPC service as a router of one route, [`GRPC_ROUTE`], sharing `state` with the
+/// Path prefix of the standard health service's calls (`Check`, `Watch`).
+pub const HEALTH_ROUTE: &str = "/grpc.health.v1.Health/{*method}";
+
+/// Path prefix of server reflection, version 1 (grpcurl asks this first).
+pub const REFLECTION_ROUTE: &str = "/grpc.reflection.v1.ServerReflection/{*method}";
+
+/// Path prefix of server reflection, version 1alpha (older grpcurl and tools).
+pub const REFLECTION_V1ALPHA_ROUTE: &str = "/grpc.reflection.v1alpha.ServerReflection/{*method}";
+
+/// Every gRPC route, and whether its methods check a token from the metadata themselves
+/// (`true`: `idmint.v1.IdMint`, per tag as on HTTP) or answer anyone (`false`: health, which
+/// probes call without a token, and reflection, which describes only the published
+/// contract). The router's middleware treats these routes as gRPC (statuses, never JSON;
+/// no HTTP token check), and the auth fuzz reads this table.
+pub const GRPC_ROUTES: &[(&str, bool)] = &[
+    (GRPC_ROUTE, true),
+    (HEALTH_ROUTE, false),
+    (REFLECTION_ROUTE, false),
+    (REFLECTION_V1ALPHA_ROUTE, false),
+];
+
+/// The service names the health service reports: `""` (the whole node) and
+/// `idmint.v1.IdMint`, both SERVING exactly when `/ready` answers 200.
+pub const HEALTH_SERVICES: &[&str] = &["", idmint_proto::SERVICE_NAME];
+
+/// How often a health `Watch` looks at the readiness (it sends only changes).
+pub const HEALTH_WATCH_POLL_MS: u64 = 1_000;
+
+/// How long a health check waits for the readiness (the store's answer) before it reports
+/// NOT_SERVING.
+pub const HEALTH_CHECK_WAIT_MS: u64 = 1_000;
+
+/// Every method of every gRPC service this node serves, as `(service, method)`: the labels
+/// of the per-method metrics (a path outside this list is counted as `unknown`).
+pub const GRPC_METHODS: &[(&str, &str)] = &[
+    (idmint_proto::SERVICE_NAME, "NextIds"),
+    (idmint_proto::SERVICE_NAME, "NextRange"),
+    (idmint_proto::SERVICE_NAME, "ReturnRange"),
+    (idmint_proto::SERVICE_NAME, "NextSnowflakeIds"),
+    (idmint_proto::SERVICE_NAME, "NextSequenceIds"),
+    (idmint_proto::SERVICE_NAME, "StreamIds"),
+    (idmint_proto::SERVICE_NAME, "DecodeSnowflake"),
+    (idmint_proto::SERVICE_NAME, "DecodeId"),
+    ("grpc.health.v1.Health", "Check"),
+    ("grpc.health.v1.Health", "Watch"),
+    ("grpc.reflection.v1.ServerReflection", "ServerReflectionInfo"),
+    ("grpc.reflection.v1alpha.ServerReflection", "ServerReflectionInfo"),
+];
+
+/// Whether `route` (a router template) is one of [`GRPC_ROUTES`].
+pub(crate) fn is_grpc_route(route: &str) -> bool {
+    GRPC_ROUTES.iter().any(|(known, _)| *known == route)
+}
+
+/// The `(service, method)` labels of a gRPC request path, from [`GRPC_METHODS`].
+pub(crate) fn method_labels(path: &str) -> Option<(&'static str, &'static str)> {
+    let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+    GRPC_METHODS.iter().copied().find(|(s, m)| *s == service && *m == method)
+}
+
+/// The gRPC services as a router of their routes ([`GRPC_ROUTES`]), sharing `state` with the
 /// HTTP routes.
 pub(crate) fn grpc_router(state: SharedState) -> Router<SharedState> {
-    Router::new().route_service(GRPC_ROUTE, IdMintServer::new(GrpcApi { app: state }))
+    let health = GrpcHealth { app: Arc::clone(&state), watched: Arc::default() };
+    // Reflection serves the descriptors compiled into the binary (idmint.proto's and the
+    // health service's); building it fails only on descriptors that do not decode, which
+    // would be a broken build, and `grpc_services_describe_themselves` would fail first.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(idmint_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let v1 = reflection().build_v1().expect("idmint.proto's compiled descriptors decode");
+    let v1alpha = reflection().build_v1alpha().expect("idmint.proto's compiled descriptors decode");
+    Router::new()
+        .route_service(GRPC_ROUTE, IdMintServer::new(GrpcApi { app: state }))
+        .route_service(HEALTH_ROUTE, HealthServer::new(health))
+        .route_service(REFLECTION_ROUTE, v1)
+        .route_service(REFLECTION_V1ALPHA_ROUTE, v1alpha)
 }
 
 /// Whether a request says it is a gRPC call (its content type is `application/grpc…`, in
@@ -180,7 +268,7 @@ impl IdMint for GrpcApi {
             Ok::<_, ApiError>((tag, total, chunk))
         })();
         let (tag, total, chunk) = checked.map_err(ApiError::into_grpc_status)?;
-        let app = std::sync::Arc::clone(&self.app);
+        let app = Arc::clone(&self.app);
         let state = Some((app, tag, total));
         let stream = futures_util::stream::unfold(state, move |state| async move {
             let (app, tag, remaining) = state?;
@@ -247,6 +335,123 @@ impl GrpcApi {
         self.app.auth.tag(headers, &tag)?;
         Ok(tag)
     }
+}
+
+/// The standard health service: SERVING when the node is ready (`/ready`'s condition: the
+/// store answers, the node is not shutting down, its snowflake generator can issue),
+/// NOT_SERVING otherwise, for [`HEALTH_SERVICES`].
+struct GrpcHealth {
+    app: SharedState,
+    /// The last readiness a `Watch` read, and when: every watcher shares it, so any number
+    /// of watchers costs the store at most one readiness probe per [`HEALTH_WATCH_POLL_MS`].
+    watched: Arc<tokio::sync::Mutex<Option<(tokio::time::Instant, ServingStatus)>>>,
+}
+
+/// A stream of health `Watch` messages.
+type HealthStream = Pin<Box<dyn Stream<Item = Result<HealthCheckResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Health for GrpcHealth {
+    async fn check(&self, request: Request<HealthCheckRequest>) -> Answer<HealthCheckResponse> {
+        let service = request.into_inner().service;
+        if !HEALTH_SERVICES.contains(&service.as_str()) {
+            return respond(Err(unknown_service(&service)));
+        }
+        let status = serving(&self.app).await;
+        Ok(Response::new(HealthCheckResponse { status: status.into() }))
+    }
+
+    type WatchStream = HealthStream;
+
+    async fn watch(&self, request: Request<HealthCheckRequest>) -> Answer<HealthStream> {
+        let service = request.into_inner().service;
+        let mut draining = self.app.draining.subscribe();
+        if !HEALTH_SERVICES.contains(&service.as_str()) {
+            // The protocol: SERVICE_UNKNOWN, and the call stays open (a service could be
+            // added later; here none is, so the stream then waits for the drain, or until
+            // the caller leaves).
+            let unknown = HealthCheckResponse { status: ServingStatus::ServiceUnknown.into() };
+            let drained = async move {
+                let _ = draining.wait_for(|draining| *draining).await;
+                None
+            };
+            let stream = futures_util::stream::once(async move { Ok(unknown) })
+                .chain(futures_util::stream::once(drained).filter_map(std::future::ready));
+            return Ok(Response::new(Box::pin(stream)));
+        }
+        let (app, watched) = (Arc::clone(&self.app), Arc::clone(&self.watched));
+        // The state: the status last sent, and whether the stream has ended.
+        let stream = futures_util::stream::unfold(
+            (None, false),
+            move |(last, ended): (Option<ServingStatus>, bool)| {
+                let (app, watched) = (Arc::clone(&app), Arc::clone(&watched));
+                let mut draining = draining.clone();
+                async move {
+                    if ended {
+                        return None;
+                    }
+                    let poll = Duration::from_millis(HEALTH_WATCH_POLL_MS);
+                    loop {
+                        // Draining: NOT_SERVING once, then the stream ends.
+                        if *draining.borrow_and_update() {
+                            let status = ServingStatus::NotServing;
+                            let message = HealthCheckResponse { status: status.into() };
+                            return (last != Some(status)).then_some((Ok(message), (None, true)));
+                        }
+                        let now = watched_status(&app, &watched, poll).await;
+                        if Some(now) != last {
+                            let message = HealthCheckResponse { status: now.into() };
+                            return Some((Ok(message), (Some(now), false)));
+                        }
+                        tokio::select! {
+                            () = tokio::time::sleep(poll) => {}
+                            _ = draining.changed() => {}
+                        }
+                    }
+                }
+            },
+        );
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// The node's readiness as a health status, bounded by [`HEALTH_CHECK_WAIT_MS`]:
+/// NOT_SERVING from the moment the server began draining.
+async fn serving(app: &SharedState) -> ServingStatus {
+    if *app.draining.borrow() {
+        return ServingStatus::NotServing;
+    }
+    let wait = Duration::from_millis(HEALTH_CHECK_WAIT_MS);
+    match tokio::time::timeout(wait, app.node.ready()).await {
+        Ok(Ok(())) => ServingStatus::Serving,
+        Ok(Err(_)) | Err(_) => ServingStatus::NotServing,
+    }
+}
+
+/// The readiness a watcher reports: the shared reading when it is younger than `fresh`,
+/// else a new one (one at a time: the lock is held while the store answers).
+async fn watched_status(
+    app: &SharedState,
+    watched: &tokio::sync::Mutex<Option<(tokio::time::Instant, ServingStatus)>>,
+    fresh: Duration,
+) -> ServingStatus {
+    let mut last = watched.lock().await;
+    if let Some((at, status)) = *last
+        && at.elapsed() < fresh
+    {
+        return status;
+    }
+    let status = serving(app).await;
+    *last = Some((tokio::time::Instant::now(), status));
+    status
+}
+
+/// The error of a health check for a service this node does not report.
+fn unknown_service(service: &str) -> ApiError {
+    ApiError::UnknownService(format!(
+        "this node reports no service {service:?}; ask for \"\" (the whole node) or {:?}",
+        idmint_proto::SERVICE_NAME
+    ))
 }
 
 /// A lease a client sends back, as the node checks it.

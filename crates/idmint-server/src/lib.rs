@@ -28,6 +28,7 @@ mod metrics;
 mod node_config;
 mod openapi;
 mod parse_errors;
+mod process;
 mod router;
 mod state;
 
@@ -43,7 +44,11 @@ pub use config::{
     SecretUrl, SegmentSection, Settings, SnowflakeSection, TagFormat, env_var,
 };
 pub use error::{ApiError, GRPC_CODE_KEY};
-pub use grpc::{GRPC_ROUTE, STREAM_CHUNK_DEFAULT, STREAM_COUNT_MAX};
+pub use grpc::{
+    GRPC_METHODS, GRPC_ROUTE, GRPC_ROUTES, HEALTH_CHECK_WAIT_MS, HEALTH_ROUTE, HEALTH_SERVICES,
+    HEALTH_WATCH_POLL_MS, REFLECTION_ROUTE, REFLECTION_V1ALPHA_ROUTE, STREAM_CHUNK_DEFAULT,
+    STREAM_COUNT_MAX,
+};
 pub use histograms::{DURATION_BUCKETS_S, HISTOGRAM_SERIES_MAX, OTHER_LABEL_VALUE};
 pub use http::status::DASHBOARD_HTML;
 pub use limits::{
@@ -82,7 +87,15 @@ pub async fn serve_split(
     let node = Arc::clone(&state.node);
     let http_limits = state.http_limits;
     let state: SharedState = Arc::new(state);
-    let shutdown = shutdown.boxed().shared();
+    // Draining starts when `shutdown` completes: the health service says so first, and
+    // ends its Watch streams so that they do not hold the drain open.
+    let draining = Arc::clone(&state.draining);
+    let shutdown = async move {
+        shutdown.await;
+        draining.send_replace(true);
+    }
+    .boxed()
+    .shared();
     let serves = if grpc.is_some() { Serves::Http } else { Serves::HttpAndGrpc };
     let http_served =
         serve_one(http, &http_limits, router_for(Arc::clone(&state), serves), shutdown.clone());

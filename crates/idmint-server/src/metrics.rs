@@ -1,10 +1,13 @@
 //! `/metrics`: Prometheus text from the `metrics` facade and its Prometheus exporter.
 //!
 //! Two kinds of series. Events are recorded when they happen: HTTP requests by route,
-//! method and status (the [`track`] middleware) and the store's allocation latency per tag
+//! method and status, gRPC calls by service, method and gRPC status (read from the headers
+//! or, for a call that sent messages, from its trailers: [`observe_grpc`]), and the store's
+//! allocation latency per tag
 //! (recorded by the library, `idmint::segment::REFILL_DURATION_METRIC`). State is read at scrape
 //! time from what the library already counts (ids handed out, refills, steps, runway,
-//! snowflake rollbacks and leases, sequence room), so the per-id path gains nothing.
+//! snowflake rollbacks and leases, sequence room), so the per-id path gains nothing, and the
+//! process's own CPU, memory, file descriptors and start time (`process.rs`).
 //!
 //! Memory is bounded whether or not anyone scrapes: histograms are fixed buckets counted
 //! when a sample is recorded (`histograms.rs`), never a queue of samples.
@@ -22,7 +25,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::http::Method;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use http_body_util::BodyExt;
 use idmint::Clock;
 use idmint::segment::TagStatus;
 use idmint_core::Tag;
@@ -81,6 +87,7 @@ pub(crate) async fn render(app: &AppState) -> String {
     let shown = busiest(&statuses, app.http_limits.metrics_tags_max);
     render_segments(&mut body, &statuses, &shown);
     histograms().render(&mut body, &|tag| shown.contains(tag));
+    crate::process::render(&mut body);
     body
 }
 
@@ -91,6 +98,133 @@ pub(crate) fn record_http(route: Option<&str>, method: &Method, status: u16, sta
         http_handles(route.unwrap_or("unmatched"), method_label(method), status);
     requests.increment(1);
     latency.record(started.elapsed().as_secs_f64());
+}
+
+/// The `service` and `method` labels of a gRPC call to a path outside `GRPC_METHODS`.
+const UNKNOWN_GRPC: &str = "unknown";
+
+/// The gRPC status names (the `code` label), by status number.
+const GRPC_CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// Counts a gRPC call (`labels`: its service and method, `None` for a method this node
+/// lacks) with its gRPC status, and its time to the status: at once when the status is in
+/// the headers (an error before any message), else when the trailers pass (after the last
+/// message). A call whose body is dropped before its trailers (the caller went away) counts
+/// as `CANCELLED`.
+pub(crate) fn observe_grpc(
+    labels: Option<(&'static str, &'static str)>,
+    response: Response,
+    started: Instant,
+) -> Response {
+    let (service, method) = labels.unwrap_or((UNKNOWN_GRPC, UNKNOWN_GRPC));
+    let mut call = GrpcCall { service, method, started, done: false };
+    if let Some(code) = grpc_code(response.headers()) {
+        call.finish(code);
+        return response;
+    }
+    if response.status() != StatusCode::OK {
+        // Not a gRPC answer: the status gRPC clients read from the HTTP status.
+        call.finish(grpc_code_of_http(response.status()));
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = body.map_frame(move |frame| {
+        if let Some(trailers) = frame.trailers_ref() {
+            call.finish(grpc_code(trailers).unwrap_or("UNKNOWN"));
+        }
+        frame
+    });
+    Response::from_parts(parts, Body::new(body))
+}
+
+/// One gRPC call being answered: counted once, when its status is known or when it is
+/// dropped without one.
+struct GrpcCall {
+    service: &'static str,
+    method: &'static str,
+    started: Instant,
+    done: bool,
+}
+
+impl GrpcCall {
+    fn finish(&mut self, code: &'static str) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let (requests, latency) = grpc_handles(self.service, self.method, code);
+        requests.increment(1);
+        latency.record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for GrpcCall {
+    fn drop(&mut self) {
+        self.finish("CANCELLED");
+    }
+}
+
+/// The `grpc-status` of headers or trailers, by name.
+fn grpc_code(headers: &HeaderMap) -> Option<&'static str> {
+    let value = headers.get("grpc-status")?;
+    let number: usize = value.to_str().ok()?.parse().ok()?;
+    Some(GRPC_CODE_NAMES.get(number).copied().unwrap_or("UNKNOWN"))
+}
+
+/// The gRPC status a client reads from an HTTP status without `grpc-status` (gRPC's
+/// "HTTP to gRPC status code mapping").
+fn grpc_code_of_http(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "INTERNAL",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "UNIMPLEMENTED",
+        429 | 502..=504 => "UNAVAILABLE",
+        _ => "UNKNOWN",
+    }
+}
+
+/// The counter and histogram of one gRPC service, method and status.
+type GrpcHandles = HashMap<(&'static str, &'static str, &'static str), (Counter, Histogram)>;
+
+/// The handles of a call's series, registered on first use and kept (as [`http_handles`]).
+/// Bounded: services and methods are `GRPC_METHODS` (and `unknown`), codes gRPC's 17.
+fn grpc_handles(
+    service: &'static str,
+    method: &'static str,
+    code: &'static str,
+) -> (Counter, Histogram) {
+    static HANDLES: OnceLock<RwLock<GrpcHandles>> = OnceLock::new();
+    let handles = HANDLES.get_or_init(RwLock::default);
+    let key = (service, method, code);
+    let found = handles.read().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
+    if let Some(found) = found {
+        return found;
+    }
+    let made = (
+        counter!("idmint_grpc_requests_total", "service" => service, "method" => method, "code" => code),
+        histogram!("idmint_grpc_request_duration_seconds", "service" => service, "method" => method),
+    );
+    handles.write().unwrap_or_else(PoisonError::into_inner).insert(key, made.clone());
+    made
 }
 
 /// The counter and histogram of one route, method and status, by route.
@@ -364,6 +498,16 @@ fn describe() {
         "idmint_http_request_duration_seconds",
         Unit::Seconds,
         "Time to answer an HTTP request, by route and method."
+    );
+    describe_counter!(
+        "idmint_grpc_requests_total",
+        "gRPC calls answered, by service, method and gRPC status (code: OK, NOT_FOUND, ...)."
+    );
+    describe_histogram!(
+        "idmint_grpc_request_duration_seconds",
+        Unit::Seconds,
+        "Time to answer a gRPC call (to its status: the last message of a stream), by service \
+         and method."
     );
     describe_counter!(
         CONNECTIONS_REFUSED_METRIC,

@@ -167,10 +167,13 @@ async fn around(
     let method = request.method().clone();
     let route = route.as_ref().map(MatchedPath::as_str);
     // Authorisation follows the route the request resolved to, never a header the client
-    // picks: the gRPC route's methods check their tokens from the metadata (grpc.rs), every
-    // other route is checked here. The content type only shapes the errors answered where
-    // no route matched (`no_route`).
-    let grpc_route = route == Some(crate::grpc::GRPC_ROUTE);
+    // picks: the gRPC routes (`GRPC_ROUTES`) check their tokens from the metadata where they
+    // need one (grpc.rs: idmint.v1.IdMint; health and reflection are open), every other
+    // route is checked here. The content type only shapes the errors answered where no
+    // route matched (`no_route`).
+    let grpc_route = route.is_some_and(crate::grpc::is_grpc_route);
+    // The method's labels, for the gRPC metrics (`None` outside the gRPC routes).
+    let grpc_method = grpc_route.then(|| crate::grpc::method_labels(request.uri().path()));
     let grpc_shaped = grpc_route || (route.is_none() && crate::grpc::is_grpc(request.headers()));
     let response = match crate::limits::admit(&app.clients, &app.http_limits, &request) {
         Err(refused) if grpc_shaped => crate::grpc::error_response(refused),
@@ -212,6 +215,11 @@ async fn around(
             .await
         }
     };
+    // A gRPC call's status is in its headers or, after the messages, its trailers: the
+    // metrics read it where it is known (metrics.rs), not the HTTP status (always 200).
+    if let Some(labels) = grpc_method {
+        return crate::metrics::observe_grpc(labels, response, started);
+    }
     crate::metrics::record_http(route, &method, response.status().as_u16(), started);
     response
 }

@@ -22,6 +22,10 @@ pub struct AppState {
     pub http_limits: HttpLimits,
     /// Requests in flight per client address.
     pub clients: Arc<ClientGate>,
+    /// `true` once the server began draining ([`crate::serve`]'s shutdown completed): the
+    /// gRPC health service then answers NOT_SERVING and ends its `Watch` streams, which
+    /// would otherwise hold the drain open.
+    pub draining: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl AppState {
@@ -33,6 +37,7 @@ impl AppState {
             auth: Arc::new(Auth::open()),
             http_limits: HttpLimits::default(),
             clients: Arc::default(),
+            draining: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
     }
 }

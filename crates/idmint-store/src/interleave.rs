@@ -306,6 +306,11 @@ fn split<T>(answers: Vec<Result<T, StoreError>>) -> (Vec<T>, Option<StoreError>)
 
 #[async_trait]
 impl SegmentStore for InterleavedStore {
+    /// Tickets and blocks are consumed when taken: a shutdown gives nothing back.
+    fn gives_back(&self) -> bool {
+        false
+    }
+
     async fn allocate(&self, tag: &Tag, _step: Option<Step>) -> Result<Allocation, StoreError> {
         let state = self.state(tag).await?;
         let block = state.block;

@@ -167,6 +167,14 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// a row that cannot be served (negative `max_id`, step below 1).
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError>;
 
+    /// Whether [`SegmentStore::compare_and_set_max_id`] can lower `max_id`, so that a node
+    /// gives its unissued ids back at shutdown. Stores whose ids are consumed when taken
+    /// (Flicker tickets, several interleaved databases) cannot; the engine then skips the
+    /// give-back and says why, rather than blame another node.
+    fn gives_back(&self) -> bool {
+        true
+    }
+
     /// Sets `max_id := new` only if it is still `expected`, in one atomic update
     /// (`UPDATE … SET max_id = new WHERE biz_tag = tag AND max_id = expected`), stamping
     /// `update_time`.

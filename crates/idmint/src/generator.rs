@@ -317,6 +317,11 @@ impl TagGenerator {
             return;
         }
         let Some(tail) = self.buffer.unissued_tail() else { return };
+        if !self.shared.store.gives_back() {
+            // Not another node's doing: this store's ids are consumed when taken.
+            tracing::info!(tag = %self.tag, ids = tail.len(), store = %self.shared.store.describe(), "unissued ids not given back: this store (Flicker tickets or several databases) takes no ids back; they are skipped");
+            return;
+        }
         let timeout = self.shared.config.store_call_timeout();
         let cas = self.shared.store.compare_and_set_max_id(&self.tag, tail.end(), tail.start());
         match tokio::time::timeout(timeout, cas).await {

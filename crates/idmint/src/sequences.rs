@@ -412,6 +412,12 @@ impl Sequences {
         let by = need.clamp(SEQ_RAISE_MIN, SEQ_RAISE_MAX);
         let ceiling = self.raise_store(key, by).await?;
         self.counters.seed(key, ceiling - by, ceiling).await?;
+        if ceiling - by == 0 {
+            // The first seed of a new sequence (or a new day of a daily one): nothing was
+            // lost, so it is not a reseed (a dashboard showed 2 reseeds on a new sequence).
+            tracing::info!(sequence = %key.name, period = %key.period, ceiling, "sequence counter seeded");
+            return Ok(());
+        }
         self.reseeds.fetch_add(1, Ordering::Relaxed);
         tracing::info!(sequence = %key.name, period = %key.period, from = ceiling - by, ceiling, "sequence counter seeded above the ceiling");
         Ok(())

@@ -1,6 +1,8 @@
 //! Operations through the real binary: `idmint config check` on good and bad files (what
 //! `serve` would run with, secrets masked, every problem at once, no connection made), and
-//! `serve --log-format json` (every line a JSON object; no line per id or request).
+//! `serve --log-format json` (every line a JSON object; no line per id or request), and what
+//! `serve` says on a store of several databases (snowflake ids not served, and why; nothing
+//! given back at shutdown, and why).
 
 use std::process::Command;
 use std::time::Duration;
@@ -155,8 +157,8 @@ fn serve_logs_json_lines_and_no_line_per_id_or_request() {
         assert_eq!(get("/api/segment/get/order".into()).0, 200);
         assert_eq!(get("/v1/snowflake?count=10".into()).0, 200);
         assert_eq!(get("/v1/segment/nope".into()).0, 404);
-        // A 503 (sequences need Redis): its cause is logged once, not per request.
-        assert_eq!(get("/v1/seq/invoice".into()).0, 503);
+        // A 501 (sequences need Redis): its cause is logged once, not per request.
+        assert_eq!(get("/v1/seq/invoice".into()).0, 501);
     }
     assert_eq!(get("/v1/segment/order?count=5000".into()).0, 200);
     assert_eq!(log_lines(), before, "log lines grew with the ids and requests served");
@@ -194,4 +196,46 @@ fn human_logs_have_no_colours_off_a_terminal_and_bad_filters_are_refused() {
     assert!(err.contains("IDMINT_LOG=") && err.contains("not a log filter"), "{err}");
     let output = idmint(d).args(["--log-format", "xml", "uuid"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2), "a bad --log-format is a usage error");
+}
+
+/// On a store of two databases (interleaved, as Flicker's tickets are) worker-id leases
+/// cannot be kept: `serve` says at start that snowflake ids are not served and how to
+/// change that, `/v1/status` shows the reason and the snowflake routes answer the final 501
+/// `snowflake_not_configured`. At SIGTERM the log says the store takes no ids back, not that
+/// another node allocated since (there is no other node).
+#[test]
+fn on_two_databases_serve_says_snowflake_is_not_served_and_why_nothing_is_given_back() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let store = format!("sqlite://{0}/a.db sqlite://{0}/b.db", d.display());
+    run_ok(idmint(d).args(["tag", "create", "order", "--step", "1000", "--store", &store]));
+    let mut server = serve(d, &["--listen", "127.0.0.1:0", "--store", &store], &[]);
+    crate::cli::wait_ready(&server);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let get = |path: &str| {
+        let url = format!("{}{path}", server.url);
+        runtime.block_on(async {
+            let response = reqwest::get(url).await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    assert_eq!(get("/api/segment/get/order").0, 200);
+    let (status, body) = get("/api/snowflake/get/x");
+    assert_eq!(status, 501, "{body}");
+    assert!(body.contains("snowflake_not_configured") && body.contains("static:N"), "{body}");
+    let status: serde_json::Value = serde_json::from_str(&get("/v1/status").1).unwrap();
+    assert_eq!(status["snowflake"]["running"], false, "{status}");
+    let reason = status["snowflake"]["reason"].as_str().unwrap();
+    assert!(reason.contains("worker-id leases cannot be kept on this store"), "{reason}");
+
+    let term = Command::new("kill").args(["-TERM", &server.child.id().to_string()]).status();
+    assert!(term.unwrap().success());
+    assert!(server.child.wait().unwrap().success(), "serve did not stop cleanly");
+    let log = std::fs::read_to_string(d.join("serve.log")).unwrap();
+    let line = |needle: &str| log.lines().find(|l| l.contains(needle)).map(str::to_string);
+    let start = line("snowflake ids not served").unwrap_or_else(|| panic!("no start line:\n{log}"));
+    assert!(start.contains("WARN") && start.contains("snowflake.worker"), "{start}");
+    let given = line("not given back").unwrap_or_else(|| panic!("no give-back line:\n{log}"));
+    assert!(given.contains("takes no ids back") && given.contains("order"), "{given}");
+    assert!(!log.contains("another node allocated since"), "{log}");
 }

@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, IdsAs, SEQ_500, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED, parse_count,
+    FORBIDDEN, IdsAs, SEQ_500, SEQ_501, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED, parse_count,
 };
 use crate::state::SharedState;
 
@@ -64,6 +64,7 @@ pub(crate) struct SeqIdsBody {
         (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
             body = ErrorBody),
         (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 501, description = SEQ_501, body = ErrorBody),
         (status = 503, description = SEQ_503, body = ErrorBody),
     )
 )]
@@ -165,6 +166,7 @@ pub(crate) struct SeqsBody {
     responses(
         (status = 200, description = "The definitions", body = SeqsBody),
         (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 501, description = SEQ_501, body = ErrorBody),
         (status = 503, description = SEQ_503, body = ErrorBody),
     )
 )]
@@ -206,6 +208,7 @@ pub(crate) struct CreateSeq {
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
         (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 501, description = SEQ_501, body = ErrorBody),
         (status = 503, description = SEQ_503, body = ErrorBody),
     )
 )]
@@ -239,6 +242,7 @@ pub(crate) async fn create_seq(
         (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
             body = ErrorBody),
         (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 501, description = SEQ_501, body = ErrorBody),
         (status = 503, description = SEQ_503, body = ErrorBody),
     )
 )]
@@ -269,6 +273,7 @@ pub(crate) async fn get_seq(
         (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
             body = ErrorBody),
         (status = 500, description = SEQ_500, body = ErrorBody),
+        (status = 501, description = SEQ_501, body = ErrorBody),
         (status = 503, description = SEQ_503, body = ErrorBody),
     )
 )]

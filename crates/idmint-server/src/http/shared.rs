@@ -38,8 +38,15 @@ pub(crate) const STORE_503: &str = "The store did not answer in time, both segme
 pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
     the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
     out any earlier holder's ids (`lease_settling`), the layout ran out \
-    (`layout_exhausted`), the generator is not running (`snowflake_not_running`) or did not \
+    (`layout_exhausted`), the generator failed to start (`snowflake_not_running`) or did not \
     answer in time (`snowflake_unavailable`)";
+
+/// The 501 answer of routes that take snowflake ids: a final condition, not worth retrying
+/// on this node.
+pub(crate) const SNOWFLAKE_501: &str = "The node is not configured to serve snowflake ids \
+    (`snowflake_not_configured`: disabled, or a store that cannot hold worker leases, such as \
+    Flicker or several databases); the message says how to configure it. gRPC: \
+    FAILED_PRECONDITION";
 
 /// The 500 answer of routes that take snowflake ids.
 pub(crate) const SNOWFLAKE_500: &str =
@@ -47,7 +54,12 @@ pub(crate) const SNOWFLAKE_500: &str =
 
 /// The 503 answer of sequence routes.
 pub(crate) const SEQ_503: &str = "No room below the ceiling within 1 s, Redis or the store \
-    unavailable (`sequence_unavailable`), or sequences not configured (`sequences_not_running`)";
+    unavailable (`sequence_unavailable`), or Redis not reachable yet (`sequences_not_running`)";
+
+/// The 501 answer of sequence routes: a final condition, not worth retrying on this node.
+pub(crate) const SEQ_501: &str = "The node is not configured to serve sequences \
+    (`sequences_not_configured`: no Redis, a bad Redis URL, or no single SQL store for the \
+    ceilings); the message says how to configure it. gRPC: FAILED_PRECONDITION";
 
 /// The 500 answer of sequence routes.
 pub(crate) const SEQ_500: &str = "An unexpected store failure (`internal`)";
@@ -245,6 +257,8 @@ pub(crate) struct SegmentsBody {
     runway_s: Option<f64>,
     /// Moving average of the store's allocation latency.
     refill_latency_ms: f64,
+    /// Ids this node handed out of the tag since it started.
+    ids_issued: u64,
     /// Ranges installed by this node.
     refills: u64,
     /// Failed refill attempts.
@@ -293,6 +307,7 @@ impl TagBody {
                 rate_per_s: s.rate_per_s,
                 runway_s: s.runway_s,
                 refill_latency_ms: s.refill_latency_ms,
+                ids_issued: s.buffer.handed_out,
                 refills: s.refills,
                 refill_failures: s.refill_failures,
                 waits: s.waits,

@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, DecimalId, IdsAs, SNOWFLAKE_500, SNOWFLAKE_503, parse_count,
+    CountQuery, DecimalId, IdsAs, SNOWFLAKE_500, SNOWFLAKE_501, SNOWFLAKE_503, parse_count,
 };
 use crate::state::SharedState;
 
@@ -34,6 +34,7 @@ use crate::state::SharedState;
         (status = 200, description = "The id, in decimal", body = DecimalId,
             content_type = "text/plain"),
         (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
+        (status = 501, description = SNOWFLAKE_501, body = ErrorBody),
         (status = 503, description = SNOWFLAKE_503, body = ErrorBody),
     )
 )]
@@ -81,7 +82,9 @@ pub(crate) struct LeafDecodeBody {
         (status = 200, description = "Leaf's decode body; the time in UTC", body = LeafDecodeBody),
         (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
             node's layout (`bad_id`), or a malformed query (`bad_query`)", body = ErrorBody),
-        (status = 503, description = "The node runs no snowflake generator \
+        (status = 501, description = "The node is not configured to serve snowflake ids \
+            (`snowflake_not_configured`)", body = ErrorBody),
+        (status = 503, description = "The node's snowflake generator failed to start \
             (`snowflake_not_running`)", body = ErrorBody),
     )
 )]
@@ -133,6 +136,7 @@ pub(crate) struct SnowflakeIdsBody {
         (status = 400, description = "A bad `count` (`bad_count`), `ids_as` (`bad_ids_as`) or \
             query (`bad_query`)", body = ErrorBody),
         (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
+        (status = 501, description = SNOWFLAKE_501, body = ErrorBody),
         (status = 503, description = SNOWFLAKE_503, body = ErrorBody),
     )
 )]
@@ -199,8 +203,10 @@ pub(crate) struct DecodeBody {
         (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
             layout (`bad_id`); not a layout (`bad_layout`); a malformed query (`bad_query`)",
             body = ErrorBody),
-        (status = 503, description = "No `layout` given and the node runs no snowflake \
-            generator (`snowflake_not_running`)", body = ErrorBody),
+        (status = 501, description = "No `layout` given and the node is not configured to \
+            serve snowflake ids (`snowflake_not_configured`)", body = ErrorBody),
+        (status = 503, description = "No `layout` given and the node's snowflake generator \
+            failed to start (`snowflake_not_running`)", body = ErrorBody),
     )
 )]
 pub(crate) async fn snowflake_decode(

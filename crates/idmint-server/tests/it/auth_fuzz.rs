@@ -21,7 +21,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use idmint_server::{ADMIN_ROUTES, GRPC_ROUTE, HttpLimits, MONITOR_ROUTES};
+use idmint_server::{ADMIN_ROUTES, GRPC_ROUTE, GRPC_ROUTES, HttpLimits, MONITOR_ROUTES};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -88,8 +88,14 @@ async fn no_guarded_route_answers_2xx_without_its_token() {
     let started = Instant::now();
     let mut failures = Vec::new();
     let (mut sent, mut guarded_sent) = (0_u64, 0_u64);
+    // Every gRPC service of the router is in GRPC_ROUTES (the middleware's table), so none
+    // is taken for an HTTP route, nor an HTTP route for a gRPC one.
+    let grpc_like: BTreeSet<&str> =
+        routes.iter().map(String::as_str).filter(|r| r.ends_with("/{*method}")).collect();
+    let table: BTreeSet<&str> = GRPC_ROUTES.iter().map(|(route, _)| *route).collect();
+    assert_eq!(grpc_like, table, "the router's gRPC routes and GRPC_ROUTES differ");
     for route in &routes {
-        if route == GRPC_ROUTE {
+        if table.contains(route.as_str()) {
             continue;
         }
         let queries = query_params(&doc, route);
@@ -181,6 +187,26 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
     let collected = response.into_body().collect().await.unwrap();
     let grpc_status = collected.trailers().and_then(|t| t.get("grpc-status")).cloned();
     assert_eq!(grpc_status.as_ref().map(|v| v.as_bytes()), Some(&b"0"[..]), "NextIds");
+    // The open gRPC routes (GRPC_ROUTES' `false`: health, which probes call without a
+    // token, and reflection) answer without one, whatever token is sent.
+    for token in [None, Some(WRONG)] {
+        let mut request = build(
+            &Method::POST,
+            "/grpc.health.v1.Health/Check",
+            Some("application/grpc"),
+            token,
+            "",
+        );
+        // HealthCheckRequest { service: "" }: an empty message.
+        *request.body_mut() = Body::from(vec![0, 0, 0, 0, 0]);
+        let response = router.clone().oneshot(request).await.unwrap();
+        let collected = response.into_body().collect().await.unwrap();
+        let grpc_status = collected.trailers().and_then(|t| t.get("grpc-status")).cloned();
+        assert_eq!(grpc_status.as_ref().map(|v| v.as_bytes()), Some(&b"0"[..]), "{token:?}");
+    }
+    let open: Vec<&str> =
+        GRPC_ROUTES.iter().filter(|(_, guarded)| !guarded).map(|(route, _)| *route).collect();
+    assert!(open.iter().all(|r| r.starts_with("/grpc.")), "only standard services are open");
 }
 
 /// A router over a memory store with the guarded tag, an open tag, and on in-memory

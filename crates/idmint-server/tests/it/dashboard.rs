@@ -2,7 +2,11 @@
 //! `IDMINT_TEST_CHROMIUM`; CI sets it, elsewhere the test is skipped and the run's summary says so) driven over
 //! the DevTools protocol. The page must load with no console error or exception, show the
 //! tags the test created, and update by itself after ids are fetched. A screenshot is saved
-//! as a test artefact (`target/test-artefacts/dashboard.png`).
+//! as a test artefact (`target/test-artefacts/dashboard.png`). At 1 366, 1 400, 800 and
+//! 390 px wide (a phone in portrait), with the admin controls shown and the longest names,
+//! descriptions and numbers a tag can have, no element reaches past the viewport's edges
+//! (screenshots `dashboard-WIDTH.png`), and each tag shows its description, update time, ids
+//! issued and a sparkline with its scale.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -80,7 +84,7 @@ async fn the_dashboard_is_read_only_until_the_admin_token_is_entered() {
         eval(&mut cdp, &enter);
         assert_eq!(eval(&mut cdp, visible), "flex", "admin controls hidden after the token");
         eval(&mut cdp, "document.getElementById('new-tag').value = 'made_in_page'; document.getElementById('create-form').requestSubmit(); 1");
-        let row = "document.querySelector('tr[data-tag=\"made_in_page\"]') !== null";
+        let row = "document.querySelector('[data-tag=\"made_in_page\"]') !== null";
         wait_for(&mut cdp, "the tag made in the page", |cdp| (eval(cdp, row) == true).then_some(()));
         // The token is in the tab's session storage, not in the page's address or cookies.
         assert_eq!(eval(&mut cdp, "document.cookie"), "");
@@ -95,6 +99,114 @@ async fn the_dashboard_is_read_only_until_the_admin_token_is_entered() {
     let tag: serde_json::Value = server.get("/v1/tags/made_in_page").await.json().await.unwrap();
     assert_eq!(tag["tag"], "made_in_page");
     server.stop().await;
+}
+
+/// The widths the page must fit, with a height and whether it is a phone (touch, mobile
+/// viewport): laptops (1 366 and 1 400), a half screen or tablet (800), a phone (390 × 844).
+const VIEWPORTS: [(u32, u32, bool); 4] =
+    [(1366, 768, false), (1400, 900, false), (800, 900, false), (390, 844, true)];
+
+/// Every visible element whose box reaches past the viewport's left or right edge (half a
+/// pixel of rounding allowed), described, and whether the page scrolls sideways.
+const OVERFLOW_PROBE: &str = r#"(() => {
+  const width = document.documentElement.clientWidth;
+  const out = [];
+  for (const e of document.querySelectorAll("body *")) {
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.right > width + 0.5 || r.left < -0.5) {
+      out.push(e.tagName.toLowerCase() + (e.className && e.className.baseVal === undefined ? "." + e.className : "") + " [" + Math.round(r.left) + ", " + Math.round(r.right) + "] " + (e.textContent || "").slice(0, 40));
+    }
+  }
+  if (document.documentElement.scrollWidth > width) out.push("page scrolls sideways: " + document.documentElement.scrollWidth + " > " + width);
+  return out;
+})()"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_fits_laptops_a_half_screen_and_a_phone() {
+    let no_chromium = idmint_testkit::skip::NO_CHROMIUM;
+    let Some(chromium) = idmint_testkit::opt_in("IDMINT_TEST_CHROMIUM", no_chromium) else {
+        return;
+    };
+    // No admin token (loopback): the admin controls, the delete buttons among them, show.
+    let server = TestServer::with_snowflake().await;
+    let long_tag = "w".repeat(idmint_core::limits::TAG_LEN_MAX);
+    let description = "a description long enough to need more than one line on a phone, \
+                       naming the team, the table and the service that takes these ids";
+    for body in [
+        json!({"tag": "fit_orders", "step": 100, "description": "orders of the web shop"}),
+        json!({"tag": long_tag, "description": description}),
+        json!({"tag": "fit_big", "start": 9_000_000_000_000_000_000_u64}),
+    ] {
+        assert_eq!(server.create_tag(body).await.status(), 201);
+    }
+    for tag in ["fit_orders", "fit_big", long_tag.as_str()] {
+        assert_eq!(server.get(&format!("/v1/segment/{tag}?count=7")).await.status(), 200);
+    }
+    let base = server.base.clone();
+    let shots = tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().unwrap();
+        let (mut browser, ws_url) = launch(&chromium, profile.path());
+        let mut cdp = Cdp::connect(&ws_url);
+        let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}), None);
+        let attached = cdp.call(
+            "Target.attachToTarget",
+            json!({"targetId": target["targetId"], "flatten": true}),
+            None,
+        );
+        let session = attached["sessionId"].as_str().unwrap().to_string();
+        let s = Some(session.as_str());
+        for domain in ["Runtime.enable", "Log.enable", "Page.enable"] {
+            cdp.call(domain, json!({}), s);
+        }
+        let eval = |cdp: &mut Cdp, expression: &str| {
+            let answer = cdp.call(
+                "Runtime.evaluate",
+                json!({"expression": expression, "returnByValue": true}),
+                s,
+            );
+            answer["result"]["value"].clone()
+        };
+        let mut shots = Vec::new();
+        for (width, height, mobile) in VIEWPORTS {
+            cdp.call(
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}),
+                s,
+            );
+            cdp.call("Page.navigate", json!({"url": format!("{base}/?refresh_ms=300")}), s);
+            let card = "(() => { const c = document.querySelector('[data-tag=\"fit_orders\"]'); \
+                        return c && document.body.classList.contains('admin') ? c.innerText : null; })()";
+            let text = wait_for(&mut cdp, "the tag card", |cdp| {
+                eval(cdp, card).as_str().map(str::to_string)
+            });
+            // What a tag shows: its description, update time, ids issued, and the scale of
+            // its sparkline.
+            for expected in ["orders of the web shop", "UTC", "ids issued here", "ids/s", "delete"] {
+                assert!(text.contains(expected), "{width} px: no {expected:?} in\n{text}");
+            }
+            let issued = "document.querySelector('[data-tag=\"fit_orders\"] [data-field=ids_issued]').textContent";
+            assert_eq!(eval(&mut cdp, issued), "7", "{width} px");
+            let overflowing = eval(&mut cdp, OVERFLOW_PROBE);
+            assert_eq!(overflowing, json!([]), "{width} px: elements past the viewport");
+            let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"}), s);
+            shots.push((width, base64_decode(shot["data"].as_str().unwrap())));
+        }
+        let errors = cdp.errors();
+        assert!(errors.is_empty(), "console errors or exceptions: {errors:#?}");
+        let _ = browser.kill();
+        let _ = browser.wait();
+        shots
+    })
+    .await
+    .unwrap();
+    server.stop().await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-artefacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (width, png) in shots {
+        assert!(png.starts_with(b"\x89PNG"), "the screenshot is not a PNG");
+        std::fs::write(dir.join(format!("dashboard-{width}.png")), png).unwrap();
+    }
 }
 
 /// Opens the dashboard, checks it, fetches ids, checks it again; returns a screenshot.
@@ -121,7 +233,7 @@ fn browse(chromium: &str, base: &str) -> Vec<u8> {
     // The tags the test created appear, with what the node serves.
     let row = |cdp: &mut Cdp| -> Option<String> {
         let expression = format!(
-            "(() => {{ const r = document.querySelector('tr[data-tag=\"{TAG}\"]'); return r ? r.innerText : null; }})()"
+            "(() => {{ const r = document.querySelector('[data-tag=\"{TAG}\"]'); return r ? r.innerText : null; }})()"
         );
         let result = cdp.call(
             "Runtime.evaluate",
@@ -154,7 +266,7 @@ fn browse(chromium: &str, base: &str) -> Vec<u8> {
     // Ids fetched elsewhere move the store's max_id shown in the row, without a reload.
     let max_id = |cdp: &mut Cdp| -> Option<u64> {
         let expression = format!(
-            "(() => {{ const r = document.querySelector('tr[data-tag=\"{TAG}\"]'); return r ? r.cells[1].textContent : null; }})()"
+            "(() => {{ const r = document.querySelector('[data-tag=\"{TAG}\"]'); return r ? r.querySelector('[data-field=max_id]').textContent : null; }})()"
         );
         let result = cdp.call(
             "Runtime.evaluate",

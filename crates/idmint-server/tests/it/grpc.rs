@@ -236,7 +236,7 @@ async fn decode_calls_answer_parts_and_refuse_what_is_not_an_id() {
     assert_eq!((parts.worker, parts.sequence, parts.layout.as_str()), (3, 7, "snowflake"));
     let node = DecodeSnowflakeRequest { id, layout: String::new() };
     let status = grpc.decode_snowflake(node).await.unwrap_err();
-    assert_status(&status, Code::Unavailable, "snowflake_not_running");
+    assert_status(&status, Code::FailedPrecondition, "snowflake_not_configured");
     let nope = DecodeSnowflakeRequest { id, layout: "nope".to_string() };
     assert_status(
         &grpc.decode_snowflake(nope).await.unwrap_err(),
@@ -246,10 +246,10 @@ async fn decode_calls_answer_parts_and_refuse_what_is_not_an_id() {
     let past = DecodeSnowflakeRequest { id: u64::MAX, layout: "snowflake".to_string() };
     assert_status(&grpc.decode_snowflake(past).await.unwrap_err(), Code::InvalidArgument, "bad_id");
     let status = grpc.next_snowflake_ids(NextSnowflakeIdsRequest { count: 1 }).await.unwrap_err();
-    assert_status(&status, Code::Unavailable, "snowflake_not_running");
+    assert_status(&status, Code::FailedPrecondition, "snowflake_not_configured");
     let seq = NextSequenceIdsRequest { name: "invoice".to_string(), count: 1 };
     let status = grpc.next_sequence_ids(seq).await.unwrap_err();
-    assert_status(&status, Code::Unavailable, "sequences_not_running");
+    assert_status(&status, Code::FailedPrecondition, "sequences_not_configured");
     let seq = NextSequenceIdsRequest { name: "bad name".to_string(), count: 1 };
     let status = grpc.next_sequence_ids(seq).await.unwrap_err();
     assert_status(&status, Code::InvalidArgument, "bad_tag");

@@ -9,6 +9,7 @@ mod auth_fuzz;
 mod dashboard;
 mod formats;
 mod grpc;
+mod grpc_ops;
 mod leaf;
 mod openapi;
 mod ops;

@@ -19,7 +19,7 @@ const SHOP: &str = "shop-client-token-0001";
 const OTHER: &str = "other-client-token-002";
 
 /// A sample: the metric name, its labels, its value.
-type Sample = (String, Vec<(String, String)>, f64);
+pub(crate) type Sample = (String, Vec<(String, String)>, f64);
 
 /// Parses Prometheus text exposition strictly: every line is a `# HELP`/`# TYPE` comment
 /// or `name{label="value",...} value`; names and label names are valid; values are floats;
@@ -135,7 +135,7 @@ fn check_histograms(samples: &[Sample]) {
     }
 }
 
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     samples
         .iter()
         .find(|(n, l, _)| {
@@ -144,7 +144,7 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64>
         .map(|s| s.2)
 }
 
-async fn scrape(server: &TestServer) -> Vec<Sample> {
+pub(crate) async fn scrape(server: &TestServer) -> Vec<Sample> {
     let response = server.get("/metrics").await;
     assert_eq!(response.status(), 200);
     let content_type = response.headers()["content-type"].to_str().unwrap().to_string();

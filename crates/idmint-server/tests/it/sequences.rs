@@ -1,6 +1,7 @@
 //! The sequence routes against the test kit's Redis (`IDMINT_TEST_REDIS_URL`'s, else a
 //! private one; a fresh key prefix per run; skipped and reported without `redis-server`): create, take plain and formatted ids, status,
-//! delete, and the errors; a node without Redis answers 503 saying how to start it.
+//! delete, and the errors; a new sequence counts no reseed; a node without Redis answers 501
+//! saying how to start it.
 
 use crate::support::{TestServer, assert_error};
 
@@ -28,6 +29,10 @@ async fn sequences_are_created_served_described_and_deleted_over_http() {
     assert_eq!(status["counter"]["max"], idmint::sequence::limits::SEQ_RAISE_MIN);
     let list: serde_json::Value = server.get("/v1/seqs").await.json().await.unwrap();
     assert_eq!(list["sequences"].as_array().unwrap().len(), 2);
+    // Two new sequences seeded their counters: a first seed is not a reseed (the dashboard
+    // showed 2 reseeds here).
+    let node: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(node["sequences"]["reseeds"], 0, "{}", node["sequences"]);
 
     assert_error(server.get("/v1/seq/nope").await, 404, "unknown_sequence").await;
     assert_error(server.get("/v1/seq/orders?count=0").await, 400, "bad_count").await;
@@ -48,7 +53,7 @@ async fn sequences_are_created_served_described_and_deleted_over_http() {
 async fn without_redis_the_sequence_routes_say_why() {
     let server = TestServer::memory().await;
     let message =
-        assert_error(server.get("/v1/seq/orders").await, 503, "sequences_not_running").await;
+        assert_error(server.get("/v1/seq/orders").await, 501, "sequences_not_configured").await;
     assert!(message.contains("not started in this test"), "{message}");
     server.stop().await;
 }

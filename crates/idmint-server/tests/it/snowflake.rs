@@ -55,7 +55,8 @@ async fn native_routes_batch_and_decode_under_any_preset() {
 async fn without_a_generator_the_routes_say_why() {
     let server = TestServer::memory().await;
     let message =
-        assert_error(server.get("/api/snowflake/get/x").await, 503, "snowflake_not_running").await;
+        assert_error(server.get("/api/snowflake/get/x").await, 501, "snowflake_not_configured")
+            .await;
     assert!(message.contains("not started in this test"), "{message}");
     server.stop().await;
 }

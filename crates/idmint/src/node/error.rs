@@ -25,9 +25,21 @@ pub enum NodeError {
     /// The sequence engine refused.
     #[error(transparent)]
     Sequence(#[from] SequenceError),
-    /// The node serves no sequences (yet), with the reason.
+    /// The node serves no sequences yet (Redis not reachable so far; it is retried), with
+    /// the reason.
     #[error("{0}")]
     SequencesNotRunning(String),
+    /// The node is not configured to serve this kind of id: snowflake ids disabled, or on a
+    /// store that cannot hold worker leases (Flicker, several databases); sequences without
+    /// Redis, with a bad Redis URL, or without one SQL store for their ceilings. Final until
+    /// the node's configuration changes; the message says how.
+    #[error("{reason}")]
+    NotConfigured {
+        /// What is not served.
+        feature: Feature,
+        /// Why, and how to configure it.
+        reason: String,
+    },
     /// A tag's public id format refused (an id past its width, a text not of the format).
     #[error(transparent)]
     Format(#[from] FormatError),
@@ -72,6 +84,16 @@ pub enum NodeError {
          Tinyid's mysql:// URL if it is not the main store)"
     )]
     TinyidNotServed,
+}
+
+/// A kind of id a node serves only when configured for it ([`NodeError::NotConfigured`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Feature {
+    /// Snowflake ids (and the cached ring).
+    Snowflake,
+    /// Sequences (Redis counters under SQL ceilings).
+    Sequences,
 }
 
 /// Why a [`crate::NodeBuilder`] could not start a node.

@@ -31,7 +31,7 @@ use crate::snowflake::{SnowflakeError, SnowflakeStatus};
 use crate::tinyid::{Tinyid, TinyidSegment};
 use crate::{CachedSnowflake, Clock, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
-pub use error::{NodeError, NodeStartError};
+pub use error::{Feature, NodeError, NodeStartError};
 pub use start::{
     FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig, TinyidNodeConfig,
 };
@@ -53,7 +53,7 @@ pub struct Node {
     segments: Arc<Segments>,
     tinyid: Option<Arc<Tinyid>>,
     batch_count_max: u64,
-    snowflake: Result<Arc<Snowflake>, String>,
+    snowflake: Result<Arc<Snowflake>, NotServed>,
     cached: Option<Arc<CachedSnowflake>>,
     sequences: SequenceSlot,
     formats: Arc<TagFormats>,
@@ -257,11 +257,16 @@ impl Node {
 
     // ---- snowflake ------------------------------------------------------------------
 
-    /// The running snowflake generator, or why there is none.
+    /// The running snowflake generator, or why there is none: not configured
+    /// ([`NodeError::NotConfigured`]), or it failed to start
+    /// ([`SnowflakeError::Config`] with the reason).
     pub fn snowflake(&self) -> Result<&Arc<Snowflake>, NodeError> {
-        self.snowflake
-            .as_ref()
-            .map_err(|reason| NodeError::Snowflake(SnowflakeError::Config(reason.clone())))
+        self.snowflake.as_ref().map_err(|not| match not.configured {
+            false => {
+                NodeError::NotConfigured { feature: Feature::Snowflake, reason: not.reason.clone() }
+            }
+            true => NodeError::Snowflake(SnowflakeError::Config(not.reason.clone())),
+        })
     }
 
     /// The ring of pre-made snowflake ids, when the node serves from one.
@@ -491,7 +496,7 @@ impl Node {
             store: self.segments.store_description(),
             store_error,
             tags,
-            snowflake: self.snowflake.as_ref().map(|g| g.status()).map_err(Clone::clone),
+            snowflake: self.snowflake.as_ref().map(|g| g.status()).map_err(|n| n.reason.clone()),
             ring_ids: self.cached.as_ref().map(|ring| ring.len()),
             sequences: sequences.unwrap_or_else(|_| SequencesStatus {
                 running: true,
@@ -617,19 +622,43 @@ fn checked_leases(leases: &[LeaseParts]) -> Result<Vec<Lease>, NodeError> {
         .collect()
 }
 
+/// Why the node runs no snowflake generator (or sequence engine): the reason, and whether
+/// it was configured to (a start that failed) or not (a final precondition).
+#[derive(Debug, Clone)]
+pub(crate) struct NotServed {
+    /// Why, and how to fix it.
+    pub(crate) reason: String,
+    /// Whether the node was configured to serve it.
+    pub(crate) configured: bool,
+}
+
 /// The node's sequence engine once it runs, or why it does not (yet): it starts after the
 /// node when Redis is not reachable at first.
 #[derive(Debug, Clone, Default)]
 struct SequenceSlot {
     engine: Arc<OnceLock<Arc<Sequences>>>,
     reason: Arc<Mutex<String>>,
+    /// Not configured (no Redis, a bad Redis URL, no SQL store for the ceilings): final.
+    unconfigured: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SequenceSlot {
+    /// Not running yet (Redis is being retried).
     fn not_running(reason: impl Into<String>) -> SequenceSlot {
         let slot = SequenceSlot::default();
         slot.set_reason(reason);
         slot
+    }
+
+    /// Not configured: every call answers [`NodeError::NotConfigured`].
+    fn not_configured(reason: impl Into<String>) -> SequenceSlot {
+        let slot = SequenceSlot::not_running(reason);
+        slot.set_unconfigured();
+        slot
+    }
+
+    fn set_unconfigured(&self) {
+        self.unconfigured.store(true, std::sync::atomic::Ordering::Release);
     }
 
     fn set(&self, engine: Arc<Sequences>) {
@@ -643,7 +672,10 @@ impl SequenceSlot {
     fn get(&self) -> Result<&Arc<Sequences>, NodeError> {
         self.engine.get().ok_or_else(|| {
             let reason = self.reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            NodeError::SequencesNotRunning(reason)
+            match self.unconfigured.load(std::sync::atomic::Ordering::Acquire) {
+                true => NodeError::NotConfigured { feature: Feature::Sequences, reason },
+                false => NodeError::SequencesNotRunning(reason),
+            }
         })
     }
 }

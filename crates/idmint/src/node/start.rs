@@ -16,7 +16,7 @@ use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStor
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Node, NodeStartError, SequenceSlot, TagFormats};
+use super::{Node, NodeStartError, NotServed, SequenceSlot, TagFormats};
 use crate::format::claim_key;
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
@@ -364,17 +364,43 @@ async fn start_tinyid(
 }
 
 /// Starts the snowflake generator on the configured store (worker ids and time marks); a
-/// failure leaves the node up and its snowflake operations answering the reason.
+/// failure leaves the node up and its snowflake operations answering the reason. Whatever
+/// happens is logged once: served, not configured (disabled, or a store that cannot hold
+/// worker leases, such as Flicker or several databases), or failed to start.
 async fn start_snowflake(
     config: &NodeConfig,
     workers: Option<Arc<dyn WorkerStore>>,
     clock: Arc<dyn Clock>,
-) -> Result<Arc<Snowflake>, String> {
-    let snowflake = config.snowflake.clone()?;
+) -> Result<Arc<Snowflake>, NotServed> {
+    let snowflake = match config.snowflake.clone() {
+        Ok(snowflake) => snowflake,
+        Err(reason) => {
+            tracing::info!(%reason, "snowflake ids not served");
+            return Err(NotServed { reason, configured: false });
+        }
+    };
     let store = match (snowflake.worker.clone(), workers) {
         (WorkerIdSource::Static(_) | WorkerIdSource::Ordinal, _) => None,
         (_, Some(workers)) => Some(workers),
-        _ => Some(idmint_store::open_workers(&config.store).await.map_err(|e| e.to_string())?),
+        _ => match idmint_store::open_workers(&config.store).await {
+            Ok(workers) => Some(workers),
+            // The store cannot hold worker leases at all (Flicker, several databases, a
+            // backend this build lacks): a configuration to change, not a failure to retry.
+            Err(StoreError::BadUrl { reason: why, .. }) => {
+                let reason = format!(
+                    "snowflake ids are not served: worker-id leases cannot be kept on this \
+                     store ({why}); set snowflake.worker = \"static:N\" or \"ordinal\" \
+                     (no lease), or snowflake.enabled = false to say the node serves none"
+                );
+                tracing::warn!(store = %config.store, %reason, "snowflake ids not served");
+                return Err(NotServed { reason, configured: false });
+            }
+            Err(error) => {
+                tracing::error!(%error, "snowflake ids not served: the worker-id store did not open");
+                let reason = format!("the worker-id store did not open at start ({error})");
+                return Err(NotServed { reason, configured: true });
+            }
+        },
     };
     match Snowflake::start(store, snowflake, clock).await {
         Ok(generator) => {
@@ -384,7 +410,7 @@ async fn start_snowflake(
         }
         Err(error) => {
             tracing::error!(%error, "snowflake ids not served");
-            Err(error.to_string())
+            Err(NotServed { reason: error.to_string(), configured: true })
         }
     }
 }
@@ -402,7 +428,10 @@ async fn start_sequences(
 ) -> SequenceSlot {
     let sequences = match &config.sequences {
         Ok(sequences) => sequences.clone(),
-        Err(reason) => return SequenceSlot::not_running(reason.clone()),
+        Err(reason) => {
+            tracing::info!(%reason, "sequences not served");
+            return SequenceSlot::not_configured(reason.clone());
+        }
     };
     let opened = match given {
         Some(store) => Ok(store),
@@ -412,7 +441,7 @@ async fn start_sequences(
         Ok(store) => store,
         Err(error) => {
             tracing::error!(%error, "sequences not served");
-            return SequenceSlot::not_running(format!(
+            return SequenceSlot::not_configured(format!(
                 "sequences are not served: their ceilings need one SQL store ({error})"
             ));
         }
@@ -438,6 +467,7 @@ async fn start_sequences(
                 Err(StoreError::BadUrl { url, reason }) => {
                     tracing::error!(%url, %reason, "sequences not served: bad Redis URL");
                     installed.set_reason(format!("bad Redis URL {url}: {reason}"));
+                    installed.set_unconfigured();
                     return;
                 }
                 Err(error) => {

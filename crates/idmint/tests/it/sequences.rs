@@ -153,9 +153,9 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
     }
     fresh.shutdown().await;
     let reseeds: u64 = nodes.iter().map(|n| n.reseeds()).sum();
-    // A first seed, two flushes, an empty restart and an old snapshot: each is one reseed
-    // at least (both nodes may reseed the same loss).
-    assert!(reseeds >= 5, "{reseeds} reseeds");
+    // Two flushes, an empty restart and an old snapshot: each is one reseed at least (both
+    // nodes may reseed the same loss); the first seed of the new sequence is not one.
+    assert!(reseeds >= 4, "{reseeds} reseeds");
     eprintln!(
         "{total} ids unique; {reseeds} reseeds, {refused} requests refused while Redis was down"
     );
