@@ -37,5 +37,5 @@ pub use segment::{IdRange, SegmentSnapshot};
 // `snowflake::Step`, `Start` and `Parts` stay in their module: the root's `Step` is the
 // segment step.
 pub use snowflake::{ClockPolicy, Layout, LayoutError, TimeUnit};
-pub use tag::{Tag, TagError};
+pub use tag::{INTERNAL_PREFIX, TAG_RULE, Tag, TagError, is_internal_name};
 pub use values::{Count, Description, PreloadRatio, StartId, Step, ValueError};

@@ -359,7 +359,7 @@ impl FlickerSource {
         let (tag, step, description, update_time, max_ticket) =
             read().map_err(|e| self.unavailable(e))?;
         let corrupt = |reason: String| StoreError::Corrupt { tag: tag.clone(), reason };
-        let parsed = Tag::parse(&tag).map_err(|e: TagError| corrupt(e.to_string()))?;
+        let parsed = Tag::from_stored(&tag).map_err(|e: TagError| corrupt(e.to_string()))?;
         let step = u64::try_from(step)
             .ok()
             .filter(|s| *s >= 1)

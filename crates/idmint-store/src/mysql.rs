@@ -727,7 +727,7 @@ fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error
     };
     let record = (|| {
         Ok(TagRecord {
-            tag: Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?,
+            tag: Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?,
             max_id: number("max_id", max_id)?,
             step: number("step", step)?,
             description: description.unwrap_or_default(),

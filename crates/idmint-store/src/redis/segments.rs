@@ -322,7 +322,7 @@ impl SegmentStore for RedisStore {
             .map_err(|e| self.fail(&e))?;
         let mut tags: Vec<Tag> = names
             .iter()
-            .filter_map(|name| match Tag::parse(name) {
+            .filter_map(|name| match Tag::from_stored(name) {
                 Ok(tag) => Some(tag),
                 Err(e) => {
                     tracing::warn!(name, error = ?e, "skipping a tag name idmint cannot serve");
@@ -422,7 +422,7 @@ fn record(name: &str, fields: &[Option<String>]) -> Result<Option<TagRecord>, St
             .filter(|n| *n <= ID_MAX)
             .ok_or_else(|| corrupt(format!("{field} is {value:?}, not a number up to {ID_MAX}")))
     };
-    let tag = Tag::parse(name).map_err(|e| corrupt(e.to_string()))?;
+    let tag = Tag::from_stored(name).map_err(|e| corrupt(e.to_string()))?;
     Ok(Some(TagRecord {
         tag,
         max_id: number("max_id", max_id)?,
