@@ -362,6 +362,8 @@ impl MySqlStore {
 #[async_trait]
 impl SegmentStore for MySqlStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
+        // A tag the column cannot hold has no row: say why, in both modes.
+        tag_literal(tag, &self.tag_charset)?;
         match self.alloc {
             AllocMode::Update => self.allocate_update(tag, step).await,
             AllocMode::Cas => self.allocate_cas(tag, step).await,
@@ -404,6 +406,7 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        tag_literal(&spec.tag, &self.tag_charset)?;
         // Counting and inserting in one InnoDB transaction does not keep the count exact:
         // the count's gap locks make concurrent creators deadlock, and a plain read lets two
         // of them pass the limit together. A named lock per table serializes idmint's

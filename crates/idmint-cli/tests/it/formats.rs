@@ -90,7 +90,7 @@ fn bad_formats_are_refused_at_start_with_the_fix() {
         ("[format.order]\nkey_env = \"K\"\nbits = 41\n", Some("abc"), "openssl rand -hex 16"),
         ("[format.order]\nkey_env = \"K\"\n", Some(KEY), "a key needs bits"),
         ("[format.order]\ntemplate = \"{date:%-d}{id}\"\n", None, "change width"),
-        ("[format.\"bad tag\"]\n", None, "format.bad tag"),
+        ("[format.\" bad tag\"]\n", None, "format. bad tag"),
         ("[format.order]\ntemplat = \"{id}\"\n", None, "unknown key `templat`"),
     ] {
         std::fs::write(d.join("bad.toml"), toml).unwrap();

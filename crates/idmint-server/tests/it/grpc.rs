@@ -86,7 +86,7 @@ async fn next_ids_answers_increasing_ids_public_ids_and_typed_errors() {
     let cases: [(NextIdsRequest, Code, &str); 5] = [
         (next_ids("order", 0), Code::InvalidArgument, "bad_count"),
         (next_ids("order", 100_001), Code::InvalidArgument, "bad_count"),
-        (next_ids("bad tag!", 1), Code::InvalidArgument, "bad_tag"),
+        (next_ids("bad\ttag!", 1), Code::InvalidArgument, "bad_tag"),
         (next_ids("", 1), Code::InvalidArgument, "bad_tag"),
         (next_ids("nope", 1), Code::NotFound, "unknown_tag"),
     ];
