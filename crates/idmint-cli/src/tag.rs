@@ -77,7 +77,9 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
             println!("created {}", describe(&record));
         }
         TagCommand::List { store } => {
-            let records = open(&store).await?.list_tags().await?;
+            let mut records = open(&store).await?.list_tags().await?;
+            // idmint's internal rows (key guards) are not tags: never listed, never deleted.
+            records.retain(|r| !r.tag.is_internal());
             println!("{:<32} {:>20} {:>8}  DESCRIPTION", "TAG", "MAX_ID", "STEP");
             for r in records {
                 println!("{:<32} {:>20} {:>8}  {}", r.tag, r.max_id, r.step, r.description);

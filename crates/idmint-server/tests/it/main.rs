@@ -19,4 +19,5 @@ mod redis_keys;
 mod sequences;
 mod snowflake;
 mod support;
+mod tags;
 mod uuids;
