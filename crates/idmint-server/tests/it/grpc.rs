@@ -250,7 +250,7 @@ async fn decode_calls_answer_parts_and_refuse_what_is_not_an_id() {
     let seq = NextSequenceIdsRequest { name: "invoice".to_string(), count: 1 };
     let status = grpc.next_sequence_ids(seq).await.unwrap_err();
     assert_status(&status, Code::Unavailable, "sequences_not_running");
-    let seq = NextSequenceIdsRequest { name: "bad name".to_string(), count: 1 };
+    let seq = NextSequenceIdsRequest { name: "bad\tname".to_string(), count: 1 };
     let status = grpc.next_sequence_ids(seq).await.unwrap_err();
     assert_status(&status, Code::InvalidArgument, "bad_tag");
     server.stop().await;
