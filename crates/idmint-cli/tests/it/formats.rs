@@ -66,6 +66,17 @@ fn a_keyed_template_serves_unique_non_sequential_ids_that_decode_back() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 
+    // The key guard row is in the store but not a tag: not listed, not deleted, not served.
+    let listed = run_ok(idmint(d).args(["tag", "list"]));
+    assert!(listed.contains("order") && !listed.contains("idmint.key"), "{listed}");
+    for command in [
+        &["tag", "delete", "idmint.key.order"][..],
+        &["tag", "set", "IDMINT.KEY.order", "--step", "5"],
+    ] {
+        let err = run_err(idmint(d).args(command));
+        assert!(err.contains("internal rows"), "{command:?}: {err}");
+    }
+
     // Another key for a tag that issued ids under this one: refused, with the fix.
     let err = run_err(idmint(d).args(["serve"]).args(args).env("ORDER_KEY", OTHER_KEY));
     assert!(err.contains("force_key_change = true") && err.contains("order"), "{err}");
