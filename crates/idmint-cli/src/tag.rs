@@ -12,7 +12,8 @@ use crate::StoreArgs;
 pub enum TagCommand {
     /// Create a tag.
     Create {
-        /// Tag name: 1-128 characters of A-Z a-z 0-9 _ . : -
+        /// Tag name: 1-128 bytes of UTF-8 (no control characters, no edge whitespace; not
+        /// starting with idmint.key., idmint's internal rows)
         tag: String,
         /// Ids reserved per store allocation (1 to 1000000).
         #[arg(long, default_value_t = Step::DEFAULT.get())]

@@ -20,10 +20,13 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use crate::error::ApiError;
 
 /// Description of the `tag` path parameter.
-pub(crate) const TAG_PARAM: &str = "The tag: 1-128 characters of A-Z a-z 0-9 _ . : -";
+pub(crate) const TAG_PARAM: &str = "The tag, percent-encoded (`/` as `%2F`): 1-128 bytes of \
+    UTF-8, no control or bidi-override character, no leading or trailing whitespace, not \
+    starting with `idmint.key.`";
 
 /// Description of the `name` path parameter of sequences.
-pub(crate) const SEQ_PARAM: &str = "Sequence name: 1-128 characters of A-Z a-z 0-9 _ . : -";
+pub(crate) const SEQ_PARAM: &str = "Sequence name, percent-encoded: 1-128 bytes of UTF-8, no \
+    control or bidi-override character, no leading or trailing whitespace";
 
 /// The 500 answer of routes that reach the segment store.
 pub(crate) const STORE_500: &str = "The tag's store row holds impossible values \
