@@ -17,7 +17,7 @@ use crate::target::{Output, StoreTarget, Target, TargetArgs, print_json, store_j
 pub enum SeqCommand {
     /// Define a sequence: numbers from 1, served by `GET /v1/seq/{name}`.
     Create {
-        /// Sequence name: 1-128 characters of A-Z a-z 0-9 _ . : -
+        /// Sequence name: 1-128 bytes of UTF-8 (no control characters, no edge whitespace)
         name: String,
         /// Restart at 1 every day of the time zone (the format must carry the date).
         #[arg(long)]

@@ -16,7 +16,8 @@ pub enum TagCommand {
     /// Create a tag (and, on a store named explicitly, the store's table or SQLite file
     /// when absent).
     Create {
-        /// Tag name: 1-128 characters of A-Z a-z 0-9 _ . : -
+        /// Tag name: 1-128 bytes of UTF-8 (no control characters, no edge whitespace; not
+        /// starting with idmint.key., idmint's internal rows)
         tag: String,
         /// Ids reserved per store allocation (1 to 1000000).
         #[arg(long, default_value_t = Step::DEFAULT.get())]
@@ -89,8 +90,10 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
             let output = target.output;
             let (place, records) = match target.resolve(false).await? {
                 Target::Store(store) => {
-                    let records =
+                    let mut records =
                         store.open_existing().await?.list_tags().await.map_err(store.on())?;
+                    // idmint's internal rows (key guards) are not tags: never listed.
+                    records.retain(|r| !r.tag.is_internal());
                     (Place::store(&store), records.iter().map(record_json).collect())
                 }
                 Target::Server(server) => {

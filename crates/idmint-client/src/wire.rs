@@ -28,6 +28,21 @@ pub(crate) struct WireLease {
     pub(crate) proof: u64,
 }
 
+/// A tag or sequence name as one URL path segment: every byte outside the unreserved set
+/// (`A-Z a-z 0-9 - . _ ~`) percent-encoded, so `user/login`, `订单` or `a b` reach the
+/// server as the one name they are.
+fn segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
 /// NextRange: `count` ids of a tag as leases.
 pub(crate) struct NextRange<'a> {
     pub(crate) tag: &'a str,
@@ -102,7 +117,7 @@ impl Op for NextRange<'_> {
         struct Answer {
             ranges: Vec<JsonLease>,
         }
-        let path = format!("/v1/segment/{}/ranges?count={}", self.tag, self.count);
+        let path = format!("/v1/segment/{}/ranges?count={}", segment(self.tag), self.count);
         let answer: Answer = get(http, &path, self.tag).await?;
         let leases = answer.ranges.iter().map(JsonLease::parse).collect::<Result<Vec<_>, _>>()?;
         checked_leases(leases, self.count)
@@ -151,7 +166,7 @@ impl Op for ReturnRange<'_> {
             end: self.end,
             leases: self.leases.iter().map(JsonLease::from).collect(),
         };
-        let path = format!("/v1/segment/{}/return", self.tag);
+        let path = format!("/v1/segment/{}/return", segment(self.tag));
         let answer: Answer = post(http, &path, &body, self.tag).await?;
         self.checked(answer.returned)
     }
@@ -191,7 +206,7 @@ impl Op for NextIds<'_> {
         struct Answer {
             ids: Vec<JsonId>,
         }
-        let path = format!("/v1/segment/{}?count={}", self.tag, self.count);
+        let path = format!("/v1/segment/{}?count={}", segment(self.tag), self.count);
         let answer: Answer = get(http, &path, self.tag).await?;
         checked_json_ids(answer.ids, self.count)
     }
@@ -254,7 +269,7 @@ impl Op for NextSequence<'_> {
             period: Option<String>,
             ids: Vec<JsonId>,
         }
-        let path = format!("/v1/seq/{}?count={}", self.name, self.count);
+        let path = format!("/v1/seq/{}?count={}", segment(self.name), self.count);
         let answer: Answer = get(http, &path, self.name).await?;
         Ok(SequenceIds {
             name: answer.name,

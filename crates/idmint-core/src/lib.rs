@@ -39,5 +39,5 @@ pub use segment::{IdRange, SegmentSnapshot};
 // segment step.
 pub use snowflake::{ClockPolicy, Layout, LayoutError, TimeUnit};
 pub use stride::{Stride, StrideError};
-pub use tag::{Tag, TagError};
+pub use tag::{INTERNAL_PREFIX, TAG_RULE, Tag, TagError, is_internal_name};
 pub use values::{Count, Description, PreloadRatio, StartId, Step, ValueError};

@@ -3,7 +3,8 @@
 //! Configuration may lower a limit, never raise it. Related bounds are tied together by
 //! compile-time assertions so that changing one cannot silently break another.
 
-/// Longest tag name, in bytes (tags are ASCII). Leaf's `biz_tag` is `varchar(128)`.
+/// Longest tag name, in bytes of UTF-8. Leaf's `biz_tag` is `varchar(128)`, which counts
+/// characters on MySQL and PostgreSQL: 128 bytes fit every backend whatever the characters.
 pub const TAG_LEN_MAX: usize = 128;
 
 /// Longest tag description, in characters. Leaf's `description` is `varchar(256)`.

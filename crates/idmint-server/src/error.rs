@@ -98,7 +98,7 @@ struct ErrorDetail {
 /// Every code an error body can carry, and what it means: the `code` enum of the OpenAPI
 /// document (`tests/it/openapi.rs` checks that it lists exactly the codes the sources answer).
 pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
-    ("bad_tag", "400: a tag or sequence name that is not 1-128 characters of A-Z a-z 0-9 _ . : -"),
+    ("bad_tag", "400: a tag or sequence name that breaks the tag rule (the message says it)"),
     ("bad_count", "400: `count` is not a whole number from 1 to the node's batch limit"),
     ("bad_value", "400: a step, start id or description out of range"),
     ("bad_body", "400: the JSON body is missing, malformed, too large or has unknown fields"),

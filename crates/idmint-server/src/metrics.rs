@@ -295,7 +295,9 @@ async fn collect(app: &AppState) {
 }
 
 /// The tags with series of their own: the `max` busiest by recent rate (then by ids
-/// handed out, then by name, so the choice is stable while rates are equal), by name.
+/// handed out, then by name, so the choice is stable while rates are equal), by name. A tag
+/// named like the sum (`(other)`) never has series of its own: it is summed into it, so no
+/// two series ever share a label set.
 fn busiest(statuses: &[(Tag, TagStatus)], max: usize) -> HashSet<&str> {
     let mut ranked: Vec<&(Tag, TagStatus)> = statuses.iter().collect();
     ranked.sort_by(|a, b| {
@@ -304,7 +306,12 @@ fn busiest(statuses: &[(Tag, TagStatus)], max: usize) -> HashSet<&str> {
             .then(b.1.buffer.handed_out.cmp(&a.1.buffer.handed_out))
             .then(a.0.cmp(&b.0))
     });
-    ranked.into_iter().take(max).map(|(tag, _)| tag.as_str()).collect()
+    ranked
+        .into_iter()
+        .filter(|(tag, _)| tag.as_str() != OTHER_LABEL_VALUE)
+        .take(max)
+        .map(|(tag, _)| tag.as_str())
+        .collect()
 }
 
 /// One per-tag family of the segment state series: name, type, help, the value of a tag,

@@ -32,7 +32,7 @@ use sqlx::{AssertSqlSafe, Connection, Executor, MySqlPool, Row};
 
 use crate::interleave::{InterleavedStore, TicketSource};
 use crate::mysql::{
-    MYSQL_IDLE_PING_AFTER_MS, SQLSTATE_NO_TABLE, pool_options, sql, tag_literal, unavailable,
+    MYSQL_IDLE_PING_AFTER_MS, SQLSTATE_NO_TABLE, bytes_literal, pool_options, sql, unavailable,
     with_table,
 };
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
@@ -359,7 +359,7 @@ impl FlickerSource {
         let (tag, step, description, update_time, max_ticket) =
             read().map_err(|e| self.unavailable(e))?;
         let corrupt = |reason: String| StoreError::Corrupt { tag: tag.clone(), reason };
-        let parsed = Tag::parse(&tag).map_err(|e: TagError| corrupt(e.to_string()))?;
+        let parsed = Tag::from_stored(&tag).map_err(|e: TagError| corrupt(e.to_string()))?;
         let step = u64::try_from(step)
             .ok()
             .filter(|s| *s >= 1)
@@ -381,11 +381,10 @@ impl TicketSource for FlickerSource {
         self.ensure_ready().await?;
         self.check_block(tag, block).await?;
         let statement = format!(
-            "REPLACE INTO {t} (stub) VALUES ('{tag}/{node}'); \
+            "REPLACE INTO {t} (stub) VALUES ({stub}); \
              SELECT CAST(LAST_INSERT_ID() AS SIGNED)",
             t = self.sql.table,
-            tag = tag_literal(tag),
-            node = self.node,
+            stub = stub(tag, &format!("/{}", self.node)),
         );
         // This node's calls for one tag queue here: they would all replace the same stub row,
         // which InnoDB answers with deadlocks.
@@ -430,11 +429,10 @@ impl TicketSource for FlickerSource {
         // An explicit id at or above the counter moves it past that id; below it, nothing
         // changes. Either way the next ticket is above `ticket - 1`.
         let statement = format!(
-            "REPLACE INTO {t} (id, stub) VALUES ({id}, '{tag}/{node}/raise')",
+            "REPLACE INTO {t} (id, stub) VALUES ({id}, {stub})",
             t = self.sql.table,
             id = ticket - 1,
-            tag = tag_literal(tag),
-            node = self.node,
+            stub = stub(tag, &format!("/{}/raise", self.node)),
         );
         sqlx::raw_sql(AssertSqlSafe(statement))
             .execute(&self.pool)
@@ -542,6 +540,18 @@ impl TicketSource for FlickerSource {
     }
 }
 
+/// The stub row of `tag` with `suffix` (`/NODE` or `/NODE/raise`, only digits and letters)
+/// as SQL that cannot inject: the tag itself for a tag of `[A-Za-z0-9_.:-]` (as every
+/// version wrote it), else `#` and the SHA-256 of its bytes, computed by the server (the stub
+/// column is ASCII; `#` never starts a plain stub, so the two forms never meet).
+fn stub(tag: &Tag, suffix: &str) -> String {
+    let name = tag.as_str();
+    if name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b)) {
+        return format!("'{name}{suffix}'");
+    }
+    format!("CONCAT('#', SHA2({}, 256), '{suffix}')", bytes_literal(tag))
+}
+
 /// The SQL of one ticket table and its tag table; the name is a validated identifier.
 struct Statements {
     table: String,
@@ -574,7 +584,7 @@ impl Statements {
                  PRIMARY KEY (id), UNIQUE KEY stub (stub)\
                  ) ENGINE=InnoDB; \
                  CREATE TABLE IF NOT EXISTS {t}_tags (\
-                 tag varchar(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, \
+                 tag varchar(128) NOT NULL, \
                  step bigint NOT NULL, \
                  description varchar(256) DEFAULT NULL, \
                  update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, \

@@ -63,6 +63,8 @@ pub struct MySqlStore {
     /// The worker-id assignment table (`worker_node_table=`).
     pub(crate) worker_node_table: String,
     sql: Arc<Statements>,
+    /// The character set of the table's `biz_tag` (a Leaf table may be `utf8`).
+    tag_charset: TagCharset,
     /// Queues this store's `cas` allocations per tag.
     cas_locks: Arc<CasLocks>,
     /// Where the store lives, for logs: no password.
@@ -72,6 +74,11 @@ pub struct MySqlStore {
 /// The row as idmint reads it: every number cast to a signed 64-bit integer (whatever the
 /// column's integer type) and the time as Unix seconds, so a Leaf table with other column
 /// types or NULLs still reads.
+/// The row of one tag, exactly: the indexed comparison in the column's collation, then the
+/// bytes (a Leaf table's case-insensitive collation would match `Order` to the row `order`,
+/// and a PAD SPACE one `order ` too). Binds the tag twice.
+const EXACT: &str = "biz_tag = ? AND CAST(biz_tag AS BINARY) = CAST(? AS BINARY)";
+
 const COLUMNS: &str = "biz_tag, CAST(max_id AS SIGNED), CAST(step AS SIGNED), description, \
                        CAST(UNIX_TIMESTAMP(update_time) AS SIGNED)";
 
@@ -127,8 +134,9 @@ impl MySqlStore {
         location: String,
     ) -> Result<MySqlStore, StoreError> {
         let table = options.table.as_str().to_string();
-        let store = MySqlStore {
+        let mut store = MySqlStore {
             sql: Arc::new(Statements::new(&table)),
+            tag_charset: TagCharset::utf8mb4(),
             cas_locks: Arc::new(CasLocks::new()),
             pool,
             alloc: options.alloc,
@@ -138,6 +146,7 @@ impl MySqlStore {
             location,
         };
         store.ensure_table().await?;
+        store.tag_charset = TagCharset::of_column(&store.pool, &store.table, "biz_tag").await?;
         Ok(store)
     }
 
@@ -201,6 +210,7 @@ impl MySqlStore {
         let mut tx = conn.begin().await.map_err(unavailable)?;
         let max_id: Option<i64> = sqlx::query_scalar(sql(&self.sql.lock_row))
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .fetch_optional(&mut *tx)
             .await
             .map_err(unavailable)?;
@@ -215,6 +225,7 @@ impl MySqlStore {
             .map_err(unavailable)?;
         sqlx::query(sql(&self.sql.delete))
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .execute(&mut *tx)
             .await
             .map_err(unavailable)?;
@@ -227,7 +238,7 @@ impl MySqlStore {
         tag: &Tag,
         requested: Option<Step>,
     ) -> Result<Allocation, StoreError> {
-        let statement = self.sql.allocate(tag, requested);
+        let statement = self.sql.allocate(tag, &self.tag_charset, requested)?;
         let rows = sqlx::raw_sql(AssertSqlSafe(statement))
             .fetch_all(&self.pool)
             .await
@@ -286,6 +297,7 @@ impl MySqlStore {
         for attempt in 0..CAS_ATTEMPTS_MAX {
             let current = sqlx::query(sql(&self.sql.cas_read))
                 .bind(tag.as_str())
+                .bind(tag.as_str()) // the exact (binary) comparison
                 .fetch_optional(&mut *conn)
                 .await
                 .map_err(unavailable)?
@@ -298,6 +310,7 @@ impl MySqlStore {
             let applied = sqlx::query(sql(&self.sql.cas_write))
                 .bind(max_id_after)
                 .bind(tag.as_str())
+                .bind(tag.as_str()) // the exact (binary) comparison
                 .bind(max_id as i64)
                 .bind(tag_step as i64)
                 .execute(&mut *conn)
@@ -355,6 +368,8 @@ impl MySqlStore {
 #[async_trait]
 impl SegmentStore for MySqlStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
+        // A tag the column cannot hold has no row: say why, in both modes.
+        tag_literal(tag, &self.tag_charset)?;
         match self.alloc {
             AllocMode::Update => self.allocate_update(tag, step).await,
             AllocMode::Cas => self.allocate_cas(tag, step).await,
@@ -376,6 +391,7 @@ impl SegmentStore for MySqlStore {
                 // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
                 .bind(new as i64)
                 .bind(tag.as_str())
+                .bind(tag.as_str()) // the exact (binary) comparison
                 .bind(expected)
                 .execute(&self.pool)
                 .await
@@ -387,6 +403,7 @@ impl SegmentStore for MySqlStore {
         }
         let exists = sqlx::query(sql(&self.sql.exists))
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .fetch_optional(&self.pool)
             .await
             .map_err(unavailable)?
@@ -395,6 +412,7 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        tag_literal(&spec.tag, &self.tag_charset)?;
         // Counting and inserting in one InnoDB transaction does not keep the count exact:
         // the count's gap locks make concurrent creators deadlock, and a plain read lets two
         // of them pass the limit together. A named lock per table serializes idmint's
@@ -431,6 +449,7 @@ impl SegmentStore for MySqlStore {
             // Step is bounded by STEP_MAX, far below i64::MAX.
             .bind(step.get() as i64)
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .execute(&self.pool)
             .await
             .map_err(unavailable)?
@@ -522,24 +541,24 @@ impl Statements {
                  PRIMARY KEY (biz_tag)\
                  ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
             )),
-            select_row: s(format!("SELECT {COLUMNS} FROM {t} WHERE biz_tag = ?")),
-            exists: s(format!("SELECT 1 FROM {t} WHERE biz_tag = ?")),
+            select_row: s(format!("SELECT {COLUMNS} FROM {t} WHERE {EXACT}")),
+            exists: s(format!("SELECT 1 FROM {t} WHERE {EXACT}")),
             // Sorted by bytes, which is how tags order, whatever the column's collation.
             list: s(format!(
                 "SELECT {COLUMNS} FROM {t} ORDER BY CAST(biz_tag AS BINARY) LIMIT {TAG_COUNT_MAX}"
             )),
             cas_read: s(format!(
-                "SELECT CAST(max_id AS SIGNED), CAST(step AS SIGNED) FROM {t} WHERE biz_tag = ?"
+                "SELECT CAST(max_id AS SIGNED), CAST(step AS SIGNED) FROM {t} WHERE {EXACT}"
             )),
             // The step read must still hold too, so the range reported is the one reserved
             // with the step the row had when max_id moved.
             cas_write: s(format!(
                 "UPDATE {t} SET max_id = ?, update_time = CURRENT_TIMESTAMP \
-                 WHERE biz_tag = ? AND max_id = ? AND step = ?"
+                 WHERE {EXACT} AND max_id = ? AND step = ?"
             )),
             compare_and_set: s(format!(
                 "UPDATE {t} SET max_id = ?, update_time = CURRENT_TIMESTAMP \
-                 WHERE biz_tag = ? AND max_id = ?"
+                 WHERE {EXACT} AND max_id = ?"
             )),
             count: s(format!("SELECT COUNT(*) FROM {t}")),
             insert: s(format!(
@@ -547,14 +566,12 @@ impl Statements {
                  VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)"
             )),
             set_step: s(format!(
-                "UPDATE {t} SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?"
+                "UPDATE {t} SET step = ?, update_time = CURRENT_TIMESTAMP WHERE {EXACT}"
             )),
-            delete: s(format!("DELETE FROM {t} WHERE biz_tag = ?")),
+            delete: s(format!("DELETE FROM {t} WHERE {EXACT}")),
             create_lock: s(format!("SELECT GET_LOCK({lock_name}, {CREATE_LOCK_WAIT_S})")),
             create_unlock: s(format!("SELECT RELEASE_LOCK({lock_name})")),
-            lock_row: s(format!(
-                "SELECT CAST(max_id AS SIGNED) FROM {t} WHERE biz_tag = ? FOR UPDATE"
-            )),
+            lock_row: s(format!("SELECT CAST(max_id AS SIGNED) FROM {t} WHERE {EXACT} FOR UPDATE")),
             tomb_probe: s(format!("SELECT 1 FROM {TOMBSTONES_TABLE} LIMIT 1")),
             tomb_create_table: s(format!(
                 "CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (\
@@ -589,39 +606,114 @@ impl Statements {
     /// holds one statement only. (MySQL 8 deprecates assigning a variable inside an
     /// expression, with a warning, but still does it.)
     ///
-    /// Writing values into the SQL is safe here: a `Tag` holds only `[A-Za-z0-9_.:-]`
-    /// (checked again by [`tag_literal`]) and the steps are integers.
-    fn allocate(&self, tag: &Tag, requested: Option<Step>) -> String {
+    /// Writing values into the SQL is safe here: the tag is written in hex
+    /// ([`tag_literal`], [`bytes_literal`]) and the steps are integers. The row is matched
+    /// exactly, as by [`EXACT`].
+    fn allocate(
+        &self,
+        tag: &Tag,
+        charset: &TagCharset,
+        requested: Option<Step>,
+    ) -> Result<String, StoreError> {
         let t = &self.table;
-        let tag = tag_literal(tag);
+        let bytes = bytes_literal(tag);
+        let tag = tag_literal(tag, charset)?;
         // 0 lets the row's step win in GREATEST; rows with a step below 1 are refused by the
         // WHERE clause, so 0 is never the step reserved. GREATEST(step, r) is at least 0,
         // so `ID_MAX - GREATEST(step, r)` cannot overflow.
         let r = requested.map_or(0, Step::get);
-        format!(
+        Ok(format!(
             "UPDATE {t} \
              SET max_id = LAST_INSERT_ID(max_id + GREATEST(@idmint_tag_step := step, {r})), \
              update_time = CURRENT_TIMESTAMP \
-             WHERE biz_tag = '{tag}' AND step >= 1 AND max_id >= 0 \
+             WHERE biz_tag = {tag} AND CAST(biz_tag AS BINARY) = {bytes} \
+             AND step >= 1 AND max_id >= 0 \
              AND max_id <= {ID_MAX} - GREATEST(step, {r}); \
              SELECT ROW_COUNT(), CAST(LAST_INSERT_ID() AS SIGNED), \
              CAST(@idmint_tag_step AS SIGNED), COUNT(a.biz_tag), \
              CAST(MAX(a.max_id) AS SIGNED), CAST(MAX(a.step) AS SIGNED) \
-             FROM {t} AS a WHERE a.biz_tag = '{tag}'"
-        )
+             FROM {t} AS a WHERE a.biz_tag = {tag} AND CAST(a.biz_tag AS BINARY) = {bytes}"
+        ))
     }
 }
 
-/// The tag as it may appear between single quotes in SQL.
-pub(crate) fn tag_literal(tag: &Tag) -> &str {
+/// The character set of a table's tag column, as `information_schema` names it; it decides
+/// how a tag is written into SQL text ([`tag_literal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TagCharset(String);
+
+impl TagCharset {
+    /// idmint's own tables: `utf8mb4`, any tag.
+    pub(crate) fn utf8mb4() -> TagCharset {
+        TagCharset("utf8mb4".to_string())
+    }
+
+    /// Reads the charset of `column` in `table` (`db.table` or a table of the current
+    /// database); `utf8mb4` when the server does not say (a view, no privilege).
+    pub(crate) async fn of_column(
+        pool: &MySqlPool,
+        table: &str,
+        column: &str,
+    ) -> Result<TagCharset, StoreError> {
+        let (schema, name) = match table.rsplit_once('.') {
+            Some((schema, name)) => (Some(schema), name),
+            None => (None, table),
+        };
+        let found: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT CAST(CHARACTER_SET_NAME AS CHAR) FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ?",
+        )
+        .bind(schema)
+        .bind(name)
+        .bind(column)
+        .fetch_optional(pool)
+        .await
+        .map_err(unavailable)?;
+        let name = found.flatten().unwrap_or_default().to_ascii_lowercase();
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Ok(TagCharset::utf8mb4());
+        }
+        Ok(TagCharset(name))
+    }
+}
+
+/// The tag as a literal that cannot inject, whatever it holds: its UTF-8 bytes in hex with
+/// the column's character set as introducer (`_utf8mb4 X'6f72646572'`), so the comparison
+/// runs in the column's collation and its index serves it. Refused, with the fix, when the
+/// column's character set cannot hold the tag (a 4-byte character in `utf8mb3`, anything
+/// beyond ASCII in another set): comparing would convert the column and scan the table, and
+/// the tag could never be stored there anyway.
+pub(crate) fn tag_literal(tag: &Tag, charset: &TagCharset) -> Result<String, StoreError> {
     let name = tag.as_str();
-    // Tag::parse guarantees this; the SQL's safety rests on it, so it is checked where the
-    // SQL is written.
-    assert!(
-        name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b)),
-        "tag {name:?} holds a character that is unsafe in SQL"
-    );
-    name
+    let fits = match charset.0.as_str() {
+        "utf8mb4" => true,
+        "utf8" | "utf8mb3" => name.chars().all(|c| c.len_utf8() <= 3),
+        _ => name.is_ascii(),
+    };
+    if !fits {
+        return Err(StoreError::InvalidValue(format!(
+            "tag {name:?} cannot be stored in a {} column: convert the table to utf8mb4 \
+             (ALTER TABLE … CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin), or use a \
+             tag the column can hold",
+            charset.0
+        )));
+    }
+    // `_utf8` is understood by MySQL 5.7, 8 and MariaDB alike (utf8mb3).
+    let introducer = if charset.0 == "utf8mb3" { "utf8" } else { charset.0.as_str() };
+    // The charset name is `[a-z0-9_]` (checked when read) and the rest is hex.
+    Ok(format!("_{introducer} {}", bytes_literal(tag)))
+}
+
+/// The tag as a literal for idmint's own `utf8mb4` tables: cannot fail, cannot inject.
+pub(crate) fn utf8mb4_literal(tag: &Tag) -> String {
+    format!("_utf8mb4 {}", bytes_literal(tag))
+}
+
+/// The tag's UTF-8 bytes as a binary literal, for an exact comparison with
+/// `CAST(column AS BINARY)`.
+pub(crate) fn bytes_literal(tag: &Tag) -> String {
+    let hex: String = tag.as_str().bytes().map(|b| format!("{b:02X}")).collect();
+    format!("X'{hex}'")
 }
 
 /// Holds the creators' named lock on a pooled connection. Dropped while held (an error, a
@@ -707,6 +799,7 @@ async fn select_row<'c>(
 ) -> Result<Option<TagRecord>, StoreError> {
     let row = sqlx::query(self::sql(&sql.select_row))
         .bind(tag.as_str())
+        .bind(tag.as_str()) // the exact (binary) comparison
         .fetch_optional(executor)
         .await
         .map_err(unavailable)?;
@@ -733,7 +826,7 @@ fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error
     };
     let record = (|| {
         Ok(TagRecord {
-            tag: Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?,
+            tag: Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?,
             max_id: number("max_id", max_id)?,
             step: number("step", step)?,
             description: description.unwrap_or_default(),

@@ -330,7 +330,7 @@ impl PgStore {
         let update_time: Option<i64> = self.get(row, 4)?;
         let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
         Ok((|| {
-            let tag = Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
+            let tag = Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
             Ok(TagRecord {
                 tag,
                 max_id: non_negative(max_id).map_err(|v| corrupt(format!("max_id is {v}")))?,

@@ -165,7 +165,7 @@ pub(crate) fn stored_sequence(
         reason: format!("in table {SEQUENCES_TABLE}: {reason}"),
     };
     Ok(SequenceSpec {
-        name: Tag::parse(&name).map_err(|e| corrupt(e.to_string()))?,
+        name: Tag::from_stored(&name).map_err(|e| corrupt(e.to_string()))?,
         daily,
         format,
         time_zone,

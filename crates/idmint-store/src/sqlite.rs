@@ -496,7 +496,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<TagRecord, StoreError>> {
     };
     let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
     let record = (|| {
-        let tag = Tag::parse(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
+        let tag = Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
         Ok(TagRecord {
             tag,
             max_id: u64::try_from(max_id).map_err(|_| corrupt(format!("max_id is {max_id}")))?,

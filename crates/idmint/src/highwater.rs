@@ -221,10 +221,45 @@ impl HighWaterFile {
 fn render(marks: &BTreeMap<Tag, u64>) -> String {
     let mut text = String::from(HEADER);
     for (tag, end) in marks {
-        text.push_str(&format!("{tag} {end}\n"));
+        text.push_str(&format!("{} {end}\n", encode_tag(tag)));
     }
     text.push_str(&format!("{END_LINE}{} marks\n", marks.len()));
     text
+}
+
+/// A tag as the marks file writes it: bytes outside `A-Z a-z 0-9 _ . : -` percent-encoded,
+/// so a line is always `TAG END` with no space inside TAG, a tag never starts a line with
+/// `#` (a comment) and the tags of earlier versions (only that alphabet) read unchanged.
+fn encode_tag(tag: &Tag) -> String {
+    let mut out = String::new();
+    for b in tag.as_str().bytes() {
+        if b.is_ascii_alphanumeric() || b"_.:-".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The inverse of [`encode_tag`].
+fn decode_tag(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3).unwrap_or_default();
+            let byte = u8::from_str_radix(hex, 16)
+                .map_err(|_| format!("{text:?} holds a bad escape at byte {i}"))?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{text:?} is not UTF-8 once decoded"))
 }
 
 /// Reads the marks of a file's `text`, refusing one that is empty or cut short: its last
@@ -258,7 +293,9 @@ fn parse(text: &str) -> Result<BTreeMap<Tag, u64>, String> {
         }
         let (tag, mark) =
             line.split_once(' ').ok_or_else(|| at(format!("expected `TAG END`, got {line:?}")))?;
-        let tag = Tag::parse(tag).map_err(|e| at(e.to_string()))?;
+        let tag = decode_tag(tag)
+            .and_then(|name| Tag::parse(&name).map_err(|e| e.to_string()))
+            .map_err(at)?;
         let mark =
             mark.trim().parse::<u64>().map_err(|e| at(format!("{mark:?} is not an id: {e}")))?;
         marks.insert(tag, mark);
@@ -293,9 +330,24 @@ mod tests {
                 .is_err_and(|e| e.starts_with("line 3:"))
         );
         assert!(parse(&format!("orders\n{end}")).is_err_and(|e| e.contains("TAG END")));
-        assert!(parse(&format!("bad/tag 1\n{end}")).is_err_and(|e| e.starts_with("line 1:")));
+        assert!(parse(&format!("bad%ZZ 1\n{end}")).is_err_and(|e| e.starts_with("line 1:")));
+        assert!(parse(&format!("bad%09tab 1\n{end}")).is_err_and(|e| e.contains("control")));
         // A file written before the end line existed is read when it is whole.
         assert_eq!(parse(&format!("{HEADER_V1}orders 42\nusers {}\n", u64::MAX >> 1)), Ok(marks));
+    }
+
+    #[test]
+    fn tags_in_any_characters_round_trip() {
+        let mut marks = BTreeMap::new();
+        for (i, name) in ["a b", "# not a comment", "# end: 0 marks", "100%", "订单", "🚀", "x%41"]
+            .into_iter()
+            .enumerate()
+        {
+            marks.insert(Tag::parse(name).expect("tag"), i as u64 + 1);
+        }
+        let text = render(&marks);
+        assert_eq!(parse(&text), Ok(marks));
+        assert!(text.contains("%23 not a comment") || text.contains("%23%20not%20a%20comment"));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::{Error, Segments};
 /// Longest template accepted, in bytes.
 pub const TEMPLATE_LEN_MAX: usize = 256;
 /// Prefix of the store row that records a tag's key fingerprint (the key guard).
-pub const KEY_GUARD_PREFIX: &str = "idmint.key.";
+pub const KEY_GUARD_PREFIX: &str = idmint_core::INTERNAL_PREFIX;
 /// The template of a tag configured without one: the public id in decimal.
 pub const TEMPLATE_DEFAULT: &str = "{id}";
 /// An instant inside the span the date check covers (2026-01-01T00:00:00Z), where widths
@@ -392,8 +392,12 @@ pub async fn claim_key(
         Some(description) => format!("its ids were issued under {description:?}, not {want:?}"),
         None => match segments.get_tag(tag).await {
             Ok(record) if record.max_id > StartId::DEFAULT.get() => format!(
-                "it has allocated ids up to {} without a key, and a key could map new ids onto \
-                 public ids already issued",
+                "it has allocated ids up to {} but its key guard row {guard} is missing: \
+                 either the tag served ids before it had a key, or the row was deleted from \
+                 the store (a backup restored, a manual DELETE); under another key new ids \
+                 could map onto public ids already issued. If the key is the one its ids \
+                 were issued under, set force_key_change = true for one start to record it \
+                 again",
                 record.max_id - 1
             ),
             Ok(_) | Err(Error::UnknownTag(_)) => String::new(),
@@ -439,13 +443,14 @@ pub async fn claim_key(
     }
 }
 
-/// The store row that guards `tag`'s key.
+/// The store row that guards `tag`'s key: the internal row [`KEY_GUARD_PREFIX`] + tag,
+/// which no user input can name ([`Tag::internal`]).
 pub fn key_guard_tag(tag: &Tag) -> Result<Tag, FormatError> {
-    Tag::parse(&format!("{KEY_GUARD_PREFIX}{tag}")).map_err(|e| FormatError::KeyChanged {
+    Tag::internal(tag).map_err(|e| FormatError::KeyChanged {
         tag: tag.clone(),
         reason: format!(
-            "its key guard row {KEY_GUARD_PREFIX}{tag} is not a valid tag ({e}); keyed tags \
-             are at most {} characters",
+            "its key guard row {KEY_GUARD_PREFIX}{tag} is not a valid row name ({e}); keyed \
+             tags are at most {} bytes",
             idmint_core::limits::TAG_LEN_MAX - KEY_GUARD_PREFIX.len()
         ),
     })

@@ -155,7 +155,13 @@ impl Segments {
     /// [`Error::UnknownTag`] without a store call; past `UNKNOWN_TAG_LOOKUPS_PER_S_MAX`
     /// unknown lookups in a second, a new name is [`Error::Unavailable`] (retry) until the
     /// second is over.
+    ///
+    /// An internal row ([`Tag::is_internal`], e.g. a key guard) is never served: it is
+    /// [`Error::UnknownTag`].
     pub fn generator(&self, tag: &Tag) -> Result<Arc<TagGenerator>, Error> {
+        if tag.is_internal() {
+            return Err(Error::UnknownTag(tag.clone()));
+        }
         if let Some(generator) = self.registry.load().get(tag) {
             return Ok(Arc::clone(generator));
         }
@@ -244,9 +250,11 @@ impl Segments {
             .ok_or_else(|| Error::UnknownTag(tag.clone()))
     }
 
-    /// Every tag in the store.
+    /// Every tag in the store, without idmint's internal rows ([`Tag::is_internal`]).
     pub async fn list_tags(&self) -> Result<Vec<TagRecord>, Error> {
-        self.store_call(self.shared.store.list_tags()).await
+        let mut records = self.store_call(self.shared.store.list_tags()).await?;
+        records.retain(|record| !record.tag.is_internal());
+        Ok(records)
     }
 
     /// Changes the step of `tag`; its next allocation uses it.

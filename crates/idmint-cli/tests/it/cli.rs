@@ -178,8 +178,10 @@ fn defaults_use_the_embedded_store_in_the_working_directory() {
 fn bad_input_is_refused_with_what_is_wrong_and_how_to_fix_it() {
     let dir = TempDir::new().unwrap();
     let d = dir.path();
-    let err = run_err(idmint(d).args(["tag", "create", "bad tag"]));
-    assert!(err.contains("position 3") && err.contains("A-Z"), "{err}");
+    let err = run_err(idmint(d).args(["tag", "create", "bad\ttag"]));
+    assert!(err.contains("position 3") && err.contains("control"), "{err}");
+    let err = run_err(idmint(d).args(["tag", "create", "idmint.key.order"]));
+    assert!(err.contains("internal rows"), "{err}");
     let err = run_err(idmint(d).args(["tag", "create", "t", "--step", "0"]));
     assert!(err.contains("step 0") && err.contains("1000000"), "{err}");
     let err = run_err(idmint(d).args(["tag", "list", "--store", "ftp://x"]));

@@ -74,6 +74,17 @@ fn a_keyed_template_serves_unique_non_sequential_ids_that_decode_back() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 
+    // The key guard row is in the store but not a tag: not listed, not deleted, not served.
+    let listed = run_ok(idmint(d).args(["tag", "list"]));
+    assert!(listed.contains("order") && !listed.contains("idmint.key"), "{listed}");
+    for command in [
+        &["tag", "delete", "idmint.key.order"][..],
+        &["tag", "set", "IDMINT.KEY.order", "--step", "5"],
+    ] {
+        let err = run_err(idmint(d).args(command));
+        assert!(err.contains("internal rows"), "{command:?}: {err}");
+    }
+
     // Another key for a tag that issued ids under this one: refused, with the fix.
     let err = run_err(idmint(d).args(["serve"]).args(args).env("ORDER_KEY", OTHER_KEY));
     assert!(err.contains("force_key_change = true") && err.contains("order"), "{err}");
@@ -98,7 +109,7 @@ fn bad_formats_are_refused_at_start_with_the_fix() {
         ("[format.order]\nkey_env = \"K\"\nbits = 41\n", Some("abc"), "openssl rand -hex 16"),
         ("[format.order]\nkey_env = \"K\"\n", Some(KEY), "a key needs bits"),
         ("[format.order]\ntemplate = \"{date:%-d}{id}\"\n", None, "change width"),
-        ("[format.\"bad tag\"]\n", None, "format.bad tag"),
+        ("[format.\" bad tag\"]\n", None, "format. bad tag"),
         ("[format.order]\ntemplat = \"{id}\"\n", None, "unknown key `templat`"),
     ] {
         std::fs::write(d.join("bad.toml"), toml).unwrap();

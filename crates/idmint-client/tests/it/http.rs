@@ -69,3 +69,36 @@ fn auto_falls_back_to_http_behind_an_http1_only_proxy() {
         client.close().await;
     });
 }
+
+/// Tags in any characters a Leaf row holds go out as one percent-encoded path segment on
+/// the HTTP transport (leases, public ids, give-back on close) and as themselves over gRPC:
+/// each is served from its own row.
+#[test]
+fn tags_in_any_characters_are_served_over_both_transports() {
+    let node = Node::memory();
+    let runtime = client_runtime();
+    runtime.block_on(async {
+        let names = ["user/login", "订单", "a b", "order@v2", "100%", "q?x#y"];
+        for name in names {
+            node.create_tag(name, 10).await;
+        }
+        for transport in [Transport::Http, Transport::Grpc] {
+            let client = Client::builder()
+                .endpoint(&node.url)
+                .transport(transport)
+                .build()
+                .await
+                .expect("client");
+            for name in names {
+                let ids = client.next_ids(name, 3).await.expect(name);
+                assert_increasing(&ids, name);
+                let public = client.public_ids(name, 2).await.expect(name);
+                assert!(matches!(public, PublicIds::Numbers(ref n) if n.len() == 2), "{name}");
+            }
+            client.close().await;
+        }
+        for name in names {
+            assert!(node.handed_out(name) >= 10, "{name}: {}", node.handed_out(name));
+        }
+    });
+}

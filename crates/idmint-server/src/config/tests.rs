@@ -47,7 +47,7 @@ fn tokens_are_checked_but_never_quoted_back() {
 
 #[test]
 fn clients_need_a_token_and_tags() {
-    let text = "[auth.clients.a]\ntags = [\"order\"]\n[auth.clients.b]\ntoken_env = \"B_TOKEN\"\ntags = []\n[auth.clients.c]\ntoken = \"c-token-0123456789abc\"\ntags = [\"bad tag\"]\n";
+    let text = "[auth.clients.a]\ntags = [\"order\"]\n[auth.clients.b]\ntoken_env = \"B_TOKEN\"\ntags = []\n[auth.clients.c]\ntoken = \"c-token-0123456789abc\"\ntags = [\"bad\\ttag\"]\n";
     let file = FileConfig::parse(text, "t.toml").unwrap();
     let error = Settings::resolve(&file, &env(&[]), &Overrides::default()).unwrap_err();
     assert_eq!(error.problems().len(), 4, "{error}");

@@ -20,10 +20,13 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use crate::error::ApiError;
 
 /// Description of the `tag` path parameter.
-pub(crate) const TAG_PARAM: &str = "The tag: 1-128 characters of A-Z a-z 0-9 _ . : -";
+pub(crate) const TAG_PARAM: &str = "The tag, percent-encoded (`/` as `%2F`): 1-128 bytes of \
+    UTF-8, no control or bidi-override character, no leading or trailing whitespace, not \
+    starting with `idmint.key.`";
 
 /// Description of the `name` path parameter of sequences.
-pub(crate) const SEQ_PARAM: &str = "Sequence name: 1-128 characters of A-Z a-z 0-9 _ . : -";
+pub(crate) const SEQ_PARAM: &str = "Sequence name, percent-encoded: 1-128 bytes of UTF-8, no \
+    control or bidi-override character, no leading or trailing whitespace";
 
 /// The 500 answer of routes that reach the segment store.
 pub(crate) const STORE_500: &str = "The tag's store row holds impossible values \
@@ -77,6 +80,10 @@ pub(crate) const UNAUTHORIZED: &str = "No bearer token, or no `Authorization: Be
 pub(crate) const FORBIDDEN: &str =
     "The bearer token is not the admin token (a client token included) (`forbidden`)";
 
+/// The characters [`idmint_core::Tag::parse`] accepts and the edges it refuses, as an
+/// ECMA-262 pattern (the reserved prefix and the byte length are said in the description).
+const TAG_PATTERN: &str = "^[^\\s\\u0000-\\u001F\\u007F-\\u009F\\u200E\\u200F\\u061C\\u202A-\\u202E\\u2066-\\u2069](?:[^\\u0000-\\u001F\\u007F-\\u009F\\u200E\\u200F\\u061C\\u202A-\\u202E\\u2066-\\u2069]*[^\\s\\u0000-\\u001F\\u007F-\\u009F\\u200E\\u200F\\u061C\\u202A-\\u202E\\u2066-\\u2069])?$";
+
 /// A tag or sequence name as [`idmint_core::Tag::parse`] accepts it.
 pub(crate) struct TagName;
 
@@ -84,8 +91,17 @@ impl PartialSchema for TagName {
     fn schema() -> RefOr<Schema> {
         ObjectBuilder::new()
             .schema_type(Type::String)
-            .pattern(Some(format!("^[A-Za-z0-9_.:-]{{1,{TAG_LEN_MAX}}}$")))
-            .description(Some("1-128 characters of A-Z a-z 0-9 _ . : -"))
+            .min_length(Some(1))
+            // Characters, as JSON Schema counts them: 128 bytes are at most 128 characters;
+            // the byte bound is checked by the server.
+            .max_length(Some(TAG_LEN_MAX))
+            .pattern(Some(TAG_PATTERN))
+            .description(Some(
+                "1 to 128 bytes of UTF-8: no control or bidirectional-override character, \
+                 no leading or trailing whitespace, not starting with `idmint.key.` (any \
+                 ASCII case; idmint's internal rows). In a path, percent-encode it \
+                 (`order%40v2`, `%E8%AE%A2%E5%8D%95`, `/` as `%2F`).",
+            ))
             .into()
     }
 }

@@ -55,8 +55,8 @@ async fn unknown_and_bad_tags_are_named() {
     let message = assert_error(server.get("/api/segment/get/nope").await, 404, "unknown_tag").await;
     assert!(message.contains("nope") && message.contains("tag create"), "{message}");
     assert_error(server.get("/v1/segment/nope?count=2").await, 404, "unknown_tag").await;
-    let message = assert_error(server.get("/api/segment/get/a%20b").await, 400, "bad_tag").await;
-    assert!(message.contains("A-Z"), "{message}");
+    let message = assert_error(server.get("/api/segment/get/a%09b").await, 400, "bad_tag").await;
+    assert!(message.contains("control"), "{message}");
     let long = "x".repeat(129);
     assert_error(server.get(&format!("/v1/segment/{long}")).await, 400, "bad_tag").await;
     assert_error(server.get("/no/such/route").await, 404, "no_route").await;
@@ -74,7 +74,7 @@ async fn tags_are_created_listed_changed_and_deleted() {
         .unwrap();
     assert_eq!((created["max_id"].as_u64(), created["step"].as_u64()), (Some(1000), Some(50)));
     assert_error(server.create_tag(json!({"tag": "user"})).await, 409, "tag_exists").await;
-    assert_error(server.create_tag(json!({"tag": "bad tag"})).await, 400, "bad_tag").await;
+    assert_error(server.create_tag(json!({"tag": "bad tag "})).await, 400, "bad_tag").await;
     assert_error(server.create_tag(json!({"tag": "s", "step": 0})).await, 400, "bad_value").await;
     assert_error(server.create_tag(json!({"tag": "s", "stp": 5})).await, 400, "bad_body").await;
     server.create_tag(json!({"tag": "another"})).await;

@@ -1,7 +1,7 @@
 //! The auth fuzz (issue 20): every route of the router (its own route table, so a new route
 //! is covered without editing this file) × every method × content types (none, JSON, the
-//! gRPC variants, form, text) × percent-encodings of the tag names in the path and the
-//! query (plain, fully encoded in upper and lower case hex, partly encoded in mixed case,
+//! gRPC variants, form, text) × percent-encodings of the tag names (non-ASCII, with `/`,
+//! space and `+`) in the path and the query (plain, fully encoded in upper and lower case hex, partly encoded in mixed case,
 //! the query key too) × no token and a wrong one (seeded pick of: a wrong token, a
 //! malformed header, another client's token, and on admin routes the guarded tag's own
 //! client token). No guarded route (an admin route, or any route naming the guarded tag or
@@ -35,9 +35,11 @@ const WRONG: &str = "wrong-token-0123456789";
 /// Not a token: the marker of a request carrying `SHOP` in its query string instead.
 const QUERY_TOKEN: &str = "(shop's token in the query string)";
 
-/// The tag and the sequence client `shop` guards.
-const GUARDED_TAG: &str = "guarded";
-const GUARDED_SEQ: &str = "gseq";
+/// The tag and the sequence client `shop` guards: names Leaf tables hold (a slash, a space,
+/// `@`, `+` (a space in a query string unless encoded), CJK and an emoji), so every
+/// encoding below also crosses multi-byte UTF-8 and the characters that end a path segment.
+const GUARDED_TAG: &str = "guarded/订单 @v2+🚀";
+const GUARDED_SEQ: &str = "gseq/序列+é";
 
 const METHODS: [Method; 8] = [
     Method::TRACE,
@@ -271,11 +273,16 @@ fn query_params(doc: &Value, route: &str) -> BTreeSet<String> {
 /// How many ways a name is written: plain, upper hex, lower hex, partly in mixed case.
 const ENCODINGS: usize = 4;
 
-/// `name` written the `variant`th way.
+/// `name` written the `variant`th way. A byte a URI cannot carry plain (beyond ASCII, or
+/// one that ends a segment or means something in a query: `/ ? # % + &` and space) is
+/// always encoded; the variants differ in the rest.
 fn encode(name: &str, variant: usize, rng: &mut Rng) -> String {
     let hex = |b: u8, upper: bool| if upper { format!("%{b:02X}") } else { format!("%{b:02x}") };
     name.bytes()
         .map(|b| match variant {
+            _ if !b.is_ascii_graphic() || b"/?#%+&=".contains(&b) => {
+                hex(b, variant == 2 || rng.next().is_multiple_of(2))
+            }
             0 => (b as char).to_string(),
             1 => hex(b, true),
             2 => hex(b, false),

@@ -95,7 +95,7 @@ async fn plain_tags_answer_numbers_or_strings_and_bad_queries_are_refused() {
         ("/v1/decode?id=C000000!&tag=code", "not_an_id"),
         ("/v1/decode?id=0&tag=user", "not_an_id"),
         ("/v1/decode?id=4294967296&tag=user", "not_an_id"),
-        ("/v1/decode?id=1&tag=bad%20tag", "bad_tag"),
+        ("/v1/decode?id=1&tag=bad%09tag", "bad_tag"),
         ("/v1/decode?id=1&tag=code&colour=red", "bad_query"),
     ] {
         assert_error(server.get(path).await, 400, code).await;

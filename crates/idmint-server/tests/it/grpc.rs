@@ -86,7 +86,7 @@ async fn next_ids_answers_increasing_ids_public_ids_and_typed_errors() {
     let cases: [(NextIdsRequest, Code, &str); 5] = [
         (next_ids("order", 0), Code::InvalidArgument, "bad_count"),
         (next_ids("order", 100_001), Code::InvalidArgument, "bad_count"),
-        (next_ids("bad tag!", 1), Code::InvalidArgument, "bad_tag"),
+        (next_ids("bad\ttag!", 1), Code::InvalidArgument, "bad_tag"),
         (next_ids("", 1), Code::InvalidArgument, "bad_tag"),
         (next_ids("nope", 1), Code::NotFound, "unknown_tag"),
     ];
@@ -250,7 +250,7 @@ async fn decode_calls_answer_parts_and_refuse_what_is_not_an_id() {
     let seq = NextSequenceIdsRequest { name: "invoice".to_string(), count: 1 };
     let status = grpc.next_sequence_ids(seq).await.unwrap_err();
     assert_status(&status, Code::FailedPrecondition, "sequences_not_configured");
-    let seq = NextSequenceIdsRequest { name: "bad name".to_string(), count: 1 };
+    let seq = NextSequenceIdsRequest { name: "bad\tname".to_string(), count: 1 };
     let status = grpc.next_sequence_ids(seq).await.unwrap_err();
     assert_status(&status, Code::InvalidArgument, "bad_tag");
     server.stop().await;

@@ -21,5 +21,6 @@ mod redis_keys;
 mod sequences;
 mod snowflake;
 mod support;
+mod tags;
 mod tinyid;
 mod uuids;

@@ -36,7 +36,7 @@ async fn sequences_are_created_served_described_and_deleted_over_http() {
 
     assert_error(server.get("/v1/seq/nope").await, 404, "unknown_sequence").await;
     assert_error(server.get("/v1/seq/orders?count=0").await, 400, "bad_count").await;
-    assert_error(server.get("/v1/seq/bad%20name").await, 400, "bad_tag").await;
+    assert_error(server.get("/v1/seq/bad%09name").await, 400, "bad_tag").await;
     let bad = post(serde_json::json!({"name": "d", "daily": true, "format": "{seq}"}));
     assert_error(bad.await.unwrap(), 400, "bad_sequence").await;
     let twice = post(serde_json::json!({"name": "orders"})).await.unwrap();

@@ -24,7 +24,7 @@ use sqlx::mysql::MySqlRow;
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row};
 
-use super::{CREATE_LOCK_WAIT_S, MySqlStore, SQLSTATE_NO_TABLE, tag_literal, unavailable};
+use super::{CREATE_LOCK_WAIT_S, MySqlStore, SQLSTATE_NO_TABLE, unavailable, utf8mb4_literal};
 use crate::sequence::{
     CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
     bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
@@ -196,21 +196,21 @@ impl MySqlStore {
 
     /// One raise, in one round trip (see the module's documentation).
     ///
-    /// Writing values into the SQL is safe: a `Tag` holds only `[A-Za-z0-9_.:-]` (checked
-    /// again by [`tag_literal`]), a period only digits (by [`period_literal`]), the rest are
+    /// Writing values into the SQL is safe: the name is written in hex (by
+    /// [`utf8mb4_literal`]), a period only digits (by [`period_literal`]), the rest are
     /// integers.
     async fn raise_once(&self, name: &Tag, period: &str, by: u64) -> Attempt<u64> {
-        let (n, p) = (tag_literal(name), period_literal(period));
+        let (n, p) = (utf8mb4_literal(name), period_literal(period));
         // check_raise bounds `by` by CEILING_MAX, so the guard cannot underflow.
         let room = CEILING_MAX - by;
         let statement = format!(
-            "INSERT INTO {CEILINGS_TABLE} (name, period, max_value) VALUES ('{n}', '{p}', 0) \
+            "INSERT INTO {CEILINGS_TABLE} (name, period, max_value) VALUES ({n}, '{p}', 0) \
              ON DUPLICATE KEY UPDATE max_value = max_value; \
              UPDATE {CEILINGS_TABLE} SET max_value = LAST_INSERT_ID(max_value + {by}) \
-             WHERE name = '{n}' AND period = '{p}' AND max_value <= {room}; \
+             WHERE name = {n} AND period = '{p}' AND max_value <= {room}; \
              SELECT ROW_COUNT(), CAST(LAST_INSERT_ID() AS SIGNED), \
              (SELECT CAST(max_value AS SIGNED) FROM {CEILINGS_TABLE} \
-             WHERE name = '{n}' AND period = '{p}')"
+             WHERE name = {n} AND period = '{p}')"
         );
         let rows = sqlx::raw_sql(AssertSqlSafe(statement)).fetch_all(&self.pool).await?;
         let [row] = rows.as_slice() else {

@@ -5,7 +5,8 @@
 //! Keys: `{prefix}seq:{NAME}:PERIOD` (the hash; a daily one expires after
 //! [`DAILY_COUNTER_TTL_S`]), `{prefix}seq:{NAME}:PERIOD:lock` (the raise lock) and
 //! `{prefix}seq:{NAME}:periods` (the periods seen, for removal). The braces are a Redis
-//! Cluster hash tag: all keys of one sequence share a slot.
+//! Cluster hash tag: all keys of one sequence share a slot (`seq:%{HEX}:…` for a name holding
+//! a brace, see `hash_tag`).
 //!
 //! **Why every script reads `INFO server`**: a counter is trusted only if the server that
 //! answers now is the one that seeded it. After a restart from an older snapshot (RDB or a
@@ -19,7 +20,7 @@ use async_trait::async_trait;
 use idmint_core::Tag;
 use redis::Script;
 
-use super::{RedisConn, RedisUrl, unavailable};
+use super::{RedisConn, RedisUrl, hash_tag, unavailable};
 use crate::StoreError;
 use crate::counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take};
 
@@ -131,12 +132,12 @@ impl RedisCounters {
 
     /// The hash of `key`.
     fn hash(&self, key: &CounterKey) -> String {
-        self.conn.key(&format!("seq:{{{}}}:{}", key.name, key.period))
+        self.conn.key(&format!("seq:{}:{}", hash_tag(key.name.as_str()), key.period))
     }
 
     /// The periods set of sequence `name`.
     fn periods(&self, name: &Tag) -> String {
-        self.conn.key(&format!("seq:{{{name}}}:periods"))
+        self.conn.key(&format!("seq:{}:periods", hash_tag(name.as_str())))
     }
 
     fn fail(&self, error: &redis::RedisError) -> StoreError {

@@ -502,6 +502,19 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// `name` as the Redis Cluster hash tag of its keys: `{NAME}`, or `%{HEX}` (its UTF-8 bytes
+/// in hex) when it holds a brace. A brace inside would end the hash tag early (a name
+/// starting with `}` would give an empty hash tag, so its keys would hash whole and land in
+/// different slots, breaking the multi-key scripts); the `%` form cannot be mistaken for the
+/// plain form, so no two names share a key.
+pub(crate) fn hash_tag(name: &str) -> String {
+    if !name.contains(['{', '}']) {
+        return format!("{{{name}}}");
+    }
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("%{{{hex}}}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //!
 //! Keys (after the URL's prefix): `tag:{TAG}` is a hash with the fields `max_id`, `step`,
 //! `description` and `update_time` (ms, the server's `TIME`); the braces make the tag a Redis
-//! Cluster hash tag. `tags` is a set of the tag names, at most `TAG_COUNT_MAX`, for listing.
+//! Cluster hash tag (`tag:%{HEX}` for a tag holding a brace, see `hash_tag`). `tags` is a set of the tag names, at most `TAG_COUNT_MAX`, for listing.
 //!
 //! Every call on one tag is one atomic script or command on its hash. `allocate` is one
 //! round trip: the script reads `step`, takes the larger of it and the requested step, and
@@ -30,7 +30,7 @@ use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
 use redis::Script;
 
-use super::{RedisConn, RedisUrl, script, unavailable};
+use super::{RedisConn, RedisUrl, hash_tag, script, unavailable};
 use crate::{
     Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,
     effective_step,
@@ -69,13 +69,13 @@ impl RedisStore {
     }
 
     fn tag_key(&self, tag: &Tag) -> String {
-        self.conn.key(&format!("tag:{{{tag}}}"))
+        self.conn.key(&format!("tag:{}", hash_tag(tag.as_str())))
     }
 
     /// The tombstone of a deleted tag: in the tag's hash slot, so one script reads or writes
     /// both.
     fn tomb_key(&self, tag: &Tag) -> String {
-        self.conn.key(&format!("tomb:{{{tag}}}"))
+        self.conn.key(&format!("tomb:{}", hash_tag(tag.as_str())))
     }
 
     fn tags_key(&self) -> String {
@@ -322,7 +322,7 @@ impl SegmentStore for RedisStore {
             .map_err(|e| self.fail(&e))?;
         let mut tags: Vec<Tag> = names
             .iter()
-            .filter_map(|name| match Tag::parse(name) {
+            .filter_map(|name| match Tag::from_stored(name) {
                 Ok(tag) => Some(tag),
                 Err(e) => {
                     tracing::warn!(name, error = ?e, "skipping a tag name idmint cannot serve");
@@ -422,7 +422,7 @@ fn record(name: &str, fields: &[Option<String>]) -> Result<Option<TagRecord>, St
             .filter(|n| *n <= ID_MAX)
             .ok_or_else(|| corrupt(format!("{field} is {value:?}, not a number up to {ID_MAX}")))
     };
-    let tag = Tag::parse(name).map_err(|e| corrupt(e.to_string()))?;
+    let tag = Tag::from_stored(name).map_err(|e| corrupt(e.to_string()))?;
     Ok(Some(TagRecord {
         tag,
         max_id: number("max_id", max_id)?,

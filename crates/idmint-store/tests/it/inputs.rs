@@ -15,6 +15,6 @@ fn a_tag_spec_cannot_hold_a_bad_value() {
         Description::new(&too_long),
         Err(ValueError::Description { len: DESCRIPTION_LEN_MAX + 1 })
     );
-    assert!(Tag::parse("has space").is_err());
+    assert!(Tag::parse("has\ttab").is_err());
     assert!(Tag::parse("").is_err());
 }

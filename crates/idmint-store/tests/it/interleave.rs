@@ -251,3 +251,23 @@ async fn simulated_nodes_outages_and_restarts_never_repeat_an_id() {
         }
     }
 }
+
+/// Every exotic tag through an interleaved store: created on both stores, each allocating
+/// its own blocks, listed as itself.
+#[tokio::test]
+async fn every_tag_a_leaf_row_holds_interleaves() {
+    let stores = [Switch::new(), Switch::new()];
+    let store = interleave(&stores);
+    let names = crate::conformance::exotic_tags();
+    for name in &names {
+        store.create_tag(&spec(name, 1, 10, name)).await.unwrap();
+    }
+    for name in &names {
+        let t = tag(name);
+        let first = store.allocate(&t, None).await.unwrap().range;
+        let second = store.allocate(&t, None).await.unwrap().range;
+        assert!(first.end() <= second.start(), "{name:?}: {first:?} then {second:?}");
+        assert!(stores[1].inner.get_tag(&t).await.unwrap().is_some(), "{name:?}");
+    }
+    assert_eq!(store.list_tags().await.unwrap().len(), names.len());
+}

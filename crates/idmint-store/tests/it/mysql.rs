@@ -280,7 +280,7 @@ async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
         &format!(
             "INSERT INTO {table} (biz_tag, max_id, step) VALUES ('zero-step', 7, 0), \
              ('negative', -100, 10), ('null-step', 5, NULL), ('null-max', NULL, 10), \
-             ('has space', 1, 10), ('', 1, 10), ('valid', 1, 10)"
+             (CONCAT('has', CHAR(9), 'tab'), 1, 10), ('', 1, 10), ('valid', 1, 10)"
         ),
     )
     .await;
@@ -642,4 +642,78 @@ async fn worker_tables_take_the_names_the_url_gives() {
     let default_names = MySqlStore::connect(&default_url).await.unwrap();
     assert_eq!(default_names.list_leases(&space).await.unwrap(), Vec::new());
     assert_eq!(store.list_leases(&space).await.unwrap()[0].worker_id, lease.worker_id);
+}
+
+/// Leaf's own DDL (`leaf_alloc` as its scripts create it: `utf8`, the server's
+/// case-insensitive collation) with rows in any characters: served unchanged, each exactly
+/// (a case-folded or accent-folded name is another, unknown tag, never the row), in both
+/// allocation modes; what a `utf8` column cannot hold (an emoji) is refused with the fix.
+#[tokio::test]
+async fn a_leaf_table_in_utf8_serves_rows_in_any_characters_exactly() {
+    let Some(base) = database_url().await else { return };
+    let table = fresh_table("leaf_alloc");
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    execute(
+        &mut raw,
+        &format!(
+            "CREATE TABLE {table} (\
+             `biz_tag` varchar(128) NOT NULL DEFAULT '', \
+             `max_id` bigint(20) NOT NULL DEFAULT '1', \
+             `step` int(11) NOT NULL, \
+             `description` varchar(256) DEFAULT NULL, \
+             `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP \
+             ON UPDATE CURRENT_TIMESTAMP, \
+             PRIMARY KEY (`biz_tag`)) ENGINE=InnoDB DEFAULT CHARSET=utf8"
+        ),
+    )
+    .await;
+    let rows = ["order@v2", "user/login", "订单", "a b", "it's", "100%_x", "order", "café"];
+    for (i, name) in rows.iter().enumerate() {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (biz_tag, max_id, step, description) VALUES (?, ?, 10, ?)"
+        )))
+        .bind(name)
+        .bind(1000 * (i as i64 + 1))
+        .bind(format!("Leaf row {name}"))
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    }
+    for alloc in ["update", "cas"] {
+        let url = table_url(&table, &format!("alloc={alloc}")).await.unwrap();
+        let store = MySqlStore::connect(&url).await.unwrap();
+        let mut listed: Vec<String> =
+            store.list_tags().await.unwrap().into_iter().map(|r| r.tag.to_string()).collect();
+        listed.sort();
+        let mut want: Vec<String> = rows.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(listed, want, "alloc={alloc}");
+        for name in rows {
+            let t = tag(name);
+            let before = store.get_tag(&t).await.unwrap().unwrap();
+            assert_eq!(before.description, format!("Leaf row {name}"));
+            let got = store.allocate(&t, None).await.unwrap().range;
+            assert_eq!(got.start(), before.max_id, "alloc={alloc} {name:?}");
+        }
+        // The collation folds these onto `order` and `café`; idmint never does.
+        for folded in ["Order", "ORDER", "cafe", "CAFÉ"] {
+            assert!(store.get_tag(&tag(folded)).await.unwrap().is_none(), "{folded}");
+            let refused = store.allocate(&tag(folded), None).await;
+            assert!(matches!(refused, Err(StoreError::TagNotFound(_))), "{folded}: {refused:?}");
+            assert!(matches!(
+                store.delete_tag(&tag(folded)).await,
+                Err(StoreError::TagNotFound(_))
+            ));
+        }
+        let refused = store.allocate(&tag("🚀"), None).await.unwrap_err().to_string();
+        assert!(refused.contains("utf8mb4"), "alloc={alloc}: {refused}");
+    }
+    // Both modes took one step of each row, and `order` is still there.
+    let order: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT max_id FROM {table} WHERE biz_tag = 'order'"
+    )))
+    .fetch_one(&mut raw)
+    .await
+    .unwrap();
+    assert_eq!(order, 7000 + 20);
 }

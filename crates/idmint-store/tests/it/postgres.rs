@@ -307,7 +307,7 @@ async fn rows_idmint_cannot_serve_are_refused_and_left_unchanged() {
         &format!(
             "INSERT INTO {t} (biz_tag, max_id, step) VALUES ('zero-step', 7, 0), \
              ('negative', -100, 10), ('null-step', 5, NULL), ('null-max', NULL, 10), \
-             ('valid', 1, 10), ('has space', 1, 10), ('', 1, 10), ('ordré', 1, 10)"
+             ('valid', 1, 10), (E'has\\ttab', 1, 10), ('', 1, 10), (' lead', 1, 10)"
         ),
     )
     .await;

@@ -51,6 +51,7 @@ macro_rules! sequence_suite {
                 a_raise_past_the_max_is_refused_and_the_ceiling_left_unchanged,
                 delete_keeps_the_ceilings_so_a_recreated_sequence_continues_above,
                 concurrent_raises_are_distinct_and_add_up,
+                names_in_any_characters_round_trip,
             ],
         }
     };
@@ -326,6 +327,29 @@ pub fn assert_tile(mut raises: Vec<(u64, u64)>, total: u64) {
         end = ceiling;
     }
     assert_eq!(end, total);
+}
+
+/// Names in any characters a tag may hold (quotes, `%`, braces for Redis hash tags, CJK, an
+/// emoji): defined, listed in byte order and given ceilings of their own, each as itself.
+pub async fn names_in_any_characters_round_trip(store: Arc<dyn SequenceStore>) {
+    let names: Vec<String> = ["it's", "a b", "100%_", "}x", "{y}", "订单", "🚀", "back\\slash"]
+        .iter()
+        .map(|n| format!("sq.any {n}"))
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        store.create_sequence(&spec(name, false, None, "UTC")).await.unwrap();
+        let by = i as u64 + 1;
+        assert_eq!(store.raise_ceiling(&tag(name), "", by).await, Ok(by), "{name:?}");
+        assert_eq!(store.raise_ceiling(&tag(name), "20240101", by).await, Ok(by), "{name:?}");
+    }
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(store.ceiling(&tag(name), "").await, Ok(i as u64 + 1), "{name:?}");
+    }
+    let got: Vec<String> =
+        listed(&store, "sq.any ").await.into_iter().map(|r| r.name.to_string()).collect();
+    let mut want = names.clone();
+    want.sort();
+    assert_eq!(got, want);
 }
 
 /// The sequences whose names start with `prefix`, as listed; asserts the whole listing is in

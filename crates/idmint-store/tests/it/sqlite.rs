@@ -241,7 +241,7 @@ async fn rows_with_an_invalid_tag_are_skipped_by_list() {
     let (_dir, path) = temp_db();
     let store: Arc<dyn SegmentStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
     create(&store, "valid", 1, 10).await;
-    insert_raw(&path, &[("has space", 1, 10), ("", 1, 10), ("ordré", 1, 10)]);
+    insert_raw(&path, &[("has\ttab", 1, 10), ("", 1, 10), (" lead", 1, 10)]);
 
     let listed = store.list_tags().await.unwrap();
     assert_eq!(listed.iter().map(|r| r.tag.as_str()).collect::<Vec<_>>(), ["valid"]);

@@ -68,10 +68,52 @@ async fn a_first_key_for_a_tag_that_issued_ids_is_refused_unless_forced() {
     let used = create(&segments, "used").await;
     segments.next_id(&used).await.unwrap();
     let err = claim_key(&segments, &used, &permutation(KEY_A, 32), false).await.unwrap_err();
-    assert!(err.to_string().contains("without a key"), "{err}");
+    assert!(err.to_string().contains("key guard row idmint.key.used is missing"), "{err}");
     claim_key(&segments, &used, &permutation(KEY_A, 32), true).await.unwrap();
     // A tag too long for its guard row is refused with the limit.
     let long = Tag::parse(&"t".repeat(120)).unwrap();
     let err = claim_key(&segments, &long, &permutation(KEY_A, 32), false).await.unwrap_err();
-    assert!(err.to_string().contains("at most 117 characters"), "{err}");
+    assert!(err.to_string().contains("at most 117 bytes"), "{err}");
+}
+
+#[tokio::test]
+async fn guard_rows_are_out_of_the_tag_namespace() {
+    let store: Arc<dyn SegmentStore> = Arc::new(MemoryStore::new());
+    let segments = Segments::start(Arc::clone(&store), SegmentConfig::default()).unwrap();
+    let tag = create(&segments, "order").await;
+    claim_key(&segments, &tag, &permutation(KEY_A, 41), false).await.unwrap();
+    let guard = key_guard_tag(&tag).unwrap();
+    assert!(guard.is_internal());
+    // The store holds the row; the listing every transport shows does not.
+    assert!(store.list_tags().await.unwrap().iter().any(|r| r.tag == guard));
+    let listed: Vec<Tag> = segments.list_tags().await.unwrap().into_iter().map(|r| r.tag).collect();
+    assert_eq!(listed, vec![tag.clone()]);
+    // It never allocates, and no user input names it, in any ASCII case.
+    let err = segments.next_id(&guard).await.unwrap_err();
+    assert!(matches!(err, idmint::Error::UnknownTag(_)), "{err}");
+    for name in ["idmint.key.order", "IDMINT.KEY.order", "idmint.KEY.order"] {
+        let err = Tag::parse(name).unwrap_err();
+        assert!(err.to_string().contains("idmint's internal rows"), "{err}");
+    }
+    // A user tag named almost like a guard row is a tag like any other.
+    let near = create(&segments, "idmint.keys.order").await;
+    assert_eq!(segments.next_id(&near).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_deleted_guard_row_is_reported_as_missing() {
+    let store: Arc<dyn SegmentStore> = Arc::new(MemoryStore::new());
+    let segments = Segments::start(Arc::clone(&store), SegmentConfig::default()).unwrap();
+    let tag = create(&segments, "order").await;
+    let a = permutation(KEY_A, 41);
+    claim_key(&segments, &tag, &a, false).await.unwrap();
+    segments.next_id(&tag).await.unwrap();
+    // Someone deletes the guard row behind idmint's back (SQL, an older backup).
+    store.delete_tag(&key_guard_tag(&tag).unwrap()).await.unwrap();
+    let restarted = Segments::start(Arc::clone(&store), SegmentConfig::default()).unwrap();
+    let err = claim_key(&restarted, &tag, &a, false).await.unwrap_err().to_string();
+    assert!(err.contains("key guard row idmint.key.order is missing"), "{err}");
+    assert!(err.contains("deleted"), "{err}");
+    claim_key(&restarted, &tag, &a, true).await.unwrap();
+    claim_key(&restarted, &tag, &a, false).await.unwrap();
 }
