@@ -19,9 +19,10 @@
 use std::collections::BTreeMap;
 
 use idmint::format::limits::TEMPLATE_DEFAULT;
+use idmint::snowflake::UtcMs;
 use idmint::snowflake::limits::{
-    CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, LEASE_MARGIN_MS_DEFAULT,
-    LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
+    CACHED_MAX_AGE_MS_DEFAULT, CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT,
+    LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
 };
 use idmint_core::limits::{
     BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
@@ -33,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::auth::AuthSection;
 use super::origins::{FileSource, Layers, Sourced, flag};
 use super::secret::{Secret, SecretUrl};
+use super::sections::{preset_or_default, vibration_default};
 use crate::limits::HttpLimits;
 
 /// The address `idmint serve` listens on by default: loopback only.
@@ -259,8 +261,20 @@ keys! {
         keys SnowflakeKeys by layer {
             /// Whether the node serves snowflake ids.
             enabled: bool = true;
-            /// A preset: `snowflake`, `sonyflake`, `uid`, `js-safe`.
+            /// A preset: `snowflake`, `sonyflake`, `uid`, `js-safe`; the five keys below start
+            /// from its fields and may change any of them.
             layout: String = "snowflake".to_string();
+            /// Bits of the time field (default: the preset's).
+            time_bits: u64 = u64::from(preset_or_default(&layout.value).time_bits());
+            /// Bits of the worker field (default: the preset's).
+            worker_bits: u64 = u64::from(preset_or_default(&layout.value).worker_bits());
+            /// Bits of the sequence field (default: the preset's).
+            sequence_bits: u64 = u64::from(preset_or_default(&layout.value).sequence_bits());
+            /// One step of the time field: `ms`, `10ms` or `s` (default: the preset's).
+            time_unit: String = preset_or_default(&layout.value).unit().label().to_string();
+            /// Where time starts, UTC: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SS[.mmm]Z`, or ms since
+            /// 1970 (default: the preset's).
+            epoch: String = UtcMs(preset_or_default(&layout.value).epoch_ms()).to_string();
             /// `lease`, `store-assigned`, `ordinal` or `static:N`.
             worker: String = "lease".to_string();
             /// A clock step back up to this is waited out, in ms.
@@ -268,8 +282,9 @@ keys! {
             /// Borrowed time: run at most this far ahead of the clock instead of waiting, in ms
             /// (0: never borrow).
             borrow_max_lead_ms: u64 = 0;
-            /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`.
-            max_vibration: u64 = 0;
+            /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`
+            /// (default: 255 with 12 or more sequence bits, so `id % N` is even for N | 256).
+            max_vibration: u64 = vibration_default(sequence_bits.value);
             /// How far ahead of the clock the time mark is persisted, in ms.
             time_window_ms: u64 = TIME_WINDOW_MS_DEFAULT;
             /// Worker-lease TTL, in ms.
@@ -285,6 +300,8 @@ keys! {
             ring_capacity: u64 = CACHED_RING_CAPACITY_DEFAULT;
             /// How far the ring's borrowed time may run ahead of the clock, in ms.
             ring_max_lead_ms: u64 = CACHED_MAX_LEAD_MS_DEFAULT;
+            /// How far a ring id's time may lie before the clock when it is handed out, in ms.
+            ring_max_age_ms: u64 = CACHED_MAX_AGE_MS_DEFAULT;
         }
     }
 }
