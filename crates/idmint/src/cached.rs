@@ -14,9 +14,9 @@
 //! **Age bound.** Pre-made ids carry the time they were made at, not the time they are
 //! handed out: at a low rate a full ring would hand out ids minutes old. So no take hands out
 //! an id whose time lies more than `max_age_ms` before the clock read at that take: a take
-//! that finds a stale id discards the ring's stale front (under the putters' lock) and goes
-//! on with the first fresh id or fills a unit from the clock, and the filler does the same
-//! every round, so an idle ring is renewed before a take needs it. Discarded ids are never
+//! that finds a stale id discards the ring's front older than half the bound (under the
+//! putters' lock) and goes on with the first id left or fills a unit from the clock, and the
+//! filler does the same every round, so an idle ring is renewed before a take needs it. Discarded ids are never
 //! handed out, and the ids after them are larger, so uniqueness and order hold; the cost is
 //! one clock read per take and, on an idle node, one ring of ids made and dropped per
 //! `max_age_ms`.
@@ -234,7 +234,7 @@ impl CachedSnowflake {
         if let Some(id) = self.ring.take() {
             if self.is_stale(id, self.generator.now_ms()) {
                 self.stale.fetch_add(1, Ordering::Relaxed);
-                self.discard_stale();
+                self.discard_stale(true);
                 return self.take_slow();
             }
             if self.ring.needs_fill(RING_PADDING_PERMILLE_DEFAULT) {
@@ -247,23 +247,36 @@ impl CachedSnowflake {
 
     /// Whether `id`'s time lies more than the age bound before `now_ms`.
     fn is_stale(&self, id: u64, now_ms: u64) -> bool {
-        // Every id in the ring decodes under its generator's layout; `None` cannot happen
-        // and would count as stale (dropped, never handed out).
-        self.generator
-            .decode(id)
-            .is_none_or(|parts| now_ms.saturating_sub(parts.timestamp_ms) > self.max_age_ms)
+        self.older_than(id, now_ms, self.max_age_ms)
     }
 
-    /// Drops the ring's front while it is older than the age bound, with no put meanwhile:
-    /// the ids are in time order, so what stays is fresh. Takers racing it may take some of
-    /// those ids; each checks its own.
-    fn discard_stale(&self) {
+    /// Whether `id`'s time lies more than `age_ms` before `now_ms`.
+    fn older_than(&self, id: u64, now_ms: u64, age_ms: u64) -> bool {
+        // Every id in the ring decodes under its generator's layout; `None` cannot happen
+        // and would count as old (dropped, never handed out).
+        self.generator
+            .decode(id)
+            .is_none_or(|parts| now_ms.saturating_sub(parts.timestamp_ms) > age_ms)
+    }
+
+    /// Once the front is stale (or a taker just found a stale id, `took_stale`), drops the
+    /// ring's front while it is older than half the age bound, with no put meanwhile: the ids
+    /// are in time order, so what stays has half the bound to live. (Dropping only what is
+    /// past the bound would leave units filled together to expire one a millisecond, each
+    /// restarting the sequence at 0 after a few ids, which skews `id % N` at a low rate.)
+    /// Takers racing it may take some of those ids; each checks its own.
+    fn discard_stale(&self, took_stale: bool) {
         let _filling = self.filling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now_ms = self.generator.now_ms();
+        let front_stale = self.ring.peek().is_some_and(|front| self.is_stale(front, now_ms));
+        if !took_stale && !front_stale {
+            return;
+        }
+        let keep_ms = self.max_age_ms / 2;
         let mut discarded: u64 = 0;
         // At most the ring's ids: nothing is put while the lock is held.
         while let Some(front) = self.ring.peek() {
-            if !self.is_stale(front, now_ms) {
+            if !self.older_than(front, now_ms, keep_ms) {
                 break;
             }
             if self.ring.take().is_some() {
@@ -335,7 +348,7 @@ impl CachedSnowflake {
             if let Some(id) = self.ring.take() {
                 if self.is_stale(id, now_ms) {
                     self.stale.fetch_add(1, Ordering::Relaxed);
-                    self.discard_stale();
+                    self.discard_stale(true);
                     continue;
                 }
                 ids.push(id);
@@ -373,7 +386,7 @@ impl CachedSnowflake {
                 return Ok(Attempt::Id(id));
             }
             self.stale.fetch_add(1, Ordering::Relaxed);
-            self.discard_stale();
+            self.discard_stale(true);
             return Ok(Attempt::Busy);
         }
         let unit_ids = self.generator.layout().max_sequence() + 1;
@@ -435,7 +448,7 @@ impl CachedSnowflake {
     async fn fill(&self) -> Result<(), SnowflakeError> {
         let unit_ids = self.generator.layout().max_sequence() + 1;
         // An idle ring is renewed here, before a take would find it stale.
-        self.discard_stale();
+        self.discard_stale(false);
         if self.generator.mark_due() {
             self.generator.extend_mark_now().await?;
         }
