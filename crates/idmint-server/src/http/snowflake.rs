@@ -147,20 +147,23 @@ pub(crate) async fn snowflake_ids(
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct DecodeQuery {
-    /// A layout preset (default: the node's layout).
+    /// A layout preset, or `custom` for the node's layout set bit by bit (default: the
+    /// node's configured layout).
     #[param(inline, value_type = Option<LayoutPreset>)]
     layout: Option<String>,
 }
 
-/// The layout presets `?layout=` names.
+/// The layouts `?layout=` names: the presets, and `custom`, the node's own layout when its
+/// configuration sets the bits, unit or epoch apart from every preset.
 #[derive(ToSchema)]
 #[schema(rename_all = "kebab-case")]
-#[allow(dead_code, reason = "documents the accepted values; `Layout::preset` parses them")]
+#[allow(dead_code, reason = "documents the accepted values; `Node::decode_snowflake` parses them")]
 pub(crate) enum LayoutPreset {
     Snowflake,
     Sonyflake,
     Uid,
     JsSafe,
+    Custom,
 }
 
 /// A snowflake-style id's parts.
@@ -196,8 +199,8 @@ pub(crate) struct DecodeBody {
         (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
             layout (`bad_id`); not a layout (`bad_layout`); a malformed query (`bad_query`)",
             body = ErrorBody),
-        (status = 503, description = "No `layout` given and the node runs no snowflake \
-            generator (`snowflake_not_running`)", body = ErrorBody),
+        (status = 503, description = "No `layout` given and the node has no snowflake layout \
+            configured (`snowflake_not_running`)", body = ErrorBody),
     )
 )]
 pub(crate) async fn snowflake_decode(
