@@ -13,13 +13,17 @@
 //!
 //! **Age bound.** Pre-made ids carry the time they were made at, not the time they are
 //! handed out: at a low rate a full ring would hand out ids minutes old. So no take hands out
-//! an id whose time lies more than `max_age_ms` before the clock read at that take: a take
-//! that finds a stale id discards the ring's front older than half the bound (under the
-//! putters' lock) and goes on with the first id left or fills a unit from the clock, and the
-//! filler does the same every round, so an idle ring is renewed before a take needs it. Discarded ids are never
-//! handed out, and the ids after them are larger, so uniqueness and order hold; the cost is
-//! one clock read per take and, on an idle node, one ring of ids made and dropped per
-//! `max_age_ms`.
+//! an id whose time lies more than `max_age_ms` before the clock: the filler reads the clock
+//! every round (at least every 10 ms) and publishes the oldest time still fresh (`horizon`),
+//! and a take compares the id it took with it (one load; a clock read would double the
+//! take's cost). A take that finds a stale id discards the ring's front older than half the
+//! bound (under the putters' lock) and goes on with the first id left or fills a unit from
+//! the clock; the filler does the same every round, so an idle ring is renewed before a take
+//! needs it. Discarded ids are never handed out, and the ids after them are larger, so
+//! uniqueness and order hold. The bound is exact up to the filler's period while it runs; a
+//! process paused as a whole (SIGSTOP, a frozen VM) resumes with the horizon of before the
+//! pause until the filler's next round, at most 10 ms later. On an idle node it costs one
+//! ring of ids made and dropped per `max_age_ms`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -149,6 +153,9 @@ pub struct CachedSnowflake {
     rejected: AtomicU64,
     /// Ids dropped from the ring's front because their time grew older than the age bound.
     stale: AtomicU64,
+    /// The oldest id time (ms) still fresh, `now - max_age_ms` as of the last clock read of
+    /// the filler or a slow take: what a fast take compares its id with.
+    horizon_ms: AtomicU64,
     /// The generator's lease losses when the ring was last checked against them.
     losses_seen: AtomicU64,
     cancel: CancellationToken,
@@ -189,6 +196,7 @@ impl CachedSnowflake {
             filling: std::sync::Mutex::new(()),
             rejected: AtomicU64::new(0),
             stale: AtomicU64::new(0),
+            horizon_ms: AtomicU64::new(0),
             losses_seen: AtomicU64::new(generator_losses),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -225,14 +233,14 @@ impl CachedSnowflake {
         Ok(cached)
     }
 
-    /// The next id: one atomic step on the ring and a clock read (the age bound); on an empty
-    /// ring, or a stale front, the caller fills one unit. `None` only when borrowing is
+    /// The next id: one atomic step on the ring and a load (the age bound's horizon); on an
+    /// empty ring, or a stale front, the caller fills one unit. `None` only when borrowing is
     /// stopped by the lead bound or the time mark (counted).
     pub fn take(&self) -> Result<Option<u64>, SnowflakeError> {
         self.refuse_once_closed()?;
         self.discard_after_a_lost_lease();
         if let Some(id) = self.ring.take() {
-            if self.is_stale(id, self.generator.now_ms()) {
+            if self.past_horizon(id) {
                 self.stale.fetch_add(1, Ordering::Relaxed);
                 self.discard_stale(true);
                 return self.take_slow();
@@ -248,6 +256,19 @@ impl CachedSnowflake {
     /// Whether `id`'s time lies more than the age bound before `now_ms`.
     fn is_stale(&self, id: u64, now_ms: u64) -> bool {
         self.older_than(id, now_ms, self.max_age_ms)
+    }
+
+    /// Whether `id`'s time lies before the published horizon: the fast take's check.
+    fn past_horizon(&self, id: u64) -> bool {
+        let horizon_ms = self.horizon_ms.load(Ordering::Relaxed);
+        self.generator.decode(id).is_none_or(|parts| parts.timestamp_ms < horizon_ms)
+    }
+
+    /// Reads the clock and publishes the horizon it gives.
+    fn read_clock(&self) -> u64 {
+        let now_ms = self.generator.now_ms();
+        self.horizon_ms.fetch_max(now_ms.saturating_sub(self.max_age_ms), Ordering::Relaxed);
+        now_ms
     }
 
     /// Whether `id`'s time lies more than `age_ms` before `now_ms`.
@@ -267,7 +288,7 @@ impl CachedSnowflake {
     /// Takers racing it may take some of those ids; each checks its own.
     fn discard_stale(&self, took_stale: bool) {
         let _filling = self.filling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now_ms = self.generator.now_ms();
+        let now_ms = self.read_clock();
         let front_stale = self.ring.peek().is_some_and(|front| self.is_stale(front, now_ms));
         if !took_stale && !front_stale {
             return;
@@ -343,10 +364,9 @@ impl CachedSnowflake {
         let mut deadline = None;
         self.refuse_once_closed()?;
         self.discard_after_a_lost_lease();
-        let now_ms = self.generator.now_ms();
         while (ids.len() as u64) < count {
             if let Some(id) = self.ring.take() {
-                if self.is_stale(id, now_ms) {
+                if self.past_horizon(id) {
                     self.stale.fetch_add(1, Ordering::Relaxed);
                     self.discard_stale(true);
                     continue;
@@ -382,7 +402,8 @@ impl CachedSnowflake {
     /// putting, or borrowing is stopped (the filler is woken to move the mark).
     fn attempt(&self) -> Result<Attempt, SnowflakeError> {
         if let Some(id) = self.ring.take() {
-            if !self.is_stale(id, self.generator.now_ms()) {
+            // The slow path reads the clock itself.
+            if !self.is_stale(id, self.read_clock()) {
                 return Ok(Attempt::Id(id));
             }
             self.stale.fetch_add(1, Ordering::Relaxed);

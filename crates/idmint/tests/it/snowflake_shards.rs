@@ -86,6 +86,8 @@ async fn generator_ids_shard_evenly_at_a_low_and_a_varying_rate() {
     let clock = Arc::new(ManualClock::at_system_time());
     let three = at_rate(&generator(&clock, None).await, &clock, |_| 3).await;
     assert_even(&three, 1, "3 ids a ms");
+    // The first id continues from the state "sequence 0 issued", so residue 0 is the short one.
+    assert_eq!(counts(&three, 4), [24_999, 25_000, 25_000, 25_000]);
     // A seeded, varying rate: 1 to 7 ids a ms.
     let clock = Arc::new(ManualClock::at_system_time());
     let varying = |ms: u64| 1 + ms.wrapping_mul(6_364_136_223_846_793_005).rotate_left(17) % 7;
@@ -174,12 +176,18 @@ async fn after_idling_a_ring_id_is_no_older_than_the_bound() {
     let layout = Layout::preset("snowflake").unwrap();
     let age = |id: u64| clock.now_ms().saturating_sub(layout.decode(id).unwrap().timestamp_ms);
     let mut last = cached.take().unwrap().unwrap();
+    // Idle: the manual clock jumps, then real time passes for the filler's rounds (every
+    // 10 ms), as it would through a real idle stretch.
+    let idle = |ms: u64| {
+        clock.advance(ms);
+        tokio::time::sleep(std::time::Duration::from_millis(50))
+    };
     for idle_ms in [6_000, 1_500, 60_000] {
-        clock.advance(idle_ms);
+        idle(idle_ms).await;
         let id = cached.take().unwrap().unwrap();
         assert!(age(id) <= 1_000, "after {idle_ms} ms idle: {} ms old", age(id));
         assert!(id > last, "not above the ids before");
-        clock.advance(idle_ms);
+        idle(idle_ms).await;
         let batch = cached.next_ids(3).await.unwrap();
         assert!(batch.iter().all(|&id| age(id) <= 1_000), "a batch after {idle_ms} ms idle");
         assert!(batch[0] > id && batch.windows(2).all(|w| w[0] < w[1]));
