@@ -328,7 +328,7 @@ fn threads_stepping_one_atomic_state_never_share_an_id() {
                     }
                     let last = state.load(Ordering::Acquire);
                     let now = clock.load(Ordering::Relaxed);
-                    match step(&layout, last, now, &policy, 2) {
+                    match step(&layout, last, now, &policy, 3) {
                         Step::Issue { packed } => {
                             if state
                                 .compare_exchange(last, packed, Ordering::AcqRel, Ordering::Acquire)
