@@ -19,11 +19,11 @@
 use std::collections::BTreeMap;
 
 use idmint::format::limits::TEMPLATE_DEFAULT;
-use idmint::snowflake::UtcMs;
 use idmint::snowflake::limits::{
     CACHED_MAX_AGE_MS_DEFAULT, CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT,
     LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
 };
+use idmint::snowflake::{Layout, TimeUnit, UtcMs};
 use idmint_core::limits::{
     BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
     STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_REFRESH_MS_DEFAULT,
@@ -34,7 +34,6 @@ use serde::{Deserialize, Serialize};
 use super::auth::AuthSection;
 use super::origins::{FileSource, Layers, Sourced, flag};
 use super::secret::{Secret, SecretUrl};
-use super::sections::{preset_or_default, vibration_default};
 use crate::limits::HttpLimits;
 
 /// The address `idmint serve` listens on by default: loopback only.
@@ -386,4 +385,19 @@ keys! {
             force_key_change: bool = false;
         }
     }
+}
+
+/// The preset `name`, or `snowflake` when there is none (its error is reported once, by the
+/// `layout` key): the defaults of the layout's field keys.
+fn preset_or_default(name: &str) -> Layout {
+    Layout::preset(name).unwrap_or(idmint_core::snowflake::PRESETS[0].1)
+}
+
+/// The default `snowflake.max_vibration` for `sequence_bits` bits (see
+/// `Layout::vibration_default`); 0 for a width no layout accepts (refused elsewhere).
+fn vibration_default(sequence_bits: u64) -> u64 {
+    u32::try_from(sequence_bits)
+        .ok()
+        .and_then(|bits| Layout::new(1, 0, bits, TimeUnit::Millis, 0).ok())
+        .map_or(0, |layout| layout.vibration_default())
 }

@@ -187,21 +187,6 @@ pub(super) fn snowflake_config(
     (Some(config), ring)
 }
 
-/// The preset `name`, or `snowflake` when there is none (its error is reported once, by the
-/// `layout` key): the defaults of the layout's field keys.
-pub(super) fn preset_or_default(name: &str) -> Layout {
-    Layout::preset(name).unwrap_or(idmint_core::snowflake::PRESETS[0].1)
-}
-
-/// The default `snowflake.max_vibration` for `sequence_bits` bits (see
-/// `Layout::vibration_default`); 0 for a width no layout accepts (refused elsewhere).
-pub(super) fn vibration_default(sequence_bits: u64) -> u64 {
-    u32::try_from(sequence_bits)
-        .ok()
-        .and_then(|bits| Layout::new(1, 0, bits, TimeUnit::Millis, 0).ok())
-        .map_or(0, |layout| layout.vibration_default())
-}
-
 /// The five keys that make a layout, with their origins.
 struct LayoutKeys<'a> {
     time_bits: &'a Sourced<u64>,
