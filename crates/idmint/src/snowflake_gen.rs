@@ -315,13 +315,12 @@ impl Snowflake {
             )));
         }
         // A layout before its epoch or past its time would refuse every id: say so now.
-        match layout.lifetime(clock.now_ms()) {
-            Err(error @ (LifetimeError::EpochInFuture { .. } | LifetimeError::Expired { .. })) => {
-                return Err(bad(format!(
-                    "layout {layout}: {error}; set a later epoch or more time bits"
-                )));
-            }
-            _ => {}
+        if let Err(error @ (LifetimeError::EpochInFuture { .. } | LifetimeError::Expired { .. })) =
+            layout.lifetime(clock.now_ms())
+        {
+            return Err(bad(format!(
+                "layout {layout}: {error}; set a later epoch or more time bits"
+            )));
         }
         let space = WorkerSpace::parse(&config.space)?;
         let policy = ClockPolicy::from_ms(&layout, config.tolerance_ms, config.borrow_max_lead_ms);
