@@ -1,5 +1,5 @@
 //! `idmint decode TEXT`: what an id stands for, offline. By default the parts of a
-//! snowflake-style id (`--layout NAME`); with `--tag TAG` the internal id behind a public id
+//! snowflake-style id under the configured `[snowflake]` layout (or `--layout NAME`); with `--tag TAG` the internal id behind a public id
 //! of the tag's `[format.TAG]` section (template and key, from `--config FILE`); with
 //! `--encoding NAME` the number behind a plain encoded id.
 
@@ -16,9 +16,11 @@ use idmint_core::snowflake::{Layout, PRESETS, UtcMs};
 pub struct DecodeArgs {
     /// The id: decimal for a snowflake id, or the public id text of a tag or encoding.
     pub id: String,
-    /// The layout the id was made with: snowflake, sonyflake, uid or js-safe.
-    #[arg(long, default_value = "snowflake", conflicts_with_all = ["tag", "encoding"])]
-    pub layout: String,
+    /// The layout the id was made with: snowflake, sonyflake, uid or js-safe. Without it,
+    /// the `[snowflake]` layout of the configuration (`--config`, `IDMINT_SNOWFLAKE_*`), a
+    /// custom one included; `snowflake` when none is configured.
+    #[arg(long, conflicts_with_all = ["tag", "encoding"])]
+    pub layout: Option<String>,
     /// Decode a public id of this tag, with the template and key of its `[format.TAG]`
     /// section in the config file.
     #[arg(long, value_name = "TAG", conflicts_with = "encoding")]
@@ -44,21 +46,49 @@ pub fn run(args: &DecodeArgs) -> anyhow::Result<()> {
         println!("id         {id}");
         return Ok(());
     }
-    let layout = Layout::preset(&args.layout).with_context(|| {
-        let names: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
-        format!("{:?} is not a layout; use one of {}", args.layout, names.join(", "))
-    })?;
+    let (name, layout) = match &args.layout {
+        Some(name) => {
+            let layout = Layout::preset(name).with_context(|| {
+                let names: Vec<&str> = PRESETS.iter().map(|(name, _)| *name).collect();
+                format!(
+                    "{name:?} is not a layout; use one of {}, or leave --layout out to use the \
+                     configured [snowflake] layout",
+                    names.join(", ")
+                )
+            })?;
+            (name.clone(), layout)
+        }
+        None => configured_layout(args)?,
+    };
     let Some(id) = args.id.parse::<u64>().ok().filter(|id| *id <= i64::MAX as u64) else {
         bail!("{:?} is not an id; give a decimal number from 0 to {}", args.id, i64::MAX);
     };
     let parts = layout
         .decode(id)
-        .with_context(|| format!("{id} is not an id of layout {}", args.layout))?;
-    println!("layout     {} ({layout})", args.layout);
+        .with_context(|| format!("{id} is not an id of layout {name} ({layout})"))?;
+    println!("layout     {name} ({layout})");
     println!("time       {} ({} ms)", UtcMs(parts.timestamp_ms), parts.timestamp_ms);
     println!("worker     {}", parts.worker);
     println!("sequence   {}", parts.sequence);
     Ok(())
+}
+
+/// The `[snowflake]` layout the configuration (`--config`, `IDMINT_*`) gives, custom keys
+/// included, or the `snowflake` preset when snowflake ids are turned off there.
+fn configured_layout(args: &DecodeArgs) -> anyhow::Result<(String, Layout)> {
+    let settings = idmint_server::Settings::load(
+        args.config.as_deref(),
+        &|name| std::env::var(name).ok(),
+        &idmint_server::Overrides::default(),
+    )
+    .context(
+        "the configuration names the layout to decode with, and it is invalid; fix it, or \
+         give --layout NAME",
+    )?;
+    Ok(match settings.snowflake {
+        Some(config) => (config.space, config.layout),
+        None => ("snowflake".to_string(), PRESETS[0].1),
+    })
 }
 
 /// Decodes a public id of `tag` with the format its config section gives.

@@ -137,6 +137,18 @@ pub const MS_PER_YEAR: u64 = 31_556_952_000;
 /// [`LAYOUT_EXPIRY_HORIZON_YEARS`] in milliseconds.
 pub const LAYOUT_EXPIRY_HORIZON_MS: u64 = LAYOUT_EXPIRY_HORIZON_YEARS * MS_PER_YEAR;
 
+/// Shortest lifetime a layout must have left when a generator starts: a layout that runs out
+/// within a year is refused (set a later epoch or more time bits), not served until it stops.
+pub const LAYOUT_LIFETIME_MS_MIN: u64 = MS_PER_YEAR;
+
+/// The default vibration (`Layout::vibration_default`) spans at most `2^8` = 256 first
+/// sequences: `id % N` is then exactly even for every `N` dividing 256.
+pub const VIBRATION_BITS_DEFAULT_MAX: u32 = 8;
+
+/// The default vibration costs at most `1 / 2^4` of a unit's sequences: a unit entered by the
+/// clock starts at most `max_sequence / 16` above 0 (255 of 4 096 for `snowflake`).
+pub const VIBRATION_COST_SHIFT: u32 = 4;
+
 /// Largest tolerated backward clock step a snowflake generator waits out instead of refusing
 /// (ShardingSphere's default is 10 ms, Leaf's 5 ms). Bounds the wait of one request.
 pub const CLOCK_TOLERANCE_MS_MAX: u64 = 1_000;
@@ -192,3 +204,5 @@ const _: () = assert!(
 );
 const _: () = assert!(RING_PADDING_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
 const _: () = assert!(RING_ATTEMPTS_MAX >= 1);
+const _: () = assert!(LAYOUT_LIFETIME_MS_MIN < LAYOUT_EXPIRY_HORIZON_MS);
+const _: () = assert!(VIBRATION_BITS_DEFAULT_MAX + VIBRATION_COST_SHIFT <= LAYOUT_FIELD_BITS_MAX);

@@ -145,6 +145,21 @@ impl Ring {
         None
     }
 
+    /// The id at the front, without taking it, or `None` when the ring looks empty. A hint
+    /// only: a taker may take it at once, and then the id read may be one put after it (never
+    /// one before it: the turn read with Acquire shows the put of the front position done).
+    /// The cached generator peeks to see whether the front has grown stale.
+    pub fn peek(&self) -> Option<u64> {
+        let position = self.head.0.load(Ordering::Acquire);
+        let slot = self.slot(position);
+        // Acquire pairs with the put's Release: the id of `position` (or a later one) is
+        // visible.
+        if slot.turn.load(Ordering::Acquire) != position + 1 {
+            return None;
+        }
+        Some(slot.id.load(Ordering::Relaxed))
+    }
+
     /// Ids in the ring, as of two loads that may race puts and takes: exact when nothing runs
     /// concurrently, otherwise within the puts and takes in flight. Counts puts that claimed
     /// their slot but have not finished writing it.
@@ -232,9 +247,11 @@ mod tests {
         assert_eq!(ring.take(), Some(1));
         assert!(ring.put(5), "one slot freed");
         assert!(!ring.put(6));
+        assert_eq!(ring.peek(), Some(2), "the front, left in place");
         let rest: Vec<u64> = std::iter::from_fn(|| ring.take()).collect();
         assert_eq!(rest, [2, 3, 4, 5]);
         assert!(ring.is_empty());
+        assert_eq!(ring.peek(), None);
     }
 
     #[test]

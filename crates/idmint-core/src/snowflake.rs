@@ -21,7 +21,8 @@ use std::fmt;
 
 use crate::limits::{
     BORROW_LEAD_MS_MAX, CLOCK_TOLERANCE_MS_MAX, LAYOUT_BITS_MAX, LAYOUT_END_MS_MAX,
-    LAYOUT_FIELD_BITS_MAX,
+    LAYOUT_FIELD_BITS_MAX, LAYOUT_LIFETIME_MS_MIN, MS_PER_YEAR, VIBRATION_BITS_DEFAULT_MAX,
+    VIBRATION_COST_SHIFT,
 };
 
 /// Twitter's snowflake epoch, 2010-11-04T01:42:54.657Z (also Meituan Leaf's).
@@ -143,6 +144,41 @@ pub enum ExpiryWarning {
     },
 }
 
+/// Why a layout cannot serve ids from now on (see [`Layout::lifetime`]). The message gives
+/// the numbers; the caller adds which settings to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LifetimeError {
+    /// The epoch is after the clock: the time field would be negative.
+    EpochInFuture {
+        /// The epoch.
+        epoch_ms: u64,
+        /// The clock.
+        now_ms: u64,
+    },
+    /// The time field ran out before now.
+    Expired {
+        /// The first millisecond the time field cannot hold.
+        expires_at_ms: u64,
+        /// The clock.
+        now_ms: u64,
+    },
+    /// The time field runs out within [`LAYOUT_LIFETIME_MS_MIN`].
+    TooShort {
+        /// The first millisecond the time field cannot hold.
+        expires_at_ms: u64,
+        /// Milliseconds from now until then.
+        remaining_ms: u64,
+    },
+}
+
+/// A text that is not a UTC time `UtcMs` reads (see its `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UtcMsError {
+    /// The text refused.
+    pub text: String,
+}
+
 /// What a snowflake generator does when its clock is behind the last id it issued.
 ///
 /// Both bounds are in units of the layout (see [`ClockPolicy::from_ms`]).
@@ -236,6 +272,14 @@ pub struct UtcMs(pub u64);
 /// and ids spread over `id % n` shards instead of all being even; derived from the state, it
 /// needs nothing shared besides it. `0` turns vibration off.
 ///
+/// When `max_vibration + 1` is a power of two (the default, [`Layout::vibration_default`]),
+/// the sequence field is a *counter* modulo `max_vibration + 1` at every rate: each issued
+/// sequence is the last one plus 1 modulo it (within a unit by the increment, into a unit
+/// entered by the clock by the vibration, into a unit entered because the last one was spent
+/// by `2^sequence_bits ≡ 0`). So one worker's consecutive ids fall into `id % N` evenly (the
+/// counts differ by at most 1) for every `N` dividing [`Layout::even_modulus`]. The price: a
+/// unit entered by the clock holds `max_vibration` fewer ids at worst.
+///
 /// Called in a CAS loop, a thread may read the clock, lose the race to a thread that read it
 /// a unit later, and then see the clock "behind": a caller re-reads the clock before it
 /// reports a [`Step::Refuse`].
@@ -322,6 +366,13 @@ impl TimeUnit {
             TimeUnit::TenMillis => "10ms",
             TimeUnit::Seconds => "s",
         }
+    }
+
+    /// The unit named by its [`TimeUnit::label`], or `None`.
+    pub fn parse(label: &str) -> Option<TimeUnit> {
+        [TimeUnit::Millis, TimeUnit::TenMillis, TimeUnit::Seconds]
+            .into_iter()
+            .find(|unit| unit.label() == label)
     }
 }
 
@@ -441,6 +492,55 @@ impl Layout {
     /// (4 096 000 for `snowflake`), saturating for absurdly wide sequences.
     pub const fn ids_per_second_limit(&self) -> u64 {
         (self.max_sequence() + 1).saturating_mul(self.unit.per_second())
+    }
+
+    /// The vibration a generator of this layout uses unless configured otherwise: the
+    /// largest `2^k - 1` with `2^k` at most [`VIBRATION_BITS_DEFAULT_MAX`] bits and at most
+    /// a `2^-`[`VIBRATION_COST_SHIFT`] share of the unit's sequences (255 for 12 sequence
+    /// bits and more, 15 for `sonyflake`'s 8, 0 for 4 or fewer). See [`step`] for why a power
+    /// of two.
+    pub const fn vibration_default(&self) -> u64 {
+        if self.sequence_bits <= VIBRATION_COST_SHIFT {
+            return 0;
+        }
+        let bits = self.sequence_bits - VIBRATION_COST_SHIFT;
+        let bits =
+            if bits < VIBRATION_BITS_DEFAULT_MAX { bits } else { VIBRATION_BITS_DEFAULT_MAX };
+        (1 << bits) - 1
+    }
+
+    /// The largest `N` for which one worker's consecutive ids fall into `id % N` exactly
+    /// evenly under `max_vibration` (and so into `id % M` for every `M` dividing it): the
+    /// largest power of two dividing `min(max_vibration, max_sequence) + 1`. 256 for the
+    /// default of `snowflake`; 1 (no promise) without vibration.
+    pub const fn even_modulus(&self, max_vibration: u64) -> u64 {
+        let capped =
+            if max_vibration < self.max_sequence() { max_vibration } else { self.max_sequence() };
+        let span = capped + 1;
+        span & span.wrapping_neg()
+    }
+
+    /// Milliseconds the layout still has at `now_ms`, or why it cannot serve ids: its epoch is
+    /// after `now_ms`, its time ran out, or it runs out within [`LAYOUT_LIFETIME_MS_MIN`].
+    pub const fn lifetime(&self, now_ms: u64) -> Result<u64, LifetimeError> {
+        if self.epoch_ms > now_ms {
+            return Err(LifetimeError::EpochInFuture { epoch_ms: self.epoch_ms, now_ms });
+        }
+        let expires_at_ms = self.expires_at_ms();
+        if expires_at_ms <= now_ms {
+            return Err(LifetimeError::Expired { expires_at_ms, now_ms });
+        }
+        let remaining_ms = expires_at_ms - now_ms;
+        if remaining_ms < LAYOUT_LIFETIME_MS_MIN {
+            return Err(LifetimeError::TooShort { expires_at_ms, remaining_ms });
+        }
+        Ok(remaining_ms)
+    }
+
+    /// This layout with its epoch moved to `epoch_ms` (the fix a lifetime error suggests), or
+    /// why that does not fit.
+    pub const fn with_epoch(&self, epoch_ms: u64) -> Result<Layout, LayoutError> {
+        Layout::new(self.time_bits, self.worker_bits, self.sequence_bits, self.unit, epoch_ms)
     }
 
     /// Whether the layout's time runs out within `horizon_ms` of `now_ms` (see
@@ -623,6 +723,70 @@ impl fmt::Display for UtcMs {
     }
 }
 
+impl UtcMs {
+    /// Midnight UTC of January 1 of the year `self` falls in: the epoch a lifetime error
+    /// suggests.
+    pub fn start_of_year(self) -> UtcMs {
+        let (year, _, _) = civil_from_days(self.0 / 86_400_000);
+        UtcMs(days_from_civil(year, 1, 1) * 86_400_000)
+    }
+}
+
+impl std::str::FromStr for UtcMs {
+    type Err = UtcMsError;
+
+    /// Reads `YYYY-MM-DD` (midnight UTC), `YYYY-MM-DDTHH:MM:SSZ` or
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ` (what [`UtcMs`] displays; UTC only, so a time never depends
+    /// on the machine's zone, as uid-generator's epoch does), or milliseconds since 1970 as
+    /// digits (CosId's epochs). Years from 1970 on.
+    fn from_str(text: &str) -> Result<UtcMs, UtcMsError> {
+        parse_utc_ms(text).map(UtcMs).ok_or_else(|| UtcMsError { text: text.to_string() })
+    }
+}
+
+impl fmt::Display for UtcMsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not a UTC time; write a date (2024-01-01), a UTC date and time \
+             (2024-01-01T08:00:00Z, 2010-11-04T01:42:54.657Z) or milliseconds since 1970 \
+             (1704067200000)",
+            self.text
+        )
+    }
+}
+
+impl std::error::Error for UtcMsError {}
+
+impl fmt::Display for LifetimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            LifetimeError::EpochInFuture { epoch_ms, now_ms } => write!(
+                f,
+                "its epoch {} is after the clock ({}): ids count time from the epoch, so it \
+                 must be in the past",
+                UtcMs(epoch_ms),
+                UtcMs(now_ms)
+            ),
+            LifetimeError::Expired { expires_at_ms, now_ms } => write!(
+                f,
+                "its time ran out at {}, {:.1} years ago: it issues no ids",
+                UtcMs(expires_at_ms),
+                (now_ms - expires_at_ms) as f64 / MS_PER_YEAR as f64
+            ),
+            LifetimeError::TooShort { expires_at_ms, remaining_ms } => write!(
+                f,
+                "its time runs out at {}, in {} days; a layout must last at least {} days",
+                UtcMs(expires_at_ms),
+                remaining_ms / 86_400_000,
+                LAYOUT_LIFETIME_MS_MIN / 86_400_000
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LifetimeError {}
+
 /// A preset checked at compile time: an invalid one fails the build.
 const fn preset(
     time_bits: u32,
@@ -662,6 +826,66 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 };
     let year = era * 400 + year_of_era + u64::from(month <= 2);
     (year, month, day)
+}
+
+/// Days from 1970-01-01 to `year-month-day` (Howard Hinnant's `days_from_civil`, unsigned:
+/// years from 1970 on), the inverse of [`civil_from_days`].
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year / 400;
+    let year_of_era = year - era * 400;
+    let month_from_march = (month + 9) % 12;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The millisecond `text` names (see `UtcMs`'s `FromStr`), or `None`.
+fn parse_utc_ms(text: &str) -> Option<u64> {
+    if !text.is_empty() && text.len() <= 19 && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse().ok().filter(|ms| *ms <= LAYOUT_END_MS_MAX);
+    }
+    let number = |part: &str, len: usize| {
+        (part.len() == len && part.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| part.parse::<u64>().ok())
+            .flatten()
+    };
+    let (date, time) = match text.split_once('T') {
+        Some((date, time)) => (date, Some(time.strip_suffix('Z')?)),
+        None => (text, None),
+    };
+    let mut fields = date.split('-');
+    let year = number(fields.next()?, 4)?;
+    let month = number(fields.next()?, 2)?;
+    let day = number(fields.next()?, 2)?;
+    if fields.next().is_some() || year < 1970 || !(1..=12).contains(&month) {
+        return None;
+    }
+    let month_days = match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=month_days).contains(&day) {
+        return None;
+    }
+    let mut ms = days_from_civil(year, month, day) * 86_400_000;
+    if let Some(time) = time {
+        let (clock, fraction) = match time.split_once('.') {
+            Some((clock, fraction)) => (clock, Some(number(fraction, 3)?)),
+            None => (time, None),
+        };
+        let mut fields = clock.split(':');
+        let hour = number(fields.next()?, 2).filter(|h| *h < 24)?;
+        let minute = number(fields.next()?, 2).filter(|m| *m < 60)?;
+        let second = number(fields.next()?, 2).filter(|s| *s < 60)?;
+        if fields.next().is_some() {
+            return None;
+        }
+        ms += ((hour * 60 + minute) * 60 + second) * 1_000 + fraction.unwrap_or(0);
+    }
+    Some(ms)
 }
 
 #[cfg(test)]
@@ -874,6 +1098,89 @@ mod tests {
             step(&tiny, spent, 5, &ClockPolicy::STRICT, 100),
             Step::Issue { packed: 5 << 1 }
         );
+    }
+
+    #[test]
+    fn utc_times_read_back_what_they_display() {
+        for ms in [0, TWITTER_EPOCH_MS, UID_GENERATOR_EPOCH_MS, 951_868_799_999, 4_102_444_800_000]
+        {
+            let shown = UtcMs(ms).to_string();
+            assert_eq!(shown.parse::<UtcMs>(), Ok(UtcMs(ms)), "{shown}");
+        }
+        assert_eq!("2016-05-20".parse::<UtcMs>(), Ok(UtcMs(UID_GENERATOR_EPOCH_MS)));
+        assert_eq!("2024-01-01T00:00:00Z".parse::<UtcMs>(), Ok(UtcMs(JS_SAFE_EPOCH_MS)));
+        assert_eq!("1577203200000".parse::<UtcMs>(), Ok(UtcMs(1_577_203_200_000)));
+        let refused = [
+            "",
+            "2016-5-20",
+            "2016-02-30",
+            "2015-02-29",
+            "1969-12-31",
+            "2016-05-20T00:00:00",
+            "2016-05-20T24:00:00Z",
+            "2016-05-20T00:00:00+08:00",
+            "2016-05-20T00:00:00.5Z",
+            "-5",
+            "2016-05-20 00:00:00Z",
+            "99999999999999999999",
+        ];
+        for text in refused {
+            let error = text.parse::<UtcMs>().expect_err(text);
+            assert!(error.to_string().contains("2024-01-01T08:00:00Z"), "{error}");
+        }
+        assert_eq!(UtcMs(utc_ms(2026, 11, 26) + 5).start_of_year(), UtcMs(utc_ms(2026, 1, 1)));
+        assert_eq!(TimeUnit::parse("10ms"), Some(TimeUnit::TenMillis));
+        assert_eq!(TimeUnit::parse("sec"), None);
+    }
+
+    #[test]
+    fn the_default_vibration_is_a_power_of_two_span_costing_a_sixteenth_at_most() {
+        let default = |name| {
+            Layout::preset(name)
+                .map(|l| (l.vibration_default(), l.even_modulus(l.vibration_default())))
+        };
+        assert_eq!(default("snowflake"), Some((255, 256)));
+        assert_eq!(default("sonyflake"), Some((15, 16)));
+        assert_eq!(default("uid"), Some((255, 256)));
+        assert_eq!(layout(20, 0, 4).vibration_default(), 0);
+        assert_eq!(layout(20, 0, 5).vibration_default(), 1);
+        for bits in 1..=30 {
+            let l = layout(20, 0, bits);
+            let v = l.vibration_default();
+            assert!((v + 1).is_power_of_two() && v <= l.max_sequence() / 16, "{bits}: {v}");
+        }
+        let snowflake = Layout::preset("snowflake").expect("preset");
+        assert_eq!(snowflake.even_modulus(0), 1);
+        assert_eq!(snowflake.even_modulus(99), 4, "Leaf's 100 first sequences: id % 4 only");
+        assert_eq!(snowflake.even_modulus(100_000), 4_096, "capped at the sequence field");
+    }
+
+    #[test]
+    fn a_layout_serves_only_from_its_epoch_until_a_year_before_it_runs_out() {
+        let now = utc_ms(2026, 11, 26);
+        let uid = Layout::preset("uid").expect("preset");
+        let expired = uid.lifetime(now).expect_err("uid ran out in 2024");
+        assert_eq!(
+            expired,
+            LifetimeError::Expired { expires_at_ms: uid.expires_at_ms(), now_ms: now }
+        );
+        assert!(
+            expired.to_string().contains("2024-11-20T21:24:16.000Z, 2.0 years ago"),
+            "{expired}"
+        );
+        let fixed = uid.with_epoch(UtcMs(now).start_of_year().0).expect("fits");
+        assert_eq!(UtcMs(fixed.expires_at_ms()).to_string(), "2034-07-04T21:24:16.000Z");
+        assert!(fixed.lifetime(now).is_ok());
+        let future = uid.with_epoch(now + 1).expect("fits").lifetime(now);
+        assert!(matches!(future, Err(LifetimeError::EpochInFuture { .. })), "{future:?}");
+        // 2^25 s is 388 days: from an epoch 30 days back, 358 days remain, below the year.
+        let short = Layout::new(25, 0, 1, TimeUnit::Seconds, now - 30 * 86_400_000).expect("fits");
+        let error = short.lifetime(now).expect_err("too short");
+        assert!(
+            error.to_string().contains("in 358 days; a layout must last at least 365"),
+            "{error}"
+        );
+        assert_eq!(Layout::preset("snowflake").map(|l| l.lifetime(now).is_ok()), Some(true));
     }
 
     #[test]

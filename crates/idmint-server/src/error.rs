@@ -104,7 +104,10 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("bad_body", "400: the JSON body is missing, malformed, too large or has unknown fields"),
     ("bad_query", "400: a query parameter is malformed, missing or unknown"),
     ("bad_id", "400: not a decimal id from 0 to 2^63-1, or not an id of the layout"),
-    ("bad_layout", "400: not a layout preset (snowflake, sonyflake, uid, js-safe)"),
+    (
+        "bad_layout",
+        "400: not a layout preset (snowflake, sonyflake, uid, js-safe) or the node's own (custom)",
+    ),
     ("bad_ids_as", "400: `ids_as` is neither `number` nor `string`"),
     ("bad_version", "400: a UUID version other than 4 and 7"),
     ("bad_format", "400: a UUID format other than `standard` and `hex`"),

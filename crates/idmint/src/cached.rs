@@ -10,6 +10,20 @@
 //! one unit itself instead of being rejected. A take is refused only when the lead bound or
 //! the mark stops borrowing, i.e. when demand outruns the layout's limit for longer than the
 //! lead.
+//!
+//! **Age bound.** Pre-made ids carry the time they were made at, not the time they are
+//! handed out: at a low rate a full ring would hand out ids minutes old. So no take hands out
+//! an id whose time lies more than `max_age_ms` before the clock: the filler reads the clock
+//! every round (at least every 10 ms) and publishes the oldest time still fresh (`horizon`),
+//! and a take compares the id it took with it (one load; a clock read would double the
+//! take's cost). A take that finds a stale id discards the ring's front older than half the
+//! bound (under the putters' lock) and goes on with the first id left or fills a unit from
+//! the clock; the filler does the same every round, so an idle ring is renewed before a take
+//! needs it. Discarded ids are never handed out, and the ids after them are larger, so
+//! uniqueness and order hold. The bound is exact up to the filler's period while it runs; a
+//! process paused as a whole (SIGSTOP, a frozen VM) resumes with the horizon of before the
+//! pause until the filler's next round, at most 10 ms later. On an idle node it costs one
+//! ring of ids made and dropped per `max_age_ms`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,6 +63,21 @@ pub const CACHED_RING_CAPACITY_DEFAULT: u64 = 1 << 16;
 /// Default bound on how far the ring's borrowed time may run ahead of the clock.
 pub const CACHED_MAX_LEAD_MS_DEFAULT: u64 = BORROW_LEAD_MS_MAX;
 
+/// Default bound on the age of a handed-out id's time: at most 1 s before the clock.
+pub const CACHED_MAX_AGE_MS_DEFAULT: u64 = 1_000;
+
+/// Smallest age bound: below it the ring would be emptied and refilled over and over at
+/// moderate rates (and it must also cover one time unit, see [`CachedConfig::check`]).
+pub const CACHED_MAX_AGE_MS_MIN: u64 = 10;
+
+/// Largest age bound, one hour.
+pub const CACHED_MAX_AGE_MS_MAX: u64 = 3_600_000;
+
+const _: () = assert!(
+    CACHED_MAX_AGE_MS_MIN <= CACHED_MAX_AGE_MS_DEFAULT
+        && CACHED_MAX_AGE_MS_DEFAULT <= CACHED_MAX_AGE_MS_MAX
+);
+
 /// How a server runs the cached generator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CachedConfig {
@@ -56,13 +85,24 @@ pub struct CachedConfig {
     pub capacity: u64,
     /// Bound on the borrowed time's lead over the clock, in ms.
     pub max_lead_ms: u64,
+    /// Bound on a handed-out id's age: its time is at most this many ms before the clock at
+    /// the take.
+    pub max_age_ms: u64,
+}
+
+impl CachedConfig {
+    /// A ring of `capacity` ids leading the clock by at most `max_lead_ms`, with the default
+    /// age bound.
+    pub fn new(capacity: u64, max_lead_ms: u64) -> CachedConfig {
+        CachedConfig { capacity, max_lead_ms, max_age_ms: CACHED_MAX_AGE_MS_DEFAULT }
+    }
 }
 
 impl CachedConfig {
     /// Why this ring cannot run over `layout`, if it cannot: the capacity must be a power of
     /// two within the ring bounds and hold one whole time unit; the lead is bounded.
     pub fn check(&self, layout: &Layout) -> Result<(), String> {
-        let CachedConfig { capacity, max_lead_ms } = *self;
+        let CachedConfig { capacity, max_lead_ms, max_age_ms } = *self;
         if !(RING_CAPACITY_MIN..=RING_CAPACITY_MAX).contains(&capacity)
             || !capacity.is_power_of_two()
         {
@@ -85,6 +125,16 @@ impl CachedConfig {
                  waits out the lead); use a smaller lead"
             ));
         }
+        // An id of the current unit may be a whole unit old: a smaller bound would find
+        // every fresh unit stale.
+        let age_min_ms = CACHED_MAX_AGE_MS_MIN.max(layout.unit().millis());
+        if !(age_min_ms..=CACHED_MAX_AGE_MS_MAX).contains(&max_age_ms) {
+            return Err(format!(
+                "a ring age bound of {max_age_ms} ms is outside {age_min_ms}..=\
+                 {CACHED_MAX_AGE_MS_MAX} ms (at least {CACHED_MAX_AGE_MS_MIN} ms and one time \
+                 unit of layout {layout}); use e.g. {CACHED_MAX_AGE_MS_DEFAULT}"
+            ));
+        }
         Ok(())
     }
 }
@@ -95,11 +145,17 @@ pub struct CachedSnowflake {
     generator: Arc<Snowflake>,
     ring: Ring,
     max_lead_ms: u64,
+    max_age_ms: u64,
     wake: tokio::sync::Notify,
     /// Held by whoever is putting a unit (the filler task or a taker on an empty ring): one
     /// putter at a time keeps units whole and in order.
     filling: std::sync::Mutex<()>,
     rejected: AtomicU64,
+    /// Ids dropped from the ring's front because their time grew older than the age bound.
+    stale: AtomicU64,
+    /// The oldest id time (ms) still fresh, `now - max_age_ms` as of the last clock read of
+    /// the filler or a slow take: what a fast take compares its id with.
+    horizon_ms: AtomicU64,
     /// The generator's lease losses when the ring was last checked against them.
     losses_seen: AtomicU64,
     cancel: CancellationToken,
@@ -111,24 +167,36 @@ pub struct CachedSnowflake {
 
 impl CachedSnowflake {
     /// A ring of `capacity` ids (a power of two) over `generator`, borrowing at most
-    /// `max_lead_ms` ahead of the clock, with its filler task spawned on the current runtime.
+    /// `max_lead_ms` ahead of the clock, with the default age bound
+    /// ([`CACHED_MAX_AGE_MS_DEFAULT`]) and its filler task spawned on the current runtime.
     pub fn start(
         generator: Arc<Snowflake>,
         capacity: u64,
         max_lead_ms: u64,
     ) -> Result<Arc<CachedSnowflake>, SnowflakeError> {
-        CachedConfig { capacity, max_lead_ms }
-            .check(generator.layout())
-            .map_err(SnowflakeError::Config)?;
+        Self::start_with(generator, CachedConfig::new(capacity, max_lead_ms))
+    }
+
+    /// A ring as `config` says over `generator`, with its filler task spawned on the current
+    /// runtime.
+    pub fn start_with(
+        generator: Arc<Snowflake>,
+        config: CachedConfig,
+    ) -> Result<Arc<CachedSnowflake>, SnowflakeError> {
+        config.check(generator.layout()).map_err(SnowflakeError::Config)?;
+        let CachedConfig { capacity, max_lead_ms, max_age_ms } = config;
         let ring = Ring::new(capacity).map_err(|e| SnowflakeError::Config(e.to_string()))?;
         let generator_losses = generator.lease_losses();
         let cached = Arc::new(CachedSnowflake {
             generator,
             ring,
             max_lead_ms,
+            max_age_ms,
             wake: tokio::sync::Notify::new(),
             filling: std::sync::Mutex::new(()),
             rejected: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
+            horizon_ms: AtomicU64::new(0),
             losses_seen: AtomicU64::new(generator_losses),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -165,18 +233,90 @@ impl CachedSnowflake {
         Ok(cached)
     }
 
-    /// The next id: one atomic step on the ring; on an empty ring the caller fills one unit.
-    /// `None` only when borrowing is stopped by the lead bound or the time mark (counted).
+    /// The next id: one atomic step on the ring and a load (the age bound's horizon); on an
+    /// empty ring, or a stale front, the caller fills one unit. `None` only when borrowing is
+    /// stopped by the lead bound or the time mark (counted).
     pub fn take(&self) -> Result<Option<u64>, SnowflakeError> {
         self.refuse_once_closed()?;
         self.discard_after_a_lost_lease();
         if let Some(id) = self.ring.take() {
+            if self.past_horizon(id) {
+                self.stale.fetch_add(1, Ordering::Relaxed);
+                self.discard_stale(true);
+                return self.take_slow();
+            }
             if self.ring.needs_fill(RING_PADDING_PERMILLE_DEFAULT) {
                 self.wake.notify_one();
             }
             return Ok(Some(id));
         }
         self.take_slow()
+    }
+
+    /// Whether `id`'s time lies more than the age bound before `now_ms`.
+    fn is_stale(&self, id: u64, now_ms: u64) -> bool {
+        self.older_than(id, now_ms, self.max_age_ms)
+    }
+
+    /// Whether `id`'s time lies before the published horizon: the fast take's check.
+    fn past_horizon(&self, id: u64) -> bool {
+        let horizon_ms = self.horizon_ms.load(Ordering::Relaxed);
+        self.generator.decode(id).is_none_or(|parts| parts.timestamp_ms < horizon_ms)
+    }
+
+    /// Reads the clock and publishes the horizon it gives.
+    fn read_clock(&self) -> u64 {
+        let now_ms = self.generator.now_ms();
+        self.horizon_ms.fetch_max(now_ms.saturating_sub(self.max_age_ms), Ordering::Relaxed);
+        now_ms
+    }
+
+    /// Whether `id`'s time lies more than `age_ms` before `now_ms`.
+    fn older_than(&self, id: u64, now_ms: u64, age_ms: u64) -> bool {
+        // Every id in the ring decodes under its generator's layout; `None` cannot happen
+        // and would count as old (dropped, never handed out).
+        self.generator
+            .decode(id)
+            .is_none_or(|parts| now_ms.saturating_sub(parts.timestamp_ms) > age_ms)
+    }
+
+    /// Once the front is stale (or a taker just found a stale id, `took_stale`), drops the
+    /// ring's front while it is older than half the age bound, with no put meanwhile: the ids
+    /// are in time order, so what stays has half the bound to live. (Dropping only what is
+    /// past the bound would leave units filled together to expire one a millisecond, each
+    /// restarting the sequence at 0 after a few ids, which skews `id % N` at a low rate.)
+    /// Takers racing it may take some of those ids; each checks its own.
+    fn discard_stale(&self, took_stale: bool) {
+        let _filling = self.filling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now_ms = self.read_clock();
+        let front_stale = self.ring.peek().is_some_and(|front| self.is_stale(front, now_ms));
+        if !took_stale && !front_stale {
+            return;
+        }
+        let keep_ms = self.max_age_ms / 2;
+        let mut discarded: u64 = 0;
+        // At most the ring's ids: nothing is put while the lock is held.
+        while let Some(front) = self.ring.peek() {
+            if !self.older_than(front, now_ms, keep_ms) {
+                break;
+            }
+            if self.ring.take().is_some() {
+                discarded += 1;
+            }
+        }
+        if discarded > 0 {
+            self.stale.fetch_add(discarded, Ordering::Relaxed);
+            tracing::debug!(
+                discarded,
+                max_age_ms = self.max_age_ms,
+                "stale ids dropped from the ring's front; it refills from the clock"
+            );
+        }
+    }
+
+    /// Ids dropped so far because their time grew older than the age bound.
+    pub fn stale_discarded(&self) -> u64 {
+        self.stale.load(Ordering::Relaxed)
     }
 
     /// Empties the ring once the generator has lost its lease: its ids were made ahead under
@@ -226,6 +366,11 @@ impl CachedSnowflake {
         self.discard_after_a_lost_lease();
         while (ids.len() as u64) < count {
             if let Some(id) = self.ring.take() {
+                if self.past_horizon(id) {
+                    self.stale.fetch_add(1, Ordering::Relaxed);
+                    self.discard_stale(true);
+                    continue;
+                }
                 ids.push(id);
                 continue;
             }
@@ -257,7 +402,13 @@ impl CachedSnowflake {
     /// putting, or borrowing is stopped (the filler is woken to move the mark).
     fn attempt(&self) -> Result<Attempt, SnowflakeError> {
         if let Some(id) = self.ring.take() {
-            return Ok(Attempt::Id(id));
+            // The slow path reads the clock itself.
+            if !self.is_stale(id, self.read_clock()) {
+                return Ok(Attempt::Id(id));
+            }
+            self.stale.fetch_add(1, Ordering::Relaxed);
+            self.discard_stale(true);
+            return Ok(Attempt::Busy);
         }
         let unit_ids = self.generator.layout().max_sequence() + 1;
         if self.ring.capacity() - self.ring.len() < unit_ids {
@@ -317,6 +468,8 @@ impl CachedSnowflake {
     /// reaches it.
     async fn fill(&self) -> Result<(), SnowflakeError> {
         let unit_ids = self.generator.layout().max_sequence() + 1;
+        // An idle ring is renewed here, before a take would find it stale.
+        self.discard_stale(false);
         if self.generator.mark_due() {
             self.generator.extend_mark_now().await?;
         }

@@ -121,12 +121,13 @@ pub mod snowflake {
         Snowflake, SnowflakeConfig, SnowflakeError, SnowflakeStatus, TIME_MARK_FILE,
         TIME_MARK_LOCK_FILE, WorkerIdRange, WorkerIdSource, settle_ms,
     };
-    pub use idmint_core::snowflake::{PRESETS, Parts};
+    pub use idmint_core::snowflake::{LifetimeError, PRESETS, Parts, UtcMs, UtcMsError};
     pub use idmint_core::{ClockPolicy, Layout, LayoutError, TimeUnit};
 
     /// Bounds and defaults of the snowflake engines.
     pub mod limits {
         pub use crate::cached::{
+            CACHED_MAX_AGE_MS_DEFAULT, CACHED_MAX_AGE_MS_MAX, CACHED_MAX_AGE_MS_MIN,
             CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, TAKE_WAIT_MS_MAX,
         };
         pub use crate::snowflake_gen::{
@@ -136,8 +137,9 @@ pub mod snowflake {
         };
         pub use idmint_core::limits::{
             CLOCK_TOLERANCE_MS_MAX, LAYOUT_BITS_MAX, LAYOUT_END_MS_MAX, LAYOUT_EXPIRY_HORIZON_MS,
-            LAYOUT_EXPIRY_HORIZON_YEARS, LAYOUT_FIELD_BITS_MAX, RING_ATTEMPTS_MAX,
-            RING_CAPACITY_MAX, RING_CAPACITY_MIN, RING_PADDING_PERMILLE_DEFAULT,
+            LAYOUT_EXPIRY_HORIZON_YEARS, LAYOUT_FIELD_BITS_MAX, LAYOUT_LIFETIME_MS_MIN,
+            RING_ATTEMPTS_MAX, RING_CAPACITY_MAX, RING_CAPACITY_MIN, RING_PADDING_PERMILLE_DEFAULT,
+            VIBRATION_BITS_DEFAULT_MAX, VIBRATION_COST_SHIFT,
         };
     }
 }

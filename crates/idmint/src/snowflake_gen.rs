@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use idmint_core::Tag;
-use idmint_core::snowflake::{ClockPolicy, Layout, Parts, Step, step};
+use idmint_core::snowflake::{ClockPolicy, Layout, LifetimeError, Parts, Step, step};
 use idmint_store::{AssignRequest, Lease, LeaseRequest, StoreError, WorkerSpace, WorkerStore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -174,7 +174,9 @@ pub struct SnowflakeConfig {
     /// `Some(lead)`: run ahead of the clock on borrowed time by at most `lead` ms instead of
     /// waiting.
     pub borrow_max_lead_ms: Option<u64>,
-    /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`.
+    /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`; by default
+    /// the layout's [`Layout::vibration_default`] (255 for `snowflake`), so `id % N` shards
+    /// evenly for every `N` dividing 256 (see `idmint_core::snowflake::step`).
     pub max_vibration: u64,
     /// How far ahead of the clock the persisted time mark is kept.
     pub time_window_ms: u64,
@@ -191,7 +193,8 @@ pub struct SnowflakeConfig {
 }
 
 impl SnowflakeConfig {
-    /// The `snowflake` preset (41 bits of ms / 10 / 12, Leaf's epoch), leased worker ids.
+    /// A generator of `layout` named `space`, with leased worker ids and the defaults (the
+    /// layout's default vibration among them).
     pub fn new(space: &str, layout: Layout) -> SnowflakeConfig {
         SnowflakeConfig {
             space: space.to_string(),
@@ -200,7 +203,7 @@ impl SnowflakeConfig {
             worker_ids: None,
             tolerance_ms: TOLERANCE_MS_DEFAULT,
             borrow_max_lead_ms: None,
-            max_vibration: 0,
+            max_vibration: layout.vibration_default(),
             time_window_ms: TIME_WINDOW_MS_DEFAULT,
             lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
             lease_margin_ms: LEASE_MARGIN_MS_DEFAULT,
@@ -382,6 +385,14 @@ impl Snowflake {
                 config.borrow_max_lead_ms
             )));
         }
+        // A layout before its epoch or past its time would refuse every id: say so now.
+        if let Err(error @ (LifetimeError::EpochInFuture { .. } | LifetimeError::Expired { .. })) =
+            layout.lifetime(clock.now_ms())
+        {
+            return Err(bad(format!(
+                "layout {layout}: {error}; set a later epoch or more time bits"
+            )));
+        }
         let space = WorkerSpace::parse(&config.space)?;
         let policy = ClockPolicy::from_ms(&layout, config.tolerance_ms, config.borrow_max_lead_ms);
         let marks = match &config.state_dir {
@@ -472,7 +483,9 @@ impl Snowflake {
         tracing::info!(
             space = %generator.config.space, worker, layout = %layout,
             expires = %idmint_core::snowflake::UtcMs(layout.expires_at_ms()),
-            "snowflake generator started"
+            max_vibration = generator.config.max_vibration,
+            even_modulus = layout.even_modulus(generator.config.max_vibration),
+            "snowflake generator started (id % N is even for every N dividing even_modulus)"
         );
         // The tasks hold the generator weakly: dropping it (without `shutdown`, as a crash
         // would) stops them and releases the marks file's lock.
@@ -592,6 +605,11 @@ impl Snowflake {
     /// The parts of `id` under this generator's layout.
     pub fn decode(&self, id: u64) -> Option<Parts> {
         self.config.layout.decode(id)
+    }
+
+    /// The generator's clock, read (the cached ring ages its ids by it).
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
     }
 
     /// The layout.

@@ -241,3 +241,70 @@ fn a_tag_created_again_with_the_cli_never_repeats_its_ids_unless_forced() {
     server.child.kill().unwrap();
     server.child.wait().unwrap();
 }
+
+/// Issue 22 item 12: a custom layout (uid-generator's bits on this year's epoch, set by
+/// variables) serves ids that Leaf's decode route, the native one and `idmint decode` (reading
+/// the same variables) all read under that layout; the expired `uid` preset is refused at
+/// start with the keys that fix it.
+#[test]
+fn a_custom_layout_serves_ids_that_decode_under_it_everywhere() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
+    let year = idmint::snowflake::UtcMs(now_ms).start_of_year();
+    let epoch = year.to_string()[..10].to_string();
+    let layout = [
+        ("IDMINT_SNOWFLAKE_LAYOUT", "uid"),
+        ("IDMINT_SNOWFLAKE_EPOCH", epoch.as_str()),
+        ("IDMINT_SNOWFLAKE_WORKER", "static:7"),
+    ];
+    let err = run_err(
+        idmint(d).args(["serve", "--listen", "127.0.0.1:0"]).env("IDMINT_SNOWFLAKE_LAYOUT", "uid"),
+    );
+    for says in [
+        "IDMINT_SNOWFLAKE_LAYOUT",
+        "ran out at 2024-11-20",
+        "snowflake.epoch",
+        "snowflake.time_bits",
+    ] {
+        assert!(err.contains(says), "{err} does not say {says:?}");
+    }
+    let mut server = serve(d, &["--listen", "127.0.0.1:0", "--store", "memory://"], &layout);
+    wait_ready(&server);
+    let get = |path: &str| {
+        let address = server.url.trim_start_matches("http://").to_string();
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        use std::io::{Read, Write};
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer.split_once("\r\n\r\n").unwrap().1.to_string()
+    };
+    let id: u64 = get("/api/snowflake/get/x").trim().parse().unwrap();
+    // uid-generator's bits: 28 of seconds / 22 worker / 13 sequence.
+    let (seconds, worker) = (id >> 35, (id >> 13) & ((1 << 22) - 1));
+    let time_ms = year.0 + seconds * 1_000;
+    assert_eq!(worker, 7);
+    assert!(time_ms <= now_ms + 60_000 && time_ms + 60_000 >= now_ms, "{time_ms} vs {now_ms}");
+    let leaf: serde_json::Value =
+        serde_json::from_str(&get(&format!("/decodeSnowflakeId?snowflakeId={id}"))).unwrap();
+    assert_eq!(leaf["workerId"], "7");
+    assert!(leaf["timestamp"].as_str().unwrap().starts_with(&format!("{time_ms}(")), "{leaf}");
+    let native: serde_json::Value =
+        serde_json::from_str(&get(&format!("/v1/snowflake/{id}"))).unwrap();
+    assert_eq!((native["layout"].as_str(), native["worker"].as_u64()), (Some("custom"), Some(7)));
+    let offline = run_ok(idmint(d).args(["decode", &id.to_string()]).envs(layout));
+    assert!(
+        offline.contains("layout     custom (28 s-bits / 22 worker / 13 sequence"),
+        "{offline}"
+    );
+    assert!(offline.contains("worker     7\n"), "{offline}");
+    // Without the configuration, the default preset reads other parts: the layout matters.
+    let preset = run_ok(idmint(d).args(["decode", &id.to_string()]));
+    assert!(
+        preset.contains("layout     snowflake") && !preset.contains("worker     7\n"),
+        "{preset}"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}

@@ -3,7 +3,8 @@
 //! refused, and a generator stepped through any sequence of clock readings (forward, equal,
 //! a little back, far back, to the end of time) issues strictly increasing states, never runs
 //! ahead of the clock by more than its borrow, and waits or refuses exactly when its policy
-//! says so.
+//! says so; under a power-of-two vibration its sequence counts on modulo the span, so
+//! `id % N` shards evenly.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -206,7 +207,7 @@ proptest! {
     fn the_step_follows_its_rules_whatever_the_clock_does(
         layout in small_layout(),
         policy in policy(),
-        vibration in 0u64..5,
+        vibration in prop_oneof![0u64..5, Just(7u64), Just(255u64)],
         start in any::<u64>(),
         walk in prop::collection::vec(clock(), 1..150),
     ) {
@@ -235,6 +236,13 @@ proptest! {
                         prop_assert!(time <= now + policy.borrow.unwrap_or(0), "lead past the borrow");
                         if time > layout.unpack(last).0 {
                             prop_assert!(sequence <= vibration, "first sequence {}", sequence);
+                        }
+                        // Even sharding: modulo a power-of-two span the sequence counts on by
+                        // one from the last id, whatever moved the time.
+                        let span = vibration.min(layout.max_sequence()) + 1;
+                        if span.is_power_of_two() {
+                            let after = (layout.unpack(last).1 + 1) % span;
+                            prop_assert_eq!(sequence % span, after, "not a counter mod {}", span);
                         }
                         let id = layout.compose_packed(packed, worker).unwrap();
                         prop_assert!(ids.last().is_none_or(|&prev| prev < id));
@@ -320,7 +328,7 @@ fn threads_stepping_one_atomic_state_never_share_an_id() {
                     }
                     let last = state.load(Ordering::Acquire);
                     let now = clock.load(Ordering::Relaxed);
-                    match step(&layout, last, now, &policy, 2) {
+                    match step(&layout, last, now, &policy, 3) {
                         Step::Issue { packed } => {
                             if state
                                 .compare_exchange(last, packed, Ordering::AcqRel, Ordering::Acquire)

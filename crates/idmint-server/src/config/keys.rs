@@ -20,9 +20,10 @@ use std::collections::BTreeMap;
 
 use idmint::format::limits::TEMPLATE_DEFAULT;
 use idmint::snowflake::limits::{
-    CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT, LEASE_MARGIN_MS_DEFAULT,
-    LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
+    CACHED_MAX_AGE_MS_DEFAULT, CACHED_MAX_LEAD_MS_DEFAULT, CACHED_RING_CAPACITY_DEFAULT,
+    LEASE_MARGIN_MS_DEFAULT, LEASE_TTL_MS_DEFAULT, TIME_WINDOW_MS_DEFAULT, TOLERANCE_MS_DEFAULT,
 };
+use idmint::snowflake::{Layout, TimeUnit, UtcMs};
 use idmint::tinyid::{BATCH_SIZE_MAX_DEFAULT, TOKEN_REFRESH_MS_DEFAULT};
 use idmint_core::limits::{
     BATCH_COUNT_MAX, REFILL_WAIT_MS_DEFAULT, SEGMENT_DURATION_S_DEFAULT,
@@ -263,8 +264,20 @@ keys! {
         keys SnowflakeKeys by layer {
             /// Whether the node serves snowflake ids.
             enabled: bool = true;
-            /// A preset: `snowflake`, `sonyflake`, `uid`, `js-safe`.
+            /// A preset: `snowflake`, `sonyflake`, `uid`, `js-safe`; the five keys below start
+            /// from its fields and may change any of them.
             layout: String = "snowflake".to_string();
+            /// Bits of the time field (default: the preset's).
+            time_bits: u64 = u64::from(preset_or_default(&layout.value).time_bits());
+            /// Bits of the worker field (default: the preset's).
+            worker_bits: u64 = u64::from(preset_or_default(&layout.value).worker_bits());
+            /// Bits of the sequence field (default: the preset's).
+            sequence_bits: u64 = u64::from(preset_or_default(&layout.value).sequence_bits());
+            /// One step of the time field: `ms`, `10ms` or `s` (default: the preset's).
+            time_unit: String = preset_or_default(&layout.value).unit().label().to_string();
+            /// Where time starts, UTC: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SS[.mmm]Z`, or ms since
+            /// 1970 (default: the preset's).
+            epoch: String = UtcMs(preset_or_default(&layout.value).epoch_ms()).to_string();
             /// `lease`, `store-assigned`, `ordinal` or `static:N`.
             worker: String = "lease".to_string();
             /// The worker ids this node may use, `LOW-HIGH` (e.g. `512-1023`), so Leaf or
@@ -275,8 +288,9 @@ keys! {
             /// Borrowed time: run at most this far ahead of the clock instead of waiting, in ms
             /// (0: never borrow).
             borrow_max_lead_ms: u64 = 0;
-            /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`.
-            max_vibration: u64 = 0;
+            /// Sequence vibration: a new unit's first sequence cycles `0..=max_vibration`
+            /// (default: 255 with 12 or more sequence bits, so `id % N` is even for N | 256).
+            max_vibration: u64 = vibration_default(sequence_bits.value);
             /// How far ahead of the clock the time mark is persisted, in ms.
             time_window_ms: u64 = TIME_WINDOW_MS_DEFAULT;
             /// Worker-lease TTL, in ms.
@@ -292,6 +306,8 @@ keys! {
             ring_capacity: u64 = CACHED_RING_CAPACITY_DEFAULT;
             /// How far the ring's borrowed time may run ahead of the clock, in ms.
             ring_max_lead_ms: u64 = CACHED_MAX_LEAD_MS_DEFAULT;
+            /// How far a ring id's time may lie before the clock when it is handed out, in ms.
+            ring_max_age_ms: u64 = CACHED_MAX_AGE_MS_DEFAULT;
         }
     }
 }
@@ -393,4 +409,19 @@ keys! {
             force_key_change: bool = false;
         }
     }
+}
+
+/// The preset `name`, or `snowflake` when there is none (its error is reported once, by the
+/// `layout` key): the defaults of the layout's field keys.
+fn preset_or_default(name: &str) -> Layout {
+    Layout::preset(name).unwrap_or(idmint_core::snowflake::PRESETS[0].1)
+}
+
+/// The default `snowflake.max_vibration` for `sequence_bits` bits (see
+/// `Layout::vibration_default`); 0 for a width no layout accepts (refused elsewhere).
+fn vibration_default(sequence_bits: u64) -> u64 {
+    u32::try_from(sequence_bits)
+        .ok()
+        .and_then(|bits| Layout::new(1, 0, bits, TimeUnit::Millis, 0).ok())
+        .map_or(0, |layout| layout.vibration_default())
 }

@@ -9,11 +9,11 @@ use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdRange, WorkerIdSo
 use idmint::tinyid::{TOKEN_REFRESH_MS_MAX, TOKEN_REFRESH_MS_MIN, TinyidConfig};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::BATCH_COUNT_MAX;
-use idmint_core::snowflake::Layout;
+use idmint_core::snowflake::{ExpiryWarning, Layout, LayoutError, TimeUnit, UtcMs};
 use idmint_store::StoreUrl;
 
 use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys, TinyidKeys};
-use super::origins::{Layers, Sourced};
+use super::origins::{Layers, Origin, Sourced};
 use crate::limits::HttpLimits;
 
 /// A checked setter of [`SegmentConfig`] taking a number.
@@ -57,6 +57,11 @@ pub(super) fn snowflake_config(
     let SnowflakeKeys {
         enabled,
         layout: layout_name,
+        time_bits,
+        worker_bits,
+        sequence_bits,
+        time_unit,
+        epoch,
         worker,
         worker_ids,
         tolerance_ms: tolerance,
@@ -69,11 +74,12 @@ pub(super) fn snowflake_config(
         cached,
         ring_capacity: capacity,
         ring_max_lead_ms: ring_lead,
+        ring_max_age_ms: ring_age,
     } = keys;
     if !enabled.value {
         return (None, None);
     }
-    let layout = l.check(
+    let preset = l.check(
         &layout_name.origin,
         Layout::preset(&layout_name.value).ok_or_else(|| {
             let names: Vec<&str> =
@@ -81,6 +87,15 @@ pub(super) fn snowflake_config(
             format!("{:?} is not a layout; use one of {}", layout_name.value, names.join(", "))
         }),
     );
+    let fields = LayoutKeys {
+        time_bits: &time_bits,
+        worker_bits: &worker_bits,
+        sequence_bits: &sequence_bits,
+        time_unit: &time_unit,
+        epoch: &epoch,
+    };
+    let layout = preset.and_then(|_| fields.layout(l));
+    let space = layout.map(|layout| space_name(&layout_name.value, &layout));
     let source = match &layout {
         Some(layout) => l.check(&worker.origin, worker_source(&worker.value, layout)),
         None => None,
@@ -139,31 +154,45 @@ pub(super) fn snowflake_config(
         let reason = format!("{} is above {} ms", margin.value, idmint_store::LEASE_MARGIN_MS_MAX);
         l.refuse(&margin.origin, reason);
     }
-    let Some(layout) = layout else { return (None, None) };
+    let (Some(layout), Some(space)) = (layout, space) else { return (None, None) };
     let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
+    if let Err(error) = layout.lifetime(now_ms) {
+        // Blame the key that moved the layout off its preset, else the preset.
+        let origin = [&epoch.origin, &time_bits.origin, &time_unit.origin]
+            .into_iter()
+            .find(|origin| **origin != Origin::Default)
+            .unwrap_or(&layout_name.origin);
+        let reason =
+            format!("layout {space} ({layout}): {error}; {}", lifetime_fix(&layout, now_ms));
+        l.refuse(origin, reason);
+    }
     let horizon = idmint_core::limits::LAYOUT_EXPIRY_HORIZON_MS;
-    if let Some(warning) = layout.expiry_warning(now_ms, horizon) {
-        if refuse.value {
-            let reason =
-                format!("layout {}: {warning}; pick a layout with more time", layout_name.value);
+    match layout.expiry_warning(now_ms, horizon) {
+        // Refused above, with the fix.
+        Some(ExpiryWarning::Expired { .. }) | None => {}
+        Some(warning) if refuse.value => {
+            let reason = format!("layout {space}: {warning}; {}", lifetime_fix(&layout, now_ms));
             l.refuse(&layout_name.origin, reason);
-        } else {
-            tracing::warn!(layout = %layout_name.value, %warning, "snowflake layout runs out of time soon");
+        }
+        Some(warning) => {
+            tracing::warn!(layout = %space, %warning, "snowflake layout runs out of time soon");
         }
     }
     let ring = if cached.value {
         // The capacity alone first, so the error names the setting at fault.
-        let alone = CachedConfig { capacity: capacity.value, max_lead_ms: 0 };
-        let ring = CachedConfig { capacity: capacity.value, max_lead_ms: ring_lead.value };
-        match l.check(&capacity.origin, alone.check(&layout)) {
-            Some(()) => l.check(&ring_lead.origin, ring.check(&layout)).map(|()| ring),
-            None => None,
-        }
+        let alone = CachedConfig { capacity: capacity.value, max_lead_ms: 0, max_age_ms: 1_000 };
+        let lead = CachedConfig { max_lead_ms: ring_lead.value, ..alone };
+        let ring = CachedConfig { max_age_ms: ring_age.value, ..lead };
+        let checked = l
+            .check(&capacity.origin, alone.check(&layout))
+            .and_then(|()| l.check(&ring_lead.origin, lead.check(&layout)))
+            .and_then(|()| l.check(&ring_age.origin, ring.check(&layout)));
+        checked.map(|()| ring)
     } else {
         None
     };
     let (Some(source), Some(range)) = (source, range) else { return (None, None) };
-    let mut config = SnowflakeConfig::new(&layout_name.value, layout);
+    let mut config = SnowflakeConfig::new(&space, layout);
     config.worker = source;
     config.worker_ids = range;
     config.tolerance_ms = tolerance.value;
@@ -173,6 +202,90 @@ pub(super) fn snowflake_config(
     config.lease_ttl_ms = ttl.value;
     config.lease_margin_ms = margin.value;
     (Some(config), ring)
+}
+
+/// The five keys that make a layout, with their origins.
+struct LayoutKeys<'a> {
+    time_bits: &'a Sourced<u64>,
+    worker_bits: &'a Sourced<u64>,
+    sequence_bits: &'a Sourced<u64>,
+    time_unit: &'a Sourced<String>,
+    epoch: &'a Sourced<String>,
+}
+
+impl LayoutKeys<'_> {
+    /// The layout the keys make, or `None` with each problem recorded against its key.
+    fn layout(&self, l: &mut Layers<'_>) -> Option<Layout> {
+        let unit = l.check(
+            &self.time_unit.origin,
+            TimeUnit::parse(&self.time_unit.value).ok_or_else(|| {
+                format!("{:?} is not a time unit; use ms, 10ms or s", self.time_unit.value)
+            }),
+        );
+        let epoch = l.check(&self.epoch.origin, self.epoch.value.parse::<UtcMs>());
+        let (unit, epoch) = (unit?, epoch?);
+        // Wider than any field may be: `Layout::new` refuses it with the bound.
+        let bits = |key: &Sourced<u64>| u32::try_from(key.value).unwrap_or(u32::MAX);
+        let (time, worker, sequence) =
+            (bits(self.time_bits), bits(self.worker_bits), bits(self.sequence_bits));
+        let made = Layout::new(time, worker, sequence, unit, epoch.0);
+        let origin = match made {
+            Err(LayoutError::NoSequenceBits) => &self.sequence_bits.origin,
+            Err(LayoutError::FieldTooWide { field: "worker", .. }) => &self.worker_bits.origin,
+            Err(LayoutError::FieldTooWide { field: "sequence", .. }) => &self.sequence_bits.origin,
+            Err(LayoutError::TimeOverflows { .. }) if self.epoch.origin != Origin::Default => {
+                &self.epoch.origin
+            }
+            _ => &self.time_bits.origin,
+        };
+        l.check(
+            origin,
+            made.map_err(|error| {
+                format!(
+                    "{error} (snowflake.time_bits {time}, worker_bits {worker}, sequence_bits \
+                     {sequence}, time_unit {unit}, epoch {epoch})"
+                )
+            }),
+        )
+    }
+}
+
+/// The name of `layout` chosen under the preset `preset`: the preset's when the keys left its
+/// fields alone (so worker ids and time marks stay in its space), another preset's when they
+/// match one, else `custom`.
+fn space_name(preset: &str, layout: &Layout) -> String {
+    let presets = idmint_core::snowflake::PRESETS;
+    let same = |(name, preset_layout): &&(&str, Layout)| {
+        (preset_layout == layout).then(|| name.to_string())
+    };
+    presets
+        .iter()
+        .find(|(name, _)| *name == preset)
+        .and_then(|entry| same(&entry))
+        .or_else(|| presets.iter().find_map(|entry| same(&entry)))
+        .unwrap_or_else(|| "custom".to_string())
+}
+
+/// What to change when `layout` does not last: the epoch (with what the start of this year
+/// would give) or the bits.
+fn lifetime_fix(layout: &Layout, now_ms: u64) -> String {
+    let year = UtcMs(now_ms).start_of_year();
+    let then = layout.with_epoch(year.0).ok().filter(|moved| moved.lifetime(now_ms).is_ok());
+    let example = match then {
+        Some(moved) => format!(
+            " (with epoch = \"{}\" its {} bits of {} last until {})",
+            &year.to_string()[..10],
+            layout.time_bits(),
+            layout.unit(),
+            UtcMs(moved.expires_at_ms())
+        ),
+        None => String::new(),
+    };
+    format!(
+        "set snowflake.epoch to a recent date{example}, or give snowflake.time_bits more bits \
+         (from snowflake.worker_bits or snowflake.sequence_bits), or a longer \
+         snowflake.time_unit (ids already made still decode with their preset)"
+    )
 }
 
 /// `snowflake.worker` parsed: `lease`, `store-assigned`, `ordinal` or `static:N`.

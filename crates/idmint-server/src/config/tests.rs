@@ -197,7 +197,8 @@ fn the_snowflake_section_resolves_and_refuses_what_cannot_run() {
         s.snowflake_cached,
         Some(CachedConfig {
             capacity: idmint::snowflake::limits::CACHED_RING_CAPACITY_DEFAULT,
-            max_lead_ms: idmint::snowflake::limits::CACHED_MAX_LEAD_MS_DEFAULT
+            max_lead_ms: idmint::snowflake::limits::CACHED_MAX_LEAD_MS_DEFAULT,
+            max_age_ms: idmint::snowflake::limits::CACHED_MAX_AGE_MS_DEFAULT,
         })
     );
     let refused = |toml: &str, vars: &[(&str, &str)], says: &str| {
@@ -207,15 +208,118 @@ fn the_snowflake_section_resolves_and_refuses_what_cannot_run() {
     refused("[snowflake]\nlayout = \"twitter\"", &[], "use one of snowflake, sonyflake");
     refused("[snowflake]\nworker = \"static:1024\"", &[], "N from 0 to 1023");
     refused("", &[("IDMINT_SNOWFLAKE_TOLERANCE_MS", "5000")], "above 1000 ms");
-    // Baidu's layout ran out in 2024: warned about by default, refused on request.
-    assert!(resolve("[snowflake]\nlayout = \"uid\"", &[]).is_ok());
+    // Baidu's layout ran out in 2024: refused, naming the keys that fix it.
+    refused("[snowflake]\nlayout = \"uid\"", &[], "layout uid");
     refused("[snowflake]\nlayout = \"uid\"\nrefuse_expiring = true", &[], "layout uid");
+    let cached = "[snowflake]\ncached = true\n";
+    refused(cached, &[("IDMINT_SNOWFLAKE_RING_MAX_AGE_MS", "5")], "at least 10 ms and one time");
     let ring = "[snowflake]\ncached = true\n";
     refused(&format!("{ring}ring_capacity = 1000"), &[], "config key snowflake.ring_capacity");
     refused(&format!("{ring}ring_capacity = 1024"), &[], "cannot hold one time unit");
     refused(ring, &[("IDMINT_SNOWFLAKE_RING_MAX_LEAD_MS", "60000")], "IDMINT_SNOWFLAKE_RING");
     let err = FileConfig::parse("[snowflake]\ncache = true", "t.toml").unwrap_err();
     assert!(err.to_string().contains("unknown key `cache`"), "{err}");
+}
+
+/// `[snowflake]` layout keys: each bad combination refused against its key, with the
+/// numbers and the keys that fix it; a good one named `custom` unless it is a preset.
+#[test]
+fn custom_layouts_are_checked_for_fit_and_lifetime() {
+    let resolve = |toml: &str, vars: &[(&str, &str)]| {
+        let file = FileConfig::parse(toml, "t.toml").unwrap();
+        Settings::resolve(&file, &env(vars), &Overrides::default())
+    };
+    let refused = |toml: &str, vars: &[(&str, &str)], says: &[&str]| {
+        let err = resolve(toml, vars).unwrap_err().to_string();
+        for part in says {
+            assert!(err.contains(part), "{err} does not say {part:?}");
+        }
+    };
+    let now = idmint::Clock::now_ms(&idmint::SystemClock);
+    let this_year = idmint::snowflake::UtcMs(now).start_of_year().to_string();
+    let this_year = &this_year[..10];
+    // The defaults are the preset's fields: same layout, same space, vibration 255.
+    let default = resolve("", &[]).unwrap().snowflake.unwrap();
+    assert_eq!(default.layout, idmint::snowflake::Layout::preset("snowflake").unwrap());
+    assert_eq!((default.space.as_str(), default.max_vibration), ("snowflake", 255));
+    let sony = resolve("[snowflake]\nlayout = \"sonyflake\"", &[]).unwrap().snowflake.unwrap();
+    assert_eq!((sony.space.as_str(), sony.max_vibration), ("sonyflake", 15));
+    let off = resolve("[snowflake]\nmax_vibration = 0", &[]).unwrap().snowflake.unwrap();
+    assert_eq!(off.max_vibration, 0, "vibration can still be turned off");
+    // uid-generator's bits on a recent epoch: served, as `custom`.
+    let uid = format!("[snowflake]\nlayout = \"uid\"\nepoch = \"{this_year}\"\n");
+    let custom = resolve(&uid, &[]).unwrap().snowflake.unwrap();
+    assert_eq!(custom.space, "custom");
+    let layout = custom.layout;
+    assert_eq!((layout.time_bits(), layout.worker_bits(), layout.sequence_bits()), (28, 22, 13));
+    assert_eq!(layout.unit(), idmint::snowflake::TimeUnit::Seconds);
+    assert_eq!(idmint::snowflake::UtcMs(layout.epoch_ms()).to_string()[..10], *this_year);
+    // Set by variables, bit by bit; fewer than 63 bits is allowed (ids below 2^53 here).
+    let vars = [
+        ("IDMINT_SNOWFLAKE_TIME_BITS", "39"),
+        ("IDMINT_SNOWFLAKE_WORKER_BITS", "4"),
+        ("IDMINT_SNOWFLAKE_SEQUENCE_BITS", "10"),
+        ("IDMINT_SNOWFLAKE_TIME_UNIT", "10ms"),
+        ("IDMINT_SNOWFLAKE_EPOCH", "1704067200000"),
+    ];
+    let small = resolve("", &vars).unwrap().snowflake.unwrap();
+    assert_eq!(
+        small.layout.to_string(),
+        "39 10ms-bits / 4 worker / 10 sequence, epoch 2024-01-01T00:00:00.000Z"
+    );
+    assert_eq!(small.max_vibration, 63, "a sixteenth of 1 024 sequences");
+    // Every bad combination, refused against its key.
+    refused(
+        "[snowflake]\ntime_bits = 42",
+        &[],
+        &["config key snowflake.time_bits", "make 64 bits", "at most 63"],
+    );
+    refused(
+        "[snowflake]\nsequence_bits = 0",
+        &[],
+        &["config key snowflake.sequence_bits", "no sequence bits"],
+    );
+    refused("[snowflake]\ntime_bits = 0", &[], &["no time bits"]);
+    refused("[snowflake]\nworker_bits = 70", &[], &["snowflake.worker_bits", "at most 62"]);
+    refused(
+        "[snowflake]\ntime_unit = \"minutes\"",
+        &[],
+        &["snowflake.time_unit", "use ms, 10ms or s"],
+    );
+    refused(
+        "[snowflake]\nepoch = \"2016-05-20T00:00:00+08:00\"",
+        &[],
+        &["snowflake.epoch", "is not a UTC time"],
+    );
+    refused(
+        "[snowflake]\nepoch = \"2999-01-01\"",
+        &[],
+        &["config key snowflake.epoch", "after the clock", "must be in the past"],
+    );
+    refused(
+        "[snowflake]\nlayout = \"uid\"",
+        &[],
+        &[
+            "config key snowflake.layout",
+            "ran out at 2024-11-20T21:24:16.000Z",
+            "snowflake.epoch",
+            "snowflake.time_bits",
+            &format!("with epoch = \"{this_year}\""),
+        ],
+    );
+    // 2^25 s is 388 days: from 30 days ago, under the one-year floor.
+    let month_ago = idmint::snowflake::UtcMs(now - 30 * 86_400_000).to_string();
+    refused(
+        &format!("[snowflake]\nlayout = \"uid\"\ntime_bits = 25\nepoch = \"{month_ago}\""),
+        &[],
+        &["config key snowflake.epoch", "in 358 days", "at least 365 days"],
+    );
+    // A ring's age bound covers one time unit of the layout.
+    refused(
+        &format!("{uid}cached = true\nring_max_age_ms = 500"),
+        &[],
+        &["snowflake.ring_max_age_ms", "one time unit"],
+    );
 }
 
 #[test]

@@ -154,20 +154,23 @@ pub(crate) async fn snowflake_ids(
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct DecodeQuery {
-    /// A layout preset (default: the node's layout).
+    /// A layout preset, or `custom` for the node's layout set bit by bit (default: the
+    /// node's configured layout).
     #[param(inline, value_type = Option<LayoutPreset>)]
     layout: Option<String>,
 }
 
-/// The layout presets `?layout=` names.
+/// The layouts `?layout=` names: the presets, and `custom`, the node's own layout when its
+/// configuration sets the bits, unit or epoch apart from every preset.
 #[derive(ToSchema)]
 #[schema(rename_all = "kebab-case")]
-#[allow(dead_code, reason = "documents the accepted values; `Layout::preset` parses them")]
+#[allow(dead_code, reason = "documents the accepted values; `Node::decode_snowflake` parses them")]
 pub(crate) enum LayoutPreset {
     Snowflake,
     Sonyflake,
     Uid,
     JsSafe,
+    Custom,
 }
 
 /// A snowflake-style id's parts.
@@ -205,8 +208,8 @@ pub(crate) struct DecodeBody {
             body = ErrorBody),
         (status = 501, description = "No `layout` given and the node is not configured to \
             serve snowflake ids (`snowflake_not_configured`)", body = ErrorBody),
-        (status = 503, description = "No `layout` given and the node's snowflake generator \
-            failed to start (`snowflake_not_running`)", body = ErrorBody),
+        (status = 503, description = "No `layout` given and the node has no snowflake layout \
+            configured (`snowflake_not_running`)", body = ErrorBody),
     )
 )]
 pub(crate) async fn snowflake_decode(

@@ -102,3 +102,59 @@ async fn a_cached_node_serves_both_routes_from_its_ring_uniquely() {
         server.get(&format!("/v1/snowflake/{any}")).await.json().await.unwrap();
     assert_eq!(parts["worker"], 0);
 }
+
+/// Issue 22 item 12: a layout set bit by bit in the configuration (CosId-style: 31 bits of
+/// seconds / 9 worker / 13 sequence from this year) is what the node serves and what both
+/// decode routes read by default; `layout=custom` names it, a preset still decodes by name.
+#[tokio::test]
+async fn a_custom_layout_is_served_and_decoded_by_default() {
+    let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
+    let year = idmint::snowflake::UtcMs(now_ms).start_of_year();
+    let toml = format!(
+        "[snowflake]\ntime_bits = 31\nworker_bits = 9\nsequence_bits = 13\ntime_unit = \"s\"\n\
+         epoch = \"{}\"\nworker = \"static:300\"\n",
+        &year.to_string()[..10]
+    );
+    let path = std::env::temp_dir().join(format!("idmint-custom-{}.toml", std::process::id()));
+    std::fs::write(&path, toml).unwrap();
+    let settings =
+        idmint_server::Settings::load(Some(&path), &|_| None, &idmint_server::Overrides::default())
+            .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let config = settings.snowflake.unwrap();
+    assert_eq!(config.space, "custom");
+    let generator =
+        idmint::Snowflake::start(None, config, std::sync::Arc::new(idmint::SystemClock))
+            .await
+            .unwrap();
+    let server = TestServer::setup().snowflake(generator).start().await;
+    let id: u64 = server.get("/api/snowflake/get/x").await.text().await.unwrap().parse().unwrap();
+    let (seconds, worker, sequence) = (id >> 22, (id >> 13) & 511, id & 8_191);
+    assert_eq!(worker, 300);
+    let time_ms = year.0 + seconds * 1_000;
+    assert!(time_ms <= now_ms + 60_000 && now_ms <= time_ms + 60_000, "{time_ms} vs {now_ms}");
+    for path in [format!("/v1/snowflake/{id}"), format!("/v1/snowflake/{id}?layout=custom")] {
+        let parts: serde_json::Value = server.get(&path).await.json().await.unwrap();
+        assert_eq!(parts["layout"], "custom", "{path}");
+        assert_eq!(
+            (parts["worker"].as_u64(), parts["sequence"].as_u64()),
+            (Some(300), Some(sequence))
+        );
+        assert_eq!(parts["timestamp_ms"].as_u64(), Some(time_ms), "{parts}");
+    }
+    let leaf: serde_json::Value =
+        server.get(&format!("/decodeSnowflakeId?snowflakeId={id}")).await.json().await.unwrap();
+    assert_eq!(
+        (leaf["workerId"].as_str(), leaf["sequenceId"].as_str()),
+        (Some("300"), Some(sequence.to_string().as_str()))
+    );
+    assert!(leaf["timestamp"].as_str().unwrap().starts_with(&format!("{time_ms}(")), "{leaf}");
+    // A preset by name reads the same bits its own way; an unknown name lists this node's.
+    let preset: serde_json::Value =
+        server.get(&format!("/v1/snowflake/{id}?layout=snowflake")).await.json().await.unwrap();
+    assert_eq!(preset["worker"].as_u64(), Some((id >> 12) & 1_023));
+    let message =
+        assert_error(server.get("/v1/snowflake/1?layout=cosid").await, 400, "bad_layout").await;
+    assert!(message.contains("or custom (this node's)"), "{message}");
+    server.stop().await;
+}

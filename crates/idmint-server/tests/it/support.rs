@@ -58,8 +58,7 @@ impl NodeSetup {
 
     /// Snowflake ids from a ring of `capacity` over the generator (10 s lead).
     pub fn cached(mut self, capacity: u64) -> NodeSetup {
-        self.config.snowflake_cached =
-            Some(idmint::snowflake::CachedConfig { capacity, max_lead_ms: 10_000 });
+        self.config.snowflake_cached = Some(idmint::snowflake::CachedConfig::new(capacity, 10_000));
         self
     }
 

@@ -53,6 +53,9 @@ pub struct Node {
     segments: Arc<Segments>,
     tinyid: Option<Arc<Tinyid>>,
     batch_count_max: u64,
+    /// The configured snowflake layout and its name, for decoding (the generator's, or the
+    /// configuration's when the generator did not start).
+    layout: Option<(String, Layout)>,
     snowflake: Result<Arc<Snowflake>, NotServed>,
     cached: Option<Arc<CachedSnowflake>>,
     sequences: SequenceSlot,
@@ -290,7 +293,9 @@ impl Node {
         Ok(SnowflakeIds { ids, worker: self.snowflake()?.status().worker })
     }
 
-    /// The parts of `id` under the preset `layout` names, or the node's layout.
+    /// The parts of `id` under the layout `layout` names (a preset, or the name of the
+    /// node's configured layout, `custom` for one set bit by bit), or by default the node's
+    /// configured layout, even when its generator did not start.
     pub fn decode_snowflake(
         &self,
         id: u64,
@@ -302,19 +307,29 @@ impl Node {
                 i64::MAX
             )));
         }
+        let configured = self.layout.as_ref();
         let (name, layout) = match layout {
+            // The node's own layout first: a custom one may differ from the preset it names.
+            Some(name) if configured.is_some_and(|(own, _)| own == name) => {
+                configured.cloned().ok_or_else(|| NodeError::BadLayout(name.to_string()))?
+            }
             Some(name) => {
                 let layout = Layout::preset(name).ok_or_else(|| {
+                    let own = configured.map(|(own, _)| format!(", or {own} (this node's)"));
                     NodeError::BadLayout(format!(
-                        "{name:?} is not a layout; use snowflake, sonyflake, uid or js-safe"
+                        "{name:?} is not a layout; use snowflake, sonyflake, uid or js-safe{}",
+                        own.unwrap_or_default()
                     ))
                 })?;
                 (name.to_string(), layout)
             }
-            None => {
-                let generator = self.snowflake()?;
-                (generator.status().space, *generator.layout())
-            }
+            None => match configured {
+                Some(own) => own.clone(),
+                None => {
+                    let generator = self.snowflake()?;
+                    (generator.status().space, *generator.layout())
+                }
+            },
         };
         let parts = layout
             .decode(id)

@@ -246,8 +246,7 @@ impl NodeBuilder {
         };
         let cached = match (&snowflake, config.snowflake_cached) {
             (Ok(generator), Some(ring)) => {
-                let started =
-                    CachedSnowflake::start(Arc::clone(generator), ring.capacity, ring.max_lead_ms);
+                let started = CachedSnowflake::start_with(Arc::clone(generator), ring);
                 let cached = match started {
                     Ok(cached) => cached,
                     Err(error) => {
@@ -261,6 +260,7 @@ impl NodeBuilder {
                 tracing::info!(
                     capacity = ring.capacity,
                     max_lead_ms = ring.max_lead_ms,
+                    max_age_ms = ring.max_age_ms,
                     "snowflake ids served from a ring of pre-made ids"
                 );
                 Some(cached)
@@ -277,10 +277,17 @@ impl NodeBuilder {
             }
             None => start_sequences(&config, sequence_store, &clock, &tasks, &cancel).await,
         };
+        // The configured layout decodes ids even when the generator did not start.
+        let layout = match (&snowflake, &config.snowflake) {
+            (Ok(generator), _) => Some((generator.status().space, *generator.layout())),
+            (Err(_), Ok(configured)) => Some((configured.space.clone(), configured.layout)),
+            (Err(_), Err(_)) => None,
+        };
         Ok(Node {
             segments,
             tinyid,
             batch_count_max: config.batch_count_max,
+            layout,
             snowflake,
             cached,
             sequences: slot,

@@ -26,6 +26,7 @@ mod serving;
 mod shutdown;
 mod simulation;
 mod snowflake;
+mod snowflake_shards;
 mod test_store;
 #[path = "../../../idmint-store/tests/it/tmpfs.rs"]
 mod tmpfs;

@@ -753,3 +753,19 @@ async fn generators_with_a_worker_range_stay_inside_it() {
     let refused = Snowflake::start(Some(store), wide, dyn_clock).await.err().unwrap();
     assert!(refused.to_string().contains("10 worker bits"), "{refused}");
 }
+
+/// A layout before its epoch or past its time would refuse every id: the generator refuses to
+/// start with it, naming the dates (issue 22: the `uid` preset ran out in 2024).
+#[tokio::test]
+async fn a_layout_past_its_time_or_before_its_epoch_does_not_start() {
+    let clock = Arc::new(ManualClock::at_system_time());
+    let uid = Layout::preset("uid").unwrap();
+    let future = uid.with_epoch(clock.now_ms() + 86_400_000).unwrap();
+    for (layout, says) in [(uid, "ran out at 2024-11-20"), (future, "after the clock")] {
+        let mut config = SnowflakeConfig::new("uid", layout);
+        config.worker = WorkerIdSource::Static(0);
+        let error =
+            Snowflake::start(None, config, Arc::clone(&clock) as Arc<dyn Clock>).await.unwrap_err();
+        assert!(matches!(&error, SnowflakeError::Config(m) if m.contains(says)), "{error}");
+    }
+}
