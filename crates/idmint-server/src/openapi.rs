@@ -97,7 +97,8 @@ pub(crate) static OPENAPI_JSON: LazyLock<String> = LazyLock::new(|| {
     ApiDoc::openapi().to_pretty_json().unwrap_or_else(|e| panic!("OpenAPI document: {e}"))
 });
 
-/// Leaf's routes answer any method (Leaf maps them without one; router.rs's `leaf_any`):
+/// Leaf's and Tinyid's routes answer any method (both map them without one; router.rs's
+/// `leaf_any`, http/tinyid.rs's `any_but_head`):
 /// each GET operation of them is documented again under POST, PUT, PATCH and DELETE, with
 /// its operation id suffixed by the method (`leafSegmentGet` → `leafSegmentGetPost`), so
 /// every operation id stays unique. HEAD and OPTIONS take no id and are described in the
@@ -105,8 +106,17 @@ pub(crate) static OPENAPI_JSON: LazyLock<String> = LazyLock::new(|| {
 struct LeafAnyMethod;
 
 /// The routes [`LeafAnyMethod`] copies.
-const LEAF_ANY_METHOD_ROUTES: [&str; 5] =
-    ["/api/segment/get/{tag}", "/api/snowflake/get/{key}", "/decodeSnowflakeId", "/cache", "/db"];
+const LEAF_ANY_METHOD_ROUTES: [&str; 9] = [
+    "/api/segment/get/{tag}",
+    "/api/snowflake/get/{key}",
+    "/decodeSnowflakeId",
+    "/cache",
+    "/db",
+    "/tinyid/id/nextId",
+    "/tinyid/id/nextIdSimple",
+    "/tinyid/id/nextSegmentId",
+    "/tinyid/id/nextSegmentIdSimple",
+];
 
 impl Modify for LeafAnyMethod {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {

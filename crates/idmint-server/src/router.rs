@@ -121,6 +121,10 @@ pub(crate) const HEAD_READS: &[&str] = &[
     "/db",
 ];
 
+/// The routes with no GET: HEAD goes to the router there, which answers 405 with `Allow`, as
+/// for any method a route does not take (HEAD means "GET without the body").
+pub(crate) const HEAD_REFUSED: &[&str] = &["/v1/segment/{tag}/return"];
+
 /// A Leaf route: `handler` under GET, POST, PUT, PATCH and DELETE (Leaf maps its routes
 /// without a method), HEAD as [`around`] decides, OPTIONS answered by [`leaf_options`].
 /// Other methods (TRACE, CONNECT, extensions) answer 405 with `Allow`.
@@ -204,7 +208,9 @@ async fn around(
                     _ => Ok(()),
                 };
                 let head_only = method == Method::HEAD
-                    && route.is_some_and(|route| !HEAD_READS.contains(&route));
+                    && route.is_some_and(|route| {
+                        !HEAD_READS.contains(&route) && !HEAD_REFUSED.contains(&route)
+                    });
                 match (checked, tinyid_checked) {
                     (Ok(()), Ok(())) if head_only => head_without_handler(),
                     (Ok(()), Ok(())) => crate::error::json_errors(next.run(request).await).await,

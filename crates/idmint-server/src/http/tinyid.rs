@@ -132,7 +132,7 @@ pub(crate) struct TinyidError {
 ///
 /// Tinyid's `nextId`: `{"data":[ids],"code":200,"message":""}`.
 #[utoipa::path(
-    method(get, post, put, patch, delete),
+    get,
     path = "/tinyid/id/nextId",
     tag = "tinyid",
     operation_id = "tinyidNextId",
@@ -173,7 +173,7 @@ pub(crate) async fn next_id(
 ///
 /// Tinyid's `nextIdSimple`: `200 text/plain`, the ids separated by commas.
 #[utoipa::path(
-    method(get, post, put, patch, delete),
+    get,
     path = "/tinyid/id/nextIdSimple",
     tag = "tinyid",
     operation_id = "tinyidNextIdSimple",
@@ -210,7 +210,7 @@ pub(crate) async fn next_id_simple(
 /// Tinyid's `nextSegmentId`: the ids in `(currentId, maxId]` with `id % delta == remainder`
 /// are the client's, taken from this node's buffer (never handed out by anyone else).
 #[utoipa::path(
-    method(get, post, put, patch, delete),
+    get,
     path = "/tinyid/id/nextSegmentId",
     tag = "tinyid",
     operation_id = "tinyidNextSegmentId",
@@ -251,7 +251,7 @@ pub(crate) async fn next_segment_id(
 /// Tinyid's `nextSegmentIdSimple`, what Tinyid's Java client calls:
 /// `currentId,loadingId,maxId,delta,remainder`.
 #[utoipa::path(
-    method(get, post, put, patch, delete),
+    get,
     path = "/tinyid/id/nextSegmentIdSimple",
     tag = "tinyid",
     operation_id = "tinyidNextSegmentIdSimple",

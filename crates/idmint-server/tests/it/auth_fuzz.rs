@@ -170,7 +170,7 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
     // Leaf's routes answer every method Leaf's clients use, with the right token; its
     // monitor pages with the admin token.
     for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
-        let uri = format!("/api/segment/get/{GUARDED_TAG}");
+        let uri = format!("/api/segment/get/{}", encode(GUARDED_TAG, 1, rng));
         let (status, body) = call(router, build(&method, &uri, None, Some(SHOP), "")).await;
         assert!(status.is_success(), "{method} {uri} with its token: {status} {body:?}");
         for route in MONITOR_ROUTES {

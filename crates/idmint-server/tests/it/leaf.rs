@@ -85,6 +85,9 @@ async fn head_never_consumes_an_id() {
             assert_eq!(response.headers()["cache-control"], "no-store", "HEAD {route}");
         }
     }
+    // A route with no GET refuses HEAD as it refuses any method it does not take.
+    let response = server.client.head(server.url("/v1/segment/order/return")).send().await.unwrap();
+    assert_eq!(response.status(), 405, "HEAD on a POST-only route");
     assert_eq!(next_id(&server, "order").await, before + 1, "a HEAD took segment ids");
     // A read route still runs its handler under HEAD (headers as GET's, no body).
     let response = server.client.head(server.url("/v1/tags/order")).send().await.unwrap();

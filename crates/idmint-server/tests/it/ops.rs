@@ -171,7 +171,9 @@ async fn metrics_parse_as_prometheus_text_and_move_when_ids_are_issued() {
     let requests = value(&after, "idmint_http_requests_total", &labels).unwrap();
     assert!(requests >= 5.0, "{requests}");
     let refills = value(&after, "idmint_segment_refills_total", &[("tag", tag)]).unwrap();
-    assert!(refills >= 4.0, "450 ids at step 100 need at least 4 refills, saw {refills}");
+    // The adaptive step may grow each segment to at most twice the one before (issue 22):
+    // 450 ids from step 100 take more than one segment however the rate is measured.
+    assert!(refills >= 2.0, "450 ids at step 100 need at least 2 refills, saw {refills}");
     let latency_count =
         value(&after, "idmint_segment_refill_duration_seconds_count", &[("tag", tag)]).unwrap();
     assert!(latency_count >= refills, "{latency_count} < {refills}");

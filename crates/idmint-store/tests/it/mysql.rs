@@ -717,3 +717,96 @@ async fn a_leaf_table_in_utf8_serves_rows_in_any_characters_exactly() {
     .unwrap();
     assert_eq!(order, 7000 + 20);
 }
+
+/// Leaf servers and idmint nodes side by side on one Leaf table (issue 22's "done when"):
+/// tasks running Leaf's own transaction (`UPDATE … SET max_id = max_id + step`, or its
+/// dynamic-step form `max_id + ?`, then `SELECT`, then `COMMIT`: the range is
+/// `[max_id - step, max_id)`) race idmint's allocations in both modes on rows in any
+/// characters; every range from either lies apart, and together they tile the row from its
+/// start to its final `max_id`.
+#[tokio::test]
+async fn leaf_servers_and_idmint_nodes_side_by_side_never_share_a_range() {
+    let Some(base) = database_url().await else { return };
+    let table = fresh_table("leaf_alloc");
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    execute(
+        &mut raw,
+        &format!(
+            "CREATE TABLE {table} (`biz_tag` varchar(128) NOT NULL DEFAULT '', \
+             `max_id` bigint(20) NOT NULL DEFAULT '1', `step` int(11) NOT NULL, \
+             `description` varchar(256) DEFAULT NULL, `update_time` timestamp NOT NULL \
+             DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (`biz_tag`)) \
+             ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+        ),
+    )
+    .await;
+    let names = ["订单", "order@v2", "user/login", "🚀"];
+    for name in names {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (biz_tag, max_id, step, description) VALUES (?, 1000, 50, 'x')"
+        )))
+        .bind(name)
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    }
+    let mut stores: Vec<Arc<dyn SegmentStore>> = Vec::new();
+    for alloc in ["update", "cas"] {
+        let url = table_url(&table, &format!("alloc={alloc}")).await.unwrap();
+        stores.push(Arc::new(MySqlStore::connect(&url).await.unwrap()));
+    }
+    let pool = MySqlPoolOptions::new().max_connections(4).connect(&base).await.unwrap();
+    for name in names {
+        let mut tasks = Vec::new();
+        // Two Leaf servers: one with the row's step, one with its dynamic step.
+        for dynamic in [None, Some(70_i64)] {
+            let (pool, table) = (pool.clone(), table.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut ranges = Vec::new();
+                for _ in 0..30 {
+                    let mut tx = pool.begin().await.unwrap();
+                    let update = match dynamic {
+                        None => sqlx::query(AssertSqlSafe(format!(
+                            "UPDATE {table} SET max_id = max_id + step WHERE biz_tag = ?"
+                        )))
+                        .bind(name),
+                        Some(step) => sqlx::query(AssertSqlSafe(format!(
+                            "UPDATE {table} SET max_id = max_id + ? WHERE biz_tag = ?"
+                        )))
+                        .bind(step)
+                        .bind(name),
+                    };
+                    update.execute(&mut *tx).await.unwrap();
+                    let (max_id, step): (i64, i32) = sqlx::query_as(AssertSqlSafe(format!(
+                        "SELECT max_id, step FROM {table} WHERE biz_tag = ?"
+                    )))
+                    .bind(name)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .unwrap();
+                    tx.commit().await.unwrap();
+                    let taken = dynamic.unwrap_or(i64::from(step));
+                    ranges.push(range((max_id - taken) as u64, max_id as u64));
+                }
+                ranges
+            }));
+        }
+        let idmint = {
+            let stores = stores.clone();
+            tokio::spawn(async move { allocate_concurrently(&stores, &tag(name), 30).await })
+        };
+        let mut all: Vec<_> = idmint.await.unwrap().into_iter().flatten().collect();
+        for task in tasks {
+            all.extend(task.await.unwrap());
+        }
+        assert_eq!(all.len(), 4 * 30, "{name}");
+        let end: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT max_id FROM {table} WHERE biz_tag = ?"
+        )))
+        .bind(name)
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+        assert_tiles(all, 1000, end as u64);
+    }
+}
