@@ -4,8 +4,8 @@
 //!
 //! Tinyid's `max_id` is the last id a segment covers (inclusive): a segment moves it from `M`
 //! to `M + step` and serves the aligned ids in `(M, M + step]`. The engine does not step by
-//! `delta` on its per-id path; it hands out *indices* `k` from a [`DoubleBuffer`]
-//! (`crate::DoubleBuffer`), contiguous like any segment, and [`Stride::id`] turns an index
+//! `delta` on its per-id path; it hands out *indices* `k` from a
+//! [`DoubleBuffer`](crate::DoubleBuffer), contiguous like any segment, and [`Stride::id`] turns an index
 //! into the id `k * delta + remainder`. Because that map is strictly increasing, an
 //! increasing, disjoint run of indices is an increasing, disjoint run of ids: the double
 //! buffer's uniqueness carries over unchanged.
