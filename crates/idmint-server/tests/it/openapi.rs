@@ -218,34 +218,48 @@ async fn a_fuzz_run_finds_no_server_error_and_nothing_the_document_does_not_desc
         }
     };
     println!("fuzz seed {seed} (replay with IDMINT_FUZZ_SEED={seed})");
-    let mut command = Command::new(&python);
-    command
-        .args(["-m", "schemathesis.cli", "run"])
-        .arg(server.url("/openapi.json"))
-        .args([
-            "--checks",
-            "not_a_server_error,status_code_conformance,content_type_conformance,\
-             response_schema_conformance",
-            "--phases",
-            "examples,coverage,fuzzing,stateful",
-            "--max-examples",
-            &FUZZ_EXAMPLES_PER_OPERATION.to_string(),
-            "--seed",
-            &seed.to_string(),
-            "--workers",
-            "2",
-            "--request-timeout",
-            "10",
-            "--generation-database",
-            "none",
-            "--no-color",
-        ])
-        .current_dir(dir.path());
-    if let Ok(extra) = std::env::var("IDMINT_FUZZ_ARGS") {
-        command.args(extra.split_whitespace());
-    }
+    let url = server.url("/openapi.json");
+    let fuzz = move |workers: &str| {
+        let mut command = Command::new(&python);
+        command
+            .args(["-m", "schemathesis.cli", "run"])
+            .arg(&url)
+            .args([
+                "--checks",
+                "not_a_server_error,status_code_conformance,content_type_conformance,\
+                 response_schema_conformance",
+                "--phases",
+                "examples,coverage,fuzzing,stateful",
+                "--max-examples",
+                &FUZZ_EXAMPLES_PER_OPERATION.to_string(),
+                "--seed",
+                &seed.to_string(),
+                "--workers",
+                workers,
+                "--request-timeout",
+                "10",
+                "--generation-database",
+                "none",
+                "--no-color",
+            ])
+            .current_dir(dir.path());
+        if let Ok(extra) = std::env::var("IDMINT_FUZZ_ARGS") {
+            command.args(extra.split_whitespace());
+        }
+        run(&mut command)
+    };
     let started = Instant::now();
-    let output = tokio::task::spawn_blocking(move || run(&mut command)).await.unwrap();
+    let fuzz = std::sync::Arc::new(fuzz);
+    let first = std::sync::Arc::clone(&fuzz);
+    let mut output = tokio::task::spawn_blocking(move || first("2")).await.unwrap();
+    // Schemathesis (Hypothesis under Python 3.11) sometimes crashes inside itself with two
+    // workers ("Runtime Error … AST constructor recursion depth mismatch", a traceback in
+    // hypothesis/internal): not a finding about the server. Such a run, and only such a run
+    // (no failure section), is repeated once with one worker and the same seed.
+    if !output.status.success() && crashed_inside_the_tool(&output) {
+        println!("schemathesis crashed inside itself (not a finding); once more with one worker");
+        output = tokio::task::spawn_blocking(move || fuzz("1")).await.unwrap();
+    }
     println!("schemathesis: {:.1} s", started.elapsed().as_secs_f64());
     assert!(output.status.success(), "schemathesis found failures (seed {seed})");
     // No crash: the server still answers, and its task ends cleanly.
@@ -264,6 +278,15 @@ fn python_or_skip(tool: &str) -> Option<PathBuf> {
 }
 
 /// Runs `command`, prints what it printed, and returns its output; a missing program fails.
+/// Whether a failed schemathesis run failed only because the tool itself crashed: runtime
+/// errors raised inside Hypothesis, and no failing check.
+fn crashed_inside_the_tool(output: &Output) -> bool {
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.contains("Runtime Error")
+        && text.contains("site-packages/hypothesis/internal")
+        && !text.contains("= FAILURES =")
+}
+
 fn run(command: &mut Command) -> Output {
     let output =
         command.output().unwrap_or_else(|e| panic!("cannot run {:?}: {e}", command.get_program()));
