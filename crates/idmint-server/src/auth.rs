@@ -28,10 +28,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{FromRequestParts, Query, RawPathParams, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, Uri, header};
+use futures_util::FutureExt;
 use idmint_core::Tag;
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
@@ -381,30 +381,24 @@ fn unchecked() -> ApiError {
 /// `/v1/decode?tag=`) before the handler runs; `route` is the matched route template. The
 /// name is parsed here, once, and handed to the handler as a [`RouteTag`] or [`QueryTag`]
 /// in the request's extensions: what was checked is what is served.
-pub(crate) fn check(
-    auth: &Auth,
-    route: &str,
-    params: Result<RawPathParams, RawPathParamsRejection>,
-    request: &mut Request,
-) -> Result<(), ApiError> {
-    let headers = request.headers();
+pub(crate) fn check(auth: &Auth, route: &str, request: &mut Request) -> Result<(), ApiError> {
     let admin = ADMIN_ROUTES.iter().any(|(method, r)| method == request.method() && *r == route);
     if admin {
-        auth.admin(headers)?;
+        auth.admin(request.headers())?;
     }
     if MONITOR_ROUTES.contains(&route) {
-        auth.monitor(headers)?;
+        auth.monitor(request.headers())?;
     }
     if route == DECODE_ROUTE {
         let tag = decode_tag(request.uri())?;
         if let (Some(tag), false) = (&tag, admin) {
-            auth.tag(headers, tag)?;
+            auth.tag(request.headers(), tag)?;
         }
         request.extensions_mut().insert(QueryTag(tag));
     } else if let Some((_, name)) = TAG_ROUTES.iter().find(|(r, _)| *r == route) {
-        let tag = path_tag(params, name)?;
+        let tag = path_tag(request, name)?;
         if !admin {
-            auth.tag(headers, &tag)?;
+            auth.tag(request.headers(), &tag)?;
         }
         request.extensions_mut().insert(RouteTag(tag));
     }
@@ -413,10 +407,12 @@ pub(crate) fn check(
 
 /// The tag the path parameter `name` holds, percent-decoded as axum decodes every path
 /// parameter.
-fn path_tag(
-    params: Result<RawPathParams, RawPathParamsRejection>,
-    name: &str,
-) -> Result<Tag, ApiError> {
+fn path_tag(request: &mut Request, name: &str) -> Result<Tag, ApiError> {
+    let (mut parts, body) = std::mem::take(request).into_parts();
+    // Reading the router's parameters never waits.
+    let params = RawPathParams::from_request_parts(&mut parts, &()).now_or_never();
+    *request = Request::from_parts(parts, body);
+    let params = params.ok_or_else(unchecked)?;
     // `bad_request`, the code of every framework refusal (a parameter that is not UTF-8).
     let params = params.map_err(|e| ApiError::bad_request("bad_request", e.body_text()))?;
     let text = params.iter().find(|(key, _)| *key == name).map(|(_, value)| value);

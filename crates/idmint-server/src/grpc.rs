@@ -120,10 +120,27 @@ pub(crate) fn method_labels(path: &str) -> Option<(&'static str, &'static str)> 
     GRPC_METHODS.iter().copied().find(|(s, m)| *s == service && *m == method)
 }
 
+/// How the router mounts a gRPC service on its route (router.rs puts each behind the one
+/// middleware).
+pub(crate) trait Mount {
+    /// `router` with `service` at `route`.
+    fn mount<S>(&self, router: Router, route: &'static str, service: S) -> Router
+    where
+        S: tower::Service<
+                axum::extract::Request,
+                Response = axum::http::Response<tonic::body::Body>,
+                Error = std::convert::Infallible,
+            > + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static;
+}
+
 /// The gRPC services as a router of their routes ([`GRPC_ROUTES`]), sharing `state` with the
-/// HTTP routes.
-pub(crate) fn grpc_router(state: SharedState) -> Router<SharedState> {
-    let health = GrpcHealth { app: Arc::clone(&state), watched: Arc::default() };
+/// HTTP routes, each mounted by `mount`.
+pub(crate) fn grpc_router(state: &SharedState, mount: &impl Mount) -> Router {
+    let health = GrpcHealth { app: Arc::clone(state), watched: Arc::default() };
     // Reflection serves the descriptors compiled into the binary (idmint.proto's and the
     // health service's); building it fails only on descriptors that do not decode, which
     // would be a broken build, and `grpc_services_describe_themselves` would fail first.
@@ -134,11 +151,11 @@ pub(crate) fn grpc_router(state: SharedState) -> Router<SharedState> {
     };
     let v1 = reflection().build_v1().expect("idmint.proto's compiled descriptors decode");
     let v1alpha = reflection().build_v1alpha().expect("idmint.proto's compiled descriptors decode");
-    Router::new()
-        .route_service(GRPC_ROUTE, IdMintServer::new(GrpcApi { app: state }))
-        .route_service(HEALTH_ROUTE, HealthServer::new(health))
-        .route_service(REFLECTION_ROUTE, v1)
-        .route_service(REFLECTION_V1ALPHA_ROUTE, v1alpha)
+    let api = IdMintServer::new(GrpcApi { app: Arc::clone(state) });
+    let router = mount.mount(Router::new(), GRPC_ROUTE, api);
+    let router = mount.mount(router, HEALTH_ROUTE, HealthServer::new(health));
+    let router = mount.mount(router, REFLECTION_ROUTE, v1);
+    mount.mount(router, REFLECTION_V1ALPHA_ROUTE, v1alpha)
 }
 
 /// Whether a request says it is a gRPC call (its content type is `application/grpc…`, in

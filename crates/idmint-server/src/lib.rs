@@ -25,6 +25,7 @@ mod histograms;
 mod http;
 mod limits;
 mod metrics;
+mod middleware;
 mod node_config;
 mod openapi;
 mod parse_errors;

@@ -1,8 +1,8 @@
 //! HTTP limits, each a named constant that configuration may lower but never raise:
 //! open connections and open connections per client address ([`LimitedListener`]), idle
 //! and slow connections (a deadline per connection, [`IdleTimeout`]), requests in flight per client address and the time one
-//! request may take ([`admit`] and [`bounded`], applied to every request by the router's
-//! one middleware).
+//! request may take ([`admit`] here, the timeout in the one middleware every request
+//! passes, middleware.rs).
 //!
 //! Request bodies (`REQUEST_BODY_BYTES_MAX`) and batch sizes (`BATCH_COUNT_MAX`) are bounded
 //! where they are read. This file must not decide statuses: errors go through `ApiError`.
@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, Request};
-use axum::response::{IntoResponse, Response};
 use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -277,32 +276,6 @@ pub(crate) fn admit(
         return Ok(None);
     };
     clients.enter(addr.ip(), limits.client_in_flight_max).map(Some)
-}
-
-/// Bounds `answer` by `limits.request_timeout_ms`: past it, 503 `request_timeout`. A
-/// request whose future is dropped by the timeout loses the ids it had taken (a gap), never
-/// repeats one.
-pub(crate) async fn bounded(
-    limits: &HttpLimits,
-    answer: impl Future<Output = Response>,
-) -> Response {
-    bounded_or(limits, answer, ApiError::into_response).await
-}
-
-/// [`bounded`], answering the timeout with `answer_error` (a gRPC status for gRPC calls).
-pub(crate) async fn bounded_or(
-    limits: &HttpLimits,
-    answer: impl Future<Output = Response>,
-    answer_error: impl FnOnce(ApiError) -> Response,
-) -> Response {
-    let timeout = Duration::from_millis(limits.request_timeout_ms);
-    match tokio::time::timeout(timeout, answer).await {
-        Ok(response) => response,
-        Err(_elapsed) => answer_error(ApiError::Timeout(format!(
-            "the request took longer than {} ms (limits.request_timeout_ms); retry",
-            limits.request_timeout_ms
-        ))),
-    }
 }
 
 /// A TCP listener that holds at most `connections_max` connections open (accepting waits

@@ -14,10 +14,8 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::handler::Handler;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodFilter, MethodRouter, on};
 use idmint::tinyid::TinyidSegment;
 use idmint_core::Count;
 use idmint_core::limits::BATCH_COUNT_MAX;
@@ -29,22 +27,8 @@ use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{STORE_500, STORE_503};
 use crate::state::SharedState;
 
-/// `handler` on every method but HEAD, which answers an empty 200 and consumes nothing.
-pub(crate) fn any_but_head<H, T>(handler: H) -> MethodRouter<SharedState>
-where
-    H: Handler<T, SharedState>,
-    T: 'static,
-{
-    let methods = MethodFilter::GET
-        .or(MethodFilter::POST)
-        .or(MethodFilter::PUT)
-        .or(MethodFilter::PATCH)
-        .or(MethodFilter::DELETE);
-    on(methods, handler).head(head)
-}
-
 /// HEAD: the headers of an answer, no id taken.
-async fn head() -> impl IntoResponse {
+pub(crate) async fn head() -> impl IntoResponse {
     [(header::CONTENT_TYPE, "text/plain; charset=utf-8")]
 }
 
