@@ -310,7 +310,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TinyidBizType {
 /// pass untouched. The `biz_type` goes to the handler as a [`TinyidBizType`].
 pub(crate) fn check_tinyid(
     node: &idmint::Node,
-    route: &str,
+    checks: &RouteChecks,
     request: &mut Request,
 ) -> Result<(), ApiError> {
     #[derive(Deserialize)]
@@ -319,7 +319,7 @@ pub(crate) fn check_tinyid(
         biz_type: Option<String>,
         token: Option<String>,
     }
-    if !TINYID_ROUTES.contains(&route) {
+    if !checks.tinyid {
         return Ok(());
     }
     let Query(query) = Query::<TokenQuery>::try_from_uri(request.uri())
@@ -382,26 +382,76 @@ fn unchecked() -> ApiError {
     )
 }
 
+/// Which checks one route's requests pass, read from the tables above once, when the router
+/// is built (middleware.rs keeps it with the route), so a request compares no route names.
+#[derive(Debug, Clone)]
+pub(crate) struct RouteChecks {
+    /// The route's template.
+    route: &'static str,
+    /// The methods the admin token guards here ([`ADMIN_ROUTES`]).
+    admin: Vec<Method>,
+    /// A monitor page ([`MONITOR_ROUTES`]).
+    monitor: bool,
+    /// `/v1/decode`, whose `tag` query parameter names a tag ([`DECODE_ROUTE`]).
+    decode: bool,
+    /// The path parameter naming a tag or sequence ([`TAG_ROUTES`]), and its place among
+    /// the path's `/`-separated segments.
+    tag: Option<(&'static str, usize)>,
+    /// A Tinyid route ([`TINYID_ROUTES`]).
+    tinyid: bool,
+}
+
+impl RouteChecks {
+    /// The checks of the route `route` (a router template).
+    pub(crate) fn of(route: &'static str) -> RouteChecks {
+        let admin = ADMIN_ROUTES.iter().filter(|(_, r)| *r == route).map(|(m, _)| m.clone());
+        let tag = TAG_ROUTES.iter().find(|(r, _)| *r == route).map(|(_, name)| {
+            let place = route.split('/').position(|segment| {
+                segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) == Some(*name)
+            });
+            // TAG_ROUTES names each route's parameter: a template without it is a bug.
+            (*name, place.unwrap_or_else(|| panic!("{route} has no {{{name}}} parameter")))
+        });
+        RouteChecks {
+            route,
+            admin: admin.collect(),
+            monitor: MONITOR_ROUTES.contains(&route),
+            decode: route == DECODE_ROUTE,
+            tag,
+            tinyid: TINYID_ROUTES.contains(&route),
+        }
+    }
+
+    /// The route's template.
+    pub(crate) fn route(&self) -> &'static str {
+        self.route
+    }
+}
+
 /// Checks the admin token on [`ADMIN_ROUTES`] and client tokens on [`TAG_ROUTES`] (and
-/// `/v1/decode?tag=`) before the handler runs; `route` is the matched route template. The
-/// name is parsed here, once, and handed to the handler as a [`RouteTag`] or [`QueryTag`]
-/// in the request's extensions: what was checked is what is served.
-pub(crate) fn check(auth: &Auth, route: &str, request: &mut Request) -> Result<(), ApiError> {
-    let admin = ADMIN_ROUTES.iter().any(|(method, r)| method == request.method() && *r == route);
+/// `/v1/decode?tag=`) before the handler runs; `checks` are the matched route's. The name
+/// is parsed here, once, and handed to the handler as a [`RouteTag`] or [`QueryTag`] in the
+/// request's extensions: what was checked is what is served.
+pub(crate) fn check(
+    auth: &Auth,
+    checks: &RouteChecks,
+    request: &mut Request,
+) -> Result<(), ApiError> {
+    let admin = checks.admin.contains(request.method());
     if admin {
         auth.admin(request.headers())?;
     }
-    if MONITOR_ROUTES.contains(&route) {
+    if checks.monitor {
         auth.monitor(request.headers())?;
     }
-    if route == DECODE_ROUTE {
+    if checks.decode {
         let tag = decode_tag(request.uri())?;
         if let (Some(tag), false) = (&tag, admin) {
             auth.tag(request.headers(), tag)?;
         }
         request.extensions_mut().insert(QueryTag(tag));
-    } else if let Some((_, name)) = TAG_ROUTES.iter().find(|(r, _)| *r == route) {
-        let tag = path_tag(request, route, name)?;
+    } else if let Some((name, place)) = checks.tag {
+        let tag = path_tag(request, name, place)?;
         if !admin {
             auth.tag(request.headers(), &tag)?;
         }
@@ -410,10 +460,9 @@ pub(crate) fn check(auth: &Auth, route: &str, request: &mut Request) -> Result<(
     Ok(())
 }
 
-/// The tag the path parameter `name` of `route` holds in `request`'s path.
-fn path_tag(request: &Request, route: &str, name: &str) -> Result<Tag, ApiError> {
-    // TAG_ROUTES names each route's parameter: a route whose template lacks it is a bug.
-    let text = path_param(route, name, request.uri().path()).ok_or_else(unchecked)?;
+/// The tag the path parameter `name`, the segment at `place`, holds in `request`'s path.
+fn path_tag(request: &Request, name: &str, place: usize) -> Result<Tag, ApiError> {
+    let text = path_segment(request.uri().path(), place).ok_or_else(unchecked)?;
     // `bad_request`, the code of every framework refusal.
     let text = text.map_err(|_| {
         ApiError::bad_request(
@@ -424,21 +473,19 @@ fn path_tag(request: &Request, route: &str, name: &str) -> Result<Tag, ApiError>
     Ok(Tag::parse(&text)?)
 }
 
-/// The path parameter `name` of the route `template` in `path`, percent-decoded as axum
-/// decodes every path parameter (the same crate and call), without allocating unless
-/// something was encoded. The router matched `path` to `template`, segment by segment, so
-/// the parameter is the segment at the place its `{name}` has in the template. `None`:
-/// the template has no such parameter (or `path` is not one of its paths).
-pub(crate) fn path_param<'a>(
-    template: &str,
-    name: &str,
-    path: &'a str,
-) -> Option<Result<Cow<'a, str>, Utf8Error>> {
-    let place = template.split('/').position(|segment| {
-        segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) == Some(name)
-    })?;
-    let raw = path.split('/').nth(place)?;
-    Some(percent_encoding::percent_decode_str(raw).decode_utf8())
+/// The segment at `place` of `path` (counting from the empty one before its first `/`),
+/// percent-decoded as axum decodes every path parameter (the same crate and call), without
+/// allocating unless something was encoded. The router matched `path` to the route's
+/// template segment by segment, so a parameter is the segment at the place its `{name}` has
+/// in the template. `None`: `path` has fewer segments.
+pub(crate) fn path_segment(path: &str, place: usize) -> Option<Result<Cow<'_, str>, Utf8Error>> {
+    let mut start = 0;
+    for _ in 0..place {
+        start += path.as_bytes()[start..].iter().position(|b| *b == b'/')? + 1;
+    }
+    let rest = &path.as_bytes()[start..];
+    let end = rest.iter().position(|b| *b == b'/').unwrap_or(rest.len());
+    Some(percent_encoding::percent_decode(&rest[..end]).decode_utf8())
 }
 
 /// `/v1/decode`'s `tag`, decoded as the query extractor decodes every query (keys and

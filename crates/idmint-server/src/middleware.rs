@@ -28,6 +28,7 @@ use axum::routing::{MethodRouter, get_service, post_service};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use crate::auth::RouteChecks;
 use crate::error::ApiError;
 use crate::http::tinyid;
 use crate::limits::{Pass, REQUEST_BODY_BYTES_MAX};
@@ -136,10 +137,10 @@ async fn method_not_allowed() -> StatusCode {
 
 /// What the middleware needs to know of a route, resolved once when the router is built.
 pub(crate) struct RouteInfo {
-    /// The router's template; `None` where no route matched (the router's fallback).
-    template: Option<&'static str>,
     /// The route's kind: which checks run and how errors are shaped.
     kind: Kind,
+    /// The token checks of an HTTP route.
+    checks: Option<RouteChecks>,
     /// HEAD answers `200` with no body after the token check and never runs the handler
     /// (every route that hands out ids or leases, see [`HEAD_READS`]).
     head_without_handler: bool,
@@ -168,8 +169,8 @@ impl RouteInfo {
             && !HEAD_READS.contains(&template)
             && !HEAD_REFUSED.contains(&template);
         Arc::new(RouteInfo {
-            template: Some(template),
             kind,
+            checks: (kind == Kind::Http).then(|| RouteChecks::of(template)),
             head_without_handler,
             metrics: RouteMetrics::new(Some(template)),
         })
@@ -178,8 +179,8 @@ impl RouteInfo {
     /// Where no route matched.
     pub(crate) fn unmatched() -> Arc<RouteInfo> {
         Arc::new(RouteInfo {
-            template: None,
             kind: Kind::Unmatched,
+            checks: None,
             head_without_handler: false,
             metrics: RouteMetrics::new(None),
         })
@@ -244,16 +245,19 @@ where
             Ok(pass) => pass,
             Err(refused) => return GuardedFuture::answered(finish.error(refused), finish),
         };
-        if let (Kind::Http, Some(route)) = (info.kind, info.template) {
+        if let Some(checks) = &info.checks {
             let checked = crate::grpc::refuse_on_http_route(request.headers())
-                .and_then(|()| crate::auth::check(&app.auth, route, &mut request));
+                .and_then(|()| crate::auth::check(&app.auth, checks, &mut request));
             if let Err(error) = checked {
                 return GuardedFuture::answered(error.into_response(), finish);
             }
             // Tinyid's routes check Tinyid's token table, and answer its refusal in Tinyid's
             // shape; every other refusal above is idmint's on every route.
-            if let Err(error) = crate::auth::check_tinyid(&app.node, route, &mut request) {
-                return GuardedFuture::answered(tinyid::refusal(Some(route), error), finish);
+            if let Err(error) = crate::auth::check_tinyid(&app.node, checks, &mut request) {
+                return GuardedFuture::answered(
+                    tinyid::refusal(Some(checks.route()), error),
+                    finish,
+                );
             }
             if finish.method == Method::HEAD && info.head_without_handler {
                 return GuardedFuture::answered(head_without_handler(), finish);

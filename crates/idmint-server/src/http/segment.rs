@@ -12,7 +12,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, IdText, IdsAs, STORE_500, STORE_503, TAG_PARAM, TagName, parse_count, public_values,
+    CountQuery, IdText, IdValues, IdsAs, STORE_500, STORE_503, TAG_PARAM, TagName, parse_count,
+    public_values,
 };
 use crate::state::SharedState;
 
@@ -54,7 +55,7 @@ pub(crate) struct IdsBody {
     tag: String,
     /// Numbers, or strings (a tag with a text template, or `ids_as=string`).
     #[schema(schema_with = crate::http::shared::ids_schema)]
-    ids: Vec<serde_json::Value>,
+    ids: IdValues,
 }
 
 /// A batch of ids of a tag

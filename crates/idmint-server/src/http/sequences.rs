@@ -18,7 +18,8 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, IdsAs, SEQ_500, SEQ_501, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED, parse_count,
+    FORBIDDEN, IdValues, IdsAs, SEQ_500, SEQ_501, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED,
+    parse_count,
 };
 use crate::state::SharedState;
 
@@ -46,7 +47,7 @@ pub(crate) struct SeqIdsBody {
     period: String,
     /// Increasing numbers, or strings (a formatted sequence, or `ids_as=string`).
     #[schema(schema_with = crate::http::shared::ids_schema)]
-    ids: Vec<serde_json::Value>,
+    ids: IdValues,
 }
 
 /// `count` numbers of a sequence, increasing (strings when it has a format)
@@ -78,7 +79,7 @@ pub(crate) async fn seq_ids(
     let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
     let ids = app.node.sequence_ids(&name, count).await?;
     let values = match ids.formatted {
-        Some(formatted) => formatted.into_iter().map(serde_json::Value::from).collect(),
+        Some(formatted) => IdValues::Texts(formatted),
         None => ids_as.values(ids.numbers),
     };
     Ok(Json(SeqIdsBody { name: ids.name.to_string(), period: ids.period, ids: values }))

@@ -355,11 +355,40 @@ impl IdsAs {
         }
     }
 
-    /// `ids` as JSON values of this kind.
-    pub(crate) fn values(self, ids: impl IntoIterator<Item = u64>) -> Vec<serde_json::Value> {
+    /// `ids` as an answer carries them, in this kind.
+    pub(crate) fn values(self, ids: Vec<u64>) -> IdValues {
         match self {
-            IdsAs::Number => ids.into_iter().map(serde_json::Value::from).collect(),
-            IdsAs::String => ids.into_iter().map(|id| id.to_string().into()).collect(),
+            IdsAs::Number => IdValues::Numbers(ids),
+            IdsAs::String => IdValues::Decimals(ids),
+        }
+    }
+}
+
+/// The ids of an answer, written to JSON straight from what the engine gave (no JSON value
+/// made per id: a batch of 100 000 ids is one array of numbers, written once).
+#[derive(Debug)]
+pub(crate) enum IdValues {
+    /// Numbers.
+    Numbers(Vec<u64>),
+    /// Numbers as decimal strings (`ids_as=string`).
+    Decimals(Vec<u64>),
+    /// Texts (a template that renders text).
+    Texts(Vec<String>),
+}
+
+impl Serialize for IdValues {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            IdValues::Numbers(ids) => ids.serialize(serializer),
+            IdValues::Texts(texts) => texts.serialize(serializer),
+            IdValues::Decimals(ids) => {
+                use serde::ser::SerializeSeq;
+                let mut seq = serializer.serialize_seq(Some(ids.len()))?;
+                for id in ids {
+                    seq.serialize_element(itoa::Buffer::new().format(*id))?;
+                }
+                seq.end()
+            }
         }
     }
 }
@@ -391,10 +420,10 @@ impl FormatBody {
     }
 }
 
-/// A batch of public ids as JSON values: numbers (as `ids_as` says) or texts.
-pub(crate) fn public_values(ids: PublicIds, ids_as: IdsAs) -> Vec<serde_json::Value> {
+/// A batch of public ids as an answer carries them: numbers (as `ids_as` says) or texts.
+pub(crate) fn public_values(ids: PublicIds, ids_as: IdsAs) -> IdValues {
     match ids {
         PublicIds::Numbers(ids) => ids_as.values(ids),
-        PublicIds::Texts(texts) => texts.into_iter().map(serde_json::Value::from).collect(),
+        PublicIds::Texts(texts) => IdValues::Texts(texts),
     }
 }

@@ -14,7 +14,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, DecimalId, IdsAs, SNOWFLAKE_500, SNOWFLAKE_501, SNOWFLAKE_503, parse_count,
+    CountQuery, DecimalId, IdValues, IdsAs, SNOWFLAKE_500, SNOWFLAKE_501, SNOWFLAKE_503,
+    parse_count,
 };
 use crate::state::SharedState;
 
@@ -119,7 +120,7 @@ fn parse_id(text: &str) -> Result<u64, ApiError> {
 pub(crate) struct SnowflakeIdsBody {
     /// Increasing ids: numbers, or decimal strings with `ids_as=string`.
     #[schema(schema_with = crate::http::shared::ids_schema)]
-    ids: Vec<serde_json::Value>,
+    ids: IdValues,
     /// The node's worker id.
     worker: u64,
 }
