@@ -554,11 +554,11 @@ mod tests {
                 let answer = router.clone().oneshot(request).await.unwrap();
                 let body = axum::body::to_bytes(answer.into_body(), 4096).await.unwrap();
                 let axum_reads = String::from_utf8(body.to_vec()).unwrap();
-                let ours =
-                    match path_param(route, name, &path).expect("the route has the parameter") {
-                        Ok(text) => format!("ok {:?}", vec![text.to_string()]),
-                        Err(_) => "not utf-8".to_string(),
-                    };
+                let (_, place) = RouteChecks::of(route).tag.expect("a tag route");
+                let ours = match path_segment(&path, place).expect("the path has the segment") {
+                    Ok(text) => format!("ok {:?}", vec![text.to_string()]),
+                    Err(_) => "not utf-8".to_string(),
+                };
                 assert_eq!(ours, axum_reads, "{path}");
             }
         }
