@@ -142,6 +142,9 @@ impl CachedConfig {
 /// A ring of pre-made snowflake ids over a [`Snowflake`].
 #[derive(Debug)]
 pub struct CachedSnowflake {
+    /// What every take reads, on cache lines of its own: the filler's and putters' writes
+    /// (the `filling` lock, the wake-up, the counters) would otherwise invalidate it.
+    taken: TakeState,
     generator: Arc<Snowflake>,
     ring: Ring,
     max_lead_ms: u64,
@@ -153,16 +156,29 @@ pub struct CachedSnowflake {
     rejected: AtomicU64,
     /// Ids dropped from the ring's front because their time grew older than the age bound.
     stale: AtomicU64,
-    /// The oldest id time (ms) still fresh, `now - max_age_ms` as of the last clock read of
-    /// the filler or a slow take: what a fast take compares its id with.
-    horizon_ms: AtomicU64,
-    /// The generator's lease losses when the ring was last checked against them.
-    losses_seen: AtomicU64,
     cancel: CancellationToken,
     /// The filler task.
     tasks: TaskTracker,
+}
+
+/// The fields a take reads, written rarely: at a close, a lease loss, and once per filler
+/// round (the horizon). Aligned to two cache lines (against adjacent-line prefetch), so no
+/// write to the rest of [`CachedSnowflake`] makes a taker miss.
+#[derive(Debug)]
+#[repr(align(128))]
+struct TakeState {
     /// Set by [`CachedSnowflake::shutdown`]: every take is refused from then on.
     closed: AtomicBool,
+    /// The smallest id still fresh: the first id of the first time unit that starts at or
+    /// after `now - max_age_ms`, as of the last clock read of the filler or a slow take. Ids
+    /// carry their time in their high bits, so an id is older than the bound exactly when it
+    /// is below this; a take compares instead of decoding its id's time.
+    fresh_id_min: AtomicU64,
+    /// The largest id the layout can make: anything above is no id of this ring (counted
+    /// as stale, never handed out).
+    id_max: u64,
+    /// The generator's lease losses when the ring was last checked against them.
+    losses_seen: AtomicU64,
 }
 
 impl CachedSnowflake {
@@ -187,7 +203,16 @@ impl CachedSnowflake {
         let CachedConfig { capacity, max_lead_ms, max_age_ms } = config;
         let ring = Ring::new(capacity).map_err(|e| SnowflakeError::Config(e.to_string()))?;
         let generator_losses = generator.lease_losses();
+        let layout = generator.layout();
+        let id_bits = layout.time_bits() + layout.worker_bits() + layout.sequence_bits();
         let cached = Arc::new(CachedSnowflake {
+            taken: TakeState {
+                closed: AtomicBool::new(false),
+                fresh_id_min: AtomicU64::new(0),
+                // Layouts have at most 63 bits, so the shift is below 64.
+                id_max: u64::MAX >> (64 - id_bits),
+                losses_seen: AtomicU64::new(generator_losses),
+            },
             generator,
             ring,
             max_lead_ms,
@@ -196,11 +221,8 @@ impl CachedSnowflake {
             filling: std::sync::Mutex::new(()),
             rejected: AtomicU64::new(0),
             stale: AtomicU64::new(0),
-            horizon_ms: AtomicU64::new(0),
-            losses_seen: AtomicU64::new(generator_losses),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
-            closed: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&cached);
         let cancel = cached.cancel.clone();
@@ -233,20 +255,22 @@ impl CachedSnowflake {
         Ok(cached)
     }
 
-    /// The next id: one atomic step on the ring and a load (the age bound's horizon); on an
-    /// empty ring, or a stale front, the caller fills one unit. `None` only when borrowing is
-    /// stopped by the lead bound or the time mark (counted).
+    /// The next id: one atomic step on the ring and a load (the age bound's horizon, an id
+    /// to compare with); on an empty ring, or a stale front, the caller fills one unit.
+    /// `None` only when borrowing is stopped by the lead bound or the time mark (counted).
     pub fn take(&self) -> Result<Option<u64>, SnowflakeError> {
         self.refuse_once_closed()?;
         self.discard_after_a_lost_lease();
-        if let Some(id) = self.ring.take() {
+        if let Some((id, fill_due)) = self.ring.take_checked(RING_PADDING_PERMILLE_DEFAULT) {
+            // Checked every 1 024th take (`Ring::take_checked`): the check reads the tail,
+            // which the filler rewrites with every put.
+            if fill_due {
+                self.wake.notify_one();
+            }
             if self.past_horizon(id) {
                 self.stale.fetch_add(1, Ordering::Relaxed);
                 self.discard_stale(true);
                 return self.take_slow();
-            }
-            if self.ring.needs_fill(RING_PADDING_PERMILLE_DEFAULT) {
-                self.wake.notify_one();
             }
             return Ok(Some(id));
         }
@@ -258,16 +282,18 @@ impl CachedSnowflake {
         self.older_than(id, now_ms, self.max_age_ms)
     }
 
-    /// Whether `id`'s time lies before the published horizon: the fast take's check.
+    /// Whether `id`'s time lies before the published horizon (or `id` is no id of the
+    /// layout): the fast take's check, two compares.
+    #[inline]
     fn past_horizon(&self, id: u64) -> bool {
-        let horizon_ms = self.horizon_ms.load(Ordering::Relaxed);
-        self.generator.decode(id).is_none_or(|parts| parts.timestamp_ms < horizon_ms)
+        id < self.taken.fresh_id_min.load(Ordering::Relaxed) || id > self.taken.id_max
     }
 
     /// Reads the clock and publishes the horizon it gives.
     fn read_clock(&self) -> u64 {
         let now_ms = self.generator.now_ms();
-        self.horizon_ms.fetch_max(now_ms.saturating_sub(self.max_age_ms), Ordering::Relaxed);
+        let fresh_id_min = fresh_id_min(self.generator.layout(), now_ms, self.max_age_ms);
+        self.taken.fresh_id_min.fetch_max(fresh_id_min, Ordering::Relaxed);
         now_ms
     }
 
@@ -325,7 +351,7 @@ impl CachedSnowflake {
     /// which refuses until a lease is held again.
     fn discard_after_a_lost_lease(&self) {
         let losses = self.generator.lease_losses();
-        if losses == self.losses_seen.load(Ordering::Acquire) {
+        if losses == self.taken.losses_seen.load(Ordering::Acquire) {
             return;
         }
         // No put while the ring is emptied.
@@ -334,7 +360,7 @@ impl CachedSnowflake {
         while self.ring.take().is_some() {
             discarded += 1;
         }
-        self.losses_seen.store(losses, Ordering::Release);
+        self.taken.losses_seen.store(losses, Ordering::Release);
         tracing::warn!(discarded, "worker lease lost: the ring's pre-made ids are discarded");
     }
 
@@ -453,14 +479,12 @@ impl CachedSnowflake {
             return Ok(false);
         };
         let layout = self.generator.layout();
-        let ids = layout
-            .ids_of_unit(worker, unit)
+        // The unit's ids are `first + sequence` for every sequence (the sequence is the low
+        // field, see `Layout::ids_of_unit`): one run, claimed in the ring with one CAS.
+        let first = layout
+            .compose(unit, worker, 0)
             .ok_or_else(|| SnowflakeError::Exhausted(layout.to_string()))?;
-        for id in ids {
-            if !self.ring.put(id) {
-                break;
-            }
-        }
+        self.ring.put_run(first, layout.max_sequence() + 1);
         Ok(true)
     }
 
@@ -501,7 +525,7 @@ impl CachedSnowflake {
         self.cancel.cancel();
         self.tasks.close();
         self.tasks.wait().await;
-        self.closed.store(true, Ordering::Release);
+        self.taken.closed.store(true, Ordering::Release);
         // No put while the ring is emptied.
         let _filling = self.filling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         while self.ring.take().is_some() {}
@@ -509,7 +533,7 @@ impl CachedSnowflake {
 
     /// The refusal of every take once [`Self::shutdown`] closed the ring.
     fn refuse_once_closed(&self) -> Result<(), SnowflakeError> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.taken.closed.load(Ordering::Acquire) {
             return Err(SnowflakeError::Unavailable(
                 "the node is shutting down: the snowflake ring is closed".into(),
             ));
@@ -522,6 +546,17 @@ impl CachedSnowflake {
         let Ok(_filling) = self.filling.try_lock() else { return Ok(None) };
         self.fill_unit().map(Some)
     }
+}
+
+/// The smallest id of `layout` whose time is not more than `max_age_ms` before `now_ms`: the
+/// first id of the first time unit starting at or after `now_ms - max_age_ms` (0 when that is
+/// before the epoch, `u64::MAX` when it is past the layout's end). An id's time is older than
+/// the bound exactly when the id is below it, because the time is the id's high field.
+fn fresh_id_min(layout: &Layout, now_ms: u64, max_age_ms: u64) -> u64 {
+    let horizon_ms = now_ms.saturating_sub(max_age_ms);
+    let Some(since_epoch_ms) = horizon_ms.checked_sub(layout.epoch_ms()) else { return 0 };
+    let units = since_epoch_ms.div_ceil(layout.unit().millis());
+    layout.compose(units, 0, 0).unwrap_or(u64::MAX)
 }
 
 impl Drop for CachedSnowflake {
