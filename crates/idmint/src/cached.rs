@@ -564,3 +564,46 @@ impl Drop for CachedSnowflake {
         self.cancel.cancel();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast take's compare with the smallest fresh id says "stale" for exactly the ids the
+    /// slow path's decode says are older than the bound, for ms and 10 ms units, around unit
+    /// boundaries, before the epoch and past the layout's end.
+    #[test]
+    fn the_smallest_fresh_id_splits_ids_exactly_where_decoding_them_does() {
+        for name in ["snowflake", "sonyflake"] {
+            let layout = Layout::preset(name).expect("preset");
+            let unit_ms = layout.unit().millis();
+            let epoch_ms = layout.epoch_ms();
+            let end_ms = layout.expires_at_ms();
+            let worker = layout.max_worker();
+            for max_age_ms in [10, 15, 1_000] {
+                let probes = [0, 1, epoch_ms, epoch_ms + 7, epoch_ms + 1_000_003, end_ms - 1];
+                for base_ms in probes {
+                    for now_ms in base_ms..base_ms + 2 * unit_ms + max_age_ms + 2 {
+                        let floor = fresh_id_min(&layout, now_ms, max_age_ms);
+                        let horizon_ms = now_ms.saturating_sub(max_age_ms);
+                        let first_units = layout.to_units(horizon_ms).unwrap_or(0);
+                        for units in first_units.saturating_sub(2)..first_units + 3 {
+                            for sequence in [0, layout.max_sequence()] {
+                                let Some(id) = layout.compose(units, worker, sequence) else {
+                                    continue;
+                                };
+                                let parts = layout.decode(id).expect("a composed id decodes");
+                                assert_eq!(
+                                    id < floor,
+                                    parts.timestamp_ms < horizon_ms,
+                                    "{name}: id {id} ({parts:?}) at {now_ms} ms, bound \
+                                     {max_age_ms} ms"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
