@@ -111,10 +111,7 @@ fn cached(runtime: &tokio::runtime::Runtime) {
             let rate = rate_of(threads, CACHED_ROUND, move || taker.take().expect("take"));
             rejected += cached.rejected();
             runtime.block_on(cached.shutdown());
-            println!(
-                "| {round} | {threads} | {rate:.0} | {atomic:.0} | {:.3} |",
-                rate / atomic
-            );
+            println!("| {round} | {threads} | {rate:.0} | {atomic:.0} | {:.3} |", rate / atomic);
             rates[threads - 1].push(rate);
             floors[threads - 1].push(atomic);
         }
@@ -129,6 +126,11 @@ fn cached(runtime: &tokio::runtime::Runtime) {
             median / floor_median
         );
     }
+    // What the lead bound lets a round take: above it a round measures the bound, not the
+    // take.
+    let round_s = CACHED_ROUND.as_secs_f64();
+    let lead_cap = layout.ids_per_second_limit() as f64 * (10.0 + round_s) / round_s;
+    println!("lead bound: a {round_s} s round can take at most {lead_cap:.0} ids/s");
     println!("rejected takes: {rejected}");
 }
 

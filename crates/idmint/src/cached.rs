@@ -6,7 +6,8 @@
 //! first unit above the last one issued, or the clock), only within the persisted time mark
 //! and at most `max_lead_ms` ahead of the wall clock, so cached and uncached ids of one
 //! generator never collide and a restart never reuses borrowed time. A background task
-//! refills the ring when it falls below half full; a take that finds the ring empty fills
+//! refills the ring when it falls below half full (a take checks that every 1 024th take,
+//! see `Ring::take_checked`; a unit goes in as one run, `Ring::put_run`); a take that finds the ring empty fills
 //! one unit itself instead of being rejected. A take is refused only when the lead bound or
 //! the mark stops borrowing, i.e. when demand outruns the layout's limit for longer than the
 //! lead.
@@ -14,9 +15,10 @@
 //! **Age bound.** Pre-made ids carry the time they were made at, not the time they are
 //! handed out: at a low rate a full ring would hand out ids minutes old. So no take hands out
 //! an id whose time lies more than `max_age_ms` before the clock: the filler reads the clock
-//! every round (at least every 10 ms) and publishes the oldest time still fresh (`horizon`),
-//! and a take compares the id it took with it (one load; a clock read would double the
-//! take's cost). A take that finds a stale id discards the ring's front older than half the
+//! every round (at least every 10 ms) and publishes the oldest time still fresh (the
+//! horizon) as the smallest id still fresh (ids carry their time in their high bits), and a
+//! take compares the id it took with it (one load and a compare; a clock read would double
+//! the take's cost). A take that finds a stale id discards the ring's front older than half the
 //! bound (under the putters' lock) and goes on with the first id left or fills a unit from
 //! the clock; the filler does the same every round, so an idle ring is renewed before a take
 //! needs it. Discarded ids are never handed out, and the ids after them are larger, so

@@ -73,7 +73,7 @@ proptest! {
                     let expected = model.pop_front().map(|id| {
                         let every = (capacity / 16).max(1);
                         let threshold = capacity * u64::from(padding_permille.min(1_000));
-                        (id, position % every == 0 && (model.len() as u64) * 1_000 < threshold)
+                        (id, position.is_multiple_of(every) && (model.len() as u64) * 1_000 < threshold)
                     });
                     prop_assert_eq!(ring.take_checked(padding_permille), expected);
                     taken += u64::from(expected.is_some());
