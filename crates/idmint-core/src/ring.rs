@@ -126,7 +126,11 @@ impl Ring {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    for offset in 0..free {
+                    // Last slot first: a taker that caught up with this run waits for all of
+                    // it and then reads lines this putter no longer writes, instead of
+                    // chasing the write front and pulling each line across cores up to four
+                    // times (measured: a third of the rate when the two run on two cores).
+                    for offset in (0..free).rev() {
                         let slot = self.slot(position + offset);
                         slot.id.store(first + offset, Ordering::Relaxed);
                         // Release: the id is written before a taker can see the turn.
