@@ -1,8 +1,9 @@
 //! Interleaving tests, run by loom over every schedule within a preemption bound: the double
 //! buffer's segment switch (takes race with installs, switches, slot reuse, give-backs and the
 //! freeze; no id may be held by two takers, come from outside the installed ranges, or be
-//! given back by the freeze after it was handed out) and the id ring (takers race the filler
-//! and each other; no id is taken twice or lost).
+//! given back by the freeze after it was handed out) and the id ring (takers race the filler,
+//! its runs and each other; no id is taken twice or lost, and a slot rewritten under a taker
+//! that read it before claiming it is never handed out).
 //!
 //! Built only with `--cfg loom` (which also swaps the buffer's atomics and lock for loom's, see
 //! `src/sync.rs`); in a normal build this file is empty. Run it as CI does:
@@ -13,7 +14,7 @@
 //! ```
 //!
 //! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (at their own bounds the
-//! eight models take about 40 s). The models run through `loom::model::Builder`, which
+//! ten models take about 70 s on the shared 2-core machine). The models run through `loom::model::Builder`, which
 //! installs no `tracing` subscriber: to see a failing schedule step by step, call
 //! `loom::model` instead and set `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
 //!
