@@ -570,6 +570,41 @@ impl Drop for CachedSnowflake {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::snowflake_gen::{SnowflakeConfig, WorkerIdSource};
+
+    /// The fast take's own age check, alone: the clock jumps past the bound and the horizon is
+    /// published (as a filler round does just before it drops the stale front, while takers
+    /// race it), but nothing is dropped yet. The next take must not hand out the stale front.
+    /// (Every other path that publishes the horizon also drops the front, so only this check
+    /// stands between a take racing that round and a stale id.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_take_racing_a_published_horizon_hands_out_no_stale_id() {
+        let clock = Arc::new(ManualClock::at_system_time());
+        let layout = Layout::preset("snowflake").expect("preset");
+        let mut config = SnowflakeConfig::new("snowflake", layout);
+        config.worker = WorkerIdSource::Static(1);
+        let generator = Snowflake::start(None, config, Arc::clone(&clock) as Arc<dyn Clock>)
+            .await
+            .expect("generator");
+        let cached = CachedSnowflake::start_with(generator, CachedConfig::new(1 << 12, 10_000))
+            .expect("ring");
+        // The filler's first round, on this thread.
+        tokio::task::yield_now().await;
+        let first = cached.take().expect("take").expect("an id");
+        assert!(cached.len() > 0, "the ring holds the rest of the unit");
+        clock.advance(CACHED_MAX_AGE_MS_DEFAULT + 500);
+        cached.read_clock();
+        let next = cached.take().expect("take").expect("an id");
+        let age_ms = |id: u64| clock.now_ms() - layout.decode(id).expect("decodes").timestamp_ms;
+        assert!(next > first, "ids increase");
+        assert!(
+            age_ms(next) <= CACHED_MAX_AGE_MS_DEFAULT,
+            "a stale id handed out: {} ms old",
+            age_ms(next)
+        );
+        assert!(cached.stale_discarded() > 0);
+    }
 
     /// The fast take's compare with the smallest fresh id says "stale" for exactly the ids the
     /// slow path's decode says are older than the bound, for ms and 10 ms units, around unit
