@@ -592,7 +592,7 @@ mod tests {
         // The filler's first round, on this thread.
         tokio::task::yield_now().await;
         let first = cached.take().expect("take").expect("an id");
-        assert!(cached.len() > 0, "the ring holds the rest of the unit");
+        assert!(!cached.is_empty(), "the ring holds the rest of the unit");
         clock.advance(CACHED_MAX_AGE_MS_DEFAULT + 500);
         cached.read_clock();
         let next = cached.take().expect("take").expect("an id");
