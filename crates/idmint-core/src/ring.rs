@@ -9,7 +9,7 @@
 //! reads the id, and only then claims the position with a CAS on `head` (Release). So a taker
 //! never writes a slot: the slots' cache lines travel from the filler to the takers only,
 //! instead of back and forth with every take (measured: the write-back made the take's first
-//! access of each line a miss and then an upgrade, half its cost). The read before the claim
+//! access of each line a miss and then an upgrade, over a third of its cost). The read before the claim
 //! is safe because a putter rewrites the slot of `p` only after it saw the head pass `p`
 //! (Acquire, pairing with the claim's Release, which orders the taker's read before the
 //! rewrite); a taker whose slot was rewritten under it therefore finds the head moved, its CAS
