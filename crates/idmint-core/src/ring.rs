@@ -9,9 +9,9 @@
 //! reads the id, and only then claims the position with a CAS on `head` (Release). So a taker
 //! never writes a slot: the slots' cache lines travel from the filler to the takers only,
 //! instead of back and forth with every take (measured: the write-back made the take's first
-//! access of each line a miss and then an upgrade, over a third of its cost). The read before the claim
-//! is safe because a putter rewrites the slot of `p` only after it saw the head pass `p`
-//! (Acquire, pairing with the claim's Release, which orders the taker's read before the
+//! access of each line a miss and then an upgrade, over a third of its cost). The read before
+//! the claim is safe because a putter rewrites the slot of `p` only after it saw the head pass
+//! `p` (Acquire, pairing with the claim's Release, which orders the taker's read before the
 //! rewrite); a taker whose slot was rewritten under it therefore finds the head moved, its CAS
 //! fails, and it drops what it read. `head` and `tail` each sit on their own cache lines.
 //! Positions are `u64` and only grow, so they never wrap and a CAS cannot be fooled by a

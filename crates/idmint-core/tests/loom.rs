@@ -14,9 +14,10 @@
 //! ```
 //!
 //! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (at their own bounds the
-//! ten models take about 70 s on the shared 2-core machine). The models run through `loom::model::Builder`, which
-//! installs no `tracing` subscriber: to see a failing schedule step by step, call
-//! `loom::model` instead and set `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
+//! ten models take about 70 s on the shared 2-core machine). The models run through
+//! `loom::model::Builder`, which installs no `tracing` subscriber: to see a failing schedule
+//! step by step, call `loom::model` instead and set
+//! `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
 //!
 //! Ids lost to a stale retry: a taker that read the hint before a switch and steps the cursor
 //! after it finds its slot stale and retries; the ids its step covered in the new segment are

@@ -7,8 +7,8 @@
 //! and at most `max_lead_ms` ahead of the wall clock, so cached and uncached ids of one
 //! generator never collide and a restart never reuses borrowed time. A background task
 //! refills the ring when it falls below half full (a take checks that every 1 024th take,
-//! see `Ring::take_checked`; a unit goes in as one run, `Ring::put_run`); a take that finds the ring empty fills
-//! one unit itself instead of being rejected. A take is refused only when the lead bound or
+//! see `Ring::take_checked`; a unit goes in as one run, `Ring::put_run`); a take that finds
+//! the ring empty fills one unit itself instead of being rejected. A take is refused only when the lead bound or
 //! the mark stops borrowing, i.e. when demand outruns the layout's limit for longer than the
 //! lead.
 //!

@@ -22,8 +22,8 @@ enum Op {
 }
 
 proptest! {
-    /// Any sequence of puts (one id, or a run) and takes gives what a bounded `VecDeque` gives: a put refused
-    /// exactly when full, takes in put order, `None` exactly when empty, and the fill signal
+    /// Any sequence of puts (one id, or a run) and takes gives what a bounded `VecDeque`
+    /// gives: a put refused exactly when full (a run puts what fits), takes in put order, `None` exactly when empty, and the fill signal
     /// below the padding.
     #[test]
     fn the_ring_is_a_bounded_fifo(
@@ -73,7 +73,8 @@ proptest! {
                     let expected = model.pop_front().map(|id| {
                         let every = (capacity / 16).max(1);
                         let threshold = capacity * u64::from(padding_permille.min(1_000));
-                        (id, position.is_multiple_of(every) && (model.len() as u64) * 1_000 < threshold)
+                        let low = (model.len() as u64) * 1_000 < threshold;
+                        (id, position.is_multiple_of(every) && low)
                     });
                     prop_assert_eq!(ring.take_checked(padding_permille), expected);
                     taken += u64::from(expected.is_some());
