@@ -8,9 +8,9 @@
 //! generator never collide and a restart never reuses borrowed time. A background task
 //! refills the ring when it falls below half full (a take checks that every 1 024th take,
 //! see `Ring::take_checked`; a unit goes in as one run, `Ring::put_run`); a take that finds
-//! the ring empty fills one unit itself instead of being rejected. A take is refused only when the lead bound or
-//! the mark stops borrowing, i.e. when demand outruns the layout's limit for longer than the
-//! lead.
+//! the ring empty fills one unit itself instead of being rejected. A take is refused only
+//! when the lead bound or the mark stops borrowing, i.e. when demand outruns the layout's
+//! limit for longer than the lead.
 //!
 //! **Age bound.** Pre-made ids carry the time they were made at, not the time they are
 //! handed out: at a low rate a full ring would hand out ids minutes old. So no take hands out

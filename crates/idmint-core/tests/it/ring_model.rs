@@ -23,8 +23,8 @@ enum Op {
 
 proptest! {
     /// Any sequence of puts (one id, or a run) and takes gives what a bounded `VecDeque`
-    /// gives: a put refused exactly when full (a run puts what fits), takes in put order, `None` exactly when empty, and the fill signal
-    /// below the padding.
+    /// gives: a put refused exactly when full (a run puts what fits), takes in put order,
+    /// `None` exactly when empty, and the fill signal below the padding.
     #[test]
     fn the_ring_is_a_bounded_fifo(
         capacity_log2 in 1u32..7,
