@@ -172,6 +172,13 @@ pub const RING_PADDING_PERMILLE_DEFAULT: u32 = 500;
 /// succeeded, so only a crowd of takers can exhaust it.
 pub const RING_ATTEMPTS_MAX: u32 = 1_024;
 
+/// Most takes between two checks of whether the ring needs a fill: [`crate::Ring::take_checked`]
+/// reads the putters' cursor only at positions that are multiples of this (or of a sixteenth
+/// of the capacity, if smaller), because that cursor's cache line is rewritten by every put
+/// and reading it on each take costs a cache miss whenever the filler is putting. The fill
+/// is asked for at most this many ids late, a sixteenth of uid-generator's 65 536-id ring.
+pub const RING_FILL_CHECK_EVERY_MAX: u64 = 1_024;
+
 const _: () = assert!(ID_MIN >= 1);
 const _: () = assert!(STEP_MIN >= 1 && STEP_MIN <= STEP_DEFAULT && STEP_DEFAULT <= STEP_MAX);
 const _: () = assert!(STEP_MAX < ID_MAX / 2);
@@ -204,5 +211,6 @@ const _: () = assert!(
 );
 const _: () = assert!(RING_PADDING_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
 const _: () = assert!(RING_ATTEMPTS_MAX >= 1);
+const _: () = assert!(RING_FILL_CHECK_EVERY_MAX.is_power_of_two());
 const _: () = assert!(LAYOUT_LIFETIME_MS_MIN < LAYOUT_EXPIRY_HORIZON_MS);
 const _: () = assert!(VIBRATION_BITS_DEFAULT_MAX + VIBRATION_COST_SHIFT <= LAYOUT_FIELD_BITS_MAX);

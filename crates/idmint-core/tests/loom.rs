@@ -1,8 +1,9 @@
 //! Interleaving tests, run by loom over every schedule within a preemption bound: the double
 //! buffer's segment switch (takes race with installs, switches, slot reuse, give-backs and the
 //! freeze; no id may be held by two takers, come from outside the installed ranges, or be
-//! given back by the freeze after it was handed out) and the id ring (takers race the filler
-//! and each other; no id is taken twice or lost).
+//! given back by the freeze after it was handed out) and the id ring (takers race the filler,
+//! its runs and each other; no id is taken twice or lost, and a slot rewritten under a taker
+//! that read it before claiming it is never handed out).
 //!
 //! Built only with `--cfg loom` (which also swaps the buffer's atomics and lock for loom's, see
 //! `src/sync.rs`); in a normal build this file is empty. Run it as CI does:
@@ -13,9 +14,10 @@
 //! ```
 //!
 //! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (at their own bounds the
-//! eight models take about 40 s). The models run through `loom::model::Builder`, which
-//! installs no `tracing` subscriber: to see a failing schedule step by step, call
-//! `loom::model` instead and set `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
+//! ten models take about 70 s on the shared 2-core machine). The models run through
+//! `loom::model::Builder`, which installs no `tracing` subscriber: to see a failing schedule
+//! step by step, call `loom::model` instead and set
+//! `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
 //!
 //! Ids lost to a stale retry: a taker that read the hint before a switch and steps the cursor
 //! after it finds its slot stale and retries; the ids its step covered in the new segment are
@@ -402,6 +404,75 @@ fn ring_two_fillers_never_claim_one_slot() {
         };
         let put: Vec<u64> = join(fillers).concat();
         check_ring(&ring, 2, &put, &join(vec![taker]));
+    });
+}
+
+/// The filler's batched put (`put_run`, one CAS for a run of slots) races two takers (one
+/// using the checked take): a run of three into a two-slot ring puts what fits, and a second
+/// run puts into the slots the takers freed; no taker may read a slot of the run before its
+/// id is written.
+#[test]
+fn ring_run_put_races_takers() {
+    explore("ring_run_put_races_takers", 3, || {
+        let ring = Arc::new(idmint_core::Ring::new(2).unwrap());
+        let filler = {
+            let ring = Arc::clone(&ring);
+            thread::spawn(move || {
+                let first = ring.put_run(1, 3);
+                let mut put: Vec<u64> = (1..1 + first).collect();
+                let second = ring.put_run(11, 2);
+                put.extend(11..11 + second);
+                put
+            })
+        };
+        let takers: Vec<_> = (0..2)
+            .map(|checked| {
+                let ring = Arc::clone(&ring);
+                thread::spawn(move || {
+                    (0..2)
+                        .filter_map(|_| match checked {
+                            0 => ring.take(),
+                            _ => ring.take_checked(500).map(|(id, _)| id),
+                        })
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let put = filler.join().unwrap();
+        check_ring(&ring, 1, &put, &join(takers));
+    });
+}
+
+/// Two putters of runs never claim one slot: runs of two ids each (odd and even) into a
+/// two-slot ring while a taker takes twice.
+#[test]
+fn ring_two_run_putters_never_claim_one_slot() {
+    explore("ring_two_run_putters_never_claim_one_slot", 3, || {
+        let ring = Arc::new(idmint_core::Ring::new(2).unwrap());
+        let fillers: Vec<_> = [1, 4]
+            .into_iter()
+            .map(|first| {
+                let ring = Arc::clone(&ring);
+                thread::spawn(move || {
+                    let count = ring.put_run(first, 2);
+                    (first..first + count).collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let taker = {
+            let ring = Arc::clone(&ring);
+            thread::spawn(move || (0..2).filter_map(|_| ring.take()).collect::<Vec<u64>>())
+        };
+        let put: Vec<u64> = join(fillers).concat();
+        let returned = join(vec![taker]);
+        // Each putter's run in order (`check_ring` checks residue classes, not runs: modulo 6
+        // the ids 1, 2, 4 and 5 are each alone in theirs).
+        for run in [1..3, 4..6] {
+            let from_run: Vec<u64> =
+                returned[0].iter().copied().filter(|id| run.contains(id)).collect();
+            assert!(from_run.windows(2).all(|w| w[0] < w[1]), "a run out of order: {returned:?}");
+        }
+        check_ring(&ring, 6, &put, &returned);
     });
 }
 

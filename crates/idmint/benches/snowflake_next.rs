@@ -4,12 +4,13 @@
 //! generator can at best exhaust every sequence of every millisecond. Results:
 //! docs/PERFORMANCE.md.
 //!
-//! The cached generator (a ring of pre-made ids on borrowed time) is measured the same way,
-//! beside a bare `AtomicU64::fetch_add` in the same run and Baidu's CachedUidGenerator
-//! figure for this machine from the issue (≈ 5.3 M ids/s on 1 thread; no JVM here to rerun
-//! it).
+//! The cached generator (a ring of pre-made ids on borrowed time) is measured in rounds on
+//! fresh rings, each beside a bare `AtomicU64::fetch_add` on as many threads in the same run;
+//! the summary lines give the median, spread and rejected takes. Baidu uid-generator's
+//! CachedUidGenerator is measured beside it by `scripts/bench-ring` (a JDK model of its take,
+//! `scripts/peers/CachedUid.java`).
 //!
-//! Run: `cargo bench -p idmint --bench snowflake_next`.
+//! Run: `cargo bench -p idmint --bench snowflake_next` (`-- cached`: the cached variants only).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +31,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // `-- cached` runs the cached variants only (what scripts/bench-ring runs).
+    if std::env::args().skip(1).any(|arg| arg == "cached") {
+        cached(&runtime);
+        return;
+    }
     println!("| layout | threads | ids/s | layout limit ids/s | ratio |");
     println!("|---|---:|---:|---:|---:|");
     for name in ["snowflake", "sonyflake"] {
@@ -47,14 +53,25 @@ fn main() {
     cached(&runtime);
 }
 
-/// Baidu's CachedUidGenerator on this machine, 1 thread (from the issue).
-const BAIDU_CACHED_IDS_PER_S: f64 = 5.3e6;
+/// Rounds of the cached variants, each on a fresh ring; the summary gives their median.
+const CACHED_ROUNDS: usize = 11;
 
-/// The cached generator beside a bare atomic and Baidu's figure.
+/// Length of one cached round. Short because a burst may borrow at most the ring's lead
+/// (10 s) of time: at 4 096 ids a millisecond, `t` seconds of takes get at most
+/// 4 096 000 × (10 + t) ids, so a round of 0.1 s measures the take up to 414 M ids/s (above a
+/// bare `fetch_add` here), where a 1 s round measures the lead bound from 45 M ids/s on (the
+/// old bench's 1-thread figure was that bound).
+const CACHED_ROUND: Duration = Duration::from_millis(100);
+
+/// Longest wait for a fresh ring to fill before a round.
+const FULL_WAIT: Duration = Duration::from_secs(5);
+
+/// The cached generator beside a bare atomic, in rounds interleaved on 1 and 2 threads.
 fn cached(runtime: &tokio::runtime::Runtime) {
     let layout = Layout::preset("snowflake").expect("preset");
-    // A fresh generator (its own worker id) per variant, so one variant's borrowed time
-    // does not count against the next one's lead bound.
+    let capacity = idmint::snowflake::limits::CACHED_RING_CAPACITY_DEFAULT;
+    // A fresh generator (its own worker id) per round, so one round's borrowed time does
+    // not count against the next one's lead bound.
     let start = |worker: u64| {
         let mut config = SnowflakeConfig::new("cached", layout);
         config.worker = WorkerIdSource::Static(worker);
@@ -65,38 +82,62 @@ fn cached(runtime: &tokio::runtime::Runtime) {
         runtime.block_on(async {
             let generator =
                 Snowflake::start(None, config, Arc::new(SystemClock)).await.expect("start");
-            CachedSnowflake::start(
-                generator,
-                idmint::snowflake::limits::CACHED_RING_CAPACITY_DEFAULT,
-                10_000,
-            )
-            .expect("cached")
+            CachedSnowflake::start(generator, capacity, 10_000).expect("cached")
         })
     };
     let mut rejected = 0;
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut floors: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     println!();
-    println!(
-        "| cached generator | threads | ids/s | bare fetch_add ids/s | × Baidu CachedUidGenerator (5.3 M/s) |"
-    );
-    println!("|---|---:|---:|---:|---:|");
+    println!("| round | threads | cached ids/s | bare fetch_add ids/s | cached / fetch_add |");
+    println!("|---:|---:|---:|---:|---:|");
+    let mut worker = 10;
+    for round in 1..=CACHED_ROUNDS {
+        for threads in [1usize, 2] {
+            let counter = Arc::new(AtomicU64::new(0));
+            let atomic = rate_of(threads, CACHED_ROUND, {
+                let counter = Arc::clone(&counter);
+                move || Some(counter.fetch_add(1, Ordering::Relaxed))
+            });
+            worker += 1;
+            let cached = start(worker);
+            // Timed from a full ring, as uid-generator's init fills its ring before the first
+            // take.
+            let waited = Instant::now();
+            while cached.len() < capacity && waited.elapsed() < FULL_WAIT {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let taker = Arc::clone(&cached);
+            let rate = rate_of(threads, CACHED_ROUND, move || taker.take().expect("take"));
+            rejected += cached.rejected();
+            runtime.block_on(cached.shutdown());
+            println!("| {round} | {threads} | {rate:.0} | {atomic:.0} | {:.3} |", rate / atomic);
+            rates[threads - 1].push(rate);
+            floors[threads - 1].push(atomic);
+        }
+    }
     for threads in [1usize, 2] {
-        let counter = Arc::new(AtomicU64::new(0));
-        let atomic = rate_of(threads, Duration::from_secs(1), {
-            let counter = Arc::clone(&counter);
-            move || Some(counter.fetch_add(1, Ordering::Relaxed))
-        });
-        let cached = start(10 + threads as u64);
-        let taker = Arc::clone(&cached);
-        // One second: at this rate borrowed time runs a few seconds ahead of the clock,
-        // within the 10 s lead bound.
-        let rate = rate_of(threads, Duration::from_secs(1), move || taker.take().expect("take"));
-        rejected += cached.rejected();
+        let (rate, floor) = (&mut rates[threads - 1], &mut floors[threads - 1]);
+        let (median, min, max) = spread(rate);
+        let (floor_median, _, _) = spread(floor);
         println!(
-            "| snowflake layout | {threads} | {rate:.0} | {atomic:.0} | {:.1} |",
-            rate / BAIDU_CACHED_IDS_PER_S
+            "cached-summary threads={threads} rounds={CACHED_ROUNDS} median_ids_per_s={median:.0} \
+             min={min:.0} max={max:.0} fetch_add_median={floor_median:.0} ratio_to_fetch_add={:.3}",
+            median / floor_median
         );
     }
+    // What the lead bound lets a round take: above it a round measures the bound, not the
+    // take.
+    let round_s = CACHED_ROUND.as_secs_f64();
+    let lead_cap = layout.ids_per_second_limit() as f64 * (10.0 + round_s) / round_s;
+    println!("lead bound: a {round_s} s round can take at most {lead_cap:.0} ids/s");
     println!("rejected takes: {rejected}");
+}
+
+/// Median, minimum and maximum of `values` (sorted in place).
+fn spread(values: &mut [f64]) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (values[values.len() / 2], values[0], values[values.len() - 1])
 }
 
 /// Ids per second `threads` threads get from `next` for `duration` (`None` counts nothing).

@@ -6,17 +6,19 @@
 //! first unit above the last one issued, or the clock), only within the persisted time mark
 //! and at most `max_lead_ms` ahead of the wall clock, so cached and uncached ids of one
 //! generator never collide and a restart never reuses borrowed time. A background task
-//! refills the ring when it falls below half full; a take that finds the ring empty fills
-//! one unit itself instead of being rejected. A take is refused only when the lead bound or
-//! the mark stops borrowing, i.e. when demand outruns the layout's limit for longer than the
-//! lead.
+//! refills the ring when it falls below half full (a take checks that every 1 024th take,
+//! see `Ring::take_checked`; a unit goes in as one run, `Ring::put_run`); a take that finds
+//! the ring empty fills one unit itself instead of being rejected. A take is refused only
+//! when the lead bound or the mark stops borrowing, i.e. when demand outruns the layout's
+//! limit for longer than the lead.
 //!
 //! **Age bound.** Pre-made ids carry the time they were made at, not the time they are
 //! handed out: at a low rate a full ring would hand out ids minutes old. So no take hands out
 //! an id whose time lies more than `max_age_ms` before the clock: the filler reads the clock
-//! every round (at least every 10 ms) and publishes the oldest time still fresh (`horizon`),
-//! and a take compares the id it took with it (one load; a clock read would double the
-//! take's cost). A take that finds a stale id discards the ring's front older than half the
+//! every round (at least every 10 ms) and publishes the oldest time still fresh (the
+//! horizon) as the smallest id still fresh (ids carry their time in their high bits), and a
+//! take compares the id it took with it (one load and a compare; a clock read would double
+//! the take's cost). A take that finds a stale id discards the ring's front older than half the
 //! bound (under the putters' lock) and goes on with the first id left or fills a unit from
 //! the clock; the filler does the same every round, so an idle ring is renewed before a take
 //! needs it. Discarded ids are never handed out, and the ids after them are larger, so
@@ -142,6 +144,9 @@ impl CachedConfig {
 /// A ring of pre-made snowflake ids over a [`Snowflake`].
 #[derive(Debug)]
 pub struct CachedSnowflake {
+    /// What every take reads, on cache lines of its own: the filler's and putters' writes
+    /// (the `filling` lock, the wake-up, the counters) would otherwise invalidate it.
+    taken: TakeState,
     generator: Arc<Snowflake>,
     ring: Ring,
     max_lead_ms: u64,
@@ -153,16 +158,29 @@ pub struct CachedSnowflake {
     rejected: AtomicU64,
     /// Ids dropped from the ring's front because their time grew older than the age bound.
     stale: AtomicU64,
-    /// The oldest id time (ms) still fresh, `now - max_age_ms` as of the last clock read of
-    /// the filler or a slow take: what a fast take compares its id with.
-    horizon_ms: AtomicU64,
-    /// The generator's lease losses when the ring was last checked against them.
-    losses_seen: AtomicU64,
     cancel: CancellationToken,
     /// The filler task.
     tasks: TaskTracker,
+}
+
+/// The fields a take reads, written rarely: at a close, a lease loss, and once per filler
+/// round (the horizon). Aligned to two cache lines (against adjacent-line prefetch), so no
+/// write to the rest of [`CachedSnowflake`] makes a taker miss.
+#[derive(Debug)]
+#[repr(align(128))]
+struct TakeState {
     /// Set by [`CachedSnowflake::shutdown`]: every take is refused from then on.
     closed: AtomicBool,
+    /// The smallest id still fresh: the first id of the first time unit that starts at or
+    /// after `now - max_age_ms`, as of the last clock read of the filler or a slow take. Ids
+    /// carry their time in their high bits, so an id is older than the bound exactly when it
+    /// is below this; a take compares instead of decoding its id's time.
+    fresh_id_min: AtomicU64,
+    /// The largest id the layout can make: anything above is no id of this ring (counted
+    /// as stale, never handed out).
+    id_max: u64,
+    /// The generator's lease losses when the ring was last checked against them.
+    losses_seen: AtomicU64,
 }
 
 impl CachedSnowflake {
@@ -187,7 +205,16 @@ impl CachedSnowflake {
         let CachedConfig { capacity, max_lead_ms, max_age_ms } = config;
         let ring = Ring::new(capacity).map_err(|e| SnowflakeError::Config(e.to_string()))?;
         let generator_losses = generator.lease_losses();
+        let layout = generator.layout();
+        let id_bits = layout.time_bits() + layout.worker_bits() + layout.sequence_bits();
         let cached = Arc::new(CachedSnowflake {
+            taken: TakeState {
+                closed: AtomicBool::new(false),
+                fresh_id_min: AtomicU64::new(0),
+                // Layouts have at most 63 bits, so the shift is below 64.
+                id_max: u64::MAX >> (64 - id_bits),
+                losses_seen: AtomicU64::new(generator_losses),
+            },
             generator,
             ring,
             max_lead_ms,
@@ -196,11 +223,8 @@ impl CachedSnowflake {
             filling: std::sync::Mutex::new(()),
             rejected: AtomicU64::new(0),
             stale: AtomicU64::new(0),
-            horizon_ms: AtomicU64::new(0),
-            losses_seen: AtomicU64::new(generator_losses),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
-            closed: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&cached);
         let cancel = cached.cancel.clone();
@@ -233,20 +257,22 @@ impl CachedSnowflake {
         Ok(cached)
     }
 
-    /// The next id: one atomic step on the ring and a load (the age bound's horizon); on an
-    /// empty ring, or a stale front, the caller fills one unit. `None` only when borrowing is
-    /// stopped by the lead bound or the time mark (counted).
+    /// The next id: one atomic step on the ring and a load (the age bound's horizon, an id
+    /// to compare with); on an empty ring, or a stale front, the caller fills one unit.
+    /// `None` only when borrowing is stopped by the lead bound or the time mark (counted).
     pub fn take(&self) -> Result<Option<u64>, SnowflakeError> {
         self.refuse_once_closed()?;
         self.discard_after_a_lost_lease();
-        if let Some(id) = self.ring.take() {
+        if let Some((id, fill_due)) = self.ring.take_checked(RING_PADDING_PERMILLE_DEFAULT) {
+            // Checked every 1 024th take (`Ring::take_checked`): the check reads the tail,
+            // which the filler rewrites with every put.
+            if fill_due {
+                self.wake.notify_one();
+            }
             if self.past_horizon(id) {
                 self.stale.fetch_add(1, Ordering::Relaxed);
                 self.discard_stale(true);
                 return self.take_slow();
-            }
-            if self.ring.needs_fill(RING_PADDING_PERMILLE_DEFAULT) {
-                self.wake.notify_one();
             }
             return Ok(Some(id));
         }
@@ -258,16 +284,18 @@ impl CachedSnowflake {
         self.older_than(id, now_ms, self.max_age_ms)
     }
 
-    /// Whether `id`'s time lies before the published horizon: the fast take's check.
+    /// Whether `id`'s time lies before the published horizon (or `id` is no id of the
+    /// layout): the fast take's check, two compares.
+    #[inline]
     fn past_horizon(&self, id: u64) -> bool {
-        let horizon_ms = self.horizon_ms.load(Ordering::Relaxed);
-        self.generator.decode(id).is_none_or(|parts| parts.timestamp_ms < horizon_ms)
+        id < self.taken.fresh_id_min.load(Ordering::Relaxed) || id > self.taken.id_max
     }
 
     /// Reads the clock and publishes the horizon it gives.
     fn read_clock(&self) -> u64 {
         let now_ms = self.generator.now_ms();
-        self.horizon_ms.fetch_max(now_ms.saturating_sub(self.max_age_ms), Ordering::Relaxed);
+        let fresh_id_min = fresh_id_min(self.generator.layout(), now_ms, self.max_age_ms);
+        self.taken.fresh_id_min.fetch_max(fresh_id_min, Ordering::Relaxed);
         now_ms
     }
 
@@ -325,7 +353,7 @@ impl CachedSnowflake {
     /// which refuses until a lease is held again.
     fn discard_after_a_lost_lease(&self) {
         let losses = self.generator.lease_losses();
-        if losses == self.losses_seen.load(Ordering::Acquire) {
+        if losses == self.taken.losses_seen.load(Ordering::Acquire) {
             return;
         }
         // No put while the ring is emptied.
@@ -334,7 +362,7 @@ impl CachedSnowflake {
         while self.ring.take().is_some() {
             discarded += 1;
         }
-        self.losses_seen.store(losses, Ordering::Release);
+        self.taken.losses_seen.store(losses, Ordering::Release);
         tracing::warn!(discarded, "worker lease lost: the ring's pre-made ids are discarded");
     }
 
@@ -453,14 +481,12 @@ impl CachedSnowflake {
             return Ok(false);
         };
         let layout = self.generator.layout();
-        let ids = layout
-            .ids_of_unit(worker, unit)
+        // The unit's ids are `first + sequence` for every sequence (the sequence is the low
+        // field, see `Layout::ids_of_unit`): one run, claimed in the ring with one CAS.
+        let first = layout
+            .compose(unit, worker, 0)
             .ok_or_else(|| SnowflakeError::Exhausted(layout.to_string()))?;
-        for id in ids {
-            if !self.ring.put(id) {
-                break;
-            }
-        }
+        self.ring.put_run(first, layout.max_sequence() + 1);
         Ok(true)
     }
 
@@ -501,7 +527,7 @@ impl CachedSnowflake {
         self.cancel.cancel();
         self.tasks.close();
         self.tasks.wait().await;
-        self.closed.store(true, Ordering::Release);
+        self.taken.closed.store(true, Ordering::Release);
         // No put while the ring is emptied.
         let _filling = self.filling.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         while self.ring.take().is_some() {}
@@ -509,7 +535,7 @@ impl CachedSnowflake {
 
     /// The refusal of every take once [`Self::shutdown`] closed the ring.
     fn refuse_once_closed(&self) -> Result<(), SnowflakeError> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.taken.closed.load(Ordering::Acquire) {
             return Err(SnowflakeError::Unavailable(
                 "the node is shutting down: the snowflake ring is closed".into(),
             ));
@@ -524,8 +550,97 @@ impl CachedSnowflake {
     }
 }
 
+/// The smallest id of `layout` whose time is not more than `max_age_ms` before `now_ms`: the
+/// first id of the first time unit starting at or after `now_ms - max_age_ms` (0 when that is
+/// before the epoch, `u64::MAX` when it is past the layout's end). An id's time is older than
+/// the bound exactly when the id is below it, because the time is the id's high field.
+fn fresh_id_min(layout: &Layout, now_ms: u64, max_age_ms: u64) -> u64 {
+    let horizon_ms = now_ms.saturating_sub(max_age_ms);
+    let Some(since_epoch_ms) = horizon_ms.checked_sub(layout.epoch_ms()) else { return 0 };
+    let units = since_epoch_ms.div_ceil(layout.unit().millis());
+    layout.compose(units, 0, 0).unwrap_or(u64::MAX)
+}
+
 impl Drop for CachedSnowflake {
     fn drop(&mut self) {
         self.cancel.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::snowflake_gen::{SnowflakeConfig, WorkerIdSource};
+
+    /// The fast take's own age check, alone: the clock jumps past the bound and the horizon is
+    /// published (as a filler round does just before it drops the stale front, while takers
+    /// race it), but nothing is dropped yet. The next take must not hand out the stale front.
+    /// (Every other path that publishes the horizon also drops the front, so only this check
+    /// stands between a take racing that round and a stale id.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_take_racing_a_published_horizon_hands_out_no_stale_id() {
+        let clock = Arc::new(ManualClock::at_system_time());
+        let layout = Layout::preset("snowflake").expect("preset");
+        let mut config = SnowflakeConfig::new("snowflake", layout);
+        config.worker = WorkerIdSource::Static(1);
+        let generator = Snowflake::start(None, config, Arc::clone(&clock) as Arc<dyn Clock>)
+            .await
+            .expect("generator");
+        let cached = CachedSnowflake::start_with(generator, CachedConfig::new(1 << 12, 10_000))
+            .expect("ring");
+        // The filler's first round, on this thread.
+        tokio::task::yield_now().await;
+        let first = cached.take().expect("take").expect("an id");
+        assert!(!cached.is_empty(), "the ring holds the rest of the unit");
+        clock.advance(CACHED_MAX_AGE_MS_DEFAULT + 500);
+        cached.read_clock();
+        let next = cached.take().expect("take").expect("an id");
+        let age_ms = |id: u64| clock.now_ms() - layout.decode(id).expect("decodes").timestamp_ms;
+        assert!(next > first, "ids increase");
+        assert!(
+            age_ms(next) <= CACHED_MAX_AGE_MS_DEFAULT,
+            "a stale id handed out: {} ms old",
+            age_ms(next)
+        );
+        assert!(cached.stale_discarded() > 0);
+    }
+
+    /// The fast take's compare with the smallest fresh id says "stale" for exactly the ids the
+    /// slow path's decode says are older than the bound, for ms and 10 ms units, around unit
+    /// boundaries, before the epoch and past the layout's end.
+    #[test]
+    fn the_smallest_fresh_id_splits_ids_exactly_where_decoding_them_does() {
+        for name in ["snowflake", "sonyflake"] {
+            let layout = Layout::preset(name).expect("preset");
+            let unit_ms = layout.unit().millis();
+            let epoch_ms = layout.epoch_ms();
+            let end_ms = layout.expires_at_ms();
+            let worker = layout.max_worker();
+            for max_age_ms in [10, 15, 1_000] {
+                let probes = [0, 1, epoch_ms, epoch_ms + 7, epoch_ms + 1_000_003, end_ms - 1];
+                for base_ms in probes {
+                    for now_ms in base_ms..base_ms + 2 * unit_ms + max_age_ms + 2 {
+                        let floor = fresh_id_min(&layout, now_ms, max_age_ms);
+                        let horizon_ms = now_ms.saturating_sub(max_age_ms);
+                        let first_units = layout.to_units(horizon_ms).unwrap_or(0);
+                        for units in first_units.saturating_sub(2)..first_units + 3 {
+                            for sequence in [0, layout.max_sequence()] {
+                                let Some(id) = layout.compose(units, worker, sequence) else {
+                                    continue;
+                                };
+                                let parts = layout.decode(id).expect("a composed id decodes");
+                                assert_eq!(
+                                    id < floor,
+                                    parts.timestamp_ms < horizon_ms,
+                                    "{name}: id {id} ({parts:?}) at {now_ms} ms, bound \
+                                     {max_age_ms} ms"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
