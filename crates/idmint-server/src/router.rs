@@ -179,7 +179,7 @@ async fn around(
     // The method's labels, for the gRPC metrics (`None` outside the gRPC routes).
     let grpc_method = grpc_route.then(|| crate::grpc::method_labels(request.uri().path()));
     let grpc_shaped = grpc_route || (route.is_none() && crate::grpc::is_grpc(request.headers()));
-    let response = match crate::limits::admit(&app.clients, &app.http_limits, &request) {
+    let response = match crate::limits::admit(&app.http_limits, &request) {
         Err(refused) if grpc_shaped => crate::grpc::error_response(refused),
         Err(refused) => refused.into_response(),
         Ok(_pass) if grpc_route => {
