@@ -593,14 +593,15 @@ async fn idle_and_trickling_connections_are_closed_within_twice_the_idle_timeout
             })
         })
         .collect();
+    let mut outside = Vec::new();
     for run in runs {
         let (name, took) = run.await.unwrap();
         let slack = Duration::from_millis(400);
-        assert!(
-            took + Duration::from_millis(100) >= idle && took < 2 * idle + slack,
-            "{name}: closed {took:?} after its last progress (idle timeout {idle:?})"
-        );
+        if took + Duration::from_millis(100) < idle || took >= 2 * idle + slack {
+            outside.push(format!("{name}: closed {took:?} after its last progress"));
+        }
     }
+    assert!(outside.is_empty(), "idle timeout {idle:?}: {outside:#?}");
     server.stop().await;
 }
 
@@ -627,9 +628,10 @@ async fn closed_after_progress(
         progress = Instant::now();
     }
     tokio::time::sleep(Duration::from_millis(after_ms)).await;
-    let trickler = trickles.then(|| {
+    // The write half stays open (dropping it would send FIN) until the connection closes.
+    let (trickler, _write) = if trickles {
         progress = Instant::now();
-        tokio::spawn(async move {
+        let trickler = tokio::spawn(async move {
             let padding = "a".repeat(200);
             let request =
                 format!("GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: {padding}\r\n\r\n");
@@ -639,8 +641,12 @@ async fn closed_after_progress(
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-        })
-    });
+            write
+        });
+        (Some(trickler), None)
+    } else {
+        (None, Some(write))
+    };
     let closed = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             match read.read(&mut buf).await {
