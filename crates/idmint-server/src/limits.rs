@@ -55,7 +55,7 @@ pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 15_000;
 /// Shortest request timeout, in ms.
 pub const REQUEST_TIMEOUT_MS_MIN: u64 = 100;
 /// Longest idle timeout, in ms (a connection is closed between it and twice it after its
-/// last progress, see [`IdleTimeout`]).
+/// last progress, see `IdleTimeout`).
 pub const IDLE_TIMEOUT_MS_MAX: u64 = 600_000;
 /// The idle timeout by default, in ms.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
@@ -89,7 +89,7 @@ pub struct HttpLimits {
     pub request_timeout_ms: u64,
     /// The idle timeout, in ms (`limits.idle_timeout_ms`), above the request timeout: an
     /// idle connection, or a request not received and answered in time, is closed between
-    /// this long and twice this long after its last progress ([`IdleTimeout`]).
+    /// this long and twice this long after its last progress (`IdleTimeout`).
     pub idle_timeout_ms: u64,
     /// Connections open at once (`limits.connections_max`).
     pub connections_max: usize,
@@ -169,7 +169,7 @@ impl HttpLimits {
 
 /// The client's address, as the connection gave it, and for a connection a
 /// [`LimitedListener`] accepted, its address's count of requests in flight: axum clones it
-/// into every request of the connection (`ConnectInfo<ClientAddr>`), so [`admit`] finds the
+/// into every request of the connection (`ConnectInfo<ClientAddr>`), so `admit` finds the
 /// count without a lookup.
 #[derive(Debug, Clone)]
 pub struct ClientAddr {
