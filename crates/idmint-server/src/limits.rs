@@ -202,7 +202,8 @@ impl Connected<IncomingStream<'_, LimitedListener>> for ClientAddr {
 /// without [`ClientAddr`] connect info (embedders, some tests).
 ///
 /// Costs one atomic increment (undone when refused) and, when the pass drops, one
-/// decrement on the address's count: no lock, no hash.
+/// decrement on the address's count, and the pass's reference to the entry: no lock, no
+/// hash.
 pub(crate) fn admit(limits: &HttpLimits, request: &Request) -> Result<Option<Pass>, ApiError> {
     match request.extensions().get::<ConnectInfo<ClientAddr>>() {
         Some(ConnectInfo(client)) => client.client.enter(limits.client_in_flight_max).map(Some),
