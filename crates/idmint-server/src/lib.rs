@@ -54,8 +54,7 @@ pub use histograms::{DURATION_BUCKETS_S, HISTOGRAM_SERIES_MAX, OTHER_LABEL_VALUE
 pub use http::status::DASHBOARD_HTML;
 pub use limits::{
     CLIENT_CONNECTIONS_DEFAULT, CLIENT_CONNECTIONS_MAX, CONNECTIONS_REFUSED_METRIC, ClientAddr,
-    ClientGate, HttpLimits, LimitedListener, METRICS_TAGS_DEFAULT, METRICS_TAGS_MAX,
-    REQUEST_BODY_BYTES_MAX,
+    HttpLimits, LimitedListener, METRICS_TAGS_DEFAULT, METRICS_TAGS_MAX, REQUEST_BODY_BYTES_MAX,
 };
 pub use node_config::node_config;
 pub use router::{Serves, router, router_for};

@@ -1,16 +1,23 @@
 //! HTTP limits, each a named constant that configuration may lower but never raise:
 //! open connections and open connections per client address ([`LimitedListener`]), idle
-//! and slow connections (a deadline per connection, [`IdleTimeout`]), requests in flight per client address and the time one
-//! request may take ([`admit`] here, the timeout in the one middleware every request
-//! passes, middleware.rs).
+//! and slow connections (a timer per connection, [`IdleTimeout`]), requests in flight per
+//! client address ([`admit`]) and the time one request may take (the timeout in the one
+//! middleware every request passes, middleware.rs).
+//!
+//! Per request this file costs no lock, no hash and no clock read: the client address is
+//! looked up once per connection, at accept, and its entry ([`ClientAddr`]) travels with
+//! every request of the connection, so a request only increments and decrements its
+//! address's atomic count of requests in flight; the idle timer reads the clock only when
+//! it fires.
 //!
 //! Request bodies (`REQUEST_BODY_BYTES_MAX`) and batch sizes (`BATCH_COUNT_MAX`) are bounded
 //! where they are read. This file must not decide statuses: errors go through `ApiError`.
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -39,8 +46,6 @@ const _: () = assert!(METRICS_TAGS_DEFAULT <= METRICS_TAGS_MAX);
 pub const CLIENT_IN_FLIGHT_MAX: u32 = 1_024;
 /// Requests one client address may have in flight by default.
 pub const CLIENT_IN_FLIGHT_DEFAULT: u32 = 64;
-/// Client addresses tracked at once; past it, new addresses share one overflow allowance.
-pub const CLIENTS_TRACKED_MAX: usize = 10_000;
 /// Longest a request may take, in ms.
 pub const REQUEST_TIMEOUT_MS_MAX: u64 = 60_000;
 /// How long a request may take by default, in ms: above the longest refill wait (10 s), so
@@ -48,9 +53,10 @@ pub const REQUEST_TIMEOUT_MS_MAX: u64 = 60_000;
 pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 15_000;
 /// Shortest request timeout, in ms.
 pub const REQUEST_TIMEOUT_MS_MIN: u64 = 100;
-/// Longest a connection may go without a byte read or written, in ms.
+/// Longest idle timeout, in ms (a connection is closed between it and twice it after its
+/// last progress, see `IdleTimeout`).
 pub const IDLE_TIMEOUT_MS_MAX: u64 = 600_000;
-/// How long a connection may go without a byte read or written by default, in ms.
+/// The idle timeout by default, in ms.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Most connections open at once.
 pub const CONNECTIONS_MAX: usize = 65_536;
@@ -80,8 +86,9 @@ pub struct HttpLimits {
     pub client_in_flight_max: u32,
     /// How long one request may take, in ms (`limits.request_timeout_ms`).
     pub request_timeout_ms: u64,
-    /// How long a connection may stay without a byte read or written, in ms
-    /// (`limits.idle_timeout_ms`); above the request timeout.
+    /// The idle timeout, in ms (`limits.idle_timeout_ms`), above the request timeout: an
+    /// idle connection, or a request not received and answered in time, is closed between
+    /// this long and twice this long after its last progress (`IdleTimeout`).
     pub idle_timeout_ms: u64,
     /// Connections open at once (`limits.connections_max`).
     pub connections_max: usize,
@@ -159,74 +166,118 @@ impl HttpLimits {
     }
 }
 
-/// Requests in flight per client address.
-#[derive(Debug, Default)]
-pub struct ClientGate {
-    in_flight: Mutex<HashMap<IpAddr, u32>>,
+/// The client's address, as the connection gave it, and for a connection a
+/// [`LimitedListener`] accepted, its address's count of requests in flight: axum clones it
+/// into every request of the connection (`ConnectInfo<ClientAddr>`), so `admit` finds the
+/// count without a lookup.
+#[derive(Debug, Clone)]
+pub struct ClientAddr {
+    addr: SocketAddr,
+    client: Arc<ClientEntry>,
 }
 
-/// A request counted against its client; uncounted when dropped.
+impl ClientAddr {
+    /// The peer's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The connect info of a connection `io` that [`LimitedListener`] accepted from `addr`.
+    pub(crate) fn accepted(io: &IdleTimeout, addr: SocketAddr) -> ClientAddr {
+        ClientAddr { addr, client: Arc::clone(&io.client.entry) }
+    }
+}
+
+impl Connected<IncomingStream<'_, LimitedListener>> for ClientAddr {
+    fn connect_info(stream: IncomingStream<'_, LimitedListener>) -> ClientAddr {
+        ClientAddr::accepted(stream.io(), *stream.remote_addr())
+    }
+}
+
+/// Counts a request against its client address: `Err` (429) when the address has
+/// `limits.client_in_flight_max` requests in flight already. The pass uncounts it when
+/// dropped (the answer is made, the request timed out, its handler panicked, or its
+/// connection closed and dropped it). No pass, and no limit, when the router is served
+/// without [`ClientAddr`] connect info (embedders, some tests).
+///
+/// Costs one atomic increment (undone when refused) and, when the pass drops, one
+/// decrement on the address's count, and the pass's reference to the entry: no lock, no
+/// hash.
+///
+/// The connect info is taken out of the request (nothing after the middleware reads it):
+/// the pass keeps the entry without another reference count, and the request's extensions
+/// keep room for the tag the checks hand the handler.
+pub(crate) fn admit(limits: &HttpLimits, request: &mut Request) -> Result<Option<Pass>, ApiError> {
+    match request.extensions_mut().remove::<ConnectInfo<ClientAddr>>() {
+        Some(ConnectInfo(client)) => client.client.enter(limits.client_in_flight_max).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A request counted against its client address; uncounted when dropped.
 pub(crate) struct Pass {
-    gate: Arc<ClientGate>,
-    ip: IpAddr,
+    client: Arc<ClientEntry>,
 }
 
-impl ClientGate {
-    /// Counts a request of `ip`, or refuses it when the client is at `max`.
-    fn enter(self: &Arc<Self>, ip: IpAddr, max: u32) -> Result<Pass, ApiError> {
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-        // Past the tracking bound, unknown addresses share one allowance: a flood of
-        // addresses cannot grow the table.
-        let ip = if in_flight.len() >= CLIENTS_TRACKED_MAX && !in_flight.contains_key(&ip) {
-            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-        } else {
-            ip
-        };
-        let count = in_flight.entry(ip).or_insert(0);
-        if *count >= max {
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let before = self.client.in_flight.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(before > 0, "a pass uncounted a request that was not counted");
+    }
+}
+
+/// One client address on one listener: found (or made) once per connection at accept, and
+/// shared by the address's connections and their requests.
+#[derive(Debug)]
+struct ClientEntry {
+    /// The address, canonical (an IPv4-mapped IPv6 address as IPv4).
+    ip: IpAddr,
+    /// Requests in flight. Relaxed is enough: the count publishes nothing else, and every
+    /// change is a read-modify-write, so the count sees each of them in one order.
+    in_flight: AtomicU32,
+}
+
+impl ClientEntry {
+    /// Counts a request, or refuses it when the address has `max` in flight. A request is
+    /// admitted only when the count before its own increment was below `max`, so at most
+    /// `max` admitted requests are in flight at once; a refusal's increment is undone at
+    /// once (for that instant it may refuse another request racing it at the limit).
+    fn enter(self: Arc<Self>, max: u32) -> Result<Pass, ApiError> {
+        let before = self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if before >= max {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
             return Err(ApiError::TooManyRequests(format!(
                 "this client already has {max} requests in flight (limits.client_in_flight_max); \
                  wait for answers, or ask for more ids per request with count"
             )));
         }
-        *count += 1;
-        Ok(Pass { gate: Arc::clone(self), ip })
+        Ok(Pass { client: self })
     }
 }
 
-impl Drop for Pass {
-    fn drop(&mut self) {
-        let mut in_flight = self.gate.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = in_flight.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                in_flight.remove(&self.ip);
-            }
-        }
-    }
-}
-
-/// The client's address, as the connection gave it (see [`LimitedListener`]).
-#[derive(Debug, Clone, Copy)]
-pub struct ClientAddr(pub SocketAddr);
-
-impl Connected<IncomingStream<'_, LimitedListener>> for ClientAddr {
-    fn connect_info(stream: IncomingStream<'_, LimitedListener>) -> ClientAddr {
-        ClientAddr(*stream.remote_addr())
-    }
-}
-
-/// Connections open per client address, each counted from accept to close. The table holds
-/// only addresses with an open connection, so it is bounded by `limits.connections_max`.
+/// The client addresses with an open connection on one listener: each entry counts its
+/// connections (from accept to close) and holds the address's [`ClientEntry`]. An address
+/// leaves when its last connection closes, so the table holds at most
+/// `limits.connections_max` addresses (each holds a connection slot). Requests still in
+/// flight when their address's last connection closed (an HTTP/2 stream runs on after its
+/// connection, for at most the request timeout) keep their old entry alive and are
+/// uncounted from it; a new connection of that address starts a new count.
 #[derive(Debug, Default)]
 struct ClientConnections {
-    open: Mutex<HashMap<IpAddr, usize>>,
+    open: Mutex<HashMap<IpAddr, Tracked>>,
+}
+
+/// An address in the table: its open connections and its entry.
+#[derive(Debug)]
+struct Tracked {
+    connections: usize,
+    entry: Arc<ClientEntry>,
 }
 
 /// One open connection of a client address; uncounted when dropped (the connection closed).
 struct ClientSlot {
     clients: Arc<ClientConnections>,
-    ip: IpAddr,
+    entry: Arc<ClientEntry>,
 }
 
 impl ClientConnections {
@@ -235,47 +286,45 @@ impl ClientConnections {
         // An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d: one address.
         let ip = ip.to_canonical();
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(ip).or_insert(0);
-        if *count >= max {
+        let tracked = open.entry(ip).or_insert_with(|| Tracked {
+            connections: 0,
+            entry: Arc::new(ClientEntry { ip, in_flight: AtomicU32::new(0) }),
+        });
+        if tracked.connections >= max {
             return None;
         }
-        *count += 1;
-        Some(ClientSlot { clients: Arc::clone(self), ip })
+        tracked.connections += 1;
+        Some(ClientSlot { clients: Arc::clone(self), entry: Arc::clone(&tracked.entry) })
     }
 
     /// Connections `ip` holds open.
     #[cfg(test)]
     fn count(&self, ip: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.get(&ip.to_canonical()).copied().unwrap_or(0)
+        open.get(&ip.to_canonical()).map_or(0, |tracked| tracked.connections)
+    }
+
+    /// Addresses in the table.
+    #[cfg(test)]
+    fn addresses(&self) -> usize {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 }
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
         let mut open = self.clients.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.ip);
+        if let Some(tracked) = open.get_mut(&self.entry.ip) {
+            // The address's entry stays in the table while it has a connection, so it is
+            // this slot's; checked all the same.
+            if Arc::ptr_eq(&tracked.entry, &self.entry) {
+                tracked.connections -= 1;
+                if tracked.connections == 0 {
+                    open.remove(&self.entry.ip);
+                }
             }
         }
     }
-}
-
-/// Counts a request against its client: `Err` (429) when the client is at
-/// `limits.client_in_flight_max`. The pass uncounts it when dropped. No pass (and no limit)
-/// when the router is served without connect info (embedders, some tests).
-pub(crate) fn admit(
-    clients: &Arc<ClientGate>,
-    limits: &HttpLimits,
-    request: &Request,
-) -> Result<Option<Pass>, ApiError> {
-    let Some(ConnectInfo(ClientAddr(addr))) = request.extensions().get::<ConnectInfo<ClientAddr>>()
-    else {
-        return Ok(None);
-    };
-    clients.enter(addr.ip(), limits.client_in_flight_max).map(Some)
 }
 
 /// A TCP listener that holds at most `connections_max` connections open (accepting waits
@@ -361,27 +410,37 @@ fn is_connection_error(error: &io::Error) -> bool {
     )
 }
 
-/// A connection with a deadline, which fails with `TimedOut` once it passes, and gives its
-/// connection slot back when dropped.
+/// A connection with an idle timer, which fails with `TimedOut` once the connection made no
+/// progress for a whole period, and gives its connection slot back when dropped.
 ///
-/// Between requests the deadline is the idle timeout after the last byte written. Once a
-/// request's first byte is read, reads no longer move it: the whole request must arrive,
-/// and its answer start, within the idle timeout of that first byte. So a client that
-/// trickles its headers a byte at a time (slowloris) is cut off as surely as one that sends
-/// nothing; a handler is bounded by the shorter request timeout, so it is never cut off.
+/// Progress is recorded with plain flags, never with the clock: an answer byte written, or
+/// a request's first byte read (the bytes after it until the answer do not count, so a
+/// client that trickles its headers a byte at a time, slowloris, is cut off as surely as
+/// one that sends nothing). The timer fires every `idle` (the idle timeout); when it fires,
+/// the connection is closed unless, in the period that just ended, a byte was written or a
+/// request began; otherwise the clock is read once and the timer re-armed for one more
+/// period. So, the timer's lateness (the scheduling delay of the connection's task) aside:
+/// - a connection with nothing to read and nothing being answered is closed at least
+///   `idle` and less than `2 × idle` after its last byte written (exactly `idle` after
+///   accept when it never sends a byte);
+/// - a request must arrive in full and its answer start at least `idle`, at most `2 ×
+///   idle`, after its first byte, or the connection is closed then.
+///
+/// A handler is bounded by the request timeout, below `idle`, so a request that arrived at
+/// once is never cut off.
 pub struct IdleTimeout {
     stream: TcpStream,
     idle: Duration,
-    /// Fires at or after the deadline; moved lazily (see [`IdleTimeout::expired`]), so a
-    /// read or a write only reads the clock and never touches the timer.
+    /// Fires at the end of the current period (see [`IdleTimeout::expired`]).
     deadline: Pin<Box<Sleep>>,
-    /// When the current clock started: the last answer byte written, or a request's first
-    /// byte read. The deadline is `mark + idle`.
-    mark: Instant,
+    /// A byte was written in the current period.
+    wrote: bool,
     /// A request's first byte was read and no answer byte was written since.
     in_request: bool,
+    /// The request in progress began in the current period.
+    began: bool,
     _slot: OwnedSemaphorePermit,
-    _client: ClientSlot,
+    client: ClientSlot,
 }
 
 impl IdleTimeout {
@@ -391,49 +450,49 @@ impl IdleTimeout {
         slot: OwnedSemaphorePermit,
         client: ClientSlot,
     ) -> IdleTimeout {
-        let deadline = Box::pin(tokio::time::sleep(idle));
-        let mark = Instant::now();
         IdleTimeout {
             stream,
             idle,
-            deadline,
-            mark,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            wrote: false,
             in_request: false,
+            began: false,
             _slot: slot,
-            _client: client,
+            client,
         }
     }
 
-    /// A read made progress: the first one of a request starts its clock.
+    /// A read made progress: the first one of a request begins it.
     fn read_progressed(&mut self) {
         if !self.in_request {
             self.in_request = true;
-            self.mark = Instant::now();
+            self.began = true;
         }
     }
 
-    /// A write made progress: the answer is flowing, the idle clock starts again.
+    /// A write made progress: the answer is flowing.
     fn progressed(&mut self) {
         self.in_request = false;
-        self.mark = Instant::now();
+        self.wrote = true;
     }
 
-    /// Pending, or the timeout error once the deadline passed. The timer was armed for an
-    /// earlier mark; when it fires before the current deadline it is moved there and
-    /// waited on again (at most once per idle period).
+    /// Pending, or the timeout error once a period ended without progress. A period with
+    /// progress re-arms the timer from the clock (read here, once per period, never per
+    /// request) and forgets it.
     fn expired<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
         loop {
             if self.deadline.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            let due = self.mark + self.idle;
-            if Instant::now() >= due {
+            if !self.wrote && !self.began {
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "connection idle longer than limits.idle_timeout_ms",
                 )));
             }
-            self.deadline.as_mut().reset(due);
+            self.wrote = false;
+            self.began = false;
+            self.deadline.as_mut().reset(Instant::now() + self.idle);
         }
     }
 }
@@ -445,9 +504,12 @@ impl AsyncRead for IdleTimeout {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let before = buf.filled().len();
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(result) => {
-                this.read_progressed();
+                if buf.filled().len() > before {
+                    this.read_progressed();
+                }
                 Poll::Ready(result)
             }
             Poll::Pending => this.expired(cx),
@@ -538,16 +600,177 @@ mod tests {
         assert!(clients.enter(ip, 2).is_some());
     }
 
+    /// A request of the connection `slot`, with its connect info as axum gives it.
+    fn request_of(slot: &ClientSlot) -> Request {
+        let client = ClientAddr {
+            addr: SocketAddr::new(slot.entry.ip, 40_000),
+            client: Arc::clone(&slot.entry),
+        };
+        let mut request = Request::new(axum::body::Body::empty());
+        request.extensions_mut().insert(ConnectInfo(client));
+        request
+    }
+
+    fn limits(max: u32) -> HttpLimits {
+        HttpLimits { client_in_flight_max: max, ..HttpLimits::default() }
+    }
+
+    fn in_flight(slot: &ClientSlot) -> u32 {
+        slot.entry.in_flight.load(Ordering::Relaxed)
+    }
+
     #[test]
     fn a_client_at_its_limit_is_refused_until_a_request_ends() {
-        let gate = Arc::new(ClientGate::default());
-        let ip: IpAddr = "10.0.0.1".parse().expect("ip");
-        let other: IpAddr = "10.0.0.2".parse().expect("ip");
-        let first = gate.enter(ip, 2).expect("first");
-        let _second = gate.enter(ip, 2).expect("second");
-        assert!(gate.enter(ip, 2).is_err());
-        assert!(gate.enter(other, 2).is_ok(), "another client is not affected");
+        let clients = Arc::new(ClientConnections::default());
+        let one = clients.enter("10.0.0.1".parse().expect("ip"), 8).expect("connection");
+        // Another connection of the same address (IPv4-mapped): the same count.
+        let same = clients.enter("::ffff:10.0.0.1".parse().expect("ip"), 8).expect("connection");
+        let other = clients.enter("10.0.0.2".parse().expect("ip"), 8).expect("connection");
+        let first = admit(&limits(2), &mut request_of(&one)).expect("first").expect("a pass");
+        let _second = admit(&limits(2), &mut request_of(&same)).expect("second").expect("a pass");
+        let refused = admit(&limits(2), &mut request_of(&one)).err().expect("a third is refused");
+        assert!(matches!(refused, ApiError::TooManyRequests(_)), "{refused:?}");
+        assert!(admit(&limits(2), &mut request_of(&same)).is_err());
+        assert_eq!(in_flight(&one), 2, "a refusal's increment is undone");
+        assert!(
+            admit(&limits(2), &mut request_of(&other)).is_ok(),
+            "another client is not affected"
+        );
         drop(first);
-        assert!(gate.enter(ip, 2).is_ok());
+        assert!(admit(&limits(2), &mut request_of(&one)).is_ok());
+        assert_eq!(in_flight(&one), 1, "the passes above were dropped");
+    }
+
+    #[test]
+    fn a_router_served_without_connect_info_has_no_limit() {
+        let mut request = Request::new(axum::body::Body::empty());
+        for _ in 0..3 {
+            assert!(matches!(admit(&limits(1), &mut request), Ok(None)));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pass_dropped_by_the_request_timeout_uncounts_its_request() {
+        let clients = Arc::new(ClientConnections::default());
+        let slot = clients.enter("10.0.0.1".parse().expect("ip"), 8).expect("connection");
+        let limits = HttpLimits { request_timeout_ms: 100, ..limits(1) };
+        // As the router does: the pass lives until the bounded answer is made.
+        let mut request = request_of(&slot);
+        let answer = async {
+            let _pass = admit(&limits, &mut request).expect("admitted");
+            let timeout = Duration::from_millis(limits.request_timeout_ms);
+            tokio::time::timeout(timeout, std::future::pending::<()>()).await
+        };
+        assert!(answer.await.is_err(), "timed out");
+        assert_eq!(in_flight(&slot), 0);
+        // A request future dropped from outside (its connection closed) drops its pass.
+        let mut request = request_of(&slot);
+        let dropped = tokio::time::timeout(Duration::from_millis(10), async {
+            let _pass = admit(&limits, &mut request).expect("admitted");
+            std::future::pending::<()>().await;
+        });
+        assert!(dropped.await.is_err());
+        assert_eq!(in_flight(&slot), 0);
+        assert!(admit(&limits, &mut request_of(&slot)).is_ok());
+    }
+
+    // The panics unwind without the panic hook (`resume_unwind`): the hook would print and
+    // symbolize a backtrace, which grows this process by tens of MB while
+    // `metrics::tests::a_node_nobody_scrapes_stays_bounded` measures it.
+    #[tokio::test]
+    async fn a_handler_that_panics_uncounts_its_request() {
+        let clients = Arc::new(ClientConnections::default());
+        let slot = clients.enter("10.0.0.1".parse().expect("ip"), 8).expect("connection");
+        let mut request = request_of(&slot);
+        let task = tokio::spawn(async move {
+            let _pass = admit(&limits(1), &mut request).expect("admitted");
+            tokio::task::yield_now().await;
+            std::panic::resume_unwind(Box::new("the handler panics"));
+        });
+        assert!(task.await.expect_err("the task panicked").is_panic());
+        assert_eq!(in_flight(&slot), 0);
+        let unwound = std::panic::catch_unwind(|| {
+            let _pass = admit(&limits(1), &mut request_of(&slot)).expect("admitted");
+            std::panic::resume_unwind(Box::new("the handler panics"));
+        });
+        assert!(unwound.is_err());
+        assert_eq!(in_flight(&slot), 0);
+        assert!(admit(&limits(1), &mut request_of(&slot)).is_ok());
+    }
+
+    #[test]
+    fn connections_closing_with_requests_in_flight_leave_no_count_behind() {
+        let clients = Arc::new(ClientConnections::default());
+        let ip: IpAddr = "10.0.0.1".parse().expect("ip");
+        let slot = clients.enter(ip, 8).expect("connection");
+        let entry = Arc::clone(&slot.entry);
+        let pass = admit(&limits(1), &mut request_of(&slot)).expect("admitted").expect("a pass");
+        // The address's last connection closes while its request runs on (an HTTP/2
+        // stream does): the address leaves the table at once.
+        drop(slot);
+        assert_eq!((clients.count(ip), clients.addresses()), (0, 0));
+        // A new connection of the address starts a new count; the old request is
+        // uncounted from its own entry, never from the new one.
+        let again = clients.enter(ip, 8).expect("connection");
+        assert!(!Arc::ptr_eq(&entry, &again.entry));
+        let second = admit(&limits(1), &mut request_of(&again)).expect("admitted").expect("a pass");
+        drop(pass);
+        assert_eq!(entry.in_flight.load(Ordering::Relaxed), 0);
+        assert_eq!(in_flight(&again), 1);
+        drop(second);
+        assert_eq!(in_flight(&again), 0);
+        // While one connection of the address stays open, a new one shares its count.
+        let other = clients.enter(ip, 8).expect("connection");
+        assert!(Arc::ptr_eq(&again.entry, &other.entry));
+        drop((again, other));
+        assert_eq!(clients.addresses(), 0, "the table holds only addresses with connections");
+        assert_eq!(Arc::strong_count(&entry), 1, "the old entry is freed with its last holder");
+    }
+
+    #[test]
+    fn concurrent_requests_never_exceed_the_limit_and_leave_the_count_at_zero() {
+        // Four threads admit and drop requests of one address as fast as they can, with
+        // random holding times (seeded); at most `MAX` admitted passes ever coexist.
+        const MAX: u32 = 3;
+        let clients = Arc::new(ClientConnections::default());
+        let slot = clients.enter("10.0.0.1".parse().expect("ip"), 8).expect("connection");
+        let admitted = AtomicU32::new(0);
+        let refused = AtomicU32::new(0);
+        std::thread::scope(|scope| {
+            for seed in 1..=4u64 {
+                let (slot, admitted, refused) = (&slot, &admitted, &refused);
+                scope.spawn(move || {
+                    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let mut held = Vec::new();
+                    for _ in 0..20_000 {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        if state % 3 == 0 && !held.is_empty() {
+                            // Uncounted here before the pass drops, and counted below
+                            // after it is admitted: this count never exceeds the passes
+                            // alive, so it is above `MAX` only if they are.
+                            admitted.fetch_sub(1, Ordering::SeqCst);
+                            drop(held.swap_remove(state as usize % held.len()));
+                            continue;
+                        }
+                        match admit(&limits(MAX), &mut request_of(slot)) {
+                            Ok(Some(pass)) => {
+                                let now = admitted.fetch_add(1, Ordering::SeqCst) + 1;
+                                assert!(now <= MAX, "{now} admitted passes at once");
+                                held.push(pass);
+                            }
+                            Ok(None) => unreachable!("the request has connect info"),
+                            Err(_) => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    admitted.fetch_sub(held.len() as u32, Ordering::SeqCst);
+                });
+            }
+        });
+        assert_eq!(in_flight(&slot), 0);
+        assert!(refused.load(Ordering::Relaxed) > 0, "the limit was reached");
     }
 }

@@ -241,7 +241,7 @@ where
             grpc_shaped,
             request_timeout_ms: app.http_limits.request_timeout_ms,
         };
-        let pass = match crate::limits::admit(&app.clients, &app.http_limits, &request) {
+        let pass = match crate::limits::admit(&app.http_limits, &mut request) {
             Ok(pass) => pass,
             Err(refused) => return GuardedFuture::answered(finish.error(refused), finish),
         };

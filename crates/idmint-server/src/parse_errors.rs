@@ -71,7 +71,7 @@ impl Listener for JsonParseErrors {
 
 impl Connected<IncomingStream<'_, JsonParseErrors>> for ClientAddr {
     fn connect_info(stream: IncomingStream<'_, JsonParseErrors>) -> ClientAddr {
-        ClientAddr(*stream.remote_addr())
+        ClientAddr::accepted(&stream.io().inner, *stream.remote_addr())
     }
 }
 

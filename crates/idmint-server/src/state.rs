@@ -1,12 +1,13 @@
-//! What every handler shares: the [`Node`] and what only a transport needs (tokens, limits,
-//! requests in flight per client). The router holds it as one `Arc`.
+//! What every handler shares: the [`Node`] and what only a transport needs (tokens,
+//! limits). The router holds it as one `Arc`. (Requests in flight per client address are
+//! counted per connection, in `limits.rs`.)
 
 use std::sync::Arc;
 
 use idmint::Node;
 
 use crate::auth::Auth;
-use crate::limits::{ClientGate, HttpLimits};
+use crate::limits::HttpLimits;
 
 /// The state as the router holds it: one `Arc`, cloned once per request and extractor.
 pub type SharedState = Arc<AppState>;
@@ -20,8 +21,6 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// Connection and request limits.
     pub http_limits: HttpLimits,
-    /// Requests in flight per client address.
-    pub clients: Arc<ClientGate>,
     /// `true` once the server began draining ([`crate::serve`]'s shutdown completed): the
     /// gRPC health service then answers NOT_SERVING and ends its `Watch` streams, which
     /// would otherwise hold the drain open.
@@ -36,7 +35,6 @@ impl AppState {
             node,
             auth: Arc::new(Auth::open()),
             http_limits: HttpLimits::default(),
-            clients: Arc::default(),
             draining: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
     }

@@ -558,6 +558,110 @@ async fn idle_and_trickling_connections_are_closed() {
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_trickling_connections_are_closed_within_twice_the_idle_timeout() {
+    // The idle timer reads the clock only when it fires, once a period: a connection is
+    // closed at least `idle` and less than `2 × idle` after its last progress (its answer
+    // written, or its request's first byte), plus the time the server takes to see it.
+    const IDLE_MS: u64 = 600;
+    let idle = Duration::from_millis(IDLE_MS);
+    let limits =
+        HttpLimits { request_timeout_ms: 200, idle_timeout_ms: IDLE_MS, ..HttpLimits::default() };
+    let store = Arc::new(idmint_store::MemoryStore::new());
+    let server =
+        TestServer::with_auth_and_limits(store, Auth::open(), limits, SegmentConfig::default())
+            .await;
+    let addr = server.base.trim_start_matches("http://").to_string();
+    // (name, ms before an answered request, answered, ms after it, then trickles): the
+    // periods start at accept, so the phases cover the worst cases (progress just after a
+    // period began: almost `2 × idle`) and the best (just before it ended: `idle`).
+    let cases = [
+        ("idle from accept", 0, false, 0, false),
+        ("idle after an answer at once", 0, true, 0, false),
+        ("idle after an answer late in the period", 450, true, 0, false),
+        ("trickling from accept", 0, false, 0, true),
+        ("trickling early in the second period", 0, true, 660, true),
+        ("trickling late in the first period", 0, true, 300, true),
+    ];
+    let runs: Vec<_> = cases
+        .into_iter()
+        .map(|(name, before_ms, answered, after_ms, trickles)| {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                let took = closed_after_progress(&addr, before_ms, answered, after_ms, trickles);
+                (name, took.await)
+            })
+        })
+        .collect();
+    let mut outside = Vec::new();
+    for run in runs {
+        let (name, took) = run.await.unwrap();
+        let slack = Duration::from_millis(400);
+        if took + Duration::from_millis(100) < idle || took >= 2 * idle + slack {
+            outside.push(format!("{name}: closed {took:?} after its last progress"));
+        }
+    }
+    assert!(outside.is_empty(), "idle timeout {idle:?}: {outside:#?}");
+    server.stop().await;
+}
+
+/// Connects to `addr`, waits `before_ms`, sends one request and reads its answer when
+/// `answered`, waits `after_ms`, then trickles a request a byte every 50 ms when `trickles`:
+/// the time from the last progress (accept, the answer, or the trickle's first byte) until
+/// the server closes the connection.
+async fn closed_after_progress(
+    addr: &str,
+    before_ms: u64,
+    answered: bool,
+    after_ms: u64,
+    trickles: bool,
+) -> Duration {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut progress = Instant::now();
+    let (mut read, mut write) = stream.into_split();
+    let mut buf = [0u8; 512];
+    tokio::time::sleep(Duration::from_millis(before_ms)).await;
+    if answered {
+        write.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let n = read.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+        progress = Instant::now();
+    }
+    tokio::time::sleep(Duration::from_millis(after_ms)).await;
+    // The write half stays open (dropping it would send FIN) until the connection closes.
+    let (trickler, _write) = if trickles {
+        progress = Instant::now();
+        let trickler = tokio::spawn(async move {
+            let padding = "a".repeat(200);
+            let request =
+                format!("GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: {padding}\r\n\r\n");
+            for byte in request.as_bytes() {
+                if write.write_all(&[*byte]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            write
+        });
+        (Some(trickler), None)
+    } else {
+        (None, Some(write))
+    };
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        // Closed (0 or an error), never answered: no answer was due.
+        if let Ok(n @ 1..) = read.read(&mut buf).await {
+            panic!("answered: {}", String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+    .await;
+    let took = progress.elapsed();
+    if let Some(trickler) = trickler {
+        trickler.abort();
+    }
+    assert!(closed.is_ok(), "not closed within 5 s of its last progress");
+    took
+}
+
 /// A connection from `from` (any 127/8 address: Linux routes them all to loopback) to the
 /// server at `addr`.
 async fn connect_from(from: &str, addr: &str) -> tokio::net::TcpStream {
