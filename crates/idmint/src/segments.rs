@@ -21,8 +21,9 @@
 //! [`Segments::shutdown`] freezes every generator, lets refills in flight land, stops the
 //! loops and gives each tag's unissued ids back to the store.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -43,6 +44,29 @@ use crate::unknown::{Admission, UnknownTags};
 
 /// The served tags, looked up by name on every request (`registry.rs`).
 type Registry = crate::registry::Registry<Arc<TagGenerator>>;
+
+/// Numbers every [`Segments`] of the process (never reused), for [`LAST_REGISTRY`].
+static SEGMENTS_NUMBERS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The registry this thread last looked a name up in: of which `Segments`, as of which
+    /// change, and the snapshot. While the registry does not change, the per-request lookup
+    /// reads it here instead of taking the `ArcSwap` guard, whose two locked instructions
+    /// were most of a take by name (docs/PERFORMANCE.md). It is checked against the
+    /// registry's generation on every lookup, so a change is seen as soon as the `ArcSwap`
+    /// would show it. A thread keeps the snapshot (its generators, and through them the
+    /// store handle) until its next lookup in any `Segments` or its exit: at most one per
+    /// thread. The state directory's lock is given up without waiting for that
+    /// (`Segments`'s `Drop`).
+    static LAST_REGISTRY: RefCell<Option<LastRegistry>> = const { RefCell::new(None) };
+}
+
+/// [`LAST_REGISTRY`]'s snapshot and what it is a snapshot of.
+struct LastRegistry {
+    segments: u64,
+    generation: u64,
+    registry: Arc<Registry>,
+}
 
 /// Why [`Segments::next_id_by_name`] did not answer: the name is not a tag, or the segment
 /// engine refused (exactly as [`Segments::next_id`] would for the parsed tag).
@@ -72,6 +96,11 @@ pub struct CreatedTag {
 pub struct Segments {
     shared: Arc<Shared>,
     registry: ArcSwap<Registry>,
+    /// This `Segments`'s number in the process ([`LAST_REGISTRY`]).
+    number: u64,
+    /// Bumped after every change of `registry`: a thread's [`LAST_REGISTRY`] of another
+    /// generation is stale.
+    generation: AtomicU64,
     /// Set when the shutdown begins: no generator is made after it.
     closing: AtomicBool,
     /// Proves the ranges this node leases to clients ([`Segments::lease`]).
@@ -107,6 +136,8 @@ impl Segments {
         let segments = Arc::new(Segments {
             shared,
             registry: ArcSwap::default(),
+            number: SEGMENTS_NUMBERS.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             lease_key: LeaseKey::random(),
             unknown: UnknownTags::new(),
@@ -173,7 +204,17 @@ impl Segments {
         if is_internal_name(name) {
             return None;
         }
-        self.registry.load().get(name)?.try_take_one()
+        let generation = self.generation.load(Ordering::Acquire);
+        let cached = LAST_REGISTRY.try_with(|cell| {
+            let last = cell.try_borrow().ok()?;
+            let last = last.as_ref()?;
+            let fresh = last.segments == self.number && last.generation == generation;
+            fresh.then(|| last.registry.get(name).and_then(|generator| generator.try_take_one()))
+        });
+        match cached {
+            Ok(Some(taken)) => taken,
+            _ => self.try_next_id_by_name_reloading(name, generation),
+        }
     }
 
     /// `count` ids of `tag` as increasing ranges.
@@ -249,7 +290,7 @@ impl Segments {
             }
         }
         let mut found = Err(Error::TooManyTags(TAG_COUNT_MAX));
-        self.registry.rcu(|registry| {
+        self.update_registry(|registry| {
             if let Some(generator) = registry.get(tag.as_str()) {
                 found = Ok(Arc::clone(generator));
                 return Arc::clone(registry);
@@ -393,6 +434,26 @@ impl Segments {
         }
     }
 
+    /// [`Segments::try_next_id_by_name`] when this thread's snapshot is not of this registry's
+    /// `generation`: loads the registry, keeps it as the thread's snapshot, looks up.
+    #[cold]
+    #[inline(never)]
+    fn try_next_id_by_name_reloading(&self, name: &str, generation: u64) -> Option<u64> {
+        let cached = LAST_REGISTRY.try_with(|cell| {
+            let mut last = cell.try_borrow_mut().ok()?;
+            // Loaded after the generation was read: at least as new as it says.
+            let registry = self.registry.load_full();
+            let taken = registry.get(name).and_then(|generator| generator.try_take_one());
+            *last = Some(LastRegistry { segments: self.number, generation, registry });
+            Some(taken)
+        });
+        match cached {
+            Ok(Some(taken)) => taken,
+            // The thread is exiting, or this is a lookup inside a lookup: the guard.
+            Ok(None) | Err(_) => self.registry.load().get(name)?.try_take_one(),
+        }
+    }
+
     /// [`Segments::next_id`] when the take found nothing: the tag's generator (made if the
     /// node has none), waited on.
     async fn next_id_waiting(&self, tag: &Tag) -> Result<u64, Error> {
@@ -435,11 +496,18 @@ impl Segments {
         }
     }
 
+    /// Changes the registry (copy-on-write), then its generation: a thread that sees the new
+    /// generation loads the new registry ([`LAST_REGISTRY`]).
+    fn update_registry(&self, change: impl FnMut(&Arc<Registry>) -> Arc<Registry>) {
+        self.registry.rcu(change);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// Removes `tag` from the registry (only if it still maps to `only`, when given); says
     /// whether this call removed it.
     fn forget(&self, tag: &Tag, only: Option<&Arc<TagGenerator>>) -> bool {
         let mut removed = false;
-        self.registry.rcu(|registry| {
+        self.update_registry(|registry| {
             let matches =
                 registry.get(tag.as_str()).is_some_and(|g| only.is_none_or(|o| Arc::ptr_eq(g, o)));
             removed = matches;
@@ -456,9 +524,36 @@ impl Segments {
 /// runway.
 impl Drop for Segments {
     /// Dropped without [`Segments::shutdown`] (a crash-like stop): the background tasks end at
-    /// once, releasing the state directory's lock; nothing is given back.
+    /// once, and the state directory's lock is given up when they have; nothing is given back.
     fn drop(&mut self) {
         self.shared.cancel.cancel();
+        // This thread's snapshot goes now; another thread's stays until its next lookup or
+        // its exit, holding the generators (unreachable: no lookup names this number again)
+        // and the shared parts, the marks file among them. So the lock is released here
+        // rather than with the last of them, once no task can write a mark: the tasks are
+        // cancelled and a cancelled generator starts no refill.
+        let _ = LAST_REGISTRY.try_with(|cell| {
+            if let Ok(mut last) = cell.try_borrow_mut()
+                && last.as_ref().is_some_and(|l| l.segments == self.number)
+            {
+                *last = None;
+            }
+        });
+        if let Some(marks) = self.shared.high_water.clone() {
+            let tracker = self.shared.tracker.clone();
+            tracker.close();
+            if tracker.is_empty() {
+                // After `shutdown`: at once, so a restart right after the drop finds it free.
+                marks.release();
+            } else {
+                // On a runtime already shut down the task does not run, and the lock goes
+                // with the last holder of the file, as before.
+                drop(self.shared.runtime.spawn(async move {
+                    tracker.wait().await;
+                    marks.release();
+                }));
+            }
+        }
     }
 }
 
@@ -518,9 +613,9 @@ mod tests {
         let before = store.get_tag(&internal).await.unwrap().unwrap().max_id;
         let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
         let generator = Arc::new(TagGenerator::new(internal.clone(), Arc::clone(&segments.shared)));
-        segments
-            .registry
-            .rcu(|registry| Arc::new(registry.with(internal.clone(), Arc::clone(&generator))));
+        segments.update_registry(|registry| {
+            Arc::new(registry.with(internal.clone(), Arc::clone(&generator)))
+        });
         for round in 0..20 {
             for name in ["idmint.key.order", "IDMINT.KEY.order", "Idmint.Key.order"] {
                 assert_eq!(segments.try_next_id_by_name(name), None, "{name}");
