@@ -185,8 +185,9 @@ impl Segments {
         )
     }
 
-    /// The next id of `tag` if its buffer holds one now, without waiting: loads and one atomic
-    /// step, inside the registry guard (no reference count touched). `None` when the node does
+    /// The next id of `tag` if its buffer holds one now, without waiting: the lookup in this
+    /// thread's snapshot of the registry ([`LAST_REGISTRY`]: no lock, no read-modify-write
+    /// but the take's one atomic step) and the take. `None` when the node does
     /// not serve the tag yet, its buffer is empty (a refill is under way) or it is shutting
     /// down: [`Segments::next_id`] says which, and waits where it can.
     #[inline]
