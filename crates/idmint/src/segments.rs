@@ -186,7 +186,7 @@ impl Segments {
     }
 
     /// The next id of `tag` if its buffer holds one now, without waiting: the lookup in this
-    /// thread's snapshot of the registry ([`LAST_REGISTRY`]: no lock, no read-modify-write
+    /// thread's snapshot of the registry (`LAST_REGISTRY`: no lock, no read-modify-write
     /// but the take's one atomic step) and the take. `None` when the node does
     /// not serve the tag yet, its buffer is empty (a refill is under way) or it is shutting
     /// down: [`Segments::next_id`] says which, and waits where it can.
