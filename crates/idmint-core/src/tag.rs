@@ -10,6 +10,7 @@
 //! user input can ever name, serve, create or delete one; [`Tag::internal`] makes them and
 //! [`Tag::from_stored`] reads either kind back from a store.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -22,7 +23,9 @@ pub const INTERNAL_PREFIX: &str = "idmint.key.";
 /// A valid tag name: 1 to [`TAG_LEN_MAX`] bytes of UTF-8 that
 /// [`Tag::parse`] accepts, or an internal row's name made by [`Tag::internal`].
 ///
-/// Cloning is cheap (a reference count), so generators and maps can share it.
+/// Cloning is cheap (a reference count), so generators and maps can share it. A map keyed
+/// by `Tag` can be looked up by the name as a `&str` (`Tag: Borrow<str>`): `Hash`, `Eq` and
+/// `Ord` are the name's own (derived over `Arc<str>`, which delegates to `str`).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tag(Arc<str>);
 
@@ -87,6 +90,7 @@ impl Tag {
 }
 
 /// Whether `name` lies in idmint's internal namespace, in any ASCII case.
+#[inline]
 pub fn is_internal_name(name: &str) -> bool {
     name.as_bytes()
         .get(..INTERNAL_PREFIX.len())
@@ -115,6 +119,14 @@ fn check_text(name: &str) -> Result<(), TagError> {
 fn is_tag_char(ch: char) -> bool {
     !ch.is_control()
         && !matches!(ch, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A map keyed by tags answers a lookup by the name itself, without making a `Tag`: the
+/// derived `Hash`, `Eq` and `Ord` of `Tag` are those of its `str`, as `Borrow` requires.
+impl Borrow<str> for Tag {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
 }
 
 impl fmt::Display for Tag {
@@ -239,5 +251,23 @@ mod tests {
         }
         assert_eq!(Tag::from_stored("订单").unwrap(), Tag::parse("订单").unwrap());
         assert!(Tag::internal(&Tag::parse(&"x".repeat(TAG_LEN_MAX)).unwrap()).is_err());
+    }
+
+    #[test]
+    fn hashes_and_compares_as_its_name() {
+        use std::collections::{BTreeMap, HashMap};
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        for name in ["order", "订单", "idmint", &"x".repeat(TAG_LEN_MAX)] {
+            let tag = Tag::parse(name).unwrap();
+            assert_eq!(state.hash_one(&tag), state.hash_one(name), "{name}");
+            let borrowed: &str = tag.borrow();
+            assert_eq!(borrowed, name);
+        }
+        let order = Tag::parse("order").unwrap();
+        let hashed = HashMap::from([(order.clone(), 1)]);
+        let sorted = BTreeMap::from([(order, 1)]);
+        assert_eq!((hashed.get("order"), sorted.get("order")), (Some(&1), Some(&1)));
+        assert_eq!((hashed.get("Order"), sorted.get("order ")), (None, None));
     }
 }

@@ -1,10 +1,13 @@
 //! `segment_next`: in-process ids per second of segment mode, beside the physical floor (a
 //! bare `AtomicU64::fetch_add`) in the same group, on 1 and 2 threads; and batch takes of
-//! 1000 ids beside one `fetch_add(1000)`. Results and ratios: docs/PERFORMANCE.md.
+//! 1000 ids beside one `fetch_add(1000)`. Results and ratios: docs/PERFORMANCE.md;
+//! `scripts/bench-take` runs this beside a model of Leaf's `get(key)` and prints the ratios.
 //!
 //! Run: `cargo bench -p idmint --bench segment_next`. Every variant takes single ids; the
 //! library variants use a memory store and a step of `STEP_MAX`, so refills (every 10^6 ids)
-//! are part of the measurement, as they are in service.
+//! are part of the measurement, as they are in service. The by-name variants pass the name
+//! through `black_box` on every call, as a request's name reaches the handler: its hash is
+//! computed per id.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -13,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use idmint::segment::{Count, SegmentConfig, TagGenerator};
-use idmint::{Segments, Tag};
+use idmint::{Node, NodeBuilder, NodeConfig, Segments, Tag};
 use idmint_core::limits::STEP_MAX;
 use idmint_core::{DoubleBuffer, IdRange, PreloadRatio, SEGMENT_LEN_MAX, StartId, Step};
-use idmint_store::{MemoryStore, SegmentStore, TagSpec};
+use idmint_store::{MemoryStore, SegmentStore, StoreUrl, TagSpec};
 use tokio::runtime::Runtime;
 
 fn segment_next(c: &mut Criterion) {
@@ -26,6 +29,7 @@ fn segment_next(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let (segments, tag) = runtime.block_on(start_segments());
+    let node = runtime.block_on(start_node(&tag));
     let generator = segments.generator(&tag).expect("generator");
     let buffer = DoubleBuffer::new(PreloadRatio::DEFAULT);
     buffer.install(IdRange::new(1, 1 + SEGMENT_LEN_MAX).expect("range"), 0).expect("install");
@@ -70,10 +74,38 @@ fn segment_next(c: &mut Criterion) {
         });
         group.bench_function(format!("library_by_tag_name/{threads}t"), |b| {
             b.iter_custom(|iters| {
-                on_threads(threads, iters, |n| take_by_name(&runtime, &segments, &tag, n))
+                on_threads(threads, iters, |n| take_by_tag(&runtime, &segments, &tag, n))
+            })
+        });
+        group.bench_function(format!("library_try_by_name_str/{threads}t"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| {
+                    for _ in 0..n {
+                        black_box(segments.try_next_id_by_name(black_box(tag.as_str())));
+                    }
+                })
+            })
+        });
+        group.bench_function(format!("library_by_name_str/{threads}t"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| take_by_str(&runtime, &segments, tag.as_str(), n))
             })
         });
     }
+    // What the Leaf route's handler calls per request: the take by name and the answer's
+    // text (the decimal id in a `String`).
+    group.bench_function("node_public_text_by_name/1t", |b| {
+        b.iter_custom(|iters| {
+            on_threads(1, iters, |n| {
+                runtime.block_on(async {
+                    for _ in 0..n {
+                        let name = black_box(tag.as_str());
+                        black_box(node.next_public_text_by_name(name).await.expect("id"));
+                    }
+                })
+            })
+        })
+    });
     group.finish();
 
     // Batches: one take of BATCH ids, counted as BATCH elements, beside one fetch_add of
@@ -102,6 +134,7 @@ fn segment_next(c: &mut Criterion) {
     });
     group.finish();
     runtime.block_on(segments.shutdown());
+    runtime.block_on(node.shutdown());
 }
 
 /// Ids per batch in the `segment_batch` group.
@@ -110,6 +143,19 @@ const BATCH: u64 = 1_000;
 async fn start_segments() -> (Arc<Segments>, Tag) {
     let store = Arc::new(MemoryStore::new());
     let tag = Tag::parse("bench").expect("tag");
+    create_tag(&*store, &tag).await;
+    (Segments::start(store, SegmentConfig::default()).expect("start"), tag)
+}
+
+/// A node on a memory store of its own serving `tag` (no format, no snowflake).
+async fn start_node(tag: &Tag) -> Node {
+    let store = Arc::new(MemoryStore::new());
+    create_tag(&*store, tag).await;
+    let config = NodeConfig::new(StoreUrl::Memory);
+    NodeBuilder::new(config).stores(store).start().await.expect("node")
+}
+
+async fn create_tag(store: &dyn SegmentStore, tag: &Tag) {
     let spec = TagSpec {
         tag: tag.clone(),
         step: Step::new(STEP_MAX).expect("step"),
@@ -118,7 +164,6 @@ async fn start_segments() -> (Arc<Segments>, Tag) {
         description: Default::default(),
     };
     store.create_tag(&spec).await.expect("create");
-    (Segments::start(store, SegmentConfig::default()).expect("start"), tag)
 }
 
 fn take_from_handle(runtime: &Runtime, generator: &Arc<TagGenerator>, n: u64) {
@@ -129,10 +174,18 @@ fn take_from_handle(runtime: &Runtime, generator: &Arc<TagGenerator>, n: u64) {
     })
 }
 
-fn take_by_name(runtime: &Runtime, segments: &Segments, tag: &Tag, n: u64) {
+fn take_by_tag(runtime: &Runtime, segments: &Segments, tag: &Tag, n: u64) {
     runtime.block_on(async {
         for _ in 0..n {
             black_box(segments.next_id(tag).await.expect("id"));
+        }
+    })
+}
+
+fn take_by_str(runtime: &Runtime, segments: &Segments, name: &str, n: u64) {
+    runtime.block_on(async {
+        for _ in 0..n {
+            black_box(segments.next_id_by_name(black_box(name)).await.expect("id"));
         }
     })
 }

@@ -33,6 +33,7 @@ use tokio_util::task::TaskTracker;
 use crate::Error;
 use crate::config::SegmentConfig;
 use crate::highwater::HighWaterFile;
+use crate::take_first::{TakeFirst, Waiting};
 
 /// Shortest interval a rate sample covers; shorter ones are merged into the next.
 const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);
@@ -176,13 +177,16 @@ impl TagGenerator {
     }
 
     /// The next id of the tag. Waits (bounded) only when both segments are spent.
-    pub async fn next_id(self: &Arc<Self>) -> Result<u64, Error> {
-        match self.try_take_one() {
-            Some(id) => Ok(id),
-            // Boxed so the waiting machinery (timers, notifications) is not part of every
-            // call's future: the fast path stays small and allocation-free.
-            None => Ok(Box::pin(self.wait_for(Count::ONE, Vec::new())).await?[0].start()),
-        }
+    ///
+    /// The future takes on its first poll and answers from the buffer when it holds an id;
+    /// only an empty buffer builds the (boxed) waiting future, so the fast path is the take
+    /// inlined into the caller's poll and moves only the id (`take_first.rs`).
+    #[inline]
+    pub fn next_id(self: &Arc<Self>) -> impl Future<Output = Result<u64, Error>> + Send {
+        TakeFirst::new(
+            || self.try_take_one(),
+            || -> Waiting<'_, Error> { Box::pin(self.next_id_waiting()) },
+        )
     }
 
     /// The next id of the tag if one is in memory now, without waiting: the synchronous
@@ -444,6 +448,11 @@ impl TagGenerator {
             }
         }
         Ok(merge(ranges))
+    }
+
+    /// [`TagGenerator::next_id`] when both segments were spent: waits for the refill.
+    async fn next_id_waiting(self: &Arc<Self>) -> Result<u64, Error> {
+        Ok(self.wait_for(Count::ONE, Vec::new()).await?[0].start())
     }
 
     /// Starts the refill task unless one runs or none is due.

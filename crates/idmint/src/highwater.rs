@@ -53,8 +53,9 @@ pub(crate) struct HighWaterFile {
     /// serialised, and a caller that stops waiting cannot let a second write start beside
     /// one still running.
     writer: Mutex<()>,
-    /// Held (locked) for the life of the node.
-    _lock: File,
+    /// Held (locked) for the life of the node: until this is dropped, or until
+    /// [`HighWaterFile::release`] once nothing can write the marks any more.
+    lock: Mutex<Option<File>>,
 }
 
 /// What one marks file holds: its name, its lock's name, what a mark means and how to
@@ -122,7 +123,20 @@ impl HighWaterFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(fail(format!("cannot read {}: {e}", path.display()))),
         };
-        Ok(HighWaterFile { path, durable: Mutex::new(marks), writer: Mutex::new(()), _lock: lock })
+        Ok(HighWaterFile {
+            path,
+            durable: Mutex::new(marks),
+            writer: Mutex::new(()),
+            lock: Mutex::new(Some(lock)),
+        })
+    }
+
+    /// Gives the state directory's lock up (another node, or a restart in this process, may
+    /// open it). Only for an owner that knows nothing writes these marks any more: a
+    /// `Segments` dropped, once its tasks have ended (a thread may keep its last registry,
+    /// and through it this file, a while longer; see `segments.rs`).
+    pub(crate) fn release(&self) {
+        drop(self.lock.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
     /// The file's path.

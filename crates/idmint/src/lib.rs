@@ -51,10 +51,12 @@ mod highwater;
 mod idformat;
 mod lease;
 pub mod node;
+mod registry;
 mod segments;
 mod seqformat;
 mod sequences;
 mod snowflake_gen;
+mod take_first;
 pub mod tinyid;
 mod unknown;
 mod uuids;
@@ -85,7 +87,7 @@ pub mod segment {
     pub use crate::generator::{REFILL_DURATION_METRIC, TagGenerator, TagStatus};
     pub use crate::highwater::{HIGH_WATER_FILE, LOCK_FILE};
     pub use crate::lease::{Lease, TakeBackError};
-    pub use crate::segments::{CreatedTag, Segments};
+    pub use crate::segments::{ByNameError, CreatedTag, Segments};
     pub use idmint_core::{
         BufferSnapshot, Count, Description, IdRange, PreloadRatio, SegmentSnapshot, StartId, Step,
         Tag, TagError, ValueError,

@@ -6,6 +6,12 @@
 //! request waits on the generator's single-flight refill, so a tag created a moment ago
 //! works on its first request and concurrent first requests share one store call.
 //!
+//! The per-request path takes by name: [`Segments::next_id_by_name`] looks the registry up
+//! by the `&str` the request carries (`Tag: Borrow<str>`), hashed with foldhash under a
+//! per-process random seed, and takes from the tag's buffer; it makes a [`Tag`] (parse,
+//! allocation) only on a miss or when the buffer is empty. Every name in the registry was a
+//! valid, non-internal tag when it was put there, so a hit needs no parse.
+//!
 //! Requests for names the store does not hold are bounded by [`UnknownTags`] (`unknown.rs`):
 //! a one-second negative cache that a local create clears, and a budget of unknown lookups
 //! per second.
@@ -15,14 +21,15 @@
 //! [`Segments::shutdown`] freezes every generator, lets refills in flight land, stops the
 //! loops and gives each tag's unissued ids back to the store.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use idmint_core::limits::{RATE_SAMPLE_MS, TAG_COUNT_MAX, UNKNOWN_TAG_LOOKUPS_PER_S_MAX};
-use idmint_core::{BufferSnapshot, Count, IdRange, Step, Tag};
+use idmint_core::{BufferSnapshot, Count, IdRange, Step, Tag, TagError, is_internal_name};
 use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -32,9 +39,48 @@ use crate::config::SegmentConfig;
 use crate::generator::{Shared, TagGenerator, TagStatus};
 use crate::highwater::HighWaterFile;
 use crate::lease::{Lease, LeaseKey, TakeBackError};
+use crate::take_first::{TakeFirst, Waiting};
 use crate::unknown::{Admission, UnknownTags};
 
-type Registry = HashMap<Tag, Arc<TagGenerator>>;
+/// The served tags, looked up by name on every request (`registry.rs`).
+type Registry = crate::registry::Registry<Arc<TagGenerator>>;
+
+/// Numbers every [`Segments`] of the process (never reused), for [`LAST_REGISTRY`].
+static SEGMENTS_NUMBERS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The registry this thread last looked a name up in: of which `Segments`, as of which
+    /// change, and the snapshot. While the registry does not change, the per-request lookup
+    /// reads it here instead of taking the `ArcSwap` guard, whose two locked instructions
+    /// were most of a take by name (docs/PERFORMANCE.md). It is checked against the
+    /// registry's generation on every lookup, so a change is seen as soon as the `ArcSwap`
+    /// would show it. A thread keeps the snapshot (its generators, and through them the
+    /// store handle) until its next lookup in any `Segments` or its exit: at most one per
+    /// thread. The state directory's lock is given up without waiting for that
+    /// (`Segments`'s `Drop`).
+    static LAST_REGISTRY: RefCell<Option<LastRegistry>> = const { RefCell::new(None) };
+}
+
+/// [`LAST_REGISTRY`]'s snapshot and what it is a snapshot of.
+struct LastRegistry {
+    segments: u64,
+    generation: u64,
+    registry: Arc<Registry>,
+}
+
+/// Why [`Segments::next_id_by_name`] did not answer: the name is not a tag, or the segment
+/// engine refused (exactly as [`Segments::next_id`] would for the parsed tag).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ByNameError {
+    /// The name is not a tag: what `Tag::parse` says of it (an internal row's name, in any
+    /// ASCII case, is [`TagError::Reserved`]).
+    #[error(transparent)]
+    BadTag(#[from] TagError),
+    /// The engine refused the tag: unknown, unavailable, spent, shutting down, ...
+    #[error(transparent)]
+    Segment(#[from] Error),
+}
 
 /// What [`Segments::create_tag`] made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +96,11 @@ pub struct CreatedTag {
 pub struct Segments {
     shared: Arc<Shared>,
     registry: ArcSwap<Registry>,
+    /// This `Segments`'s number in the process ([`LAST_REGISTRY`]).
+    number: u64,
+    /// Bumped after every change of `registry`: a thread's [`LAST_REGISTRY`] of another
+    /// generation is stale.
+    generation: AtomicU64,
     /// Set when the shutdown begins: no generator is made after it.
     closing: AtomicBool,
     /// Proves the ranges this node leases to clients ([`Segments::lease`]).
@@ -85,6 +136,8 @@ impl Segments {
         let segments = Arc::new(Segments {
             shared,
             registry: ArcSwap::default(),
+            number: SEGMENTS_NUMBERS.fetch_add(1, Ordering::Relaxed),
+            generation: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             lease_key: LeaseKey::random(),
             unknown: UnknownTags::new(),
@@ -95,24 +148,74 @@ impl Segments {
         Ok(segments)
     }
 
-    /// The next id of `tag`.
-    pub async fn next_id(&self, tag: &Tag) -> Result<u64, Error> {
-        // Fast path inside the registry guard: no reference count touched.
-        let generator = {
-            let registry = self.registry.load();
-            match registry.get(tag) {
-                Some(generator) => {
-                    if let Some(id) = generator.try_take_one() {
-                        return Ok(id);
-                    }
-                    Arc::clone(generator)
-                }
-                None => self.generator(tag)?,
-            }
-        };
-        let result = generator.next_id().await;
-        self.forget_if_unknown(&generator, result.as_ref().err());
-        result
+    /// The next id of `tag`. Waits (bounded) only when its buffer is empty or the node does
+    /// not serve it yet.
+    ///
+    /// The future takes on its first poll; only when that finds nothing does it build the
+    /// (boxed) waiting future, so a hit is the lookup and the take inlined into the caller's
+    /// poll, moving only the id (`take_first.rs`).
+    #[inline]
+    pub fn next_id<'a>(
+        &'a self,
+        tag: &'a Tag,
+    ) -> impl Future<Output = Result<u64, Error>> + Send + 'a {
+        TakeFirst::new(
+            || self.try_next_id(tag),
+            || -> Waiting<'a, Error> { Box::pin(self.next_id_waiting(tag)) },
+        )
+    }
+
+    /// The next id of the tag named `name`, the name as a request carries it (a path segment,
+    /// already percent-decoded): what the HTTP and gRPC handlers call per request. A name the
+    /// node serves is looked up as a `&str` and answered from memory without a `Tag` being
+    /// made (no parse, no allocation, no lock). Any other name is parsed first and answered as
+    /// [`Segments::next_id`] answers the tag: a name that is not a tag (an internal row's in
+    /// any ASCII case included) is [`ByNameError::BadTag`] with `Tag::parse`'s reason; an
+    /// unknown tag is [`Error::UnknownTag`], bounded as [`Segments::generator`] says.
+    ///
+    /// Lazy and small as [`Segments::next_id`]'s future: a hit is the lookup and the take.
+    #[inline]
+    pub fn next_id_by_name<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Future<Output = Result<u64, ByNameError>> + Send + 'a {
+        TakeFirst::new(
+            || self.try_next_id_by_name(name),
+            || -> Waiting<'a, ByNameError> { Box::pin(self.next_id_by_name_waiting(name)) },
+        )
+    }
+
+    /// The next id of `tag` if its buffer holds one now, without waiting: the lookup in this
+    /// thread's snapshot of the registry (`LAST_REGISTRY`: no lock, no read-modify-write
+    /// but the take's one atomic step) and the take. `None` when the node does
+    /// not serve the tag yet, its buffer is empty (a refill is under way) or it is shutting
+    /// down: [`Segments::next_id`] says which, and waits where it can.
+    #[inline]
+    pub fn try_next_id(&self, tag: &Tag) -> Option<u64> {
+        self.try_next_id_by_name(tag.as_str())
+    }
+
+    /// [`Segments::try_next_id`] by the tag's name as a `&str`: `None` also for a name that is
+    /// not a tag the node serves (it is never parsed here).
+    #[inline]
+    pub fn try_next_id_by_name(&self, name: &str) -> Option<u64> {
+        // The registry never holds an internal row (`generator` refuses them), so a hit is
+        // servable; checked here too, on the name, so a later change to what the registry
+        // holds cannot make a request serve one. Cheap: the first byte differs in most names.
+        if is_internal_name(name) {
+            return None;
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        let cached = LAST_REGISTRY.try_with(|cell| {
+            let last = cell.try_borrow().ok()?;
+            let last = last.as_ref()?;
+            let fresh = last.segments == self.number && last.generation == generation;
+            fresh.then(|| last.registry.get(name).and_then(|generator| generator.try_take_one()))
+        });
+        match cached {
+            Ok(Some(taken)) => taken,
+            _ => self.try_next_id_by_name_reloading(name, generation),
+        }
     }
 
     /// `count` ids of `tag` as increasing ranges.
@@ -144,7 +247,9 @@ impl Segments {
         leases: &[Lease],
     ) -> Result<u64, TakeBackError> {
         let range = self.lease_key.check(tag, start, end, leases)?;
-        let Some(generator) = self.registry.load().get(tag).cloned() else { return Ok(0) };
+        let Some(generator) = self.registry.load().get(tag.as_str()).cloned() else {
+            return Ok(0);
+        };
         Ok(generator.take_back(range))
     }
 
@@ -162,7 +267,7 @@ impl Segments {
         if tag.is_internal() {
             return Err(Error::UnknownTag(tag.clone()));
         }
-        if let Some(generator) = self.registry.load().get(tag) {
+        if let Some(generator) = self.registry.load().get(tag.as_str()) {
             return Ok(Arc::clone(generator));
         }
         if self.closing.load(Ordering::Acquire) {
@@ -186,8 +291,8 @@ impl Segments {
             }
         }
         let mut found = Err(Error::TooManyTags(TAG_COUNT_MAX));
-        self.registry.rcu(|registry| {
-            if let Some(generator) = registry.get(tag) {
+        self.update_registry(|registry| {
+            if let Some(generator) = registry.get(tag.as_str()) {
                 found = Ok(Arc::clone(generator));
                 return Arc::clone(registry);
             }
@@ -197,21 +302,19 @@ impl Segments {
             }
             let generator = Arc::new(TagGenerator::new(tag.clone(), Arc::clone(&self.shared)));
             found = Ok(Arc::clone(&generator));
-            let mut updated = Registry::clone(registry);
-            updated.insert(tag.clone(), generator);
-            Arc::new(updated)
+            Arc::new(registry.with(tag.clone(), generator))
         });
         found
     }
 
     /// The two segments this node holds for `tag`, if it serves the tag.
     pub fn snapshot(&self, tag: &Tag) -> Option<BufferSnapshot> {
-        self.registry.load().get(tag).map(|g| g.snapshot())
+        self.registry.load().get(tag.as_str()).map(|g| g.snapshot())
     }
 
     /// How this node serves `tag` (segments, step, rate, runway, counters), if it does.
     pub fn status(&self, tag: &Tag) -> Option<TagStatus> {
-        self.registry.load().get(tag).map(|g| g.status())
+        self.registry.load().get(tag.as_str()).map(|g| g.status())
     }
 
     /// How this node serves each tag it holds a generator for, sorted by tag: the metrics
@@ -281,7 +384,7 @@ impl Segments {
         let served = self.registry.load();
         // A tag loaded between the listing and here may be dropped too; its next request
         // loads it again with a fresh range, which wastes ids but never repeats one.
-        for tag in served.keys().filter(|t| !live.contains(t)) {
+        for (tag, _) in served.iter().filter(|(t, _)| !live.contains(t)) {
             tracing::info!(%tag, "tag no longer in the store; no longer served");
             self.forget(tag, None);
         }
@@ -332,6 +435,42 @@ impl Segments {
         }
     }
 
+    /// [`Segments::try_next_id_by_name`] when this thread's snapshot is not of this registry's
+    /// `generation`: loads the registry, keeps it as the thread's snapshot, looks up.
+    #[cold]
+    #[inline(never)]
+    fn try_next_id_by_name_reloading(&self, name: &str, generation: u64) -> Option<u64> {
+        let cached = LAST_REGISTRY.try_with(|cell| {
+            let mut last = cell.try_borrow_mut().ok()?;
+            // Loaded after the generation was read: at least as new as it says.
+            let registry = self.registry.load_full();
+            let taken = registry.get(name).and_then(|generator| generator.try_take_one());
+            *last = Some(LastRegistry { segments: self.number, generation, registry });
+            Some(taken)
+        });
+        match cached {
+            Ok(Some(taken)) => taken,
+            // The thread is exiting, or this is a lookup inside a lookup: the guard.
+            Ok(None) | Err(_) => self.registry.load().get(name)?.try_take_one(),
+        }
+    }
+
+    /// [`Segments::next_id`] when the take found nothing: the tag's generator (made if the
+    /// node has none), waited on.
+    async fn next_id_waiting(&self, tag: &Tag) -> Result<u64, Error> {
+        let generator = self.generator(tag)?;
+        let result = generator.next_id().await;
+        self.forget_if_unknown(&generator, result.as_ref().err());
+        result
+    }
+
+    /// [`Segments::next_id_by_name`] when the take by name found nothing: the full parse, then
+    /// the path of a parsed tag, so every refusal is the one a parsed tag gets.
+    async fn next_id_by_name_waiting(&self, name: &str) -> Result<u64, ByNameError> {
+        let tag = Tag::parse(name)?;
+        Ok(self.next_id_waiting(&tag).await?)
+    }
+
     async fn store_call<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
@@ -358,19 +497,25 @@ impl Segments {
         }
     }
 
+    /// Changes the registry (copy-on-write), then its generation: a thread that sees the new
+    /// generation loads the new registry ([`LAST_REGISTRY`]).
+    fn update_registry(&self, change: impl FnMut(&Arc<Registry>) -> Arc<Registry>) {
+        self.registry.rcu(change);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// Removes `tag` from the registry (only if it still maps to `only`, when given); says
     /// whether this call removed it.
     fn forget(&self, tag: &Tag, only: Option<&Arc<TagGenerator>>) -> bool {
         let mut removed = false;
-        self.registry.rcu(|registry| {
-            let matches = registry.get(tag).is_some_and(|g| only.is_none_or(|o| Arc::ptr_eq(g, o)));
+        self.update_registry(|registry| {
+            let matches =
+                registry.get(tag.as_str()).is_some_and(|g| only.is_none_or(|o| Arc::ptr_eq(g, o)));
             removed = matches;
             if !matches {
                 return Arc::clone(registry);
             }
-            let mut updated = Registry::clone(registry);
-            updated.remove(tag);
-            Arc::new(updated)
+            Arc::new(registry.without(tag))
         });
         removed
     }
@@ -380,9 +525,36 @@ impl Segments {
 /// runway.
 impl Drop for Segments {
     /// Dropped without [`Segments::shutdown`] (a crash-like stop): the background tasks end at
-    /// once, releasing the state directory's lock; nothing is given back.
+    /// once, and the state directory's lock is given up when they have; nothing is given back.
     fn drop(&mut self) {
         self.shared.cancel.cancel();
+        // This thread's snapshot goes now; another thread's stays until its next lookup or
+        // its exit, holding the generators (unreachable: no lookup names this number again)
+        // and the shared parts, the marks file among them. So the lock is released here
+        // rather than with the last of them, once no task can write a mark: the tasks are
+        // cancelled and a cancelled generator starts no refill.
+        let _ = LAST_REGISTRY.try_with(|cell| {
+            if let Ok(mut last) = cell.try_borrow_mut()
+                && last.as_ref().is_some_and(|l| l.segments == self.number)
+            {
+                *last = None;
+            }
+        });
+        if let Some(marks) = self.shared.high_water.clone() {
+            let tracker = self.shared.tracker.clone();
+            tracker.close();
+            if tracker.is_empty() {
+                // After `shutdown`: at once, so a restart right after the drop finds it free.
+                marks.release();
+            } else {
+                // On a runtime already shut down the task does not run, and the lock goes
+                // with the last holder of the file, as before.
+                drop(self.shared.runtime.spawn(async move {
+                    tracker.wait().await;
+                    marks.release();
+                }));
+            }
+        }
     }
 }
 
@@ -414,5 +586,53 @@ async fn refresh_loop(segments: Weak<Segments>, shared: Arc<Shared>) {
         if let Err(error) = segments.refresh().await {
             tracing::warn!(%error, "tag refresh failed; serving the tags already known");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use idmint_core::{Description, StartId};
+    use idmint_store::MemoryStore;
+
+    use super::*;
+
+    /// Defence in depth: even if an internal row got into the registry (no path puts one
+    /// there today), neither the take by name (in any ASCII case) nor the take by tag serves
+    /// it, and its row in the store is never allocated from.
+    #[tokio::test]
+    async fn an_internal_row_in_the_registry_is_never_served() {
+        let store = Arc::new(MemoryStore::new());
+        let internal = Tag::from_stored("idmint.key.order").unwrap();
+        let spec = TagSpec {
+            tag: internal.clone(),
+            step: Step::new(10).unwrap(),
+            start: Some(StartId::DEFAULT),
+            force: false,
+            description: Description::default(),
+        };
+        store.create_tag(&spec).await.unwrap();
+        let before = store.get_tag(&internal).await.unwrap().unwrap().max_id;
+        let segments = Segments::start(store.clone(), SegmentConfig::default()).unwrap();
+        let generator = Arc::new(TagGenerator::new(internal.clone(), Arc::clone(&segments.shared)));
+        segments.update_registry(|registry| {
+            Arc::new(registry.with(internal.clone(), Arc::clone(&generator)))
+        });
+        for round in 0..20 {
+            for name in ["idmint.key.order", "IDMINT.KEY.order", "Idmint.Key.order"] {
+                assert_eq!(segments.try_next_id_by_name(name), None, "{name}");
+                assert_eq!(
+                    segments.next_id_by_name(name).await,
+                    Err(ByNameError::BadTag(TagError::Reserved)),
+                    "{name}, round {round}"
+                );
+            }
+            assert_eq!(segments.try_next_id(&internal), None);
+            assert_eq!(segments.next_id(&internal).await, Err(Error::UnknownTag(internal.clone())));
+            // Lets a refill the take would have started land before the next round.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let after = store.get_tag(&internal).await.unwrap().unwrap().max_id;
+        assert_eq!(after, before, "the internal row was allocated from");
+        segments.shutdown().await;
     }
 }

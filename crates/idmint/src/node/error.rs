@@ -6,6 +6,7 @@ use idmint_core::{TagError, ValueError};
 use idmint_store::StoreError;
 
 use crate::format::FormatError;
+use crate::segment::ByNameError;
 use crate::sequence::SequenceError;
 use crate::snowflake::SnowflakeError;
 use crate::uuid::UuidsError;
@@ -84,6 +85,17 @@ pub enum NodeError {
          Tinyid's mysql:// URL if it is not the main store)"
     )]
     TinyidNotServed,
+}
+
+impl From<ByNameError> for NodeError {
+    /// A bad name is the parse's refusal, as when the transport parsed it; the rest is the
+    /// segment engine's.
+    fn from(error: ByNameError) -> NodeError {
+        match error {
+            ByNameError::BadTag(error) => NodeError::Tag(error),
+            ByNameError::Segment(error) => NodeError::Segment(error),
+        }
+    }
 }
 
 /// A kind of id a node serves only when configured for it ([`NodeError::NotConfigured`]).

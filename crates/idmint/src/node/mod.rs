@@ -204,6 +204,22 @@ impl Node {
         Ok(format.at(&format.zoned(self.clock.now_ms()))?.render(id)?)
     }
 
+    /// [`Node::next_public_text`] by the tag's name as the request carries it (the path
+    /// segment, percent-decoded): what a transport calls per request instead of parsing the
+    /// name. A name the node serves is answered without a `Tag` being made (no parse, no
+    /// allocation but the answer's text); any other name is parsed and answered as its `Tag`
+    /// is: a bad name (an internal row's in any ASCII case included) is [`NodeError::Tag`]
+    /// with `Tag::parse`'s reason, an unknown tag `NodeError::Segment(Error::UnknownTag)`.
+    pub async fn next_public_text_by_name(&self, name: &str) -> Result<String, NodeError> {
+        let id = self.segments.next_id_by_name(name).await?;
+        // `formats` is keyed by tags and looked up by the name (`Tag: Borrow<str>`); an empty
+        // map answers without hashing.
+        let Some(format) = self.formats.get(name) else {
+            return Ok(id.to_string());
+        };
+        Ok(format.at(&format.zoned(self.clock.now_ms()))?.render(id)?)
+    }
+
     /// `count` public ids of `tag`: rendered by the tag's format if it has one (texts, or
     /// numbers for a numeric template), else the ids as they are.
     pub async fn next_public_ids(&self, tag: &Tag, count: Count) -> Result<PublicIds, NodeError> {

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
+mod by_name;
 mod embedding;
 #[cfg(feature = "mysql")]
 mod flicker;
