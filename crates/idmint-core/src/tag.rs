@@ -58,11 +58,18 @@ impl Tag {
     /// Parses a user's tag name, refusing anything a backend could not store or tell apart,
     /// and idmint's internal namespace.
     pub fn parse(name: &str) -> Result<Tag, TagError> {
+        Tag::check(name)?;
+        Ok(Tag(Arc::from(name)))
+    }
+
+    /// Whether [`Tag::parse`] would accept `name`, with the same error, without making the
+    /// tag (nothing is allocated).
+    pub fn check(name: &str) -> Result<(), TagError> {
         check_text(name)?;
         if is_internal_name(name) {
             return Err(TagError::Reserved);
         }
-        Ok(Tag(Arc::from(name)))
+        Ok(())
     }
 
     /// Makes the internal row `INTERNAL_PREFIX + suffix` (e.g. the key guard of a tag).
@@ -103,6 +110,11 @@ fn check_text(name: &str) -> Result<(), TagError> {
     }
     if name.len() > TAG_LEN_MAX {
         return Err(TagError::TooLong { len: name.len() });
+    }
+    // Most names are printable ASCII without spaces: no control, bidi or edge-whitespace
+    // character can be in them, so one pass over the bytes settles it.
+    if name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Ok(());
     }
     if let Some((position, ch)) = name.chars().enumerate().find(|(_, ch)| !is_tag_char(*ch)) {
         return Err(TagError::InvalidChar { ch, position });
@@ -211,6 +223,41 @@ mod tests {
         let multibyte = format!("{}ab", "订".repeat(42));
         assert_eq!(multibyte.len(), TAG_LEN_MAX);
         assert!(Tag::parse(&multibyte).is_ok());
+    }
+
+    /// The check without the ASCII shortcut: every character tested.
+    fn check_slowly(name: &str) -> Result<(), TagError> {
+        if name.is_empty() {
+            return Err(TagError::Empty);
+        }
+        if name.len() > TAG_LEN_MAX {
+            return Err(TagError::TooLong { len: name.len() });
+        }
+        if let Some((position, ch)) = name.chars().enumerate().find(|(_, ch)| !is_tag_char(*ch)) {
+            return Err(TagError::InvalidChar { ch, position });
+        }
+        if name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace) {
+            return Err(TagError::EdgeSpace);
+        }
+        if is_internal_name(name) {
+            return Err(TagError::Reserved);
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        /// The printable-ASCII shortcut decides every name as the full check does: names
+        /// mostly of ASCII (spaces, controls, DEL, `idmint.key.` included) and of any text.
+        #[test]
+        fn the_ascii_shortcut_decides_as_the_full_check(
+            ascii in "(idmint\\.key\\.)?[\\x00-\\x7f]{0,130}",
+            any in "\\PC{0,40}|.{0,40}",
+        ) {
+            for name in [ascii.as_str(), any.as_str()] {
+                proptest::prop_assert_eq!(Tag::check(name), check_slowly(name), "{:?}", name);
+                proptest::prop_assert_eq!(Tag::parse(name).map(|t| t.to_string()), check_slowly(name).map(|()| name.to_string()));
+            }
+        }
     }
 
     #[test]

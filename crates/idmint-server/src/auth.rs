@@ -434,6 +434,7 @@ impl RouteChecks {
 /// request's extensions: what was checked is what is served.
 pub(crate) fn check(
     auth: &Auth,
+    node: &idmint::Node,
     checks: &RouteChecks,
     request: &mut Request,
 ) -> Result<(), ApiError> {
@@ -451,7 +452,7 @@ pub(crate) fn check(
         }
         request.extensions_mut().insert(QueryTag(tag));
     } else if let Some((name, place)) = checks.tag {
-        let tag = path_tag(request, name, place)?;
+        let tag = path_tag(request, node, name, place)?;
         if !admin {
             auth.tag(request.headers(), &tag)?;
         }
@@ -461,7 +462,12 @@ pub(crate) fn check(
 }
 
 /// The tag the path parameter `name`, the segment at `place`, holds in `request`'s path.
-fn path_tag(request: &Request, name: &str, place: usize) -> Result<Tag, ApiError> {
+fn path_tag(
+    request: &Request,
+    node: &idmint::Node,
+    name: &str,
+    place: usize,
+) -> Result<Tag, ApiError> {
     let text = path_segment(request.uri().path(), place).ok_or_else(unchecked)?;
     // `bad_request`, the code of every framework refusal.
     let text = text.map_err(|_| {
@@ -470,7 +476,12 @@ fn path_tag(request: &Request, name: &str, place: usize) -> Result<Tag, ApiError
             format!("the path parameter `{name}` is not valid UTF-8 once percent-decoded"),
         )
     })?;
-    Ok(Tag::parse(&text)?)
+    // Checked once; a tag the node serves is the registry's own (nothing allocated).
+    Tag::check(&text)?;
+    match node.served_tag(&text) {
+        Some(tag) => Ok(tag),
+        None => Ok(Tag::parse(&text)?),
+    }
 }
 
 /// The segment at `place` of `path` (counting from the empty one before its first `/`),

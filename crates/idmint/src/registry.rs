@@ -43,6 +43,17 @@ impl<V: Clone> Registry<V> {
     /// The value of the tag named `name`, if the registry holds it.
     #[inline(always)]
     pub(crate) fn get(&self, name: &str) -> Option<&V> {
+        self.entry(name).map(|entry| &entry.value)
+    }
+
+    /// The tag named `name`, if the registry holds it: its name shared, not copied.
+    pub(crate) fn tag(&self, name: &str) -> Option<&Tag> {
+        self.entry(name).map(|entry| &entry.tag)
+    }
+
+    /// The entry of the tag named `name`.
+    #[inline(always)]
+    fn entry(&self, name: &str) -> Option<&Entry<V>> {
         if self.slots.is_empty() {
             return None;
         }
@@ -54,7 +65,7 @@ impl<V: Clone> Registry<V> {
             let number = *self.slots.get(slot)? as usize;
             let entry = self.entries.get(number.checked_sub(1)?)?;
             if entry.hash == hash && same_bytes(entry.tag.as_str().as_bytes(), name.as_bytes()) {
-                return Some(&entry.value);
+                return Some(entry);
             }
             slot = (slot + 1) & mask;
         }

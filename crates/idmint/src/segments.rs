@@ -218,6 +218,13 @@ impl Segments {
         }
     }
 
+    /// The tag named `name` if this node serves it: the registry's own [`Tag`] (its name
+    /// shared, nothing allocated), so a request naming a served tag is read without a copy.
+    /// `None` for any other name (never an internal row: the registry holds none).
+    pub fn served_tag(&self, name: &str) -> Option<Tag> {
+        self.registry.load().tag(name).filter(|tag| !tag.is_internal()).cloned()
+    }
+
     /// `count` ids of `tag` as increasing ranges.
     pub async fn next_ids(&self, tag: &Tag, count: Count) -> Result<Vec<IdRange>, Error> {
         let generator = self.generator(tag)?;

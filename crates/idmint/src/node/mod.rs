@@ -194,6 +194,13 @@ impl Node {
         self.formats.get(tag)
     }
 
+    /// The tag named `name` if this node serves it in segment mode: its name shared with
+    /// the engine, nothing allocated (a transport reads a request's tag this way, then checks
+    /// and serves that one value). `None` for any other name.
+    pub fn served_tag(&self, name: &str) -> Option<Tag> {
+        self.segments.served_tag(name)
+    }
+
     /// The next id of `tag` as text: its public id as the tag's format renders it, or the
     /// decimal id.
     pub async fn next_public_text(&self, tag: &Tag) -> Result<String, NodeError> {
