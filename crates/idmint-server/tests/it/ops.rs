@@ -827,3 +827,42 @@ async fn metrics_of_ten_thousand_tags_stay_small_and_add_up() {
     assert!(runway.is_some(), "the shortest runway of the tags not shown");
     server.stop().await;
 }
+
+/// Every route passes the one middleware (middleware.rs): a route registered without it
+/// would serve without the limits, the token checks and the metrics. Each documented route
+/// and method, and a method no route takes, is asked once; each must then have its series
+/// in `idmint_http_requests_total`, which only the middleware records.
+#[tokio::test]
+async fn every_route_and_method_passes_the_middleware() {
+    let server = TestServer::memory().await;
+    let document: serde_json::Value = server.get("/openapi.json").await.json().await.unwrap();
+    let paths = document["paths"].as_object().expect("paths");
+    let mut asked = Vec::new();
+    for (template, operations) in paths {
+        let path = template
+            .replace("{tag}", "mw_probe")
+            .replace("{name}", "mw_probe")
+            .replace("{key}", "k")
+            .replace("{id}", "1");
+        let methods = operations.as_object().expect("operations").keys();
+        for method in methods.chain(std::iter::once(&"trace".to_string())) {
+            let Ok(method) = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()) else {
+                continue;
+            };
+            let response = server.client.request(method.clone(), server.url(&path)).send().await;
+            response.expect("an answer");
+            asked.push((template.clone(), method.as_str().to_string()));
+        }
+    }
+    assert!(asked.len() > 40, "the document lists the routes: {asked:?}");
+    let samples = scrape(&server).await;
+    for (route, method) in asked {
+        let labels = [("route", route.as_str()), ("method", method.as_str())];
+        let labels = if method == "TRACE" { [labels[0], ("method", "other")] } else { labels };
+        assert!(
+            value(&samples, "idmint_http_requests_total", &labels).is_some(),
+            "{method} {route} did not pass the middleware"
+        );
+    }
+    server.stop().await;
+}
