@@ -6,10 +6,14 @@
 //! `i mod CONNECTIONS`, each a kept-alive hyper HTTP/1.1 connection. A connection sends its
 //! requests one after the other (no pipelining); a request whose connection is still busy
 //! waits, and its latency is counted from its *due* time to the end of its answer body, so a
-//! stall counts for every request queued behind it. A pacer thread (not a tokio timer: those
-//! tick in milliseconds) sleeps until each due time and hands the request to its connection's
-//! task; the connections run on a tokio runtime of `--threads` workers (default 1, so that on
-//! a 2-core machine the server keeps the other core).
+//! stall counts for every request queued behind it. The pacer is a task on the same runtime
+//! as the connections, a tokio runtime of `--threads` workers (default 1, so that on a 2-core
+//! machine the server keeps the other core). Tokio's timer ticks in milliseconds, so within
+//! 2 ms of a due time the pacer yields to the runtime in a loop instead of sleeping: the
+//! worker is busy all the time (one core, whatever the rate), but requests leave within
+//! microseconds of their due time. (A pacer thread sleeping to each due time and handing the
+//! request over was tried first: on this 2-core VM each request then left about 100 µs late,
+//! the wake-up of the runtime's worker by another thread, which added to every latency.)
 //!
 //! Requests due in the first `--warmup` seconds are sent but not counted. At the end it
 //! prints one line of JSON:
@@ -22,8 +26,7 @@
 //! - `p50_us` … `max_us`: latency of the 200 answers in µs (exact: every latency is kept, as
 //!   a `u32` of µs, and sorted at the end; 60 s at 100 000 req/s is 24 MB);
 //! - `late`: requests that began more than 1 ms after `max(due time, end of the previous
-//!   answer on their connection)`, that is, late because the generator (the pacer thread or
-//!   the runtime) was behind, not because the server was; `lag_p99_us`: the 99th percentile
+//!   answer on their connection)`, that is, late because the generator was behind, not because the server was; `lag_p99_us`: the 99th percentile
 //!   of that delay. If `late` is more than a few, the figures measure the generator: use
 //!   fewer connections or more `--threads`, or a lower rate.
 //!
@@ -56,6 +59,8 @@ use tokio::sync::mpsc;
 const DRAIN: Duration = Duration::from_secs(5);
 /// A request that begins later than this after it could have is `late`.
 const LATE: Duration = Duration::from_millis(1);
+/// How close to a due time the pacer stops sleeping on tokio's (millisecond) timer.
+const SPIN: Duration = Duration::from_millis(2);
 /// Between connecting every connection and the first due time.
 const LEAD: Duration = Duration::from_millis(100);
 
@@ -192,7 +197,7 @@ async fn run(args: &Args) -> Result<ExitCode, String> {
         )));
     }
     let rate = args.rate;
-    let pacer = std::thread::spawn(move || pace(&senders, start, rate, total));
+    let pacer = tokio::spawn(pace(senders, start, rate, total));
 
     let mut all = Tally::default();
     for task in tasks {
@@ -206,7 +211,7 @@ async fn run(args: &Args) -> Result<ExitCode, String> {
         all.lags.extend(tally.lags);
         all.last_answer = all.last_answer.max(tally.last_answer);
     }
-    pacer.join().map_err(|_| "the pacer thread panicked".to_string())?;
+    pacer.await.map_err(|e| format!("the pacer failed: {e}"))?;
 
     all.latencies.sort_unstable();
     all.lags.sort_unstable();
@@ -274,13 +279,25 @@ async fn connect(authority: &str) -> Result<http1::SendRequest<Empty<Bytes>>, St
 }
 
 /// The pacer: request `i` (of `total`) handed to connection `i mod n` at its due time.
-fn pace(senders: &[mpsc::UnboundedSender<Instant>], start: Instant, rate: f64, total: u64) {
+///
+/// Tokio's timer ticks in milliseconds, so it only brings the pacer to within `SPIN` of a due
+/// time; from there the pacer yields to the runtime until the time has come (the runtime
+/// polls its sockets between yields), so the worker does not sleep while requests are due
+/// and no other thread has to wake it.
+async fn pace(senders: Vec<mpsc::UnboundedSender<Instant>>, start: Instant, rate: f64, total: u64) {
     let nanos_per_request = 1e9 / rate;
     for i in 0..total {
         let due = start + Duration::from_nanos((i as f64 * nanos_per_request) as u64);
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
+        loop {
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            if due - now > SPIN {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(due - SPIN)).await;
+            } else {
+                tokio::task::yield_now().await;
+            }
         }
         // A connection whose task has ended (drain timeout) takes no more requests.
         let _ = senders[(i % senders.len() as u64) as usize].send(due);
@@ -326,7 +343,8 @@ async fn drive(
         }
         let began = Instant::now();
         let lag = began.saturating_duration_since(due.max(free_since));
-        let request = Request::get(path.as_str()).header(HOST, authority.as_str()).body(Empty::new());
+        let request =
+            Request::get(path.as_str()).header(HOST, authority.as_str()).body(Empty::new());
         let request = match request {
             Ok(request) => request,
             Err(_) => {
