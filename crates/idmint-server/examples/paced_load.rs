@@ -296,6 +296,10 @@ async fn pace(senders: Vec<mpsc::UnboundedSender<Instant>>, start: Instant, rate
             if due - now > SPIN {
                 tokio::time::sleep_until(tokio::time::Instant::from_std(due - SPIN)).await;
             } else {
+                // The kernel's yield first: a server thread waiting for this core runs now
+                // rather than after this thread's time slice; then the runtime's, which polls
+                // the sockets and runs the connections' tasks before coming back here.
+                std::thread::yield_now();
                 tokio::task::yield_now().await;
             }
         }
