@@ -120,21 +120,39 @@ pub(crate) fn method_labels(path: &str) -> Option<(&'static str, &'static str)> 
     GRPC_METHODS.iter().copied().find(|(s, m)| *s == service && *m == method)
 }
 
+/// A gRPC service as the router mounts it: a tower service of axum requests answering tonic's
+/// responses.
+pub(crate) trait GrpcService:
+    tower::Service<
+        axum::extract::Request,
+        Response = axum::http::Response<tonic::body::Body>,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> GrpcService for S where
+    S: tower::Service<
+            axum::extract::Request,
+            Response = axum::http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// How the router mounts a gRPC service on its route (router.rs puts each behind the one
 /// middleware).
 pub(crate) trait Mount {
     /// `router` with `service` at `route`.
-    fn mount<S>(&self, router: Router, route: &'static str, service: S) -> Router
-    where
-        S: tower::Service<
-                axum::extract::Request,
-                Response = axum::http::Response<tonic::body::Body>,
-                Error = std::convert::Infallible,
-            > + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Future: Send + 'static;
+    fn mount<S: GrpcService>(&self, router: Router, route: &'static str, service: S) -> Router;
 }
 
 /// The gRPC services as a router of their routes ([`GRPC_ROUTES`]), sharing `state` with the

@@ -63,18 +63,12 @@ fn grpc_routes(app: &SharedState) -> Router {
 struct Guard<'a>(&'a SharedState);
 
 impl crate::grpc::Mount for Guard<'_> {
-    fn mount<S>(&self, router: Router, route: &'static str, service: S) -> Router
-    where
-        S: tower::Service<
-                axum::extract::Request,
-                Response = axum::http::Response<tonic::body::Body>,
-                Error = std::convert::Infallible,
-            > + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Future: Send + 'static,
-    {
+    fn mount<S: crate::grpc::GrpcService>(
+        &self,
+        router: Router,
+        route: &'static str,
+        service: S,
+    ) -> Router {
         router.route_service(route, On::route(self.0, route).service(service))
     }
 }
