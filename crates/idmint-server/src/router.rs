@@ -148,8 +148,8 @@ fn any_but_head<H: Handler<T, SharedState>, T: 'static>(on: &On, handler: H) -> 
 }
 
 /// The methods Leaf's routes answer: Leaf maps them without a method, so its clients may
-/// use any of these. HEAD and OPTIONS never run the handler (see [`around`] and
-/// [`leaf_options`]).
+/// use any of these. HEAD and OPTIONS never run the handler (see middleware.rs's
+/// `HEAD_READS` and [`leaf_options`]).
 pub(crate) const LEAF_METHODS: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 
 /// OPTIONS on a Leaf route: `204` with the methods it answers, no id taken.
