@@ -94,7 +94,7 @@ proptest! {
 #[test]
 fn one_filler_and_three_takers_move_a_million_ids_each_once() {
     const IDS: u64 = 1_000_000;
-    let taken = run(1_024, 1, 3, IDS);
+    let taken = run(1_024, 1, 3, IDS, Fill::Singles);
     assert_eq!(taken, (1..=IDS).collect::<Vec<_>>(), "an id was lost or taken twice");
 }
 
@@ -103,7 +103,7 @@ fn one_filler_and_three_takers_move_a_million_ids_each_once() {
 #[test]
 fn two_fillers_and_two_takers_lose_and_repeat_nothing() {
     const IDS: u64 = 200_000;
-    let taken = run(4_096, 2, 2, IDS);
+    let taken = run(4_096, 2, 2, IDS, Fill::Singles);
     assert_eq!(taken, (1..=IDS).collect::<Vec<_>>(), "an id was lost or taken twice");
 }
 
@@ -112,7 +112,7 @@ fn two_fillers_and_two_takers_lose_and_repeat_nothing() {
 #[test]
 fn runs_put_by_one_filler_are_each_taken_once() {
     const IDS: u64 = 1_000_000;
-    let taken = run_runs(1_024, 1, 3, IDS);
+    let taken = run(1_024, 1, 3, IDS, Fill::Runs);
     assert_eq!(taken, (1..=IDS).collect::<Vec<_>>(), "an id was lost or taken twice");
 }
 
@@ -120,82 +120,39 @@ fn runs_put_by_one_filler_are_each_taken_once() {
 #[test]
 fn runs_put_by_two_fillers_are_each_taken_once() {
     const IDS: u64 = 400_000;
-    let taken = run_runs(256, 2, 2, IDS);
+    let taken = run(256, 2, 2, IDS, Fill::Runs);
     assert_eq!(taken, (1..=IDS).collect::<Vec<_>>(), "an id was lost or taken twice");
 }
 
-/// Like [`run`], but filler `f` owns the block `f * ids / fillers + 1 ..` and puts it with
-/// `put_run` in runs of 1 to 64 ids, and the takers use `take_checked`; each taker must see
-/// each block's ids in increasing order.
-fn run_runs(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
-    let deadline = Instant::now() + STUCK_AFTER;
-    let per_filler = ids / filler_count;
-    assert_eq!(per_filler * filler_count, ids, "blocks of equal size");
-    let ring = Arc::new(Ring::new(capacity).unwrap());
-    let filled = Arc::new(AtomicBool::new(false));
-    let takers: Vec<_> = (0..takers)
-        .map(|_| {
-            let (ring, filled) = (Arc::clone(&ring), Arc::clone(&filled));
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                loop {
-                    match ring.take_checked(500) {
-                        Some((id, _)) => got.push(id),
-                        None if filled.load(Ordering::Acquire) && ring.is_empty() => break,
-                        None => {
-                            assert!(Instant::now() < deadline, "a taker found the ring empty");
-                            std::thread::yield_now();
-                        }
-                    }
-                }
-                got
-            })
-        })
-        .collect();
-    let fillers: Vec<_> = (0..filler_count)
-        .map(|f| {
-            let ring = Arc::clone(&ring);
-            std::thread::spawn(move || {
-                let (mut next, end) = (f * per_filler + 1, (f + 1) * per_filler + 1);
-                let mut length = 1;
-                while next < end {
-                    let count = length.min(end - next);
-                    next += ring.put_run(next, count);
-                    length = length % 64 + 1;
-                    assert!(Instant::now() < deadline, "the filler found the ring full");
-                    std::thread::yield_now();
-                }
-            })
-        })
-        .collect();
-    for filler in fillers {
-        filler.join().unwrap();
-    }
-    filled.store(true, Ordering::Release);
-    let mut all = Vec::new();
-    for taker in takers {
-        let got = taker.join().unwrap();
-        for f in 0..filler_count {
-            let block = f * per_filler + 1..(f + 1) * per_filler + 1;
-            let from_f: Vec<u64> = got.iter().copied().filter(|id| block.contains(id)).collect();
-            assert!(from_f.windows(2).all(|w| w[0] < w[1]), "a taker saw ids out of order");
-        }
-        all.extend(got);
-    }
-    all.sort_unstable();
-    all
+/// How the fillers of [`run`] put their ids, and how the takers take them.
+#[derive(Clone, Copy)]
+enum Fill {
+    /// Filler `f` puts the ids `≡ f` modulo the fillers one at a time with `put`, in
+    /// increasing order; the takers use `take`.
+    Singles,
+    /// Filler `f` owns the block `f * ids / fillers + 1 ..` and puts it with `put_run` in runs
+    /// of 1 to 64 ids; the takers use `take_checked`.
+    Runs,
 }
 
-/// Runs `fillers` threads putting ids `1..=ids` (filler `f` puts those `≡ f` modulo the
-/// fillers, in increasing order) and `takers` threads taking until the fillers are done and
-/// the ring is empty. Checks that each taker saw each filler's ids in increasing order and
-/// returns every id taken, sorted.
 /// A thread stuck longer than this (a ring that stays full or empty) fails the test instead of
 /// hanging it.
 const STUCK_AFTER: Duration = Duration::from_secs(60);
 
-fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
+/// Runs `filler_count` threads putting ids `1..=ids` as `fill` says and `takers` threads
+/// taking until the fillers are done and the ring is empty. Checks that each taker saw each
+/// filler's ids in increasing order and returns every id taken, sorted.
+fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64, fill: Fill) -> Vec<u64> {
     let deadline = Instant::now() + STUCK_AFTER;
+    let per_filler = ids / filler_count;
+    if let Fill::Runs = fill {
+        assert_eq!(per_filler * filler_count, ids, "blocks of equal size");
+    }
+    // The filler that put `id`.
+    let filler_of = move |id: u64| match fill {
+        Fill::Singles => id % filler_count,
+        Fill::Runs => (id - 1) / per_filler,
+    };
     let ring = Arc::new(Ring::new(capacity).unwrap());
     let filled = Arc::new(AtomicBool::new(false));
     let takers: Vec<_> = (0..takers)
@@ -204,7 +161,11 @@ fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
             std::thread::spawn(move || {
                 let mut got = Vec::new();
                 loop {
-                    match ring.take() {
+                    let taken = match fill {
+                        Fill::Singles => ring.take(),
+                        Fill::Runs => ring.take_checked(500).map(|(id, _)| id),
+                    };
+                    match taken {
                         Some(id) => got.push(id),
                         None if filled.load(Ordering::Acquire) && ring.is_empty() => break,
                         None => {
@@ -223,13 +184,26 @@ fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
     let fillers: Vec<_> = (0..filler_count)
         .map(|f| {
             let ring = Arc::clone(&ring);
-            std::thread::spawn(move || {
-                for id in (1..=ids).filter(|id| id % filler_count == f) {
-                    while !ring.put(id) {
-                        assert!(
-                            Instant::now() < deadline,
-                            "the filler found the ring full for good"
-                        );
+            std::thread::spawn(move || match fill {
+                Fill::Singles => {
+                    for id in (1..=ids).filter(|id| id % filler_count == f) {
+                        while !ring.put(id) {
+                            assert!(
+                                Instant::now() < deadline,
+                                "the filler found the ring full for good"
+                            );
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+                Fill::Runs => {
+                    let (mut next, end) = (f * per_filler + 1, (f + 1) * per_filler + 1);
+                    let mut length = 1;
+                    while next < end {
+                        let count = length.min(end - next);
+                        next += ring.put_run(next, count);
+                        length = length % 64 + 1;
+                        assert!(Instant::now() < deadline, "the filler found the ring full");
                         std::thread::yield_now();
                     }
                 }
@@ -244,8 +218,7 @@ fn run(capacity: u64, filler_count: u64, takers: usize, ids: u64) -> Vec<u64> {
     for taker in takers {
         let got = taker.join().unwrap();
         for f in 0..filler_count {
-            let from_f: Vec<u64> =
-                got.iter().copied().filter(|id| id % filler_count == f).collect();
+            let from_f: Vec<u64> = got.iter().copied().filter(|id| filler_of(*id) == f).collect();
             assert!(from_f.windows(2).all(|w| w[0] < w[1]), "a taker saw ids out of order");
         }
         all.extend(got);
