@@ -24,6 +24,7 @@ const COUNT_MAX: u64 = 100_000;
 
 fn main() -> std::io::Result<()> {
     let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".to_string());
+    // As bare_counter: `idmint serve`'s runtime, honouring TOKIO_WORKER_THREADS.
     tokio::runtime::Runtime::new()?.block_on(serve(&address))
 }
 

@@ -24,7 +24,8 @@ use hyper_util::rt::TokioIo;
 
 fn main() -> std::io::Result<()> {
     let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".to_string());
-    // The runtime `idmint serve` builds: multi-threaded, one worker per core.
+    // The runtime `idmint serve` builds: multi-threaded, one worker per core this process may
+    // run on, or TOKIO_WORKER_THREADS of them (scripts/bench-http's latency part sets 1).
     tokio::runtime::Runtime::new()?.block_on(serve(&address))
 }
 

@@ -15,6 +15,13 @@
 //! request over was tried first: on this 2-core VM each request then left about 100 µs late,
 //! the wake-up of the runtime's worker by another thread, which added to every latency.)
 //!
+//! So give it a core of its own: `scripts/bench-http --latency` runs it under `taskset -c 1`
+//! with the server under `taskset -c 0`. There the spin is what it should be: it takes only
+//! the generator's own core, and the worker never sleeps, so no request waits for a wake-up.
+//! The kernel yield in the spin then finds nothing else to run on that core and returns at
+//! once; it is kept for runs by hand without pinning, where it lets a server thread waiting
+//! for the core run before this one's time slice ends.
+//!
 //! Requests due in the first `--warmup` seconds are sent but not counted. At the end it
 //! prints one line of JSON:
 //!
@@ -42,7 +49,8 @@
 //!
 //! Arguments: `URL RATE DURATION [--connections N] [--warmup SECONDS] [--threads N]`; `URL`
 //! is `http://HOST:PORT/PATH` (no TLS), `RATE` requests/s, `DURATION` the counted seconds.
-//! `scripts/bench-http --latency` runs it at half each server's wrk capacity.
+//! `scripts/bench-http --latency` runs it at half each server's wrk -t1 -c32 capacity, both
+//! measured on the load's core against the server pinned to the other.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
