@@ -101,6 +101,13 @@ impl LastRegistry {
         {
             return hit.generator.try_take_one();
         }
+        self.take_by_tag_missed(tag)
+    }
+
+    /// [`LastRegistry::take_by_tag`] when `tag` is not the last hit's: out of line, so the
+    /// hit's path stays small enough to inline into the caller.
+    #[inline(never)]
+    fn take_by_tag_missed(&mut self, tag: &Tag) -> Option<u64> {
         self.take_by_name(tag.as_str())
     }
 
