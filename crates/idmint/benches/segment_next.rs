@@ -6,8 +6,9 @@
 //! Run: `cargo bench -p idmint --bench segment_next`. Every variant takes single ids; the
 //! library variants use a memory store and a step of `STEP_MAX`, so refills (every 10^6 ids)
 //! are part of the measurement, as they are in service. The by-name variants pass the name
-//! through `black_box` on every call, as a request's name reaches the handler: its hash is
-//! computed per id.
+//! through `black_box` on every call, as a request's name reaches the handler; a thread's
+//! take of the tag it took last is found without a hash (`LAST_REGISTRY` in `segments.rs`),
+//! so `library_by_name_str_2tags` takes two tags in turn, each take a hash and a lookup.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ fn segment_next(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let (segments, tag) = runtime.block_on(start_segments());
+    let (segments, tag, other) = runtime.block_on(start_segments());
     let node = runtime.block_on(start_node(&tag));
     let generator = segments.generator(&tag).expect("generator");
     let buffer = DoubleBuffer::new(PreloadRatio::DEFAULT);
@@ -91,6 +92,15 @@ fn segment_next(c: &mut Criterion) {
                 on_threads(threads, iters, |n| take_by_str(&runtime, &segments, tag.as_str(), n))
             })
         });
+        // Two tags in turn: every take names another tag than the thread's previous take did,
+        // so none is found as the thread's last hit (`LAST_REGISTRY`): the hash every time.
+        group.bench_function(format!("library_by_name_str_2tags/{threads}t"), |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, |n| {
+                    take_by_str_in_turn(&runtime, &segments, [tag.as_str(), other.as_str()], n)
+                })
+            })
+        });
     }
     // What the Leaf route's handler calls per request: the take by name and the answer's
     // text (the decimal id in a `String`).
@@ -140,11 +150,16 @@ fn segment_next(c: &mut Criterion) {
 /// Ids per batch in the `segment_batch` group.
 const BATCH: u64 = 1_000;
 
-async fn start_segments() -> (Arc<Segments>, Tag) {
+/// A segments engine serving `bench` and `other`, both loaded (a generator each).
+async fn start_segments() -> (Arc<Segments>, Tag, Tag) {
     let store = Arc::new(MemoryStore::new());
     let tag = Tag::parse("bench").expect("tag");
+    let other = Tag::parse("other").expect("tag");
     create_tag(&*store, &tag).await;
-    (Segments::start(store, SegmentConfig::default()).expect("start"), tag)
+    create_tag(&*store, &other).await;
+    let segments = Segments::start(store, SegmentConfig::default()).expect("start");
+    segments.generator(&other).expect("generator");
+    (segments, tag, other)
 }
 
 /// A node on a memory store of its own serving `tag` (no format, no snowflake).
@@ -186,6 +201,15 @@ fn take_by_str(runtime: &Runtime, segments: &Segments, name: &str, n: u64) {
     runtime.block_on(async {
         for _ in 0..n {
             black_box(segments.next_id_by_name(black_box(name)).await.expect("id"));
+        }
+    })
+}
+
+fn take_by_str_in_turn(runtime: &Runtime, segments: &Segments, names: [&str; 2], n: u64) {
+    runtime.block_on(async {
+        for i in 0..n {
+            let name = black_box(names[(i & 1) as usize]);
+            black_box(segments.next_id_by_name(name).await.expect("id"));
         }
     })
 }

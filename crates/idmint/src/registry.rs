@@ -46,14 +46,10 @@ impl<V: Clone> Registry<V> {
         self.entry(name).map(|entry| &entry.value)
     }
 
-    /// The tag named `name`, if the registry holds it: its name shared, not copied.
-    pub(crate) fn tag(&self, name: &str) -> Option<&Tag> {
-        self.entry(name).map(|entry| &entry.tag)
-    }
-
-    /// The entry of the tag named `name`.
+    /// The number of the entry of the tag named `name` (for [`Registry::at`]), if the
+    /// registry holds it. Valid in this registry only: a change makes a new one.
     #[inline(always)]
-    fn entry(&self, name: &str) -> Option<&Entry<V>> {
+    pub(crate) fn find(&self, name: &str) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
@@ -62,14 +58,26 @@ impl<V: Clone> Registry<V> {
         let mut slot = hash as usize & mask;
         // Bounded by the table's size; at least half the slots are empty, so it ends sooner.
         for _ in 0..self.slots.len() {
-            let number = *self.slots.get(slot)? as usize;
-            let entry = self.entries.get(number.checked_sub(1)?)?;
+            let number = (*self.slots.get(slot)? as usize).checked_sub(1)?;
+            let entry = self.entries.get(number)?;
             if entry.hash == hash && same_bytes(entry.tag.as_str().as_bytes(), name.as_bytes()) {
-                return Some(entry);
+                return Some(number);
             }
             slot = (slot + 1) & mask;
         }
         None
+    }
+
+    /// The tag and value of entry `number` ([`Registry::find`]), if there is one.
+    #[inline(always)]
+    pub(crate) fn at(&self, number: usize) -> Option<(&Tag, &V)> {
+        self.entries.get(number).map(|entry| (&entry.tag, &entry.value))
+    }
+
+    /// The entry of the tag named `name`.
+    #[inline(always)]
+    fn entry(&self, name: &str) -> Option<&Entry<V>> {
+        self.entries.get(self.find(name)?)
     }
 
     /// The name's bytes through foldhash under the registry's seed: one `write` and the
@@ -140,7 +148,7 @@ impl<V: Clone> Clone for Entry<V> {
 /// third of a lookup. Compares 8-byte words, the last one overlapping; below 8 bytes, the
 /// first and last 4 (overlapping); below 4, byte by byte.
 #[inline(always)]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

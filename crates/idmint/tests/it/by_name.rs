@@ -173,3 +173,155 @@ async fn a_threads_registry_snapshot_follows_deletes_and_creates() {
     segments.shutdown().await;
     other.shutdown().await;
 }
+
+/// A segments engine on a store of its own holding `order` (step 3) from `start`.
+async fn order_from(start: u64) -> Arc<Segments> {
+    let store = Arc::new(MemoryStore::new());
+    let spec = TagSpec {
+        tag: Tag::parse("order").unwrap(),
+        step: Step::new(3).unwrap(),
+        start: Some(StartId::new(start).unwrap()),
+        force: false,
+        description: Description::default(),
+    };
+    store.create_tag(&spec).await.unwrap();
+    Segments::start(store, SegmentConfig::default()).unwrap()
+}
+
+/// `served_tag` gives the registry's own `Tag` (the same allocation every time), and a take
+/// by it, by an equal `Tag` of another allocation and by the name all draw from the one
+/// generator: one increasing sequence, whichever way each take names the tag. A thread
+/// remembers the entry it last found (`LAST_REGISTRY`); the other names in between make it
+/// change entry, and every way of finding it must agree.
+#[tokio::test]
+async fn every_way_of_naming_a_tag_takes_from_its_one_generator() {
+    let store = store_with_rows().await;
+    let segments = Segments::start(store, SegmentConfig::default()).unwrap();
+    let parsed = Tag::parse("order").unwrap();
+    assert_eq!(segments.served_tag("order"), None, "served before its first request");
+    assert_eq!(segments.next_id(&parsed).await, Ok(1));
+    let served = segments.served_tag("order").unwrap();
+    let again = segments.served_tag("order").unwrap();
+    assert!(std::ptr::eq(served.as_str(), again.as_str()), "served_tag made a new Tag");
+    let equal = Tag::parse("order").unwrap();
+    assert!(!std::ptr::eq(served.as_str(), equal.as_str()));
+    let other = Tag::parse("订单").unwrap();
+    assert_eq!(segments.served_tag("Order"), None);
+    assert_eq!(segments.served_tag("idmint.key.order"), None);
+    let mut last = 1;
+    let mut other_last = 0;
+    for round in 0..30 {
+        let id = match round % 5 {
+            0 => segments.next_id(&served).await.unwrap(),
+            1 => segments.next_id(&equal).await.unwrap(),
+            2 => segments.next_id_by_name("order").await.unwrap(),
+            3 => match segments.try_next_id(&served) {
+                Some(id) => id,
+                None => segments.next_id(&served).await.unwrap(),
+            },
+            _ => {
+                let id = segments.next_id(&other).await.unwrap();
+                assert!(id > other_last, "订单: {id} after {other_last}");
+                other_last = id;
+                // Its entry is the thread's last hit now; the next take of `order` moves it back.
+                continue;
+            }
+        };
+        assert_eq!(id, last + 1, "round {round}");
+        last = id;
+    }
+    segments.shutdown().await;
+}
+
+/// A take by the registry's own `Tag` (found by its pointer) follows the registry: after the
+/// tag is deleted nothing is served by it, and after it is created again the same `Tag`
+/// takes from the new generator (above every id the old one handed out), never from the old
+/// generator's remaining ids.
+#[tokio::test]
+async fn a_take_by_the_served_tag_follows_deletes_and_creates() {
+    let segments = order_from(1).await;
+    assert_eq!(segments.next_id_by_name("order").await, Ok(1));
+    let served = segments.served_tag("order").unwrap();
+    // The old generator holds ids 3.. in its buffer from here on.
+    assert_eq!(segments.try_next_id(&served), Some(2));
+    segments.delete_tag(&served).await.unwrap();
+    let unknown = idmint::Error::UnknownTag(served.clone());
+    assert_eq!(segments.try_next_id(&served), None, "served by its Tag after its delete");
+    assert_eq!(segments.next_id(&served).await, Err(unknown));
+    assert_eq!(segments.served_tag("order"), None);
+    let spec = TagSpec {
+        tag: served.clone(),
+        step: Step::new(3).unwrap(),
+        start: None,
+        force: false,
+        description: Description::default(),
+    };
+    segments.create_tag(&spec).await.unwrap();
+    // The new generator is made with `served` itself: its entry holds the same allocation.
+    let first = segments.next_id(&served).await.unwrap();
+    assert!(first > 3, "the old generator's id {first} was served after the create");
+    for _ in 0..10 {
+        let id = segments.next_id(&served).await.unwrap();
+        assert!(id > first, "{id} after {first}");
+    }
+    segments.shutdown().await;
+}
+
+/// Two engines on one thread, each serving `order` from its own store (ids from 1 and from
+/// 1000), taken from in turn by one shared `Tag` (both registries hold that very allocation)
+/// and by name: each answers from its own generator. A thread's snapshot of one registry
+/// must never answer for the other, though both have made the same number of changes.
+#[tokio::test]
+async fn two_engines_on_one_thread_never_answer_for_each_other() {
+    let (low, high) = (order_from(1).await, order_from(1_000).await);
+    let order = Tag::parse("order").unwrap();
+    let mut next = [1, 1_000];
+    for round in 0..40 {
+        for (i, segments) in [&low, &high].into_iter().enumerate() {
+            let id = match round % 3 {
+                0 => segments.next_id(&order).await.unwrap(),
+                1 => segments.next_id_by_name("order").await.unwrap(),
+                _ => match segments.try_next_id(&order) {
+                    Some(id) => id,
+                    None => segments.next_id(&order).await.unwrap(),
+                },
+            };
+            assert_eq!(id, next[i], "engine {i}, round {round}");
+            next[i] += 1;
+        }
+    }
+    low.shutdown().await;
+    high.shutdown().await;
+}
+
+/// Another thread keeps its snapshot of an engine's registry after the engine is dropped
+/// (until its next lookup). A new engine, likely at the same address, serving `order`
+/// through the very same `Tag` allocation, must be read afresh by that thread: its ids come
+/// from the new store (from 1000), never from the dropped engine's generator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_engine_is_never_read_through_a_dropped_ones_snapshot() {
+    let order = Tag::parse("order").unwrap();
+    let (to_thread, requests) = std::sync::mpsc::channel::<Arc<Segments>>();
+    let (answer, answers) = std::sync::mpsc::channel::<Option<u64>>();
+    let taker = {
+        let order = order.clone();
+        std::thread::spawn(move || {
+            for segments in requests {
+                answer.send(segments.try_next_id(&order)).unwrap();
+            }
+        })
+    };
+    let first = order_from(1).await;
+    assert_eq!(first.next_id(&order).await, Ok(1));
+    to_thread.send(Arc::clone(&first)).unwrap();
+    assert_eq!(answers.recv().unwrap(), Some(2), "the thread's snapshot of the first engine");
+    first.shutdown().await;
+    drop(first);
+    let second = order_from(1_000).await;
+    assert_eq!(second.next_id(&order).await, Ok(1_000));
+    to_thread.send(Arc::clone(&second)).unwrap();
+    assert_eq!(answers.recv().unwrap(), Some(1_001), "read through the dropped engine");
+    drop(to_thread);
+    taker.join().unwrap();
+    second.shutdown().await;
+}
