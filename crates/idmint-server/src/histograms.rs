@@ -152,24 +152,26 @@ impl Histograms {
 }
 
 /// One histogram series: a count per bucket (the last is `+Inf`) and the sum of the samples.
+///
+/// The sum is kept in whole nanoseconds (every series holds durations in seconds), so a
+/// sample adds to it with one `fetch_add`: a compare-and-swap loop on the `f64`'s bits
+/// retried whenever two workers recorded at once, which on the per-request path they do.
+/// A sum in nanoseconds overflows after 584 years of summed latency.
 #[derive(Debug)]
 struct Buckets {
     counts: [AtomicU64; DURATION_BUCKETS_S.len() + 1],
-    sum_bits: AtomicU64,
+    sum_ns: AtomicU64,
 }
 
 impl Buckets {
     fn new() -> Buckets {
-        Buckets {
-            counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_bits: AtomicU64::new(0f64.to_bits()),
-        }
+        Buckets { counts: std::array::from_fn(|_| AtomicU64::new(0)), sum_ns: AtomicU64::new(0) }
     }
 
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             counts: std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed)),
-            sum: f64::from_bits(self.sum_bits.load(Ordering::Relaxed)),
+            sum: self.sum_ns.load(Ordering::Relaxed) as f64 / NANOS_PER_SECOND,
         }
     }
 }
@@ -183,11 +185,13 @@ impl HistogramFn for Buckets {
         // The first bound at or above the value (`le` is inclusive), or `+Inf`.
         let bucket = DURATION_BUCKETS_S.partition_point(|bound| *bound < value);
         self.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        let _ = self.sum_bits.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-            Some((f64::from_bits(bits) + value).to_bits())
-        });
+        // A negative sample adds nothing (`as` saturates at 0), a huge one at most `u64::MAX`.
+        self.sum_ns.fetch_add((value * NANOS_PER_SECOND).round() as u64, Ordering::Relaxed);
     }
 }
+
+/// Nanoseconds in a second: [`Buckets`] sums in nanoseconds, the exposition in seconds.
+const NANOS_PER_SECOND: f64 = 1e9;
 
 /// A histogram series read at one moment, or several summed.
 #[derive(Debug, Default)]
@@ -273,6 +277,9 @@ mod tests {
         assert!(out.contains("t_seconds_bucket{tag=\"shown\",le=\"0.0005\"} 2\n"), "{out}");
         assert!(out.contains("t_seconds_bucket{tag=\"shown\",le=\"10\"} 2\n"), "{out}");
         assert!(out.contains("t_seconds_bucket{tag=\"shown\",le=\"+Inf\"} 3\n"), "{out}");
+        // The sums, to the nanosecond (kept in nanoseconds).
+        assert!(out.contains("t_seconds_sum{tag=\"shown\"} 100.0003\n"), "{out}");
+        assert!(out.contains("t_seconds_sum{tag=\"(other)\"} 0.6\n"), "{out}");
         assert!(out.contains("t_seconds_count{tag=\"(other)\"} 2\n"), "{out}");
         assert!(out.contains("t_seconds_bucket{tag=\"(other)\",le=\"0.25\"} 0\n"), "{out}");
         assert!(out.contains("t_seconds_bucket{tag=\"(other)\",le=\"0.5\"} 2\n"), "{out}");
