@@ -52,20 +52,24 @@ fn names() -> Vec<String> {
     names
 }
 
+/// The row of `tag` with step 3 from `start` (the store's default when `None`).
+fn spec(tag: Tag, start: Option<StartId>) -> TagSpec {
+    TagSpec {
+        tag,
+        step: Step::new(3).unwrap(),
+        start,
+        force: false,
+        description: Description::default(),
+    }
+}
+
 async fn store_with_rows() -> Arc<MemoryStore> {
     let store = Arc::new(MemoryStore::new());
     let internal = ["idmint.key.order", "IDMINT.KEY.order", "idmint.key.订单"];
     let tags = served().into_iter().map(|n| Tag::parse(&n).unwrap());
     let rows = tags.chain(internal.map(|n| Tag::from_stored(n).unwrap()));
     for tag in rows {
-        let spec = TagSpec {
-            tag,
-            step: Step::new(3).unwrap(),
-            start: Some(StartId::DEFAULT),
-            force: false,
-            description: Description::default(),
-        };
-        store.create_tag(&spec).await.unwrap();
+        store.create_tag(&spec(tag, Some(StartId::DEFAULT))).await.unwrap();
     }
     store
 }
@@ -160,14 +164,7 @@ async fn a_threads_registry_snapshot_follows_deletes_and_creates() {
     assert_eq!(segments.next_id_by_name("order").await, unknown);
     assert_eq!(segments.next_id(&order).await, Err(idmint::Error::UnknownTag(order.clone())));
     assert_eq!(other.next_id_by_name("order").await, Ok(2));
-    let spec = TagSpec {
-        tag: order.clone(),
-        step: Step::new(3).unwrap(),
-        start: None,
-        force: false,
-        description: Description::default(),
-    };
-    segments.create_tag(&spec).await.unwrap();
+    segments.create_tag(&spec(order.clone(), None)).await.unwrap();
     let again = segments.next_id_by_name("order").await.unwrap();
     assert!(again > 3, "the tag created again continues above the old one's ids: {again}");
     segments.shutdown().await;
@@ -177,14 +174,8 @@ async fn a_threads_registry_snapshot_follows_deletes_and_creates() {
 /// A segments engine on a store of its own holding `order` (step 3) from `start`.
 async fn order_from(start: u64) -> Arc<Segments> {
     let store = Arc::new(MemoryStore::new());
-    let spec = TagSpec {
-        tag: Tag::parse("order").unwrap(),
-        step: Step::new(3).unwrap(),
-        start: Some(StartId::new(start).unwrap()),
-        force: false,
-        description: Description::default(),
-    };
-    store.create_tag(&spec).await.unwrap();
+    let order = spec(Tag::parse("order").unwrap(), Some(StartId::new(start).unwrap()));
+    store.create_tag(&order).await.unwrap();
     Segments::start(store, SegmentConfig::default()).unwrap()
 }
 
@@ -249,14 +240,7 @@ async fn a_take_by_the_served_tag_follows_deletes_and_creates() {
     assert_eq!(segments.try_next_id(&served), None, "served by its Tag after its delete");
     assert_eq!(segments.next_id(&served).await, Err(unknown));
     assert_eq!(segments.served_tag("order"), None);
-    let spec = TagSpec {
-        tag: served.clone(),
-        step: Step::new(3).unwrap(),
-        start: None,
-        force: false,
-        description: Description::default(),
-    };
-    segments.create_tag(&spec).await.unwrap();
+    segments.create_tag(&spec(served.clone(), None)).await.unwrap();
     // The new generator is made with `served` itself: its entry holds the same allocation.
     let first = segments.next_id(&served).await.unwrap();
     assert!(first > 3, "the old generator's id {first} was served after the create");
