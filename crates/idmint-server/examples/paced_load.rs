@@ -30,8 +30,8 @@
 //!
 //! - `sent`: counted requests (those due after the warm-up); `answered`: those with a whole
 //!   answer (any status); `errors`: answers whose status was not 200; `failed`: counted
-//!   requests with no answer (the connection broke, or none within `DRAIN` after the
-//!   schedule ended);
+//!   requests with no answer (the connection broke before their answer, or could not be
+//!   made again, or none came within `DRAIN` after the schedule ended);
 //! - `achieved_rate`: answered requests per second, from the first counted due time to the
 //!   last counted answer;
 //! - `p50_us` … `max_us`: latency of the 200 answers in µs (exact: every latency is kept, as
@@ -39,8 +39,9 @@
 //! - `late`: requests that began more than 1 ms after `max(due time, end of the previous
 //!   answer on their connection)`, that is, late because the generator was behind, not
 //!   because the server was; `lag_p99_us`: the 99th percentile of that delay;
-//! - `loop_gap_max_us`: the longest time between two turns of the event loop while requests
-//!   were due: the longest the generator itself was away (preempted, or busy with a burst of
+//! - `loop_gap_max_us`: the longest time between two turns of the event loop while it was
+//!   polling without sleeping (requests due within 2 ms): the longest the generator itself
+//!   was away (preempted, or busy with a burst of
 //!   answers). An answer that arrived in such a gap is counted late by up to that much. If
 //!   `late` is more than a few or the gap is near the latencies of interest, the figures
 //!   measure the generator and its core: give it a quieter core or a lower rate.
@@ -173,6 +174,8 @@ struct Connection {
     read: Vec<u8>,
     /// End of the previous answer (or of the connect): a request cannot begin before it.
     free_since: Instant,
+    /// It broke and could not connect again: requests dealt to it fail at once.
+    dead: bool,
 }
 
 /// The generator's state: the connections, the request's bytes, the poll, the tally.
@@ -232,6 +235,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             unwritten: 0,
             read: Vec::with_capacity(4096),
             free_since: Instant::now(),
+            dead: false,
         });
     }
     let start = Instant::now() + LEAD;
@@ -243,21 +247,25 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 
     let mut events = Events::with_capacity(args.connections * 2);
     let mut next = 0u64;
+    // The start of the last turn of the loop, when that turn polled without sleeping.
     let mut last_turn: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if next < total && now >= start {
-            if let Some(last) = last_turn {
-                load.tally.loop_gap_max = load.tally.loop_gap_max.max(now - last);
-            }
-            last_turn = Some(now);
+        if let Some(last) = last_turn {
+            load.tally.loop_gap_max = load.tally.loop_gap_max.max(now - last);
         }
         // Deal every request that is due.
         while next < total && due(next) <= now {
             let index = (next % args.connections as u64) as usize;
-            load.connections[index].queue.push_back(due(next));
-            load.outstanding += 1;
-            load.begin(index, now)?;
+            if load.connections[index].dead {
+                let counted = u64::from(due(next) >= load.counted_from);
+                load.tally.sent += counted;
+                load.tally.failed += counted;
+            } else {
+                load.connections[index].queue.push_back(due(next));
+                load.outstanding += 1;
+                load.begin(index, now)?;
+            }
             next += 1;
         }
         if next == total && load.outstanding == 0 {
@@ -279,19 +287,23 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         } else {
             drain_until.saturating_duration_since(now).min(Duration::from_millis(10))
         };
+        // A turn that sleeps in epoll on purpose (nothing due within `SPIN`) is no absence.
+        last_turn = (wait.is_zero() && next < total && now >= start).then_some(now);
         match load.poll.poll(&mut events, Some(wait)) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => return Err(format!("epoll: {e}")),
         }
-        let now = Instant::now();
         for event in events.iter() {
             let index = event.token().0;
+            if load.connections[index].dead {
+                continue;
+            }
             if event.is_writable() {
-                load.write(index, now)?;
+                load.write(index, Instant::now())?;
             }
             if event.is_readable() || event.is_read_closed() || event.is_error() {
-                load.read(index, now)?;
+                load.read(index)?;
             }
         }
     }
@@ -348,18 +360,32 @@ impl Load {
     }
 
     /// Reads what connection `index` has, and counts each whole answer.
-    fn read(&mut self, index: usize, now: Instant) -> Result<(), String> {
+    ///
+    /// An answer that came with the connection's end (a server that closes after answering)
+    /// is counted before the connection is made again: the end fails only a request it left
+    /// without its answer.
+    fn read(&mut self, index: usize) -> Result<(), String> {
         let mut chunk = [0u8; 16 * 1024];
+        let mut closed = false;
         loop {
             let connection = &mut self.connections[index];
             match connection.stream.read(&mut chunk) {
-                Ok(0) => return self.broke(index, now),
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
                 Ok(n) => connection.read.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return self.broke(index, now),
+                Err(_) => {
+                    closed = true;
+                    break;
+                }
             }
         }
+        // The end of the answers just read (a read that brought data is followed by one that
+        // found none, so this is within a system call of their arrival).
+        let now = Instant::now();
         while let Some((status, length)) = answer(&self.connections[index].read)? {
             let connection = &mut self.connections[index];
             connection.read.drain(..length);
@@ -380,16 +406,37 @@ impl Load {
                     tally.errors += 1;
                 }
             }
-            self.begin(index, now)?;
+            if !closed {
+                self.begin(index, now)?;
+            }
+        }
+        if closed {
+            return self.broke(index, now);
         }
         Ok(())
     }
 
     /// Connection `index` broke: its request in flight failed; it connects again and sends
     /// the rest of its queue. (Each call ends one request, so a server that keeps breaking
-    /// connections ends the queue, not the stack.)
+    /// connections ends the queue, not the stack.) If it cannot connect again, every request
+    /// dealt to it fails now and later ones fail as they are dealt: the run goes on with the
+    /// other connections and reports them as `failed`.
     fn broke(&mut self, index: usize, now: Instant) -> Result<(), String> {
-        let stream = self.connect(index)?;
+        let stream = match self.connect(index) {
+            Ok(stream) => stream,
+            Err(_) => {
+                let connection = &mut self.connections[index];
+                connection.dead = true;
+                connection.in_flight = false;
+                for due in std::mem::take(&mut connection.queue) {
+                    let counted = u64::from(due >= self.counted_from);
+                    self.tally.sent += counted;
+                    self.tally.failed += counted;
+                    self.outstanding -= 1;
+                }
+                return Ok(());
+            }
+        };
         let connection = &mut self.connections[index];
         let old = std::mem::replace(&mut connection.stream, stream);
         drop(old);
