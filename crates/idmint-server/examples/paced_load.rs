@@ -156,6 +156,16 @@ struct Tally {
     loop_gap_max: Duration,
 }
 
+impl Tally {
+    /// Counts the request due at `due` as sent and failed, if it is counted (due at or after
+    /// `counted_from`).
+    fn fail(&mut self, due: Instant, counted_from: Instant) {
+        let counted = u64::from(due >= counted_from);
+        self.sent += counted;
+        self.failed += counted;
+    }
+}
+
 fn micros(duration: Duration) -> u32 {
     u32::try_from(duration.as_micros()).unwrap_or(u32::MAX)
 }
@@ -258,9 +268,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         while next < total && due(next) <= now {
             let index = (next % args.connections as u64) as usize;
             if load.connections[index].dead {
-                let counted = u64::from(due(next) >= load.counted_from);
-                load.tally.sent += counted;
-                load.tally.failed += counted;
+                load.tally.fail(due(next), load.counted_from);
             } else {
                 load.connections[index].queue.push_back(due(next));
                 load.outstanding += 1;
@@ -275,9 +283,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             // Past the drain: what is still queued is counted as failed.
             for connection in &load.connections {
                 for due in &connection.queue {
-                    let counted = u64::from(*due >= load.counted_from);
-                    load.tally.sent += counted;
-                    load.tally.failed += counted;
+                    load.tally.fail(*due, load.counted_from);
                 }
             }
             break;
@@ -429,9 +435,7 @@ impl Load {
                 connection.dead = true;
                 connection.in_flight = false;
                 for due in std::mem::take(&mut connection.queue) {
-                    let counted = u64::from(due >= self.counted_from);
-                    self.tally.sent += counted;
-                    self.tally.failed += counted;
+                    self.tally.fail(due, self.counted_from);
                     self.outstanding -= 1;
                 }
                 return Ok(());
@@ -443,9 +447,7 @@ impl Load {
         connection.read.clear();
         if connection.in_flight {
             if let Some(due) = connection.queue.pop_front() {
-                let counted = u64::from(due >= self.counted_from);
-                self.tally.sent += counted;
-                self.tally.failed += counted;
+                self.tally.fail(due, self.counted_from);
                 self.outstanding -= 1;
             }
             connection.in_flight = false;
