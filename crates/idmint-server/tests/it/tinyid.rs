@@ -316,6 +316,40 @@ async fn tinyid_ids_continue_above_max_id_with_delta_and_remainder() {
     server.stop().await;
 }
 
+/// Tinyid's own table compares `biz_type` in its `utf8` collation, case- and
+/// accent-insensitively; idmint never does. A token row for `TEST` or `tést` (the token table
+/// has no unique key) takes no id of the row `test`, on any route, and moves nothing.
+#[tokio::test]
+async fn tinyid_rows_are_matched_by_their_exact_name() {
+    let Some((url, pool)) = tinyid_database("tinyidexact").await else { return };
+    sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('folded', 'TEST'), ('folded', 'tést'), ('folded', 'Test_Odd')").await;
+    let server = server(&url, TinyidConfig::default()).await;
+    for biz_type in ["TEST", "t%C3%A9st", "Test_Odd"] {
+        for route in ["nextIdSimple", "nextSegmentIdSimple"] {
+            let path = format!("/tinyid/id/{route}?bizType={biz_type}&token=folded&batchSize=5");
+            assert_error(server.get(&path).await, 404, "unknown_tag").await;
+        }
+        for route in ["nextId", "nextSegmentId"] {
+            let path = format!("/tinyid/id/{route}?bizType={biz_type}&token=folded");
+            let answer = server.get(&path).await;
+            assert_eq!(answer.status(), 404, "{path}");
+            assert_eq!(answer.json::<Value>().await.unwrap()["code"], 6, "{path}");
+        }
+    }
+    // The sample rows were not touched: no allocation, no version bump.
+    let rows: Vec<(i64, i64)> =
+        sqlx::query_as("SELECT max_id, version FROM tiny_id_info ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(rows, [(1, 1), (1, 3)]);
+    assert_eq!(
+        text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}")).await,
+        "2"
+    );
+    server.stop().await;
+}
+
 /// What Tinyid's `SegmentId` hands out of `(current, max]`: `init()` aligns the cursor to
 /// `id % delta == remainder`, then `nextId()` adds `delta` until past `max`.
 fn tinyid_client_ids(current: u64, max: u64, delta: u64, remainder: u64) -> Vec<u64> {

@@ -1,6 +1,10 @@
 //! Tinyid's tables on MySQL or MariaDB (feature `mysql`), where Tinyid runs: its own SELECT
 //! and version compare-and-set, bound parameters throughout.
 //!
+//! Every statement matches `biz_type` exactly (`exact!`): Tinyid's table is `utf8` with the
+//! server's case- and accent-insensitive collation, where `TEST` and `tést` find the row
+//! `test`, while tokens, like every idmint name, compare byte for byte.
+//!
 //! It must not create or alter a table, spawn tasks, or show a password.
 
 use std::collections::HashMap;
@@ -20,22 +24,39 @@ use crate::mysql::{MYSQL_ACQUIRE_TIMEOUT_MS, pool_options, unavailable};
 use crate::sql::{cas_backoff, password, scrub};
 use crate::{Allocation, SegmentStore, SqlUrl, StoreError, TagRecord, TagSpec};
 
+/// The row of one `biz_type`, exactly: the comparison in the column's collation, which its
+/// unique index serves, then the bytes. Binds the name twice.
+macro_rules! exact {
+    () => {
+        "biz_type = ? AND CAST(biz_type AS BINARY) = CAST(? AS BINARY)"
+    };
+}
+
 /// Tinyid's `queryByBizType`, every number cast to a signed 64-bit integer; a NULL `delta`
 /// reads as 1 and a NULL `remainder` as 0, as Tinyid's `convert` reads them.
-const SELECT_ROW: &str = "SELECT CAST(id AS SIGNED), CAST(max_id AS SIGNED), \
+const SELECT_ROW: &str = concat!(
+    "SELECT CAST(id AS SIGNED), CAST(max_id AS SIGNED), \
      CAST(COALESCE(step, 0) AS SIGNED), CAST(COALESCE(delta, 1) AS SIGNED), \
      CAST(COALESCE(remainder, 0) AS SIGNED), CAST(version AS SIGNED), \
-     CAST(UNIX_TIMESTAMP(update_time) AS SIGNED) FROM tiny_id_info WHERE biz_type = ?";
+     CAST(UNIX_TIMESTAMP(update_time) AS SIGNED) FROM tiny_id_info WHERE ",
+    exact!()
+);
 
-/// Tinyid's `updateMaxId`, word for word.
-const CAS_UPDATE: &str = "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
-     version = version + 1 WHERE id = ? AND max_id = ? AND version = ? AND biz_type = ?";
+/// Tinyid's `updateMaxId`, its name compared exactly.
+const CAS_UPDATE: &str = concat!(
+    "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
+     version = version + 1 WHERE id = ? AND max_id = ? AND version = ? AND ",
+    exact!()
+);
 
 /// The give-back and the regression guard's jump: `max_id` set only while it still leaves
 /// the same first free index (no allocation since), bumping `version` so that a Tinyid server
 /// holding an older read loses its compare-and-set.
-const CAS_WINDOW: &str = "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
-     version = version + 1 WHERE biz_type = ? AND max_id BETWEEN ? AND ?";
+const CAS_WINDOW: &str = concat!(
+    "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
+     version = version + 1 WHERE max_id BETWEEN ? AND ? AND ",
+    exact!()
+);
 
 const SELECT_ALL: &str = "SELECT biz_type, CAST(max_id AS SIGNED), \
      CAST(COALESCE(step, 0) AS SIGNED), CAST(COALESCE(delta, 1) AS SIGNED), \
@@ -116,6 +137,7 @@ impl TinyidMySqlStore {
     async fn read_row(&self, tag: &Tag) -> Result<InfoRow, StoreError> {
         let row = sqlx::query(SELECT_ROW)
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .fetch_optional(&self.pool)
             .await
             .map_err(unavailable)?
@@ -165,6 +187,7 @@ impl TinyidMySqlStore {
             .bind(row.max_id)
             .bind(row.version)
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .execute(&self.pool)
             .await
             .map_err(unavailable)?;
@@ -211,9 +234,10 @@ impl SegmentStore for TinyidMySqlStore {
         };
         let done = sqlx::query(CAS_WINDOW)
             .bind(new_max as i64)
-            .bind(tag.as_str())
             .bind(low as i64)
             .bind(high as i64)
+            .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .execute(&self.pool)
             .await
             .map_err(unavailable)?;
