@@ -520,7 +520,7 @@ impl TagGenerator {
                 failure,
                 Error::UnknownTag(_)
                     | Error::ShuttingDown
-                    | Error::Store(StoreError::Exhausted { .. })
+                    | Error::Store(StoreError::Exhausted { .. } | StoreError::Corrupt { .. })
             ) && !self.buffer.is_frozen()
                 && (self.buffer.remaining() > 0 || demanded);
             // Published before the flag is cleared: a waiting request that takes the flag
@@ -644,6 +644,9 @@ impl TagGenerator {
             Ok(Err(exhausted @ StoreError::Exhausted { .. })) => {
                 return Err(Error::Store(exhausted));
             }
+            // Final as well: a row idmint cannot serve stays so until someone fixes it (the
+            // server answers 500 `store_row_invalid`, never a retryable 503).
+            Ok(Err(corrupt @ StoreError::Corrupt { .. })) => return Err(Error::Store(corrupt)),
             Ok(Err(e)) => return Err(self.unavailable(e)),
             Err(_elapsed) => {
                 return Err(self.unavailable(format_args!(

@@ -455,3 +455,36 @@ async fn an_exhausted_tag_is_final_on_the_leaf_route_v1_and_grpc() {
     }
     server.stop().await;
 }
+
+/// A Leaf row idmint cannot serve (a step of 0, a negative `max_id`) answers the final
+/// `500 store_row_invalid` (gRPC `Internal`) naming the fault, every time; never the
+/// retryable `503`.
+#[tokio::test]
+async fn a_leaf_row_idmint_cannot_serve_is_a_final_500() {
+    use sqlx::Connection;
+    let Some(url) = idmint_testkit::mysql::fresh_database("leafbadrow").await else { return };
+    let idmint_store::StoreUrl::Mysql(sql) = idmint_store::StoreUrl::parse(&url).unwrap() else {
+        panic!("{url}")
+    };
+    let store = Arc::new(idmint_store::MySqlStore::connect(&sql).await.unwrap());
+    let mut raw = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('zero_step', 1, 0), \
+         ('negative', -7, 10)",
+    )
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    let server = TestServer::start(store).await;
+    let mut grpc = connect(&server.base).await;
+    for _ in 0..2 {
+        for (tag, fault) in [("zero_step", "step is 0"), ("negative", "max_id is negative")] {
+            let answer = server.get(&format!("/api/segment/get/{tag}")).await;
+            let message = crate::support::assert_error(answer, 500, "store_row_invalid").await;
+            assert!(message.contains(tag) && message.contains(fault), "{message}");
+            let status = grpc.next_ids(next_ids(tag, 1)).await.unwrap_err();
+            assert_status(&status, Code::Internal, "store_row_invalid");
+        }
+    }
+    server.stop().await;
+}
