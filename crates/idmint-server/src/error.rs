@@ -153,6 +153,12 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          set `force`",
     ),
     ("too_many_tags", "409: the store holds the most tags it may (10 000)"),
+    (
+        "tag_not_storable",
+        "409 (gRPC FAILED_PRECONDITION): the store's tag column cannot hold the tag (a 4-byte \
+         character, e.g. an emoji, in Leaf's `utf8` table); final until the table is converted, \
+         the message gives the `ALTER TABLE`",
+    ),
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
     ("formatted_tag", "409: ranges of a tag with a public id format (its internal ids stay here)"),
@@ -336,6 +342,12 @@ fn library_status(error: &Error) -> (StatusCode, &'static str) {
             (StatusCode::CONFLICT, "too_many_tags")
         }
         Error::Store(StoreError::TagExists(_)) => (StatusCode::CONFLICT, "tag_exists"),
+        // The tag is valid (it is served on any utf8mb4 table) but this table cannot hold
+        // it: a state of the store, not of the request, so 409 and gRPC FAILED_PRECONDITION
+        // rather than 400 and INVALID_ARGUMENT; final either way, never a 503 to retry.
+        Error::Store(StoreError::TagNotStorable { .. }) => {
+            (StatusCode::CONFLICT, "tag_not_storable")
+        }
         Error::Store(StoreError::Exhausted { .. }) => (StatusCode::CONFLICT, "tag_exhausted"),
         Error::Store(StoreError::StartBelowIssued { .. }) => {
             (StatusCode::CONFLICT, "start_below_issued")

@@ -504,7 +504,10 @@ impl TagGenerator {
                 }
                 Err(failure) => failure,
             };
-            if matches!(failure, Error::UnknownTag(_)) {
+            if matches!(
+                failure,
+                Error::UnknownTag(_) | Error::Store(StoreError::TagNotStorable { .. })
+            ) {
                 // A client asked for a tag that does not exist: its 404 says so; no alarm.
                 tracing::debug!(tag = %self.tag, "tag not in the store");
             } else if matches!(failure, Error::Store(StoreError::Exhausted { .. })) {
@@ -520,7 +523,11 @@ impl TagGenerator {
                 failure,
                 Error::UnknownTag(_)
                     | Error::ShuttingDown
-                    | Error::Store(StoreError::Exhausted { .. } | StoreError::Corrupt { .. })
+                    | Error::Store(
+                        StoreError::Exhausted { .. }
+                            | StoreError::Corrupt { .. }
+                            | StoreError::TagNotStorable { .. }
+                    )
             ) && !self.buffer.is_frozen()
                 && (self.buffer.remaining() > 0 || demanded);
             // Published before the flag is cleared: a waiting request that takes the flag
@@ -645,8 +652,11 @@ impl TagGenerator {
                 return Err(Error::Store(exhausted));
             }
             // Final as well: a row idmint cannot serve stays so until someone fixes it (the
-            // server answers 500 `store_row_invalid`, never a retryable 503).
-            Ok(Err(corrupt @ StoreError::Corrupt { .. })) => return Err(Error::Store(corrupt)),
+            // server answers 500 `store_row_invalid`, never a retryable 503), and a tag the
+            // store's table cannot hold until the table is converted (409).
+            Ok(Err(final_ @ (StoreError::Corrupt { .. } | StoreError::TagNotStorable { .. }))) => {
+                return Err(Error::Store(final_));
+            }
             Ok(Err(e)) => return Err(self.unavailable(e)),
             Err(_elapsed) => {
                 return Err(self.unavailable(format_args!(

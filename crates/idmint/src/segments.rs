@@ -586,13 +586,20 @@ impl Segments {
     }
 
     fn forget_if_unknown(&self, generator: &Arc<TagGenerator>, error: Option<&Error>) {
-        // Remembered once per lookup: the request that removes the generator records it,
-        // not every request that shared its refill.
-        if let Some(Error::UnknownTag(tag)) = error
-            && self.forget(tag, Some(generator))
-            && self.shared.config.bound_unknown_tags()
-        {
-            self.unknown.record(tag);
+        match error {
+            // Remembered once per lookup: the request that removes the generator records it,
+            // not every request that shared its refill.
+            Some(Error::UnknownTag(tag)) => {
+                if self.forget(tag, Some(generator)) && self.shared.config.bound_unknown_tags() {
+                    self.unknown.record(tag);
+                }
+            }
+            // No row can hold the name, and its refusal cost no store call: not kept, so
+            // such names never fill the registry.
+            Some(Error::Store(StoreError::TagNotStorable { tag, .. })) => {
+                self.forget(tag, Some(generator));
+            }
+            _ => {}
         }
     }
 
