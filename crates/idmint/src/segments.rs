@@ -586,20 +586,18 @@ impl Segments {
     }
 
     fn forget_if_unknown(&self, generator: &Arc<TagGenerator>, error: Option<&Error>) {
-        match error {
-            // Remembered once per lookup: the request that removes the generator records it,
-            // not every request that shared its refill.
-            Some(Error::UnknownTag(tag)) => {
-                if self.forget(tag, Some(generator)) && self.shared.config.bound_unknown_tags() {
-                    self.unknown.record(tag);
-                }
-            }
-            // No row can hold the name, and its refusal cost no store call: not kept, so
-            // such names never fill the registry.
-            Some(Error::Store(StoreError::TagNotStorable { tag, .. })) => {
-                self.forget(tag, Some(generator));
-            }
-            _ => {}
+        // Remembered once per lookup: the request that removes the generator records it,
+        // not every request that shared its refill.
+        if let Some(Error::UnknownTag(tag)) = error
+            && self.forget(tag, Some(generator))
+            && self.shared.config.bound_unknown_tags()
+        {
+            self.unknown.record(tag);
+        }
+        // No row can hold the name, and its refusal cost no store call: not kept, so such
+        // names never fill the registry.
+        if let Some(Error::Store(StoreError::TagNotStorable { tag, .. })) = error {
+            self.forget(tag, Some(generator));
         }
     }
 
