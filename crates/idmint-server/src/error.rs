@@ -75,6 +75,9 @@ pub enum ApiError {
     Unchecked(&'static str),
     /// Tinyid's routes on a node that serves no Tinyid database (404).
     TinyidNotServed(String),
+    /// A Tinyid `biz_type` without a `tiny_id_info` row (404 `unknown_tag`), the message
+    /// naming Tinyid's table.
+    UnknownBizType(String),
     /// A refusal of the node this server does not know yet (500).
     Internal(String),
 }
@@ -252,6 +255,7 @@ impl ApiError {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
             ApiError::TinyidNotServed(_) => (StatusCode::NOT_FOUND, "tinyid_not_served"),
+            ApiError::UnknownBizType(_) => (StatusCode::NOT_FOUND, "unknown_tag"),
             ApiError::Unchecked(_) | ApiError::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
@@ -418,6 +422,7 @@ impl ApiError {
             | ApiError::Timeout(message)
             | ApiError::UnsupportedMediaType(message)
             | ApiError::TinyidNotServed(message)
+            | ApiError::UnknownBizType(message)
             | ApiError::Internal(message) => message,
             ApiError::Unchecked(message) => message.to_string(),
             ApiError::FormattedTag(tag) => format!(
@@ -610,6 +615,7 @@ impl From<NodeError> for ApiError {
             NodeError::NotAnId(message) => ApiError::bad_request("not_an_id", message),
             NodeError::DecodeHow(message) => ApiError::bad_request("bad_query", message),
             error @ NodeError::TinyidNotServed => ApiError::TinyidNotServed(error.to_string()),
+            error @ NodeError::UnknownBizType(_) => ApiError::UnknownBizType(error.to_string()),
             // `NodeError` is non-exhaustive: a variant added later is an internal error
             // until it is mapped here.
             other => ApiError::Internal(other.to_string()),

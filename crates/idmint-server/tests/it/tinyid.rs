@@ -267,9 +267,16 @@ async fn tinyid_tokens_open_only_their_biz_type_and_bad_input_takes_nothing() {
     // A biz_type with a token and no row: Tinyid's code 6 under a 404.
     sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('ghost-token', 'ghost')").await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The message names Tinyid's table, never idmint's own create route.
     let ghost = server.get("/tinyid/id/nextId?bizType=ghost&token=ghost-token").await;
     assert_eq!(ghost.status(), 404);
-    assert_eq!(ghost.json::<Value>().await.unwrap()["code"], 6);
+    let body = ghost.json::<Value>().await.unwrap();
+    assert_eq!(body["code"], 6);
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("tiny_id_info") && !message.contains("/v1/tags"), "{body}");
+    let simple = server.get("/tinyid/id/nextSegmentIdSimple?bizType=ghost&token=ghost-token");
+    let message = assert_error(simple.await, 404, "unknown_tag").await;
+    assert!(message.contains("tiny_id_info") && !message.contains("/v1/tags"), "{message}");
     server.stop().await;
 }
 
