@@ -508,7 +508,8 @@ impl TagGenerator {
                 failure,
                 Error::UnknownTag(_) | Error::Store(StoreError::TagNotStorable { .. })
             ) {
-                // A client asked for a tag that does not exist: its 404 says so; no alarm.
+                // A client asked for a tag the store does not or cannot hold: its 404 or 409
+                // says so; no alarm.
                 tracing::debug!(tag = %self.tag, "tag not in the store");
             } else if matches!(failure, Error::Store(StoreError::Exhausted { .. })) {
                 tracing::error!(tag = %self.tag, error = %failure, "tag exhausted: its ids are spent; create a new tag");
