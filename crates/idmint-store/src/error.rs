@@ -169,7 +169,7 @@ pub enum StoreError {
     /// character set. No row can hold it, so it is refused before any statement, on every
     /// call; final until the table is converted.
     #[error(
-        "tag {tag:?} cannot be stored in table {table}, whose tag column is {charset}: convert \
+        "tag {tag} cannot be stored in table {table}, whose tag column is {charset}: convert \
          the table with `ALTER TABLE {table} CONVERT TO CHARACTER SET utf8mb4 COLLATE \
          utf8mb4_bin` (idmint's own tables are made so), or use a tag the column can hold"
     )]
