@@ -75,6 +75,9 @@ pub enum ApiError {
     Unchecked(&'static str),
     /// Tinyid's routes on a node that serves no Tinyid database (404).
     TinyidNotServed(String),
+    /// A Tinyid `biz_type` without a `tiny_id_info` row (404 `unknown_tag`), the message
+    /// naming Tinyid's table.
+    UnknownBizType(String),
     /// A refusal of the node this server does not know yet (500).
     Internal(String),
 }
@@ -153,6 +156,12 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          set `force`",
     ),
     ("too_many_tags", "409: the store holds the most tags it may (10 000)"),
+    (
+        "tag_not_storable",
+        "409 (gRPC FAILED_PRECONDITION): the store's tag column cannot hold the tag (a 4-byte \
+         character, e.g. an emoji, in Leaf's `utf8` table); final until the table is converted, \
+         the message gives the `ALTER TABLE`",
+    ),
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
     ("formatted_tag", "409: ranges of a tag with a public id format (its internal ids stay here)"),
@@ -246,6 +255,7 @@ impl ApiError {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
             ApiError::TinyidNotServed(_) => (StatusCode::NOT_FOUND, "tinyid_not_served"),
+            ApiError::UnknownBizType(_) => (StatusCode::NOT_FOUND, "unknown_tag"),
             ApiError::Unchecked(_) | ApiError::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
@@ -336,6 +346,12 @@ fn library_status(error: &Error) -> (StatusCode, &'static str) {
             (StatusCode::CONFLICT, "too_many_tags")
         }
         Error::Store(StoreError::TagExists(_)) => (StatusCode::CONFLICT, "tag_exists"),
+        // The tag is valid (it is served on any utf8mb4 table) but this table cannot hold
+        // it: a state of the store, not of the request, so 409 and gRPC FAILED_PRECONDITION
+        // rather than 400 and INVALID_ARGUMENT; final either way, never a 503 to retry.
+        Error::Store(StoreError::TagNotStorable { .. }) => {
+            (StatusCode::CONFLICT, "tag_not_storable")
+        }
         Error::Store(StoreError::Exhausted { .. }) => (StatusCode::CONFLICT, "tag_exhausted"),
         Error::Store(StoreError::StartBelowIssued { .. }) => {
             (StatusCode::CONFLICT, "start_below_issued")
@@ -406,6 +422,7 @@ impl ApiError {
             | ApiError::Timeout(message)
             | ApiError::UnsupportedMediaType(message)
             | ApiError::TinyidNotServed(message)
+            | ApiError::UnknownBizType(message)
             | ApiError::Internal(message) => message,
             ApiError::Unchecked(message) => message.to_string(),
             ApiError::FormattedTag(tag) => format!(
@@ -598,6 +615,7 @@ impl From<NodeError> for ApiError {
             NodeError::NotAnId(message) => ApiError::bad_request("not_an_id", message),
             NodeError::DecodeHow(message) => ApiError::bad_request("bad_query", message),
             error @ NodeError::TinyidNotServed => ApiError::TinyidNotServed(error.to_string()),
+            error @ NodeError::UnknownBizType(_) => ApiError::UnknownBizType(error.to_string()),
             // `NodeError` is non-exhaustive: a variant added later is an internal error
             // until it is mapped here.
             other => ApiError::Internal(other.to_string()),

@@ -164,6 +164,23 @@ pub enum StoreError {
         /// The statement that adds the column on this backend.
         fix: String,
     },
+    /// The tag cannot be stored in the table's tag column: a 4-byte UTF-8 character (an
+    /// emoji) in a `utf8` (utf8mb3) column, anything beyond ASCII in a column of another
+    /// character set. No row can hold it, so it is refused before any statement, on every
+    /// call; final until the table is converted.
+    #[error(
+        "tag {tag} cannot be stored in table {table}, whose tag column is {charset}: convert \
+         the table with `ALTER TABLE {table} CONVERT TO CHARACTER SET utf8mb4 COLLATE \
+         utf8mb4_bin` (idmint's own tables are made so), or use a tag the column can hold"
+    )]
+    TagNotStorable {
+        /// The tag.
+        tag: Tag,
+        /// The table, as the store URL names it.
+        table: String,
+        /// The column's character set, as the server names it.
+        charset: String,
+    },
     /// The store URL could not be used.
     #[error("bad store URL {url:?}: {reason}")]
     BadUrl {

@@ -136,7 +136,7 @@ impl MySqlStore {
         let table = options.table.as_str().to_string();
         let mut store = MySqlStore {
             sql: Arc::new(Statements::new(&table)),
-            tag_charset: TagCharset::utf8mb4(),
+            tag_charset: TagCharset::utf8mb4(&table),
             cas_locks: Arc::new(CasLocks::new()),
             pool,
             alloc: options.alloc,
@@ -369,7 +369,7 @@ impl MySqlStore {
 impl SegmentStore for MySqlStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         // A tag the column cannot hold has no row: say why, in both modes.
-        tag_literal(tag, &self.tag_charset)?;
+        self.tag_charset.check(tag)?;
         match self.alloc {
             AllocMode::Update => self.allocate_update(tag, step).await,
             AllocMode::Cas => self.allocate_cas(tag, step).await,
@@ -383,6 +383,7 @@ impl SegmentStore for MySqlStore {
         new: u64,
     ) -> Result<bool, StoreError> {
         check_new_max_id(new)?;
+        self.tag_charset.check(tag)?;
         // A row holds an i64, so an `expected` beyond it matches no row: skip the update.
         if let Ok(expected) = i64::try_from(expected) {
             // The driver asks for CLIENT_FOUND_ROWS, so a matched row counts even when `new`
@@ -412,7 +413,7 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        tag_literal(&spec.tag, &self.tag_charset)?;
+        self.tag_charset.check(&spec.tag)?;
         // Counting and inserting in one InnoDB transaction does not keep the count exact:
         // the count's gap locks make concurrent creators deadlock, and a plain read lets two
         // of them pass the limit together. A named lock per table serializes idmint's
@@ -428,6 +429,7 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        self.tag_charset.check(tag)?;
         select_row(&self.pool, &self.sql, tag).await
     }
 
@@ -445,6 +447,7 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        self.tag_charset.check(tag)?;
         let updated = sqlx::query(sql(&self.sql.set_step))
             // Step is bounded by STEP_MAX, far below i64::MAX.
             .bind(step.get() as i64)
@@ -464,6 +467,7 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        self.tag_charset.check(tag)?;
         // The creators' lock: a create of this name cannot read the tombstone before this
         // delete writes it.
         let mut locked = CreateLock::acquire(&self.pool, &self.sql).await?;
@@ -638,14 +642,18 @@ impl Statements {
 }
 
 /// The character set of a table's tag column, as `information_schema` names it; it decides
-/// how a tag is written into SQL text ([`tag_literal`]).
+/// how a tag is written into SQL text ([`tag_literal`]) and which tags the table can hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TagCharset(String);
+pub(crate) struct TagCharset {
+    name: String,
+    /// The table, named in refusals.
+    table: String,
+}
 
 impl TagCharset {
     /// idmint's own tables: `utf8mb4`, any tag.
-    pub(crate) fn utf8mb4() -> TagCharset {
-        TagCharset("utf8mb4".to_string())
+    pub(crate) fn utf8mb4(table: &str) -> TagCharset {
+        TagCharset { name: "utf8mb4".to_string(), table: table.to_string() }
     }
 
     /// Reads the charset of `column` in `table` (`db.table` or a table of the current
@@ -671,35 +679,41 @@ impl TagCharset {
         .map_err(unavailable)?;
         let name = found.flatten().unwrap_or_default().to_ascii_lowercase();
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return Ok(TagCharset::utf8mb4());
+            return Ok(TagCharset::utf8mb4(table));
         }
-        Ok(TagCharset(name))
+        Ok(TagCharset { name, table: table.to_string() })
+    }
+
+    /// Refuses a tag the column cannot hold: a 4-byte character in `utf8mb3`, anything
+    /// beyond ASCII in another set. Comparing such a tag with the column fails on MariaDB
+    /// ("Illegal mix of collations") or converts the column and scans the table, and no row
+    /// could hold it anyway.
+    pub(crate) fn check(&self, tag: &Tag) -> Result<(), StoreError> {
+        let name = tag.as_str();
+        let fits = match self.name.as_str() {
+            "utf8mb4" => true,
+            "utf8" | "utf8mb3" => name.chars().all(|c| c.len_utf8() <= 3),
+            _ => name.is_ascii(),
+        };
+        if fits {
+            return Ok(());
+        }
+        Err(StoreError::TagNotStorable {
+            tag: tag.clone(),
+            table: self.table.clone(),
+            charset: self.name.clone(),
+        })
     }
 }
 
 /// The tag as a literal that cannot inject, whatever it holds: its UTF-8 bytes in hex with
 /// the column's character set as introducer (`_utf8mb4 X'6f72646572'`), so the comparison
 /// runs in the column's collation and its index serves it. Refused, with the fix, when the
-/// column's character set cannot hold the tag (a 4-byte character in `utf8mb3`, anything
-/// beyond ASCII in another set): comparing would convert the column and scan the table, and
-/// the tag could never be stored there anyway.
+/// column's character set cannot hold the tag ([`TagCharset::check`]).
 pub(crate) fn tag_literal(tag: &Tag, charset: &TagCharset) -> Result<String, StoreError> {
-    let name = tag.as_str();
-    let fits = match charset.0.as_str() {
-        "utf8mb4" => true,
-        "utf8" | "utf8mb3" => name.chars().all(|c| c.len_utf8() <= 3),
-        _ => name.is_ascii(),
-    };
-    if !fits {
-        return Err(StoreError::InvalidValue(format!(
-            "tag {name:?} cannot be stored in a {} column: convert the table to utf8mb4 \
-             (ALTER TABLE … CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_bin), or use a \
-             tag the column can hold",
-            charset.0
-        )));
-    }
+    charset.check(tag)?;
     // `_utf8` is understood by MySQL 5.7, 8 and MariaDB alike (utf8mb3).
-    let introducer = if charset.0 == "utf8mb3" { "utf8" } else { charset.0.as_str() };
+    let introducer = if charset.name == "utf8mb3" { "utf8" } else { charset.name.as_str() };
     // The charset name is `[a-z0-9_]` (checked when read) and the rest is hex.
     Ok(format!("_{introducer} {}", bytes_literal(tag)))
 }

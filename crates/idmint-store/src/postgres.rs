@@ -238,7 +238,9 @@ impl PgStore {
         Ok(())
     }
 
-    /// `alloc=update`: one atomic statement; a refusal is explained by reading the row.
+    /// `alloc=update`: one atomic statement, which also returns the row as it was when it
+    /// refused it, or nothing when there is no row: one statement, one transaction, for an
+    /// unknown tag too.
     async fn allocate_by_update(
         &self,
         tag: &Tag,
@@ -248,21 +250,22 @@ impl PgStore {
         // WHERE clause, so 0 is never the effective step.
         let requested = step.map_or(0, |s| s.get() as i64);
         for _ in 0..UPDATE_ATTEMPTS_MAX {
-            let updated = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.allocate)))
+            let answer = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.allocate)))
                 .bind(tag.as_str())
                 .bind(requested)
                 .bind(ID_MAX as i64)
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| self.unavailable(e))?;
-            if let Some(row) = updated {
-                let (max_id, tag_step): (i64, i64) = (self.get(&row, 0)?, self.get(&row, 1)?);
+            let Some(row) = answer else { return Err(StoreError::TagNotFound(tag.clone())) };
+            let moved: bool = self.get(&row, 0)?;
+            let (max_id, tag_step): (Option<i64>, Option<i64>) =
+                (self.get(&row, 1)?, self.get(&row, 2)?);
+            if moved && let (Some(max_id), Some(tag_step)) = (max_id, tag_step) {
                 return allocated_range(tag, max_id, tag_step, step);
             }
-            let Some((max_id, tag_step)) = self.read_counters(tag).await? else {
-                return Err(StoreError::TagNotFound(tag.clone()));
-            };
-            // The row refused a moment ago; if it now has room, it changed in between.
+            // Refused: the row as the statement saw it says why. If it has room, another
+            // writer changed it in between (the update waited for it, then skipped it).
             plan(tag, max_id, tag_step, step)?;
         }
         Err(contended(tag, UPDATE_ATTEMPTS_MAX))
@@ -587,11 +590,17 @@ impl Statements {
         Statements {
             // Both operands of `$3 - GREATEST(…)` are at least 0 ($2 is), so it cannot
             // overflow, and `max_id + GREATEST(…)` is computed only for rows it bounds.
+            // `(moved, max_id, step)`: the updated row, or the row it refused (read in the
+            // statement's snapshot), or no row when there is none.
             allocate: sql(format!(
-                "UPDATE {t} SET max_id = max_id + GREATEST(step::int8, $2::int8){stamp} \
+                "WITH moved AS (UPDATE {t} \
+                 SET max_id = max_id + GREATEST(step::int8, $2::int8){stamp} \
                  WHERE biz_tag = $1 AND step >= 1 AND max_id >= 0 \
                  AND max_id <= $3::int8 - GREATEST(step::int8, $2::int8) \
-                 RETURNING max_id::int8, step::int8"
+                 RETURNING max_id::int8 AS max_id, step::int8 AS step) \
+                 SELECT true, max_id, step FROM moved \
+                 UNION ALL SELECT false, max_id::int8, step::int8 FROM {t} \
+                 WHERE biz_tag = $1 AND NOT EXISTS (SELECT 1 FROM moved)"
             )),
             select_counters: sql(format!(
                 "SELECT max_id::int8, step::int8 FROM {t} WHERE biz_tag = $1"

@@ -504,8 +504,12 @@ impl TagGenerator {
                 }
                 Err(failure) => failure,
             };
-            if matches!(failure, Error::UnknownTag(_)) {
-                // A client asked for a tag that does not exist: its 404 says so; no alarm.
+            if matches!(
+                failure,
+                Error::UnknownTag(_) | Error::Store(StoreError::TagNotStorable { .. })
+            ) {
+                // A client asked for a tag the store does not or cannot hold: its 404 or 409
+                // says so; no alarm.
                 tracing::debug!(tag = %self.tag, "tag not in the store");
             } else if matches!(failure, Error::Store(StoreError::Exhausted { .. })) {
                 tracing::error!(tag = %self.tag, error = %failure, "tag exhausted: its ids are spent; create a new tag");
@@ -520,7 +524,11 @@ impl TagGenerator {
                 failure,
                 Error::UnknownTag(_)
                     | Error::ShuttingDown
-                    | Error::Store(StoreError::Exhausted { .. })
+                    | Error::Store(
+                        StoreError::Exhausted { .. }
+                            | StoreError::Corrupt { .. }
+                            | StoreError::TagNotStorable { .. }
+                    )
             ) && !self.buffer.is_frozen()
                 && (self.buffer.remaining() > 0 || demanded);
             // Published before the flag is cleared: a waiting request that takes the flag
@@ -643,6 +651,12 @@ impl TagGenerator {
             // range below the largest id (the server answers 409 `tag_exhausted`).
             Ok(Err(exhausted @ StoreError::Exhausted { .. })) => {
                 return Err(Error::Store(exhausted));
+            }
+            // Final as well: a row idmint cannot serve stays so until someone fixes it (the
+            // server answers 500 `store_row_invalid`, never a retryable 503), and a tag the
+            // store's table cannot hold until the table is converted (409).
+            Ok(Err(final_ @ (StoreError::Corrupt { .. } | StoreError::TagNotStorable { .. }))) => {
+                return Err(Error::Store(final_));
             }
             Ok(Err(e)) => return Err(self.unavailable(e)),
             Err(_elapsed) => {

@@ -594,6 +594,11 @@ impl Segments {
         {
             self.unknown.record(tag);
         }
+        // No row can hold the name, and its refusal cost no store call: not kept, so such
+        // names never fill the registry.
+        if let Some(Error::Store(StoreError::TagNotStorable { tag, .. })) = error {
+            self.forget(tag, Some(generator));
+        }
     }
 
     /// Changes the registry (copy-on-write), then its generation: a thread that sees the new

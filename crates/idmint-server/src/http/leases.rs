@@ -95,7 +95,8 @@ pub(crate) struct ReturnedBody {
             (`bad_query`)", body = ErrorBody),
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
         (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or it has a \
-            public id format, whose internal ids are not leased (`formatted_tag`)",
+            public id format, whose internal ids are not leased (`formatted_tag`), or the \
+            store's table cannot hold the tag (`tag_not_storable`)",
             body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),

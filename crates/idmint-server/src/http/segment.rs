@@ -36,7 +36,8 @@ use crate::state::SharedState;
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
         (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
-            ids (`public_ids_exhausted`)", body = ErrorBody),
+            ids (`public_ids_exhausted`), or the store's table cannot hold the tag \
+            (`tag_not_storable`)", body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
@@ -75,7 +76,8 @@ pub(crate) struct IdsBody {
             (`bad_ids_as`) or query (`bad_query`)", body = ErrorBody),
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
         (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
-            ids (`public_ids_exhausted`)", body = ErrorBody),
+            ids (`public_ids_exhausted`), or the store's table cannot hold the tag \
+            (`tag_not_storable`)", body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )

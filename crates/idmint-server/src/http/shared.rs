@@ -28,6 +28,11 @@ pub(crate) const TAG_PARAM: &str = "The tag, percent-encoded (`/` as `%2F`): 1-1
 pub(crate) const SEQ_PARAM: &str = "Sequence name, percent-encoded: 1-128 bytes of UTF-8, no \
     control or bidi-override character, no leading or trailing whitespace";
 
+/// The 409 of a tag the store's table cannot hold (a tag route that names one tag).
+pub(crate) const NOT_STORABLE_409: &str = "The store's table cannot hold the tag \
+    (`tag_not_storable`, e.g. an emoji in Leaf's `utf8` table; the message gives the \
+    `ALTER TABLE`)";
+
 /// The 500 answer of routes that reach the segment store.
 pub(crate) const STORE_500: &str = "The tag's store row holds impossible values \
     (`store_row_invalid`), the node's data directory failed (`local_state`), or another failure \

@@ -16,7 +16,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, FormatBody, STORE_500, STORE_503, TAG_PARAM, TagBody, TagName, UNAUTHORIZED,
+    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_503, TAG_PARAM, TagBody, TagName,
+    UNAUTHORIZED,
 };
 use crate::state::SharedState;
 
@@ -79,7 +80,9 @@ pub(crate) struct CreateTag {
         (status = 403, description = FORBIDDEN, body = ErrorBody),
         (status = 409, description = "The tag exists (`tag_exists`), the store holds 10000 \
             tags (`too_many_tags`), or `start` is below where a deleted tag of this name stopped \
-            and `force` is not set (`start_below_issued`)", body = ErrorBody),
+            and `force` is not set (`start_below_issued`), or the store's table cannot hold \
+            the tag (`tag_not_storable`: the message gives the `ALTER TABLE`)",
+            body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
@@ -113,6 +116,7 @@ pub(crate) async fn create_tag(
         (status = 200, description = "The tag", body = TagBody),
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
@@ -153,6 +157,7 @@ pub(crate) struct SetStep {
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
@@ -181,6 +186,7 @@ pub(crate) async fn set_step(
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )

@@ -455,3 +455,93 @@ async fn an_exhausted_tag_is_final_on_the_leaf_route_v1_and_grpc() {
     }
     server.stop().await;
 }
+
+/// A tag with a 4-byte character (an emoji) on Leaf's own `utf8` (utf8mb3) table, which
+/// cannot hold it: refused as final, `409 tag_not_storable` (gRPC `FailedPrecondition`) with
+/// the `ALTER TABLE … CONVERT TO CHARACTER SET utf8mb4` that fixes it, on create, take, read,
+/// change and delete, over the Leaf route, `/v1` and gRPC; never `500 internal` or `503`.
+#[tokio::test]
+async fn an_emoji_tag_on_a_utf8_leaf_table_is_refused_with_the_fix_everywhere() {
+    use sqlx::Connection;
+    let Some(url) = idmint_testkit::mysql::fresh_database("leafutf8").await else { return };
+    let mut raw = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE `leaf_alloc` (`biz_tag` varchar(128) NOT NULL DEFAULT '', \
+         `max_id` bigint(20) NOT NULL DEFAULT '1', `step` int(11) NOT NULL, \
+         `description` varchar(256) DEFAULT NULL, `update_time` timestamp NOT NULL DEFAULT \
+         CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (`biz_tag`)) \
+         ENGINE=InnoDB DEFAULT CHARSET=utf8",
+    )
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    let idmint_store::StoreUrl::Mysql(sql) = idmint_store::StoreUrl::parse(&url).unwrap() else {
+        panic!("{url}")
+    };
+    let store = Arc::new(idmint_store::MySqlStore::connect(&sql).await.unwrap());
+    let server = TestServer::start(store).await;
+    let mut grpc = connect(&server.base).await;
+    let fix = "ALTER TABLE leaf_alloc CONVERT TO CHARACTER SET utf8mb4";
+    let refused = |message: String| assert!(message.contains(fix), "{message}");
+    for _ in 0..2 {
+        let created = server.create_tag(json!({"tag": "rocket🚀", "step": 10})).await;
+        refused(crate::support::assert_error(created, 409, "tag_not_storable").await);
+        for path in [
+            "/api/segment/get/rocket%F0%9F%9A%80",
+            "/v1/segment/rocket%F0%9F%9A%80?count=3",
+            "/v1/segment/rocket%F0%9F%9A%80/ranges?count=3",
+            "/v1/tags/rocket%F0%9F%9A%80",
+        ] {
+            let answer = server.get(path).await;
+            refused(crate::support::assert_error(answer, 409, "tag_not_storable").await);
+        }
+        let url = server.url("/v1/tags/rocket%F0%9F%9A%80");
+        let answer = server.client.delete(&url).send().await.unwrap();
+        refused(crate::support::assert_error(answer, 409, "tag_not_storable").await);
+        let answer = server.client.patch(&url).json(&json!({"step": 20})).send().await.unwrap();
+        refused(crate::support::assert_error(answer, 409, "tag_not_storable").await);
+        let status = grpc.next_ids(next_ids("rocket🚀", 1)).await.unwrap_err();
+        assert_status(&status, Code::FailedPrecondition, "tag_not_storable");
+        refused(status.message().to_string());
+        let status = grpc.next_range(next_range("rocket🚀", 1)).await.unwrap_err();
+        assert_status(&status, Code::FailedPrecondition, "tag_not_storable");
+    }
+    // Tags the column holds are served as ever.
+    let created = server.create_tag(json!({"tag": "订单", "step": 10})).await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(server.get("/api/segment/get/%E8%AE%A2%E5%8D%95").await.status(), 200);
+    server.stop().await;
+}
+
+/// A Leaf row idmint cannot serve (a step of 0, a negative `max_id`) answers the final
+/// `500 store_row_invalid` (gRPC `Internal`) naming the fault, every time; never the
+/// retryable `503`.
+#[tokio::test]
+async fn a_leaf_row_idmint_cannot_serve_is_a_final_500() {
+    use sqlx::Connection;
+    let Some(url) = idmint_testkit::mysql::fresh_database("leafbadrow").await else { return };
+    let idmint_store::StoreUrl::Mysql(sql) = idmint_store::StoreUrl::parse(&url).unwrap() else {
+        panic!("{url}")
+    };
+    let store = Arc::new(idmint_store::MySqlStore::connect(&sql).await.unwrap());
+    let mut raw = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('zero_step', 1, 0), \
+         ('negative', -7, 10)",
+    )
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    let server = TestServer::start(store).await;
+    let mut grpc = connect(&server.base).await;
+    for _ in 0..2 {
+        for (tag, fault) in [("zero_step", "step is 0"), ("negative", "max_id is negative")] {
+            let answer = server.get(&format!("/api/segment/get/{tag}")).await;
+            let message = crate::support::assert_error(answer, 500, "store_row_invalid").await;
+            assert!(message.contains(tag) && message.contains(fault), "{message}");
+            let status = grpc.next_ids(next_ids(tag, 1)).await.unwrap_err();
+            assert_status(&status, Code::Internal, "store_row_invalid");
+        }
+    }
+    server.stop().await;
+}

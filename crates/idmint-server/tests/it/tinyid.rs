@@ -267,9 +267,16 @@ async fn tinyid_tokens_open_only_their_biz_type_and_bad_input_takes_nothing() {
     // A biz_type with a token and no row: Tinyid's code 6 under a 404.
     sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('ghost-token', 'ghost')").await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The message names Tinyid's table, never idmint's own create route.
     let ghost = server.get("/tinyid/id/nextId?bizType=ghost&token=ghost-token").await;
     assert_eq!(ghost.status(), 404);
-    assert_eq!(ghost.json::<Value>().await.unwrap()["code"], 6);
+    let body = ghost.json::<Value>().await.unwrap();
+    assert_eq!(body["code"], 6);
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("tiny_id_info") && !message.contains("/v1/tags"), "{body}");
+    let simple = server.get("/tinyid/id/nextSegmentIdSimple?bizType=ghost&token=ghost-token");
+    let message = assert_error(simple.await, 404, "unknown_tag").await;
+    assert!(message.contains("tiny_id_info") && !message.contains("/v1/tags"), "{message}");
     server.stop().await;
 }
 
@@ -301,10 +308,10 @@ async fn tinyid_ids_continue_above_max_id_with_delta_and_remainder() {
     assert!(all.iter().all(|id| id % 3 == 2 && *id > 1022), "{all:?}");
     // One node alone loses nothing between its segments: consecutive aligned ids.
     assert!(all.windows(2).all(|w| w[1] - w[0] == 3), "{all:?}");
-    // A row no id satisfies is refused with the reason (code 6; 503, as every failed
-    // refill), and takes nothing.
+    // A row no id satisfies is refused with the reason (code 6; the final 500, never a
+    // retryable 503), and takes nothing.
     let bad = server.get("/tinyid/id/nextId?bizType=bad&token=bad-token").await;
-    assert_eq!(bad.status(), 503);
+    assert_eq!(bad.status(), 500);
     let body: Value = bad.json().await.unwrap();
     assert!(body["message"].as_str().unwrap().contains("remainder"), "{body}");
     let max: i64 = sqlx::query("SELECT max_id FROM tiny_id_info WHERE biz_type = 'bad'")
@@ -313,6 +320,115 @@ async fn tinyid_ids_continue_above_max_id_with_delta_and_remainder() {
         .unwrap()
         .get(0);
     assert_eq!(max, 1);
+    server.stop().await;
+}
+
+/// Tinyid's own table compares `biz_type` in its `utf8` collation, case- and
+/// accent-insensitively; idmint never does. A token row for `TEST` or `tést` (the token table
+/// has no unique key) takes no id of the row `test`, on any route, and moves nothing.
+#[tokio::test]
+async fn tinyid_rows_are_matched_by_their_exact_name() {
+    let Some((url, pool)) = tinyid_database("tinyidexact").await else { return };
+    sql(&pool, "INSERT INTO tiny_id_token (token, biz_type) VALUES ('folded', 'TEST'), ('folded', 'tést'), ('folded', 'Test_Odd')").await;
+    let server = server(&url, TinyidConfig::default()).await;
+    for biz_type in ["TEST", "t%C3%A9st", "Test_Odd"] {
+        for route in ["nextIdSimple", "nextSegmentIdSimple"] {
+            let path = format!("/tinyid/id/{route}?bizType={biz_type}&token=folded&batchSize=5");
+            assert_error(server.get(&path).await, 404, "unknown_tag").await;
+        }
+        for route in ["nextId", "nextSegmentId"] {
+            let path = format!("/tinyid/id/{route}?bizType={biz_type}&token=folded");
+            let answer = server.get(&path).await;
+            assert_eq!(answer.status(), 404, "{path}");
+            assert_eq!(answer.json::<Value>().await.unwrap()["code"], 6, "{path}");
+        }
+    }
+    // The sample rows were not touched: no allocation, no version bump.
+    let rows: Vec<(i64, i64)> =
+        sqlx::query_as("SELECT max_id, version FROM tiny_id_info ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(rows, [(1, 1), (1, 3)]);
+    assert_eq!(
+        text(&server, &format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}")).await,
+        "2"
+    );
+    server.stop().await;
+}
+
+/// Rows idmint cannot serve answer the final 500 (`store_row_invalid`; Tinyid's code 6 on the
+/// JSON routes) naming the row and what is wrong with it, on every route and every time:
+/// never the retryable 503, and never a 404 saying the row does not exist.
+#[tokio::test]
+async fn tinyid_rows_idmint_cannot_serve_answer_a_final_500_on_every_route() {
+    let Some((url, pool)) = tinyid_database("tinyidbadrows").await else { return };
+    let rows = [
+        ("zero_delta", 1, 10, 0, 0, "delta is 0"),
+        ("negative_delta", 1, 10, -2, 0, "delta is -2"),
+        ("remainder_is_delta", 1, 10, 2, 2, "remainder is 2"),
+        ("negative_remainder", 1, 10, 2, -1, "remainder is -1"),
+        ("step_below_delta", 1, 2, 3, 0, "step is 2"),
+        ("negative_max_id", -5, 10, 1, 0, "max_id is negative"),
+    ];
+    for (name, max_id, step, delta, remainder, _) in rows {
+        sql(&pool, &format!("INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder, version) VALUES ('{name}', 1, {max_id}, {step}, {delta}, {remainder}, 0)")).await;
+        sql(
+            &pool,
+            &format!("INSERT INTO tiny_id_token (token, biz_type) VALUES ('bad-token', '{name}')"),
+        )
+        .await;
+    }
+    let server = server(&url, TinyidConfig::default()).await;
+    for round in 0..2 {
+        for (name, _, _, _, _, fault) in rows {
+            for route in ["nextIdSimple", "nextSegmentIdSimple"] {
+                let path = format!("/tinyid/id/{route}?bizType={name}&token=bad-token");
+                let message = assert_error(server.get(&path).await, 500, "store_row_invalid").await;
+                assert!(message.contains(name) && message.contains(fault), "{path}: {message}");
+            }
+            for route in ["nextId", "nextSegmentId"] {
+                let path = format!("/tinyid/id/{route}?bizType={name}&token=bad-token");
+                let answer = server.get(&path).await;
+                assert_eq!(answer.status(), 500, "round {round}: {path}");
+                let body: Value = answer.json().await.unwrap();
+                let message = body["message"].as_str().unwrap();
+                assert_eq!(body["code"], 6, "{path}: {body}");
+                assert!(message.contains(name) && message.contains(fault), "{path}: {body}");
+            }
+        }
+    }
+    let moved: i64 =
+        sqlx::query("SELECT CAST(SUM(version) AS SIGNED) FROM tiny_id_info WHERE id > 2")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            .get(0);
+    assert_eq!(moved, 0, "a row idmint cannot serve was changed");
+    server.stop().await;
+}
+
+/// A valid row whose next segment of its step holds only the id `remainder` itself (index 0,
+/// which idmint never serves) is moved past it by the compare-and-set, in the same round, to
+/// the next id it serves; never stuck at 503.
+#[tokio::test]
+async fn a_tinyid_segment_holding_only_the_remainder_is_moved_past_it() {
+    let Some((url, pool)) = tinyid_database("tinyidindex0").await else { return };
+    // (0, 3] and (1, 4] hold only the id 2 at delta 3, remainder 2.
+    sql(&pool, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder, version) VALUES ('from_zero', 0, 0, 3, 3, 2, 0), ('from_one', 1, 1, 3, 3, 2, 0)").await;
+    sql(
+        &pool,
+        "INSERT INTO tiny_id_token (token, biz_type) VALUES ('t', 'from_zero'), ('t', 'from_one')",
+    )
+    .await;
+    let server = server(&url, TinyidConfig::default()).await;
+    let ids = text(&server, "/tinyid/id/nextIdSimple?bizType=from_zero&token=t&batchSize=3").await;
+    assert_eq!(ids, "5,8,11");
+    let segment = text(&server, "/tinyid/id/nextSegmentIdSimple?bizType=from_one&token=t").await;
+    let parts: Vec<u64> = segment.split(',').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(tinyid_client_ids(parts[0], parts[2], parts[3], parts[4]), [5], "{segment}");
+    let ids = text(&server, "/tinyid/id/nextIdSimple?bizType=from_one&token=t&batchSize=2").await;
+    assert_eq!(ids, "8,11");
     server.stop().await;
 }
 

@@ -1,6 +1,10 @@
 //! Tinyid's tables on MySQL or MariaDB (feature `mysql`), where Tinyid runs: its own SELECT
 //! and version compare-and-set, bound parameters throughout.
 //!
+//! Every statement matches `biz_type` exactly (`exact!`): Tinyid's table is `utf8` with the
+//! server's case- and accent-insensitive collation, where `TEST` and `tést` find the row
+//! `test`, while tokens, like every idmint name, compare byte for byte.
+//!
 //! It must not create or alter a table, spawn tasks, or show a password.
 
 use std::collections::HashMap;
@@ -20,22 +24,39 @@ use crate::mysql::{MYSQL_ACQUIRE_TIMEOUT_MS, pool_options, unavailable};
 use crate::sql::{cas_backoff, password, scrub};
 use crate::{Allocation, SegmentStore, SqlUrl, StoreError, TagRecord, TagSpec};
 
+/// The row of one `biz_type`, exactly: the comparison in the column's collation, which its
+/// unique index serves, then the bytes. Binds the name twice.
+macro_rules! exact {
+    () => {
+        "biz_type = ? AND CAST(biz_type AS BINARY) = CAST(? AS BINARY)"
+    };
+}
+
 /// Tinyid's `queryByBizType`, every number cast to a signed 64-bit integer; a NULL `delta`
 /// reads as 1 and a NULL `remainder` as 0, as Tinyid's `convert` reads them.
-const SELECT_ROW: &str = "SELECT CAST(id AS SIGNED), CAST(max_id AS SIGNED), \
+const SELECT_ROW: &str = concat!(
+    "SELECT CAST(id AS SIGNED), CAST(max_id AS SIGNED), \
      CAST(COALESCE(step, 0) AS SIGNED), CAST(COALESCE(delta, 1) AS SIGNED), \
      CAST(COALESCE(remainder, 0) AS SIGNED), CAST(version AS SIGNED), \
-     CAST(UNIX_TIMESTAMP(update_time) AS SIGNED) FROM tiny_id_info WHERE biz_type = ?";
+     CAST(UNIX_TIMESTAMP(update_time) AS SIGNED) FROM tiny_id_info WHERE ",
+    exact!()
+);
 
-/// Tinyid's `updateMaxId`, word for word.
-const CAS_UPDATE: &str = "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
-     version = version + 1 WHERE id = ? AND max_id = ? AND version = ? AND biz_type = ?";
+/// Tinyid's `updateMaxId`, its name compared exactly.
+const CAS_UPDATE: &str = concat!(
+    "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
+     version = version + 1 WHERE id = ? AND max_id = ? AND version = ? AND ",
+    exact!()
+);
 
 /// The give-back and the regression guard's jump: `max_id` set only while it still leaves
 /// the same first free index (no allocation since), bumping `version` so that a Tinyid server
 /// holding an older read loses its compare-and-set.
-const CAS_WINDOW: &str = "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
-     version = version + 1 WHERE biz_type = ? AND max_id BETWEEN ? AND ?";
+const CAS_WINDOW: &str = concat!(
+    "UPDATE tiny_id_info SET max_id = ?, update_time = now(), \
+     version = version + 1 WHERE max_id BETWEEN ? AND ? AND ",
+    exact!()
+);
 
 const SELECT_ALL: &str = "SELECT biz_type, CAST(max_id AS SIGNED), \
      CAST(COALESCE(step, 0) AS SIGNED), CAST(COALESCE(delta, 1) AS SIGNED), \
@@ -61,6 +82,7 @@ struct InfoRow {
     delta: i64,
     remainder: i64,
     version: i64,
+    update_time_s: i64,
 }
 
 impl TinyidMySqlStore {
@@ -116,22 +138,21 @@ impl TinyidMySqlStore {
     async fn read_row(&self, tag: &Tag) -> Result<InfoRow, StoreError> {
         let row = sqlx::query(SELECT_ROW)
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .fetch_optional(&self.pool)
             .await
             .map_err(unavailable)?
             .ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
         let number = |i: usize| row.try_get::<Option<i64>, _>(i).map_err(unavailable);
-        let corrupt = |what: &str| StoreError::Corrupt {
-            tag: tag.to_string(),
-            reason: format!("{what} is NULL"),
-        };
+        let null = |what: &str| corrupt(tag, format!("{what} is NULL"));
         Ok(InfoRow {
-            id: number(0)?.ok_or_else(|| corrupt("id"))?,
-            max_id: number(1)?.ok_or_else(|| corrupt("max_id"))?,
+            id: number(0)?.ok_or_else(|| null("id"))?,
+            max_id: number(1)?.ok_or_else(|| null("max_id"))?,
             step: number(2)?.unwrap_or(0),
             delta: number(3)?.unwrap_or(1),
             remainder: number(4)?.unwrap_or(0),
-            version: number(5)?.ok_or_else(|| corrupt("version"))?,
+            version: number(5)?.ok_or_else(|| null("version"))?,
+            update_time_s: number(6)?.unwrap_or(0),
         })
     }
 
@@ -142,22 +163,23 @@ impl TinyidMySqlStore {
         step: Option<Step>,
     ) -> Result<Option<Allocation>, StoreError> {
         let row = self.read_row(tag).await?;
-        let stride = row_stride(tag, row.delta, row.remainder, row.step)?;
+        let (stride, max_id) = servable(tag, &row)?;
         self.strides.pin(tag, stride)?;
-        let max_id = u64::try_from(row.max_id).map_err(|_| StoreError::Corrupt {
-            tag: tag.to_string(),
-            reason: format!("max_id is negative ({})", row.max_id),
-        })?;
-        // The engine asks in indices; the row's step is in ids.
+        // The engine asks in indices; the row's step is in ids (at least delta: `servable`).
         let asked = step.map_or(0, |s| s.get().saturating_mul(stride.delta()));
         let raw_step = (row.step as u64).max(asked);
+        // Below its remainder, a row's next `step` ids may hold only the id `remainder`
+        // itself (index 0), which idmint never serves: the segment then reaches on to the
+        // first id idmint serves, so the compare-and-set moves the row past it.
+        let first_served = stride.id(stride.first_free_index(max_id));
         let new_max = max_id
             .checked_add(raw_step)
+            .zip(first_served)
+            .map(|(stepped, first)| stepped.max(first))
             .filter(|m| *m <= ID_MAX)
             .ok_or(StoreError::Exhausted { tag: tag.clone(), max_id, step: raw_step })?;
-        let range = stride.indices(max_id, new_max).ok_or_else(|| StoreError::Corrupt {
-            tag: tag.to_string(),
-            reason: format!("({max_id}, {new_max}] holds no id of {stride}"),
+        let range = stride.indices(max_id, new_max).ok_or_else(|| {
+            corrupt(tag, format!("({max_id}, {new_max}] holds no id of {stride}"))
         })?;
         let done = sqlx::query(CAS_UPDATE)
             .bind(new_max as i64)
@@ -165,6 +187,7 @@ impl TinyidMySqlStore {
             .bind(row.max_id)
             .bind(row.version)
             .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .execute(&self.pool)
             .await
             .map_err(unavailable)?;
@@ -211,9 +234,10 @@ impl SegmentStore for TinyidMySqlStore {
         };
         let done = sqlx::query(CAS_WINDOW)
             .bind(new_max as i64)
-            .bind(tag.as_str())
             .bind(low as i64)
             .bind(high as i64)
+            .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
             .execute(&self.pool)
             .await
             .map_err(unavailable)?;
@@ -228,8 +252,16 @@ impl SegmentStore for TinyidMySqlStore {
         Err(not_administered(&spec.tag))
     }
 
+    /// The row itself, read exactly; a row idmint cannot serve is [`StoreError::Corrupt`]
+    /// with the reason, never "not found".
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        Ok(self.list_tags().await?.into_iter().find(|record| &record.tag == tag))
+        let row = match self.read_row(tag).await {
+            Ok(row) => row,
+            Err(StoreError::TagNotFound(_)) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let (stride, max_id) = servable(tag, &row)?;
+        Ok(Some(record(tag.clone(), stride, max_id, row.step, row.update_time_s)))
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
@@ -248,18 +280,14 @@ impl SegmentStore for TinyidMySqlStore {
             let number = |i: usize| row.try_get::<Option<i64>, _>(i).map_err(unavailable);
             let (max_id, step, delta, remainder) = (number(1)?, number(2)?, number(3)?, number(4)?);
             let stride = Stride::new(delta.unwrap_or(1), remainder.unwrap_or(0)).ok();
+            // A row idmint cannot serve is left out of the list; a request for it reads the
+            // row (`get_tag`, `allocate`) and answers why.
             let (Some(max_id), Some(stride)) = (max_id.and_then(|m| u64::try_from(m).ok()), stride)
             else {
                 continue;
             };
-            records.push(TagRecord {
-                tag,
-                // In index space, as the engine sees the row.
-                max_id: stride.first_free_index(max_id),
-                step: (step.unwrap_or(0).max(0) as u64 / stride.delta()).max(1),
-                description: format!("tinyid {stride}, max_id {max_id}"),
-                update_time_s: number(5)?.unwrap_or(0).max(0) as u64,
-            });
+            let update_time_s = number(5)?.unwrap_or(0);
+            records.push(record(tag, stride, max_id, step.unwrap_or(0), update_time_s));
         }
         Ok(records)
     }
@@ -346,14 +374,14 @@ impl PinnedStrides {
         if first == stride {
             return Ok(());
         }
-        Err(StoreError::Corrupt {
-            tag: tag.to_string(),
-            reason: format!(
+        Err(corrupt(
+            tag,
+            format!(
                 "its {stride} differs from the {first} this node has served it with since it \
                  started (ids already in memory follow the old values); restart the idmint \
                  nodes to serve the new values"
             ),
-        })
+        ))
     }
 
     pub(crate) fn get(&self, tag: &Tag) -> Option<Stride> {
@@ -361,15 +389,29 @@ impl PinnedStrides {
     }
 }
 
-/// The stride of a row, checked with its step: a row that cannot be served is corrupt.
-pub(crate) fn row_stride(
-    tag: &Tag,
-    delta: i64,
-    remainder: i64,
-    step: i64,
-) -> Result<Stride, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt { tag: tag.to_string(), reason };
-    let stride = Stride::new(delta, remainder).map_err(|e| corrupt(e.to_string()))?;
-    stride.check_step(step).map_err(|e| corrupt(e.to_string()))?;
-    Ok(stride)
+/// The stride and `max_id` of a row idmint can serve: `delta` from 1 to `DELTA_MAX`,
+/// `remainder` in `[0, delta)`, `step` at least `delta`, `max_id` not negative. Any other row
+/// is [`StoreError::Corrupt`], naming what is wrong: final until someone fixes the row.
+fn servable(tag: &Tag, row: &InfoRow) -> Result<(Stride, u64), StoreError> {
+    let stride = Stride::new(row.delta, row.remainder).map_err(|e| corrupt(tag, e.to_string()))?;
+    stride.check_step(row.step).map_err(|e| corrupt(tag, e.to_string()))?;
+    let max_id = u64::try_from(row.max_id)
+        .map_err(|_| corrupt(tag, format!("max_id is negative ({})", row.max_id)))?;
+    Ok((stride, max_id))
+}
+
+/// A row as the engine sees it, in index space.
+fn record(tag: Tag, stride: Stride, max_id: u64, step: i64, update_time_s: i64) -> TagRecord {
+    TagRecord {
+        tag,
+        max_id: stride.first_free_index(max_id),
+        step: (step.max(0) as u64 / stride.delta()).max(1),
+        description: format!("tinyid {stride}, max_id {max_id}"),
+        update_time_s: update_time_s.max(0) as u64,
+    }
+}
+
+/// A `tiny_id_info` row idmint cannot serve, named with its table.
+fn corrupt(tag: &Tag, reason: String) -> StoreError {
+    StoreError::Corrupt { tag: format!("{tag} in {TINYID_INFO_TABLE}"), reason }
 }

@@ -705,8 +705,23 @@ async fn a_leaf_table_in_utf8_serves_rows_in_any_characters_exactly() {
                 Err(StoreError::TagNotFound(_))
             ));
         }
-        let refused = store.allocate(&tag("🚀"), None).await.unwrap_err().to_string();
-        assert!(refused.contains("utf8mb4"), "alloc={alloc}: {refused}");
+        // Every call naming a tag the column cannot hold is refused alike, before any
+        // statement (comparing it with the column fails on MariaDB), with the fix.
+        let emoji = tag("🚀");
+        let fix = format!("ALTER TABLE {table} CONVERT TO CHARACTER SET utf8mb4");
+        let not_storable = |what: &str, refused: StoreError| {
+            let text = refused.to_string();
+            assert!(matches!(refused, StoreError::TagNotStorable { .. }), "{what}: {text}");
+            assert!(text.contains(&fix) && text.contains("utf8"), "{what}: {text}");
+        };
+        not_storable("allocate", store.allocate(&emoji, None).await.unwrap_err());
+        not_storable("create", store.create_tag(&spec("🚀", 1, 10, "")).await.unwrap_err());
+        not_storable("get", store.get_tag(&emoji).await.unwrap_err());
+        let step = idmint_core::Step::new(5).unwrap();
+        not_storable("set_step", store.set_step(&emoji, step).await.unwrap_err());
+        not_storable("delete", store.delete_tag(&emoji).await.unwrap_err());
+        let cas = store.compare_and_set_max_id(&emoji, 1, 2).await.unwrap_err();
+        not_storable("compare_and_set", cas);
     }
     // Both modes took one step of each row, and `order` is still there.
     let order: i64 = sqlx::query_scalar(AssertSqlSafe(format!(

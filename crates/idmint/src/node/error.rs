@@ -85,6 +85,13 @@ pub enum NodeError {
          Tinyid's mysql:// URL if it is not the main store)"
     )]
     TinyidNotServed,
+    /// A Tinyid `biz_type` with no `tiny_id_info` row of exactly that name.
+    #[error(
+        "biz_type {0} has no row in tiny_id_info (names compare exactly: case and accents \
+         count); add the row with Tinyid's SQL (idmint serves Tinyid's rows but never creates \
+         them)"
+    )]
+    UnknownBizType(Tag),
 }
 
 impl From<ByNameError> for NodeError {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use idmint_core::encoding::Encoding;
 use idmint_core::snowflake::{Layout, Parts};
 use idmint_core::{Count, IdRange, Step, Tag};
-use idmint_store::{SequenceRecord, SequenceSpec, TagRecord, TagSpec};
+use idmint_store::{SequenceRecord, SequenceSpec, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -29,7 +29,7 @@ use crate::sequence::limits::SEQ_COUNT_MAX;
 use crate::sequence::{SequenceIds, SequenceStatus};
 use crate::snowflake::{SnowflakeError, SnowflakeStatus};
 use crate::tinyid::{Tinyid, TinyidSegment};
-use crate::{CachedSnowflake, Clock, IdFormat, Segments, Sequences, Snowflake, Uuids};
+use crate::{CachedSnowflake, Clock, Error, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
 pub use error::{Feature, NodeError, NodeStartError};
 pub use start::{
@@ -594,12 +594,12 @@ impl Node {
         biz_type: &Tag,
         batch_size: Count,
     ) -> Result<Vec<u64>, NodeError> {
-        Ok(self.tinyid()?.next_ids(biz_type, batch_size).await?)
+        self.tinyid()?.next_ids(biz_type, batch_size).await.map_err(tinyid_error)
     }
 
     /// A Tinyid segment for a Tinyid client (`nextSegmentId`).
     pub async fn tinyid_segment(&self, biz_type: &Tag) -> Result<TinyidSegment, NodeError> {
-        Ok(self.tinyid()?.next_segment(biz_type).await?)
+        self.tinyid()?.next_segment(biz_type).await.map_err(tinyid_error)
     }
 
     // ---- shutdown -------------------------------------------------------------------
@@ -715,5 +715,16 @@ impl SequenceSlot {
                 false => NodeError::SequencesNotRunning(reason),
             }
         })
+    }
+}
+
+/// A Tinyid refusal: a missing row is named as Tinyid's (its fix is Tinyid's SQL, not a tag
+/// created through idmint).
+fn tinyid_error(error: Error) -> NodeError {
+    match error {
+        Error::UnknownTag(biz_type) | Error::Store(StoreError::TagNotFound(biz_type)) => {
+            NodeError::UnknownBizType(biz_type)
+        }
+        other => NodeError::Segment(other),
     }
 }

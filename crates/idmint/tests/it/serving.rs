@@ -295,6 +295,32 @@ async fn an_unknown_name_costs_one_store_call_per_lookup() {
     segments.shutdown().await;
 }
 
+/// A tag the store's table cannot hold (an emoji on Leaf's `utf8` table) is refused as final,
+/// one store call per request and no retry behind it, and the node keeps no generator for
+/// it: such names never fill the registry (`TAG_COUNT_MAX`) and crowd out real tags.
+#[tokio::test]
+async fn a_tag_the_store_cannot_hold_is_final_and_never_kept() {
+    const NAMES: u64 = 500;
+    let store = TestStore::new(35);
+    store.set_mode(Mode::Utf8mb3);
+    let segments = Segments::start(store.clone(), config().with_unknown_tags_unbounded()).unwrap();
+    for i in 0..NAMES {
+        let tag = Tag::parse(&format!("rocket-{i}-🚀")).unwrap();
+        match segments.next_id(&tag).await {
+            Err(Error::Store(idmint_store::StoreError::TagNotStorable {
+                tag: refused, ..
+            })) => {
+                assert_eq!(refused, tag);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(store.allocations.load(Ordering::SeqCst), NAMES, "no retry behind a refusal");
+    assert!(segments.statuses().is_empty(), "{} generators kept", segments.statuses().len());
+    segments.shutdown().await;
+}
+
 /// Issue 20 item 8: requests for names the store does not hold cost bounded store calls (a
 /// name found unknown is not looked up again for `UNKNOWN_TAG_TTL_MS`; at most
 /// `UNKNOWN_TAG_LOOKUPS_PER_S_MAX` unknown lookups a second), every answer is a typed error,

@@ -31,6 +31,9 @@ pub enum Mode {
     /// `allocate` reserves at once and answers `ms` later (a slow network: the range is
     /// taken in the store while the node waits); `compare_and_set_max_id` is not delayed.
     Latency(u64),
+    /// `allocate` refuses a tag with a 4-byte character as MySQL's store does on Leaf's
+    /// `utf8` (utf8mb3) table: `TagNotStorable`.
+    Utf8mb3,
 }
 
 pub struct TestStore {
@@ -106,6 +109,12 @@ impl TestStore {
             return Ok(allocation);
         }
         self.inject_faults().await?;
+        if *self.mode.lock().unwrap() == Mode::Utf8mb3
+            && tag.as_str().chars().any(|c| c.len_utf8() > 3)
+        {
+            let (table, charset) = ("leaf_alloc".to_string(), "utf8mb3".to_string());
+            return Err(StoreError::TagNotStorable { tag: tag.clone(), table, charset });
+        }
         let allocation = self.inner.allocate(tag, step).await?;
         *self.last.lock().unwrap() = Some(allocation);
         self.lengths.lock().unwrap().push(allocation.range.len());
@@ -120,7 +129,7 @@ impl TestStore {
     async fn inject_faults(&self) -> Result<(), StoreError> {
         let mode = *self.mode.lock().unwrap();
         match mode {
-            Mode::Normal | Mode::Regress | Mode::Latency(_) => {}
+            Mode::Normal | Mode::Regress | Mode::Latency(_) | Mode::Utf8mb3 => {}
             Mode::Hang => std::future::pending::<()>().await,
             Mode::Fail => return Err(StoreError::Unavailable("injected failure".into())),
             Mode::Faulty { fail_permille, delay_ms_max } => {
