@@ -20,6 +20,7 @@ use idmint_store::{SegmentStore, StoreError, StoreUrl, WorkerStore};
 
 use crate::conformance::{Subject, conformance_suite, range, spec, tag};
 
+mod failback;
 mod keys;
 mod servers;
 
