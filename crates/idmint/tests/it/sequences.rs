@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idmint::clock::{Clock, ManualClock, SystemClock};
-use idmint::sequence::limits::SEQ_MARK_WRITE_MS;
+use idmint::sequence::limits::{SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS};
 use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig};
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
 use idmint::{Sequences, Tag};
@@ -220,6 +220,53 @@ async fn a_restarted_node_never_serves_below_its_marks_on_disk() {
     }
     node.shutdown().await;
     assert_eq!(served.len(), 3_000);
+}
+
+/// While the marks file cannot be written (here its directory vanished), numbers are served
+/// for at most `SEQ_MARK_LAG_MS_MAX` after the last write that succeeded, then refused with
+/// 503 naming the file; once it can be written again they are served again, and the file
+/// holds every number served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbers_stop_while_the_marks_cannot_be_written_and_resume_after() {
+    let Some((url, _cleanup)) = fresh_url() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("state");
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters: Arc<dyn CounterStore> = Arc::new(RedisCounters::connect(&url).await.unwrap());
+    let config = SequenceConfig { state_dir: Some(dir.clone()), ..config("w") };
+    let node = Sequences::start(store, counters, Arc::new(SystemClock), config).unwrap();
+    node.create(spec("written", false, None)).await.unwrap();
+    let name = Tag::parse("written").unwrap();
+    node.next(&name, 10).await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    let refused = loop {
+        match node.next(&name, 10).await {
+            Ok(_) => {
+                assert!(started.elapsed() < Duration::from_millis(SEQ_MARK_LAG_MS_MAX + 2_000))
+            }
+            Err(error) => break error.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(SEQ_MARK_LAG_MS_MAX - SEQ_MARK_WRITE_MS), "{waited:?}");
+    assert!(
+        refused.contains(SEQUENCE_MARKS_FILE) && refused.contains("not been written"),
+        "{refused}"
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    let last = loop {
+        if let Ok(ids) = node.next(&name, 10).await {
+            break *ids.numbers.last().unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "not served again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    node.shutdown().await;
+    let file = std::fs::read_to_string(dir.join(SEQUENCE_MARKS_FILE)).unwrap();
+    assert!(file.contains(&format!("\nwritten {last}\n")), "{file}");
 }
 
 /// A damaged sequence marks file refuses the start, naming the file and the fix; a second
