@@ -538,16 +538,6 @@ impl PrivateRedis {
         Ok(())
     }
 
-    /// Freezes the server (SIGSTOP): it holds its connections and answers nothing.
-    pub fn freeze(&self) -> Result<()> {
-        signal(self.pid()?, "STOP")
-    }
-
-    /// Lets a frozen server run again (SIGCONT).
-    pub fn thaw(&self) -> Result<()> {
-        signal(self.pid()?, "CONT")
-    }
-
     /// Makes it a replica of the server on `port` (`REPLICAOF`): it keeps its data until its
     /// first sync with that server, which replaces it.
     pub fn replicate(&self, port: u16) -> Result<()> {
@@ -588,11 +578,6 @@ impl PrivateRedis {
     /// `INFO SECTION`'s text.
     pub fn info(&self, section: &str) -> Result<String> {
         self.cli(&["INFO", section])
-    }
-
-    /// The server process's id.
-    pub fn pid(&self) -> Result<u32> {
-        self.child.as_ref().map(Child::id).context("the redis-server is not running")
     }
 
     /// `FLUSHALL`.

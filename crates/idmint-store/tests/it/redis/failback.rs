@@ -4,10 +4,17 @@
 //! and is promoted again. The server answering keeps its `run_id`, so only the replication
 //! history (`master_replid`) the counter records tells that its data went back.
 
+use std::time::{Duration, Instant};
+
 use idmint_core::Tag;
 use idmint_store::redis::{RedisCounters, RedisUrl};
 use idmint_store::{CounterKey, CounterStore, Take};
 use idmint_testkit::servers::{PrivateRedis, free_port, installed};
+
+/// The counter's hash.
+const HASH: &str = "failback:seq:{orders}:";
+/// How long a replica may take to receive a write.
+const REPLICATION_WAIT: Duration = Duration::from_secs(10);
 
 /// Both servers start a full sync at once (the default waits 5 s for more replicas).
 const FAST_SYNC: [&str; 2] = ["--repl-diskless-sync-delay", "0"];
@@ -37,9 +44,9 @@ async fn a_counter_is_not_trusted_after_a_fail_back_to_a_lagging_copy() {
     counters.seed(&key, 0, 10_000).await.unwrap();
     assert_eq!(counters.take(&key, 100, 1).await.unwrap(), Take::Taken { last: 100 });
     // The replica has the counter at 100, and a replica in sync changes nothing.
-    primary.cli(&["WAIT", "1", "5000"]).unwrap();
+    replicated(&replica, "100");
     assert_eq!(counters.take(&key, 100, 1).await.unwrap(), Take::Taken { last: 200 });
-    primary.cli(&["WAIT", "1", "5000"]).unwrap();
+    replicated(&replica, "200");
 
     // Cut off at 200; 201..=700 are served from the primary alone.
     replica.cut_off().unwrap();
@@ -51,8 +58,7 @@ async fn a_counter_is_not_trusted_after_a_fail_back_to_a_lagging_copy() {
     primary.replicate(replica.port()).unwrap();
     primary.wait_in_sync().unwrap();
     primary.promote().unwrap();
-    let hash = "failback:seq:{orders}:";
-    assert_eq!(primary.cli(&["HGET", hash, "cur"]).unwrap().trim(), "200", "no fail-back");
+    assert_eq!(primary.cli(&["HGET", HASH, "cur"]).unwrap().trim(), "200", "no fail-back");
 
     // Same server, same run_id, older data: 201..=700 must not be served again.
     assert_eq!(counters.take(&key, 1, 3).await.unwrap(), Take::NeedsSeed);
@@ -63,4 +69,14 @@ async fn a_counter_is_not_trusted_after_a_fail_back_to_a_lagging_copy() {
     counters.seed(&key, 10_000, 20_000).await.unwrap();
     assert_eq!(counters.take(&key, 1, 3).await.unwrap(), Take::Taken { last: 10_001 });
     assert!(counters.state(&key, 3).await.unwrap().unwrap().current_run);
+}
+
+/// Waits until the replica's copy of the counter reads `cur` (`WAIT` would not do: it counts
+/// the writes of its own connection, and redis-cli's has none).
+fn replicated(replica: &PrivateRedis, cur: &str) {
+    let started = Instant::now();
+    while replica.cli(&["HGET", HASH, "cur"]).unwrap().trim() != cur {
+        assert!(started.elapsed() < REPLICATION_WAIT, "the replica never got cur = {cur}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
