@@ -359,13 +359,14 @@ fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
 }
 
 /// A primary Redis and its replica (ceilings on a private PostgreSQL). n1 serves a sequence
-/// from the primary while the replica is cut off, so the counter runs ahead of the copy; n1
-/// is killed with -9. Then the fail-back, under load: the lagging replica is promoted, the
-/// old primary made its replica (a full resync hands it the older data, under its own
-/// `run_id`) and promoted again. n2, up all along but serving nothing, joins the load first,
-/// alone for a while (a node with no marks of its own: only the counter's replication
-/// history tells it the data went back); then n1 starts again (its marks on disk, no memory
-/// of the counter). Neither may serve a number twice.
+/// from the primary while the replica is cut off, so the counter runs ahead of the copy.
+/// Then the fail-back, under n1's load: the lagging replica is promoted, the old primary
+/// made its replica (a full resync hands it the older data, under its own `run_id`; n1 is
+/// refused meanwhile), n1 killed with -9, and the old primary promoted again. n2, up all
+/// along but serving nothing, joins the load first, alone for a while (a node with no marks
+/// of its own: only the counter's replication history tells it the data went back); then
+/// n1 starts again (its marks on disk, no memory of the counter). Neither may serve a number
+/// twice.
 fn redis_failback(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let db = PrivatePostgres::start()?;
     db.sql("postgres", "CREATE DATABASE chaos")?;
@@ -394,8 +395,6 @@ fn redis_failback(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     replica.cut_off()?;
     run.fault("replica cut off (REPLICAOF a dead port), keeping its copy");
     sleep(phase);
-    a.kill9()?;
-    run.fault("n1 killed with -9");
     let counter = "idmint:seq:{orders}:";
     let ahead = redis_number(&primary, counter)?;
     replica.promote()?;
@@ -404,6 +403,8 @@ fn redis_failback(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     primary.wait_in_sync()?;
     let back = redis_number(&primary, counter)?;
     run.fault(format!("old primary resynced from it in full: counter {ahead} -> {back}"));
+    a.kill9()?;
+    run.fault("n1 killed with -9");
     primary.promote()?;
     run.fault("old primary promoted again (same run_id, older data)");
     targets.lock().map_err(|_| anyhow::anyhow!("the targets' lock is poisoned"))?.push(b.url());
@@ -427,7 +428,9 @@ fn redis_failback(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         format!("{distrusted} lines"),
         distrusted > 0,
     ));
-    out.criteria.push(only_refusals(&refusals(h), &["503 sequence_unavailable", "unreachable"]));
+    // n1 answers `sequences_not_running` between its restart and its first Redis connection.
+    let allowed = ["503 sequence_unavailable", "503 sequences_not_running", "unreachable"];
+    out.criteria.push(only_refusals(&refusals(h), &allowed));
     let served = first_ids_after(h, 1, joined_ms).map(|t| t - joined_ms);
     out.criteria.push(criterion(
         "n2 serves once it joins",
