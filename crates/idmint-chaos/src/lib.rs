@@ -2,7 +2,8 @@
 //! and private MariaDB, PostgreSQL and Redis servers (own ports, own data directories; the
 //! machine's shared servers are never touched), concurrent clients that record every
 //! acknowledged id with its node, client and time, faults injected from outside the
-//! processes (`kill -9`, SIGSTOP, a stopped database, a flushed Redis, a restored backup, a
+//! processes (`kill -9`, SIGSTOP, a stopped database, a flushed Redis, a Redis failed back to
+//! a copy that was behind, a restored backup, a
 //! wall clock stepped back by libfaketime, lease rows deleted, a full data disk, a tag deleted
 //! and created again), and a checker that reads the history.
 //!

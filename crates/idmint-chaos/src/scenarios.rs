@@ -15,7 +15,7 @@ use crate::scenario::{
     Report, Run, Settings, all_serving_at_end, criterion, first_ids_after, only_refusals, refusals,
     sleep, standard_criteria,
 };
-use crate::servers::{PrivateMariaDb, PrivatePostgres, PrivateRedis};
+use crate::servers::{PrivateMariaDb, PrivatePostgres, PrivateRedis, free_port};
 
 /// A scenario: its name, the guarantee it tests, and how to run it.
 pub struct Scenario {
@@ -27,7 +27,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in the order `--scenario all` runs them.
-pub const SCENARIOS: [Scenario; 11] = [
+pub const SCENARIOS: [Scenario; 12] = [
     Scenario {
         name: "kill9",
         guarantee: "segment ids never repeat while nodes of one MariaDB store are killed with -9 and restarted under load",
@@ -42,6 +42,11 @@ pub const SCENARIOS: [Scenario; 11] = [
         name: "redis",
         guarantee: "sequence numbers never repeat while Redis is flushed and restarted under load",
         run: redis,
+    },
+    Scenario {
+        name: "redis-failback",
+        guarantee: "sequence numbers never repeat when Redis fails back to a copy that was behind (same server, same run_id, older data), for a node restarted meanwhile and an idle node that never restarted",
+        run: redis_failback,
     },
     Scenario {
         name: "clock",
@@ -351,6 +356,97 @@ fn redis(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     out.nodes = node_names;
     out.min_ids = rate * phase.as_secs() / 2;
     Ok(())
+}
+
+/// A primary Redis and its replica (ceilings on a private PostgreSQL). n1 serves a sequence
+/// from the primary while the replica is cut off, so the counter runs ahead of the copy.
+/// Then the fail-back, under n1's load: the lagging replica is promoted, the old primary
+/// made its replica (a full resync hands it the older data, under its own `run_id`; n1 is
+/// refused meanwhile), n1 killed with -9, and the old primary promoted again. n2, up all
+/// along but serving nothing, joins the load first, alone for a while (a node with no marks
+/// of its own: only the counter's replication history tells it the data went back); then
+/// n1 starts again (its marks on disk, no memory of the counter). Neither may serve a number
+/// twice.
+fn redis_failback(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    let db = PrivatePostgres::start()?;
+    db.sql("postgres", "CREATE DATABASE chaos")?;
+    let url = db.url("chaos");
+    // A full sync starts at once (the default waits 5 s for more replicas).
+    let fast_sync = ["--repl-diskless-sync-delay", "0"];
+    let primary = PrivateRedis::start_with(free_port()?, None, &fast_sync)?;
+    let primary_port = primary.port().to_string();
+    let mut replica_args = fast_sync.to_vec();
+    replica_args.extend(["--replicaof", "127.0.0.1", &primary_port]);
+    let replica = PrivateRedis::start_with(free_port()?, None, &replica_args)?;
+    replica.wait_in_sync()?;
+    let sequences = [("orders", "/v1/seq/orders")];
+    run.idmint(&["seq", "create", "orders", "--store", &url])?;
+    let args = vec!["--store".to_string(), url.clone(), "--redis".to_string(), primary.url()];
+    let [mut a, b]: [Node; 2] = two(run.start_nodes(2, &args, &[])?);
+    run.await_ids(&a.url(), "/v1/seq/orders")?;
+    // n2 starts like n1 (it connects to Redis) but takes no number until it joins the load.
+    let targets = targets(&[&a]);
+    let node_names = names(&[&a, &b]);
+    let rate = run.pick(10_000, 60_000);
+    let workload = Workload::new(&sequences, run.pick(50, 500), 4, rate);
+    let load = run.load(&targets, &workload);
+    let phase = run.main_phase(4, 30);
+    sleep(phase / 2);
+    replica.cut_off()?;
+    run.fault("replica cut off (REPLICAOF a dead port), keeping its copy");
+    sleep(phase);
+    let counter = "idmint:seq:{orders}:";
+    let ahead = redis_number(&primary, counter)?;
+    replica.promote()?;
+    run.fault("the lagging replica promoted");
+    primary.replicate(replica.port())?;
+    primary.wait_in_sync()?;
+    let back = redis_number(&primary, counter)?;
+    run.fault(format!("old primary resynced from it in full: counter {ahead} -> {back}"));
+    a.kill9()?;
+    run.fault("n1 killed with -9");
+    primary.promote()?;
+    run.fault("old primary promoted again (same run_id, older data)");
+    targets.lock().map_err(|_| anyhow::anyhow!("the targets' lock is poisoned"))?.push(b.url());
+    let joined_ms = run.now_ms();
+    run.fault("n2 (idle until now, never restarted) joins the load");
+    sleep(phase / 2);
+    a.start()?;
+    run.fault("n1 started again");
+    sleep(phase);
+    out.history = load.stop(run.runtime.handle());
+    let h = &out.history;
+    out.criteria.push(criterion(
+        "the fail-back put the counter back (the fault was real)",
+        format!("counter {ahead} before, {back} after the resync"),
+        back < ahead,
+    ));
+    let distrusted: usize =
+        [&a, &b].iter().map(|n| n.log().matches("sequence counter distrusted").count()).sum();
+    out.criteria.push(criterion(
+        "a node logged that it distrusted the counter",
+        format!("{distrusted} lines"),
+        distrusted > 0,
+    ));
+    // n1 answers `sequences_not_running` between its restart and its first Redis connection.
+    let allowed = ["503 sequence_unavailable", "503 sequences_not_running", "unreachable"];
+    out.criteria.push(only_refusals(&refusals(h), &allowed));
+    let served = first_ids_after(h, 1, joined_ms).map(|t| t - joined_ms);
+    out.criteria.push(criterion(
+        "n2 serves once it joins",
+        served.map_or("never".to_string(), |t| format!("after {t} ms")),
+        served.is_some(),
+    ));
+    out.criteria.push(all_serving_at_end(h, &[0, 1], 1_000));
+    out.nodes = node_names;
+    out.min_ids = rate * phase.as_secs() / 2;
+    Ok(())
+}
+
+/// A hash field `cur` of a private Redis, as a number (0 when missing).
+fn redis_number(redis: &PrivateRedis, hash: &str) -> Result<u64> {
+    let text = redis.cli(&["HGET", hash, "cur"])?;
+    Ok(text.trim().parse().unwrap_or(0))
 }
 
 /// Two snowflake nodes (static worker ids, the time mark in their data directories); n1 runs

@@ -13,8 +13,9 @@ use idmint_store::StoreUrl;
 use crate::config::Settings;
 
 /// The node `settings` describe, serving on `addr`: the snowflake generator and the
-/// sequences named as this host and port, the generator's time marks in the data directory
-/// (unless the store is `memory://`, which keeps nothing across restarts anyway).
+/// sequences named as this host and port, the generator's time marks and the sequences'
+/// marks in the data directory (unless the store is `memory://`, which keeps nothing across
+/// restarts anyway).
 pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
     let holder = format!("{}:{}", host_name(), addr.port());
     let snowflake = match settings.snowflake.clone() {
@@ -31,7 +32,11 @@ pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
     let sequences = match &settings.redis {
         Some(redis) => Ok(SequencesConfig {
             redis: redis.expose().to_string(),
-            engine: SequenceConfig { holder, ..SequenceConfig::default() },
+            engine: SequenceConfig {
+                holder,
+                state_dir: (settings.store != StoreUrl::Memory).then(|| settings.data_dir.clone()),
+                ..SequenceConfig::default()
+            },
         }),
         None => Err("sequences need Redis: start idmint serve with --redis redis://HOST:6379 (or \
                      set redis in the config, or IDMINT_REDIS)"

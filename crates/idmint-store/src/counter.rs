@@ -3,10 +3,11 @@
 //! ([`crate::SequenceStore`]).
 //!
 //! One counter per `(sequence, period)` ([`CounterKey`]) holds `cur` (the last id taken),
-//! `max` (the ceiling Redis was told; no id passes it), the `run` of the server that seeded
-//! it, and rate statistics. A counter is only usable while it was seeded by the server
-//! answering now: a restarted or replaced server (a new `run_id`), or a lost counter, answers
-//! [`Take::NeedsSeed`], and the caller reseeds it above everything the SQL ceiling allowed.
+//! `max` (the ceiling Redis was told; no id passes it), the data set that seeded it (for
+//! Redis, the server's `run_id` and replication history), and rate statistics. A counter is
+//! only usable in the data set that seeded it: a restarted, replaced or failed-back server
+//! (a new `run_id` or `master_replid`), or a lost counter, answers [`Take::NeedsSeed`], and
+//! the caller reseeds it above everything the SQL ceiling allowed.
 //! The counter never reads the caller's clock: the second a take counts in is the caller's.
 
 use async_trait::async_trait;
@@ -41,7 +42,8 @@ pub enum Take {
         /// The ceiling.
         max: u64,
     },
-    /// The counter is missing, or was seeded by another server run: reseed it first.
+    /// The counter is missing, or was seeded in another data set (another server run or
+    /// replication history): reseed it first.
     NeedsSeed,
 }
 
@@ -56,7 +58,8 @@ pub struct CounterState {
     pub recent_per_s: u64,
     /// Ids per second, averaged over the last five minutes (as the stats loop last wrote).
     pub long_term_per_s: u64,
-    /// Whether the counter was seeded by the server answering now.
+    /// Whether the counter was seeded in the data set answering now (same server run and
+    /// replication history).
     pub current_run: bool,
 }
 

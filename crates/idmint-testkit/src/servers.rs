@@ -538,6 +538,48 @@ impl PrivateRedis {
         Ok(())
     }
 
+    /// Makes it a replica of the server on `port` (`REPLICAOF`): it keeps its data until its
+    /// first sync with that server, which replaces it.
+    pub fn replicate(&self, port: u16) -> Result<()> {
+        self.cli(&["REPLICAOF", "127.0.0.1", &port.to_string()])?;
+        Ok(())
+    }
+
+    /// Cuts a replica off its primary, keeping the data it has: it is made the replica of a
+    /// port nobody listens on (no sync ever replaces its data).
+    pub fn cut_off(&self) -> Result<()> {
+        let dead = free_port()?;
+        self.replicate(dead)
+    }
+
+    /// Promotes it to a primary (`REPLICAOF NO ONE`), with the data it has.
+    pub fn promote(&self) -> Result<()> {
+        self.cli(&["REPLICAOF", "NO", "ONE"])?;
+        Ok(())
+    }
+
+    /// Waits until, as a replica, its link to its primary is up (the first sync done).
+    pub fn wait_in_sync(&self) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if self.info("replication")?.contains("master_link_status:up") {
+                return Ok(());
+            }
+            ensure!(
+                started.elapsed() < START_TIMEOUT,
+                "redis on port {} did not sync with its primary within {START_TIMEOUT:?}:\n{}",
+                self.port,
+                tail(&self.dir.join("redis.log"))
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `INFO SECTION`'s text.
+    pub fn info(&self, section: &str) -> Result<String> {
+        self.cli(&["INFO", section])
+    }
+
     /// `FLUSHALL`.
     pub fn flush(&self) -> Result<()> {
         self.cli(&["FLUSHALL"])?;

@@ -48,7 +48,7 @@ fn main() {
             Arc::clone(&counters),
             Arc::new(SystemClock),
             SequenceConfig::default(),
-        );
+        ).expect("sequences");
         let spec = SequenceSpec {
             name: Tag::parse("bench").expect("tag"),
             daily: false,

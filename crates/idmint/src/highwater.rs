@@ -1,6 +1,7 @@
 //! The local high-water file: per tag, the end of the highest range this node was given, so
 //! a store that goes back (a restored backup, a failover to a lagging replica) is caught even
-//! across restarts of the node.
+//! across restarts of the node. The snowflake time marks and the sequence marks are files of
+//! the same kind, keyed by their own [`MarkKey`].
 //!
 //! Format: UTF-8 text, one `TAG END` line per tag, `#` starts a comment, and a last line
 //! `# end: N marks` that counts them. Every change rewrites the whole file to `FILE.tmp`,
@@ -43,12 +44,30 @@ const HEADER_V1: &str = "# idmint: per tag, the end of the highest id range this
 /// The last line of a marks file starts with this, followed by the number of marks.
 const END_LINE: &str = "# end: ";
 
-/// The per-tag marks and the file they persist to.
+/// A key of a marks file: one word of a `KEY MARK` line.
+pub(crate) trait MarkKey: Ord + Clone + Send + Sync + 'static {
+    /// The key as a word without spaces that never starts with `#`.
+    fn encode(&self) -> String;
+    /// The inverse of [`MarkKey::encode`]; the error says what is wrong.
+    fn decode(word: &str) -> Result<Self, String>;
+}
+
+impl MarkKey for Tag {
+    fn encode(&self) -> String {
+        encode_tag(self)
+    }
+
+    fn decode(word: &str) -> Result<Tag, String> {
+        decode_tag(word).and_then(|name| Tag::parse(&name).map_err(|e| e.to_string()))
+    }
+}
+
+/// The per-key marks (per tag unless said otherwise) and the file they persist to.
 #[derive(Debug)]
-pub(crate) struct HighWaterFile {
+pub(crate) struct HighWaterFile<K: MarkKey = Tag> {
     path: PathBuf,
     /// The marks the file holds: replaced only after a rewrite succeeded.
-    durable: Mutex<BTreeMap<Tag, u64>>,
+    durable: Mutex<BTreeMap<K, u64>>,
     /// Held for a whole change (copy, write, replace), on the blocking pool: changes are
     /// serialised, and a caller that stops waiting cannot let a second write start beside
     /// one still running.
@@ -84,11 +103,13 @@ impl HighWaterFile {
     pub(crate) fn open(dir: &Path) -> Result<HighWaterFile, Error> {
         HighWaterFile::open_as(dir, SEGMENT_MARKS)
     }
+}
 
+impl<K: MarkKey> HighWaterFile<K> {
     /// Opens and locks the marks file `kind` of `dir`. A file that is there but damaged
     /// (unparsable, empty, cut short) refuses the open with an error naming the file, what it
     /// holds and how to recover.
-    pub(crate) fn open_as(dir: &Path, kind: MarksFile) -> Result<HighWaterFile, Error> {
+    pub(crate) fn open_as(dir: &Path, kind: MarksFile) -> Result<HighWaterFile<K>, Error> {
         let fail = |what: String| Error::LocalState(what);
         std::fs::create_dir_all(dir).map_err(|e| {
             fail(format!("cannot create the state directory {}: {e}", dir.display()))
@@ -110,7 +131,7 @@ impl HighWaterFile {
         })?;
         let path = dir.join(kind.file);
         let marks = match std::fs::read_to_string(&path) {
-            Ok(text) => parse(&text).map_err(|reason| {
+            Ok(text) => parse_as::<K>(&text).map_err(|reason| {
                 fail(format!(
                     "{} is damaged: {reason}. It holds {}, and idmint writes it whole (a \
                      temporary file, fsync, rename), so a damaged file means corruption or \
@@ -145,13 +166,13 @@ impl HighWaterFile {
     }
 
     /// The mark of `tag` the file holds, if one was recorded.
-    pub(crate) fn get(&self, tag: &Tag) -> Option<u64> {
+    pub(crate) fn get(&self, tag: &K) -> Option<u64> {
         self.durable().get(tag).copied()
     }
 
     /// Raises the mark of `tag` to `end` (if higher) and persists it before returning. `Ok`
     /// means the file holds a mark of at least `end`.
-    pub(crate) async fn raise(self: &Arc<Self>, tag: &Tag, end: u64) -> Result<(), Error> {
+    pub(crate) async fn raise(self: &Arc<Self>, tag: &K, end: u64) -> Result<(), Error> {
         let tag = tag.clone();
         self.change(move |marks| {
             let mark = marks.entry(tag).or_insert(0);
@@ -167,9 +188,29 @@ impl HighWaterFile {
     /// Sets the mark of `tag` to `value` even if lower: after ids above it were given back to
     /// the store, so the store's next range for the tag starts at `value`. On failure the
     /// old, higher mark stays.
-    pub(crate) async fn lower(self: &Arc<Self>, tag: &Tag, value: u64) -> Result<(), Error> {
+    pub(crate) async fn lower(self: &Arc<Self>, tag: &K, value: u64) -> Result<(), Error> {
         let tag = tag.clone();
         self.change(move |marks| marks.insert(tag, value) != Some(value)).await
+    }
+
+    /// Drops the marks whose key `keep` refuses, then raises the mark of each key of
+    /// `raises` to its value (if higher), in one write (none if nothing changes). `Ok` means
+    /// the file holds all of them.
+    pub(crate) async fn raise_all(
+        self: &Arc<Self>,
+        raises: Vec<(K, u64)>,
+        keep: impl Fn(&K) -> bool + Send + 'static,
+    ) -> Result<(), Error> {
+        self.change(move |marks| {
+            let before = marks.clone();
+            marks.retain(|key, _| keep(key));
+            for (key, end) in raises {
+                let mark = marks.entry(key).or_insert(0);
+                *mark = (*mark).max(end);
+            }
+            *marks != before
+        })
+        .await
     }
 
     /// Applies `edit` (which says whether it changed anything) to a copy of the marks,
@@ -178,7 +219,7 @@ impl HighWaterFile {
     /// even if the caller stops waiting.
     async fn change(
         self: &Arc<Self>,
-        edit: impl FnOnce(&mut BTreeMap<Tag, u64>) -> bool + Send + 'static,
+        edit: impl FnOnce(&mut BTreeMap<K, u64>) -> bool + Send + 'static,
     ) -> Result<(), Error> {
         let this = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
@@ -226,16 +267,16 @@ impl HighWaterFile {
         Ok(())
     }
 
-    fn durable(&self) -> std::sync::MutexGuard<'_, BTreeMap<Tag, u64>> {
+    fn durable(&self) -> std::sync::MutexGuard<'_, BTreeMap<K, u64>> {
         // Every mutation is one assignment; a poisoned map is still consistent.
         self.durable.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-fn render(marks: &BTreeMap<Tag, u64>) -> String {
+fn render<K: MarkKey>(marks: &BTreeMap<K, u64>) -> String {
     let mut text = String::from(HEADER);
-    for (tag, end) in marks {
-        text.push_str(&format!("{} {end}\n", encode_tag(tag)));
+    for (key, end) in marks {
+        text.push_str(&format!("{} {end}\n", key.encode()));
     }
     text.push_str(&format!("{END_LINE}{} marks\n", marks.len()));
     text
@@ -279,7 +320,7 @@ fn decode_tag(text: &str) -> Result<String, String> {
 /// Reads the marks of a file's `text`, refusing one that is empty or cut short: its last
 /// line must be the end line counting the marks above it (or, in a file from before the end
 /// line, the text must begin with that format's header and end with a newline).
-fn parse(text: &str) -> Result<BTreeMap<Tag, u64>, String> {
+fn parse_as<K: MarkKey>(text: &str) -> Result<BTreeMap<K, u64>, String> {
     if text.trim().is_empty() {
         return Err("the file is empty (idmint never writes an empty marks file)".into());
     }
@@ -307,9 +348,7 @@ fn parse(text: &str) -> Result<BTreeMap<Tag, u64>, String> {
         }
         let (tag, mark) =
             line.split_once(' ').ok_or_else(|| at(format!("expected `TAG END`, got {line:?}")))?;
-        let tag = decode_tag(tag)
-            .and_then(|name| Tag::parse(&name).map_err(|e| e.to_string()))
-            .map_err(at)?;
+        let tag = K::decode(tag).map_err(at)?;
         let mark =
             mark.trim().parse::<u64>().map_err(|e| at(format!("{mark:?} is not an id: {e}")))?;
         marks.insert(tag, mark);
@@ -331,13 +370,17 @@ fn parse(text: &str) -> Result<BTreeMap<Tag, u64>, String> {
 mod tests {
     use super::*;
 
+    fn parse(text: &str) -> Result<BTreeMap<Tag, u64>, String> {
+        parse_as(text)
+    }
+
     #[test]
     fn marks_round_trip_and_damage_is_reported_with_its_line() {
         let mut marks = BTreeMap::new();
         marks.insert(Tag::parse("orders").expect("tag"), 42);
         marks.insert(Tag::parse("users").expect("tag"), u64::MAX >> 1);
         assert_eq!(parse(&render(&marks)), Ok(marks.clone()));
-        assert_eq!(parse(&render(&BTreeMap::new())), Ok(BTreeMap::new()));
+        assert_eq!(parse(&render(&BTreeMap::<Tag, u64>::new())), Ok(BTreeMap::new()));
         let end = "# end: 2 marks\n";
         assert!(
             parse(&format!("# ok\norders 1\nusers x\n{end}"))

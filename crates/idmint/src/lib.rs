@@ -153,7 +153,8 @@ pub mod sequence {
 
     pub use crate::seqformat::{SeqFormat, time_zone};
     pub use crate::sequences::{
-        SequenceConfig, SequenceError, SequenceIds, SequenceStatus, Sequences, prepare_sequence,
+        SEQUENCE_MARKS_FILE, SEQUENCE_MARKS_LOCK_FILE, SequenceConfig, SequenceError, SequenceIds,
+        SequenceStatus, Sequences, prepare_sequence,
     };
     pub use jiff::tz::TimeZone;
 
@@ -161,8 +162,9 @@ pub mod sequence {
     pub mod limits {
         pub use crate::seqformat::{DAILY_FORMAT_DEFAULT, DAY_SPAN_CHECKED, SEQ_WIDTH_MAX};
         pub use crate::sequences::{
-            DEFINITION_TTL_MS, IDLE_AFTER_S, RAISE_LOCK_MS, SEQ_COUNT_MAX, SEQ_RAISE_MAX,
-            SEQ_RAISE_MIN, SEQ_WAIT_MS_DEFAULT,
+            DAILY_MARK_DAYS, DEFINITION_TTL_MS, IDLE_AFTER_S, RAISE_LOCK_MS, SEQ_COUNT_MAX,
+            SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS, SEQ_RAISE_MAX, SEQ_RAISE_MIN,
+            SEQ_WAIT_MS_DEFAULT,
         };
     }
 }

@@ -8,11 +8,18 @@
 //! - **The ceiling** only grows, in the SQL store first ([`SequenceStore::raise_ceiling`],
 //!   one atomic statement) and in the counter second, never the reverse: a counter's `max`
 //!   is never above the SQL ceiling.
-//! - **Reseeding**: when the counter is missing, was seeded by another Redis run (restart,
-//!   failover), or hands out a number at or below one this node already handed out, the
-//!   node raises the SQL ceiling from `c` to `c + r` and seeds the counter at `cur = c`,
-//!   `max = c + r`. Every number ever handed out was at most `c` (the ceiling before the
-//!   raise), so none repeats.
+//! - **Reseeding**: when the counter is missing, was seeded in another data set (another
+//!   Redis run, or another replication history: a failover, a fail-back after a full
+//!   resync), or hands out a number at or below this node's mark, the node raises the SQL
+//!   ceiling from `c` to `c + r` and seeds the counter at `cur = c` (or at its mark, if
+//!   higher), `max = c + r`. Every number ever handed out was at most `c` (the ceiling before
+//!   the raise), so none repeats.
+//! - **Marks**: per counter, the highest number this node handed out. In memory it is exact;
+//!   with a state directory a task writes it to the marks file ([`SEQUENCE_MARKS_FILE`])
+//!   every [`SEQ_MARK_WRITE_MS`], and once more at shutdown, so a restarted node starts from
+//!   it. A per-take fsync would cost more than the Redis call; instead the node stops
+//!   serving (503) when no write has succeeded for [`SEQ_MARK_LAG_MS_MAX`], so a `kill -9`
+//!   loses at most the marks of the numbers served in that last stretch.
 //! - **Forecast and stats** (one task, every [`SequenceConfig::tick_ms`]): for each counter
 //!   this node used lately it reads the rate of the last second (counted by the take
 //!   script), averages it over [`SequenceConfig::long_term_s`] and records that in the
@@ -25,7 +32,8 @@
 //!   carries the date, so ids of different days differ.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -40,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
+use crate::highwater::{HighWaterFile, MarkKey, MarksFile};
 use crate::seqformat::{DAILY_FORMAT_DEFAULT, SeqFormat, time_zone};
 
 /// Longest a request waits for room below the ceiling before it is refused, by default.
@@ -56,6 +65,29 @@ pub const RAISE_LOCK_MS: u64 = 5_000;
 pub const IDLE_AFTER_S: u64 = 600;
 /// How long a sequence definition is trusted before it is read again from the store.
 pub const DEFINITION_TTL_MS: u64 = 60_000;
+/// Name of the sequence marks file inside the state directory.
+pub const SEQUENCE_MARKS_FILE: &str = "sequences.high-water";
+/// Name of its lock file.
+pub const SEQUENCE_MARKS_LOCK_FILE: &str = "sequences.lock";
+/// How often the marks of the numbers served are written to the marks file.
+pub const SEQ_MARK_WRITE_MS: u64 = 1_000;
+/// Longest a node serves numbers since the last successful write of its marks: past it (the
+/// writes fail or stall), takes answer 503 until a write succeeds. Bounds what a `kill -9`
+/// can leave unmarked.
+pub const SEQ_MARK_LAG_MS_MAX: u64 = 3_000;
+const _: () = assert!(2 * SEQ_MARK_WRITE_MS <= SEQ_MARK_LAG_MS_MAX);
+/// Days a daily sequence's marks are kept after their day (its Redis counter expires after
+/// three, and a node serves an older day only with a clock set back).
+pub const DAILY_MARK_DAYS: u64 = 7;
+
+const SEQUENCE_MARKS: MarksFile = MarksFile {
+    file: SEQUENCE_MARKS_FILE,
+    lock: SEQUENCE_MARKS_LOCK_FILE,
+    meaning: "the highest number this node handed out per sequence and day",
+    fix: "Restore it from a backup of this data directory. Or delete it: the node then trusts \
+          Redis counters it would have refused until it serves above its old marks, which \
+          only matters if Redis went back (a restore or a fail-back) meanwhile",
+};
 
 /// Tunables of the sequence engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +105,9 @@ pub struct SequenceConfig {
     pub long_term_s: u64,
     /// Who this node is, in raise locks (`host:port`).
     pub holder: String,
+    /// The node's state directory, where the marks file lives; `None` keeps the marks in
+    /// memory only (a restarted node then trusts a counter that went back below them).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for SequenceConfig {
@@ -84,6 +119,7 @@ impl Default for SequenceConfig {
             raise_s: 1_800,
             long_term_s: 300,
             holder: format!("idmint-{}", std::process::id()),
+            state_dir: None,
         }
     }
 }
@@ -109,6 +145,10 @@ pub enum SequenceError {
     /// A store call failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The marks file could not be opened (damaged, or in use by another process); the
+    /// message names the file and the fix.
+    #[error("{0}")]
+    LocalState(String),
 }
 
 /// Ids taken from a sequence.
@@ -159,7 +199,7 @@ struct Definition {
 /// This node's view of one counter.
 #[derive(Debug, Default)]
 struct CounterLocal {
-    /// The largest number this node handed out from it.
+    /// The largest number this node handed out from it (at start: its mark on disk).
     last_issued: AtomicU64,
     /// Last second this node took from it.
     used_s: AtomicU64,
@@ -180,18 +220,42 @@ pub struct Sequences {
     waits: AtomicU64,
     reseeds: AtomicU64,
     raises: AtomicU64,
+    /// The marks file, with a state directory.
+    marks: Option<Arc<HighWaterFile<CounterKey>>>,
+    /// One marks write at a time (the task's and shutdown's), and when the last one that
+    /// succeeded looked at the counters (every number served before it is on disk).
+    marks_written: tokio::sync::Mutex<()>,
+    marks_covered: Mutex<tokio::time::Instant>,
+    /// Why the last marks write failed, while it has not succeeded since.
+    marks_error: Mutex<Option<String>>,
+    /// Set by `shutdown`: nothing more is handed out.
+    closed: AtomicBool,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
 
 impl Sequences {
     /// Starts serving sequences defined in `store` from `counters`, with the forecast task
-    /// spawned on the current runtime.
+    /// (and, with [`SequenceConfig::state_dir`], the marks writer) spawned on the current
+    /// runtime. A marks file that is damaged or in use refuses the start, naming the fix.
     pub fn start(
         store: Arc<dyn SequenceStore>,
         counters: Arc<dyn CounterStore>,
         clock: Arc<dyn Clock>,
         config: SequenceConfig,
+    ) -> Result<Arc<Sequences>, SequenceError> {
+        let marks = open_marks(&config)?;
+        Ok(Sequences::start_with_marks(store, counters, clock, config, marks))
+    }
+
+    /// [`Sequences::start`] with the marks file already opened (the node opens it before it
+    /// waits for Redis, so a damaged file refuses its start).
+    pub(crate) fn start_with_marks(
+        store: Arc<dyn SequenceStore>,
+        counters: Arc<dyn CounterStore>,
+        clock: Arc<dyn Clock>,
+        config: SequenceConfig,
+        marks: Option<Arc<HighWaterFile<CounterKey>>>,
     ) -> Arc<Sequences> {
         let sequences = Arc::new(Sequences {
             store,
@@ -203,6 +267,11 @@ impl Sequences {
             waits: AtomicU64::new(0),
             reseeds: AtomicU64::new(0),
             raises: AtomicU64::new(0),
+            marks,
+            marks_written: tokio::sync::Mutex::new(()),
+            marks_covered: Mutex::new(tokio::time::Instant::now()),
+            marks_error: Mutex::new(None),
+            closed: AtomicBool::new(false),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
         });
@@ -221,6 +290,24 @@ impl Sequences {
                 sequences.forecast_round().await;
             }
         });
+        if sequences.marks.is_some() {
+            let weak = Arc::downgrade(&sequences);
+            let cancel = sequences.cancel.clone();
+            sequences.tracker.spawn(async move {
+                let mut interval = tokio::time::interval(Duration::from_millis(SEQ_MARK_WRITE_MS));
+                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        _ = interval.tick() => {}
+                    }
+                    let Some(sequences) = weak.upgrade() else { return };
+                    // A failure is logged and kept for the takes to answer; the next round
+                    // retries.
+                    let _ = sequences.write_marks().await;
+                }
+            });
+        }
         sequences
     }
 
@@ -251,6 +338,14 @@ impl Sequences {
         lock(&self.definitions).remove(name);
         lock(&self.locals).retain(|key, _| key.name != *name);
         self.counters.remove(name).await?;
+        if let Some(marks) = &self.marks {
+            // Its ceilings stay, so a sequence created again continues above these marks;
+            // dropping them keeps the file to the sequences that exist.
+            let gone = name.clone();
+            if let Err(error) = marks.raise_all(Vec::new(), move |key| key.name != gone).await {
+                tracing::warn!(sequence = %name, %error, "the deleted sequence's marks stay in the marks file");
+            }
+        }
         Ok(())
     }
 
@@ -261,6 +356,9 @@ impl Sequences {
                 "count {count} is out of range; ask for 1 to {SEQ_COUNT_MAX}"
             )));
         }
+        let unavailable =
+            |reason: String| SequenceError::Unavailable { name: name.clone(), reason };
+        self.check_serving().map_err(unavailable)?;
         let definition = self.definition(name).await?;
         let now_ms = self.clock.now_ms();
         let at = zoned(now_ms, &definition.zone);
@@ -268,8 +366,6 @@ impl Sequences {
         let local = self.local(&key);
         local.used_s.store(now_ms / 1_000, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.wait_ms);
-        let unavailable =
-            |reason: String| SequenceError::Unavailable { name: name.clone(), reason };
         loop {
             // Everything this node handed out before the take was sent must lie below what
             // it gets (the counter serialises takes); takes in flight meanwhile may not.
@@ -279,7 +375,12 @@ impl Sequences {
             match taken {
                 Take::Taken { last } => {
                     let first = last + 1 - count;
-                    local.last_issued.fetch_max(last, Ordering::AcqRel);
+                    // SeqCst with `closed`: either shutdown's last marks write sees this
+                    // number, or this take sees `closed` and hands nothing out.
+                    local.last_issued.fetch_max(last, Ordering::SeqCst);
+                    if self.closed.load(Ordering::SeqCst) {
+                        return Err(unavailable(SHUTTING_DOWN.to_string()));
+                    }
                     if first > before {
                         let numbers: Vec<u64> = (first..=last).collect();
                         let formatted = match &definition.format {
@@ -300,9 +401,10 @@ impl Sequences {
                         });
                     }
                     // The counter went back below what this node handed out (Redis lost
-                    // writes without a restart this node could see): these numbers may be
-                    // out already. Drop them and reseed above the ceiling.
-                    tracing::error!(sequence = %name, period = %key.period, first, handed_out = before, "sequence counter went back; reseeding above the ceiling");
+                    // writes under the same run and history, or this node's marks from
+                    // before a restart say so): these numbers may be out already. Drop them
+                    // and reseed above the ceiling.
+                    tracing::error!(sequence = %name, period = %key.period, first, handed_out = before, "sequence counter went back below this node's mark; reseeding above the ceiling");
                     self.reseed(&key, &local, count, true)
                         .await
                         .map_err(|e| unavailable(e.to_string()))?;
@@ -366,11 +468,73 @@ impl Sequences {
         self.raises.load(Ordering::Relaxed)
     }
 
-    /// Stops the forecast task.
+    /// Stops handing out numbers and the tasks, writes the marks a last time and gives the
+    /// marks file's lock up. Call it once requests have ended: a take still running is
+    /// refused rather than served unmarked.
     pub async fn shutdown(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         self.cancel.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        if let Some(marks) = &self.marks {
+            if let Err(error) = self.write_marks().await {
+                tracing::error!(%error, "the sequence marks were not written at shutdown: the numbers served in the last seconds are not in them");
+            }
+            marks.release();
+        }
+    }
+
+    /// `Err` (why) when no number may be handed out: shutting down, or the marks file not
+    /// written for longer than [`SEQ_MARK_LAG_MS_MAX`].
+    fn check_serving(&self) -> Result<(), String> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(SHUTTING_DOWN.to_string());
+        }
+        let Some(marks) = &self.marks else { return Ok(()) };
+        let since = lock(&self.marks_covered).elapsed();
+        if since <= Duration::from_millis(SEQ_MARK_LAG_MS_MAX) {
+            return Ok(());
+        }
+        let why = lock(&self.marks_error).clone().unwrap_or_else(|| "still writing".to_string());
+        Err(format!(
+            "{} has not been written for {} ms ({why}); nothing is served until it is, so a \
+             crash cannot lose more than {SEQ_MARK_LAG_MS_MAX} ms of marks (is the disk full?)",
+            marks.path().display(),
+            since.as_millis()
+        ))
+    }
+
+    /// Writes every counter's mark that is above the one on disk, and drops the marks of
+    /// days older than [`DAILY_MARK_DAYS`], in one write. On success every number handed out
+    /// before it began is on disk.
+    async fn write_marks(&self) -> Result<(), SequenceError> {
+        let Some(marks) = &self.marks else { return Ok(()) };
+        let _one = self.marks_written.lock().await;
+        let began = tokio::time::Instant::now();
+        let raises: Vec<(CounterKey, u64)> = lock(&self.locals)
+            .iter()
+            .map(|(key, local)| (key.clone(), local.last_issued.load(Ordering::SeqCst)))
+            .filter(|(key, issued)| *issued > marks.get(key).unwrap_or(0))
+            .collect();
+        let day_ms = 86_400_000;
+        let oldest = self.clock.now_ms().saturating_sub((DAILY_MARK_DAYS + 1) * day_ms);
+        let oldest = period_at(&zoned(oldest, &TimeZone::UTC));
+        let active: Vec<CounterKey> = raises.iter().map(|(key, _)| key.clone()).collect();
+        let keep = move |key: &CounterKey| {
+            key.period.is_empty() || key.period >= oldest || active.contains(key)
+        };
+        match marks.raise_all(raises, keep).await {
+            Ok(()) => {
+                *lock(&self.marks_covered) = began;
+                *lock(&self.marks_error) = None;
+                Ok(())
+            }
+            Err(error) => {
+                tracing::warn!(%error, "sequence marks not written; numbers stop being served if this lasts");
+                *lock(&self.marks_error) = Some(error.to_string());
+                Err(SequenceError::LocalState(error.to_string()))
+            }
+        }
     }
 
     /// The definition of `name`, read again from the store after [`DEFINITION_TTL_MS`].
@@ -391,12 +555,18 @@ impl Sequences {
         Ok(definition)
     }
 
+    /// This node's view of `key`, made on first use from its mark on disk.
     fn local(&self, key: &CounterKey) -> Arc<CounterLocal> {
-        Arc::clone(lock(&self.locals).entry(key.clone()).or_default())
+        let mut locals = lock(&self.locals);
+        let local = locals.entry(key.clone()).or_insert_with(|| {
+            let mark = self.marks.as_ref().and_then(|marks| marks.get(key)).unwrap_or(0);
+            Arc::new(CounterLocal { last_issued: AtomicU64::new(mark), ..CounterLocal::default() })
+        });
+        Arc::clone(local)
     }
 
-    /// Reseeds the counter above the SQL ceiling, unless (not `force`) another node already
-    /// seeded it for the current Redis run.
+    /// Reseeds the counter above the SQL ceiling and this node's mark, unless (not `force`)
+    /// another node already seeded it in the current data set (Redis run and history).
     async fn reseed(
         &self,
         key: &CounterKey,
@@ -406,20 +576,34 @@ impl Sequences {
     ) -> Result<(), StoreError> {
         let _refill = local.refill.lock().await;
         let now_s = self.clock.now_ms() / 1_000;
-        if !force && self.counters.state(key, now_s).await?.is_some_and(|s| s.current_run) {
-            return Ok(());
+        let why = if force {
+            "it answered numbers at or below the highest this node handed out"
+        } else {
+            match self.counters.state(key, now_s).await? {
+                Some(state) if state.current_run => return Ok(()),
+                Some(_) => "it was seeded in another Redis data set (run or replication history)",
+                None => "it is missing (flushed, expired, or a Redis restarted without it)",
+            }
+        };
+        let mut by = need.clamp(SEQ_RAISE_MIN, SEQ_RAISE_MAX);
+        let mark = local.last_issued.load(Ordering::SeqCst);
+        if mark > 0 {
+            // Above this node's mark too, whatever the ceiling says (a ceiling store that went
+            // back): a raise from `c` covers the mark when it is by `mark - c` more.
+            let ceiling = self.store.ceiling(&key.name, &key.period).await?;
+            by = by.saturating_add(mark.saturating_sub(ceiling));
         }
-        let by = need.clamp(SEQ_RAISE_MIN, SEQ_RAISE_MAX);
         let ceiling = self.raise_store(key, by).await?;
-        self.counters.seed(key, ceiling - by, ceiling).await?;
-        if ceiling - by == 0 {
+        let floor = (ceiling - by).max(mark);
+        self.counters.seed(key, floor, ceiling).await?;
+        if floor == 0 {
             // The first seed of a new sequence (or a new day of a daily one): nothing was
             // lost, so it is not a reseed (a dashboard showed 2 reseeds on a new sequence).
             tracing::info!(sequence = %key.name, period = %key.period, ceiling, "sequence counter seeded");
             return Ok(());
         }
         self.reseeds.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(sequence = %key.name, period = %key.period, from = ceiling - by, ceiling, "sequence counter seeded above the ceiling");
+        tracing::warn!(sequence = %key.name, period = %key.period, from = floor, ceiling, "sequence counter distrusted: {why}; reseeded above the ceiling");
         Ok(())
     }
 
@@ -487,8 +671,15 @@ impl Sequences {
         let now_s = self.clock.now_ms() / 1_000;
         let active: Vec<(CounterKey, Arc<CounterLocal>)> = {
             let mut locals = lock(&self.locals);
-            locals.retain(|_, l| {
+            // A counter whose mark is not on disk yet stays, for the marks writer to see.
+            let unwritten = |key: &CounterKey, l: &CounterLocal| {
+                self.marks.as_ref().is_some_and(|marks| {
+                    l.last_issued.load(Ordering::SeqCst) > marks.get(key).unwrap_or(0)
+                })
+            };
+            locals.retain(|key, l| {
                 now_s.saturating_sub(l.used_s.load(Ordering::Relaxed)) < IDLE_AFTER_S
+                    || unwritten(key, l)
             });
             locals.iter().map(|(k, l)| (k.clone(), Arc::clone(l))).collect()
         };
@@ -572,10 +763,45 @@ fn check_definition(spec: &SequenceSpec) -> Result<(Option<SeqFormat>, TimeZone)
 
 /// The period of a definition at `at`: `""`, or the day in its time zone.
 fn period_of(definition: &Definition, at: &Zoned) -> String {
-    if definition.record.daily {
-        format!("{:04}{:02}{:02}", at.year(), at.month(), at.day())
-    } else {
-        String::new()
+    if definition.record.daily { period_at(at) } else { String::new() }
+}
+
+/// The day of `at` as a period, `YYYYMMDD`.
+fn period_at(at: &Zoned) -> String {
+    format!("{:04}{:02}{:02}", at.year(), at.month(), at.day())
+}
+
+/// Why a take is refused once `shutdown` began.
+const SHUTTING_DOWN: &str = "the node is shutting down; ask another node";
+
+/// Opens the marks file of `config`'s state directory (none without one).
+pub(crate) fn open_marks(
+    config: &SequenceConfig,
+) -> Result<Option<Arc<HighWaterFile<CounterKey>>>, SequenceError> {
+    let Some(dir) = &config.state_dir else { return Ok(None) };
+    let marks = HighWaterFile::open_as(dir, SEQUENCE_MARKS)
+        .map_err(|e| SequenceError::LocalState(e.to_string()))?;
+    Ok(Some(Arc::new(marks)))
+}
+
+/// A counter in the marks file: `NAME` (the tag's encoding) for a plain sequence,
+/// `NAME@YYYYMMDD` for a day of a daily one (`@` is always escaped inside a name).
+impl MarkKey for CounterKey {
+    fn encode(&self) -> String {
+        if self.period.is_empty() {
+            self.name.encode()
+        } else {
+            format!("{}@{}", self.name.encode(), self.period)
+        }
+    }
+
+    fn decode(word: &str) -> Result<CounterKey, String> {
+        let (name, period) = word.split_once('@').unwrap_or((word, ""));
+        let day = period.len() == 8 && period.bytes().all(|b| b.is_ascii_digit());
+        if !period.is_empty() && !day {
+            return Err(format!("{word:?}: the period {period:?} is not a day YYYYMMDD"));
+        }
+        Ok(CounterKey { name: Tag::decode(name)?, period: period.to_string() })
     }
 }
 
@@ -588,4 +814,23 @@ fn zoned(ms: u64, zone: &TimeZone) -> Zoned {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every critical section is a single map or queue update, consistent if interrupted.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_keys_round_trip_through_the_marks_file_and_bad_days_are_refused() {
+        for (name, period) in [("orders", ""), ("a@b c", "20261128"), ("订单", ""), ("x%40", "")]
+        {
+            let key = CounterKey { name: Tag::parse(name).unwrap(), period: period.to_string() };
+            let word = key.encode();
+            assert!(!word.contains(' ') && !word.starts_with('#'), "{word}");
+            assert_eq!(CounterKey::decode(&word), Ok(key));
+        }
+        for bad in ["orders@2026112", "orders@day", "orders@20261128@1", "@20261128"] {
+            assert!(CounterKey::decode(bad).is_err(), "{bad} accepted");
+        }
+    }
 }

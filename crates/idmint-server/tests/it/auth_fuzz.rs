@@ -217,7 +217,8 @@ async fn guarded_router() -> Router {
     let store = Arc::new(idmint_store::MemoryStore::new());
     let clock = Arc::new(idmint::SystemClock);
     let counters = Arc::new(MemoryCounters::default());
-    let engine = idmint::Sequences::start(store.clone(), counters, clock, Default::default());
+    let engine =
+        idmint::Sequences::start(store.clone(), counters, clock, Default::default()).unwrap();
     let state = TestServer::setup()
         .store(store)
         .sequences(engine)

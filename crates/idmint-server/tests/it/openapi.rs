@@ -418,7 +418,8 @@ async fn fuzz_server(dir: &Path) -> TestServer {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let counters = Arc::new(MemoryCounters::default());
-    let engine = idmint::Sequences::start(store.clone(), counters, clock, Default::default());
+    let engine =
+        idmint::Sequences::start(store.clone(), counters, clock, Default::default()).unwrap();
     let server = TestServer::setup()
         .store(store)
         .formats(formats)

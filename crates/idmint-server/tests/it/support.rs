@@ -202,7 +202,8 @@ impl TestServer {
             Arc::new(counters),
             Arc::new(idmint::SystemClock),
             idmint::sequence::SequenceConfig::default(),
-        );
+        )
+        .unwrap();
         let mut setup = TestServer::setup().store(memory).sequences(engine);
         setup.redis_keys = Some(cleanup);
         Some(setup.start().await)

@@ -8,13 +8,24 @@
 //! Cluster hash tag: all keys of one sequence share a slot (`seq:%{HEX}:…` for a name holding
 //! a brace, see `hash_tag`).
 //!
-//! **Why every script reads `INFO server`**: a counter is trusted only if the server that
-//! answers now is the one that seeded it. After a restart from an older snapshot (RDB or a
-//! lagging AOF) or a failover to a replica that was behind, the hash may exist with a `cur`
-//! below ids already handed out; the server's `run_id` is new in both cases, so the script
-//! sees `run ≠ run_id` and answers "reseed" instead of ids. A `FLUSHALL` removes the hash,
-//! with the same answer. The check is inside the script, so no connection, reconnection or
-//! second node can slip a take in between. It costs one `INFO server` per take.
+//! **Why every script reads `INFO server` and `INFO replication`**: a counter is trusted
+//! only in the data set that seeded it, named by the server's `run_id` and its replication
+//! history, `master_replid`; the hash records both (`run`, `repl`). A restart from an older
+//! snapshot (RDB or a lagging AOF) or a failover to a replica that was behind brings a new
+//! `run_id`. A primary that resynced in full from a lagging replica and was promoted again
+//! (a fail-back) keeps its `run_id` but holds the replica's older data; its `master_replid`
+//! is new, as after every promotion and every full resync. Either way the script sees the
+//! hash name another data set and answers "reseed" instead of ids. A `FLUSHALL` removes the
+//! hash, with the same answer. The check is inside the script, so no connection,
+//! reconnection or second node can slip a take in between. It costs one `INFO` of two
+//! sections per take (Redis 7 and later; older servers, which take one section per call,
+//! are asked twice).
+//!
+//! A primary that kept no replica for `repl-backlog-ttl` (an hour by default) frees its
+//! backlog and takes a new `master_replid`: its counters are then reseeded once, a gap and
+//! no repeat. What this cannot see: data put back with neither name changing (keys restored
+//! into the running server, `DEBUG RELOAD NOSAVE`); each node's own marks catch those below
+//! what that node handed out (the `idmint` crate's `sequences.rs`).
 
 use async_trait::async_trait;
 use idmint_core::Tag;
@@ -28,13 +39,37 @@ use crate::counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take};
 /// a node that still serves an old day after that reseeds from it).
 pub const DAILY_COUNTER_TTL_S: u64 = 3 * 86_400;
 
-/// The current server's run id, in every script.
-const RUN: &str = "local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')\n";
+/// The identity of the data set the script runs on, in every script: `run` (the server's
+/// `run_id`) and `repl` (its `master_replid`). Missing (a proxy that hides `INFO`): an error,
+/// never a counter trusted blindly.
+const IDENTITY: &str = r"
+local info = redis.pcall('INFO', 'server', 'replication')
+if type(info) ~= 'string' then
+  info = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
+end
+local run = string.match(info, 'run_id:(%w+)')
+local repl = string.match(info, 'master_replid:(%w+)')
+if not run or not repl then
+  return redis.error_reply('INFO reports no run_id or master_replid: idmint cannot tell ' ..
+    'whether this data set went back, so it takes no sequence number from it')
+end
+";
 
-/// KEYS[1] hash; ARGV n, now_s → {0, last, max} taken, {1, cur, max} no room, {2, 0, 0} seed.
+/// Why a take answers "reseed" (the second value of [`TAKE`]'s reply): no hash.
+const SEED_MISSING: i64 = 0;
+/// The hash was seeded by another server run (`run_id`).
+const SEED_OTHER_RUN: i64 = 1;
+/// The hash was seeded under another replication history (`master_replid`).
+const SEED_OTHER_HISTORY: i64 = 2;
+
+/// KEYS[1] hash; ARGV n, now_s → {0, last, max} taken, {1, cur, max} no room, {2, why, 0}
+/// seed (`why`: [`SEED_MISSING`], [`SEED_OTHER_RUN`], [`SEED_OTHER_HISTORY`], in that
+/// order of checks).
 const TAKE: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run', 'tick', 'tick_ids')
-if h[2] == false or h[3] ~= run then return {2, 0, 0} end
+local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run', 'tick', 'tick_ids', 'repl')
+if h[2] == false then return {2, 0, 0} end
+if h[3] ~= run then return {2, 1, 0} end
+if h[6] ~= repl then return {2, 2, 0} end
 local n = tonumber(ARGV[1])
 local cur = tonumber(h[1])
 local max = tonumber(h[2])
@@ -53,14 +88,14 @@ return {0, redis.call('HINCRBY', KEYS[1], 'cur', n), max}
 
 /// KEYS[1] hash, KEYS[2] periods set; ARGV floor, max, period, ttl_s (0: none).
 const SEED: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run')
+local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run', 'repl')
 local floor = tonumber(ARGV[1])
 local max = tonumber(ARGV[2])
-if h[2] ~= false and h[3] == run then
+if h[2] ~= false and h[3] == run and h[4] == repl then
   floor = math.max(floor, tonumber(h[1]))
   max = math.max(max, tonumber(h[2]))
 end
-redis.call('HSET', KEYS[1], 'cur', floor, 'max', max, 'run', run)
+redis.call('HSET', KEYS[1], 'cur', floor, 'max', max, 'run', run, 'repl', repl)
 redis.call('SADD', KEYS[2], ARGV[3])
 if tonumber(ARGV[4]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[4]) end
 return 1
@@ -68,8 +103,8 @@ return 1
 
 /// KEYS[1] hash; ARGV max → 1 raised (or already higher), 0 needs a seed.
 const RAISE: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'max', 'run')
-if h[1] == false or h[2] ~= run then return 0 end
+local h = redis.call('HMGET', KEYS[1], 'max', 'run', 'repl')
+if h[1] == false or h[2] ~= run or h[3] ~= repl then return 0 end
 if tonumber(ARGV[1]) > tonumber(h[1]) then redis.call('HSET', KEYS[1], 'max', ARGV[1]) end
 return 1
 ";
@@ -77,7 +112,7 @@ return 1
 /// KEYS[1] hash; ARGV now_s → {} or {cur, max, recent, long_term, current_run}.
 const STATE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'cur', 'max', 'run', 'tick', 'tick_ids',
-  'seqs_recently', 'seqs_long_term')
+  'seqs_recently', 'seqs_long_term', 'repl')
 if h[2] == false then return {} end
 local now = tonumber(ARGV[1])
 local tick = tonumber(h[4]) or 0
@@ -85,7 +120,7 @@ local recent = 0
 if tick == now - 1 then recent = tonumber(h[5]) or 0 end
 if tick == now then recent = tonumber(h[6]) or 0 end
 local current = 0
-if h[3] == run then current = 1 end
+if h[3] == run and h[8] == repl then current = 1 end
 return {tonumber(h[1]), tonumber(h[2]), recent, tonumber(h[7]) or 0, current}
 ";
 
@@ -118,7 +153,7 @@ pub struct RedisCounters {
 impl RedisCounters {
     /// Connects to the server of `url`.
     pub async fn connect(url: &RedisUrl) -> Result<RedisCounters, StoreError> {
-        let with_run = |body: &str| Script::new(&format!("{RUN}{body}"));
+        let with_run = |body: &str| Script::new(&format!("{IDENTITY}{body}"));
         Ok(RedisCounters {
             conn: url.connect().await?,
             take: with_run(TAKE),
@@ -142,6 +177,23 @@ impl RedisCounters {
 
     fn fail(&self, error: &redis::RedisError) -> StoreError {
         unavailable(self.conn.url(), error)
+    }
+}
+
+/// Why [`TAKE`] distrusted a counter, for the log; `None` for a missing one (a new sequence
+/// or day, or a flush: the engine says which when it seeds).
+fn distrusted(why: i64) -> Option<&'static str> {
+    match why {
+        SEED_MISSING => None,
+        SEED_OTHER_RUN => Some(
+            "it was seeded by another Redis run (run_id): the server restarted or another took \
+             over",
+        ),
+        SEED_OTHER_HISTORY => Some(
+            "it was seeded under another replication history (master_replid): a promotion or a \
+             full resync since, e.g. a fail-back to a copy that was behind",
+        ),
+        _ => Some("the take script gave an unknown reason"),
     }
 }
 
@@ -176,7 +228,12 @@ impl CounterStore for RedisCounters {
                 cur: counter_value(key, "cur", a)?,
                 max: counter_value(key, "max", b)?,
             },
-            _ => Take::NeedsSeed,
+            _ => {
+                if let Some(why) = distrusted(a) {
+                    tracing::warn!(sequence = %key.name, period = %key.period, redis = %self.conn.url(), "sequence counter distrusted: {why}; it is reseeded above the ceiling");
+                }
+                Take::NeedsSeed
+            }
         })
     }
 

@@ -20,6 +20,7 @@ use idmint_store::{SegmentStore, StoreError, StoreUrl, WorkerStore};
 
 use crate::conformance::{Subject, conformance_suite, range, spec, tag};
 
+mod failback;
 mod keys;
 mod servers;
 
@@ -377,6 +378,28 @@ mod cluster {
         }
 
         worker_suite!(fresh);
+    }
+
+    /// Sequence counters on the cluster's primaries: every script reads the identity of the
+    /// node it runs on (`run_id`, `master_replid`), so counters of names on different nodes
+    /// are seeded, trusted from take to take and reported as current.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counters_are_trusted_from_take_to_take_on_every_node() {
+        use idmint_store::redis::RedisCounters;
+        use idmint_store::{CounterKey, CounterStore, Take};
+
+        let Some(cluster) = deployment() else { return };
+        let url = RedisUrl::parse(&cluster.url(&fresh_prefix())).unwrap();
+        let counters = RedisCounters::connect(&url).await.unwrap();
+        for i in 0..12 {
+            let name = idmint_core::Tag::parse(&format!("seq-{i}")).unwrap();
+            let key = CounterKey { name, period: String::new() };
+            assert_eq!(counters.take(&key, 1, 1).await.unwrap(), Take::NeedsSeed);
+            counters.seed(&key, 0, 100).await.unwrap();
+            assert_eq!(counters.take(&key, 5, 1).await.unwrap(), Take::Taken { last: 5 });
+            assert_eq!(counters.take(&key, 5, 1).await.unwrap(), Take::Taken { last: 10 });
+            assert!(counters.state(&key, 1).await.unwrap().unwrap().current_run);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

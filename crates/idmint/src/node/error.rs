@@ -150,4 +150,7 @@ pub enum NodeStartError {
     /// not be read, or its data directory is damaged or locked).
     #[error("cannot serve Tinyid's biz_types")]
     Tinyid(#[source] Error),
+    /// Sequences are configured and their marks file is damaged or locked.
+    #[error("cannot serve sequences")]
+    Sequences(#[source] SequenceError),
 }

@@ -24,6 +24,9 @@ use crate::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
 use crate::tinyid::{Tinyid, TinyidConfig};
 use crate::{CachedSnowflake, Clock, IdFormat, Sequences, Snowflake, SystemClock, Tag, Uuids};
 
+/// The sequence engine's marks file, opened at start.
+type SequenceMarks = Arc<crate::highwater::HighWaterFile<idmint_store::CounterKey>>;
+
 /// How long the node waits between attempts to reach a Redis that did not answer.
 pub const REDIS_RETRY_MS: u64 = 2_000;
 
@@ -211,6 +214,12 @@ impl NodeBuilder {
             snowflake.is_some() || workers.is_some(),
             sequences.is_some() || sequence_store.is_some(),
         )?;
+        // Opened before anything starts: a damaged or locked marks file refuses the start.
+        let sequence_marks = match (&sequences, &config.sequences) {
+            (None, Ok(configured)) => crate::sequences::open_marks(&configured.engine)
+                .map_err(NodeStartError::Sequences)?,
+            _ => None,
+        };
         if let (Ok(snowflake), Some(ring)) = (&config.snowflake, config.snowflake_cached) {
             // Checked before a generator leases a worker id it would then hold for nothing.
             ring.check(&snowflake.layout).map_err(|reason| {
@@ -275,7 +284,10 @@ impl NodeBuilder {
                 slot.set(engine);
                 slot
             }
-            None => start_sequences(&config, sequence_store, &clock, &tasks, &cancel).await,
+            None => {
+                let given = (sequence_store, sequence_marks);
+                start_sequences(&config, given, &clock, &tasks, &cancel).await
+            }
         };
         // The configured layout decodes ids even when the generator did not start.
         let layout = match (&snowflake, &config.snowflake) {
@@ -428,7 +440,7 @@ async fn start_snowflake(
 /// until it answers or the node shuts down.
 async fn start_sequences(
     config: &NodeConfig,
-    given: Option<Arc<dyn SequenceStore>>,
+    (given, marks): (Option<Arc<dyn SequenceStore>>, Option<SequenceMarks>),
     clock: &Arc<dyn Clock>,
     tasks: &TaskTracker,
     cancel: &CancellationToken,
@@ -465,8 +477,13 @@ async fn start_sequences(
             };
             match opened {
                 Ok(counters) => {
-                    let engine =
-                        Sequences::start(store, counters, Arc::clone(&clock), sequences.engine);
+                    let engine = Sequences::start_with_marks(
+                        store,
+                        counters,
+                        Arc::clone(&clock),
+                        sequences.engine,
+                        marks,
+                    );
                     tracing::info!(redis = %engine.describe(), "sequences served");
                     installed.set(engine);
                     return;

@@ -85,6 +85,30 @@ async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
     refuser.abort();
 }
 
+/// A damaged sequence marks file refuses the node's start, before anything starts (Redis is
+/// never asked), naming the file and the fix.
+#[tokio::test]
+async fn a_damaged_sequence_marks_file_refuses_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(idmint::sequence::SEQUENCE_MARKS_FILE);
+    std::fs::write(&file, "orders 12\n").unwrap();
+    let mut config = NodeConfig::new(StoreUrl::Memory);
+    config.sequences = Ok(idmint::node::SequencesConfig {
+        redis: "redis://127.0.0.1:1".to_string(),
+        engine: idmint::sequence::SequenceConfig {
+            state_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        },
+    });
+    let refused = NodeBuilder::new(config).stores(Arc::new(MemoryStore::new())).start().await;
+    let Err(NodeStartError::Sequences(error)) = refused else {
+        panic!("a damaged marks file was accepted: {:?}", refused.map(|_| ()))
+    };
+    let message = error.to_string();
+    assert!(message.contains(&file.display().to_string()), "{message}");
+    assert!(message.contains("is damaged") && message.contains("Restore it"), "{message}");
+}
+
 async fn start(config: NodeConfig, store: Arc<MemoryStore>) -> Node {
     NodeBuilder::new(config).stores(store).start().await.unwrap()
 }

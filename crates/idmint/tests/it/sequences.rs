@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idmint::clock::{Clock, ManualClock, SystemClock};
-use idmint::sequence::SequenceConfig;
+use idmint::sequence::limits::{SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS};
+use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig};
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
 use idmint::{Sequences, Tag};
 use idmint_store::CounterStore;
-use idmint_store::redis::{RedisCounters, RedisUrl};
+use idmint_store::redis::{RedisCounters, RedisUrl, driver};
 
 use crate::redis_keys::{fresh_prefix, fresh_url};
 
@@ -51,12 +52,10 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
         let mut nodes = Vec::new();
         for node in ["a", "b"] {
             let counters = counters(&redis.url(), &prefix).await;
-            nodes.push(Sequences::start(
-                Arc::clone(&store),
-                counters,
-                Arc::new(SystemClock),
-                config(node),
-            ));
+            nodes.push(
+                Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config(node))
+                    .unwrap(),
+            );
         }
         nodes
     };
@@ -145,7 +144,8 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
         counters(&redis.url(), &prefix).await,
         Arc::new(SystemClock),
         config("c"),
-    );
+    )
+    .unwrap();
     for _ in 0..100 {
         for id in fresh.next(&name, 50).await.unwrap().numbers {
             assert!(seen.insert(id), "id {id} handed out again after a restart from a snapshot");
@@ -164,6 +164,133 @@ async fn no_id_repeats_when_redis_is_flushed_or_restarted_from_an_old_snapshot()
     }
 }
 
+/// A node restarted after serving numbers finds the counter put back below them in the same
+/// data set (same `run_id` and `master_replid`: the hash written directly, as a restore into
+/// the running server would): it reseeds above the marks it wrote to its state directory
+/// rather than serve them again. Once after a shutdown, once after a drop without one (a
+/// crash) more than [`SEQ_MARK_WRITE_MS`] after the last take; each time the counter is put
+/// back 500 below the last number served, above every earlier mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_never_serves_below_its_marks_on_disk() {
+    let Some((url, _cleanup)) = fresh_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let config = SequenceConfig { state_dir: Some(dir.path().to_path_buf()), ..config("m") };
+    let start = || async {
+        let counters: Arc<dyn CounterStore> = Arc::new(RedisCounters::connect(&url).await.unwrap());
+        Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config.clone())
+            .unwrap()
+    };
+    let mut raw = url.connect().await.unwrap();
+    let name = Tag::parse("marked").unwrap();
+    let mut served = HashSet::new();
+    let serve = async |node: &Sequences| {
+        let mut numbers = Vec::new();
+        for _ in 0..10 {
+            numbers.extend(node.next(&name, 100).await.unwrap().numbers);
+        }
+        numbers
+    };
+
+    let mut node = start().await;
+    node.create(spec("marked", false, None)).await.unwrap();
+    let numbers = serve(&node).await;
+    let mut last = *numbers.last().unwrap();
+    served.extend(numbers);
+    for crash in [false, true] {
+        if crash {
+            // The marks task writes within SEQ_MARK_WRITE_MS; then the node dies unshut.
+            tokio::time::sleep(Duration::from_millis(SEQ_MARK_WRITE_MS + 500)).await;
+        } else {
+            node.shutdown().await;
+            let file = std::fs::read_to_string(dir.path().join(SEQUENCE_MARKS_FILE)).unwrap();
+            assert!(file.contains(&format!("\nmarked {last}\n")), "{file}");
+        }
+        drop(node);
+        let mut put_back = driver::cmd("HSET");
+        put_back.arg(raw.key("seq:{marked}:")).arg("cur").arg(last - 500);
+        let _: i64 = put_back.query_async(&mut raw).await.unwrap();
+        node = start().await;
+        let numbers = serve(&node).await;
+        for &id in &numbers {
+            assert!(served.insert(id), "{id} served again after a restart (crash: {crash})");
+        }
+        last = *numbers.last().unwrap();
+        assert_eq!(node.reseeds(), 1, "crash: {crash}");
+    }
+    node.shutdown().await;
+    assert_eq!(served.len(), 3_000);
+}
+
+/// While the marks file cannot be written (here its directory vanished), numbers are served
+/// for at most `SEQ_MARK_LAG_MS_MAX` after the last write that succeeded, then refused with
+/// 503 naming the file; once it can be written again they are served again, and the file
+/// holds every number served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbers_stop_while_the_marks_cannot_be_written_and_resume_after() {
+    let Some((url, _cleanup)) = fresh_url() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("state");
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters: Arc<dyn CounterStore> = Arc::new(RedisCounters::connect(&url).await.unwrap());
+    let config = SequenceConfig { state_dir: Some(dir.clone()), ..config("w") };
+    let node = Sequences::start(store, counters, Arc::new(SystemClock), config).unwrap();
+    node.create(spec("written", false, None)).await.unwrap();
+    let name = Tag::parse("written").unwrap();
+    node.next(&name, 10).await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    let refused = loop {
+        match node.next(&name, 10).await {
+            Ok(_) => {
+                assert!(started.elapsed() < Duration::from_millis(SEQ_MARK_LAG_MS_MAX + 2_000))
+            }
+            Err(error) => break error.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(SEQ_MARK_LAG_MS_MAX - SEQ_MARK_WRITE_MS), "{waited:?}");
+    assert!(
+        refused.contains(SEQUENCE_MARKS_FILE) && refused.contains("not been written"),
+        "{refused}"
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    let last = loop {
+        if let Ok(ids) = node.next(&name, 10).await {
+            break *ids.numbers.last().unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "not served again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    node.shutdown().await;
+    let file = std::fs::read_to_string(dir.join(SEQUENCE_MARKS_FILE)).unwrap();
+    assert!(file.contains(&format!("\nwritten {last}\n")), "{file}");
+}
+
+/// A damaged sequence marks file refuses the start, naming the file and the fix; a second
+/// engine on one state directory is refused while the first holds it.
+#[tokio::test]
+async fn a_damaged_or_shared_marks_file_refuses_the_start() {
+    let Some((url, _cleanup)) = fresh_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let config = SequenceConfig { state_dir: Some(dir.path().to_path_buf()), ..config("d") };
+    let start = || async {
+        let counters: Arc<dyn CounterStore> = Arc::new(RedisCounters::connect(&url).await.unwrap());
+        Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config.clone())
+    };
+    let first = start().await.unwrap();
+    let shared = start().await.unwrap_err().to_string();
+    assert!(shared.contains("in use by another idmint process"), "{shared}");
+    first.shutdown().await;
+    drop(first);
+    std::fs::write(dir.path().join(SEQUENCE_MARKS_FILE), "marked 12\n").unwrap();
+    let damaged = start().await.unwrap_err().to_string();
+    assert!(damaged.contains("is damaged") && damaged.contains("Restore it"), "{damaged}");
+}
+
 /// Under a steady load the forecast raises the ceiling before it is reached, so no request
 /// waits; without load it raises nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,7 +303,8 @@ async fn the_forecast_raises_ahead_of_a_steady_load_and_not_without_load() {
     // tick could land just before the seed runs out, leaving the raise a few ms to finish
     // on a loaded machine (a wait, seen once in CI).
     let config = SequenceConfig { forecast_s: 3, raise_s: 6, tick_ms: 200, ..config("f") };
-    let node = Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config);
+    let node =
+        Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config).unwrap();
     node.create(spec("steady", false, None)).await.unwrap();
     node.create(spec("idle", false, None)).await.unwrap();
     let (steady, idle) = (Tag::parse("steady").unwrap(), Tag::parse("idle").unwrap());
@@ -220,7 +348,7 @@ async fn daily_sequences_restart_at_one_after_midnight_in_their_zone() {
     for (node, clock) in [("early", &early), ("late", &late)] {
         let counters = Arc::new(RedisCounters::connect(&url).await.unwrap());
         let clock = Arc::clone(clock) as Arc<dyn Clock>;
-        nodes.push(Sequences::start(Arc::clone(&store), counters, clock, config(node)));
+        nodes.push(Sequences::start(Arc::clone(&store), counters, clock, config(node)).unwrap());
     }
     let mut daily = spec("invoice", true, None);
     daily.time_zone = "+08:00".to_string();
@@ -268,7 +396,7 @@ async fn bad_requests_and_definitions_are_refused_with_the_fix() {
     let Some((url, _cleanup)) = fresh_url() else { return };
     let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
     let counters = Arc::new(RedisCounters::connect(&url).await.unwrap());
-    let node = Sequences::start(store, counters, Arc::new(SystemClock), config("x"));
+    let node = Sequences::start(store, counters, Arc::new(SystemClock), config("x")).unwrap();
     let missing = node.next(&Tag::parse("nope").unwrap(), 1).await.unwrap_err();
     assert!(missing.to_string().contains("idmint seq create nope"), "{missing}");
     let bad_daily = node.create(spec("d", true, Some("{date:%m%d}{seq:04}"))).await.unwrap_err();
