@@ -190,6 +190,13 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          to configure it",
     ),
     (
+        "worker_ids_exhausted",
+        "501 (gRPC FAILED_PRECONDITION): no snowflake worker id was free when this node \
+         started (every id of the layout or of `snowflake.worker_ids` held or assigned); final \
+         until the operator frees ids or widens the layout and restarts the node, the message \
+         says how",
+    ),
+    (
         "sequences_not_configured",
         "501 (gRPC FAILED_PRECONDITION): this node is not configured to serve sequences (no \
          Redis, a bad Redis URL, or no single SQL store for their ceilings); final, the \
@@ -285,6 +292,10 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
             (StatusCode::SERVICE_UNAVAILABLE, "worker_lease_not_proven")
         }
         SnowflakeError::Exhausted(_) => (StatusCode::SERVICE_UNAVAILABLE, "layout_exhausted"),
+        // Nothing frees an id by itself for this node: it does not retry the start.
+        SnowflakeError::Store(
+            StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
+        ) => (StatusCode::NOT_IMPLEMENTED, "worker_ids_exhausted"),
         SnowflakeError::Unavailable(_) | SnowflakeError::Store(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "snowflake_unavailable")
         }
