@@ -167,6 +167,12 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("request_timeout", "503: the request took longer than `limits.request_timeout_ms`"),
     ("clock_behind", "503: the clock went back beyond the snowflake tolerance"),
     (
+        "clock_skew",
+        "501 (gRPC FAILED_PRECONDITION): this node's clock is off its store's by more than \
+         `snowflake.lease_margin_ms`, so it refuses snowflake ids with a leased worker id; \
+         final until the time sync is fixed, served again by itself once the offset is back",
+    ),
+    (
         "lease_settling",
         "503: the snowflake worker id was just leased; ids start once any earlier holder's \
          ids are behind it (`time_window_ms` + `lease_margin_ms` after the start)",
@@ -287,6 +293,8 @@ pub(crate) const TINYID_SYS_ERR: u16 = 6;
 fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
     match error {
         SnowflakeError::ClockBehind { .. } => (StatusCode::SERVICE_UNAVAILABLE, "clock_behind"),
+        // Retrying does not fix a clock: the operator (or the time sync) does.
+        SnowflakeError::ClockSkew { .. } => (StatusCode::NOT_IMPLEMENTED, "clock_skew"),
         SnowflakeError::LeaseSettling { .. } => (StatusCode::SERVICE_UNAVAILABLE, "lease_settling"),
         SnowflakeError::LeaseNotProven { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, "worker_lease_not_proven")

@@ -60,7 +60,8 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
 /// persisted time mark beyond the tolerance (a clock that jumped ahead and was corrected),
 /// makes the node not ready: 503 `lease_not_proven` or `clock_behind`, the message naming the
 /// cause and the fix. So does a worker id leased a moment ago, until the clock passes the floor
-/// above any earlier holder's ids: 503 `lease_settling`.
+/// above any earlier holder's ids: 503 `lease_settling`. A clock off the store's by more than
+/// `snowflake.lease_margin_ms` answers 501 `clock_skew`: the time sync must be fixed.
 #[utoipa::path(
     get,
     path = "/ready",
@@ -69,6 +70,8 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
     responses(
         (status = 200, description = "Ready", body = StatusBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = "clock_skew: the clock is off the store's past the lease \
+            margin", body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]

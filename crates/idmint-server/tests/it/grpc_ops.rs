@@ -38,9 +38,9 @@ async fn check(health: &mut HealthClient<Channel>, service: &str) -> Result<i32,
 /// A node serving snowflake ids on a manual clock (static worker id 3), guarded by an admin
 /// token and a client token: its readiness can be broken by stepping the clock back a day.
 async fn clocked_server(space: &str) -> (TestServer, Arc<idmint::clock::ManualClock>, Channel) {
-    let memory = Arc::new(idmint_store::MemoryStore::new());
-    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let clock = Arc::new(idmint::clock::ManualClock::at_system_time());
+    let memory = Arc::new(idmint_store::MemoryStore::with_clock(clock.clone()));
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     let mut config = idmint::snowflake::SnowflakeConfig::new(space, layout);
     config.worker = idmint::snowflake::WorkerIdSource::Static(3);
