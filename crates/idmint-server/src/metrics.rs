@@ -483,7 +483,8 @@ fn collect_snowflake(app: &AppState) {
         .set((s.mark_ms as f64 - now_ms as f64) / 1000.0);
     // Absent until the first measurement answered (and on a node without a worker store).
     if let Some(offset_ms) = s.clock_offset_ms {
-        gauge!("idmint_clock_offset_seconds").set(offset_ms as f64 / 1000.0);
+        gauge!("idmint_clock_offset_seconds", "space" => space.clone())
+            .set(offset_ms as f64 / 1000.0);
     }
     // Every cause is set each scrape, so a cause that cleared reads 0 rather than staying 1.
     let cause = match generator.readiness() {
