@@ -6,9 +6,10 @@
 //!   *proven*, i.e. its clock is less than one TTL past the moment it asked for the lease or
 //!   its last confirmed renewal (fencing: a node that was paused or cut off stops then, and
 //!   resumes only on a lease it holds again). The store judges expiry by its own clock, so
-//!   the holder's fence, counted from before the store's, always closes first. `store-assigned` takes a fresh id from the store at every start (Baidu's
-//!   WORKER_NODE); `static` takes it from the configuration; `ordinal` from the trailing
-//!   number of a Kubernetes StatefulSet host name (`ids-3` → 3).
+//!   the holder's fence, counted from before the store's, always closes first.
+//!   `store-assigned` takes a fresh id from the store at every start (Baidu's WORKER_NODE);
+//!   `static` takes it from the configuration; `ordinal` from the trailing number of a
+//!   Kubernetes StatefulSet host name (`ids-3` → 3).
 //! - **Time mark**: before issuing an id whose time passes the mark, the generator persists
 //!   a new mark `now + time_window_ms`, first in the local marks file
 //!   (`data_dir/snowflake.time-mark`, per layout and worker id), then in the store's lease
@@ -988,7 +989,7 @@ impl Snowflake {
         let store_ms = store.now_ms().await?;
         let received_ms = self.clock.now_ms();
         let middle_ms = sent_ms.saturating_add(received_ms.saturating_sub(sent_ms) / 2);
-        // Both are below 2^63 (WORKER_TIME_MS_MAX bounds what stores hold; clocks read ms).
+        // In i128, so no reading of either clock, however far off, overflows.
         let offset_ms = (i128::from(middle_ms) - i128::from(store_ms))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         self.record_offset(offset_ms);
