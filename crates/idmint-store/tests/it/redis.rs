@@ -33,7 +33,7 @@ async fn fresh() -> Option<Subject> {
     Some(Subject::with_guard(store, cleanup))
 }
 
-mod workers {
+pub(crate) mod workers {
     //! The worker suite on Redis, each check under its own key prefix.
 
     use std::any::Any;
@@ -57,8 +57,9 @@ mod workers {
         Some((WorkerSubject::with_guard(store, cleanup), Arc::new(Rows(url))))
     }
 
-    /// The check's lease hash, through a connection of its own.
-    struct Rows(RedisUrl);
+    /// The check's lease hash, through a connection of its own (Sentinel's and Cluster's
+    /// too).
+    pub(crate) struct Rows(pub(crate) RedisUrl);
 
     impl Rows {
         async fn key(&self, space: &WorkerSpace) -> (idmint_store::redis::RedisConn, String) {
@@ -308,9 +309,11 @@ mod sentinel {
     conformance_suite!(fresh);
 
     mod workers {
+        use std::sync::Arc;
+
         use idmint_store::{StoreUrl, open_workers};
 
-        use crate::workers::{WorkerSubject, worker_suite};
+        use crate::workers::{RowTamper, WorkerSubject, worker_suite};
 
         async fn fresh() -> Option<WorkerSubject> {
             let url = super::deployment()?.url(&super::fresh_prefix());
@@ -318,7 +321,16 @@ mod sentinel {
             Some(WorkerSubject::new(store))
         }
 
-        worker_suite!(fresh);
+        async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+            let url = super::deployment()?.url(&super::fresh_prefix());
+            let StoreUrl::Redis(url) = StoreUrl::parse(&url).unwrap() else {
+                panic!("not a Redis URL: {url}")
+            };
+            let store = open_workers(&StoreUrl::Redis(url.clone())).await.unwrap();
+            Some((WorkerSubject::new(store), Arc::new(crate::redis::workers::Rows(url))))
+        }
+
+        worker_suite!(fresh, tampered);
     }
 
     /// The master dies after its writes reached the replica: calls fail until the sentinel
@@ -386,9 +398,11 @@ mod cluster {
     conformance_suite!(fresh);
 
     mod workers {
+        use std::sync::Arc;
+
         use idmint_store::{StoreUrl, open_workers};
 
-        use crate::workers::{WorkerSubject, worker_suite};
+        use crate::workers::{RowTamper, WorkerSubject, worker_suite};
 
         async fn fresh() -> Option<WorkerSubject> {
             let url = super::deployment()?.url(&super::fresh_prefix());
@@ -396,7 +410,16 @@ mod cluster {
             Some(WorkerSubject::new(store))
         }
 
-        worker_suite!(fresh);
+        async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+            let url = super::deployment()?.url(&super::fresh_prefix());
+            let StoreUrl::Redis(url) = StoreUrl::parse(&url).unwrap() else {
+                panic!("not a Redis URL: {url}")
+            };
+            let store = open_workers(&StoreUrl::Redis(url.clone())).await.unwrap();
+            Some((WorkerSubject::new(store), Arc::new(crate::redis::workers::Rows(url))))
+        }
+
+        worker_suite!(fresh, tampered);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
