@@ -155,6 +155,10 @@ struct SnowflakeBody {
     lease_until_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mark_ms: Option<u64>,
+    /// This node's clock minus its worker store's at the last measurement, in ms; absent
+    /// without a worker store or before the first measurement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock_offset_ms: Option<i64>,
     rollbacks: u64,
     waits: u64,
     /// Ids in the cached ring, when the node serves from one.
@@ -223,6 +227,7 @@ fn snowflake(status: Result<SnowflakeStatus, String>, ring_ids: Option<u64>) -> 
             worker: Some(s.worker),
             lease_until_ms: s.lease_until_ms,
             mark_ms: Some(s.mark_ms),
+            clock_offset_ms: s.clock_offset_ms,
             rollbacks: s.rollbacks,
             waits: s.waits,
             ring_ids,
@@ -234,6 +239,7 @@ fn snowflake(status: Result<SnowflakeStatus, String>, ring_ids: Option<u64>) -> 
             worker: None,
             lease_until_ms: None,
             mark_ms: None,
+            clock_offset_ms: None,
             rollbacks: 0,
             waits: 0,
             ring_ids: None,

@@ -315,6 +315,8 @@ async fn a_clock_off_the_stores_is_exported_and_refused_as_final() {
     assert_eq!(offset, Some(5.0));
     let cause = [("space", "skewed"), ("cause", "clock_skew")];
     assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause), Some(1.0));
+    let status: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(status["snowflake"]["clock_offset_ms"], 5_000, "{status}");
     server.stop().await;
 
     let server = TestServer::with_snowflake().await;
