@@ -295,7 +295,7 @@ pub(crate) fn check_time_ms(name: &str, ms: u64) -> Result<(), StoreError> {
     }
 }
 
-pub(crate) fn check_ttl_ms(ttl_ms: u64) -> Result<(), StoreError> {
+fn check_ttl_ms(ttl_ms: u64) -> Result<(), StoreError> {
     if (LEASE_TTL_MS_MIN..=LEASE_TTL_MS_MAX).contains(&ttl_ms) {
         Ok(())
     } else {

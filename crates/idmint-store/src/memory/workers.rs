@@ -3,7 +3,9 @@
 //! Lease rows live in a map behind one mutex, so every call is trivially atomic; the
 //! acquisition is written out plainly (every id from 0 up) rather than through the database
 //! backends' paged walk, so the suite checks that walk against an independent model. Assigned
-//! ids keep only their sequence: nothing reads the rows back. Nothing persists.
+//! ids keep only their sequence: nothing reads the rows back. Nothing persists. Expiry is
+//! judged by the store's clock (`MemoryStore::with_clock`, by default the machine's), read
+//! under the lock, never by a caller's.
 
 use std::collections::BTreeMap;
 use std::sync::{MutexGuard, PoisonError};
