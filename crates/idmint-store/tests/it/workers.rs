@@ -50,6 +50,9 @@ const WITHIN_MARGIN_MS: u64 = TTL_MS + MARGIN_MS - SLACK_MS;
 const REUSABLE_AFTER_MS: u64 = TTL_MS + MARGIN_MS + SLACK_MS;
 /// The latest time mark every request accepts: marks at or below it are ordinary.
 const MARK_MAX_MS: u64 = T0 + 60_000;
+/// How far the store's clock may read from this machine's in
+/// [`the_stores_clock_reads_utc_milliseconds`].
+const CLOCK_AGREEMENT_MS_MAX: u64 = 60_000;
 /// Concurrent acquirers in the exhaustion check: one per id of a 4-bit layout.
 const ACQUIRER_COUNT: u64 = 16;
 /// Ids held by the paging check: more than one page of the database backends' walk (256).
@@ -115,6 +118,7 @@ macro_rules! worker_suite {
                 acquirers_get_the_lowest_free_ids,
                 concurrent_acquirers_get_distinct_ids_until_exhausted,
                 a_live_lease_is_never_taken_whatever_the_callers_clock,
+                the_stores_clock_reads_utc_milliseconds,
                 assign_worker_gives_increasing_ids_and_refuses_past_max,
                 spaces_are_independent,
                 invalid_requests_are_refused_and_nothing_is_written,
@@ -192,6 +196,18 @@ pub async fn a_live_lease_is_never_taken_whatever_the_callers_clock(store: Arc<d
     );
     let renewed = store.renew_lease(&holder, TTL_MS).await.unwrap();
     assert_eq!((renewed.worker_id, renewed.token), (0, 1));
+}
+
+/// The store's clock is milliseconds since the Unix epoch in UTC, whatever the server's or
+/// the session's time zone: within [`CLOCK_AGREEMENT_MS_MAX`] of this machine's (the test
+/// servers keep time as any host does; an hour off would be a time zone taken for UTC),
+/// and it does not go back between two reads.
+pub async fn the_stores_clock_reads_utc_milliseconds(store: Arc<dyn WorkerStore>) {
+    let local = idmint_store::StoreClock::now_ms(&idmint_store::LocalClock);
+    let first = store_now(&store).await;
+    let second = store_now(&store).await;
+    assert!(local.abs_diff(first) < CLOCK_AGREEMENT_MS_MAX, "store {first} ms, here {local} ms");
+    assert!(second >= first, "the store's clock went back: {first} then {second}");
 }
 
 /// A node configured with a worker-id range (`snowflake.worker_ids`, for Leaf or
