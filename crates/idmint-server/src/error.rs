@@ -176,6 +176,12 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("request_timeout", "503: the request took longer than `limits.request_timeout_ms`"),
     ("clock_behind", "503: the clock went back beyond the snowflake tolerance"),
     (
+        "clock_skew",
+        "501 (gRPC FAILED_PRECONDITION): this node's clock is off its store's by more than \
+         `snowflake.lease_margin_ms`, so it refuses snowflake ids with a leased worker id; \
+         final until the time sync is fixed, served again by itself once the offset is back",
+    ),
+    (
         "lease_settling",
         "503: the snowflake worker id was just leased; ids start once any earlier holder's \
          ids are behind it (`time_window_ms` + `lease_margin_ms` after the start)",
@@ -197,6 +203,13 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
         "501 (gRPC FAILED_PRECONDITION): this node is not configured to serve snowflake ids \
          (disabled, or a store that cannot hold worker leases); final, the message says how \
          to configure it",
+    ),
+    (
+        "worker_ids_exhausted",
+        "501 (gRPC FAILED_PRECONDITION): no snowflake worker id was free when this node \
+         started (every id of the layout or of `snowflake.worker_ids` held or assigned); final \
+         until the operator frees ids or widens the layout and restarts the node, the message \
+         says how",
     ),
     (
         "sequences_not_configured",
@@ -290,11 +303,17 @@ pub(crate) const TINYID_SYS_ERR: u16 = 6;
 fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
     match error {
         SnowflakeError::ClockBehind { .. } => (StatusCode::SERVICE_UNAVAILABLE, "clock_behind"),
+        // Retrying does not fix a clock: the operator (or the time sync) does.
+        SnowflakeError::ClockSkew { .. } => (StatusCode::NOT_IMPLEMENTED, "clock_skew"),
         SnowflakeError::LeaseSettling { .. } => (StatusCode::SERVICE_UNAVAILABLE, "lease_settling"),
         SnowflakeError::LeaseNotProven { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, "worker_lease_not_proven")
         }
         SnowflakeError::Exhausted(_) => (StatusCode::SERVICE_UNAVAILABLE, "layout_exhausted"),
+        // Nothing frees an id by itself for this node: it does not retry the start.
+        SnowflakeError::Store(
+            StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
+        ) => (StatusCode::NOT_IMPLEMENTED, "worker_ids_exhausted"),
         SnowflakeError::Unavailable(_) | SnowflakeError::Store(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "snowflake_unavailable")
         }

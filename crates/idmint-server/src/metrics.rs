@@ -308,6 +308,8 @@ const NOT_READY_CLOCK_BEHIND: &str = "clock_behind";
 const NOT_READY_LEASE_SETTLING: &str = "lease_settling";
 /// `cause` of `idmint_snowflake_not_ready`: the worker-id lease is not proven.
 const NOT_READY_LEASE: &str = "lease_not_proven";
+/// `cause` of `idmint_snowflake_not_ready`: the clock is off the store's past the lease margin.
+const NOT_READY_CLOCK_SKEW: &str = "clock_skew";
 /// `cause` of `idmint_snowflake_not_ready`: anything else the generator reports.
 const NOT_READY_OTHER: &str = "other";
 
@@ -479,6 +481,11 @@ fn collect_snowflake(app: &AppState) {
     gauge!("idmint_snowflake_lease_remaining_seconds", "space" => space.clone()).set(remaining_s);
     gauge!("idmint_snowflake_time_mark_ahead_seconds", "space" => space.clone())
         .set((s.mark_ms as f64 - now_ms as f64) / 1000.0);
+    // Absent until the first measurement answered (and on a node without a worker store).
+    if let Some(offset_ms) = s.clock_offset_ms {
+        gauge!("idmint_clock_offset_seconds", "space" => space.clone())
+            .set(offset_ms as f64 / 1000.0);
+    }
     // Every cause is set each scrape, so a cause that cleared reads 0 rather than staying 1.
     let cause = match generator.readiness() {
         Ok(()) => None,
@@ -487,13 +494,18 @@ fn collect_snowflake(app: &AppState) {
         Err(idmint::snowflake::SnowflakeError::LeaseSettling { .. }) => {
             Some(NOT_READY_LEASE_SETTLING)
         }
+        Err(idmint::snowflake::SnowflakeError::ClockSkew { .. }) => Some(NOT_READY_CLOCK_SKEW),
         Err(_) => Some(NOT_READY_OTHER),
     };
     gauge!("idmint_snowflake_ready", "space" => space.clone())
         .set(f64::from(u8::from(cause.is_none())));
-    for known in
-        [NOT_READY_CLOCK_BEHIND, NOT_READY_LEASE, NOT_READY_LEASE_SETTLING, NOT_READY_OTHER]
-    {
+    for known in [
+        NOT_READY_CLOCK_BEHIND,
+        NOT_READY_LEASE,
+        NOT_READY_LEASE_SETTLING,
+        NOT_READY_CLOCK_SKEW,
+        NOT_READY_OTHER,
+    ] {
         gauge!("idmint_snowflake_not_ready", "space" => space.clone(), "cause" => known)
             .set(f64::from(u8::from(cause == Some(known))));
     }
@@ -570,7 +582,9 @@ fn describe() {
          fix the time sync, then restart the node so that it leases a worker id not marked \
          ahead (docs/operations.md). lease_not_proven: the worker lease is lost or not renewed; \
          check the store. lease_settling: the worker id was just leased; ids start once any \
-         earlier holder's ids are behind it (time_window_ms + lease_margin_ms after the start)."
+         earlier holder's ids are behind it (time_window_ms + lease_margin_ms after the start). \
+         clock_skew: the clock is off the store's by more than lease_margin_ms (see \
+         idmint_clock_offset_seconds); fix the time sync."
     );
     describe_counter!(
         "idmint_snowflake_clock_rollbacks_total",
@@ -588,6 +602,12 @@ fn describe() {
         "idmint_snowflake_lease_remaining_seconds",
         Unit::Seconds,
         "Time until the worker lease expires unless renewed."
+    );
+    describe_gauge!(
+        "idmint_clock_offset_seconds",
+        Unit::Seconds,
+        "This node's clock minus its worker store's (positive: ahead), measured every 5 s; \
+         past half of lease_margin_ms it is logged, past the margin snowflake ids are refused."
     );
     describe_gauge!(
         "idmint_snowflake_time_mark_ahead_seconds",

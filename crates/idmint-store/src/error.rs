@@ -80,8 +80,11 @@ pub enum StoreError {
     /// within its safety margin after expiry), or has already been assigned.
     #[error(
         "no worker id of space {space} is free: every id up to {max} is held or was assigned; \
-         stop nodes you no longer need (a lease frees its id after its TTL and safety margin), \
-         or use a layout with more worker bits (assigned ids are never reused)"
+         stop nodes you no longer need (a lease frees its id after its TTL and safety margin; \
+         delete stale rows of idmint_workers only for nodes you know are gone), or use a \
+         layout with more worker bits (snowflake.worker_bits; store-assigned ids are never \
+         reused, leased ones are). A node that found none at start serves no snowflake ids \
+         until it is restarted"
     )]
     WorkersExhausted {
         /// The space.
@@ -96,7 +99,8 @@ pub enum StoreError {
         "no worker id left in range {min}-{max} of space {space} (snowflake.worker_ids): every \
          id of it is held; stop idmint nodes you no longer need (a lease frees its id after its \
          TTL and safety margin) or widen snowflake.worker_ids, keeping it clear of the ids \
-         other generators use"
+         other generators use. A node that found none at start serves no snowflake ids until \
+         it is restarted"
     )]
     NoWorkerIdInRange {
         /// The space.

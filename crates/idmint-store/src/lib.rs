@@ -28,8 +28,10 @@
 //! (`tests/it/sequences.rs`).
 //!
 //! It must not spawn background tasks or read idmint's clock; it must not know HTTP. Its
-//! only timing is the database's own `update_time` column.
+//! timing is the database's own: the `update_time` column, and worker leases judged by the
+//! store's clock (`clock.rs` for the stores on this machine), never the caller's.
 
+mod clock;
 mod counter;
 mod error;
 #[cfg(feature = "mysql")]
@@ -57,6 +59,7 @@ use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, ID_MIN};
 use idmint_core::{Description, IdRange, StartId, Step, Tag};
 
+pub use clock::{LocalClock, StoreClock};
 pub use counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take};
 pub use error::StoreError;
 #[cfg(feature = "mysql")]

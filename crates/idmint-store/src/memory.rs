@@ -10,13 +10,14 @@ mod workers;
 pub use workers::WorkerRowsSnapshot;
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
 
+use crate::clock::{LocalClock, StoreClock};
 use crate::{
     Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,
     effective_step, initial_max_id,
@@ -33,12 +34,35 @@ pub struct MemoryStore {
     workers: Mutex<workers::Workers>,
     /// Sequence definitions and ceilings (`memory/sequences.rs`).
     sequences: Mutex<sequences::Sequences>,
+    /// The store's clock: worker leases expire by it (`memory/workers.rs`).
+    clock: Clock,
+}
+
+/// The clock a memory store judges leases by: the machine's unless a test gives another.
+#[derive(Debug, Clone)]
+struct Clock(Arc<dyn StoreClock>);
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock(Arc::new(LocalClock))
+    }
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store whose worker leases expire by the machine's clock.
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// An empty store whose worker leases expire by `clock` (a test's, to move the store's
+    /// time apart from a node's).
+    pub fn with_clock(clock: Arc<dyn StoreClock>) -> MemoryStore {
+        MemoryStore { clock: Clock(clock), ..MemoryStore::default() }
+    }
+
+    /// The store's clock, in milliseconds.
+    fn clock_ms(&self) -> u64 {
+        self.clock.0.now_ms()
     }
 
     fn tombstones(&self) -> MutexGuard<'_, BTreeMap<Tag, u64>> {

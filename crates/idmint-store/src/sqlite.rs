@@ -30,6 +30,8 @@ use crate::{
     allocated_range, check_new_max_id, effective_step, initial_max_id,
 };
 
+use crate::clock::{LocalClock, StoreClock};
+
 /// How long a call waits for another connection's write lock before failing as unavailable.
 pub const SQLITE_BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -47,6 +49,9 @@ pub const SQLITE_WAL_BYTES_MAX: u64 = 512 * 1024;
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    /// The store's clock: worker leases expire by it (`sqlite/workers.rs`). The file lives on
+    /// this machine, so every process sharing it reads this machine's clock.
+    clock: Arc<dyn StoreClock>,
 }
 
 const COLUMNS: &str = "biz_tag, max_id, step, description, update_time";
@@ -58,7 +63,13 @@ impl SqliteStore {
         let path = path.to_path_buf();
         let opened = path.clone();
         let conn = run_blocking(move || open_connection(&opened)).await??;
-        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)), path })
+        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)), path, clock: Arc::new(LocalClock) })
+    }
+
+    /// The store with its worker leases judged by `clock` rather than the machine's (a
+    /// test's, to move the store's time apart from a node's).
+    pub fn with_clock(self, clock: Arc<dyn StoreClock>) -> SqliteStore {
+        SqliteStore { clock, ..self }
     }
 
     /// The database file.

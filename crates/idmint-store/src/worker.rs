@@ -11,19 +11,29 @@
 //!   its next call. The token alone is not a fence: a row deleted by hand, or restored from
 //!   an older backup, starts again at token 1 (or an older token), which the old holder would
 //!   still match; a holder id is drawn from the CSPRNG at every acquisition and is never
-//!   reused, whatever happens to the rows. An expired id is reused only once `expires_ms + margin_ms < now_ms` (the margin
-//!   covers clock skew between nodes), and its new owner inherits the previous owner's
-//!   persisted time high-water mark (`time_mark`), so it can refuse to issue at or below it.
+//!   reused, whatever happens to the rows. An expired id is reused only once
+//!   `expires_ms + margin_ms < now` on the store's clock, and its new owner inherits the
+//!   previous owner's persisted time high-water mark (`time_mark`), so it can refuse to issue
+//!   at or below it.
 //! - **Assignment** (table [`WORKER_NODE_TABLE`](crate::WORKER_NODE_TABLE), uid-generator's `WORKER_NODE`): every start
 //!   inserts a row `(space, host, port, launch_ms)` and takes its auto-increment id as its
 //!   worker id, never reused. The ids form one sequence per database, shared by all spaces,
 //!   and start at 1.
 //!
-//! Both tables are created when absent and never altered. The store never reads a clock:
-//! every time (`now_ms`, `launch_ms`, marks) is the caller's, in milliseconds. What the caller
-//! must do with a lease (stop issuing ids at `expires_ms` by its own clock even before a
-//! renewal fails, persist a mark before issuing up to it) is the `idmint` library's job; this
-//! module must not spawn tasks, read time or decide when to renew.
+//! Both tables are created when absent and never altered.
+//!
+//! **Two clocks.** Whether a lease has expired (which id is free, whether a renewal or a
+//! release still holds it) is decided by the *store's* clock, read inside the statement that
+//! decides: the database's `UTC_TIMESTAMP(6)` on MySQL / MariaDB, `statement_timestamp()` on
+//! PostgreSQL, `TIME` inside the script on Redis, and the machine's clock for the stores on
+//! it (memory, SQLite: [`StoreClock`](crate::StoreClock)). So `expires_ms` is store time and
+//! no row is ever compared with a caller's clock: a node whose clock runs fast cannot find a
+//! live lease expired. What the rows carry *about ids* (`time_mark`, `launch_ms`,
+//! `time_mark_max_ms`) is the caller's time, as its ids are. [`WorkerStore::now_ms`] reads
+//! the store's clock, so a node can measure how far its own is off. What the caller must do
+//! with a lease (stop issuing ids one TTL after it asked, by its own clock, even before a
+//! renewal fails; persist a mark before issuing up to it) is the `idmint` library's job; this
+//! module must not spawn tasks or decide when to renew.
 
 use std::sync::Arc;
 
@@ -75,7 +85,8 @@ pub trait WorkerStore: Send + Sync + 'static {
     /// Claims the lowest worker id in `req.min_worker..=req.max_worker` of `req.space` that is
     /// free (an id outside the range is never claimed, whatever its row says): never
     /// held, or held by a lease that expired more than `req.margin_ms` ago
-    /// (`expires_ms + margin_ms < now_ms`). The lease lasts until `now_ms + ttl_ms`.
+    /// (`expires_ms + margin_ms < now`, `now` the store's clock). The lease lasts until
+    /// `now + ttl_ms` on the store's clock.
     ///
     /// An id whose persisted time mark is above `req.time_mark_max_ms` is passed over: a
     /// clock that once jumped ahead left it marked, and its owner could issue nothing until
@@ -90,24 +101,19 @@ pub trait WorkerStore: Send + Sync + 'static {
     /// module, before the store is asked.
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError>;
 
-    /// Extends `lease` to `now_ms + ttl_ms` (never shortening it) if its row still holds
-    /// `lease.token` and `lease.holder_id` and has not expired (`expires_ms >= now_ms`); returns the lease as
-    /// stored, with the row's current time mark.
+    /// Extends `lease` to `now + ttl_ms` on the store's clock (never shortening it) if its
+    /// row still holds `lease.token` and `lease.holder_id` and has not expired
+    /// (`expires_ms >= now`); returns the lease as stored, with the row's current time mark.
     ///
     /// Otherwise [`StoreError::LeaseLost`]: the caller must stop issuing ids with this worker
     /// id at once.
-    async fn renew_lease(
-        &self,
-        lease: &Lease,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<Lease, StoreError>;
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError>;
 
-    /// Gives `lease` up: its expiry becomes `now_ms` (if earlier than the stored one), its
-    /// time mark is kept, and the id is free again once the safety margin has passed.
-    /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token` and
+    /// Gives `lease` up: its expiry becomes the store's `now` (if earlier than the stored
+    /// one), its time mark is kept, and the id is free again once the safety margin has
+    /// passed. [`StoreError::LeaseLost`] when the row no longer holds `lease.token` and
     /// `lease.holder_id`, or is gone.
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError>;
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
 
     /// Persists "ids may be issued up to `mark_ms`" before the caller issues them: the row's
     /// time mark becomes the larger of its own and `mark_ms`, never smaller.
@@ -125,6 +131,10 @@ pub trait WorkerStore: Send + Sync + 'static {
     /// Every lease row of `space` (held, expired or released), ordered by worker id: at most
     /// [`LEASE_WORKER_ID_MAX`] + 1. For operators.
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError>;
+
+    /// The store's clock, in milliseconds since the Unix epoch: the time leases are judged
+    /// by. A caller measures its own clock's offset from it around this call.
+    async fn now_ms(&self) -> Result<u64, StoreError>;
 }
 
 /// Parsing lives here, beside the stores that refuse bad names; the type is in `names.rs`,
@@ -163,13 +173,12 @@ pub struct LeaseRequest {
     /// Who holds the lease, for operators (`host:port/pid`): at most [`HOLDER_LEN_MAX`]
     /// bytes, no control characters.
     pub holder: String,
-    /// The caller's clock, in milliseconds (at most [`WORKER_TIME_MS_MAX`]).
-    pub now_ms: u64,
     /// How long the lease lasts unless renewed: [`LEASE_TTL_MS_MIN`] to
     /// [`LEASE_TTL_MS_MAX`].
     pub ttl_ms: u64,
-    /// How long past its expiry an id stays unusable, for clock skew between nodes: at most
-    /// [`LEASE_MARGIN_MS_MAX`].
+    /// How long past its expiry an id stays unusable (for a holder paused between checking
+    /// its lease and issuing, and the skew between the nodes' clocks that the ids' times
+    /// carry): at most [`LEASE_MARGIN_MS_MAX`].
     pub margin_ms: u64,
     /// The latest time mark, in milliseconds, a claimed id may carry: the caller's clock plus
     /// the step back it waits out. A free id marked later is passed over (at most
@@ -192,7 +201,8 @@ pub struct Lease {
     /// deleted or restored from a backup, so a holder whose row changed hands that way still
     /// learns it ([`StoreError::LeaseLost`]).
     pub holder_id: u128,
-    /// When the lease ends unless renewed, on the caller's clock, in milliseconds.
+    /// When the lease ends unless renewed, on the store's clock, in milliseconds. The holder
+    /// does not compare it with its own clock: it stops one TTL after it asked.
     pub expires_ms: u64,
     /// The persisted time high-water mark, in milliseconds, carried over from earlier owners
     /// (0 if none): the owner must not issue ids at or below it.
@@ -208,7 +218,7 @@ pub struct LeaseRecord {
     pub holder: String,
     /// The fencing token of the last holder.
     pub token: u64,
-    /// When the lease ends or ended, in milliseconds.
+    /// When the lease ends or ended, on the store's clock, in milliseconds.
     pub expires_ms: u64,
     /// The persisted time high-water mark, in milliseconds.
     pub time_mark: u64,
@@ -246,7 +256,6 @@ pub(crate) fn check_lease_request(req: &LeaseRequest) -> Result<(), StoreError> 
         )));
     }
     check_text("holder", &req.holder)?;
-    check_time_ms("now_ms", req.now_ms)?;
     check_time_ms("time_mark_max_ms", req.time_mark_max_ms)?;
     check_ttl_ms(req.ttl_ms)?;
     if req.margin_ms > LEASE_MARGIN_MS_MAX {
@@ -270,13 +279,12 @@ pub(crate) fn check_assign_request(req: &AssignRequest) -> Result<(), StoreError
     check_time_ms("launch_ms", req.launch_ms)
 }
 
-/// Refuses a renewal's `now_ms` or `ttl_ms` outside the bounds.
-pub(crate) fn check_renewal(now_ms: u64, ttl_ms: u64) -> Result<(), StoreError> {
-    check_time_ms("now_ms", now_ms)?;
+/// Refuses a renewal's `ttl_ms` outside the bounds.
+pub(crate) fn check_renewal(ttl_ms: u64) -> Result<(), StoreError> {
     check_ttl_ms(ttl_ms)
 }
 
-/// Refuses a time (`now_ms`, a mark) past [`WORKER_TIME_MS_MAX`].
+/// Refuses a time (`launch_ms`, a mark) past [`WORKER_TIME_MS_MAX`].
 pub(crate) fn check_time_ms(name: &str, ms: u64) -> Result<(), StoreError> {
     if ms <= WORKER_TIME_MS_MAX {
         Ok(())
@@ -313,9 +321,9 @@ fn check_text(name: &str, text: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The expiry below which a lease's id may be reused at `now_ms`: an id is free when
-/// `expires_ms + margin_ms < now_ms`, i.e. `expires_ms < now_ms - margin_ms`. `None` while
-/// `now_ms` is within the margin of the epoch: nothing is reusable yet.
+/// The expiry below which a lease's id may be reused at the store's `now_ms`: an id is free
+/// when `expires_ms + margin_ms < now_ms`, i.e. `expires_ms < now_ms - margin_ms`. `None`
+/// while `now_ms` is within the margin of the epoch: nothing is reusable yet.
 pub(crate) fn reusable_below(now_ms: u64, margin_ms: u64) -> Option<u64> {
     now_ms.checked_sub(margin_ms)
 }
@@ -326,7 +334,9 @@ pub(crate) fn reusable_below(now_ms: u64, margin_ms: u64) -> Option<u64> {
 pub(crate) struct ScanRow {
     pub(crate) worker_id: u64,
     pub(crate) token: u64,
-    pub(crate) expires_ms: u64,
+    /// Expired past the margin on the store's clock when the scan ran (the takeover checks
+    /// again).
+    pub(crate) free: bool,
     pub(crate) time_mark: u64,
 }
 
@@ -335,16 +345,18 @@ pub(crate) struct ScanRow {
 #[async_trait]
 pub(crate) trait LeaseTable: Send + Sync {
     /// Up to [`LEASE_SCAN_PAGE`] rows of `space` with `from <= worker_id <= max`, in id
-    /// order.
+    /// order, each marked free when `expires_ms + margin_ms` is before the store's now.
     async fn scan(
         &self,
         space: &WorkerSpace,
         from: u64,
         max: u64,
+        margin_ms: u64,
     ) -> Result<Vec<ScanRow>, StoreError>;
 
-    /// Inserts the row of a never-held id with token 1, time mark 0 and `holder_id`; `None`
-    /// when a row for it exists (another node claimed it first), changing nothing.
+    /// Inserts the row of a never-held id with token 1, time mark 0, `holder_id` and an
+    /// expiry one TTL after the store's now; `None` when a row for it exists (another node
+    /// claimed it first), changing nothing.
     async fn insert_lease(
         &self,
         req: &LeaseRequest,
@@ -353,15 +365,14 @@ pub(crate) trait LeaseTable: Send + Sync {
     ) -> Result<Option<Lease>, StoreError>;
 
     /// Takes an expired id over in one conditional write: only if its row still holds
-    /// `token` and `expires_ms < below`, sets the holder, `token + 1`, `holder_id` and the
-    /// new expiry, keeping the time mark. `None` when the row changed meanwhile, changing
-    /// nothing.
+    /// `token` and `expires_ms + req.margin_ms` is before the store's now, sets the holder,
+    /// `token + 1`, `holder_id` and an expiry one TTL after the store's now, keeping the time
+    /// mark. `None` when the row changed meanwhile, changing nothing.
     async fn take_over(
         &self,
         req: &LeaseRequest,
         worker_id: u64,
         token: u64,
-        below: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError>;
 }
@@ -378,7 +389,6 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
     req: &LeaseRequest,
 ) -> Result<Lease, StoreError> {
     check_lease_request(req)?;
-    let below = reusable_below(req.now_ms, req.margin_ms);
     // One fresh id for the whole walk: only the attempt that wins writes it.
     let holder_id = new_holder_id();
     // The earliest mark of the free ids passed over for a mark ahead of the clock.
@@ -386,7 +396,7 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
     // The lowest id not yet examined: nothing below the range is ever looked at.
     let mut next = req.min_worker;
     loop {
-        let rows = table.scan(&req.space, next, req.max_worker).await?;
+        let rows = table.scan(&req.space, next, req.max_worker, req.margin_ms).await?;
         let last_page = rows.len() < LEASE_SCAN_PAGE;
         for row in rows {
             if row.worker_id < next || row.worker_id > req.max_worker {
@@ -400,13 +410,12 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
                     return Ok(lease);
                 }
             }
-            let free = below.filter(|below| row.expires_ms < *below);
-            if free.is_some() && row.time_mark > req.time_mark_max_ms {
+            if row.free && row.time_mark > req.time_mark_max_ms {
                 let earliest = earliest_ahead.map_or(row.time_mark, |e| e.min(row.time_mark));
                 earliest_ahead = Some(earliest);
-            } else if let Some(below) = free
+            } else if row.free
                 && let Some(lease) =
-                    table.take_over(req, row.worker_id, row.token, below, holder_id).await?
+                    table.take_over(req, row.worker_id, row.token, holder_id).await?
             {
                 return Ok(lease);
             }

@@ -262,6 +262,9 @@ impl CachedSnowflake {
     /// `None` only when borrowing is stopped by the lead bound or the time mark (counted).
     pub fn take(&self) -> Result<Option<u64>, SnowflakeError> {
         self.refuse_once_closed()?;
+        // Pre-made ids carry the leased worker id and this clock's time: refused with the
+        // generator's while the clock is off the store's past the margin (one load).
+        self.generator.refuse_while_skewed()?;
         self.discard_after_a_lost_lease();
         if let Some((id, fill_due)) = self.ring.take_checked(RING_PADDING_PERMILLE_DEFAULT) {
             // Checked every 1 024th take (`Ring::take_checked`): the check reads the tail,
@@ -391,6 +394,7 @@ impl CachedSnowflake {
         let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
         let mut deadline = None;
         self.refuse_once_closed()?;
+        self.generator.refuse_while_skewed()?;
         self.discard_after_a_lost_lease();
         while (ids.len() as u64) < count {
             if let Some(id) = self.ring.take() {

@@ -65,6 +65,21 @@ impl Clock for ManualClock {
     }
 }
 
+/// The machine's clock is also the store's clock of a memory or SQLite store on this machine.
+impl idmint_store::StoreClock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        Clock::now_ms(self)
+    }
+}
+
+/// A manual clock as a store's clock: tests move a memory or SQLite store's time with it, the
+/// same clock as a node's or another.
+impl idmint_store::StoreClock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        Clock::now_ms(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,11 +3,13 @@
 //!
 //! - **Worker ids** ([`WorkerIdSource`]): `lease` (the default) claims the lowest free id in
 //!   the store with a TTL and renews it; the generator issues only while the lease is
-//!   *proven*, i.e. the clock is before the expiry the store last confirmed (fencing: a node
-//!   that was paused or cut off stops at that instant, and resumes only on a lease it holds
-//!   again). `store-assigned` takes a fresh id from the store at every start (Baidu's
-//!   WORKER_NODE); `static` takes it from the configuration; `ordinal` from the trailing
-//!   number of a Kubernetes StatefulSet host name (`ids-3` → 3).
+//!   *proven*, i.e. its clock is less than one TTL past the moment it asked for the lease or
+//!   its last confirmed renewal (fencing: a node that was paused or cut off stops then, and
+//!   resumes only on a lease it holds again). The store judges expiry by its own clock, so
+//!   the holder's fence, counted from before the store's, always closes first.
+//!   `store-assigned` takes a fresh id from the store at every start (Baidu's WORKER_NODE);
+//!   `static` takes it from the configuration; `ordinal` from the trailing number of a
+//!   Kubernetes StatefulSet host name (`ids-3` → 3).
 //! - **Time mark**: before issuing an id whose time passes the mark, the generator persists
 //!   a new mark `now + time_window_ms`, first in the local marks file
 //!   (`data_dir/snowflake.time-mark`, per layout and worker id), then in the store's lease
@@ -16,6 +18,11 @@
 //!   rule (wait out a step back within `tolerance_ms`, refuse beyond it) applies to the mark
 //!   too. A background task keeps the mark ahead of the clock, so the hot path never waits
 //!   for a write in steady state.
+//! - **Clock offset from the store**: measured at start and every
+//!   [`CLOCK_OFFSET_PERIOD_MS`] (the store's `now`, round-trip corrected). Past half of
+//!   `lease_margin_ms` it is logged; past the margin, with a leased worker id, ids are refused
+//!   ([`SnowflakeError::ClockSkew`]) until a measurement finds it back within: an id's time is
+//!   this clock's, and the worker id may pass to a node whose clock is right.
 //! - **Clock rollback at run time** follows `idmint_core::snowflake::step`: waited out within
 //!   the tolerance, refused beyond it (counted), or, with `borrow`, run on a logical clock at
 //!   most `max_lead_ms` ahead.
@@ -25,7 +32,7 @@
 //! and one lock makes a worker-id change and the state it starts from one step.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -63,6 +70,8 @@ pub const LEASE_MARGIN_MS_DEFAULT: u64 = 10_000;
 pub const SETTLE_MS_DEFAULT: u64 = TIME_WINDOW_MS_DEFAULT + LEASE_MARGIN_MS_DEFAULT;
 const _: () = assert!(TIME_WINDOW_MS_DEFAULT <= LEASE_TTL_MS_DEFAULT);
 const _: () = assert!(SETTLE_MS_DEFAULT == 13_000);
+/// How often the clock's offset from the store is measured (also once at start).
+pub const CLOCK_OFFSET_PERIOD_MS: u64 = 5_000;
 /// Longest a `next_id` call waits (sequence spent, clock behind within tolerance, a mark
 /// being written) before it fails.
 pub const SNOWFLAKE_WAIT_MS_MAX: u64 = 1_000;
@@ -264,6 +273,24 @@ pub enum SnowflakeError {
         /// The settling time, `from_ms - acquired_ms`.
         settle_ms: u64,
     },
+    /// This node's clock is off the store's by more than `lease_margin_ms` (a leased worker
+    /// id only): an id's time is this clock's, and the worker id passes to other nodes, so
+    /// ids are refused until a measurement finds the offset back within the margin. Not
+    /// passed by retrying: the node's (or the store's) time sync must be fixed.
+    #[error(
+        "this node's clock is {offset_ms} ms off the store's (positive: ahead), more than \
+         lease_margin_ms ({margin_ms} ms): snowflake ids are refused, since a worker id leased \
+         with a clock this far off could repeat ids of its other holders. Fix the time sync \
+         (chrony/ntpd) of this node or of the store; ids are served again within \
+         {CLOCK_OFFSET_PERIOD_MS} ms of the offset coming back (docs/operations.md, \
+         \"Clock offset from the store\")"
+    )]
+    ClockSkew {
+        /// This clock minus the store's, in milliseconds, at the last measurement.
+        offset_ms: i64,
+        /// The configured `lease_margin_ms`.
+        margin_ms: u64,
+    },
     /// The layout's time field is full.
     #[error("layout {0}: its time bits ran out; configure a new epoch or a wider layout")]
     Exhausted(String),
@@ -297,6 +324,13 @@ pub struct Snowflake {
     waits: AtomicU64,
     /// Leases lost so far: the cached ring discards its pre-made ids when this moves.
     lease_losses: AtomicU64,
+    /// This clock minus the store's at the last measurement (ms), once `offset_measured`.
+    offset_ms: AtomicI64,
+    offset_measured: AtomicBool,
+    /// The last offset was past `lease_margin_ms` with a leased worker id: ids are refused.
+    skewed: AtomicBool,
+    /// The last offset was past half the margin (logged once when it passes, once back).
+    offset_warned: AtomicBool,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -343,6 +377,9 @@ pub struct SnowflakeStatus {
     pub mark_ms: u64,
     /// Until when the lease is proven (ms since the Unix epoch); `None` without a lease.
     pub lease_until_ms: Option<u64>,
+    /// This clock minus the store's at the last measurement, in ms; `None` without a store
+    /// or before the first measurement answered.
+    pub clock_offset_ms: Option<i64>,
     /// Clock steps back beyond the tolerance (ids refused).
     pub rollbacks: u64,
     /// Waits (sequence spent, or a step back within the tolerance).
@@ -447,7 +484,9 @@ impl Snowflake {
                  worker id inside the range, or use worker = \"lease\""
             )));
         }
-        let fence_ms = lease.as_ref().map_or(u64::MAX, |l| l.expires_ms);
+        // One TTL from before the store was asked: the store counts its expiry from later, by
+        // its own clock, so this fence closes first whatever the two clocks read.
+        let fence_ms = lease.as_ref().map_or(u64::MAX, |_| now + config.lease_ttl_ms);
         let generator = Arc::new(Snowflake {
             policy,
             clock,
@@ -469,6 +508,10 @@ impl Snowflake {
             rollbacks: AtomicU64::new(0),
             waits: AtomicU64::new(0),
             lease_losses: AtomicU64::new(0),
+            offset_ms: AtomicI64::new(0),
+            offset_measured: AtomicBool::new(false),
+            skewed: AtomicBool::new(false),
+            offset_warned: AtomicBool::new(false),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
             config,
@@ -480,6 +523,11 @@ impl Snowflake {
         }
         generator.begin_at_marks().await?;
         generator.extend_mark().await?;
+        if generator.store.is_some()
+            && let Err(error) = generator.measure_clock_offset().await
+        {
+            tracing::warn!(space = %generator.config.space, %error, "the clock's offset from the store was not measured; retried every {CLOCK_OFFSET_PERIOD_MS} ms");
+        }
         tracing::info!(
             space = %generator.config.space, worker, layout = %layout,
             expires = %idmint_core::snowflake::UtcMs(layout.expires_at_ms()),
@@ -497,6 +545,15 @@ impl Snowflake {
                 tracing::warn!(space = %g.config.space, %error, "time mark not extended; ids stop at the current mark until it is");
             }
         }));
+        if generator.store.is_some() {
+            let period = Duration::from_millis(CLOCK_OFFSET_PERIOD_MS);
+            let weak = Arc::downgrade(&generator);
+            generator.tracker.spawn(every(period, cancel.clone(), weak, |g| async move {
+                if let Err(error) = g.measure_clock_offset().await {
+                    tracing::debug!(space = %g.config.space, %error, "the clock's offset from the store was not measured");
+                }
+            }));
+        }
         if generator.lock().lease.is_some() {
             let period = Duration::from_millis((generator.config.lease_ttl_ms / 3).max(1));
             let weak = Arc::downgrade(&generator);
@@ -564,6 +621,7 @@ impl Snowflake {
         &self,
         max_lead_ms: u64,
     ) -> Result<Option<(u64, u64)>, SnowflakeError> {
+        self.refuse_while_skewed()?;
         let layout = &self.config.layout;
         let mut state = self.lock();
         let now_ms = self.clock.now_ms();
@@ -627,6 +685,7 @@ impl Snowflake {
             worker: state.worker,
             mark_ms: layout.timestamp_ms(state.mark_units).unwrap_or(0),
             lease_until_ms: state.lease.as_ref().map(|_| state.fence_ms),
+            clock_offset_ms: self.clock_offset_ms(),
             rollbacks: self.rollbacks.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
         }
@@ -639,6 +698,7 @@ impl Snowflake {
     /// mark by more than the tolerance (plus the borrowing lead), as after a clock that jumped
     /// ahead and was corrected: ids are refused until the clock catches up.
     pub fn readiness(&self) -> Result<(), SnowflakeError> {
+        self.refuse_while_skewed()?;
         let layout = &self.config.layout;
         let state = self.lock();
         let now_ms = self.clock.now_ms();
@@ -671,7 +731,7 @@ impl Snowflake {
             state.lease.take()
         };
         if let (Some(lease), Some(store)) = (lease, &self.store)
-            && let Err(error) = store.release_lease(&lease, self.clock.now_ms()).await
+            && let Err(error) = store.release_lease(&lease).await
         {
             tracing::warn!(%error, worker = lease.worker_id, "worker lease not released; it expires on its own");
         }
@@ -696,6 +756,7 @@ impl Snowflake {
 
     /// One try of the hot path, under the state lock.
     fn attempt(&self) -> Result<Attempt, SnowflakeError> {
+        self.refuse_while_skewed()?;
         let layout = &self.config.layout;
         let mut state = self.lock();
         let now_ms = self.clock.now_ms();
@@ -835,12 +896,16 @@ impl Snowflake {
         let lease = self.lock().lease.clone();
         let now = self.clock.now_ms();
         let result = match &lease {
-            Some(lease) => store.renew_lease(lease, now, self.config.lease_ttl_ms).await,
+            Some(lease) => store.renew_lease(lease, self.config.lease_ttl_ms).await,
             None => store.acquire_lease(&lease_request(&self.config, &self.space, now)).await,
         };
         match result {
-            // The floor counts from the answer (a slow store must not eat into the margin).
-            Ok(renewed) => self.install_lease(renewed, self.clock.now_ms().max(now)).await,
+            // The floor counts from the answer (a slow store must not eat into the margin);
+            // the fence from the question (the store's expiry counts from later).
+            Ok(renewed) => {
+                let fence_ms = now + self.config.lease_ttl_ms;
+                self.install_lease(renewed, self.clock.now_ms().max(now), fence_ms).await;
+            }
             Err(StoreError::LeaseLost { .. }) => {
                 if let Some(lease) = &lease {
                     self.lose_lease(lease);
@@ -911,6 +976,69 @@ impl Snowflake {
         }
     }
 
+    /// Measures this clock's offset from the store's (done at start and every
+    /// [`CLOCK_OFFSET_PERIOD_MS`]): the store's `now` against the middle of the round trip,
+    /// off by at most half of it. Past half of `lease_margin_ms` it is logged; past the margin,
+    /// with a leased worker id, ids are refused ([`SnowflakeError::ClockSkew`]) until a
+    /// measurement finds it back within. Returns this clock minus the store's, in ms.
+    pub async fn measure_clock_offset(&self) -> Result<i64, SnowflakeError> {
+        let store = self.store.as_ref().ok_or_else(|| {
+            SnowflakeError::Config("no store: the clock's offset has nothing to compare".into())
+        })?;
+        let sent_ms = self.clock.now_ms();
+        let store_ms = store.now_ms().await?;
+        let received_ms = self.clock.now_ms();
+        let middle_ms = sent_ms.saturating_add(received_ms.saturating_sub(sent_ms) / 2);
+        // In i128, so no reading of either clock, however far off, overflows.
+        let offset_ms = (i128::from(middle_ms) - i128::from(store_ms))
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        self.record_offset(offset_ms);
+        Ok(offset_ms)
+    }
+
+    /// This clock minus the store's at the last measurement, in ms; `None` before one.
+    pub fn clock_offset_ms(&self) -> Option<i64> {
+        self.offset_measured.load(Ordering::Acquire).then(|| self.offset_ms.load(Ordering::Acquire))
+    }
+
+    /// [`SnowflakeError::ClockSkew`] while the last offset measured is past the margin with a
+    /// leased worker id: one load when it is not (the cached ring checks it on every take).
+    pub(crate) fn refuse_while_skewed(&self) -> Result<(), SnowflakeError> {
+        if !self.skewed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        Err(SnowflakeError::ClockSkew {
+            offset_ms: self.offset_ms.load(Ordering::Acquire),
+            margin_ms: self.config.lease_margin_ms,
+        })
+    }
+
+    /// Publishes a measured offset, and logs when it passes half the margin or the margin
+    /// (and when it comes back), not at every measurement.
+    fn record_offset(&self, offset_ms: i64) {
+        self.offset_ms.store(offset_ms, Ordering::Release);
+        self.offset_measured.store(true, Ordering::Release);
+        let margin_ms = self.config.lease_margin_ms;
+        let off_ms = offset_ms.unsigned_abs();
+        let space = &self.config.space;
+        let warn = off_ms > margin_ms / 2;
+        if warn != self.offset_warned.swap(warn, Ordering::AcqRel) {
+            if warn {
+                tracing::warn!(%space, offset_ms, margin_ms, "this node's clock is off the store's by more than half of lease_margin_ms; past the margin snowflake ids with a leased worker id are refused. Fix: check the time sync (chrony/ntpd) of this node and of the store");
+            } else {
+                tracing::info!(%space, offset_ms, margin_ms, "this node's clock is within half of lease_margin_ms of the store's again");
+            }
+        }
+        let skewed = self.config.worker == WorkerIdSource::Lease && off_ms > margin_ms;
+        if skewed != self.skewed.swap(skewed, Ordering::AcqRel) {
+            if skewed {
+                tracing::error!(%space, offset_ms, margin_ms, "this node's clock is off the store's by more than lease_margin_ms: snowflake ids are refused (501 clock_skew) until it is back within. Fix: the time sync of this node or of the store");
+            } else {
+                tracing::info!(%space, offset_ms, margin_ms, "this node's clock is within lease_margin_ms of the store's again: snowflake ids are served");
+            }
+        }
+    }
+
     /// How many leases this generator has lost. Ids made ahead under a lost lease (the cached
     /// ring's) must be discarded: the row that proved it may have been deleted or restored,
     /// taking the mark that would keep the next owner above them.
@@ -918,8 +1046,9 @@ impl Snowflake {
         self.lease_losses.load(Ordering::Acquire)
     }
 
-    /// Installs a renewed or newly acquired lease (asked for at `now_ms`).
-    async fn install_lease(&self, lease: Lease, now_ms: u64) {
+    /// Installs a renewed or newly acquired lease, answered at `now_ms`, proven until
+    /// `fence_ms` (one TTL after it was asked for).
+    async fn install_lease(&self, lease: Lease, now_ms: u64, fence_ms: u64) {
         let layout = self.config.layout;
         let changed = {
             let mut state = self.lock();
@@ -935,7 +1064,7 @@ impl Snowflake {
                 state.last = state.last.max(floor);
                 tracing::info!(space = %self.config.space, worker = lease.worker_id, "worker lease held again");
             }
-            state.fence_ms = lease.expires_ms;
+            state.fence_ms = fence_ms;
             state.fence_reason.clear();
             state.lease = Some(lease);
             changed
@@ -1012,7 +1141,6 @@ fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> 
         min_worker: config.worker_ids.map_or(0, |range| range.min()),
         max_worker: config.worker_ids.map_or(config.layout.max_worker(), |range| range.max()),
         holder: config.holder.clone(),
-        now_ms,
         ttl_ms: config.lease_ttl_ms,
         margin_ms: config.lease_margin_ms,
         // An id marked further ahead could issue nothing until the clock got there (a clock

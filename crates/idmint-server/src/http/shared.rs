@@ -53,7 +53,9 @@ pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`c
 /// on this node.
 pub(crate) const SNOWFLAKE_501: &str = "The node is not configured to serve snowflake ids \
     (`snowflake_not_configured`: disabled, or a store that cannot hold worker leases, such as \
-    Flicker or several databases); the message says how to configure it. gRPC: \
+    Flicker or several databases); no worker id was free when it started \
+    (`worker_ids_exhausted`); or its clock is off the store's by more than \
+    `snowflake.lease_margin_ms` (`clock_skew`). The message says what to do. gRPC: \
     FAILED_PRECONDITION";
 
 /// The 500 answer of routes that take snowflake ids.

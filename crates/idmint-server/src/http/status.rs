@@ -60,7 +60,8 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
 /// persisted time mark beyond the tolerance (a clock that jumped ahead and was corrected),
 /// makes the node not ready: 503 `lease_not_proven` or `clock_behind`, the message naming the
 /// cause and the fix. So does a worker id leased a moment ago, until the clock passes the floor
-/// above any earlier holder's ids: 503 `lease_settling`.
+/// above any earlier holder's ids: 503 `lease_settling`. A clock off the store's by more than
+/// `snowflake.lease_margin_ms` answers 501 `clock_skew`: the time sync must be fixed.
 #[utoipa::path(
     get,
     path = "/ready",
@@ -69,6 +70,8 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
     responses(
         (status = 200, description = "Ready", body = StatusBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = "clock_skew: the clock is off the store's past the lease \
+            margin", body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -152,6 +155,10 @@ struct SnowflakeBody {
     lease_until_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mark_ms: Option<u64>,
+    /// This node's clock minus its worker store's at the last measurement, in ms; absent
+    /// without a worker store or before the first measurement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock_offset_ms: Option<i64>,
     rollbacks: u64,
     waits: u64,
     /// Ids in the cached ring, when the node serves from one.
@@ -220,6 +227,7 @@ fn snowflake(status: Result<SnowflakeStatus, String>, ring_ids: Option<u64>) -> 
             worker: Some(s.worker),
             lease_until_ms: s.lease_until_ms,
             mark_ms: Some(s.mark_ms),
+            clock_offset_ms: s.clock_offset_ms,
             rollbacks: s.rollbacks,
             waits: s.waits,
             ring_ids,
@@ -231,6 +239,7 @@ fn snowflake(status: Result<SnowflakeStatus, String>, ring_ids: Option<u64>) -> 
             worker: None,
             lease_until_ms: None,
             mark_ms: None,
+            clock_offset_ms: None,
             rollbacks: 0,
             waits: 0,
             ring_ids: None,

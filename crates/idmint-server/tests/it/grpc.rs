@@ -545,3 +545,47 @@ async fn a_leaf_row_idmint_cannot_serve_is_a_final_500() {
     }
     server.stop().await;
 }
+
+/// A layout of 2 worker bits whose store-assigned ids are all taken (ids are never reused):
+/// the node cannot serve snowflake ids until its configuration changes, so Leaf's route, the
+/// native route and gRPC answer the final 501 / `FAILED_PRECONDITION` naming what to do,
+/// never a 503 that clients would retry forever.
+#[tokio::test]
+async fn exhausted_store_assigned_worker_ids_are_final_with_the_fix() {
+    use idmint::snowflake::{SnowflakeConfig, WorkerIdSource};
+    use idmint_store::{AssignRequest, MemoryStore, WorkerSpace, WorkerStore};
+    let layout = idmint_core::snowflake::Layout::new(
+        41,
+        2,
+        12,
+        idmint_core::snowflake::TimeUnit::Millis,
+        1_288_834_974_657,
+    )
+    .unwrap();
+    let workers = Arc::new(MemoryStore::new());
+    let space = WorkerSpace::parse("tiny").unwrap();
+    for port in 1..=layout.max_worker() {
+        let request = AssignRequest {
+            space: space.clone(),
+            max_worker: layout.max_worker(),
+            host: "earlier".to_string(),
+            port: port as u16,
+            launch_ms: 1,
+        };
+        workers.assign_worker(&request).await.unwrap();
+    }
+    let mut config = SnowflakeConfig::new("tiny", layout);
+    config.worker = WorkerIdSource::StoreAssigned;
+    let server = TestServer::setup().snowflake_config(config, workers).start().await;
+    let mut grpc = connect(&server.base).await;
+    for route in ["/api/snowflake/get/x", "/v1/snowflake?count=2"] {
+        let message =
+            crate::support::assert_error(server.get(route).await, 501, "worker_ids_exhausted")
+                .await;
+        assert!(message.contains("more worker bits"), "{message}");
+    }
+    let status = grpc.next_snowflake_ids(NextSnowflakeIdsRequest { count: 1 }).await.unwrap_err();
+    assert_status(&status, Code::FailedPrecondition, "worker_ids_exhausted");
+    assert!(status.message().contains("more worker bits"), "{status:?}");
+    server.stop().await;
+}

@@ -38,9 +38,9 @@ async fn check(health: &mut HealthClient<Channel>, service: &str) -> Result<i32,
 /// A node serving snowflake ids on a manual clock (static worker id 3), guarded by an admin
 /// token and a client token: its readiness can be broken by stepping the clock back a day.
 async fn clocked_server(space: &str) -> (TestServer, Arc<idmint::clock::ManualClock>, Channel) {
-    let memory = Arc::new(idmint_store::MemoryStore::new());
-    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let clock = Arc::new(idmint::clock::ManualClock::at_system_time());
+    let memory = Arc::new(idmint_store::MemoryStore::with_clock(clock.clone()));
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     let mut config = idmint::snowflake::SnowflakeConfig::new(space, layout);
     config.worker = idmint::snowflake::WorkerIdSource::Static(3);
@@ -275,5 +275,54 @@ async fn a_feature_not_configured_is_a_precondition_not_unavailable() {
         let message = crate::support::assert_error(server.get(path).await, 501, code).await;
         assert!(message.contains("not started in this test"), "{path}: {message}");
     }
+    server.stop().await;
+}
+
+/// Issue 31: a node whose clock runs 5 s ahead of its store's, with a lease margin of 1 s,
+/// measures the offset at start and exports it (`idmint_clock_offset_seconds`); it refuses
+/// snowflake ids with the final 501 `clock_skew` (gRPC FAILED_PRECONDITION) naming the offset
+/// and the fix, `/ready` says the same, and the metrics name the cause. A node whose clock
+/// agrees with its store's exports an offset near 0 and serves.
+#[tokio::test]
+async fn a_clock_off_the_stores_is_exported_and_refused_as_final() {
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    // Both clocks stand still, so every measurement finds the same offset.
+    let store_clock = Arc::new(idmint::clock::ManualClock::at_system_time());
+    let memory = Arc::new(idmint_store::MemoryStore::with_clock(store_clock.clone()));
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
+    let clock =
+        Arc::new(idmint::clock::ManualClock::new(idmint::Clock::now_ms(&*store_clock) + 5_000));
+    // A space no other test uses: the metrics recorder is process-wide.
+    let mut config = idmint::snowflake::SnowflakeConfig::new("skewed", layout);
+    config.lease_margin_ms = 1_000;
+    config.time_window_ms = 1_000;
+    let generator =
+        idmint::Snowflake::start(Some(workers), config, clock as Arc<dyn idmint::Clock>)
+            .await
+            .unwrap();
+    let server = TestServer::setup().store(memory).snowflake(generator).start().await;
+    for route in ["/v1/snowflake", "/api/snowflake/get/a", "/ready"] {
+        let message =
+            crate::support::assert_error(server.get(route).await, 501, "clock_skew").await;
+        assert!(message.contains("lease_margin_ms (1000 ms)"), "{message}");
+        assert!(message.contains("time sync"), "{message}");
+    }
+    let mut grpc = IdMintClient::new(channel(&server.base).await);
+    let status = grpc.next_snowflake_ids(NextSnowflakeIdsRequest { count: 1 }).await.unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    let samples = scrape(&server).await;
+    let offset = value(&samples, "idmint_clock_offset_seconds", &[("space", "skewed")]);
+    assert_eq!(offset, Some(5.0));
+    let cause = [("space", "skewed"), ("cause", "clock_skew")];
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause), Some(1.0));
+    let status: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(status["snowflake"]["clock_offset_ms"], 5_000, "{status}");
+    server.stop().await;
+
+    let server = TestServer::with_snowflake().await;
+    assert_eq!(server.get("/v1/snowflake").await.status(), 200);
+    let samples = scrape(&server).await;
+    let offset = value(&samples, "idmint_clock_offset_seconds", &[("space", "snowflake")]);
+    assert!(offset.is_some_and(|o| o.abs() < 0.5), "offset {offset:?}");
     server.stop().await;
 }

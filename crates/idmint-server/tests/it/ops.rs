@@ -207,9 +207,9 @@ async fn snowflake_metrics_show_the_worker_and_its_lease() {
 #[tokio::test]
 async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
     const DAY_MS: u64 = 86_400_000;
-    let memory = Arc::new(idmint_store::MemoryStore::new());
-    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let clock = Arc::new(idmint::clock::ManualClock::at_system_time());
+    let memory = Arc::new(idmint_store::MemoryStore::with_clock(clock.clone()));
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     // A space no other test uses: the metrics recorder is process-wide.
     let mut config = idmint::snowflake::SnowflakeConfig::new("ready_jumped", layout);
@@ -254,9 +254,9 @@ async fn a_snowflake_generator_that_cannot_issue_makes_the_node_not_ready() {
 /// once the manual clock passes the floor it is ready and serves.
 #[tokio::test]
 async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() {
-    let memory = Arc::new(idmint_store::MemoryStore::new());
-    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let clock = Arc::new(idmint::clock::ManualClock::at_system_time());
+    let memory = Arc::new(idmint_store::MemoryStore::with_clock(clock.clone()));
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
     let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
     // A space no other test uses: the metrics recorder is process-wide.
     let mut config = idmint::snowflake::SnowflakeConfig::new("ready_settling", layout);

@@ -30,6 +30,7 @@ pub struct NodeSetup {
     tinyid: Option<Arc<dyn idmint_store::TinyidStore>>,
     config: NodeConfig,
     snowflake: Option<Arc<idmint::Snowflake>>,
+    workers: Option<Arc<dyn idmint_store::WorkerStore>>,
     sequences: Option<Arc<idmint::Sequences>>,
     auth: idmint_server::Auth,
     limits: idmint_server::HttpLimits,
@@ -53,6 +54,18 @@ impl NodeSetup {
     /// Snowflake ids from `generator`.
     pub fn snowflake(mut self, generator: Arc<idmint::Snowflake>) -> NodeSetup {
         self.snowflake = Some(generator);
+        self
+    }
+
+    /// Snowflake ids from a generator the node starts from `config`, its worker ids in
+    /// `workers`.
+    pub fn snowflake_config(
+        mut self,
+        config: idmint::snowflake::SnowflakeConfig,
+        workers: Arc<dyn idmint_store::WorkerStore>,
+    ) -> NodeSetup {
+        self.config.snowflake = Ok(config);
+        self.workers = Some(workers);
         self
     }
 
@@ -136,6 +149,9 @@ impl NodeSetup {
         if let Some(generator) = self.snowflake {
             builder = builder.snowflake(generator);
         }
+        if let Some(workers) = self.workers {
+            builder = builder.worker_store(workers);
+        }
         if let Some(engine) = self.sequences {
             builder = builder.sequences(engine);
         }
@@ -162,6 +178,7 @@ impl TestServer {
             tinyid: None,
             config,
             snowflake: None,
+            workers: None,
             sequences: None,
             auth: idmint_server::Auth::open(),
             limits: idmint_server::HttpLimits::default(),

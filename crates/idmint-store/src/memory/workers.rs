@@ -3,7 +3,9 @@
 //! Lease rows live in a map behind one mutex, so every call is trivially atomic; the
 //! acquisition is written out plainly (every id from 0 up) rather than through the database
 //! backends' paged walk, so the suite checks that walk against an independent model. Assigned
-//! ids keep only their sequence: nothing reads the rows back. Nothing persists.
+//! ids keep only their sequence: nothing reads the rows back. Nothing persists. Expiry is
+//! judged by the store's clock (`MemoryStore::with_clock`, by default the machine's), read
+//! under the lock, never by a caller's.
 
 use std::collections::BTreeMap;
 use std::sync::{MutexGuard, PoisonError};
@@ -68,9 +70,12 @@ impl MemoryStore {
 impl WorkerStore for MemoryStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         check_lease_request(req)?;
-        let below = reusable_below(req.now_ms, req.margin_ms);
         let holder_id = new_holder_id();
         let mut workers = self.workers();
+        // Read under the lock: no other call of this store runs between the read and the
+        // decision.
+        let now_ms = self.clock_ms();
+        let below = reusable_below(now_ms, req.margin_ms);
         let mut earliest_ahead: Option<u64> = None;
         for worker_id in req.min_worker..=req.max_worker {
             let key = (req.space.clone(), worker_id);
@@ -87,7 +92,7 @@ impl WorkerStore for MemoryStore {
                 }
                 Some(_) => continue,
             };
-            let expires_ms = req.now_ms + req.ttl_ms;
+            let expires_ms = now_ms + req.ttl_ms;
             let record =
                 LeaseRecord { worker_id, holder: req.holder.clone(), token, expires_ms, time_mark };
             workers.leases.insert(key, Row { record, holder_id });
@@ -103,23 +108,19 @@ impl WorkerStore for MemoryStore {
         Err(none_free(req, earliest_ahead))
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &Lease,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<Lease, StoreError> {
-        check_renewal(now_ms, ttl_ms)?;
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        check_renewal(ttl_ms)?;
         let mut workers = self.workers();
+        let now_ms = self.clock_ms();
         let row = held(&mut workers, lease).filter(|row| row.expires_ms >= now_ms);
         let row = row.ok_or_else(|| lease_lost(lease))?;
         row.expires_ms = row.expires_ms.max(now_ms + ttl_ms);
         Ok(Lease { expires_ms: row.expires_ms, time_mark: row.time_mark, ..lease.clone() })
     }
 
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
-        check_time_ms("now_ms", now_ms)?;
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
         let mut workers = self.workers();
+        let now_ms = self.clock_ms();
         let row = held(&mut workers, lease).ok_or_else(|| lease_lost(lease))?;
         row.expires_ms = row.expires_ms.min(now_ms);
         Ok(())
@@ -151,6 +152,10 @@ impl WorkerStore for MemoryStore {
         let workers = self.workers();
         let rows = workers.leases.range((space.clone(), 0)..=(space.clone(), u64::MAX));
         Ok(rows.map(|(_, row)| row.record.clone()).collect())
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        Ok(self.clock_ms())
     }
 }
 

@@ -13,6 +13,11 @@
 //! counts even when a `GREATEST` leaves it unchanged. An assignment inserts into an
 //! `AUTO_INCREMENT` table in a transaction rolled back when the id is past `max_worker`.
 //!
+//! Lease expiry is judged by the server's clock, read inside each statement that decides
+//! ([`NOW_MS`]): `UTC_TIMESTAMP(6)` is fixed at the start of the statement, so every row of
+//! a scan is judged at one instant, and it is UTC, so no session time zone or daylight-saving
+//! change moves it.
+//!
 //! It must not show a password: errors come from queries, which carry none.
 
 use async_trait::async_trait;
@@ -25,6 +30,11 @@ use crate::worker::{
     check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
     stored,
 };
+
+/// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
+/// judged by. Arithmetic on a UTC datetime, so the session's time zone plays no part.
+const NOW_MS: &str =
+    "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace,
     WorkerStore,
@@ -37,26 +47,20 @@ impl WorkerStore for MySqlStore {
         acquire_from(self, req).await
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &Lease,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<Lease, StoreError> {
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
         let workers = self.workers_table.as_str();
-        check_renewal(now_ms, ttl_ms)?;
+        check_renewal(ttl_ms)?;
         let (id, token, holder_id) = held_columns(lease)?;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, ?) \
-             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms >= ? \
+            "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, {NOW_MS} + ?) \
+             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms >= {NOW_MS} \
              AND holder_id = ?"
         )))
-        .bind(column(now_ms + ttl_ms))
+        .bind(column(ttl_ms))
         .bind(lease.space.as_str())
         .bind(id)
         .bind(token)
-        .bind(column(now_ms))
         .bind(holder_id)
         .execute(&mut *tx)
         .await
@@ -75,14 +79,14 @@ impl WorkerStore for MySqlStore {
         Ok(Lease { expires_ms, time_mark, ..lease.clone() })
     }
 
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
-        check_time_ms("now_ms", now_ms)?;
-        self.update_held(lease, "expires_ms = LEAST(expires_ms, ?)", column(now_ms)).await
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.update_held(lease, &format!("expires_ms = LEAST(expires_ms, {NOW_MS})"), None).await
     }
 
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
-        self.update_held(lease, "time_mark = GREATEST(time_mark, ?)", column(mark_ms)).await
+        let set = "time_mark = GREATEST(time_mark, ?)";
+        self.update_held(lease, set, Some(column(mark_ms))).await
     }
 
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
@@ -126,6 +130,16 @@ impl WorkerStore for MySqlStore {
         .map_err(unavailable)?;
         rows.iter().map(|row| read_record(space, row)).collect()
     }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        u64::try_from(now).map_err(|_| {
+            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
+        })
+    }
 }
 
 #[async_trait]
@@ -135,13 +149,15 @@ impl LeaseTable for MySqlStore {
         space: &WorkerSpace,
         from: u64,
         max: u64,
+        margin_ms: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let workers = self.workers_table.as_str();
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms, time_mark FROM {workers} \
-             WHERE space = ? AND worker_id >= ? AND worker_id <= ? \
+            "SELECT worker_id, token, CAST(expires_ms < {NOW_MS} - ? AS SIGNED), time_mark \
+             FROM {workers} WHERE space = ? AND worker_id >= ? AND worker_id <= ? \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
+        .bind(column(margin_ms))
         .bind(space.as_str())
         .bind(column(from))
         .bind(column(max))
@@ -150,12 +166,12 @@ impl LeaseTable for MySqlStore {
         .map_err(unavailable)?;
         rows.iter()
             .map(|row| {
-                let (worker_id, token, expires_ms) = three_numbers(row)?;
+                let (worker_id, token, free) = three_numbers(row)?;
                 let time_mark: i64 = row.try_get(3).map_err(unavailable)?;
                 Ok(ScanRow {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", token)?,
-                    expires_ms: stored(space, worker_id, "expires_ms", expires_ms)?,
+                    free: free == 1,
                     time_mark: stored(space, worker_id, "time_mark", time_mark)?,
                 })
             })
@@ -169,31 +185,36 @@ impl LeaseTable for MySqlStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.workers_table.as_str();
-        let expires_ms = req.now_ms + req.ttl_ms;
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
-             VALUES (?, ?, ?, 1, ?, 0, ?)"
+             VALUES (?, ?, ?, 1, {NOW_MS} + ?, 0, ?)"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
         .bind(req.holder.as_str())
-        .bind(column(expires_ms))
+        .bind(column(req.ttl_ms))
         .bind(holder_id_text(holder_id))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await;
         match inserted {
-            Ok(_) => Ok(Some(Lease {
-                space: req.space.clone(),
-                worker_id,
-                token: 1,
-                holder_id,
-                expires_ms,
-                time_mark: 0,
-            })),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(None),
-            Err(e) => Err(unavailable(e)),
+            Ok(_) => {}
+            // Dropping the transaction rolls it back.
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(None),
+            Err(e) => return Err(unavailable(e)),
         }
+        // The expiry the server gave it, read under the row lock the insert took.
+        let (_, expires_ms, _) = select_own_row(&mut tx, workers, &req.space, worker_id).await?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(Some(Lease {
+            space: req.space.clone(),
+            worker_id,
+            token: 1,
+            holder_id,
+            expires_ms,
+            time_mark: 0,
+        }))
     }
 
     async fn take_over(
@@ -201,24 +222,22 @@ impl LeaseTable for MySqlStore {
         req: &LeaseRequest,
         worker_id: u64,
         token: u64,
-        below: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.workers_table.as_str();
-        let expires_ms = req.now_ms + req.ttl_ms;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let taken = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {workers} \
-             SET holder = ?, token = token + 1, expires_ms = ?, holder_id = ? \
-             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms < ?"
+             SET holder = ?, token = token + 1, expires_ms = {NOW_MS} + ?, holder_id = ? \
+             WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms < {NOW_MS} - ?"
         )))
         .bind(req.holder.as_str())
-        .bind(column(expires_ms))
+        .bind(column(req.ttl_ms))
         .bind(holder_id_text(holder_id))
         .bind(req.space.as_str())
         .bind(column(worker_id))
         .bind(column(token))
-        .bind(column(below))
+        .bind(column(req.margin_ms))
         .execute(&mut *tx)
         .await
         .map_err(unavailable)?
@@ -228,7 +247,7 @@ impl LeaseTable for MySqlStore {
         }
         // Read under the row lock the update took: the token is `token + 1`, the time mark the
         // previous owner's last.
-        let (new_token, _, time_mark) =
+        let (new_token, expires_ms, time_mark) =
             select_own_row(&mut tx, workers, &req.space, worker_id).await?;
         tx.commit().await.map_err(unavailable)?;
         Ok(Some(Lease {
@@ -265,24 +284,33 @@ impl MySqlStore {
         }
     }
 
-    /// Runs `UPDATE … SET {set}` (whose one `?` is `value`) on the row of `lease` if it still
-    /// holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
-    async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+    /// Runs `UPDATE … SET {set}` (whose one `?`, if any, is `value`) on the row of `lease` if
+    /// it still holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
+    async fn update_held(
+        &self,
+        lease: &Lease,
+        set: &str,
+        value: Option<i64>,
+    ) -> Result<(), StoreError> {
         let workers = self.workers_table.as_str();
         let (id, token, holder_id) = held_columns(lease)?;
-        let updated = sqlx::query(AssertSqlSafe(format!(
+        let sql = format!(
             "UPDATE {workers} SET {set} \
              WHERE space = ? AND worker_id = ? AND token = ? AND holder_id = ?"
-        )))
-        .bind(value)
-        .bind(lease.space.as_str())
-        .bind(id)
-        .bind(token)
-        .bind(holder_id)
-        .execute(&self.pool)
-        .await
-        .map_err(unavailable)?
-        .rows_affected();
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        if let Some(value) = value {
+            query = query.bind(value);
+        }
+        let updated = query
+            .bind(lease.space.as_str())
+            .bind(id)
+            .bind(token)
+            .bind(holder_id)
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?
+            .rows_affected();
         if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
     }
 }

@@ -12,6 +12,11 @@
 //! assignment takes the next value of an identity column in a transaction rolled back when
 //! it is past `max_worker` (the sequence stays past it).
 //!
+//! Lease expiry is judged by the server's clock, read inside each statement that decides
+//! ([`NOW_MS`]): `statement_timestamp()`, one instant for every row of a statement (unlike
+//! `clock_timestamp()`, which moves while a scan runs) and the statement's own (unlike
+//! `now()`, the start of a transaction that may have begun long before).
+//!
 //! It must not show a password: every error is scrubbed through the store's `unavailable`.
 
 use async_trait::async_trait;
@@ -29,6 +34,10 @@ use crate::{
     WorkerStore,
 };
 
+/// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
+/// judged by.
+const NOW_MS: &str = "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint";
+
 #[async_trait]
 impl WorkerStore for PgStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
@@ -36,25 +45,19 @@ impl WorkerStore for PgStore {
         acquire_from(self, req).await
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &Lease,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<Lease, StoreError> {
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
         let workers = self.options.workers_table.as_str();
-        check_renewal(now_ms, ttl_ms)?;
+        check_renewal(ttl_ms)?;
         let (id, token, holder_id) = held_columns(lease)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, $4) \
-             WHERE space = $1 AND worker_id = $2 AND token = $3 AND expires_ms >= $5 \
-             AND holder_id = $6 RETURNING expires_ms, time_mark"
+            "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, {NOW_MS} + $4) \
+             WHERE space = $1 AND worker_id = $2 AND token = $3 AND expires_ms >= {NOW_MS} \
+             AND holder_id = $5 RETURNING expires_ms, time_mark"
         )))
         .bind(lease.space.as_str())
         .bind(id)
         .bind(token)
-        .bind(column(now_ms + ttl_ms))
-        .bind(column(now_ms))
+        .bind(column(ttl_ms))
         .bind(holder_id)
         .fetch_optional(&self.pool)
         .await
@@ -68,9 +71,10 @@ impl WorkerStore for PgStore {
         })
     }
 
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
-        check_time_ms("now_ms", now_ms)?;
-        self.update_held(lease, "expires_ms = LEAST(expires_ms, $4)", column(now_ms)).await
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        // `update_held` binds `$4` for every use; here it adds nothing to the server's now.
+        let set = format!("expires_ms = LEAST(expires_ms, {NOW_MS} + $4)");
+        self.update_held(lease, &set, 0).await
     }
 
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
@@ -132,6 +136,16 @@ impl WorkerStore for PgStore {
             })
             .collect()
     }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        u64::try_from(now).map_err(|_| {
+            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
+        })
+    }
 }
 
 #[async_trait]
@@ -141,16 +155,18 @@ impl LeaseTable for PgStore {
         space: &WorkerSpace,
         from: u64,
         max: u64,
+        margin_ms: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let workers = self.options.workers_table.as_str();
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, token, expires_ms, time_mark FROM {workers} \
+            "SELECT worker_id, token, expires_ms < {NOW_MS} - $4, time_mark FROM {workers} \
              WHERE space = $1 AND worker_id >= $2 AND worker_id <= $3 \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
         )))
         .bind(space.as_str())
         .bind(column(from))
         .bind(column(max))
+        .bind(column(margin_ms))
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
@@ -160,7 +176,7 @@ impl LeaseTable for PgStore {
                 Ok(ScanRow {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", self.number(row, 1)?)?,
-                    expires_ms: stored(space, worker_id, "expires_ms", self.number(row, 2)?)?,
+                    free: row.try_get(2).map_err(|e| self.unavailable(e))?,
                     time_mark: stored(space, worker_id, "time_mark", self.number(row, 3)?)?,
                 })
             })
@@ -174,22 +190,24 @@ impl LeaseTable for PgStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.options.workers_table.as_str();
-        let expires_ms = req.now_ms + req.ttl_ms;
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
-             VALUES ($1, $2, $3, 1, $4, 0, $5) ON CONFLICT (space, worker_id) DO NOTHING"
+             VALUES ($1, $2, $3, 1, {NOW_MS} + $4, 0, $5) \
+             ON CONFLICT (space, worker_id) DO NOTHING RETURNING expires_ms"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
         .bind(req.holder.as_str())
-        .bind(column(expires_ms))
+        .bind(column(req.ttl_ms))
         .bind(holder_id_text(holder_id))
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await
-        .map_err(|e| self.unavailable(e))?
-        .rows_affected();
-        Ok((inserted == 1).then(|| Lease {
+        .map_err(|e| self.unavailable(e))?;
+        let Some(row) = inserted else { return Ok(None) };
+        let expires_ms =
+            stored(&req.space, column(worker_id), "expires_ms", self.number(&row, 0)?)?;
+        Ok(Some(Lease {
             space: req.space.clone(),
             worker_id,
             token: 1,
@@ -204,23 +222,21 @@ impl LeaseTable for PgStore {
         req: &LeaseRequest,
         worker_id: u64,
         token: u64,
-        below: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.options.workers_table.as_str();
-        let expires_ms = req.now_ms + req.ttl_ms;
         let taken = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {workers} \
-             SET holder = $3, token = token + 1, expires_ms = $4, holder_id = $7 \
-             WHERE space = $1 AND worker_id = $2 AND token = $5 AND expires_ms < $6 \
-             RETURNING token, time_mark"
+             SET holder = $3, token = token + 1, expires_ms = {NOW_MS} + $4, holder_id = $7 \
+             WHERE space = $1 AND worker_id = $2 AND token = $5 \
+             AND expires_ms < {NOW_MS} - $6 RETURNING token, time_mark, expires_ms"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
         .bind(req.holder.as_str())
-        .bind(column(expires_ms))
+        .bind(column(req.ttl_ms))
         .bind(column(token))
-        .bind(column(below))
+        .bind(column(req.margin_ms))
         .bind(holder_id_text(holder_id))
         .fetch_optional(&self.pool)
         .await
@@ -232,7 +248,7 @@ impl LeaseTable for PgStore {
             worker_id,
             token: stored(&req.space, id, "token", self.number(&row, 0)?)?,
             holder_id,
-            expires_ms,
+            expires_ms: stored(&req.space, id, "expires_ms", self.number(&row, 2)?)?,
             time_mark: stored(&req.space, id, "time_mark", self.number(&row, 1)?)?,
         }))
     }

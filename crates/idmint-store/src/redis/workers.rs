@@ -12,8 +12,9 @@
 //! Acquiring runs the memory backend's walk inside one script (every id of the range up, the first
 //! never-held or expired-past-the-margin one wins), so no other call interleaves with it; it
 //! reads at most `LEASE_WORKER_ID_MAX + 1` fields. Times and tokens cross the scripts as
-//! decimal text and are compared digit by digit; sums (`now_ms + ttl_ms`) are made here, in
-//! integers. The store reads no clock.
+//! decimal text and are compared digit by digit. Lease expiry is judged by the server's clock,
+//! `TIME` read inside the script that decides (`now_ms()`); the sums with it (`now + ttl`,
+//! `now - margin`) are made there, in Lua numbers, exact below 2^53 as every time here is.
 
 use std::sync::LazyLock;
 
@@ -23,7 +24,7 @@ use redis::Script;
 use super::{RedisStore, script};
 use crate::worker::{
     check_assign_request, check_lease_request, check_renewal, check_time_ms, exhausted,
-    holder_id_text, lease_lost, new_holder_id, reusable_below,
+    holder_id_text, lease_lost, new_holder_id,
 };
 use crate::{
     AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
@@ -49,15 +50,19 @@ local function joined(t, e, m, k, h)
 end
 ";
 
-/// KEYS: the space's hash. ARGV: max_worker, holder, expires_ms, reusable-below (empty:
-/// nothing reusable yet), holder id, the latest time mark a claimed id may carry, min_worker
-/// (no id below it is read or claimed). Returns
-/// `{id, token, time_mark}`, `{'corrupt', id, value}`, `{'ahead', earliest_mark}` when the
-/// only free ids were passed over for their marks, or nil when every id is held.
+/// KEYS: the space's hash. ARGV: max_worker, holder, ttl_ms, margin_ms, holder id, the
+/// latest time mark a claimed id may carry, min_worker (no id below it is read or claimed).
+/// Returns `{id, token, time_mark, expires_ms}`, `{'corrupt', id, value}`,
+/// `{'ahead', earliest_mark}` when the only free ids were passed over for their marks, or nil
+/// when every id is held.
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         "{LUA_LEASE}{}",
         r"
+        local now = tonumber(now_ms())
+        local expires = string.format('%d', now + tonumber(ARGV[3]))
+        local below = ''
+        if now > tonumber(ARGV[4]) then below = string.format('%d', now - tonumber(ARGV[4])) end
         local earliest
         for id = tonumber(ARGV[7]), tonumber(ARGV[1]) do
             local field = tostring(id)
@@ -68,7 +73,7 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
             else
                 local t, e, m = lease(row)
                 if not t or #t > 15 then return {'corrupt', field, row} end
-                if ARGV[4] ~= '' and lt(e, ARGV[4]) then
+                if below ~= '' and lt(e, below) then
                     if lt(ARGV[6], m) then
                         if not earliest or lt(m, earliest) then earliest = m end
                     else
@@ -77,8 +82,8 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
                 end
             end
             if token then
-                redis.call('HSET', KEYS[1], field, joined(token, ARGV[3], mark, ARGV[5], ARGV[2]))
-                return {field, token, mark}
+                redis.call('HSET', KEYS[1], field, joined(token, expires, mark, ARGV[5], ARGV[2]))
+                return {field, token, mark, expires}
             end
         end
         if earliest then return {'ahead', earliest} end
@@ -87,10 +92,11 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
-/// KEYS: the space's hash. ARGV: worker id, token, operation, value, deadline, holder id. If
-/// the lease is still held with that token and holder id, applies `renew` (only before expiry: expiry := max(expiry,
-/// value)), `release` (expiry := min(expiry, value)) or `raise` (mark := max(mark, value)).
-/// Returns `{'ok', expires_ms, time_mark}`, `{'lost'}` or `{'corrupt', value}`.
+/// KEYS: the space's hash. ARGV: worker id, token, operation, value, holder id. If the lease
+/// is still held with that token and holder id, applies `renew` (only while the expiry is not
+/// before the server's now: expiry := max(expiry, now + value)), `release`
+/// (expiry := min(expiry, now)) or `raise` (mark := max(mark, value)). Returns
+/// `{'ok', expires_ms, time_mark}`, `{'lost'}` or `{'corrupt', value}`.
 static HELD: LazyLock<Script> = LazyLock::new(|| {
     script(&format!(
         "{LUA_LEASE}{}",
@@ -99,13 +105,16 @@ static HELD: LazyLock<Script> = LazyLock::new(|| {
         if not row then return {'lost'} end
         local t, e, m, k, h = lease(row)
         if not t then return {'corrupt', row} end
-        if t ~= ARGV[2] or k ~= ARGV[6] then return {'lost'} end
+        if t ~= ARGV[2] or k ~= ARGV[5] then return {'lost'} end
         local op, value = ARGV[3], ARGV[4]
         if op == 'renew' then
-            if lt(e, ARGV[5]) then return {'lost'} end
-            if lt(e, value) then e = value end
+            local now = now_ms()
+            if lt(e, now) then return {'lost'} end
+            local until_ms = string.format('%d', tonumber(now) + tonumber(value))
+            if lt(e, until_ms) then e = until_ms end
         elseif op == 'release' then
-            if lt(value, e) then e = value end
+            local now = now_ms()
+            if lt(now, e) then e = now end
         elseif op == 'raise' then
             if lt(m, value) then m = value end
         else
@@ -141,21 +150,14 @@ impl RedisStore {
         self.conn().key(&format!("workers:{{{space}}}"))
     }
 
-    /// Runs [`HELD`] for `lease`; `deadline` is the `now_ms` a renewal must not be past.
-    async fn update_held(
-        &self,
-        lease: &Lease,
-        op: &str,
-        value: u64,
-        deadline: u64,
-    ) -> Result<Lease, StoreError> {
+    /// Runs [`HELD`] for `lease`.
+    async fn update_held(&self, lease: &Lease, op: &str, value: u64) -> Result<Lease, StoreError> {
         let mut invocation = HELD.key(self.space_key(&lease.space));
         invocation
             .arg(lease.worker_id.to_string())
             .arg(lease.token.to_string())
             .arg(op)
             .arg(value.to_string())
-            .arg(deadline.to_string())
             .arg(holder_id_text(lease.holder_id));
         let reply: Vec<String> = self.run(&invocation).await?;
         match reply.as_slice() {
@@ -174,14 +176,13 @@ impl RedisStore {
 impl WorkerStore for RedisStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         check_lease_request(req)?;
-        let below = reusable_below(req.now_ms, req.margin_ms).map(|b| b.to_string());
         let holder_id = new_holder_id();
         let mut invocation = ACQUIRE.key(self.space_key(&req.space));
         invocation
             .arg(req.max_worker.to_string())
             .arg(&req.holder)
-            .arg((req.now_ms + req.ttl_ms).to_string())
-            .arg(below.unwrap_or_default())
+            .arg(req.ttl_ms.to_string())
+            .arg(req.margin_ms.to_string())
             .arg(holder_id_text(holder_id))
             .arg(req.time_mark_max_ms.to_string())
             .arg(req.min_worker.to_string());
@@ -198,14 +199,14 @@ impl WorkerStore for RedisStore {
             [status, id, value] if status == "corrupt" => {
                 Err(corrupt(&req.space, id.parse().unwrap_or(u64::MAX), value))
             }
-            [id, token, time_mark] => {
+            [id, token, time_mark, expires_ms] => {
                 let worker_id = stored_number(&req.space, u64::MAX, id)?;
                 Ok(Lease {
                     space: req.space.clone(),
                     worker_id,
                     token: stored_number(&req.space, worker_id, token)?,
                     holder_id,
-                    expires_ms: req.now_ms + req.ttl_ms,
+                    expires_ms: stored_number(&req.space, worker_id, expires_ms)?,
                     time_mark: stored_number(&req.space, worker_id, time_mark)?,
                 })
             }
@@ -213,24 +214,18 @@ impl WorkerStore for RedisStore {
         }
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &Lease,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<Lease, StoreError> {
-        check_renewal(now_ms, ttl_ms)?;
-        self.update_held(lease, "renew", now_ms + ttl_ms, now_ms).await
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        check_renewal(ttl_ms)?;
+        self.update_held(lease, "renew", ttl_ms).await
     }
 
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
-        check_time_ms("now_ms", now_ms)?;
-        self.update_held(lease, "release", now_ms, 0).await.map(drop)
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.update_held(lease, "release", 0).await.map(drop)
     }
 
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
-        self.update_held(lease, "raise", mark_ms, 0).await.map(drop)
+        self.update_held(lease, "raise", mark_ms).await.map(drop)
     }
 
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
@@ -277,6 +272,12 @@ impl WorkerStore for RedisStore {
             .collect::<Result<Vec<_>, StoreError>>()?;
         records.sort_unstable_by_key(|record| record.worker_id);
         Ok(records)
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        let (seconds, micros): (u64, u64) =
+            redis::cmd("TIME").query_async(&mut self.conn()).await.map_err(|e| self.fail(&e))?;
+        Ok(seconds * 1_000 + micros / 1_000)
     }
 }
 

@@ -9,6 +9,12 @@
 //! failed commit is an error (see `write_returning`), and an assignment an insert
 //! into an `AUTOINCREMENT` table (its ids are never reused, even after a delete) in an
 //! immediate transaction that is rolled back when the id is past `max_worker`.
+//!
+//! Lease expiry is judged by the store's clock (`SqliteStore::with_clock`, by default this
+//! machine's, which every process sharing the file reads), read under the connection's lock
+//! just before the statement that decides, and bound into it.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, Row, params};
@@ -39,17 +45,14 @@ impl WorkerStore for SqliteStore {
         acquire_from(self, req).await
     }
 
-    async fn renew_lease(
-        &self,
-        lease: &Lease,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> Result<Lease, StoreError> {
-        check_renewal(now_ms, ttl_ms)?;
+    async fn renew_lease(&self, lease: &Lease, ttl_ms: u64) -> Result<Lease, StoreError> {
+        check_renewal(ttl_ms)?;
         let (id, token, holder_id) = held_columns(lease)?;
         let space = lease.space.clone();
+        let clock = Arc::clone(&self.clock);
         let renewed = self
             .call(move |conn| {
+                let now_ms = clock.now_ms();
                 // Run to its end: a renewal is answered only once it committed.
                 write_returning(
                     conn,
@@ -80,16 +83,15 @@ impl WorkerStore for SqliteStore {
         })
     }
 
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
-        check_time_ms("now_ms", now_ms)?;
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
         let set = "expires_ms = min(expires_ms, ?4)";
-        self.update_held(lease, set, column(now_ms)).await
+        self.update_held(lease, set, None).await
     }
 
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
         let set = "time_mark = max(time_mark, ?4)";
-        self.update_held(lease, set, column(mark_ms)).await
+        self.update_held(lease, set, Some(column(mark_ms))).await
     }
 
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
@@ -150,6 +152,10 @@ impl WorkerStore for SqliteStore {
         })
         .await
     }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        Ok(self.clock.now_ms())
+    }
 }
 
 #[async_trait]
@@ -159,29 +165,35 @@ impl LeaseTable for SqliteStore {
         space: &WorkerSpace,
         from: u64,
         max: u64,
+        margin_ms: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let space = space.clone();
+        let clock = Arc::clone(&self.clock);
         self.call(move |conn| {
             let mut statement = conn
                 .prepare(&format!(
-                    "SELECT worker_id, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+                    "SELECT worker_id, token, expires_ms < ?4 - ?5, time_mark \
+                     FROM {WORKERS_TABLE} \
                      WHERE space = ?1 AND worker_id >= ?2 AND worker_id <= ?3 \
                      ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
                 ))
                 .map_err(unavailable)?;
+            let now_ms = column(clock.now_ms());
+            let bound =
+                params![space.as_str(), column(from), column(max), now_ms, column(margin_ms)];
             let rows = statement
-                .query_map(params![space.as_str(), column(from), column(max)], |row| {
+                .query_map(bound, |row| {
                     let number = |i| row.get::<_, i64>(i);
                     Ok((number(0)?, number(1)?, number(2)?, number(3)?))
                 })
                 .map_err(unavailable)?;
             let mut scanned = Vec::new();
             for row in rows {
-                let (worker_id, token, expires_ms, time_mark) = row.map_err(unavailable)?;
+                let (worker_id, token, free, time_mark) = row.map_err(unavailable)?;
                 scanned.push(ScanRow {
                     worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
                     token: stored(&space, worker_id, "token", token)?,
-                    expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
+                    free: free == 1,
                     time_mark: stored(&space, worker_id, "time_mark", time_mark)?,
                 });
             }
@@ -197,19 +209,30 @@ impl LeaseTable for SqliteStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let (space, holder) = (req.space.clone(), req.holder.clone());
-        let expires_ms = req.now_ms + req.ttl_ms;
+        let ttl_ms = req.ttl_ms;
         let id_text = holder_id_text(holder_id);
-        let inserted = self
+        let clock = Arc::clone(&self.clock);
+        let (inserted, expires_ms) = self
             .call(move |conn| {
-                conn.execute(
-                    &format!(
-                        "INSERT INTO {WORKERS_TABLE} \
-                         (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
-                         VALUES (?1, ?2, ?3, 1, ?4, 0, ?5) ON CONFLICT DO NOTHING"
-                    ),
-                    params![space.as_str(), column(worker_id), holder, column(expires_ms), id_text],
-                )
-                .map_err(unavailable)
+                let expires_ms = clock.now_ms() + ttl_ms;
+                let inserted = conn
+                    .execute(
+                        &format!(
+                            "INSERT INTO {WORKERS_TABLE} \
+                             (space, worker_id, holder, token, expires_ms, time_mark, \
+                             holder_id) \
+                             VALUES (?1, ?2, ?3, 1, ?4, 0, ?5) ON CONFLICT DO NOTHING"
+                        ),
+                        params![
+                            space.as_str(),
+                            column(worker_id),
+                            holder,
+                            column(expires_ms),
+                            id_text
+                        ],
+                    )
+                    .map_err(unavailable)?;
+                Ok((inserted, expires_ms))
             })
             .await?;
         Ok((inserted == 1).then(|| Lease {
@@ -227,14 +250,16 @@ impl LeaseTable for SqliteStore {
         req: &LeaseRequest,
         worker_id: u64,
         token: u64,
-        below: u64,
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let (space, holder) = (req.space.clone(), req.holder.clone());
-        let expires_ms = req.now_ms + req.ttl_ms;
+        let (ttl_ms, margin_ms) = (req.ttl_ms, req.margin_ms);
         let id_text = holder_id_text(holder_id);
+        let clock = Arc::clone(&self.clock);
         let taken = self
             .call(move |conn| {
+                let now_ms = clock.now_ms();
+                let below = column(now_ms) - column(margin_ms);
                 // Run to its end: a takeover is answered only once it committed.
                 write_returning(
                     conn,
@@ -242,47 +267,55 @@ impl LeaseTable for SqliteStore {
                         "UPDATE {WORKERS_TABLE} \
                          SET holder = ?3, token = token + 1, expires_ms = ?4, holder_id = ?7 \
                          WHERE space = ?1 AND worker_id = ?2 AND token = ?5 \
-                         AND expires_ms < ?6 RETURNING token, time_mark"
+                         AND expires_ms < ?6 RETURNING token, time_mark, expires_ms"
                     ),
                     params![
                         space.as_str(),
                         column(worker_id),
                         holder,
-                        column(expires_ms),
+                        column(now_ms + ttl_ms),
                         column(token),
-                        column(below),
+                        below,
                         id_text
                     ],
-                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?)),
                 )
                 .map_err(unavailable)
             })
             .await?;
-        let Some((token, time_mark)) = taken else { return Ok(None) };
+        let Some((token, time_mark, expires_ms)) = taken else { return Ok(None) };
         let id = column(worker_id);
         Ok(Some(Lease {
             space: req.space.clone(),
             worker_id,
             token: stored(&req.space, id, "token", token)?,
             holder_id,
-            expires_ms,
+            expires_ms: stored(&req.space, id, "expires_ms", expires_ms)?,
             time_mark: stored(&req.space, id, "time_mark", time_mark)?,
         }))
     }
 }
 
 impl SqliteStore {
-    /// Runs `UPDATE … SET {set}` (which reads `?4` as `value`) on the row of `lease` if it
-    /// still holds the lease's token and holder id; [`StoreError::LeaseLost`] otherwise.
-    async fn update_held(&self, lease: &Lease, set: &str, value: i64) -> Result<(), StoreError> {
+    /// Runs `UPDATE … SET {set}` (which reads `?4` as `value`, or as the store's clock when
+    /// there is none) on the row of `lease` if it still holds the lease's token and holder
+    /// id; [`StoreError::LeaseLost`] otherwise.
+    async fn update_held(
+        &self,
+        lease: &Lease,
+        set: &str,
+        value: Option<i64>,
+    ) -> Result<(), StoreError> {
         let (id, token, holder_id) = held_columns(lease)?;
         let space = lease.space.clone();
         let sql = format!(
             "UPDATE {WORKERS_TABLE} SET {set} \
              WHERE space = ?1 AND worker_id = ?2 AND token = ?3 AND holder_id = ?5"
         );
+        let clock = Arc::clone(&self.clock);
         let updated = self
             .call(move |conn| {
+                let value = value.unwrap_or_else(|| column(clock.now_ms()));
                 conn.execute(&sql, params![space.as_str(), id, token, value, holder_id])
                     .map_err(unavailable)
             })

@@ -630,7 +630,7 @@ async fn worker_tables_take_the_names_the_url_gives() {
     let Some(url) = table_url(&fresh_table("alloc"), &params).await else { return };
     let store = MySqlStore::connect(&url).await.unwrap();
     let space = WorkerSpace::parse("named-tables").unwrap();
-    let lease = store.acquire_lease(&crate::workers::request(&space, 3, "n", 1_000)).await.unwrap();
+    let lease = store.acquire_lease(&crate::workers::request(&space, 3, "n")).await.unwrap();
     store.assign_worker(&crate::workers::assign(&space, 1_000, 1)).await.unwrap();
     let mut conn = MySqlConnection::connect(&database_url().await.unwrap()).await.unwrap();
     for table in [&workers, &nodes] {

@@ -512,7 +512,7 @@ async fn worker_tables_take_the_names_the_url_gives() {
     let Some(db) = database_url().await else { return };
     let store = PgStore::connect(&url).await.unwrap();
     let space = WorkerSpace::parse("named-tables").unwrap();
-    let lease = store.acquire_lease(&crate::workers::request(&space, 3, "n", 1_000)).await.unwrap();
+    let lease = store.acquire_lease(&crate::workers::request(&space, 3, "n")).await.unwrap();
     store.assign_worker(&crate::workers::assign(&space, 1_000, 1)).await.unwrap();
     let count = |table: &str| format!("SELECT count(*) FROM {table} WHERE space = 'named-tables'");
     assert_eq!(scalar_i64(db, &count(&workers)).await, 1);

@@ -34,7 +34,7 @@ async fn fresh() -> Option<Subject> {
     Some(Subject::with_guard(store, cleanup))
 }
 
-mod workers {
+pub(crate) mod workers {
     //! The worker suite on Redis, each check under its own key prefix.
 
     use std::any::Any;
@@ -58,8 +58,9 @@ mod workers {
         Some((WorkerSubject::with_guard(store, cleanup), Arc::new(Rows(url))))
     }
 
-    /// The check's lease hash, through a connection of its own.
-    struct Rows(RedisUrl);
+    /// The check's lease hash, through a connection of its own (Sentinel's and Cluster's
+    /// too).
+    pub(crate) struct Rows(pub(crate) RedisUrl);
 
     impl Rows {
         async fn key(&self, space: &WorkerSpace) -> (idmint_store::redis::RedisConn, String) {
@@ -71,6 +72,22 @@ mod workers {
 
     #[async_trait::async_trait]
     impl RowTamper for Rows {
+        async fn age_rows(&self, space: &WorkerSpace, ms: u64) {
+            // `TOKEN EXPIRES_MS REST`: the expiry moved back, the rest kept.
+            let (mut raw, key) = self.key(space).await;
+            let rows: Vec<(String, String)> =
+                super::query(driver::cmd("HGETALL").arg(&key), &mut raw).await;
+            for (field, value) in rows {
+                let mut parts = value.splitn(3, ' ');
+                let (token, expires, rest) =
+                    (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+                let expires = expires.parse::<u64>().unwrap() - ms;
+                let aged = format!("{token} {expires} {rest}");
+                let _: i64 =
+                    super::query(driver::cmd("HSET").arg(&key).arg(field).arg(aged), &mut raw)
+                        .await;
+            }
+        }
         async fn delete_rows(&self, space: &WorkerSpace) {
             let (mut raw, key) = self.key(space).await;
             let _: i64 = super::query(driver::cmd("DEL").arg(&key), &mut raw).await;
@@ -202,17 +219,21 @@ async fn a_lease_is_one_field_of_its_space_hash() {
         min_worker: 0,
         max_worker: 3,
         holder: "host:80/1 x".to_string(),
-        now_ms: 1_000,
         ttl_ms: 500,
         margin_ms: 0,
         time_mark_max_ms: 1_000,
     };
+    let before = store.now_ms().await.unwrap();
     let lease = store.acquire_lease(&request).await.unwrap();
+    let after = store.now_ms().await.unwrap();
+    // The expiry is the server's clock (TIME) plus the TTL.
+    assert!((before + 500..=after + 500).contains(&lease.expires_ms), "{lease:?}");
     store.raise_time_mark(&lease, 1_200).await.unwrap();
     let mut raw = url.connect().await.unwrap();
     let value: String =
         query(driver::cmd("HGET").arg(raw.key("workers:{layout-a}")).arg("0"), &mut raw).await;
-    assert_eq!(value, format!("1 1500 1200 {:032x} host:80/1 x", lease.holder_id));
+    let expected = format!("1 {} 1200 {:032x} host:80/1 x", lease.expires_ms, lease.holder_id);
+    assert_eq!(value, expected);
     // A second connection (another node) sees the same lease.
     let other = RedisStore::connect(&url).await.unwrap();
     let listed = other.list_leases(&space).await.unwrap();
@@ -237,16 +258,16 @@ async fn a_lease_value_without_a_holder_id_proves_nothing_and_is_taken_over() {
         min_worker: 0,
         max_worker: 0,
         holder: "new".to_string(),
-        now_ms: 2_000,
         ttl_ms: 500,
         margin_ms: 0,
         time_mark_max_ms: 2_000,
     };
+    // Expired at 1 500 ms past the epoch, long before the server's clock.
     let lease = store.acquire_lease(&request).await.unwrap();
     assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 5, 1_200));
     let value: String = query(driver::cmd("HGET").arg(&key).arg("0"), &mut raw).await;
-    assert_eq!(value, format!("5 2500 1200 {:032x} new", lease.holder_id));
-    store.renew_lease(&lease, 2_100, 500).await.unwrap();
+    assert_eq!(value, format!("5 {} 1200 {:032x} new", lease.expires_ms, lease.holder_id));
+    store.renew_lease(&lease, 500).await.unwrap();
 }
 
 #[test]
@@ -289,9 +310,11 @@ mod sentinel {
     conformance_suite!(fresh);
 
     mod workers {
+        use std::sync::Arc;
+
         use idmint_store::{StoreUrl, open_workers};
 
-        use crate::workers::{WorkerSubject, worker_suite};
+        use crate::workers::{RowTamper, WorkerSubject, worker_suite};
 
         async fn fresh() -> Option<WorkerSubject> {
             let url = super::deployment()?.url(&super::fresh_prefix());
@@ -299,7 +322,16 @@ mod sentinel {
             Some(WorkerSubject::new(store))
         }
 
-        worker_suite!(fresh);
+        async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+            let url = super::deployment()?.url(&super::fresh_prefix());
+            let StoreUrl::Redis(url) = StoreUrl::parse(&url).unwrap() else {
+                panic!("not a Redis URL: {url}")
+            };
+            let store = open_workers(&StoreUrl::Redis(url.clone())).await.unwrap();
+            Some((WorkerSubject::new(store), Arc::new(crate::redis::workers::Rows(url))))
+        }
+
+        worker_suite!(fresh, tampered);
     }
 
     /// The master dies after its writes reached the replica: calls fail until the sentinel
@@ -367,9 +399,11 @@ mod cluster {
     conformance_suite!(fresh);
 
     mod workers {
+        use std::sync::Arc;
+
         use idmint_store::{StoreUrl, open_workers};
 
-        use crate::workers::{WorkerSubject, worker_suite};
+        use crate::workers::{RowTamper, WorkerSubject, worker_suite};
 
         async fn fresh() -> Option<WorkerSubject> {
             let url = super::deployment()?.url(&super::fresh_prefix());
@@ -377,7 +411,16 @@ mod cluster {
             Some(WorkerSubject::new(store))
         }
 
-        worker_suite!(fresh);
+        async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
+            let url = super::deployment()?.url(&super::fresh_prefix());
+            let StoreUrl::Redis(url) = StoreUrl::parse(&url).unwrap() else {
+                panic!("not a Redis URL: {url}")
+            };
+            let store = open_workers(&StoreUrl::Redis(url.clone())).await.unwrap();
+            Some((WorkerSubject::new(store), Arc::new(crate::redis::workers::Rows(url))))
+        }
+
+        worker_suite!(fresh, tampered);
     }
 
     /// Sequence counters on the cluster's primaries: every script reads the identity of the

@@ -3,12 +3,17 @@
 //! backend with [`worker_suite!`] in the modules at the end of this file, beside the checks
 //! only one backend can make.
 //!
-//! Time is whatever the checks say it is: the store reads no clock, so every `now_ms` below
-//! is a plain number and expiry boundaries are hit to the millisecond.
+//! **Time.** Lease expiry is the store's to judge, by its own clock, which the checks cannot
+//! set: they read it ([`WorkerStore::now_ms`]) to bracket the expiries the store writes, and
+//! move it through [`RowTamper::age_rows`], which makes a space's rows as old as they would
+//! be that much later (the database servers: every expiry moved back; memory and SQLite: their
+//! injected clock moved on). Boundaries are checked [`SLACK_MS`] either side, since a
+//! server's clock keeps running between two statements. Time marks are the caller's time, as
+//! ids are: plain numbers around [`T0`].
 //!
-//! Two checks also reach past the trait ([`RowTamper`]): they delete or restore lease rows as
-//! an operator or a backup restore would, under a live holder, and instantiate only where the
-//! backend's module gives a tamperer ([`worker_suite!`]'s second argument).
+//! Two checks also delete or restore lease rows as an operator or a backup restore would,
+//! under a live holder. The checks that need a [`RowTamper`] instantiate only where the
+//! backend's module gives one ([`worker_suite!`]'s second argument).
 //!
 //! The worker tables have fixed names, so on MySQL and PostgreSQL every check of a run shares
 //! them (in the run's fresh database). Checks therefore keep to spaces of their own, named
@@ -30,14 +35,24 @@ use idmint_store::{
 /// The suite's runner: one check on a fresh subject's store.
 pub use crate::conformance::run;
 
-/// The time the checks start at, in milliseconds since the Unix epoch.
+/// The caller's time the marks are written around, in milliseconds since the Unix epoch.
 const T0: u64 = 1_700_000_000_000;
 /// The lease every check asks for.
 const TTL_MS: u64 = 10_000;
 /// The safety margin every check asks for.
-const MARGIN_MS: u64 = 2_000;
-/// The first moment an id leased at [`T0`] (and not renewed) may be reused.
-const REUSABLE_MS: u64 = T0 + TTL_MS + MARGIN_MS + 1;
+const MARGIN_MS: u64 = 4_000;
+/// How far from a boundary of the store's time a check stays: more than a server's clock can
+/// run between a check's statements on a loaded machine.
+const SLACK_MS: u64 = 2_000;
+/// Aging that leaves a fresh lease expired, but within its margin.
+const WITHIN_MARGIN_MS: u64 = TTL_MS + MARGIN_MS - SLACK_MS;
+/// Aging that makes a fresh lease's id reusable.
+const REUSABLE_AFTER_MS: u64 = TTL_MS + MARGIN_MS + SLACK_MS;
+/// The latest time mark every request accepts: marks at or below it are ordinary.
+const MARK_MAX_MS: u64 = T0 + 60_000;
+/// How far the store's clock may read from this machine's in
+/// [`the_stores_clock_reads_utc_milliseconds`].
+const CLOCK_AGREEMENT_MS_MAX: u64 = 60_000;
 /// Concurrent acquirers in the exhaustion check: one per id of a 4-bit layout.
 const ACQUIRER_COUNT: u64 = 16;
 /// Ids held by the paging check: more than one page of the database backends' walk (256).
@@ -46,11 +61,13 @@ const HELD_PAST_A_PAGE: u64 = 300;
 const PAGING_TASK_COUNT: u64 = 10;
 
 const _: () = assert!(HELD_PAST_A_PAGE.is_multiple_of(PAGING_TASK_COUNT));
+const _: () = assert!(SLACK_MS < MARGIN_MS && SLACK_MS < TTL_MS);
 
 /// A worker store under test, with whatever must live as long as it does.
 pub type WorkerSubject = crate::conformance::Subject<dyn WorkerStore>;
 
-/// What an operator or a restore does to lease rows behind the store's back.
+/// What an operator, a restore or the passing of time does to lease rows behind the store's
+/// back.
 #[async_trait]
 pub trait RowTamper: Send + Sync {
     /// Deletes every lease row of `space`, as `DELETE FROM idmint_workers` would.
@@ -59,14 +76,17 @@ pub trait RowTamper: Send + Sync {
     async fn snapshot_rows(&self, space: &WorkerSpace) -> Box<dyn Any + Send + Sync>;
     /// Replaces the lease rows of `space` by those of `snapshot`, as a restore would.
     async fn restore_rows(&self, space: &WorkerSpace, snapshot: &(dyn Any + Send + Sync));
+    /// Makes the lease rows of `space` as old as they will be `ms` later by the store's
+    /// clock: every expiry `ms` earlier (or the store's injected clock `ms` on).
+    async fn age_rows(&self, space: &WorkerSpace, ms: u64);
 }
 
 /// Generates one `#[tokio::test]` per worker check in the calling module (the test kit's
 /// [`idmint_testkit::suite!`] over this module's checks).
 ///
 /// `$tampered`, when given, is an `async fn() -> Option<(WorkerSubject, Arc<dyn
-/// RowTamper>)>`: a fresh store and a way to change its rows behind its back, for the checks
-/// that rows deleted or restored never let two holders prove one lease.
+/// RowTamper>)>`: a fresh store and a way to change its rows and its time behind its back,
+/// for the checks of expiry and of rows deleted or restored.
 ///
 /// `$factory` is an `async fn() -> Option<WorkerSubject>`: a store on which the check's own
 /// spaces are empty, or `None` when the backend cannot run here (the test kit has recorded
@@ -76,15 +96,7 @@ macro_rules! worker_suite {
         $crate::workers::worker_suite!($factory);
         idmint_testkit::suite! {
             checks: crate::workers, runner: run_tampered, subject: $tampered,
-            tests: [rows_deleted_under_a_live_holder, rows_restored_from_an_older_snapshot],
-        }
-    };
-    ($factory:path) => {
-        idmint_testkit::suite! {
-            checks: crate::workers, runner: run, subject: $factory,
             tests: [
-                acquirers_get_the_lowest_free_ids,
-                concurrent_acquirers_get_distinct_ids_until_exhausted,
                 leases_stay_inside_the_requested_range,
                 concurrent_takeovers_give_each_expired_id_once,
                 acquisition_walks_past_a_page_of_held_ids,
@@ -94,6 +106,19 @@ macro_rules! worker_suite {
                 an_expired_id_is_reused_only_after_the_margin,
                 release_frees_the_id_after_the_margin,
                 raise_time_mark_only_grows,
+                rows_deleted_under_a_live_holder,
+                rows_restored_from_an_older_snapshot,
+            ],
+        }
+    };
+    ($factory:path) => {
+        idmint_testkit::suite! {
+            checks: crate::workers, runner: run, subject: $factory,
+            tests: [
+                acquirers_get_the_lowest_free_ids,
+                concurrent_acquirers_get_distinct_ids_until_exhausted,
+                a_live_lease_is_never_taken_whatever_the_callers_clock,
+                the_stores_clock_reads_utc_milliseconds,
                 assign_worker_gives_increasing_ids_and_refuses_past_max,
                 spaces_are_independent,
                 invalid_requests_are_refused_and_nothing_is_written,
@@ -114,25 +139,30 @@ pub async fn run_tampered<F: Future<Output = ()>>(
 }
 
 /// Successive acquirers get the lowest free ids, 0 then 1 then 2, each a fresh lease: token
-/// 1, no time mark, expiring one TTL after the request; the rows record their holders.
+/// 1, no time mark, expiring one TTL after the store's clock read it; the rows record their
+/// holders.
 pub async fn acquirers_get_the_lowest_free_ids(store: Arc<dyn WorkerStore>) {
     let space = space("lowest");
     for (worker_id, holder) in ["a:1/1", "b:2/2", "c:3/3"].into_iter().enumerate() {
-        let lease = store.acquire_lease(&request(&space, 15, holder, T0)).await.unwrap();
+        let before = store_now(&store).await;
+        let lease = store.acquire_lease(&request(&space, 15, holder)).await.unwrap();
+        let after = store_now(&store).await;
+        assert_expires_one_ttl_after(lease.expires_ms, before, after);
         let expected = Lease {
             space: space.clone(),
             worker_id: worker_id as u64,
             token: 1,
             holder_id: lease.holder_id,
-            expires_ms: T0 + TTL_MS,
+            expires_ms: lease.expires_ms,
             time_mark: 0,
         };
         assert_eq!(lease, expected);
+        assert_eq!(store.list_leases(&space).await.unwrap()[worker_id], record_of(&lease, holder));
     }
     let listed = store.list_leases(&space).await.unwrap();
     let holders: Vec<_> = listed.iter().map(|r| (r.worker_id, r.holder.as_str())).collect();
     assert_eq!(holders, [(0, "a:1/1"), (1, "b:2/2"), (2, "c:3/3")]);
-    assert!(listed.iter().all(|r| r.token == 1 && r.expires_ms == T0 + TTL_MS && r.time_mark == 0));
+    assert!(listed.iter().all(|r| r.token == 1 && r.time_mark == 0));
 }
 
 /// Sixteen nodes acquiring a 4-bit space at once get the sixteen ids, each once; the
@@ -140,14 +170,44 @@ pub async fn acquirers_get_the_lowest_free_ids(store: Arc<dyn WorkerStore>) {
 pub async fn concurrent_acquirers_get_distinct_ids_until_exhausted(store: Arc<dyn WorkerStore>) {
     let space = space("crowd");
     let max = ACQUIRER_COUNT - 1;
-    let leases = acquire_concurrently(&store, &space, max, ACQUIRER_COUNT, 1, T0).await;
+    let leases = acquire_concurrently(&store, &space, max, ACQUIRER_COUNT, 1).await;
     let ids: BTreeSet<u64> = leases.iter().map(|l| l.worker_id).collect();
     assert_eq!(ids, (0..=max).collect(), "{leases:?}");
     assert!(leases.iter().all(|l| l.token == 1), "{leases:?}");
 
-    let refused = store.acquire_lease(&request(&space, max, "late", T0 + 1)).await;
+    let refused = store.acquire_lease(&request(&space, max, "late")).await;
     assert_eq!(refused, Err(StoreError::WorkersExhausted { space: space.clone(), max }));
     assert_eq!(store.list_leases(&space).await.unwrap().len() as u64, ACQUIRER_COUNT);
+}
+
+/// Issue 31: whether a lease expired is the store's to say. A request carries no clock of the
+/// caller's, and whatever time marks it accepts (a node whose clock runs a minute fast accepts
+/// marks a minute later), a live lease is never taken over, renewed past its holder or lost.
+pub async fn a_live_lease_is_never_taken_whatever_the_callers_clock(store: Arc<dyn WorkerStore>) {
+    let space = space("live");
+    let holder = store.acquire_lease(&request(&space, 1, "holder")).await.unwrap();
+    let fast =
+        LeaseRequest { time_mark_max_ms: MARK_MAX_MS + 60_000, ..request(&space, 1, "fast") };
+    let other = store.acquire_lease(&fast).await.unwrap();
+    assert_eq!((holder.worker_id, other.worker_id), (0, 1));
+    assert_eq!(
+        store.acquire_lease(&fast).await,
+        Err(StoreError::WorkersExhausted { space: space.clone(), max: 1 })
+    );
+    let renewed = store.renew_lease(&holder, TTL_MS).await.unwrap();
+    assert_eq!((renewed.worker_id, renewed.token), (0, 1));
+}
+
+/// The store's clock is milliseconds since the Unix epoch in UTC, whatever the server's or
+/// the session's time zone: within [`CLOCK_AGREEMENT_MS_MAX`] of this machine's (the test
+/// servers keep time as any host does; an hour off would be a time zone taken for UTC),
+/// and it does not go back between two reads.
+pub async fn the_stores_clock_reads_utc_milliseconds(store: Arc<dyn WorkerStore>) {
+    let local = idmint_store::StoreClock::now_ms(&idmint_store::LocalClock);
+    let first = store_now(&store).await;
+    let second = store_now(&store).await;
+    assert!(local.abs_diff(first) < CLOCK_AGREEMENT_MS_MAX, "store {first} ms, here {local} ms");
+    assert!(second >= first, "the store's clock went back: {first} then {second}");
 }
 
 /// A node configured with a worker-id range (`snowflake.worker_ids`, for Leaf or
@@ -156,18 +216,19 @@ pub async fn concurrent_acquirers_get_distinct_ids_until_exhausted(store: Arc<dy
 /// [`StoreError::NoWorkerIdInRange`], and the free rows outside the range (left by an earlier
 /// configuration, expired long ago) are never taken. A range starting above its end is
 /// refused before the store is asked.
-pub async fn leases_stay_inside_the_requested_range(store: Arc<dyn WorkerStore>) {
+pub async fn leases_stay_inside_the_requested_range(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("ranged");
-    // An earlier configuration held ids 0..=9; all of them are free again at REUSABLE_MS.
+    // An earlier configuration held ids 0..=9; all of them are free again after aging.
     for worker_id in 0..=9 {
-        let lease = store.acquire_lease(&request(&space, 15, "earlier", T0)).await.unwrap();
+        let lease = store.acquire_lease(&request(&space, 15, "earlier")).await.unwrap();
         assert_eq!(lease.worker_id, worker_id);
     }
+    tamper.age_rows(&space, REUSABLE_AFTER_MS).await;
     let (min, max) = (8, 11);
-    let ranged = |holder: &str| LeaseRequest {
-        min_worker: min,
-        ..request(&space, max, holder, REUSABLE_MS)
-    };
+    let ranged = |holder: &str| LeaseRequest { min_worker: min, ..request(&space, max, holder) };
     let tasks: Vec<_> = (0..=max - min)
         .map(|task| {
             let store = Arc::clone(&store);
@@ -188,7 +249,7 @@ pub async fn leases_stay_inside_the_requested_range(store: Arc<dyn WorkerStore>)
     let below: Vec<_> = listed.iter().filter(|r| r.worker_id < min).collect();
     assert!(below.iter().all(|r| r.holder == "earlier" && r.token == 1), "{below:?}");
     assert!(listed.iter().all(|r| r.worker_id <= max), "{listed:?}");
-    let upside_down = LeaseRequest { min_worker: 5, ..request(&space, 4, "x", REUSABLE_MS) };
+    let upside_down = LeaseRequest { min_worker: 5, ..request(&space, 4, "x") };
     assert!(matches!(
         store.acquire_lease(&upside_down).await,
         Err(StoreError::InvalidValue(m)) if m.contains("min_worker 5 is above max_worker 4")
@@ -197,111 +258,140 @@ pub async fn leases_stay_inside_the_requested_range(store: Arc<dyn WorkerStore>)
 
 /// Nodes racing for expired ids take each over exactly once: every id goes to one of them
 /// with the next token and its previous owner's time mark.
-pub async fn concurrent_takeovers_give_each_expired_id_once(store: Arc<dyn WorkerStore>) {
+pub async fn concurrent_takeovers_give_each_expired_id_once(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("takeover-race");
     let max = 7;
     for worker_id in 0..=max {
-        let lease = store.acquire_lease(&request(&space, max, "old", T0)).await.unwrap();
+        let lease = store.acquire_lease(&request(&space, max, "old")).await.unwrap();
         assert_eq!(lease.worker_id, worker_id);
         store.raise_time_mark(&lease, mark_of(worker_id)).await.unwrap();
     }
-    let leases = acquire_concurrently(&store, &space, max, max + 1, 1, REUSABLE_MS).await;
+    tamper.age_rows(&space, REUSABLE_AFTER_MS).await;
+    let leases = acquire_concurrently(&store, &space, max, max + 1, 1).await;
     let ids: BTreeSet<u64> = leases.iter().map(|l| l.worker_id).collect();
     assert_eq!(ids, (0..=max).collect(), "{leases:?}");
     for lease in &leases {
         assert_eq!((lease.token, lease.time_mark), (2, mark_of(lease.worker_id)), "{lease:?}");
     }
-    let refused = store.acquire_lease(&request(&space, max, "late", REUSABLE_MS)).await;
+    let refused = store.acquire_lease(&request(&space, max, "late")).await;
     assert_eq!(refused, Err(StoreError::WorkersExhausted { space: space.clone(), max }));
 }
 
 /// With more ids held than one page of the database backends' walk, the lowest free id is
 /// still found, whether it is expired among the held ones or the first never held.
-pub async fn acquisition_walks_past_a_page_of_held_ids(store: Arc<dyn WorkerStore>) {
+pub async fn acquisition_walks_past_a_page_of_held_ids(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("paging");
     let max = 511;
     let per_task = HELD_PAST_A_PAGE / PAGING_TASK_COUNT;
-    let mut leases =
-        acquire_concurrently(&store, &space, max, PAGING_TASK_COUNT, per_task, T0).await;
+    let mut leases = acquire_concurrently(&store, &space, max, PAGING_TASK_COUNT, per_task).await;
     leases.sort_by_key(|l| l.worker_id);
     let ids: Vec<u64> = leases.iter().map(|l| l.worker_id).collect();
     assert_eq!(ids, (0..HELD_PAST_A_PAGE).collect::<Vec<_>>());
 
-    // Every lease but one is renewed: only id 270 expires.
+    // Every lease but one is renewed after half the TTL: only id 270 expires.
     let expiring = 270;
+    tamper.age_rows(&space, TTL_MS / 2).await;
     for lease in leases.iter().filter(|l| l.worker_id != expiring) {
-        store.renew_lease(lease, T0 + 5_000, TTL_MS).await.unwrap();
+        store.renew_lease(lease, TTL_MS + REUSABLE_AFTER_MS).await.unwrap();
     }
-    let taken = store.acquire_lease(&request(&space, max, "taker", REUSABLE_MS)).await.unwrap();
+    tamper.age_rows(&space, REUSABLE_AFTER_MS).await;
+    let taken = store.acquire_lease(&request(&space, max, "taker")).await.unwrap();
     assert_eq!((taken.worker_id, taken.token), (expiring, 2));
-    let fresh = store.acquire_lease(&request(&space, max, "fresh", REUSABLE_MS)).await.unwrap();
+    let fresh = store.acquire_lease(&request(&space, max, "fresh")).await.unwrap();
     assert_eq!((fresh.worker_id, fresh.token), (HELD_PAST_A_PAGE, 1));
 }
 
 /// Free ids whose time mark a clock that jumped ahead left in the future are passed over for
 /// a lower-marked one; when only such ids are free the request is refused, naming the
-/// earliest mark, and nothing is written; once the clock has passed a mark its id is taken.
-pub async fn acquisition_passes_over_ids_marked_ahead_of_the_clock(store: Arc<dyn WorkerStore>) {
+/// earliest mark, and nothing is written; once the caller's clock has passed a mark its id is
+/// taken.
+pub async fn acquisition_passes_over_ids_marked_ahead_of_the_clock(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("ahead");
     let day_ms = 86_400_000;
     let marks = [T0 + day_ms + 7, T0 + 1_000, T0 + day_ms, T0 + day_ms + 5];
     for (worker_id, mark) in marks.into_iter().enumerate() {
-        let lease = store.acquire_lease(&request(&space, 3, "jumped", T0)).await.unwrap();
+        let lease = store.acquire_lease(&request(&space, 3, "jumped")).await.unwrap();
         assert_eq!(lease.worker_id, worker_id as u64);
         store.raise_time_mark(&lease, mark).await.unwrap();
-        store.release_lease(&lease, T0 + 1).await.unwrap();
+        store.release_lease(&lease).await.unwrap();
     }
-    let now = REUSABLE_MS;
-    let taken = store.acquire_lease(&request(&space, 3, "b", now)).await.unwrap();
+    tamper.age_rows(&space, MARGIN_MS + SLACK_MS).await;
+    let taken = store.acquire_lease(&request(&space, 3, "b")).await.unwrap();
     assert_eq!((taken.worker_id, taken.token, taken.time_mark), (1, 2, T0 + 1_000));
 
     let before = store.list_leases(&space).await.unwrap();
-    let refused = store.acquire_lease(&request(&space, 3, "c", now)).await;
+    let refused = store.acquire_lease(&request(&space, 3, "c")).await;
     let ahead = StoreError::WorkerMarksAhead {
         space: space.clone(),
         earliest_mark_ms: T0 + day_ms,
-        time_mark_max_ms: now,
+        time_mark_max_ms: MARK_MAX_MS,
     };
     assert_eq!(refused, Err(ahead));
     assert_eq!(store.list_leases(&space).await.unwrap(), before, "a refusal wrote");
 
-    let caught_up = LeaseRequest { time_mark_max_ms: T0 + day_ms, ..request(&space, 3, "c", now) };
+    let caught_up = LeaseRequest { time_mark_max_ms: T0 + day_ms, ..request(&space, 3, "c") };
     let taken = store.acquire_lease(&caught_up).await.unwrap();
     assert_eq!((taken.worker_id, taken.time_mark), (2, T0 + day_ms));
-    let held = store.acquire_lease(&request(&space, 3, "d", now)).await;
+    let held = store.acquire_lease(&request(&space, 3, "d")).await;
     assert!(matches!(held, Err(StoreError::WorkerMarksAhead { .. })), "{held:?}");
 }
 
-/// Renewing moves the expiry to one TTL after the renewal, as stored; a renewal asking for
-/// less than the lease already has leaves it, and renewing at the very millisecond of expiry
-/// still succeeds.
-pub async fn renew_extends_the_lease_and_never_shortens_it(store: Arc<dyn WorkerStore>) {
+/// Renewing moves the expiry to one TTL after the store's clock, as stored; a renewal asking
+/// for less than the lease already has leaves it, and a lease expiring in a moment (but not
+/// yet) is still renewed.
+pub async fn renew_extends_the_lease_and_never_shortens_it(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("renew");
-    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+    let lease = store.acquire_lease(&request(&space, 3, "a")).await.unwrap();
 
-    let renewed = store.renew_lease(&lease, T0 + 5_000, TTL_MS).await.unwrap();
-    assert_eq!(renewed, Lease { expires_ms: T0 + 5_000 + TTL_MS, ..lease.clone() });
-    assert_eq!(only_row(&store, &space).await.expires_ms, T0 + 5_000 + TTL_MS);
+    let before = store_now(&store).await;
+    let renewed = store.renew_lease(&lease, 3 * TTL_MS).await.unwrap();
+    let after = store_now(&store).await;
+    assert!(
+        before + 3 * TTL_MS <= renewed.expires_ms && renewed.expires_ms <= after + 3 * TTL_MS,
+        "{renewed:?} not 3 TTLs after {before}..={after}"
+    );
+    assert_eq!(renewed, Lease { expires_ms: renewed.expires_ms, ..lease.clone() });
+    assert_eq!(only_row(&store, &space).await.expires_ms, renewed.expires_ms);
 
-    let kept = store.renew_lease(&renewed, T0 + 6_000, 1).await.unwrap();
+    let kept = store.renew_lease(&renewed, 1).await.unwrap();
     assert_eq!(kept, renewed, "a shorter renewal must not shorten the lease");
-    assert_eq!(only_row(&store, &space).await.expires_ms, T0 + 5_000 + TTL_MS);
+    assert_eq!(only_row(&store, &space).await.expires_ms, renewed.expires_ms);
 
-    let at_expiry = renewed.expires_ms;
-    let last = store.renew_lease(&kept, at_expiry, TTL_MS).await.unwrap();
-    assert_eq!(last.expires_ms, at_expiry + TTL_MS);
+    // Aged to within SLACK_MS of its expiry: still held, so renewed.
+    tamper.age_rows(&space, 3 * TTL_MS - SLACK_MS).await;
+    let before = store_now(&store).await;
+    let last = store.renew_lease(&kept, TTL_MS).await.unwrap();
+    let after = store_now(&store).await;
+    assert_expires_one_ttl_after(last.expires_ms, before, after);
     assert_eq!((last.worker_id, last.token), (0, 1));
 }
 
-/// A renewal one millisecond after expiry is refused as lost even though nobody took the id,
-/// and changes nothing; so is every call with a lease whose token the row does not hold.
-pub async fn renew_after_expiry_is_lease_lost(store: Arc<dyn WorkerStore>) {
+/// A renewal after expiry (by the store's clock) is refused as lost even though nobody took
+/// the id, and changes nothing; so is every call with a lease whose token the row does not
+/// hold.
+pub async fn renew_after_expiry_is_lease_lost(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("expired");
-    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+    let lease = store.acquire_lease(&request(&space, 3, "a")).await.unwrap();
+    tamper.age_rows(&space, TTL_MS + SLACK_MS).await;
     let before = only_row(&store, &space).await;
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
 
-    assert_eq!(store.renew_lease(&lease, lease.expires_ms + 1, TTL_MS).await, lost);
+    assert_eq!(store.renew_lease(&lease, TTL_MS).await, lost);
     assert_eq!(only_row(&store, &space).await, before);
 
     // Leases no store made: another token, or values no row can hold.
@@ -313,34 +403,42 @@ pub async fn renew_after_expiry_is_lease_lost(store: Arc<dyn WorkerStore>) {
     ];
     for forged in &forgeries {
         let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: forged.worker_id });
-        assert_eq!(store.renew_lease(forged, T0 + 1, TTL_MS).await, lost, "{forged:?}");
+        assert_eq!(store.renew_lease(forged, TTL_MS).await, lost, "{forged:?}");
         assert_eq!(store.raise_time_mark(forged, T0 + 1).await, lost.clone().map(drop));
-        assert_eq!(store.release_lease(forged, T0 + 1).await, lost.map(drop));
+        assert_eq!(store.release_lease(forged).await, lost.map(drop));
     }
     assert_eq!(only_row(&store, &space).await, before);
 }
 
-/// An expired id is not reused while `expires_ms + margin_ms >= now_ms`, and is reused from
-/// the next millisecond with the next token and its previous owner's time mark; from then on
-/// the previous owner's renewals, marks and release are refused as lost and change nothing.
-pub async fn an_expired_id_is_reused_only_after_the_margin(store: Arc<dyn WorkerStore>) {
+/// An expired id is not reused while within its margin after expiry (by the store's clock),
+/// and is reused once past it, with the next token and its previous owner's time mark; from
+/// then on the previous owner's renewals, marks and release are refused as lost and change
+/// nothing.
+pub async fn an_expired_id_is_reused_only_after_the_margin(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("reuse");
-    let old = store.acquire_lease(&request(&space, 3, "old", T0)).await.unwrap();
+    let old = store.acquire_lease(&request(&space, 3, "old")).await.unwrap();
     let mark = T0 + 3_000;
     store.raise_time_mark(&old, mark).await.unwrap();
 
-    let at_margin = T0 + TTL_MS + MARGIN_MS;
-    let other = store.acquire_lease(&request(&space, 3, "other", at_margin)).await.unwrap();
+    tamper.age_rows(&space, WITHIN_MARGIN_MS).await;
+    let other = store.acquire_lease(&request(&space, 3, "other")).await.unwrap();
     assert_eq!(other.worker_id, 1, "id 0 was reused before its margin passed");
 
-    let new = store.acquire_lease(&request(&space, 3, "new", at_margin + 1)).await.unwrap();
+    tamper.age_rows(&space, REUSABLE_AFTER_MS - WITHIN_MARGIN_MS).await;
+    let before = store_now(&store).await;
+    let new = store.acquire_lease(&request(&space, 3, "new")).await.unwrap();
+    let after = store_now(&store).await;
     assert_ne!(new.holder_id, old.holder_id, "a takeover must draw a new holder id");
+    assert_expires_one_ttl_after(new.expires_ms, before, after);
     let expected = Lease {
         space: space.clone(),
         worker_id: 0,
         token: old.token + 1,
         holder_id: new.holder_id,
-        expires_ms: at_margin + 1 + TTL_MS,
+        expires_ms: new.expires_ms,
         time_mark: mark,
     };
     assert_eq!(new, expected);
@@ -348,54 +446,62 @@ pub async fn an_expired_id_is_reused_only_after_the_margin(store: Arc<dyn Worker
     assert_eq!(row, record_of(&new, "new"));
 
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
-    assert_eq!(store.renew_lease(&old, at_margin + 2, TTL_MS).await, lost);
+    assert_eq!(store.renew_lease(&old, TTL_MS).await, lost);
     assert_eq!(store.raise_time_mark(&old, mark + 10_000).await, lost.clone().map(drop));
-    assert_eq!(store.release_lease(&old, at_margin + 2).await, lost.map(drop));
+    assert_eq!(store.release_lease(&old).await, lost.map(drop));
     assert_eq!(store.list_leases(&space).await.unwrap().remove(0), row);
 
-    let renewed = store.renew_lease(&new, at_margin + 2, TTL_MS).await.unwrap();
+    let renewed = store.renew_lease(&new, TTL_MS).await.unwrap();
     assert_eq!((renewed.token, renewed.time_mark), (2, mark));
 }
 
-/// Releasing sets the expiry to the release time (never later than it was) and keeps the
-/// time mark; the id is reused once the margin after the release has passed, not before.
-pub async fn release_frees_the_id_after_the_margin(store: Arc<dyn WorkerStore>) {
+/// Releasing sets the expiry to the store's now (never later than it was) and keeps the time
+/// mark; the id is reused once the margin after the release has passed, not before.
+pub async fn release_frees_the_id_after_the_margin(
+    store: Arc<dyn WorkerStore>,
+    tamper: Arc<dyn RowTamper>,
+) {
     let space = space("release");
-    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+    let lease = store.acquire_lease(&request(&space, 3, "a")).await.unwrap();
     store.raise_time_mark(&lease, T0 + 500).await.unwrap();
-    let released_at = T0 + 1_000;
-    store.release_lease(&lease, released_at).await.unwrap();
+    let before = store_now(&store).await;
+    store.release_lease(&lease).await.unwrap();
+    let after = store_now(&store).await;
     let row = only_row(&store, &space).await;
-    assert_eq!((row.token, row.expires_ms, row.time_mark), (1, released_at, T0 + 500));
+    assert_eq!((row.token, row.time_mark), (1, T0 + 500));
+    assert!((before..=after).contains(&row.expires_ms), "{row:?} not in {before}..={after}");
     // Releasing again, later, does not push the expiry back out.
-    store.release_lease(&lease, released_at + 50_000).await.unwrap();
-    assert_eq!(only_row(&store, &space).await.expires_ms, released_at);
+    tamper.age_rows(&space, SLACK_MS).await;
+    let aged = only_row(&store, &space).await.expires_ms;
+    store.release_lease(&lease).await.unwrap();
+    assert_eq!(only_row(&store, &space).await.expires_ms, aged);
 
-    let early = store.acquire_lease(&request(&space, 3, "b", released_at + MARGIN_MS)).await;
+    // Aged SLACK_MS so far: within the margin by as much.
+    let early = store.acquire_lease(&request(&space, 3, "b")).await;
     assert_eq!(early.unwrap().worker_id, 1, "a released id was reused within the margin");
-    let after = released_at + MARGIN_MS + 1;
-    let reused = store.acquire_lease(&request(&space, 3, "c", after)).await.unwrap();
+    tamper.age_rows(&space, MARGIN_MS).await;
+    let reused = store.acquire_lease(&request(&space, 3, "c")).await.unwrap();
     assert_eq!((reused.worker_id, reused.token, reused.time_mark), (0, 2, T0 + 500));
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
-    assert_eq!(store.release_lease(&lease, after).await, lost);
+    assert_eq!(store.release_lease(&lease).await, lost);
 }
 
 /// The time mark takes the larger of its value and the one raised to; a renewal reports it,
 /// and a takeover carries it over.
-pub async fn raise_time_mark_only_grows(store: Arc<dyn WorkerStore>) {
+pub async fn raise_time_mark_only_grows(store: Arc<dyn WorkerStore>, tamper: Arc<dyn RowTamper>) {
     let space = space("marks");
-    let lease = store.acquire_lease(&request(&space, 3, "a", T0)).await.unwrap();
+    let lease = store.acquire_lease(&request(&space, 3, "a")).await.unwrap();
     for (raise, expected) in [(T0 + 500, T0 + 500), (T0 + 300, T0 + 500), (T0 + 700, T0 + 700)] {
         store.raise_time_mark(&lease, raise).await.unwrap();
         assert_eq!(only_row(&store, &space).await.time_mark, expected, "after raising to {raise}");
     }
     // Raising to the mark already held is accepted and changes nothing.
     store.raise_time_mark(&lease, T0 + 700).await.unwrap();
-    let renewed = store.renew_lease(&lease, T0 + 1_000, TTL_MS).await.unwrap();
+    let renewed = store.renew_lease(&lease, TTL_MS).await.unwrap();
     assert_eq!(renewed.time_mark, T0 + 700);
 
-    let late = renewed.expires_ms + MARGIN_MS + 1;
-    let next = store.acquire_lease(&request(&space, 3, "b", late)).await.unwrap();
+    tamper.age_rows(&space, REUSABLE_AFTER_MS).await;
+    let next = store.acquire_lease(&request(&space, 3, "b")).await.unwrap();
     assert_eq!((next.worker_id, next.time_mark), (0, T0 + 700));
 }
 
@@ -441,16 +547,16 @@ pub async fn assign_worker_gives_increasing_ids_and_refuses_past_max(store: Arc<
 /// case: each starts at id 0, is exhausted on its own, and keeps its own marks.
 pub async fn spaces_are_independent(store: Arc<dyn WorkerStore>) {
     let (upper, lower) = (space("Independent"), space("independent"));
-    let a = store.acquire_lease(&request(&upper, 1, "a", T0)).await.unwrap();
-    let b = store.acquire_lease(&request(&lower, 1, "b", T0)).await.unwrap();
+    let a = store.acquire_lease(&request(&upper, 1, "a")).await.unwrap();
+    let b = store.acquire_lease(&request(&lower, 1, "b")).await.unwrap();
     assert_eq!((a.worker_id, b.worker_id), (0, 0));
     store.raise_time_mark(&a, T0 + 900).await.unwrap();
-    store.acquire_lease(&request(&upper, 1, "a2", T0)).await.unwrap();
+    store.acquire_lease(&request(&upper, 1, "a2")).await.unwrap();
     assert_eq!(
-        store.acquire_lease(&request(&upper, 1, "a3", T0)).await,
+        store.acquire_lease(&request(&upper, 1, "a3")).await,
         Err(StoreError::WorkersExhausted { space: upper.clone(), max: 1 })
     );
-    let b2 = store.acquire_lease(&request(&lower, 1, "b2", T0)).await.unwrap();
+    let b2 = store.acquire_lease(&request(&lower, 1, "b2")).await.unwrap();
     assert_eq!(b2.worker_id, 1);
 
     let lower_rows = store.list_leases(&lower).await.unwrap();
@@ -466,13 +572,12 @@ pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn 
         assert!(invalid(WorkerSpace::parse(bad)), "space {bad:?} was accepted");
     }
     let space = space("invalid");
-    let ok = request(&space, 3, "ok", T0);
+    let ok = request(&space, 3, "ok");
     let bad_requests = [
         LeaseRequest { max_worker: LEASE_WORKER_ID_MAX + 1, ..ok.clone() },
         LeaseRequest { ttl_ms: 0, ..ok.clone() },
         LeaseRequest { ttl_ms: LEASE_TTL_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { margin_ms: LEASE_MARGIN_MS_MAX + 1, ..ok.clone() },
-        LeaseRequest { now_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { time_mark_max_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { holder: "h".repeat(HOLDER_LEN_MAX + 1), ..ok.clone() },
         LeaseRequest { holder: "two\nlines".to_string(), ..ok.clone() },
@@ -490,10 +595,9 @@ pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn 
         ..ok
     };
     let lease = store.acquire_lease(&widest).await.unwrap();
-    assert!(invalid(store.renew_lease(&lease, T0, 0).await));
-    assert!(invalid(store.renew_lease(&lease, WORKER_TIME_MS_MAX + 1, TTL_MS).await));
+    assert!(invalid(store.renew_lease(&lease, 0).await));
+    assert!(invalid(store.renew_lease(&lease, LEASE_TTL_MS_MAX + 1).await));
     assert!(invalid(store.raise_time_mark(&lease, WORKER_TIME_MS_MAX + 1).await));
-    assert!(invalid(store.release_lease(&lease, WORKER_TIME_MS_MAX + 1).await));
     assert_eq!(store.list_leases(&space).await.unwrap(), [record_of(&lease, &widest.holder)]);
 
     let base = assign(&space, 3, 1);
@@ -516,29 +620,31 @@ pub async fn rows_deleted_under_a_live_holder(
     tamper: Arc<dyn RowTamper>,
 ) {
     let space = space("deleted");
-    let old = store.acquire_lease(&request(&space, 3, "old", T0)).await.unwrap();
+    let old = store.acquire_lease(&request(&space, 3, "old")).await.unwrap();
     store.raise_time_mark(&old, T0 + 500).await.unwrap();
     tamper.delete_rows(&space).await;
 
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
-    assert_eq!(store.renew_lease(&old, T0 + 1, TTL_MS).await, lost, "renew with no row");
+    assert_eq!(store.renew_lease(&old, TTL_MS).await, lost, "renew with no row");
     assert_eq!(store.raise_time_mark(&old, T0 + 900).await, lost.clone().map(drop));
     assert_eq!(store.list_leases(&space).await.unwrap(), [], "a lost call wrote a row");
 
-    let new = store.acquire_lease(&request(&space, 3, "new", T0 + 2)).await.unwrap();
+    let new = store.acquire_lease(&request(&space, 3, "new")).await.unwrap();
     assert_eq!((new.worker_id, new.token, new.time_mark), (0, old.token, 0), "{new:?}");
     let row = only_row(&store, &space).await;
     assert_eq!(row, record_of(&new, "new"));
 
-    assert_eq!(store.renew_lease(&old, T0 + 3, TTL_MS).await, lost, "old holder renewed");
+    assert_eq!(store.renew_lease(&old, TTL_MS).await, lost, "old holder renewed");
     assert_eq!(store.raise_time_mark(&old, T0 + 900).await, lost.clone().map(drop));
-    assert_eq!(store.release_lease(&old, T0 + 3).await, lost.map(drop));
+    assert_eq!(store.release_lease(&old).await, lost.map(drop));
     assert_eq!(only_row(&store, &space).await, row, "a lost call changed the row");
 
-    let renewed = store.renew_lease(&new, T0 + 4, TTL_MS).await.unwrap();
-    assert_eq!(renewed.expires_ms, T0 + 4 + TTL_MS);
+    let before = store_now(&store).await;
+    let renewed = store.renew_lease(&new, 2 * TTL_MS).await.unwrap();
+    let after = store_now(&store).await;
+    assert!((before + 2 * TTL_MS..=after + 2 * TTL_MS).contains(&renewed.expires_ms));
     store.raise_time_mark(&renewed, T0 + 700).await.unwrap();
-    store.release_lease(&renewed, T0 + 5).await.unwrap();
+    store.release_lease(&renewed).await.unwrap();
 }
 
 /// A row restored from a backup older than its holder's takeover hands the holder an older
@@ -550,32 +656,34 @@ pub async fn rows_restored_from_an_older_snapshot(
     tamper: Arc<dyn RowTamper>,
 ) {
     let space = space("restored");
-    store.acquire_lease(&request(&space, 3, "first", T0)).await.unwrap();
+    store.acquire_lease(&request(&space, 3, "first")).await.unwrap();
+    // The backup holds the first lease expired long ago, as a backup taken later would.
+    tamper.age_rows(&space, REUSABLE_AFTER_MS).await;
     let backup = tamper.snapshot_rows(&space).await;
 
-    let holder = store.acquire_lease(&request(&space, 3, "holder", REUSABLE_MS)).await.unwrap();
+    let holder = store.acquire_lease(&request(&space, 3, "holder")).await.unwrap();
     assert_eq!((holder.worker_id, holder.token), (0, 2), "{holder:?}");
-    store.raise_time_mark(&holder, REUSABLE_MS + 3_000).await.unwrap();
+    store.raise_time_mark(&holder, T0 + 3_000).await.unwrap();
     tamper.restore_rows(&space, &*backup).await;
 
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
-    let at = REUSABLE_MS + 1;
-    assert_eq!(store.renew_lease(&holder, at, TTL_MS).await, lost, "older token renewed");
+    assert_eq!(store.renew_lease(&holder, TTL_MS).await, lost, "older token renewed");
 
-    let third = store.acquire_lease(&request(&space, 3, "third", at)).await.unwrap();
+    let third = store.acquire_lease(&request(&space, 3, "third")).await.unwrap();
     assert_eq!((third.worker_id, third.token), (0, holder.token), "{third:?}");
     assert_ne!(third.holder_id, holder.holder_id);
     let row = only_row(&store, &space).await;
     assert_eq!(row, record_of(&third, "third"));
 
-    assert_eq!(store.renew_lease(&holder, at + 1, TTL_MS).await, lost, "old holder renewed");
-    assert_eq!(store.raise_time_mark(&holder, at + 9_000).await, lost.clone().map(drop));
-    assert_eq!(store.release_lease(&holder, at + 1).await, lost.map(drop));
+    assert_eq!(store.renew_lease(&holder, TTL_MS).await, lost, "old holder renewed");
+    assert_eq!(store.raise_time_mark(&holder, T0 + 9_000).await, lost.clone().map(drop));
+    assert_eq!(store.release_lease(&holder).await, lost.map(drop));
     assert_eq!(only_row(&store, &space).await, row, "a lost call changed the row");
 
-    let renewed = store.renew_lease(&third, at + 2, TTL_MS).await.unwrap();
-    assert_eq!((renewed.token, renewed.expires_ms), (holder.token, at + 2 + TTL_MS));
-    store.raise_time_mark(&renewed, at + 3_000).await.unwrap();
+    let renewed = store.renew_lease(&third, 2 * TTL_MS).await.unwrap();
+    assert_eq!(renewed.token, holder.token);
+    assert!(renewed.expires_ms > third.expires_ms, "{renewed:?} after {third:?}");
+    store.raise_time_mark(&renewed, T0 + 3_000).await.unwrap();
 }
 
 /// Runs `tasks` tasks, each acquiring `per_task` leases of `space` in turn; returns them all.
@@ -585,12 +693,11 @@ pub async fn acquire_concurrently(
     max: u64,
     tasks: u64,
     per_task: u64,
-    now_ms: u64,
 ) -> Vec<Lease> {
     let tasks: Vec<_> = (0..tasks)
         .map(|task| {
             let store = Arc::clone(store);
-            let req = request(space, max, &format!("task-{task}"), now_ms);
+            let req = request(space, max, &format!("task-{task}"));
             tokio::spawn(async move {
                 let mut leases = Vec::new();
                 for _ in 0..per_task {
@@ -607,17 +714,16 @@ pub async fn acquire_concurrently(
     leases
 }
 
-/// A lease request of `space` at `now_ms` with the suite's TTL and margin.
-pub fn request(space: &WorkerSpace, max_worker: u64, holder: &str, now_ms: u64) -> LeaseRequest {
+/// A lease request of `space` with the suite's TTL, margin and latest mark.
+pub fn request(space: &WorkerSpace, max_worker: u64, holder: &str) -> LeaseRequest {
     LeaseRequest {
         space: space.clone(),
         min_worker: 0,
         max_worker,
         holder: holder.to_string(),
-        now_ms,
         ttl_ms: TTL_MS,
         margin_ms: MARGIN_MS,
-        time_mark_max_ms: now_ms,
+        time_mark_max_ms: MARK_MAX_MS,
     }
 }
 
@@ -660,6 +766,19 @@ pub async fn only_row(store: &Arc<dyn WorkerStore>, space: &WorkerSpace) -> Leas
     rows.remove(0)
 }
 
+/// The store's clock.
+pub async fn store_now(store: &Arc<dyn WorkerStore>) -> u64 {
+    store.now_ms().await.unwrap()
+}
+
+/// An expiry one TTL after the store's clock read between `before` and `after`.
+fn assert_expires_one_ttl_after(expires_ms: u64, before: u64, after: u64) {
+    assert!(
+        before + TTL_MS <= expires_ms && expires_ms <= after + TTL_MS,
+        "expires at {expires_ms}, not one TTL after the store's {before}..={after}"
+    );
+}
+
 /// A time mark distinct per worker id.
 fn mark_of(worker_id: u64) -> u64 {
     T0 + 100 * (worker_id + 1)
@@ -667,6 +786,30 @@ fn mark_of(worker_id: u64) -> u64 {
 
 fn invalid<T: std::fmt::Debug>(result: Result<T, StoreError>) -> bool {
     matches!(result, Err(StoreError::InvalidValue(_)))
+}
+
+/// The clock the checks give a memory or SQLite store, to move its time: it starts at the
+/// machine's and moves only when told.
+#[derive(Debug)]
+pub struct TestClock(std::sync::atomic::AtomicU64);
+
+impl TestClock {
+    /// A clock reading the machine's time now.
+    pub fn new() -> Arc<TestClock> {
+        let now = idmint_store::StoreClock::now_ms(&idmint_store::LocalClock);
+        Arc::new(TestClock(std::sync::atomic::AtomicU64::new(now)))
+    }
+
+    /// Moves the clock `ms` on.
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl idmint_store::StoreClock for TestClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 mod memory {
@@ -681,23 +824,27 @@ mod memory {
         MemoryStore, StoreError, StoreUrl, WorkerRowsSnapshot, WorkerSpace, open_workers,
     };
 
-    use super::{RowTamper, WorkerSubject};
+    use super::{RowTamper, TestClock, WorkerSubject};
 
     async fn fresh() -> Option<WorkerSubject> {
         Some(WorkerSubject::new(Arc::new(MemoryStore::new())))
     }
 
     async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
-        let store = Arc::new(MemoryStore::new());
-        Some((WorkerSubject::new(store.clone()), Arc::new(Rows(store))))
+        let clock = TestClock::new();
+        let store = Arc::new(MemoryStore::with_clock(clock.clone()));
+        Some((WorkerSubject::new(store.clone()), Arc::new(Rows(store, clock))))
     }
 
     /// The memory store's rows, through its own hooks (the store is the check's alone, so a
-    /// snapshot of every space is one of the check's).
-    struct Rows(Arc<MemoryStore>);
+    /// snapshot of every space is one of the check's), and its clock.
+    struct Rows(Arc<MemoryStore>, Arc<TestClock>);
 
     #[async_trait]
     impl RowTamper for Rows {
+        async fn age_rows(&self, _: &WorkerSpace, ms: u64) {
+            self.1.advance(ms);
+        }
         async fn delete_rows(&self, space: &WorkerSpace) {
             self.0.delete_worker_rows(space);
         }
@@ -745,7 +892,8 @@ mod sqlite {
     use tempfile::TempDir;
 
     use super::{
-        RowTamper, T0, TTL_MS, WorkerSubject, acquire_concurrently, assign, request, space,
+        RowTamper, T0, TTL_MS, TestClock, WorkerSubject, acquire_concurrently, assign, request,
+        space,
     };
 
     async fn fresh() -> Option<WorkerSubject> {
@@ -756,17 +904,21 @@ mod sqlite {
 
     async fn tampered() -> Option<(WorkerSubject, Arc<dyn RowTamper>)> {
         let (dir, path) = temp_db();
-        let store = open_workers(&StoreUrl::Sqlite(path.clone())).await.unwrap();
-        Some((WorkerSubject::with_guard(store, dir), Arc::new(Rows(path))))
+        let clock = TestClock::new();
+        let store = SqliteStore::open(&path).await.unwrap().with_clock(clock.clone());
+        Some((WorkerSubject::with_guard(Arc::new(store), dir), Arc::new(Rows(path, clock))))
     }
 
-    /// The file's lease rows, through a connection of its own.
-    struct Rows(PathBuf);
+    /// The file's lease rows, through a connection of its own, and the store's clock.
+    struct Rows(PathBuf, Arc<TestClock>);
 
     type RowColumns = (String, i64, String, i64, i64, i64, String);
 
     #[async_trait::async_trait]
     impl RowTamper for Rows {
+        async fn age_rows(&self, _: &idmint_store::WorkerSpace, ms: u64) {
+            self.1.advance(ms);
+        }
         async fn delete_rows(&self, space: &idmint_store::WorkerSpace) {
             let raw = Connection::open(&self.0).unwrap();
             let sql = format!("DELETE FROM {WORKERS_TABLE} WHERE space = ?1");
@@ -827,7 +979,7 @@ mod sqlite {
         let (_dir, path) = temp_db();
         let store = SqliteStore::open(&path).await.unwrap();
         let space = space("durable");
-        let lease = store.acquire_lease(&request(&space, 7, "a", T0)).await.unwrap();
+        let lease = store.acquire_lease(&request(&space, 7, "a")).await.unwrap();
         store.raise_time_mark(&lease, T0 + 42).await.unwrap();
         let assigned = store.assign_worker(&assign(&space, 100, 1)).await.unwrap();
         drop(store);
@@ -836,9 +988,9 @@ mod sqlite {
         let listed = store.list_leases(&space).await.unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!((listed[0].token, listed[0].time_mark), (1, T0 + 42));
-        let renewed = store.renew_lease(&lease, T0 + 1, TTL_MS).await.unwrap();
+        let renewed = store.renew_lease(&lease, TTL_MS).await.unwrap();
         assert_eq!(renewed.time_mark, T0 + 42);
-        let next = store.acquire_lease(&request(&space, 7, "b", T0 + 1)).await.unwrap();
+        let next = store.acquire_lease(&request(&space, 7, "b")).await.unwrap();
         assert_eq!(next.worker_id, 1);
         assert!(store.assign_worker(&assign(&space, 100, 1)).await.unwrap() > assigned);
     }
@@ -850,8 +1002,8 @@ mod sqlite {
         let second: Arc<dyn WorkerStore> = Arc::new(SqliteStore::open(&path).await.unwrap());
         let space = space("shared-file");
         let (a, b) = tokio::join!(
-            acquire_concurrently(&first, &space, 31, 4, 4, T0),
-            acquire_concurrently(&second, &space, 31, 4, 4, T0),
+            acquire_concurrently(&first, &space, 31, 4, 4),
+            acquire_concurrently(&second, &space, 31, 4, 4),
         );
         let mut ids: Vec<u64> = a.iter().chain(&b).map(|l| l.worker_id).collect();
         ids.sort_unstable();
@@ -905,8 +1057,8 @@ mod sqlite {
 
         let store = SqliteStore::open(&path).await.unwrap();
         let space = space("foreign");
-        let lease =
-            store.acquire_lease(&request(&space, 7, "a", T0 + TTL_MS + 10_000)).await.unwrap();
+        // The row expired at T0, long before the store's clock.
+        let lease = store.acquire_lease(&request(&space, 7, "a")).await.unwrap();
         assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 4, 77));
         let layout: String = raw
             .query_row("SELECT sql FROM sqlite_master WHERE name = ?1", [WORKERS_TABLE], |r| {
@@ -940,8 +1092,7 @@ mod sqlite {
 
         let store = SqliteStore::open(&path).await.unwrap();
         let space = space("old");
-        let later = T0 + TTL_MS + 10_000;
-        let refused = store.acquire_lease(&request(&space, 7, "a", later)).await.unwrap_err();
+        let refused = store.acquire_lease(&request(&space, 7, "a")).await.unwrap_err();
         let StoreError::OutdatedTable { table, column, fix } = &refused else {
             panic!("{refused:?}")
         };
@@ -955,9 +1106,9 @@ mod sqlite {
         assert_eq!(layout, made, "the table was altered");
 
         raw.execute_batch(fix).unwrap();
-        let lease = store.acquire_lease(&request(&space, 7, "a", later)).await.unwrap();
+        let lease = store.acquire_lease(&request(&space, 7, "a")).await.unwrap();
         assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 4, 77));
-        store.renew_lease(&lease, later + 1, TTL_MS).await.unwrap();
+        store.renew_lease(&lease, TTL_MS).await.unwrap();
     }
 
     fn temp_db() -> (TempDir, PathBuf) {
@@ -978,7 +1129,7 @@ mod mysql {
     use idmint_store::{StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, open_workers};
     use sqlx::{AssertSqlSafe, Connection, MySqlConnection};
 
-    use super::{RowTamper, T0, WorkerSubject, request, space};
+    use super::{RowTamper, WorkerSubject, request, space};
 
     /// The run's database, with a segment table of the suite's own and a small pool.
     async fn url() -> Option<StoreUrl> {
@@ -1004,6 +1155,17 @@ mod mysql {
 
     #[async_trait::async_trait]
     impl RowTamper for Rows {
+        async fn age_rows(&self, space: &WorkerSpace, ms: u64) {
+            let sql =
+                format!("UPDATE {WORKERS_TABLE} SET expires_ms = expires_ms - ? WHERE space = ?");
+            let mut raw = raw().await;
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(ms as i64)
+                .bind(space.as_str())
+                .execute(&mut raw)
+                .await
+                .unwrap();
+        }
         async fn delete_rows(&self, space: &WorkerSpace) {
             let sql = format!("DELETE FROM {WORKERS_TABLE} WHERE space = ?");
             let mut raw = raw().await;
@@ -1049,7 +1211,7 @@ mod mysql {
     async fn the_worker_tables_compare_bytes() {
         let Some(url) = url().await else { return };
         let store = open_workers(&url).await.unwrap();
-        store.acquire_lease(&request(&space("mysql-tables"), 3, "a", T0)).await.unwrap();
+        store.acquire_lease(&request(&space("mysql-tables"), 3, "a")).await.unwrap();
         crate::mysql::assert_tables_compare_bytes(&[WORKERS_TABLE, WORKER_NODE_TABLE]).await;
     }
 }
@@ -1087,6 +1249,17 @@ mod postgres {
 
     #[async_trait::async_trait]
     impl RowTamper for Rows {
+        async fn age_rows(&self, space: &WorkerSpace, ms: u64) {
+            let sql =
+                format!("UPDATE {WORKERS_TABLE} SET expires_ms = expires_ms - $1 WHERE space = $2");
+            let mut raw = raw().await;
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(ms as i64)
+                .bind(space.as_str())
+                .execute(&mut raw)
+                .await
+                .unwrap();
+        }
         async fn delete_rows(&self, space: &WorkerSpace) {
             let sql = format!("DELETE FROM {WORKERS_TABLE} WHERE space = $1");
             let mut raw = raw().await;

@@ -284,14 +284,17 @@ impl Node {
     // ---- snowflake ------------------------------------------------------------------
 
     /// The running snowflake generator, or why there is none: not configured
-    /// ([`NodeError::NotConfigured`]), or it failed to start
-    /// ([`SnowflakeError::Config`] with the reason).
+    /// ([`NodeError::NotConfigured`]), no worker id free at start
+    /// ([`idmint_store::StoreError::WorkersExhausted`] or `NoWorkerIdInRange`, final until the
+    /// node restarts), or it failed to start otherwise ([`SnowflakeError::Config`] with the
+    /// reason).
     pub fn snowflake(&self) -> Result<&Arc<Snowflake>, NodeError> {
-        self.snowflake.as_ref().map_err(|not| match not.configured {
-            false => {
+        self.snowflake.as_ref().map_err(|not| match (&not.refusal, not.configured) {
+            (Some(refusal), _) => NodeError::Snowflake(refusal.clone()),
+            (None, false) => {
                 NodeError::NotConfigured { feature: Feature::Snowflake, reason: not.reason.clone() }
             }
-            true => NodeError::Snowflake(SnowflakeError::Config(not.reason.clone())),
+            (None, true) => NodeError::Snowflake(SnowflakeError::Config(not.reason.clone())),
         })
     }
 
@@ -668,6 +671,9 @@ pub(crate) struct NotServed {
     pub(crate) reason: String,
     /// Whether the node was configured to serve it.
     pub(crate) configured: bool,
+    /// A start refused for a reason only the operator can end (every worker id taken): every
+    /// call answers this error, final, rather than a retryable "not running".
+    pub(crate) refusal: Option<SnowflakeError>,
 }
 
 /// The node's sequence engine once it runs, or why it does not (yet): it starts after the

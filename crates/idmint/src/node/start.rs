@@ -20,7 +20,7 @@ use super::{Node, NodeStartError, NotServed, SequenceSlot, TagFormats};
 use crate::format::claim_key;
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
-use crate::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
+use crate::snowflake::{CachedConfig, SnowflakeConfig, SnowflakeError, WorkerIdSource};
 use crate::tinyid::{Tinyid, TinyidConfig};
 use crate::{CachedSnowflake, Clock, IdFormat, Sequences, Snowflake, SystemClock, Tag, Uuids};
 
@@ -395,7 +395,7 @@ async fn start_snowflake(
         Ok(snowflake) => snowflake,
         Err(reason) => {
             tracing::info!(%reason, "snowflake ids not served");
-            return Err(NotServed { reason, configured: false });
+            return Err(NotServed { reason, configured: false, refusal: None });
         }
     };
     let store = match (snowflake.worker.clone(), workers) {
@@ -412,12 +412,12 @@ async fn start_snowflake(
                      (no lease), or snowflake.enabled = false to say the node serves none"
                 );
                 tracing::warn!(store = %config.store, %reason, "snowflake ids not served");
-                return Err(NotServed { reason, configured: false });
+                return Err(NotServed { reason, configured: false, refusal: None });
             }
             Err(error) => {
                 tracing::error!(%error, "snowflake ids not served: the worker-id store did not open");
                 let reason = format!("the worker-id store did not open at start ({error})");
-                return Err(NotServed { reason, configured: true });
+                return Err(NotServed { reason, configured: true, refusal: None });
             }
         },
     };
@@ -429,7 +429,15 @@ async fn start_snowflake(
         }
         Err(error) => {
             tracing::error!(%error, "snowflake ids not served");
-            Err(NotServed { reason: error.to_string(), configured: true })
+            // No worker id was free: the start is not retried, so only the operator ends it.
+            let exhausted = matches!(
+                error,
+                SnowflakeError::Store(
+                    StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. }
+                )
+            );
+            let reason = error.to_string();
+            Err(NotServed { reason, configured: true, refusal: exhausted.then_some(error) })
         }
     }
 }

@@ -76,8 +76,8 @@ fn time_ms(generator: &Snowflake, id: u64) -> u64 {
 
 #[tokio::test]
 async fn a_small_step_back_is_waited_out_and_a_large_one_refused() {
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let generator = start(&store, config(), &clock).await;
     let first = generator.next_id().await.unwrap();
     let last_ms = time_ms(&generator, first);
@@ -109,8 +109,8 @@ async fn a_small_step_back_is_waited_out_and_a_large_one_refused() {
 #[tokio::test]
 async fn a_restart_with_the_clock_behind_never_repeats_an_id() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let mut cfg = config();
     cfg.state_dir = Some(dir.path().to_path_buf());
     cfg.worker = WorkerIdSource::Static(7);
@@ -141,8 +141,8 @@ async fn a_restart_with_the_clock_behind_never_repeats_an_id() {
 #[tokio::test]
 async fn ids_stop_at_the_time_mark_on_disk_while_it_cannot_be_written() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let mut cfg = config();
     cfg.state_dir = Some(dir.path().to_path_buf());
     cfg.worker = WorkerIdSource::Static(7);
@@ -176,8 +176,8 @@ async fn ids_stop_at_the_time_mark_on_disk_while_it_cannot_be_written() {
 
 #[tokio::test]
 async fn two_nodes_on_one_store_lease_different_worker_ids() {
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let one = start(&store, config(), &clock).await;
     let two = start(&store, config(), &clock).await;
     assert_ne!(one.status().worker, two.status().worker);
@@ -201,14 +201,14 @@ impl WorkerStore for Flaky {
         }
         self.inner.acquire_lease(req).await
     }
-    async fn renew_lease(&self, lease: &Lease, now: u64, ttl: u64) -> Result<Lease, StoreError> {
+    async fn renew_lease(&self, lease: &Lease, ttl: u64) -> Result<Lease, StoreError> {
         if self.renewals_fail.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("switched off".into()));
         }
-        self.inner.renew_lease(lease, now, ttl).await
+        self.inner.renew_lease(lease, ttl).await
     }
-    async fn release_lease(&self, lease: &Lease, now_ms: u64) -> Result<(), StoreError> {
-        self.inner.release_lease(lease, now_ms).await
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release_lease(lease).await
     }
     async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         self.inner.raise_time_mark(lease, mark_ms).await
@@ -219,17 +219,20 @@ impl WorkerStore for Flaky {
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         self.inner.list_leases(space).await
     }
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        self.inner.now_ms().await
+    }
 }
 
 #[tokio::test]
 async fn a_node_that_cannot_renew_its_lease_stops_before_it_expires() {
+    let clock = Arc::new(ManualClock::at_system_time());
     let flaky = Arc::new(Flaky {
-        inner: MemoryStore::new(),
+        inner: MemoryStore::with_clock(clock.clone()),
         renewals_fail: AtomicBool::new(true),
         slow: None,
     });
     let store: Arc<dyn WorkerStore> = flaky.clone();
-    let clock = Arc::new(ManualClock::at_system_time());
     let mut cfg = config();
     cfg.lease_ttl_ms = 1_000;
     cfg.time_window_ms = 100;
@@ -339,8 +342,8 @@ fn the_cached_generator_hands_out_seven_million_unique_ids_to_four_threads() {
 async fn the_cached_ring_borrows_no_further_than_its_lead_then_refuses() {
     // The clock stands still: the ring may borrow at most 5 ms ahead of it, then a take
     // waits TAKE_WAIT_MS_MAX for borrowing to resume and is refused, counted.
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let generator = start(&store, config(), &clock).await;
     let cached = idmint::CachedSnowflake::start(Arc::clone(&generator), 4_096, 5).unwrap();
     let unit_ids = layout().max_sequence() + 1;
@@ -376,9 +379,9 @@ async fn the_cached_ring_borrows_no_further_than_its_lead_then_refuses() {
 /// worker id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
-    let memory = Arc::new(MemoryStore::new());
-    let store: Arc<dyn WorkerStore> = memory.clone();
     let clock = Arc::new(ManualClock::at_system_time());
+    let memory = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let store: Arc<dyn WorkerStore> = memory.clone();
     // Renewals every 100 ms of real time, so the test need not wait long for A's next call.
     let cfg = quick();
     let a = start(&store, cfg.clone(), &clock).await;
@@ -423,8 +426,8 @@ async fn after_the_lease_rows_are_deleted_two_nodes_never_both_issue() {
 #[tokio::test]
 async fn a_restart_after_the_clock_jumped_ahead_leases_a_worker_id_it_can_use() {
     const DAY_MS: u64 = 86_400_000;
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     // Renewals every 100 ms of real time: one happens while the clock is a day ahead.
     let cfg = quick();
     let jumped = start(&store, cfg.clone(), &clock).await;
@@ -454,9 +457,9 @@ async fn a_restart_after_the_clock_jumped_ahead_leases_a_worker_id_it_can_use() 
 /// afresh, below where that node starts) are discarded, and takes are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_ring_hands_out_nothing_after_its_lease_is_lost() {
-    let memory = Arc::new(MemoryStore::new());
-    let store: Arc<dyn WorkerStore> = memory.clone();
     let clock = Arc::new(ManualClock::at_system_time());
+    let memory = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let store: Arc<dyn WorkerStore> = memory.clone();
     let cfg = quick();
     let a = start(&store, cfg.clone(), &clock).await;
     let ring = idmint::CachedSnowflake::start(Arc::clone(&a), 1 << 14, 5_000).unwrap();
@@ -485,9 +488,9 @@ async fn a_cached_ring_hands_out_nothing_after_its_lease_is_lost() {
 /// later in time than every id of A's under that worker id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_holder_after_the_rows_were_deleted_starts_above_the_old_holders_ids() {
-    let memory = Arc::new(MemoryStore::new());
-    let store: Arc<dyn WorkerStore> = memory.clone();
     let clock = Arc::new(ManualClock::at_system_time());
+    let memory = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let store: Arc<dyn WorkerStore> = memory.clone();
     let a = start(&store, config(), &clock).await;
     a.next_id().await.unwrap();
     memory.delete_worker_rows(&WorkerSpace::parse("snowflake").unwrap());
@@ -498,9 +501,9 @@ async fn a_new_holder_after_the_rows_were_deleted_starts_above_the_old_holders_i
 /// with its lower mark) instead of vanishing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_holder_after_an_older_snapshot_was_restored_starts_above_the_old_holders_ids() {
-    let memory = Arc::new(MemoryStore::new());
-    let store: Arc<dyn WorkerStore> = memory.clone();
     let clock = Arc::new(ManualClock::at_system_time());
+    let memory = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let store: Arc<dyn WorkerStore> = memory.clone();
     let earlier = start(&store, config(), &clock).await;
     earlier.next_id().await.unwrap();
     earlier.shutdown().await;
@@ -570,8 +573,8 @@ async fn overlap_check(a: &Arc<Snowflake>, store: &Arc<dyn WorkerStore>, clock: 
 /// longer than the margin here, so it is).
 #[tokio::test]
 async fn quick_restarts_find_a_worker_id_and_retake_the_one_just_held() {
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let mut cfg = config();
     cfg.time_window_ms = 3_000;
     cfg.lease_margin_ms = 1_000;
@@ -606,8 +609,8 @@ async fn quick_restarts_find_a_worker_id_and_retake_the_one_just_held() {
 /// clock is within the lead of the floor every id it hands out lies above the floor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_ring_fills_nothing_below_a_new_holders_floor() {
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let acquired_ms = clock.now_ms();
     let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
         .await
@@ -628,8 +631,8 @@ async fn a_cached_ring_fills_nothing_below_a_new_holders_floor() {
 /// both did (`max(now, last) + window`), so an old holder could issue above a new one's floor.
 #[tokio::test]
 async fn no_time_mark_is_written_further_ahead_than_the_window_and_the_lead() {
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let window_ms = config().time_window_ms;
     let space = idmint_store::WorkerSpace::parse("snowflake").unwrap();
     let marked_ms = |store: Arc<dyn WorkerStore>| {
@@ -672,7 +675,7 @@ async fn no_time_mark_is_written_further_ahead_than_the_window_and_the_lead() {
 async fn a_new_holders_floor_counts_from_when_the_store_answered() {
     let clock = Arc::new(ManualClock::at_system_time());
     let store: Arc<dyn WorkerStore> = Arc::new(Flaky {
-        inner: MemoryStore::new(),
+        inner: MemoryStore::with_clock(clock.clone()),
         renewals_fail: AtomicBool::new(false),
         slow: Some((Arc::clone(&clock), 1_500)),
     });
@@ -723,8 +726,8 @@ async fn a_ring_shut_down_hands_out_nothing_more() {
 /// start; a range wider than the layout's worker bits is refused with the reason.
 #[tokio::test]
 async fn generators_with_a_worker_range_stay_inside_it() {
-    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
     let range = WorkerIdRange::parse("1020-1023").unwrap();
     let ranged = || SnowflakeConfig { worker_ids: Some(range), ..config() };
     let mut generators = Vec::new();
@@ -768,4 +771,74 @@ async fn a_layout_past_its_time_or_before_its_epoch_does_not_start() {
             Snowflake::start(None, config, Arc::clone(&clock) as Arc<dyn Clock>).await.unwrap_err();
         assert!(matches!(&error, SnowflakeError::Config(m) if m.contains(says)), "{error}");
     }
+}
+
+/// Issue 31: a node whose clock runs 60 s fast starts beside a live holder on one store.
+/// Whether the holder's lease has expired is the store's to judge by its own clock, so the
+/// fast node takes another worker id, and the holder keeps its id and keeps issuing.
+#[tokio::test]
+async fn a_node_whose_clock_runs_fast_cannot_take_a_live_nodes_lease() {
+    let clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let holder = start(&store, config(), &clock).await;
+    let before = holder.next_id().await.unwrap();
+    let fast_clock = Arc::new(ManualClock::new(clock.now_ms() + 60_000));
+    let fast = Snowflake::start(Some(Arc::clone(&store)), config(), fast_clock as Arc<dyn Clock>)
+        .await
+        .unwrap();
+    assert_eq!(holder.status().worker, 0);
+    assert_eq!(fast.status().worker, 1, "the fast node took the live holder's worker id");
+    let space = WorkerSpace::parse("snowflake").unwrap();
+    let rows = store.list_leases(&space).await.unwrap();
+    assert_eq!(rows.iter().find(|r| r.worker_id == 0).unwrap().token, 1, "{rows:?}");
+    assert!(holder.next_id().await.unwrap() > before);
+    // The fast node measured its clock 60 s off the store's at start: it refuses its ids.
+    assert_eq!(fast.status().clock_offset_ms, Some(60_000));
+    assert!(
+        matches!(
+            fast.readiness(),
+            Err(SnowflakeError::ClockSkew { offset_ms: 60_000, margin_ms: 1_000 })
+        ),
+        "{:?}",
+        fast.readiness()
+    );
+    let refused = fast.next_id().await.unwrap_err();
+    assert!(refused.to_string().contains("Fix the time sync"), "{refused}");
+}
+
+/// A node's clock drifts 1.5 s ahead of the store's (the lease margin is 1 s): once measured,
+/// its snowflake ids and its cached ring's are refused with the offset and the margin, and
+/// `/ready` would say so; once the offset is back within the margin they are served again,
+/// with no restart. Half the margin is only logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_are_refused_while_the_clock_is_off_the_stores_past_the_margin() {
+    let store_clock = Arc::new(ManualClock::at_system_time());
+    let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(store_clock.clone()));
+    let clock = Arc::new(ManualClock::new(store_clock.now_ms()));
+    let generator = start(&store, config(), &clock).await;
+    // `start` moved the node's clock past its floor; the store's follows.
+    store_clock.set(clock.now_ms());
+    assert_eq!(generator.measure_clock_offset().await.unwrap(), 0);
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&generator), 1 << 14, 1_000).unwrap();
+    let first = generator.next_id().await.unwrap();
+    ring.next_ids(10).await.unwrap();
+
+    clock.advance(600);
+    assert_eq!(generator.measure_clock_offset().await.unwrap(), 600);
+    assert!(generator.next_id().await.is_ok(), "refused within the margin");
+
+    clock.advance(900);
+    assert_eq!(generator.measure_clock_offset().await.unwrap(), 1_500);
+    let skew = SnowflakeError::ClockSkew { offset_ms: 1_500, margin_ms: 1_000 };
+    assert_eq!(generator.next_id().await, Err(skew.clone()));
+    assert_eq!(generator.readiness(), Err(skew.clone()));
+    assert_eq!(ring.take(), Err(skew.clone()));
+    assert_eq!(ring.next_ids(1).await, Err(skew));
+    assert_eq!(generator.status().clock_offset_ms, Some(1_500));
+
+    store_clock.advance(1_500);
+    assert_eq!(generator.measure_clock_offset().await.unwrap(), 0);
+    assert!(generator.next_id().await.unwrap() > first);
+    assert!(ring.next_ids(10).await.is_ok());
+    assert_eq!(generator.readiness(), Ok(()));
 }

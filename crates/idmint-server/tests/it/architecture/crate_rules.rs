@@ -269,7 +269,10 @@ fn protobuf_breaches(files: &Files) -> Vec<String> {
 /// Every file but `SystemClock`'s and the memory store's (its `update_time` column, seconds
 /// that never reach an id) that reads the wall clock.
 fn wall_clock_breaches(files: &Files) -> Vec<String> {
-    let allowed = ["idmint/src/clock.rs", "idmint-store/src/memory.rs"];
+    // The store crate's `clock.rs` is the clock of the stores on this machine (memory,
+    // SQLite), by which their worker leases expire.
+    let allowed =
+        ["idmint/src/clock.rs", "idmint-store/src/memory.rs", "idmint-store/src/clock.rs"];
     let mut found = Vec::new();
     for (path, code) in files {
         for read in WALL_CLOCK_READS {
