@@ -164,12 +164,18 @@ impl HighWaterFile {
         .await
     }
 
-    /// Sets the mark of `tag` to `value` even if lower: after ids above it were given back to
-    /// the store, so the store's next range for the tag starts at `value`. On failure the
-    /// old, higher mark stays.
-    pub(crate) async fn lower(self: &Arc<Self>, tag: &Tag, value: u64) -> Result<(), Error> {
-        let tag = tag.clone();
-        self.change(move |marks| marks.insert(tag, value) != Some(value)).await
+    /// Sets the mark of each tag to its value even if lower, in one write of the file: after
+    /// the ids above them were given back to the store, so the store's next range for the
+    /// tag starts at that value. On failure the old, higher marks stay.
+    pub(crate) async fn lower_many(self: &Arc<Self>, values: Vec<(Tag, u64)>) -> Result<(), Error> {
+        self.change(move |marks| {
+            let mut changed = false;
+            for (tag, value) in values {
+                changed |= marks.insert(tag, value) != Some(value);
+            }
+            changed
+        })
+        .await
     }
 
     /// Applies `edit` (which says whether it changed anything) to a copy of the marks,
