@@ -86,7 +86,8 @@ pub use tinyid::{
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX, POOL_MAX_DEFAULT, POOL_MAX_LIMIT,
-    SqlOptions, SqlUrl, StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name, redact_urls,
+    REDIS_DESCRIPTORS, SQLITE_DESCRIPTORS, SqlOptions, SqlUrl, StoreUrl, TABLE_NAME_LEN_MAX,
+    TableName, host_name, redact_urls,
 };
 pub use worker::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_ID_COLUMN, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX,

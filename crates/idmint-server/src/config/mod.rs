@@ -234,6 +234,25 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// The file descriptors a node with these settings keeps beside its connections:
+    /// `DESCRIPTORS_RESERVED_BASE`, its store's and Tinyid's (`pool_max` connections of a
+    /// database, `SQLITE_DESCRIPTORS`, `REDIS_DESCRIPTORS`), and the sequences' Redis.
+    pub fn descriptors_reserved(&self) -> u64 {
+        let tinyid = self.tinyid.as_ref().map_or(0, |t| t.store.descriptors_reserved());
+        let redis = if self.redis.is_some() { idmint_store::REDIS_DESCRIPTORS } else { 0 };
+        crate::limits::DESCRIPTORS_RESERVED_BASE
+            + self.store.descriptors_reserved()
+            + tinyid
+            + redis
+    }
+
+    /// How many listeners serve: HTTP, and gRPC on its own port when `grpc_listen` is set.
+    pub fn listeners(&self) -> u64 {
+        if self.grpc_listen.is_some() { 2 } else { 1 }
+    }
+}
+
 /// An address to listen on: an IP address and port (`127.0.0.1:8080`, `[::1]:8080`), or a
 /// host name and port (`localhost:8080`) resolved now, once, through the system's resolver
 /// (`/etc/hosts`, then DNS). A name with several addresses listens on its first IPv4 one (on
