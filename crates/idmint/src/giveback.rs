@@ -73,9 +73,9 @@ pub(crate) async fn give_back_all(shared: &Arc<Shared>, generators: &[Arc<TagGen
             given_back,
             ids_given_back,
             moved_on,
+            cut_off,
             elapsed_ms,
-            "unissued ids given back to the store (moved_on: another node allocated since, \
-             nothing to give back)"
+            "unissued ids given back to the store"
         );
     } else {
         tracing::warn!(
