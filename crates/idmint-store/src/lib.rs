@@ -212,8 +212,8 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// [`SegmentStore::compare_and_set_max_id`] of many rows, as a shutdown gives unissued
     /// ids back: one answer per change, in order, `true` when applied, `false` when the row
     /// holds another `max_id` or is gone. A store that can apply them in one transaction
-    /// does (SQLite), so a batch costs one commit; by default they are applied one after
-    /// another. On `Err` some may have been applied: a caller that counts none as applied
+    /// does (SQLite, MySQL, PostgreSQL), so a batch costs one commit; by default (Redis,
+    /// Tinyid's table) they are applied one after another. On `Err` some may have been applied: a caller that counts none as applied
     /// (keeps its marks above them) only skips ids, never repeats one.
     async fn compare_and_set_max_ids(
         &self,
