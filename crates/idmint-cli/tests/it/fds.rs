@@ -166,3 +166,34 @@ fn serve_raises_the_soft_descriptor_limit_to_the_hard_one() {
     let hard = (4 * LIMIT).to_string();
     assert_eq!(limits, (hard.clone(), hard));
 }
+
+#[test]
+fn config_check_shows_the_lowered_connections_and_too_low_a_limit_refuses_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let limited = |soft_hard: &str, args: &[&str]| {
+        let mut command = Command::new("prlimit");
+        command
+            .arg(format!("--nofile={soft_hard}"))
+            .arg(env!("CARGO_BIN_EXE_idmint"))
+            .args(args)
+            .current_dir(dir.path());
+        for (name, _) in std::env::vars() {
+            if name.starts_with("IDMINT_") || name == "RUST_LOG" {
+                command.env_remove(name);
+            }
+        }
+        command.output().unwrap()
+    };
+    // 256 less the reserve of the default SQLite store (64 + 12): 180.
+    let checked = limited("256:256", &["config", "check"]);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stderr));
+    let printed = String::from_utf8(checked.stdout).unwrap();
+    let says = "# limits.connections_max = 4096 is lowered to 180 at start";
+    assert!(printed.contains(says), "{printed}");
+    // Room for fewer than 16 connections: refused before anything is opened, with the fix.
+    let refused = limited("80:80", &["serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let error = String::from_utf8(refused.stderr).unwrap();
+    assert!(error.contains("RLIMIT_NOFILE") && error.contains("LimitNOFILE"), "{error}");
+    assert!(!dir.path().join("idmint-data").exists(), "the refused start created its data");
+}
