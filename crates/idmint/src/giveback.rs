@@ -63,7 +63,8 @@ pub(crate) async fn give_back_all(shared: &Arc<Shared>, generators: &[Arc<TagGen
     let given_back = tally.given_back.load(Ordering::Acquire);
     let moved_on = tally.moved_on.load(Ordering::Acquire);
     let failed = tally.failed.load(Ordering::Acquire);
-    let cut_off = tags - given_back - moved_on - failed;
+    // Each tag is counted once at most: the rest were cut off.
+    let cut_off = tags.saturating_sub(given_back + moved_on + failed);
     let ids_given_back = tally.ids.load(Ordering::Acquire);
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let bound_ms = shared.config.give_back().as_millis() as u64;

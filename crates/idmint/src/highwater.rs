@@ -136,6 +136,10 @@ impl HighWaterFile {
     /// `Segments` dropped, once its tasks have ended (a thread may keep its last registry,
     /// and through it this file, a while longer; see `segments.rs`).
     pub(crate) fn release(&self) {
+        // After a write in progress (a give-back cut off by its bound may leave one on the
+        // blocking pool), so the next holder reads a whole file; a write that starts later
+        // finds the lock gone and writes nothing (`change`).
+        let _writing = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         drop(self.lock.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
@@ -191,6 +195,12 @@ impl HighWaterFile {
             // Poisoned only by a panic between two lines below, which leave the file and the
             // marks as they were: still consistent.
             let _writing = this.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            if this.lock.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
+                return Err(Error::LocalState(format!(
+                    "{} was given up by this node (it stopped); nothing is written to it",
+                    this.path.display()
+                )));
+            }
             let mut next = this.durable().clone();
             if !edit(&mut next) {
                 return Ok(());
