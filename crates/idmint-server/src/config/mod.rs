@@ -207,6 +207,12 @@ impl Settings {
         {
             l.refuse(&listen.origin, reason);
         }
+        // gRPC on its own port serves ids as HTTP does: loopback only without a token too.
+        if let (Some(Some(addr)), Some(auth)) = (grpc_listen_addr, &auth)
+            && let Err(reason) = crate::auth::check_exposure(addr, auth)
+        {
+            l.refuse(&grpc_listen.origin, format!("grpc_listen: {reason}"));
+        }
         let Layers { origins, problems, .. } = l;
         match (listen_addr, grpc_listen_addr, store_url, auth, http_limits) {
             (Some(listen), Some(grpc_listen), Some(store), Some(auth), Some(http_limits))
