@@ -121,6 +121,11 @@ async fn with_every_descriptor_asked_for_a_connected_client_still_gets_ids_and_r
     let mut client = connect_from("127.0.0.1", &addr).await.unwrap();
     let created = request(&mut client, "POST", "/v1/tags", r#"{"tag":"order","step":10}"#, wait);
     assert_eq!(created.await.map(|(status, _)| status), Some(201));
+    // The effective limits: 256 less the reserve of the default SQLite store (64 + 12).
+    let (_, status) = request(&mut client, "GET", "/v1/status", "", wait).await.unwrap();
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["limits"]["connections_max"], 180, "{}", status["limits"]);
+    assert_eq!(status["limits"]["client_connections_max"], 180, "{}", status["limits"]);
 
     // Idle connections from six addresses, each far under its cap, until accepts stop.
     let mut idle = Vec::new();
