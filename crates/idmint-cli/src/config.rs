@@ -41,9 +41,28 @@ pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
                 Some(path) => format!("{}, then IDMINT_* variables and flags", path.display()),
                 None => "no config file; IDMINT_* variables and flags".to_string(),
             };
+            // What `serve` would lower for its file descriptor limit (the hard one, which it
+            // raises the soft one to): said only when it would; refused when too low.
+            let mut lowered = None;
+            if let Some(descriptors) = crate::fds::hard() {
+                let mut limits = settings.http_limits;
+                let reserved = settings.descriptors_reserved();
+                let fitted = limits.fit_descriptors(descriptors, reserved, settings.listeners());
+                if let Some(configured) = fitted.map_err(anyhow::Error::msg)? {
+                    lowered = Some(format!(
+                        "# limits.connections_max = {configured} is lowered to {} at start: the \
+                         file descriptor limit {descriptors} leaves that after {reserved} for the \
+                         stores, marks files and logs",
+                        limits.connections_max
+                    ));
+                }
+            }
             println!("# idmint configuration: valid. From {source}; checked without connecting.");
             println!("# Each value's origin is in its comment; secrets are shown as \"***\".");
             print!("{}", settings.effective.to_toml());
+            if let Some(lowered) = lowered {
+                println!("{lowered}");
+            }
             Ok(())
         }
     }

@@ -8,6 +8,7 @@
 
 mod config;
 mod decode;
+mod fds;
 mod logging;
 mod next;
 mod seq;

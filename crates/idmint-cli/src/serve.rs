@@ -16,6 +16,7 @@ use crate::ServeArgs;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let settings = args.settings()?;
+    let http_limits = fit_descriptors(&settings)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -51,12 +52,37 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut state = AppState::new(Arc::new(node));
     state.auth = Arc::new(settings.auth.clone());
-    state.http_limits = settings.http_limits;
+    state.http_limits = http_limits;
     idmint_server::serve_split(listener, grpc_listener, state, shutdown_signal())
         .await
         .context("serving HTTP and gRPC")?;
     tracing::info!("idmint stopped");
     Ok(())
+}
+
+/// Raises the file descriptor limit to the hard one, and lowers `limits.connections_max` to
+/// what it leaves the stores, marks files and logs, with a warning: the HTTP limits to serve
+/// with. Too little room refuses the start.
+fn fit_descriptors(
+    settings: &idmint_server::Settings,
+) -> anyhow::Result<idmint_server::HttpLimits> {
+    let mut limits = settings.http_limits;
+    let Some(descriptors) = crate::fds::raise_to_hard() else { return Ok(limits) };
+    let reserved = settings.descriptors_reserved();
+    let fitted = limits.fit_descriptors(descriptors, reserved, settings.listeners());
+    if let Some(configured) = fitted.map_err(anyhow::Error::msg)? {
+        tracing::warn!(
+            configured,
+            connections_max = limits.connections_max,
+            client_connections_max = limits.client_connections_max,
+            descriptors,
+            reserved,
+            "limits.connections_max lowered to what the file descriptor limit (RLIMIT_NOFILE) \
+             leaves after the stores, marks files and logs; raise the limit to serve more \
+             connections (docs/operations.md, \"File descriptors\")"
+        );
+    }
+    Ok(limits)
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).

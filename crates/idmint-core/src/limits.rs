@@ -72,6 +72,20 @@ pub const STORE_CALL_TIMEOUT_MS_DEFAULT: u64 = 3_000;
 /// Largest configurable store call timeout.
 pub const STORE_CALL_TIMEOUT_MS_MAX: u64 = 30_000;
 
+/// Longest a shutdown spends giving unissued ids back to the store, in ms: what is not
+/// given back by then is skipped (a gap, never a repeat). Below the grace periods of the
+/// shipped deploy files with the drain and the other store calls of a shutdown
+/// (docs/deploy.md, "Shutdown").
+pub const GIVE_BACK_MS_MAX: u64 = 10_000;
+
+/// Most tags given back in one store call at shutdown: one transaction on the SQL stores,
+/// so 10 000 tags cost 20 commits rather than 10 000.
+pub const GIVE_BACK_BATCH_MAX: usize = 500;
+
+/// Most give-back batches in flight at once: below the SQL stores' default pool
+/// (`POOL_MAX_DEFAULT`, 10), so the shutdown leaves connections for the rest of it.
+pub const GIVE_BACK_CONCURRENCY_MAX: usize = 4;
+
 /// Default interval of the tag refresh that drops tags deleted from the store (Leaf: 60 s).
 pub const TAG_REFRESH_MS_DEFAULT: u64 = 60_000;
 
@@ -188,6 +202,10 @@ const _: () =
     assert!(PRELOAD_PERMILLE_DEFAULT >= 1 && PRELOAD_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
 const _: () = assert!(REFILL_WAIT_MS_DEFAULT <= REFILL_WAIT_MS_MAX);
 const _: () = assert!(STORE_CALL_TIMEOUT_MS_DEFAULT <= STORE_CALL_TIMEOUT_MS_MAX);
+const _: () = assert!(GIVE_BACK_BATCH_MAX >= 1 && GIVE_BACK_CONCURRENCY_MAX >= 1);
+// The whole give-back outlasts one store call, so a batch on a slow store is not cut off
+// before the store could answer it.
+const _: () = assert!(GIVE_BACK_MS_MAX > STORE_CALL_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(TAG_REFRESH_MS_MIN <= TAG_REFRESH_MS_DEFAULT);
 const _: () = assert!(TAG_REFRESH_MS_DEFAULT <= TAG_REFRESH_MS_MAX);
 const _: () = assert!(REFILL_RETRY_MS_MIN <= REFILL_RETRY_MS_MAX);

@@ -26,7 +26,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::str::Utf8Error;
 use std::sync::Arc;
 
@@ -288,6 +288,108 @@ pub fn check_exposure(listen: SocketAddr, auth: &Auth) -> Result<(), String> {
         "refusing to listen on {listen} without an admin token: anyone who can reach it could \
          create and delete tags. Set IDMINT_ADMIN_TOKEN (or admin_token in [auth]) to a \
          secret of at least {TOKEN_LEN_MIN} characters, or listen on 127.0.0.1"
+    ))
+}
+
+/// Refuses, on a node without an admin token, what a web page could send it through the
+/// operator's browser (DNS rebinding, cross-site requests): a request whose host is not a
+/// loopback name or address, and a state-changing request (any method but GET, HEAD and
+/// OPTIONS; every gRPC call is a POST) whose `Origin` is not the node's own. With an admin
+/// token configured this is never called: the token is the guard.
+///
+/// The host is every authority the request names: the `Host` header of HTTP/1.x, and the
+/// URI's authority (HTTP/2's `:authority`, an HTTP/1.1 absolute-form target); each one
+/// present must be loopback. A request that names none (HTTP/1.0 without `Host`) passes:
+/// every browser names one, so only a local program can send it, and on a node without an
+/// admin token a local program is admin anyway.
+pub(crate) fn check_local_request(
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    let mut host = None;
+    if let Some(authority) = uri.authority() {
+        let authority = authority.as_str();
+        if !is_loopback_authority(authority) {
+            return Err(foreign_host(authority));
+        }
+        host = Some(authority);
+    }
+    for value in headers.get_all(header::HOST) {
+        let text = value.to_str().map_err(|_| foreign_host("(not visible ASCII)"))?;
+        if !is_loopback_authority(text) {
+            return Err(foreign_host(text));
+        }
+        host.get_or_insert(text);
+    }
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    for origin in headers.get_all(header::ORIGIN) {
+        // Browsers write an origin in lower case, with the port only when it is not the
+        // scheme's default, as they write `Host`: the node's own origin is `http://HOST`.
+        let own = host.is_some_and(|host| {
+            origin
+                .as_bytes()
+                .strip_prefix(b"http://")
+                .is_some_and(|rest| rest.eq_ignore_ascii_case(host.as_bytes()))
+        });
+        if !own {
+            return Err(ApiError::ForeignOrigin(format!(
+                "this node has no admin token, so it takes changes only from pages it served \
+                 itself; this request comes from origin {} (a web page elsewhere). Set \
+                 IDMINT_ADMIN_TOKEN and send it as `Authorization: Bearer TOKEN`, or send \
+                 the request without an Origin header",
+                String::from_utf8_lossy(origin.as_bytes())
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `authority` (`HOST[:PORT]`, no user info) names this machine by a loopback name
+/// or address: `localhost` and `*.localhost` (which browsers resolve to loopback without
+/// asking DNS), `127.0.0.0/8`, `[::1]` (and `[::ffff:127.x.y.z]`), with any port or none.
+fn is_loopback_authority(authority: &str) -> bool {
+    // `[IPv6]` with an optional `:PORT` after it, or `HOST` with an optional `:PORT`.
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((inner, "")) => (inner, None),
+            Some((inner, after)) => match after.strip_prefix(':') {
+                Some(port) => (inner, Some(port)),
+                None => return false,
+            },
+            None => return false,
+        },
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if port.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return false;
+    }
+    if authority.starts_with('[') {
+        return host
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|ip| IpAddr::V6(ip).to_canonical().is_loopback());
+    }
+    const LOCALHOST: &[u8] = b"localhost";
+    const SUBDOMAIN: &[u8] = b".localhost";
+    let bytes = host.as_bytes();
+    bytes.eq_ignore_ascii_case(LOCALHOST)
+        || (bytes.len() > SUBDOMAIN.len()
+            && bytes[bytes.len() - SUBDOMAIN.len()..].eq_ignore_ascii_case(SUBDOMAIN))
+        || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The refusal of a request whose host is not loopback, on a node without an admin token.
+fn foreign_host(host: &str) -> ApiError {
+    ApiError::ForeignHost(format!(
+        "this node has no admin token, so it answers only requests addressed to a loopback \
+         name (localhost, 127.0.0.1, [::1]); this one names host {host:?}, which is how a web \
+         page elsewhere reaches a local node (DNS rebinding). Address it as \
+         http://127.0.0.1:PORT, or set IDMINT_ADMIN_TOKEN to serve it under other names"
     ))
 }
 
@@ -624,6 +726,42 @@ mod tests {
         assert_eq!(status(auth.tag(&headers("Bearer admin-admin-admin-1"), &order)), None);
         assert_eq!(status(auth.tag(&HeaderMap::new(), &user)), None);
         assert_eq!(status(Auth::open().admin(&HeaderMap::new())), None);
+    }
+
+    #[test]
+    fn loopback_hosts_are_told_from_others() {
+        for host in [
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "127.9.8.7:1",
+            "localhost",
+            "LocalHost:8080",
+            "app.localhost:3000",
+            "[::1]",
+            "[::1]:8080",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(is_loopback_authority(host), "{host}");
+        }
+        for host in [
+            "attacker.example",
+            "attacker.example:8080",
+            "localhost.attacker.example",
+            "127.0.0.1.nip.io",
+            ".localhost",
+            "0.0.0.0:8080",
+            "10.0.0.1",
+            "[::]:8080",
+            "[::1",
+            "[::1]x",
+            "::1",
+            "127.0.0.1:",
+            "127.0.0.1:80a",
+            "2130706433",
+            "",
+        ] {
+            assert!(!is_loopback_authority(host), "{host}");
+        }
     }
 
     #[test]

@@ -59,6 +59,13 @@ pub enum ApiError {
     Unauthorized(String),
     /// The request's bearer token is not one the route accepts (403).
     Forbidden(String),
+    /// On a node without an admin token, a request addressed to a host that is not a
+    /// loopback name or address (403): how a web page reaches a local node by DNS
+    /// rebinding.
+    ForeignHost(String),
+    /// On a node without an admin token, a state-changing request from a web page of
+    /// another origin (403).
+    ForeignOrigin(String),
     /// This client already has as many requests in flight as `limits.client_in_flight_max`
     /// allows (429, with `Retry-After: 1`).
     TooManyRequests(String),
@@ -123,6 +130,16 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ),
     ("unauthorized", "401: the route needs a bearer token and the request has none"),
     ("forbidden", "403: the bearer token is not one the route accepts"),
+    (
+        "host_not_allowed",
+        "403: on a node without an admin token, a request addressed to a host that is not \
+         loopback (localhost, *.localhost, 127.0.0.0/8, [::1])",
+    ),
+    (
+        "origin_not_allowed",
+        "403: on a node without an admin token, a request other than GET, HEAD or OPTIONS \
+         whose Origin is not the node's own (a web page elsewhere)",
+    ),
     ("too_many_requests", "429: this client has `limits.client_in_flight_max` requests in flight"),
     ("no_route", "404: no route has this path"),
     ("tinyid_not_served", "404: Tinyid's routes on a node without `[tinyid] enabled = true`"),
@@ -261,6 +278,8 @@ impl ApiError {
             ApiError::Uuids(_) => (StatusCode::SERVICE_UNAVAILABLE, "clock_out_of_range"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::ForeignHost(_) => (StatusCode::FORBIDDEN, "host_not_allowed"),
+            ApiError::ForeignOrigin(_) => (StatusCode::FORBIDDEN, "origin_not_allowed"),
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
             ApiError::FormattedTag(_) => (StatusCode::CONFLICT, "formatted_tag"),
@@ -437,6 +456,8 @@ impl ApiError {
             ApiError::Uuids(error) => error.to_string(),
             ApiError::Unauthorized(message)
             | ApiError::Forbidden(message)
+            | ApiError::ForeignHost(message)
+            | ApiError::ForeignOrigin(message)
             | ApiError::TooManyRequests(message)
             | ApiError::Timeout(message)
             | ApiError::UnsupportedMediaType(message)

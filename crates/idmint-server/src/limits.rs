@@ -70,6 +70,15 @@ pub const CLIENT_CONNECTIONS_MAX: usize = 4_096;
 /// once.
 pub const CLIENT_CONNECTIONS_DEFAULT: usize = 256;
 
+/// File descriptors a node keeps beside its connections and its stores' (which each store
+/// URL sets aside, `StoreUrl::descriptors_reserved`): standard streams, listeners, the
+/// runtime's, the marks files and their lock, temporary and directory handles while one is
+/// written, log files, `/proc` reads at a scrape, outgoing gRPC to peers.
+pub const DESCRIPTORS_RESERVED_BASE: u64 = 64;
+/// Fewest connections a node serves when its file descriptor limit lowers
+/// `limits.connections_max`: with less room `serve` refuses to start, naming the limit.
+pub const CONNECTIONS_FOR_DESCRIPTORS_MIN: usize = 16;
+
 const _: () = assert!(REQUEST_TIMEOUT_MS_DEFAULT > idmint_core::limits::REFILL_WAIT_MS_MAX);
 const _: () = assert!(IDLE_TIMEOUT_MS_DEFAULT > REQUEST_TIMEOUT_MS_DEFAULT);
 const _: () = assert!(CLIENT_IN_FLIGHT_DEFAULT <= CLIENT_IN_FLIGHT_MAX);
@@ -163,6 +172,40 @@ impl HttpLimits {
             return out("metrics_tags_max", tags, 0, tags_max);
         }
         Ok(())
+    }
+}
+
+impl HttpLimits {
+    /// Lowers `connections_max` to what a file descriptor limit of `limit` leaves after
+    /// `reserved` (the stores, marks and logs), shared by `listeners` listeners (each holds
+    /// up to `connections_max`), and `client_connections_max` with it: past the limit, an
+    /// accept fails and so does every file the node opens, a refill's marks file included.
+    /// `Ok(Some(configured))` when lowered, `Ok(None)` when it fits; `Err` when fewer than
+    /// [`CONNECTIONS_FOR_DESCRIPTORS_MIN`] would be left, with the fix.
+    pub fn fit_descriptors(
+        &mut self,
+        limit: u64,
+        reserved: u64,
+        listeners: u64,
+    ) -> Result<Option<usize>, String> {
+        let room = limit.saturating_sub(reserved) / listeners.max(1);
+        let room = usize::try_from(room).unwrap_or(usize::MAX);
+        if self.connections_max <= room {
+            return Ok(None);
+        }
+        if room < CONNECTIONS_FOR_DESCRIPTORS_MIN {
+            return Err(format!(
+                "the file descriptor limit (RLIMIT_NOFILE) of {limit} leaves room for {room} \
+                 connections after {reserved} for the stores, marks files and logs; idmint \
+                 needs room for at least {CONNECTIONS_FOR_DESCRIPTORS_MIN}: raise the limit \
+                 (`ulimit -n`, systemd LimitNOFILE=, the container runtime's nofile ulimit) \
+                 or lower the stores' pool_max"
+            ));
+        }
+        let configured = self.connections_max;
+        self.connections_max = room;
+        self.client_connections_max = self.client_connections_max.min(room);
+        Ok(Some(configured))
     }
 }
 
@@ -584,6 +627,32 @@ mod tests {
         let above_total = HttpLimits { connections_max: 100, ..HttpLimits::default() };
         let error = above_total.check().unwrap_err();
         assert!(error.contains("client_connections_max") && error.contains("1 to 100"), "{error}");
+    }
+
+    #[test]
+    fn connections_fit_what_the_descriptor_limit_leaves() {
+        // The default 4 096 fits a limit of 65 536 with any reserve below 61 440.
+        let mut limits = HttpLimits::default();
+        assert_eq!(limits.fit_descriptors(65_536, 200, 1), Ok(None));
+        assert_eq!(limits, HttpLimits::default());
+        // At the common 1 024, after 76 reserved: 948, the per-address cap unchanged.
+        assert_eq!(limits.fit_descriptors(1_024, 76, 1), Ok(Some(CONNECTIONS_DEFAULT)));
+        assert_eq!((limits.connections_max, limits.client_connections_max), (948, 256));
+        assert!(limits.check().is_ok());
+        // Two listeners (HTTP and gRPC apart) share it; the per-address cap follows.
+        let mut limits = HttpLimits::default();
+        assert_eq!(limits.fit_descriptors(256, 76, 2), Ok(Some(CONNECTIONS_DEFAULT)));
+        assert_eq!((limits.connections_max, limits.client_connections_max), (90, 90));
+        assert!(limits.check().is_ok());
+        // A configured value below the room stays.
+        let mut small = HttpLimits { connections_max: 50, ..HttpLimits::default() };
+        assert_eq!(small.fit_descriptors(256, 76, 1), Ok(None));
+        // Too little room: refused, naming the limit; a limit below the reserve too.
+        let mut limits = HttpLimits::default();
+        let error = limits.fit_descriptors(90, 76, 1).unwrap_err();
+        assert!(error.contains("RLIMIT_NOFILE") && error.contains("90"), "{error}");
+        assert!(limits.fit_descriptors(10, 76, 1).is_err());
+        assert_eq!(limits, HttpLimits::default(), "a refusal changes nothing");
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The one middleware every request passes, once: the per-client limit, the tokens, HEAD
-//! without a handler, the request timeout, errors made JSON and the metrics, which see
-//! every answer (401s, 429s and timeouts included).
+//! The one middleware every request passes, once: the per-client limit, the loopback guard
+//! of a node without an admin token, the tokens, HEAD without a handler, the request
+//! timeout, errors made JSON and the metrics, which see every answer (401s, 403s, 429s and
+//! timeouts included).
 //!
 //! It is a service around each route's own service ([`Guarded`]), put there when the router
 //! registers the route (router.rs), not an axum layer over the whole router: a layer adds a
@@ -245,6 +246,15 @@ where
             Ok(pass) => pass,
             Err(refused) => return GuardedFuture::answered(finish.error(refused), finish),
         };
+        // Without an admin token every caller is admin, so the node answers only what a
+        // local program sends, never a web page in the operator's browser (auth.rs); with a
+        // token it costs one branch.
+        if !app.auth.has_admin_token()
+            && let Err(refused) =
+                crate::auth::check_local_request(request.method(), request.uri(), request.headers())
+        {
+            return GuardedFuture::answered(finish.error(refused), finish);
+        }
         if let Some(checks) = &info.checks {
             let checked = crate::grpc::refuse_on_http_route(request.headers())
                 .and_then(|()| crate::auth::check(&app.auth, &app.node, checks, &mut request));

@@ -89,7 +89,8 @@ pub use tinyid::{
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX, POOL_MAX_DEFAULT, POOL_MAX_LIMIT,
-    SqlOptions, SqlUrl, StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name, redact_urls,
+    REDIS_DESCRIPTORS, SQLITE_DESCRIPTORS, SqlOptions, SqlUrl, StoreUrl, TABLE_NAME_LEN_MAX,
+    TableName, host_name, redact_urls,
 };
 pub use worker::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_ID_COLUMN, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX,
@@ -150,6 +151,18 @@ pub struct Allocation {
     pub tag_step: u64,
 }
 
+/// One change of [`SegmentStore::compare_and_set_max_ids`]: `max_id := new` if it is still
+/// `expected`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaxIdChange {
+    /// The row.
+    pub tag: Tag,
+    /// The `max_id` the row must still hold.
+    pub expected: u64,
+    /// The `max_id` it gets.
+    pub new: u64,
+}
+
 /// Durable storage of segment rows, shared by every idmint node.
 ///
 /// Implementations must make `allocate` atomic: concurrent callers, in this process or any
@@ -198,6 +211,28 @@ pub trait SegmentStore: Send + Sync + 'static {
         expected: u64,
         new: u64,
     ) -> Result<bool, StoreError>;
+
+    /// [`SegmentStore::compare_and_set_max_id`] of many rows, as a shutdown gives unissued
+    /// ids back: one answer per change, in order, `true` when applied, `false` when the row
+    /// holds another `max_id` or is gone. A store that can apply them in one transaction
+    /// does (SQLite, MySQL, PostgreSQL), so a batch costs one commit; by default (Redis,
+    /// Tinyid's table) they are applied one after another. On `Err` some may have been applied: a caller that counts none as applied
+    /// (keeps its marks above them) only skips ids, never repeats one.
+    async fn compare_and_set_max_ids(
+        &self,
+        changes: &[MaxIdChange],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut applied = Vec::with_capacity(changes.len());
+        for change in changes {
+            let cas = self.compare_and_set_max_id(&change.tag, change.expected, change.new);
+            applied.push(match cas.await {
+                Ok(done) => done,
+                Err(StoreError::TagNotFound(_)) => false,
+                Err(error) => return Err(error),
+            });
+        }
+        Ok(applied)
+    }
 
     /// Creates a tag row; refuses an existing tag and more than `TAG_COUNT_MAX` tags.
     ///

@@ -36,8 +36,9 @@ use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
-    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TOMBSTONES_TABLE,
-    TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
+    AllocMode, Allocation, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
+    TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
+    initial_max_id,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing as
@@ -410,6 +411,39 @@ impl SegmentStore for MySqlStore {
             .map_err(unavailable)?
             .is_some();
         if exists { Ok(false) } else { Err(StoreError::TagNotFound(tag.clone())) }
+    }
+
+    async fn compare_and_set_max_ids(
+        &self,
+        changes: &[MaxIdChange],
+    ) -> Result<Vec<bool>, StoreError> {
+        for change in changes {
+            check_new_max_id(change.new)?;
+        }
+        // One transaction: a batch costs one commit, not one per row. Its rows are locked in
+        // the tags' order, so two nodes giving back batches of shared tags cannot deadlock.
+        let mut order: Vec<usize> = (0..changes.len()).collect();
+        order.sort_by(|a, b| changes[*a].tag.cmp(&changes[*b].tag));
+        let mut applied = vec![false; changes.len()];
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        for index in order {
+            let change = &changes[index];
+            // A row holds an i64: an `expected` beyond it matches no row.
+            let Ok(expected) = i64::try_from(change.expected) else { continue };
+            // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
+            let rows = sqlx::query(sql(&self.sql.compare_and_set))
+                .bind(change.new as i64)
+                .bind(change.tag.as_str())
+                .bind(change.tag.as_str()) // the exact (binary) comparison
+                .bind(expected)
+                .execute(&mut *tx)
+                .await
+                .map_err(unavailable)?
+                .rows_affected();
+            applied[index] = rows > 0;
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(applied)
     }
 
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {

@@ -38,8 +38,9 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
 use crate::{
-    AllocMode, Allocation, SegmentStore, SqlOptions, SqlUrl, StoreError, TOMBSTONES_TABLE,
-    TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
+    AllocMode, Allocation, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
+    TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
+    initial_max_id,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing
@@ -393,6 +394,38 @@ impl SegmentStore for PgStore {
             Some(_) => Ok(false),
             None => Err(StoreError::TagNotFound(tag.clone())),
         }
+    }
+
+    async fn compare_and_set_max_ids(
+        &self,
+        changes: &[MaxIdChange],
+    ) -> Result<Vec<bool>, StoreError> {
+        for change in changes {
+            check_new_max_id(change.new)?;
+        }
+        // One transaction: a batch costs one commit, not one per row. Its rows are locked in
+        // the tags' order, so two nodes giving back batches of shared tags cannot deadlock.
+        let mut order: Vec<usize> = (0..changes.len()).collect();
+        order.sort_by(|a, b| changes[*a].tag.cmp(&changes[*b].tag));
+        let mut applied = vec![false; changes.len()];
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        for index in order {
+            let change = &changes[index];
+            // A row holds an i64: an `expected` beyond it matches no row.
+            let Ok(expected) = i64::try_from(change.expected) else { continue };
+            // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
+            let rows = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.compare_and_set)))
+                .bind(change.tag.as_str())
+                .bind(expected)
+                .bind(change.new as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.unavailable(e))?
+                .rows_affected();
+            applied[index] = rows > 0;
+        }
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        Ok(applied)
     }
 
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {

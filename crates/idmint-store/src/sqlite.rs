@@ -26,8 +26,8 @@ use idmint_core::{Step, Tag};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Params, Row, params};
 
 use crate::{
-    Allocation, SegmentStore, StoreError, TABLE_NAME, TOMBSTONES_TABLE, TagRecord, TagSpec,
-    allocated_range, check_new_max_id, effective_step, initial_max_id,
+    Allocation, MaxIdChange, SegmentStore, StoreError, TABLE_NAME, TOMBSTONES_TABLE, TagRecord,
+    TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
 };
 
 use crate::clock::{LocalClock, StoreClock};
@@ -202,6 +202,44 @@ impl SegmentStore for SqliteStore {
                 .map_err(unavailable)?
                 .is_some();
             if exists { Ok(false) } else { Err(StoreError::TagNotFound(tag)) }
+        })
+        .await
+    }
+
+    async fn compare_and_set_max_ids(
+        &self,
+        changes: &[MaxIdChange],
+    ) -> Result<Vec<bool>, StoreError> {
+        for change in changes {
+            check_new_max_id(change.new)?;
+        }
+        let changes = changes.to_vec();
+        // One transaction: a batch costs one commit (one fsync), not one per row.
+        self.call(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            let mut applied = Vec::with_capacity(changes.len());
+            {
+                let mut update = tx
+                    .prepare(&format!(
+                        "UPDATE {TABLE_NAME} SET max_id = ?3, update_time = unixepoch() \
+                         WHERE biz_tag = ?1 AND max_id = ?2"
+                    ))
+                    .map_err(unavailable)?;
+                for change in &changes {
+                    // A row holds an i64: an `expected` beyond it matches no row.
+                    let rows = match i64::try_from(change.expected) {
+                        Ok(expected) => update
+                            .execute(params![change.tag.as_str(), expected, change.new as i64])
+                            .map_err(unavailable)?,
+                        Err(_) => 0,
+                    };
+                    applied.push(rows > 0);
+                }
+            }
+            tx.commit().map_err(unavailable)?;
+            Ok(applied)
         })
         .await
     }

@@ -35,6 +35,12 @@ pub const INTERLEAVE_SOURCES_MAX: usize = 16;
 pub const POOL_MAX_DEFAULT: u32 = 10;
 /// Largest `pool_max` accepted.
 pub const POOL_MAX_LIMIT: u32 = 256;
+/// File descriptors set aside for an SQLite store: the database, its write-ahead log and
+/// shared memory, for each engine that opens it (segments, worker leases, sequences).
+pub const SQLITE_DESCRIPTORS: u64 = 12;
+/// File descriptors set aside for a Redis store or the sequences' Redis: its multiplexed
+/// connection, a Sentinel's connections, a Cluster's nodes.
+pub const REDIS_DESCRIPTORS: u64 = 32;
 /// Longest table name accepted (MySQL's identifier limit).
 pub const TABLE_NAME_LEN_MAX: usize = 64;
 
@@ -144,6 +150,23 @@ const ACCEPTED: &str = "use sqlite://PATH (e.g. sqlite://./idmint-data/idmint.db
                         redis+sentinel://, redis+cluster://)";
 
 impl StoreUrl {
+    /// The file descriptors a store opened from this URL may hold: its pool's `pool_max`
+    /// connections on a database (each Flicker and interleaved one's), or what
+    /// [`SQLITE_DESCRIPTORS`] and [`REDIS_DESCRIPTORS`] set aside.
+    pub fn descriptors_reserved(&self) -> u64 {
+        match self {
+            StoreUrl::Memory => 0,
+            StoreUrl::Sqlite(_) => SQLITE_DESCRIPTORS,
+            StoreUrl::Mysql(url) | StoreUrl::Postgres(url) => u64::from(url.options.pool_max),
+            StoreUrl::Flicker(urls) => urls.iter().map(|f| u64::from(f.url.options.pool_max)).sum(),
+            #[cfg(feature = "redis")]
+            StoreUrl::Redis(_) => REDIS_DESCRIPTORS,
+            StoreUrl::Interleaved(stores) => {
+                stores.iter().map(StoreUrl::descriptors_reserved).sum()
+            }
+        }
+    }
+
     /// Parses a store URL, or several separated by spaces (interleaved).
     pub fn parse(url: &str) -> Result<StoreUrl, StoreError> {
         let parts: Vec<&str> = url.split_whitespace().collect();

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use idmint_core::PreloadRatio;
 use idmint_core::limits::{
-    REFILL_WAIT_MS_DEFAULT, REFILL_WAIT_MS_MAX, SEGMENT_DURATION_S_DEFAULT, SEGMENT_DURATION_S_MAX,
-    SEGMENT_DURATION_S_MIN, STORE_CALL_TIMEOUT_MS_DEFAULT, STORE_CALL_TIMEOUT_MS_MAX,
-    TAG_REFRESH_MS_DEFAULT, TAG_REFRESH_MS_MAX, TAG_REFRESH_MS_MIN,
+    GIVE_BACK_MS_MAX, REFILL_WAIT_MS_DEFAULT, REFILL_WAIT_MS_MAX, SEGMENT_DURATION_S_DEFAULT,
+    SEGMENT_DURATION_S_MAX, SEGMENT_DURATION_S_MIN, STORE_CALL_TIMEOUT_MS_DEFAULT,
+    STORE_CALL_TIMEOUT_MS_MAX, TAG_REFRESH_MS_DEFAULT, TAG_REFRESH_MS_MAX, TAG_REFRESH_MS_MIN,
 };
 
 /// How segment serving behaves. Build with [`SegmentConfig::default`] and the checked setters.
@@ -17,6 +17,7 @@ pub struct SegmentConfig {
     preload_ratio: PreloadRatio,
     refill_wait: Duration,
     store_call_timeout: Duration,
+    give_back: Duration,
     tag_refresh_interval: Duration,
     segment_duration: Duration,
     adaptive_step: bool,
@@ -44,6 +45,7 @@ impl Default for SegmentConfig {
             preload_ratio: PreloadRatio::DEFAULT,
             refill_wait: Duration::from_millis(REFILL_WAIT_MS_DEFAULT),
             store_call_timeout: Duration::from_millis(STORE_CALL_TIMEOUT_MS_DEFAULT),
+            give_back: Duration::from_millis(GIVE_BACK_MS_MAX),
             tag_refresh_interval: Duration::from_millis(TAG_REFRESH_MS_DEFAULT),
             segment_duration: Duration::from_secs(SEGMENT_DURATION_S_DEFAULT),
             adaptive_step: true,
@@ -71,6 +73,13 @@ impl SegmentConfig {
     pub fn with_store_call_timeout_ms(mut self, ms: u64) -> Result<SegmentConfig, ConfigError> {
         self.store_call_timeout =
             bounded("store_call_timeout_ms", ms, 1, STORE_CALL_TIMEOUT_MS_MAX)?;
+        Ok(self)
+    }
+
+    /// Sets how long a shutdown may spend giving unissued ids back (`1..=GIVE_BACK_MS_MAX`
+    /// ms, the default); what is not given back by then is skipped, never served again.
+    pub fn with_give_back_ms(mut self, ms: u64) -> Result<SegmentConfig, ConfigError> {
+        self.give_back = bounded("give_back_ms", ms, 1, GIVE_BACK_MS_MAX)?;
         Ok(self)
     }
 
@@ -133,6 +142,11 @@ impl SegmentConfig {
     /// The store call bound.
     pub fn store_call_timeout(&self) -> Duration {
         self.store_call_timeout
+    }
+
+    /// The bound on a shutdown's give-back.
+    pub fn give_back(&self) -> Duration {
+        self.give_back
     }
 
     /// The tag refresh interval.

@@ -309,54 +309,24 @@ impl TagGenerator {
         self.refill_in_flight.load(Ordering::Acquire)
     }
 
-    /// After the freeze: returns the unissued tail of the last range to the store with a
-    /// compare-and-set, so the next allocation (by any node) starts where this node stopped.
-    /// If another node allocated since, the store has moved on and nothing is returned.
+    /// After the freeze: the unissued tail of the last range, which the shutdown gives back
+    /// to the store with a compare-and-set (`giveback.rs`), so the next allocation (by any
+    /// node) starts where this node stopped; `None` when there is none.
     ///
-    /// Runs at most once per generator: a second give-back of the same tail could lower the
+    /// Some at most once per generator: a second give-back of the same tail could lower the
     /// store under a range another node was given in between (the compare-and-set cannot
     /// tell `max_id` returning to the same value from never having moved).
-    pub(crate) async fn give_back(&self) {
+    pub(crate) fn tail_to_give_back(&self) -> Option<IdRange> {
         if self.given_back.swap(true, Ordering::AcqRel) {
-            return;
+            return None;
         }
-        let Some(tail) = self.buffer.unissued_tail() else { return };
-        if !self.shared.store.gives_back() {
-            // Not another node's doing: this store's ids are consumed when taken.
-            tracing::info!(tag = %self.tag, ids = tail.len(), store = %self.shared.store.describe(), "unissued ids not given back: this store (Flicker tickets or several databases) takes no ids back; they are skipped");
-            return;
-        }
-        let timeout = self.shared.config.store_call_timeout();
-        let cas = self.shared.store.compare_and_set_max_id(&self.tag, tail.end(), tail.start());
-        match tokio::time::timeout(timeout, cas).await {
-            Ok(Ok(true)) => {
-                tracing::info!(tag = %self.tag, ids = tail.len(), max_id = tail.start(), "unissued ids given back to the store");
-                if let Some(marks) = &self.shared.high_water
-                    && let Err(error) = marks.lower(&self.tag, tail.start()).await
-                {
-                    // The old, higher mark stays: the next start jumps past the given-back
-                    // ids instead of serving them. Wasteful, never a repeat.
-                    tracing::warn!(tag = %self.tag, %error, "high-water mark not lowered");
-                }
-            }
-            Ok(Ok(false)) => {
-                tracing::info!(tag = %self.tag, ids = tail.len(), "unissued ids not given back: another node allocated since");
-                self.leave_store_above_mark().await;
-            }
-            Ok(Err(StoreError::TagNotFound(_))) => {}
-            Ok(Err(error)) => {
-                tracing::warn!(tag = %self.tag, %error, ids = tail.len(), "unissued ids not given back");
-            }
-            Err(_elapsed) => {
-                tracing::warn!(tag = %self.tag, ids = tail.len(), "unissued ids not given back: the store did not answer in time");
-            }
-        }
+        self.buffer.unissued_tail()
     }
 
     /// After a refused give-back: if the store is below this node's high-water mark (it went
     /// back and no refill noticed), moves it up to the mark so the next node, whatever its
     /// own marks, does not serve this node's ids again.
-    async fn leave_store_above_mark(&self) {
+    pub(crate) async fn leave_store_above_mark(&self) {
         let high_water = self.buffer.snapshot().high_water;
         let timeout = self.shared.config.store_call_timeout();
         let Ok(Ok(Some(row))) =

@@ -157,6 +157,10 @@ impl<K: MarkKey> HighWaterFile<K> {
     /// `Segments` dropped, once its tasks have ended (a thread may keep its last registry,
     /// and through it this file, a while longer; see `segments.rs`).
     pub(crate) fn release(&self) {
+        // After a write in progress (a give-back cut off by its bound may leave one on the
+        // blocking pool), so the next holder reads a whole file; a write that starts later
+        // finds the lock gone and writes nothing (`change`).
+        let _writing = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         drop(self.lock.lock().unwrap_or_else(PoisonError::into_inner).take());
     }
 
@@ -185,12 +189,18 @@ impl<K: MarkKey> HighWaterFile<K> {
         .await
     }
 
-    /// Sets the mark of `tag` to `value` even if lower: after ids above it were given back to
-    /// the store, so the store's next range for the tag starts at `value`. On failure the
-    /// old, higher mark stays.
-    pub(crate) async fn lower(self: &Arc<Self>, tag: &K, value: u64) -> Result<(), Error> {
-        let tag = tag.clone();
-        self.change(move |marks| marks.insert(tag, value) != Some(value)).await
+    /// Sets the mark of each tag to its value even if lower, in one write of the file: after
+    /// the ids above them were given back to the store, so the store's next range for the
+    /// tag starts at that value. On failure the old, higher marks stay.
+    pub(crate) async fn lower_many(self: &Arc<Self>, values: Vec<(K, u64)>) -> Result<(), Error> {
+        self.change(move |marks| {
+            let mut changed = false;
+            for (tag, value) in values {
+                changed |= marks.insert(tag, value) != Some(value);
+            }
+            changed
+        })
+        .await
     }
 
     /// Drops the marks whose key `keep` refuses, then raises the mark of each key of
@@ -226,6 +236,12 @@ impl<K: MarkKey> HighWaterFile<K> {
             // Poisoned only by a panic between two lines below, which leave the file and the
             // marks as they were: still consistent.
             let _writing = this.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            if this.lock.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
+                return Err(Error::LocalState(format!(
+                    "{} was given up by this node (it stopped); nothing is written to it",
+                    this.path.display()
+                )));
+            }
             let mut next = this.durable().clone();
             if !edit(&mut next) {
                 return Ok(());

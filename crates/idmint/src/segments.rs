@@ -481,7 +481,9 @@ impl Segments {
     /// Shuts down without wasting ids: freezes every generator (every later take fails with
     /// [`Error::ShuttingDown`], never an id), lets refills already running land (bounded by
     /// the store call timeout), stops the background tasks, then gives each tag's unissued
-    /// ids back to the store with a compare-and-set. Call it after requests have drained.
+    /// ids back to the store with a compare-and-set, in batches, within
+    /// [`SegmentConfig::give_back`] (`giveback.rs`: what that bound cuts off is skipped,
+    /// never served again). Call it after requests have drained.
     ///
     /// Idempotent: a second call waits for the background tasks and returns.
     pub async fn shutdown(&self) {
@@ -504,9 +506,7 @@ impl Segments {
         self.shared.cancel.cancel();
         self.shared.tracker.close();
         self.shared.tracker.wait().await;
-        for generator in &generators {
-            generator.give_back().await;
-        }
+        crate::giveback::give_back_all(&self.shared, &generators).await;
     }
 
     /// `read` of this thread's snapshot of the registry ([`LAST_REGISTRY`]), made anew when

@@ -7,6 +7,8 @@ mod auth;
 mod chaos;
 mod cli;
 mod docs;
+mod drain;
+mod fds;
 mod formats;
 mod grpc;
 mod multinode;

@@ -207,6 +207,12 @@ impl Settings {
         {
             l.refuse(&listen.origin, reason);
         }
+        // gRPC on its own port serves ids as HTTP does: loopback only without a token too.
+        if let (Some(Some(addr)), Some(auth)) = (grpc_listen_addr, &auth)
+            && let Err(reason) = crate::auth::check_exposure(addr, auth)
+        {
+            l.refuse(&grpc_listen.origin, format!("grpc_listen: {reason}"));
+        }
         let Layers { origins, problems, .. } = l;
         match (listen_addr, grpc_listen_addr, store_url, auth, http_limits) {
             (Some(listen), Some(grpc_listen), Some(store), Some(auth), Some(http_limits))
@@ -231,6 +237,25 @@ impl Settings {
             }
             _ => Err(ConfigErrors(problems)),
         }
+    }
+}
+
+impl Settings {
+    /// The file descriptors a node with these settings keeps beside its connections:
+    /// `DESCRIPTORS_RESERVED_BASE`, its store's and Tinyid's (`pool_max` connections of a
+    /// database, `SQLITE_DESCRIPTORS`, `REDIS_DESCRIPTORS`), and the sequences' Redis.
+    pub fn descriptors_reserved(&self) -> u64 {
+        let tinyid = self.tinyid.as_ref().map_or(0, |t| t.store.descriptors_reserved());
+        let redis = if self.redis.is_some() { idmint_store::REDIS_DESCRIPTORS } else { 0 };
+        crate::limits::DESCRIPTORS_RESERVED_BASE
+            + self.store.descriptors_reserved()
+            + tinyid
+            + redis
+    }
+
+    /// How many listeners serve: HTTP, and gRPC on its own port when `grpc_listen` is set.
+    pub fn listeners(&self) -> u64 {
+        if self.grpc_listen.is_some() { 2 } else { 1 }
     }
 }
 

@@ -63,6 +63,14 @@ fn beyond_loopback_needs_an_admin_token() {
     assert!(error.to_string().contains("IDMINT_ADMIN_TOKEN"), "{error}");
     let vars = env(&[("IDMINT_ADMIN_TOKEN", "admin-token-0123456789")]);
     assert!(Settings::resolve(&file, &vars, &Overrides::default()).is_ok());
+    // The gRPC port too: it serves ids beyond the loopback guard's reach otherwise.
+    let grpc = FileConfig::parse("grpc_listen = \"0.0.0.0:9090\"\n", "t.toml").unwrap();
+    let error = Settings::resolve(&grpc, &env(&[]), &Overrides::default()).unwrap_err();
+    assert!(error.to_string().contains("grpc_listen"), "{error}");
+    assert!(error.to_string().contains("IDMINT_ADMIN_TOKEN"), "{error}");
+    assert!(Settings::resolve(&grpc, &vars, &Overrides::default()).is_ok());
+    let local = FileConfig::parse("grpc_listen = \"127.0.0.1:9090\"\n", "t.toml").unwrap();
+    assert!(Settings::resolve(&local, &env(&[]), &Overrides::default()).is_ok());
 }
 
 #[test]

@@ -118,6 +118,7 @@ pub(crate) struct NodeStatusBody {
     time_ms: u64,
     store: StoreBody,
     auth: AuthBody,
+    limits: LimitsBody,
     /// Every tag of the store, with this node's segments for the tags it serves.
     tags: Vec<TagBody>,
     snowflake: SnowflakeBody,
@@ -139,6 +140,14 @@ struct AuthBody {
     admin_token: bool,
     /// How many client tokens guard tags.
     clients: usize,
+}
+
+/// The connection limits in force: as configured, or lowered at start to what the file
+/// descriptor limit leaves (docs/operations.md, "File descriptors").
+#[derive(Serialize, ToSchema)]
+struct LimitsBody {
+    connections_max: usize,
+    client_connections_max: usize,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -211,6 +220,10 @@ pub(crate) async fn status(State(app): State<SharedState>) -> Json<NodeStatusBod
         auth: AuthBody {
             admin_token: app.auth.has_admin_token(),
             clients: app.auth.clients().len(),
+        },
+        limits: LimitsBody {
+            connections_max: app.http_limits.connections_max,
+            client_connections_max: app.http_limits.client_connections_max,
         },
         tags: status.tags.into_iter().map(|(record, tag)| TagBody::new(record, tag)).collect(),
         snowflake: snowflake(status.snowflake, status.ring_ids),

@@ -101,6 +101,59 @@ async fn the_dashboard_is_read_only_until_the_admin_token_is_entered() {
     server.stop().await;
 }
 
+/// A node without an admin token (the quick start) is administered from its own page,
+/// opened as `http://127.0.0.1:PORT` or `http://localhost:PORT`: the page's changes carry
+/// its own origin, which the loopback guard lets through (`rebinding.rs` checks the
+/// refusals of other hosts and origins).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_a_token_is_administered_from_its_own_page_by_either_loopback_name() {
+    let no_chromium = idmint_testkit::skip::NO_CHROMIUM;
+    let Some(chromium) = idmint_testkit::opt_in("IDMINT_TEST_CHROMIUM", no_chromium) else {
+        return;
+    };
+    let server = TestServer::memory().await;
+    let port = server.base.rsplit_once(':').unwrap().1.to_string();
+    tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().unwrap();
+        let (mut browser, ws_url) = launch(&chromium, profile.path());
+        let mut cdp = Cdp::connect(&ws_url);
+        let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}), None);
+        let attached = cdp.call("Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}), None);
+        let session = attached["sessionId"].as_str().unwrap().to_string();
+        let s = Some(session.as_str());
+        cdp.call("Runtime.enable", json!({}), s);
+        let eval = |cdp: &mut Cdp, expression: &str| {
+            cdp.call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true, "awaitPromise": true}), s)["result"]["value"].clone()
+        };
+        for (name, host) in [("made_on_127", "127.0.0.1"), ("made_on_localhost", "localhost")] {
+            let base = format!("http://{host}:{port}");
+            cdp.call("Page.navigate", json!({"url": format!("{base}/?refresh_ms=300")}), s);
+            wait_for(&mut cdp, "the page of a node without a token", |cdp| {
+                let mode = eval(cdp, "document.getElementById('mode').textContent");
+                mode.as_str().is_some_and(|m| m.starts_with("no admin token")).then_some(())
+            });
+            let create = format!("document.getElementById('new-tag').value = '{name}'; document.getElementById('create-form').requestSubmit(); 1");
+            eval(&mut cdp, &create);
+            let row = format!("document.querySelector('[data-tag=\"{name}\"]') !== null");
+            wait_for(&mut cdp, name, |cdp| (eval(cdp, &row) == true).then_some(()));
+            let message = eval(&mut cdp, "document.getElementById('message').textContent");
+            assert!(message.as_str().unwrap().ends_with("done"), "{base}: {message}");
+        }
+        let errors = cdp.errors();
+        assert!(errors.is_empty(), "console errors or exceptions: {errors:#?}");
+        let _ = browser.kill();
+        let _ = browser.wait();
+    })
+    .await
+    .unwrap();
+    for name in ["made_on_127", "made_on_localhost"] {
+        let tag: serde_json::Value =
+            server.get(&format!("/v1/tags/{name}")).await.json().await.unwrap();
+        assert_eq!(tag["tag"], name);
+    }
+    server.stop().await;
+}
+
 /// The widths the page must fit, with a height and whether it is a phone (touch, mobile
 /// viewport): laptops (1 366 and 1 400), a half screen or tablet (800), a phone (390 × 844).
 const VIEWPORTS: [(u32, u32, bool); 4] =

@@ -14,6 +14,7 @@ mod leaf;
 mod openapi;
 mod ops;
 mod outage;
+mod rebinding;
 #[cfg(feature = "redis")]
 #[path = "../../../idmint-store/tests/it/redis/keys.rs"]
 mod redis_keys;

@@ -532,7 +532,7 @@ async fn idle_and_trickling_connections_are_closed() {
     // although it never goes idle.
     let began = Instant::now();
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let request = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let request = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
     let mut closed_after = None;
     for byte in request {
         if slow.write_all(&[*byte]).await.is_err() {
@@ -622,7 +622,7 @@ async fn closed_after_progress(
     let mut buf = [0u8; 512];
     tokio::time::sleep(Duration::from_millis(before_ms)).await;
     if answered {
-        write.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        write.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
         let n = read.read(&mut buf).await.unwrap();
         assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
         progress = Instant::now();
@@ -634,7 +634,7 @@ async fn closed_after_progress(
         let trickler = tokio::spawn(async move {
             let padding = "a".repeat(200);
             let request =
-                format!("GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: {padding}\r\n\r\n");
+                format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: {padding}\r\n\r\n");
             for byte in request.as_bytes() {
                 if write.write_all(&[*byte]).await.is_err() {
                     break;
@@ -672,7 +672,7 @@ async fn connect_from(from: &str, addr: &str) -> tokio::net::TcpStream {
 
 /// `GET /health` on a raw connection: the status line, or why there was none within 2 s.
 async fn health_on(stream: &mut tokio::net::TcpStream) -> Result<String, String> {
-    let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    let request = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     stream.write_all(request).await.map_err(|e| format!("write: {e}"))?;
     let mut buf = [0u8; 512];
     match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await {

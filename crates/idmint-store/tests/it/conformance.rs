@@ -70,6 +70,7 @@ macro_rules! conformance_suite {
                 compare_and_set_applies_and_the_next_allocation_starts_at_new,
                 compare_and_set_with_a_stale_expected_changes_nothing,
                 compare_and_set_of_an_unknown_tag_is_not_found,
+                compare_and_sets_in_a_batch_answer_each_change_in_order,
                 compare_and_set_to_an_invalid_max_id_is_refused,
                 concurrent_compare_and_sets_apply_once,
                 create_returns_the_record_as_stored,
@@ -475,6 +476,27 @@ pub async fn compare_and_set_applies_and_the_next_allocation_starts_at_new(
     // Setting the value already held is applied too.
     assert_eq!(store.compare_and_set_max_id(&tag, 1_100, 1_100).await, Ok(true));
     assert_eq!(store.allocate(&tag, None).await.unwrap().range, range(1_100, 1_200));
+}
+
+/// A batch of compare-and-sets (the shutdown's give-back) answers each change in order: the
+/// current ones applied, a stale one and one of a missing row not, and no row touched by a
+/// change that was not applied.
+pub async fn compare_and_sets_in_a_batch_answer_each_change_in_order(store: Arc<dyn SegmentStore>) {
+    let given = create(&store, "given", 1, 100).await;
+    let raced = create(&store, "raced", 1, 100).await;
+    let mine = store.allocate(&given, None).await.unwrap().range;
+    let stale = store.allocate(&raced, None).await.unwrap().range;
+    let theirs = store.allocate(&raced, None).await.unwrap().range;
+    let gone = Tag::parse("gone").unwrap();
+    let change =
+        |tag: &Tag, expected, new| idmint_store::MaxIdChange { tag: tag.clone(), expected, new };
+    let changes =
+        [change(&given, mine.end(), 40), change(&raced, stale.end(), 50), change(&gone, 10, 5)];
+    assert_eq!(store.compare_and_set_max_ids(&changes).await, Ok(vec![true, false, false]));
+    assert_eq!(record(&store, &given).await.max_id, 40);
+    assert_eq!(record(&store, &raced).await.max_id, theirs.end());
+    assert_eq!(store.compare_and_set_max_ids(&[]).await, Ok(vec![]));
+    assert_eq!(store.allocate(&given, None).await.unwrap().range, range(40, 140));
 }
 
 /// A compare-and-set whose `expected` is stale (another node allocated since) returns false

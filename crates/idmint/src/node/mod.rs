@@ -608,15 +608,19 @@ impl Node {
     // ---- shutdown -------------------------------------------------------------------
 
     /// Stops the node, after the transports drained, in this order: freeze every segment
-    /// generator and give unissued ids back (the Tinyid `biz_type`s' too), close the snowflake ring (its filler stopped,
+    /// generator and give unissued ids back (the Tinyid `biz_type`s' too, at the same time),
+    /// close the snowflake ring (its filler stopped,
     /// its pre-made ids discarded, every take refused), stop the snowflake generator (its
     /// lease released: nothing made under it is handed out after), stop the node's own
     /// loops (the Redis retry), stop the sequence engine. Idempotent.
     pub async fn shutdown(&self) {
-        self.segments.shutdown().await;
-        if let Some(tinyid) = &self.tinyid {
-            tinyid.shutdown().await;
-        }
+        // Side by side: each gives back within its own bound, so together within one.
+        let tinyid = async {
+            if let Some(tinyid) = &self.tinyid {
+                tinyid.shutdown().await;
+            }
+        };
+        tokio::join!(self.segments.shutdown(), tinyid);
         if let Some(ring) = &self.cached {
             ring.shutdown().await;
         }

@@ -12,6 +12,7 @@ mod full_disk;
 #[path = "../../../idmint-store/tests/it/gate.rs"]
 #[allow(dead_code, reason = "shared with idmint-store's tests, which use all of it")]
 mod gate;
+mod give_back;
 mod guard;
 mod key_guard;
 mod node;
