@@ -194,8 +194,8 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("clock_behind", "503: the clock went back beyond the snowflake tolerance"),
     (
         "clock_skew",
-        "501 (gRPC FAILED_PRECONDITION): this node's clock is off its store's by more than \
-         `snowflake.lease_margin_ms`, so it refuses snowflake ids with a leased worker id; \
+        "501 (gRPC FAILED_PRECONDITION): this node's clock is off its store's by more than half \
+         of `snowflake.lease_margin_ms`, so it refuses snowflake ids with a leased worker id; \
          final until the time sync is fixed, served again by itself once the offset is back",
     ),
     (

@@ -19,10 +19,12 @@
 //!   too. A background task keeps the mark ahead of the clock, so the hot path never waits
 //!   for a write in steady state.
 //! - **Clock offset from the store**: measured at start and every
-//!   [`CLOCK_OFFSET_PERIOD_MS`] (the store's `now`, round-trip corrected). Past half of
-//!   `lease_margin_ms` it is logged; past the margin, with a leased worker id, ids are refused
+//!   [`CLOCK_OFFSET_PERIOD_MS`] (the store's `now`, round-trip corrected). Past a quarter of
+//!   `lease_margin_ms` it is logged; past half of it, with a leased worker id, ids are refused
 //!   ([`SnowflakeError::ClockSkew`]) until a measurement finds it back within: an id's time is
-//!   this clock's, and the worker id may pass to a node whose clock is right.
+//!   this clock's, and the worker id may pass to another node. Half, because the settling
+//!   floor counts on any *two* nodes differing by less than the margin, and each node is
+//!   measured against the store alone.
 //! - **Clock rollback at run time** follows `idmint_core::snowflake::step`: waited out within
 //!   the tolerance, refused beyond it (counted), or, with `borrow`, run on a logical clock at
 //!   most `max_lead_ms` ahead.
@@ -273,14 +275,16 @@ pub enum SnowflakeError {
         /// The settling time, `from_ms - acquired_ms`.
         settle_ms: u64,
     },
-    /// This node's clock is off the store's by more than `lease_margin_ms` (a leased worker
-    /// id only): an id's time is this clock's, and the worker id passes to other nodes, so
-    /// ids are refused until a measurement finds the offset back within the margin. Not
-    /// passed by retrying: the node's (or the store's) time sync must be fixed.
+    /// This node's clock is off the store's by more than half of `lease_margin_ms` (a leased
+    /// worker id only): an id's time is this clock's, and the worker id passes to other
+    /// nodes, which may be off the other way, so ids are refused until a measurement finds
+    /// the offset back within. Not passed by retrying: the node's (or the store's) time sync
+    /// must be fixed.
     #[error(
         "this node's clock is {offset_ms} ms off the store's (positive: ahead), more than \
-         lease_margin_ms ({margin_ms} ms): snowflake ids are refused, since a worker id leased \
-         with a clock this far off could repeat ids of its other holders. Fix the time sync \
+         half of lease_margin_ms ({margin_ms} ms): snowflake ids are refused, since a worker \
+         id leased with a clock this far off could repeat ids of its other holders (two nodes \
+         each off by half the margin, in opposite directions, differ by all of it). Fix the time sync \
          (chrony/ntpd) of this node or of the store; ids are served again within \
          {CLOCK_OFFSET_PERIOD_MS} ms of the offset coming back (docs/operations.md, \
          \"Clock offset from the store\")"
@@ -327,9 +331,11 @@ pub struct Snowflake {
     /// This clock minus the store's at the last measurement (ms), once `offset_measured`.
     offset_ms: AtomicI64,
     offset_measured: AtomicBool,
-    /// The last offset was past `lease_margin_ms` with a leased worker id: ids are refused.
+    /// The last offset was past half of `lease_margin_ms` with a leased worker id: ids are
+    /// refused.
     skewed: AtomicBool,
-    /// The last offset was past half the margin (logged once when it passes, once back).
+    /// The last offset was past a quarter of the margin (logged once when it passes, once
+    /// back).
     offset_warned: AtomicBool,
     cancel: CancellationToken,
     tracker: TaskTracker,
@@ -485,7 +491,9 @@ impl Snowflake {
             )));
         }
         // One TTL from before the store was asked: the store counts its expiry from later, by
-        // its own clock, so this fence closes first whatever the two clocks read.
+        // its own clock, so this fence closes first however far apart the clocks are, unless
+        // this one is stepped back meanwhile; then the time mark, which the next holder
+        // starts above, still keeps this node's ids below the next holder's.
         let fence_ms = lease.as_ref().map_or(u64::MAX, |_| now + config.lease_ttl_ms);
         let generator = Arc::new(Snowflake {
             policy,
@@ -978,8 +986,8 @@ impl Snowflake {
 
     /// Measures this clock's offset from the store's (done at start and every
     /// [`CLOCK_OFFSET_PERIOD_MS`]): the store's `now` against the middle of the round trip,
-    /// off by at most half of it. Past half of `lease_margin_ms` it is logged; past the margin,
-    /// with a leased worker id, ids are refused ([`SnowflakeError::ClockSkew`]) until a
+    /// off by at most half of it. Past a quarter of `lease_margin_ms` it is logged; past half
+    /// of it, with a leased worker id, ids are refused ([`SnowflakeError::ClockSkew`]) until a
     /// measurement finds it back within. Returns this clock minus the store's, in ms.
     pub async fn measure_clock_offset(&self) -> Result<i64, SnowflakeError> {
         let store = self.store.as_ref().ok_or_else(|| {
@@ -1001,7 +1009,7 @@ impl Snowflake {
         self.offset_measured.load(Ordering::Acquire).then(|| self.offset_ms.load(Ordering::Acquire))
     }
 
-    /// [`SnowflakeError::ClockSkew`] while the last offset measured is past the margin with a
+    /// [`SnowflakeError::ClockSkew`] while the last offset measured is past half the margin with a
     /// leased worker id: one load when it is not (the cached ring checks it on every take).
     pub(crate) fn refuse_while_skewed(&self) -> Result<(), SnowflakeError> {
         if !self.skewed.load(Ordering::Acquire) {
@@ -1013,7 +1021,7 @@ impl Snowflake {
         })
     }
 
-    /// Publishes a measured offset, and logs when it passes half the margin or the margin
+    /// Publishes a measured offset, and logs when it passes a quarter or half of the margin
     /// (and when it comes back), not at every measurement.
     fn record_offset(&self, offset_ms: i64) {
         self.offset_ms.store(offset_ms, Ordering::Release);
@@ -1021,20 +1029,22 @@ impl Snowflake {
         let margin_ms = self.config.lease_margin_ms;
         let off_ms = offset_ms.unsigned_abs();
         let space = &self.config.space;
-        let warn = off_ms > margin_ms / 2;
+        let warn = off_ms > margin_ms / 4;
         if warn != self.offset_warned.swap(warn, Ordering::AcqRel) {
             if warn {
-                tracing::warn!(%space, offset_ms, margin_ms, "this node's clock is off the store's by more than half of lease_margin_ms; past the margin snowflake ids with a leased worker id are refused. Fix: check the time sync (chrony/ntpd) of this node and of the store");
+                tracing::warn!(%space, offset_ms, margin_ms, "this node's clock is off the store's by more than a quarter of lease_margin_ms; past half of it snowflake ids with a leased worker id are refused. Fix: check the time sync (chrony/ntpd) of this node and of the store");
             } else {
-                tracing::info!(%space, offset_ms, margin_ms, "this node's clock is within half of lease_margin_ms of the store's again");
+                tracing::info!(%space, offset_ms, margin_ms, "this node's clock is within a quarter of lease_margin_ms of the store's again");
             }
         }
-        let skewed = self.config.worker == WorkerIdSource::Lease && off_ms > margin_ms;
+        // Half: two nodes each within half the margin of the store differ by less than the
+        // margin, which is what the settling floor counts on.
+        let skewed = self.config.worker == WorkerIdSource::Lease && off_ms > margin_ms / 2;
         if skewed != self.skewed.swap(skewed, Ordering::AcqRel) {
             if skewed {
-                tracing::error!(%space, offset_ms, margin_ms, "this node's clock is off the store's by more than lease_margin_ms: snowflake ids are refused (501 clock_skew) until it is back within. Fix: the time sync of this node or of the store");
+                tracing::error!(%space, offset_ms, margin_ms, "this node's clock is off the store's by more than half of lease_margin_ms: snowflake ids are refused (501 clock_skew) until it is back within. Fix: the time sync of this node or of the store");
             } else {
-                tracing::info!(%space, offset_ms, margin_ms, "this node's clock is within lease_margin_ms of the store's again: snowflake ids are served");
+                tracing::info!(%space, offset_ms, margin_ms, "this node's clock is within half of lease_margin_ms of the store's again: snowflake ids are served");
             }
         }
     }

@@ -117,7 +117,7 @@ macro_rules! worker_suite {
             tests: [
                 acquirers_get_the_lowest_free_ids,
                 concurrent_acquirers_get_distinct_ids_until_exhausted,
-                a_live_lease_is_never_taken_whatever_the_callers_clock,
+                a_live_lease_is_never_taken_by_a_caller_whose_marks_run_ahead,
                 the_stores_clock_reads_utc_milliseconds,
                 assign_worker_gives_increasing_ids_and_refuses_past_max,
                 spaces_are_independent,
@@ -180,10 +180,14 @@ pub async fn concurrent_acquirers_get_distinct_ids_until_exhausted(store: Arc<dy
     assert_eq!(store.list_leases(&space).await.unwrap().len() as u64, ACQUIRER_COUNT);
 }
 
-/// Issue 31: whether a lease expired is the store's to say. A request carries no clock of the
-/// caller's, and whatever time marks it accepts (a node whose clock runs a minute fast accepts
-/// marks a minute later), a live lease is never taken over, renewed past its holder or lost.
-pub async fn a_live_lease_is_never_taken_whatever_the_callers_clock(store: Arc<dyn WorkerStore>) {
+/// Issue 31: whether a lease expired is the store's to say, so a request carries no clock of
+/// the caller's. A caller whose marks run a minute ahead (what a node whose clock runs fast
+/// accepts) never takes a live lease over; the holder still renews it. That a fast node
+/// cannot take a live lease end to end is `idmint`'s
+/// `a_node_whose_clock_runs_fast_cannot_take_a_live_nodes_lease`.
+pub async fn a_live_lease_is_never_taken_by_a_caller_whose_marks_run_ahead(
+    store: Arc<dyn WorkerStore>,
+) {
     let space = space("live");
     let holder = store.acquire_lease(&request(&space, 1, "holder")).await.unwrap();
     let fast =
@@ -198,10 +202,11 @@ pub async fn a_live_lease_is_never_taken_whatever_the_callers_clock(store: Arc<d
     assert_eq!((renewed.worker_id, renewed.token), (0, 1));
 }
 
-/// The store's clock is milliseconds since the Unix epoch in UTC, whatever the server's or
-/// the session's time zone: within [`CLOCK_AGREEMENT_MS_MAX`] of this machine's (the test
-/// servers keep time as any host does; an hour off would be a time zone taken for UTC),
-/// and it does not go back between two reads.
+/// The store's clock is milliseconds since the Unix epoch in UTC: within
+/// [`CLOCK_AGREEMENT_MS_MAX`] of this machine's (the test servers keep time as any host
+/// does; an hour off would be a local time taken for UTC), and it does not go back between
+/// two reads. (The MySQL expression is arithmetic on `UTC_TIMESTAMP(6)`, so a session's time
+/// zone plays no part; sqlx sets the session to UTC anyway, so this test could not show it.)
 pub async fn the_stores_clock_reads_utc_milliseconds(store: Arc<dyn WorkerStore>) {
     let local = idmint_store::StoreClock::now_ms(&idmint_store::LocalClock);
     let first = store_now(&store).await;
