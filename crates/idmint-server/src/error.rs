@@ -36,6 +36,9 @@ pub enum ApiError {
     Snowflake(SnowflakeError),
     /// The sequence engine refused (status depends on the error).
     Sequence(SequenceError),
+    /// Snowflake ids are not served by this node yet: its generator did not start, for a
+    /// reason that passes by itself, and the start is retried (503), with the last failure.
+    SnowflakeNotRunning(String),
     /// Sequences are not served by this node yet: Redis has not answered so far and is
     /// retried (503), with the reason.
     SequencesNotRunning(String),
@@ -189,7 +192,13 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("worker_lease_not_proven", "503: the snowflake worker id lease could not be renewed in time"),
     ("layout_exhausted", "503: the snowflake layout's time field ran out"),
     ("snowflake_unavailable", "503: the snowflake generator or its store did not answer in time"),
-    ("snowflake_not_running", "503: this node runs no snowflake generator (the message says why)"),
+    (
+        "snowflake_not_running",
+        "503: this node's snowflake generator has not started yet, for a reason that passes by \
+         itself (its worker store not reachable so far, or slow); the start is retried in the \
+         background and ids are served once it succeeds, the message gives the last failure \
+         (also: the clock reads before the layout's epoch)",
+    ),
     (
         "sequence_unavailable",
         "503: no room below the ceiling within 1 s, or Redis or the store unavailable",
@@ -201,8 +210,8 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     (
         "snowflake_not_configured",
         "501 (gRPC FAILED_PRECONDITION): this node is not configured to serve snowflake ids \
-         (disabled, or a store that cannot hold worker leases); final, the message says how \
-         to configure it",
+         (disabled, a store that cannot hold worker leases, or a configuration the generator \
+         cannot run); final, the message says how to configure it",
     ),
     (
         "worker_ids_exhausted",
@@ -247,6 +256,9 @@ impl ApiError {
             ApiError::Library(error) => library_status(error),
             ApiError::Snowflake(error) => snowflake_status(error),
             ApiError::Sequence(error) => sequence_status(error),
+            ApiError::SnowflakeNotRunning(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "snowflake_not_running")
+            }
             ApiError::SequencesNotRunning(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "sequences_not_running")
             }
@@ -430,7 +442,7 @@ impl ApiError {
             ApiError::Library(error) => library_message(&error),
             ApiError::Snowflake(error) => error.to_string(),
             ApiError::Sequence(error) => sequence_message(&error),
-            ApiError::SequencesNotRunning(reason) => reason,
+            ApiError::SnowflakeNotRunning(reason) | ApiError::SequencesNotRunning(reason) => reason,
             ApiError::NotConfigured { reason, .. } => reason,
             ApiError::UnknownService(message) => message,
             ApiError::Format(error) => error.to_string(),
@@ -618,6 +630,7 @@ impl From<NodeError> for ApiError {
             NodeError::Segment(error) => ApiError::Library(error),
             NodeError::Snowflake(error) => ApiError::Snowflake(error),
             NodeError::Sequence(error) => ApiError::Sequence(error),
+            NodeError::SnowflakeNotRunning(reason) => ApiError::SnowflakeNotRunning(reason),
             NodeError::SequencesNotRunning(reason) => ApiError::SequencesNotRunning(reason),
             NodeError::NotConfigured { feature, reason } => {
                 ApiError::NotConfigured { feature, reason }

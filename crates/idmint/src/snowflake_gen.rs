@@ -521,8 +521,13 @@ impl Snowflake {
             // eat into the clock-skew margin (an earlier holder may mark up to then).
             generator.settle_from(generator.clock.now_ms().max(now));
         }
-        generator.begin_at_marks().await?;
-        generator.extend_mark().await?;
+        if let Err(error) = generator.begin_first_mark().await {
+            // A lease taken goes back now: a start retried while its store fails would
+            // otherwise hold one worker id per attempt until each TTL ran out.
+            generator.tracker.close();
+            generator.shutdown().await;
+            return Err(error);
+        }
         if generator.store.is_some()
             && let Err(error) = generator.measure_clock_offset().await
         {
@@ -809,6 +814,12 @@ impl Snowflake {
     fn mark_key(&self, worker: u64) -> Result<Tag, SnowflakeError> {
         Tag::parse(&format!("{}.w{worker}", self.config.space))
             .map_err(|e| SnowflakeError::Config(format!("space {}: {e}", self.config.space)))
+    }
+
+    /// Starts above the known marks and persists the first mark ahead of the clock.
+    async fn begin_first_mark(&self) -> Result<(), SnowflakeError> {
+        self.begin_at_marks().await?;
+        self.extend_mark().await
     }
 
     /// Starts the state above the highest mark known for the worker id: the local file's and

@@ -2,6 +2,8 @@
 //! `/decodeSnowflakeId` with Leaf's string fields) and the native ones (`/v1/snowflake`,
 //! `/v1/snowflake/{id}`), their errors, and a server without a generator answering 503.
 
+use std::sync::Arc;
+
 use crate::support::{TestServer, assert_error};
 
 #[tokio::test]
@@ -156,5 +158,115 @@ async fn a_custom_layout_is_served_and_decoded_by_default() {
     let message =
         assert_error(server.get("/v1/snowflake/1?layout=cosid").await, 400, "bad_layout").await;
     assert!(message.contains("or custom (this node's)"), "{message}");
+    server.stop().await;
+}
+
+/// A worker store that refuses every acquisition while `down` (a database not reachable).
+struct DownWorkers {
+    inner: idmint_store::MemoryStore,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl idmint_store::WorkerStore for DownWorkers {
+    async fn acquire_lease(
+        &self,
+        req: &idmint_store::LeaseRequest,
+    ) -> Result<idmint_store::Lease, idmint_store::StoreError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(idmint_store::StoreError::Unavailable("connection refused (test)".into()));
+        }
+        self.inner.acquire_lease(req).await
+    }
+    async fn renew_lease(
+        &self,
+        lease: &idmint_store::Lease,
+        ttl_ms: u64,
+    ) -> Result<idmint_store::Lease, idmint_store::StoreError> {
+        self.inner.renew_lease(lease, ttl_ms).await
+    }
+    async fn release_lease(
+        &self,
+        lease: &idmint_store::Lease,
+    ) -> Result<(), idmint_store::StoreError> {
+        self.inner.release_lease(lease).await
+    }
+    async fn raise_time_mark(
+        &self,
+        lease: &idmint_store::Lease,
+        mark_ms: u64,
+    ) -> Result<(), idmint_store::StoreError> {
+        self.inner.raise_time_mark(lease, mark_ms).await
+    }
+    async fn assign_worker(
+        &self,
+        req: &idmint_store::AssignRequest,
+    ) -> Result<u64, idmint_store::StoreError> {
+        self.inner.assign_worker(req).await
+    }
+    async fn list_leases(
+        &self,
+        space: &idmint_store::WorkerSpace,
+    ) -> Result<Vec<idmint_store::LeaseRecord>, idmint_store::StoreError> {
+        self.inner.list_leases(space).await
+    }
+    async fn now_ms(&self) -> Result<u64, idmint_store::StoreError> {
+        self.inner.now_ms().await
+    }
+}
+
+/// Issue 31: a node whose worker store did not answer at start answered 503
+/// `snowflake_not_running` forever. Now Leaf's route, the native route and `/ready` answer
+/// 503 `snowflake_not_running` with the store's failure and that the start is retried, the
+/// metrics name the cause `starting`; once the store answers, the node serves snowflake ids
+/// from its cached ring without a restart.
+#[tokio::test]
+async fn a_node_whose_worker_store_was_down_at_start_serves_once_it_answers() {
+    use crate::ops::{scrape, value};
+    let workers = Arc::new(DownWorkers {
+        inner: idmint_store::MemoryStore::new(),
+        down: std::sync::atomic::AtomicBool::new(true),
+    });
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    // A space no other test uses: the metrics recorder is process-wide.
+    let mut config = idmint::snowflake::SnowflakeConfig::new("start_retried", layout);
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
+    let server =
+        TestServer::setup().snowflake_config(config, workers.clone()).cached(1 << 12).start().await;
+    for route in ["/api/snowflake/get/x", "/v1/snowflake?count=2", "/ready"] {
+        let message = assert_error(server.get(route).await, 503, "snowflake_not_running").await;
+        assert!(message.contains("connection refused (test)"), "{route}: {message}");
+        assert!(message.contains("retried"), "{route}: {message}");
+    }
+    let starting = [("space", "start_retried"), ("cause", "starting")];
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &starting), Some(1.0));
+    assert_eq!(value(&samples, "idmint_snowflake_up", &[]), Some(0.0));
+    let status: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(status["snowflake"]["running"], false, "{status}");
+    assert!(status["snowflake"]["reason"].as_str().unwrap().contains("retried"), "{status}");
+
+    workers.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let response = server.get("/api/snowflake/get/x").await;
+        if response.status() == 200 {
+            break;
+        }
+        let body = response.text().await.unwrap();
+        assert!(std::time::Instant::now() < deadline, "never served: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let body: serde_json::Value = server.get("/v1/snowflake?count=100").await.json().await.unwrap();
+    let ids: Vec<u64> =
+        body["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert!(ids.len() == 100 && ids.windows(2).all(|w| w[0] < w[1]), "{body}");
+    let status: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(status["snowflake"]["running"], true, "{status}");
+    assert!(status["snowflake"]["ring_ids"].is_u64(), "the ring did not start: {status}");
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &starting), Some(0.0));
+    assert_eq!(value(&samples, "idmint_snowflake_up", &[]), Some(1.0));
     server.stop().await;
 }
