@@ -190,7 +190,11 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          ids are behind it (`time_window_ms` + `lease_margin_ms` after the start)",
     ),
     ("worker_lease_not_proven", "503: the snowflake worker id lease could not be renewed in time"),
-    ("layout_exhausted", "503: the snowflake layout's time field ran out"),
+    (
+        "layout_exhausted",
+        "409 (gRPC FAILED_PRECONDITION): the snowflake layout's time field ran out; final until \
+         the node runs a layout with more time bits or a later epoch (the message says how)",
+    ),
     ("snowflake_unavailable", "503: the snowflake generator or its store did not answer in time"),
     (
         "snowflake_not_running",
@@ -321,7 +325,8 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
         SnowflakeError::LeaseNotProven { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, "worker_lease_not_proven")
         }
-        SnowflakeError::Exhausted(_) => (StatusCode::SERVICE_UNAVAILABLE, "layout_exhausted"),
+        // Nothing ends it but a new layout: final, as an exhausted tag is.
+        SnowflakeError::Exhausted(_) => (StatusCode::CONFLICT, "layout_exhausted"),
         // Nothing frees an id by itself for this node: it does not retry the start.
         SnowflakeError::Store(
             StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
@@ -678,5 +683,21 @@ mod tests {
             twice.contains("delete it with DELETE /v1/seqs/order (or `idmint seq delete order`)"),
             "{twice}"
         );
+    }
+
+    /// Issue 31: a layout whose time field ran out was answered 503 `layout_exhausted`, which
+    /// clients retry forever, though nothing ends it but a new layout. It is final: 409 and
+    /// gRPC `FAILED_PRECONDITION`, as `tag_exhausted` is, the message naming the fix.
+    #[test]
+    fn an_exhausted_layout_is_final_with_the_fix() {
+        let error = ApiError::Snowflake(SnowflakeError::Exhausted("snowflake".to_string()));
+        assert_eq!(error.status_and_code(), (StatusCode::CONFLICT, "layout_exhausted"));
+        let status = error.into_grpc_status();
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        let message = status.message();
+        assert!(message.contains("more time bits") && message.contains("later epoch"), "{message}");
+        let (_, meaning) =
+            ERROR_CODES.iter().find(|(code, _)| *code == "layout_exhausted").unwrap();
+        assert!(meaning.starts_with("409"), "{meaning}");
     }
 }

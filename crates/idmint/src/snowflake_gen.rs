@@ -291,8 +291,14 @@ pub enum SnowflakeError {
         /// The configured `lease_margin_ms`.
         margin_ms: u64,
     },
-    /// The layout's time field is full.
-    #[error("layout {0}: its time bits ran out; configure a new epoch or a wider layout")]
+    /// The layout's time field is full: no id can be made under it again. Final: only a
+    /// layout with more time bits or a later epoch ends it.
+    #[error(
+        "layout {0}: its time field ran out, so it makes no more ids; configure a layout with \
+         more time bits (snowflake.time_bits or a longer time_unit) or a later epoch \
+         (snowflake.epoch) and restart the node. A new layout is a new id space: make sure its \
+         ids cannot repeat the old ones (docs/configuration.md, \"Custom layouts\")"
+    )]
     Exhausted(String),
     /// No id within [`SNOWFLAKE_WAIT_MS_MAX`] (a mark could not be written, or the clock did
     /// not move).
