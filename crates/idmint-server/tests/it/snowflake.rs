@@ -270,3 +270,49 @@ async fn a_node_whose_worker_store_was_down_at_start_serves_once_it_answers() {
     assert_eq!(value(&samples, "idmint_snowflake_up", &[]), Some(1.0));
     server.stop().await;
 }
+
+/// The same on a real database: a private MariaDB stopped when the node starts (the worker
+/// store does not open), started a moment later; the node serves snowflake ids without a
+/// restart, its lease in the database's `idmint_workers`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_while_its_mariadb_is_down_serves_once_it_is_up() {
+    use idmint_testkit::servers::PrivateMariaDb;
+    let mut db = match tokio::task::spawn_blocking(PrivateMariaDb::start).await.unwrap() {
+        Ok(db) => db,
+        Err(error) => return idmint_testkit::skip(&format!("no private MariaDB: {error:#}")),
+    };
+    db.sql("mysql", "CREATE DATABASE idmint_retry").unwrap();
+    let url = db.url("idmint_retry");
+    db.stop().unwrap();
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
+    let store = idmint_store::StoreUrl::parse(&url).unwrap();
+    let server = TestServer::setup().snowflake_on(config, store).start().await;
+    let message =
+        assert_error(server.get("/api/snowflake/get/x").await, 503, "snowflake_not_running").await;
+    assert!(message.contains("did not open") && message.contains("retried"), "{message}");
+
+    let mut db = tokio::task::spawn_blocking(move || {
+        let mut db = db;
+        db.launch().map(|()| db)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let response = server.get("/v1/snowflake?count=10").await;
+        if response.status() == 200 {
+            break;
+        }
+        let body = response.text().await.unwrap();
+        assert!(std::time::Instant::now() < deadline, "never served: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let leases = db.sql("idmint_retry", "SELECT COUNT(*) FROM idmint_workers").unwrap();
+    assert_eq!(leases.trim(), "1", "{leases}");
+    server.stop().await;
+    db.stop().unwrap();
+}

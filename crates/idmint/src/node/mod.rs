@@ -1,7 +1,7 @@
 //! [`Node`]: one idmint node, whatever serves it. It owns every engine ([`Segments`],
 //! [`Snowflake`] and its [`CachedSnowflake`] ring, [`Sequences`], [`Uuids`], the tags'
-//! public id formats), the background loops that are not an engine's own (the Redis
-//! connection retry), their start order ([`NodeBuilder`]) and their shutdown order
+//! public id formats), the background loops that are not an engine's own (the snowflake
+//! start's retry, the Redis connection retry), their start order ([`NodeBuilder`]) and their shutdown order
 //! ([`Node::shutdown`]).
 //!
 //! Its operations are the one home of the rules every transport shares: plain and public
