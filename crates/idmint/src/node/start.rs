@@ -13,11 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idmint_core::limits::BATCH_COUNT_MAX;
+use idmint_core::snowflake::Layout;
 use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines};
+use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
 use super::{Node, NodeStartError, SequenceSlot, TagFormats};
 use crate::format::claim_key;
 use crate::segment::SegmentConfig;
@@ -251,40 +252,14 @@ impl NodeBuilder {
                 return Err(error);
             }
         };
-        let first = match snowflake {
-            Some(generator) => Attempt::Started(generator),
-            None => {
-                let worker_store = workers.clone();
-                slot::attempt(&config.snowflake, &config.store, worker_store, Arc::clone(&clock))
-                    .await
+        let first = first_snowflake(&config, snowflake, workers.clone(), &clock).await;
+        let FirstSnowflake { slot: snowflake, layout, retry } = match first {
+            Ok(first) => first,
+            Err(error) => {
+                segments.shutdown().await;
+                return Err(error);
             }
         };
-        slot::log_first(&first);
-        // The configured layout decodes ids even when the generator did not start.
-        let layout = match (&first, &config.snowflake) {
-            (Attempt::Started(generator), _) => {
-                Some((generator.status().space, *generator.layout()))
-            }
-            (_, Ok(configured)) => Some((configured.space.clone(), configured.layout)),
-            (_, Err(_)) => None,
-        };
-        let (outcome, retry) = match first {
-            Attempt::Started(generator) => {
-                match start_ring(&generator, config.snowflake_cached) {
-                    Ok(ring) => (Ok(SnowflakeEngines { generator, ring }), None),
-                    Err(error) => {
-                        // The generator's worker lease is given back at once, not held until
-                        // its TTL runs out.
-                        generator.shutdown().await;
-                        segments.shutdown().await;
-                        return Err(error);
-                    }
-                }
-            }
-            Attempt::Final(not_served) => (Err(not_served), None),
-            Attempt::Failed(reason) => (Err(slot::retrying(&reason)), Some(reason)),
-        };
-        let snowflake = slot::first_slot(outcome);
         let tasks = TaskTracker::new();
         let cancel = CancellationToken::new();
         if let Some(reason) = retry {
@@ -393,6 +368,52 @@ async fn start_tinyid(
         Tinyid::start(store, tinyid.engine.clone()).await.map_err(NodeStartError::Tinyid)?;
     tracing::info!(store = %engine.describe(), "tinyid biz_types served on /tinyid/id/*");
     Ok(Some(engine))
+}
+
+/// The snowflake generator after the node's first attempt to start it.
+struct FirstSnowflake {
+    /// Filled, or why not.
+    slot: SnowflakeSlot,
+    /// The layout that decodes ids: the generator's, or the configured one when the
+    /// generator did not start.
+    layout: Option<(String, Layout)>,
+    /// Why the attempt failed, when the failure passes by itself: the start is to be retried.
+    retry: Option<String>,
+}
+
+/// Starts the snowflake generator (or takes the one handed in) and its ring once, logging
+/// the outcome. Only a ring that does not start stops the node's start; the generator it
+/// would have run over gives its lease back first.
+async fn first_snowflake(
+    config: &NodeConfig,
+    given: Option<Arc<Snowflake>>,
+    workers: Option<Arc<dyn WorkerStore>>,
+    clock: &Arc<dyn Clock>,
+) -> Result<FirstSnowflake, NodeStartError> {
+    let first = match given {
+        Some(generator) => Attempt::Started(generator),
+        None => slot::attempt(&config.snowflake, &config.store, workers, Arc::clone(clock)).await,
+    };
+    slot::log_first(&first);
+    // The configured layout decodes ids even when the generator did not start.
+    let layout = match (&first, &config.snowflake) {
+        (Attempt::Started(generator), _) => Some((generator.status().space, *generator.layout())),
+        (_, Ok(configured)) => Some((configured.space.clone(), configured.layout)),
+        (_, Err(_)) => None,
+    };
+    let (outcome, retry) = match first {
+        Attempt::Started(generator) => match start_ring(&generator, config.snowflake_cached) {
+            Ok(ring) => (Ok(SnowflakeEngines { generator, ring }), None),
+            Err(error) => {
+                // The lease is given back at once, not held until its TTL runs out.
+                generator.shutdown().await;
+                return Err(error);
+            }
+        },
+        Attempt::Final(not_served) => (Err(not_served), None),
+        Attempt::Failed(reason) => (Err(slot::retrying(&reason)), Some(reason)),
+    };
+    Ok(FirstSnowflake { slot: slot::first_slot(outcome), layout, retry })
 }
 
 /// The ring over a generator the node's start started, when configured (its configuration
