@@ -216,8 +216,8 @@ impl idmint_store::WorkerStore for DownWorkers {
 }
 
 /// Issue 31: a node whose worker store did not answer at start answered 503
-/// `snowflake_not_running` forever. Now Leaf's route, the native route and `/ready` answer
-/// 503 `snowflake_not_running` with the store's failure and that the start is retried, the
+/// `snowflake_not_running` forever. Now Leaf's route, the native route, gRPC (`UNAVAILABLE`)
+/// and `/ready` answer 503 `snowflake_not_running` with the store's failure and that the start is retried, the
 /// metrics name the cause `starting`; once the store answers, the node serves snowflake ids
 /// from its cached ring without a restart.
 #[tokio::test]
@@ -239,6 +239,15 @@ async fn a_node_whose_worker_store_was_down_at_start_serves_once_it_answers() {
         assert!(message.contains("connection refused (test)"), "{route}: {message}");
         assert!(message.contains("retried"), "{route}: {message}");
     }
+    let channel = tonic::transport::Endpoint::from_shared(server.base.clone()).unwrap();
+    let mut grpc = idmint_proto::v1::id_mint_client::IdMintClient::new(
+        channel.connect().await.expect("gRPC connects"),
+    );
+    let request = idmint_proto::v1::NextSnowflakeIdsRequest { count: 1 };
+    let status = grpc.next_snowflake_ids(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    let code = status.metadata().get(idmint_server::GRPC_CODE_KEY).unwrap();
+    assert_eq!(code.to_str().unwrap(), "snowflake_not_running", "{status:?}");
     let starting = [("space", "start_retried"), ("cause", "starting")];
     let samples = scrape(&server).await;
     assert_eq!(value(&samples, "idmint_snowflake_not_ready", &starting), Some(1.0));
@@ -262,6 +271,9 @@ async fn a_node_whose_worker_store_was_down_at_start_serves_once_it_answers() {
     let ids: Vec<u64> =
         body["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     assert!(ids.len() == 100 && ids.windows(2).all(|w| w[0] < w[1]), "{body}");
+    let request = idmint_proto::v1::NextSnowflakeIdsRequest { count: 10 };
+    let answer = grpc.next_snowflake_ids(request).await.unwrap().into_inner();
+    assert_eq!(answer.ids.len(), 10);
     let status: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
     assert_eq!(status["snowflake"]["running"], true, "{status}");
     assert!(status["snowflake"]["ring_ids"].is_u64(), "the ring did not start: {status}");
