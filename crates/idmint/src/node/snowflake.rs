@@ -1,6 +1,6 @@
 //! The node's snowflake generator and its cached ring once they run, or why they do not (yet):
 //! [`SnowflakeSlot`], read by every snowflake request without a lock, and the start that fills
-//! it: once during the node's start ([`first_start`]), then, while the failure is one that
+//! it: once during the node's start ([`attempt`]), then, while the failure is one that
 //! passes by itself (the worker store unreachable or slow, a clock or a lease that settles),
 //! again by a loop on the node's tracker ([`spawn_retry`]) with backoff, until it succeeds or
 //! the node shuts down. Conditions that do not pass by themselves (not configured, a store that
