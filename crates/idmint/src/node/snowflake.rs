@@ -224,12 +224,16 @@ pub(crate) fn first_slot(outcome: Result<SnowflakeEngines, NotServed>) -> Snowfl
     }
 }
 
-/// Logs the outcome of the node's first attempt once.
-pub(crate) fn log_first(outcome: &Attempt) {
+/// Logs the outcome of the node's first attempt once: a warning when the generator is
+/// configured (`configured`) but cannot run as configured, information when it is disabled.
+pub(crate) fn log_first(outcome: &Attempt, configured: bool) {
     match outcome {
         Attempt::Started(generator) => {
             let status = generator.status();
             tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
+        }
+        Attempt::Final(NotServed::NotConfigured(reason)) if configured => {
+            tracing::warn!(%reason, "snowflake ids not served");
         }
         Attempt::Final(NotServed::NotConfigured(reason)) => {
             tracing::info!(%reason, "snowflake ids not served");

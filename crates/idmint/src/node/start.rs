@@ -394,7 +394,7 @@ async fn first_snowflake(
         Some(generator) => Attempt::Started(generator),
         None => slot::attempt(&config.snowflake, &config.store, workers, Arc::clone(clock)).await,
     };
-    slot::log_first(&first);
+    slot::log_first(&first, config.snowflake.is_ok());
     // The configured layout decodes ids even when the generator did not start.
     let layout = match (&first, &config.snowflake) {
         (Attempt::Started(generator), _) => Some((generator.status().space, *generator.layout())),
