@@ -1,8 +1,8 @@
 //! [`Node`]: one idmint node, whatever serves it. It owns every engine ([`Segments`],
 //! [`Snowflake`] and its [`CachedSnowflake`] ring, [`Sequences`], [`Uuids`], the tags'
 //! public id formats), the background loops that are not an engine's own (the snowflake
-//! start's retry, the Redis connection retry), their start order ([`NodeBuilder`]) and their shutdown order
-//! ([`Node::shutdown`]).
+//! start's retry, the Redis connection retry), their start order ([`NodeBuilder`]) and
+//! their shutdown order ([`Node::shutdown`]).
 //!
 //! Its operations are the one home of the rules every transport shares: plain and public
 //! (formatted) ids, leases and take-back, snowflake ids (from the ring or the generator),

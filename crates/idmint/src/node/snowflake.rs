@@ -261,73 +261,101 @@ pub(crate) fn spawn_retry(
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) {
-    let slot = slot.clone();
-    let cancel = cancel.clone();
-    tasks.spawn(async move {
-        let RetryParts { config, store, workers, clock, ring } = start;
-        let mut pause_ms = SNOWFLAKE_RETRY_MS_MIN;
-        let (mut last_reason, mut logged, mut attempts) = (first_reason, 1_u32, 1_u64);
-        loop {
-            tokio::select! {
-                () = cancel.cancelled() => return slot.set_not_served(NotServed::ShutDown),
-                () = tokio::time::sleep(Duration::from_millis(pause_ms)) => {}
-            }
-            pause_ms = (pause_ms * 2).min(SNOWFLAKE_RETRY_MS_MAX);
-            attempts += 1;
-            // Not cancelled: an attempt cut off after its lease was taken would leave the
-            // lease held; it ends within its bound, and a shutdown waits for it.
-            let bound = Duration::from_millis(SNOWFLAKE_START_ATTEMPT_MS_MAX);
-            let outcome = tokio::time::timeout(
-                bound,
-                attempt(&config, &store, workers.clone(), Arc::clone(&clock)),
-            )
-            .await
-            .unwrap_or_else(|_| {
-                Attempt::Failed(format!("the start did not finish within {bound:?}"))
-            });
-            let generator = match outcome {
-                Attempt::Started(generator) => generator,
-                Attempt::Final(not_served) => {
-                    tracing::error!(reason = %NotServedText(&not_served), "snowflake ids not served (final)");
-                    return slot.set_not_served(not_served);
-                }
-                Attempt::Failed(reason) => {
-                    if reason != last_reason {
-                        (last_reason, logged) = (reason, 0);
-                    }
-                    if logged < RETRY_LOGS_PER_REASON_MAX {
-                        logged += 1;
-                        tracing::warn!(reason = %last_reason, attempts, "snowflake generator still not started; retrying");
-                    } else {
-                        tracing::debug!(reason = %last_reason, attempts, "snowflake generator still not started");
-                    }
-                    slot.set_not_served(retrying(&last_reason));
-                    continue;
-                }
-            };
-            let ring = match ring.map(|ring| CachedSnowflake::start_with(Arc::clone(&generator), ring)) {
-                Some(Err(error)) => {
-                    tracing::error!(%error, "the cached snowflake ring did not start (final)");
-                    generator.shutdown().await;
-                    return slot.set_not_served(NotServed::Refused(error));
-                }
-                Some(Ok(ring)) => Some(ring),
-                None => None,
-            };
-            if cancel.is_cancelled() {
-                // The node began shutting down during the attempt: nothing is served, and
-                // the lease goes back now rather than after its TTL.
-                if let Some(ring) = &ring {
-                    ring.shutdown().await;
-                }
-                generator.shutdown().await;
-                return slot.set_not_served(NotServed::ShutDown);
-            }
-            let status = generator.status();
-            tracing::info!(layout = %status.space, worker = status.worker, attempts, ring = ring.is_some(), "snowflake generator started; snowflake ids served");
-            return slot.publish(SnowflakeEngines { generator, ring });
+    tasks.spawn(retry(slot.clone(), start, first_reason, cancel.clone()));
+}
+
+/// The loop of [`spawn_retry`].
+async fn retry(
+    slot: SnowflakeSlot,
+    parts: RetryParts,
+    first_reason: String,
+    cancel: CancellationToken,
+) {
+    let mut log = RetryLog { reason: first_reason, logged: 1, attempts: 1 };
+    let mut pause_ms = SNOWFLAKE_RETRY_MS_MIN;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return slot.set_not_served(NotServed::ShutDown),
+            () = tokio::time::sleep(Duration::from_millis(pause_ms)) => {}
         }
-    });
+        pause_ms = (pause_ms * 2).min(SNOWFLAKE_RETRY_MS_MAX);
+        log.attempts += 1;
+        // Not cancelled: an attempt cut off after its lease was taken would leave the lease
+        // held; it ends within its bound, and a shutdown waits for it.
+        let bound = Duration::from_millis(SNOWFLAKE_START_ATTEMPT_MS_MAX);
+        let started =
+            attempt(&parts.config, &parts.store, parts.workers.clone(), parts.clock.clone());
+        let outcome = tokio::time::timeout(bound, started).await.unwrap_or_else(|_| {
+            Attempt::Failed(format!("the start did not finish within {bound:?}"))
+        });
+        match outcome {
+            Attempt::Started(generator) => {
+                return install(&slot, generator, parts.ring, &cancel, log.attempts).await;
+            }
+            Attempt::Final(not_served) => {
+                let reason = NotServedText(&not_served);
+                tracing::error!(%reason, "snowflake ids not served (final)");
+                return slot.set_not_served(not_served);
+            }
+            Attempt::Failed(reason) => {
+                log.failed(reason);
+                slot.set_not_served(retrying(&log.reason));
+            }
+        }
+    }
+}
+
+/// Publishes a generator the retry started, with its ring; or, when the node began shutting
+/// down during the attempt, stops both at once (the lease goes back now, not after its TTL).
+async fn install(
+    slot: &SnowflakeSlot,
+    generator: Arc<Snowflake>,
+    ring: Option<CachedConfig>,
+    cancel: &CancellationToken,
+    attempts: u64,
+) {
+    let ring = match ring.map(|ring| CachedSnowflake::start_with(Arc::clone(&generator), ring)) {
+        Some(Err(error)) => {
+            tracing::error!(%error, "the cached snowflake ring did not start (final)");
+            generator.shutdown().await;
+            return slot.set_not_served(NotServed::Refused(error));
+        }
+        started => started.and_then(Result::ok),
+    };
+    if cancel.is_cancelled() {
+        if let Some(ring) = &ring {
+            ring.shutdown().await;
+        }
+        generator.shutdown().await;
+        return slot.set_not_served(NotServed::ShutDown);
+    }
+    let status = generator.status();
+    let (space, worker, cached) = (status.space, status.worker, ring.is_some());
+    tracing::info!(%space, worker, attempts, cached, "snowflake generator started; ids served");
+    slot.publish(SnowflakeEngines { generator, ring });
+}
+
+/// What the retry has logged: a few lines per reason, then `debug` only.
+struct RetryLog {
+    reason: String,
+    /// Lines logged at `warn` for `reason`.
+    logged: u32,
+    attempts: u64,
+}
+
+impl RetryLog {
+    fn failed(&mut self, reason: String) {
+        if reason != self.reason {
+            (self.reason, self.logged) = (reason, 0);
+        }
+        let (reason, attempts) = (&self.reason, self.attempts);
+        if self.logged < RETRY_LOGS_PER_REASON_MAX {
+            self.logged += 1;
+            tracing::warn!(%reason, attempts, "snowflake generator still not started; retrying");
+        } else {
+            tracing::debug!(%reason, attempts, "snowflake generator still not started");
+        }
+    }
 }
 
 /// What the retry loop needs to start the generator again.
