@@ -158,13 +158,14 @@ pub(crate) fn from_code(code: &str, message: String, subject: &str) -> Failure {
         }
         "too_many_requests" => Failure::Retry { reason: message, down: false },
         // Served elsewhere, perhaps: this node runs no snowflake generator or no sequences
-        // (not yet, not configured, no worker id was free at its start, or its clock is off
-        // its store's: final on this node, not a failure of it).
+        // (not yet, not configured, no worker id was free at its start, its layout ran out,
+        // or its clock is off its store's: final on this node, not a failure of it).
         "snowflake_not_running"
         | "sequences_not_running"
         | "snowflake_not_configured"
         | "sequences_not_configured"
         | "worker_ids_exhausted"
+        | "layout_exhausted"
         | "clock_skew" => Failure::Retry { reason: message, down: false },
         code if code.starts_with("bad_") || code == "not_an_id" => {
             caller(ClientError::InvalidArgument { code: code.to_string(), message })
@@ -239,6 +240,7 @@ mod tests {
             "snowflake_not_configured",
             "sequences_not_configured",
             "worker_ids_exhausted",
+            "layout_exhausted",
             "clock_skew",
         ] {
             let failure = from_code(code, "m".into(), "t");

@@ -36,6 +36,9 @@ pub enum ApiError {
     Snowflake(SnowflakeError),
     /// The sequence engine refused (status depends on the error).
     Sequence(SequenceError),
+    /// Snowflake ids are not served by this node yet: its generator did not start, for a
+    /// reason that passes by itself, and the start is retried (503), with the last failure.
+    SnowflakeNotRunning(String),
     /// Sequences are not served by this node yet: Redis has not answered so far and is
     /// retried (503), with the reason.
     SequencesNotRunning(String),
@@ -204,9 +207,19 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          ids are behind it (`time_window_ms` + `lease_margin_ms` after the start)",
     ),
     ("worker_lease_not_proven", "503: the snowflake worker id lease could not be renewed in time"),
-    ("layout_exhausted", "503: the snowflake layout's time field ran out"),
+    (
+        "layout_exhausted",
+        "409 (gRPC FAILED_PRECONDITION): the snowflake layout's time field ran out; final until \
+         the node runs a layout with more time bits or a later epoch (the message says how)",
+    ),
     ("snowflake_unavailable", "503: the snowflake generator or its store did not answer in time"),
-    ("snowflake_not_running", "503: this node runs no snowflake generator (the message says why)"),
+    (
+        "snowflake_not_running",
+        "503: this node's snowflake generator has not started yet, for a reason that passes by \
+         itself (its worker store not reachable so far, or slow); the start is retried in the \
+         background and ids are served once it succeeds, the message gives the last failure \
+         (also: the clock reads before the layout's epoch)",
+    ),
     (
         "sequence_unavailable",
         "503: no room below the ceiling within 1 s, or Redis or the store unavailable",
@@ -218,8 +231,8 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     (
         "snowflake_not_configured",
         "501 (gRPC FAILED_PRECONDITION): this node is not configured to serve snowflake ids \
-         (disabled, or a store that cannot hold worker leases); final, the message says how \
-         to configure it",
+         (disabled, a store that cannot hold worker leases, or a configuration the generator \
+         cannot run); final, the message says how to configure it",
     ),
     (
         "worker_ids_exhausted",
@@ -264,6 +277,9 @@ impl ApiError {
             ApiError::Library(error) => library_status(error),
             ApiError::Snowflake(error) => snowflake_status(error),
             ApiError::Sequence(error) => sequence_status(error),
+            ApiError::SnowflakeNotRunning(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "snowflake_not_running")
+            }
             ApiError::SequencesNotRunning(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "sequences_not_running")
             }
@@ -328,7 +344,8 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
         SnowflakeError::LeaseNotProven { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, "worker_lease_not_proven")
         }
-        SnowflakeError::Exhausted(_) => (StatusCode::SERVICE_UNAVAILABLE, "layout_exhausted"),
+        // Nothing ends it but a new layout: final, as an exhausted tag is.
+        SnowflakeError::Exhausted(_) => (StatusCode::CONFLICT, "layout_exhausted"),
         // Nothing frees an id by itself for this node: it does not retry the start.
         SnowflakeError::Store(
             StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
@@ -449,7 +466,7 @@ impl ApiError {
             ApiError::Library(error) => library_message(&error),
             ApiError::Snowflake(error) => error.to_string(),
             ApiError::Sequence(error) => sequence_message(&error),
-            ApiError::SequencesNotRunning(reason) => reason,
+            ApiError::SnowflakeNotRunning(reason) | ApiError::SequencesNotRunning(reason) => reason,
             ApiError::NotConfigured { reason, .. } => reason,
             ApiError::UnknownService(message) => message,
             ApiError::Format(error) => error.to_string(),
@@ -639,6 +656,7 @@ impl From<NodeError> for ApiError {
             NodeError::Segment(error) => ApiError::Library(error),
             NodeError::Snowflake(error) => ApiError::Snowflake(error),
             NodeError::Sequence(error) => ApiError::Sequence(error),
+            NodeError::SnowflakeNotRunning(reason) => ApiError::SnowflakeNotRunning(reason),
             NodeError::SequencesNotRunning(reason) => ApiError::SequencesNotRunning(reason),
             NodeError::NotConfigured { feature, reason } => {
                 ApiError::NotConfigured { feature, reason }
@@ -686,5 +704,21 @@ mod tests {
             twice.contains("delete it with DELETE /v1/seqs/order (or `idmint seq delete order`)"),
             "{twice}"
         );
+    }
+
+    /// Issue 31: a layout whose time field ran out was answered 503 `layout_exhausted`, which
+    /// clients retry forever, though nothing ends it but a new layout. It is final: 409 and
+    /// gRPC `FAILED_PRECONDITION`, as `tag_exhausted` is, the message naming the fix.
+    #[test]
+    fn an_exhausted_layout_is_final_with_the_fix() {
+        let error = ApiError::Snowflake(SnowflakeError::Exhausted("snowflake".to_string()));
+        assert_eq!(error.status_and_code(), (StatusCode::CONFLICT, "layout_exhausted"));
+        let status = error.into_grpc_status();
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        let message = status.message();
+        assert!(message.contains("more time bits") && message.contains("later epoch"), "{message}");
+        let (_, meaning) =
+            ERROR_CODES.iter().find(|(code, _)| *code == "layout_exhausted").unwrap();
+        assert!(meaning.starts_with("409"), "{meaning}");
     }
 }

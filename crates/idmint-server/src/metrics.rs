@@ -310,8 +310,22 @@ const NOT_READY_LEASE_SETTLING: &str = "lease_settling";
 const NOT_READY_LEASE: &str = "lease_not_proven";
 /// `cause` of `idmint_snowflake_not_ready`: the clock is off the store's past the lease margin.
 const NOT_READY_CLOCK_SKEW: &str = "clock_skew";
+/// `cause` of `idmint_snowflake_not_ready`: the generator has not started yet and its start
+/// is retried (the worker store not reachable so far).
+const NOT_READY_STARTING: &str = "starting";
 /// `cause` of `idmint_snowflake_not_ready`: anything else the generator reports.
 const NOT_READY_OTHER: &str = "other";
+
+/// Every `cause` of `idmint_snowflake_not_ready`, each set every scrape (a cause that cleared
+/// reads 0 rather than staying 1).
+const NOT_READY_CAUSES: [&str; 6] = [
+    NOT_READY_STARTING,
+    NOT_READY_CLOCK_BEHIND,
+    NOT_READY_LEASE,
+    NOT_READY_LEASE_SETTLING,
+    NOT_READY_CLOCK_SKEW,
+    NOT_READY_OTHER,
+];
 
 /// Sets every state series from the library's counters and statuses.
 async fn collect(app: &AppState) {
@@ -462,6 +476,13 @@ fn render_segments(out: &mut String, statuses: &[(Tag, TagStatus)], shown: &Hash
 fn collect_snowflake(app: &AppState) {
     let Ok(generator) = app.node.snowflake() else {
         gauge!("idmint_snowflake_up").set(0.0);
+        // A start being retried is a readiness cause of its own; a final refusal is not
+        // (the node is ready for what it serves, see `Node::ready`).
+        if let Some(space) = app.node.snowflake_space().filter(|_| app.node.snowflake_starting()) {
+            let space = space.to_string();
+            gauge!("idmint_snowflake_ready", "space" => space.clone()).set(0.0);
+            set_not_ready(&space, Some(NOT_READY_STARTING));
+        }
         return;
     };
     gauge!("idmint_snowflake_up").set(1.0);
@@ -499,20 +520,19 @@ fn collect_snowflake(app: &AppState) {
     };
     gauge!("idmint_snowflake_ready", "space" => space.clone())
         .set(f64::from(u8::from(cause.is_none())));
-    for known in [
-        NOT_READY_CLOCK_BEHIND,
-        NOT_READY_LEASE,
-        NOT_READY_LEASE_SETTLING,
-        NOT_READY_CLOCK_SKEW,
-        NOT_READY_OTHER,
-    ] {
-        gauge!("idmint_snowflake_not_ready", "space" => space.clone(), "cause" => known)
-            .set(f64::from(u8::from(cause == Some(known))));
-    }
+    set_not_ready(&space, cause);
     if let Some(cached) = app.node.snowflake_ring() {
         gauge!("idmint_snowflake_ring_ids", "space" => space.clone()).set(cached.len() as f64);
         counter!("idmint_snowflake_ring_rejected_total", "space" => space)
             .absolute(cached.rejected());
+    }
+}
+
+/// `idmint_snowflake_not_ready{space, cause}`: 1 for `cause`, 0 for every other.
+fn set_not_ready(space: &str, cause: Option<&'static str>) {
+    for known in NOT_READY_CAUSES {
+        gauge!("idmint_snowflake_not_ready", "space" => space.to_string(), "cause" => known)
+            .set(f64::from(u8::from(cause == Some(known))));
     }
 }
 
@@ -577,7 +597,9 @@ fn describe() {
     );
     describe_gauge!(
         "idmint_snowflake_not_ready",
-        "1 for the cause that stops the snowflake generator. clock_behind: the clock is behind \
+        "1 for the cause that stops the snowflake generator. starting: the generator has not \
+         started yet (its worker store not reachable so far); the start is retried in the \
+         background, see the log or /ready for the last failure. clock_behind: the clock is behind \
          the last id or the persisted time mark beyond the tolerance (a clock that jumped ahead); \
          fix the time sync, then restart the node so that it leases a worker id not marked \
          ahead (docs/operations.md). lease_not_proven: the worker lease is lost or not renewed; \

@@ -295,8 +295,14 @@ pub enum SnowflakeError {
         /// The configured `lease_margin_ms`.
         margin_ms: u64,
     },
-    /// The layout's time field is full.
-    #[error("layout {0}: its time bits ran out; configure a new epoch or a wider layout")]
+    /// The layout's time field is full: no id can be made under it again. Final: only a
+    /// layout with more time bits or a later epoch ends it.
+    #[error(
+        "layout {0}: its time field ran out, so it makes no more ids; configure a layout with \
+         more time bits (snowflake.time_bits or a longer time_unit) or a later epoch \
+         (snowflake.epoch) and restart the node. A new layout is a new id space: make sure its \
+         ids cannot repeat the old ones (docs/configuration.md, \"Custom layouts\")"
+    )]
     Exhausted(String),
     /// No id within [`SNOWFLAKE_WAIT_MS_MAX`] (a mark could not be written, or the clock did
     /// not move).
@@ -529,8 +535,13 @@ impl Snowflake {
             // eat into the clock-skew margin (an earlier holder may mark up to then).
             generator.settle_from(generator.clock.now_ms().max(now));
         }
-        generator.begin_at_marks().await?;
-        generator.extend_mark().await?;
+        if let Err(error) = generator.begin_first_mark().await {
+            // A lease taken goes back now: a start retried while its store fails would
+            // otherwise hold one worker id per attempt until each TTL ran out.
+            generator.tracker.close();
+            generator.shutdown().await;
+            return Err(error);
+        }
         if generator.store.is_some()
             && let Err(error) = generator.measure_clock_offset().await
         {
@@ -817,6 +828,12 @@ impl Snowflake {
     fn mark_key(&self, worker: u64) -> Result<Tag, SnowflakeError> {
         Tag::parse(&format!("{}.w{worker}", self.config.space))
             .map_err(|e| SnowflakeError::Config(format!("space {}: {e}", self.config.space)))
+    }
+
+    /// Starts above the known marks and persists the first mark ahead of the clock.
+    async fn begin_first_mark(&self) -> Result<(), SnowflakeError> {
+        self.begin_at_marks().await?;
+        self.extend_mark().await
     }
 
     /// Starts the state above the highest mark known for the worker id: the local file's and

@@ -45,17 +45,22 @@ pub(crate) const STORE_503: &str = "The store did not answer in time, both segme
 /// The 503 answer of routes that take snowflake ids.
 pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
     the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
-    out any earlier holder's ids (`lease_settling`), the layout ran out \
-    (`layout_exhausted`), the generator failed to start (`snowflake_not_running`) or did not \
-    answer in time (`snowflake_unavailable`)";
+    out any earlier holder's ids (`lease_settling`), the generator has not started yet and its start is retried in the \
+    background (`snowflake_not_running`, with the last failure), or it did not answer in time \
+    (`snowflake_unavailable`)";
 
 /// The 501 answer of routes that take snowflake ids: a final condition, not worth retrying
 /// on this node.
 pub(crate) const SNOWFLAKE_501: &str = "The node is not configured to serve snowflake ids \
-    (`snowflake_not_configured`: disabled, or a store that cannot hold worker leases, such as \
-    Flicker or several databases); no worker id was free when it started \
-    (`worker_ids_exhausted`); or its clock is off the store's by more than \
-    `snowflake.lease_margin_ms` (`clock_skew`). The message says what to do. gRPC: \
+    (`snowflake_not_configured`: disabled, a store that cannot hold worker leases, such as \
+    Flicker or several databases, or a configuration the generator cannot run); no worker id \
+    was free when it started (`worker_ids_exhausted`); or its clock is off the store's by more \
+    than `snowflake.lease_margin_ms` (`clock_skew`). The message says what to do. gRPC: \
+    FAILED_PRECONDITION";
+
+/// The 409 answer of routes that take snowflake ids: final, nothing ends it but a new layout.
+pub(crate) const SNOWFLAKE_409: &str = "The layout's time field ran out (`layout_exhausted`): \
+    the node needs a layout with more time bits or a later epoch; the message says how. gRPC: \
     FAILED_PRECONDITION";
 
 /// The 500 answer of routes that take snowflake ids.

@@ -14,8 +14,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, DecimalId, IdValues, IdsAs, SNOWFLAKE_500, SNOWFLAKE_501, SNOWFLAKE_503,
-    parse_count,
+    CountQuery, DecimalId, IdValues, IdsAs, SNOWFLAKE_409, SNOWFLAKE_500, SNOWFLAKE_501,
+    SNOWFLAKE_503, parse_count,
 };
 use crate::state::SharedState;
 
@@ -34,6 +34,7 @@ use crate::state::SharedState;
     responses(
         (status = 200, description = "The id, in decimal", body = DecimalId,
             content_type = "text/plain"),
+        (status = 409, description = SNOWFLAKE_409, body = ErrorBody),
         (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
         (status = 501, description = SNOWFLAKE_501, body = ErrorBody),
         (status = 503, description = SNOWFLAKE_503, body = ErrorBody),
@@ -136,6 +137,7 @@ pub(crate) struct SnowflakeIdsBody {
         (status = 200, description = "The ids and the node's worker id", body = SnowflakeIdsBody),
         (status = 400, description = "A bad `count` (`bad_count`), `ids_as` (`bad_ids_as`) or \
             query (`bad_query`)", body = ErrorBody),
+        (status = 409, description = SNOWFLAKE_409, body = ErrorBody),
         (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
         (status = 501, description = SNOWFLAKE_501, body = ErrorBody),
         (status = 503, description = SNOWFLAKE_503, body = ErrorBody),

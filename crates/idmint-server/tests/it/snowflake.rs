@@ -2,6 +2,8 @@
 //! `/decodeSnowflakeId` with Leaf's string fields) and the native ones (`/v1/snowflake`,
 //! `/v1/snowflake/{id}`), their errors, and a server without a generator answering 503.
 
+use std::sync::Arc;
+
 use crate::support::{TestServer, assert_error};
 
 #[tokio::test]
@@ -157,4 +159,172 @@ async fn a_custom_layout_is_served_and_decoded_by_default() {
         assert_error(server.get("/v1/snowflake/1?layout=cosid").await, 400, "bad_layout").await;
     assert!(message.contains("or custom (this node's)"), "{message}");
     server.stop().await;
+}
+
+/// A worker store that refuses every acquisition while `down` (a database not reachable).
+struct DownWorkers {
+    inner: idmint_store::MemoryStore,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl idmint_store::WorkerStore for DownWorkers {
+    async fn acquire_lease(
+        &self,
+        req: &idmint_store::LeaseRequest,
+    ) -> Result<idmint_store::Lease, idmint_store::StoreError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(idmint_store::StoreError::Unavailable("connection refused (test)".into()));
+        }
+        self.inner.acquire_lease(req).await
+    }
+    async fn renew_lease(
+        &self,
+        lease: &idmint_store::Lease,
+        ttl_ms: u64,
+    ) -> Result<idmint_store::Lease, idmint_store::StoreError> {
+        self.inner.renew_lease(lease, ttl_ms).await
+    }
+    async fn release_lease(
+        &self,
+        lease: &idmint_store::Lease,
+    ) -> Result<(), idmint_store::StoreError> {
+        self.inner.release_lease(lease).await
+    }
+    async fn raise_time_mark(
+        &self,
+        lease: &idmint_store::Lease,
+        mark_ms: u64,
+    ) -> Result<(), idmint_store::StoreError> {
+        self.inner.raise_time_mark(lease, mark_ms).await
+    }
+    async fn assign_worker(
+        &self,
+        req: &idmint_store::AssignRequest,
+    ) -> Result<u64, idmint_store::StoreError> {
+        self.inner.assign_worker(req).await
+    }
+    async fn list_leases(
+        &self,
+        space: &idmint_store::WorkerSpace,
+    ) -> Result<Vec<idmint_store::LeaseRecord>, idmint_store::StoreError> {
+        self.inner.list_leases(space).await
+    }
+    async fn now_ms(&self) -> Result<u64, idmint_store::StoreError> {
+        self.inner.now_ms().await
+    }
+}
+
+/// Issue 31: a node whose worker store did not answer at start answered 503
+/// `snowflake_not_running` forever. Now Leaf's route, the native route, gRPC (`UNAVAILABLE`)
+/// and `/ready` answer 503 `snowflake_not_running` with the store's failure and that the start is retried, the
+/// metrics name the cause `starting`; once the store answers, the node serves snowflake ids
+/// from its cached ring without a restart.
+#[tokio::test]
+async fn a_node_whose_worker_store_was_down_at_start_serves_once_it_answers() {
+    use crate::ops::{scrape, value};
+    let workers = Arc::new(DownWorkers {
+        inner: idmint_store::MemoryStore::new(),
+        down: std::sync::atomic::AtomicBool::new(true),
+    });
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    // A space no other test uses: the metrics recorder is process-wide.
+    let mut config = idmint::snowflake::SnowflakeConfig::new("start_retried", layout);
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
+    let server =
+        TestServer::setup().snowflake_config(config, workers.clone()).cached(1 << 12).start().await;
+    for route in ["/api/snowflake/get/x", "/v1/snowflake?count=2", "/ready"] {
+        let message = assert_error(server.get(route).await, 503, "snowflake_not_running").await;
+        assert!(message.contains("connection refused (test)"), "{route}: {message}");
+        assert!(message.contains("retried"), "{route}: {message}");
+    }
+    let channel = tonic::transport::Endpoint::from_shared(server.base.clone()).unwrap();
+    let mut grpc = idmint_proto::v1::id_mint_client::IdMintClient::new(
+        channel.connect().await.expect("gRPC connects"),
+    );
+    let request = idmint_proto::v1::NextSnowflakeIdsRequest { count: 1 };
+    let status = grpc.next_snowflake_ids(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    let code = status.metadata().get(idmint_server::GRPC_CODE_KEY).unwrap();
+    assert_eq!(code.to_str().unwrap(), "snowflake_not_running", "{status:?}");
+    let starting = [("space", "start_retried"), ("cause", "starting")];
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &starting), Some(1.0));
+    assert_eq!(value(&samples, "idmint_snowflake_up", &[]), Some(0.0));
+    let status: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(status["snowflake"]["running"], false, "{status}");
+    assert!(status["snowflake"]["reason"].as_str().unwrap().contains("retried"), "{status}");
+
+    workers.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let response = server.get("/api/snowflake/get/x").await;
+        if response.status() == 200 {
+            break;
+        }
+        let body = response.text().await.unwrap();
+        assert!(std::time::Instant::now() < deadline, "never served: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let body: serde_json::Value = server.get("/v1/snowflake?count=100").await.json().await.unwrap();
+    let ids: Vec<u64> =
+        body["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert!(ids.len() == 100 && ids.windows(2).all(|w| w[0] < w[1]), "{body}");
+    let request = idmint_proto::v1::NextSnowflakeIdsRequest { count: 10 };
+    let answer = grpc.next_snowflake_ids(request).await.unwrap().into_inner();
+    assert_eq!(answer.ids.len(), 10);
+    let status: serde_json::Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(status["snowflake"]["running"], true, "{status}");
+    assert!(status["snowflake"]["ring_ids"].is_u64(), "the ring did not start: {status}");
+    let samples = scrape(&server).await;
+    assert_eq!(value(&samples, "idmint_snowflake_not_ready", &starting), Some(0.0));
+    assert_eq!(value(&samples, "idmint_snowflake_up", &[]), Some(1.0));
+    server.stop().await;
+}
+
+/// The same on a real database: a private MariaDB stopped when the node starts (the worker
+/// store does not open), started a moment later; the node serves snowflake ids without a
+/// restart, its lease in the database's `idmint_workers`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_while_its_mariadb_is_down_serves_once_it_is_up() {
+    use idmint_testkit::servers::PrivateMariaDb;
+    let mut db = match tokio::task::spawn_blocking(PrivateMariaDb::start).await.unwrap() {
+        Ok(db) => db,
+        Err(error) => return idmint_testkit::skip(&format!("no private MariaDB: {error:#}")),
+    };
+    db.sql("mysql", "CREATE DATABASE idmint_retry").unwrap();
+    let url = db.url("idmint_retry");
+    db.stop().unwrap();
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    let mut config = idmint::snowflake::SnowflakeConfig::new("snowflake", layout);
+    config.time_window_ms = 100;
+    config.lease_margin_ms = 100;
+    let store = idmint_store::StoreUrl::parse(&url).unwrap();
+    let server = TestServer::setup().snowflake_on(config, store).start().await;
+    let message =
+        assert_error(server.get("/api/snowflake/get/x").await, 503, "snowflake_not_running").await;
+    assert!(message.contains("did not open") && message.contains("retried"), "{message}");
+
+    let mut db = tokio::task::spawn_blocking(move || {
+        let mut db = db;
+        db.launch().map(|()| db)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let response = server.get("/v1/snowflake?count=10").await;
+        if response.status() == 200 {
+            break;
+        }
+        let body = response.text().await.unwrap();
+        assert!(std::time::Instant::now() < deadline, "never served: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let leases = db.sql("idmint_retry", "SELECT COUNT(*) FROM idmint_workers").unwrap();
+    assert_eq!(leases.trim(), "1", "{leases}");
+    server.stop().await;
+    db.stop().unwrap();
 }

@@ -69,6 +69,19 @@ impl NodeSetup {
         self
     }
 
+    /// Snowflake ids from a generator the node starts from `config`, its worker ids in the
+    /// store `url` names, opened by the node (the segments stay in memory).
+    pub fn snowflake_on(
+        mut self,
+        config: idmint::snowflake::SnowflakeConfig,
+        url: idmint_store::StoreUrl,
+    ) -> NodeSetup {
+        self.config.snowflake = Ok(config);
+        self.config.store = url;
+        self.workers = None;
+        self
+    }
+
     /// Snowflake ids from a ring of `capacity` over the generator (10 s lead).
     pub fn cached(mut self, capacity: u64) -> NodeSetup {
         self.config.snowflake_cached = Some(idmint::snowflake::CachedConfig::new(capacity, 10_000));

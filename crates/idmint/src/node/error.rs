@@ -19,19 +19,25 @@ pub enum NodeError {
     /// The segment engine refused (unknown tag, store down, shutting down, ...).
     #[error(transparent)]
     Segment(#[from] Error),
-    /// The snowflake generator refused, or the node runs none
-    /// ([`SnowflakeError::Config`] with the reason).
+    /// The snowflake generator refused, or refused to start for a reason only the operator
+    /// ends (no worker id free, the layout's time run out).
     #[error(transparent)]
     Snowflake(#[from] SnowflakeError),
     /// The sequence engine refused.
     #[error(transparent)]
     Sequence(#[from] SequenceError),
+    /// The node serves no snowflake ids yet: its generator did not start, for a reason that
+    /// passes by itself (the worker store not reachable so far), and the start is retried in
+    /// the background; the message gives the last failure.
+    #[error("{0}")]
+    SnowflakeNotRunning(String),
     /// The node serves no sequences yet (Redis not reachable so far; it is retried), with
     /// the reason.
     #[error("{0}")]
     SequencesNotRunning(String),
-    /// The node is not configured to serve this kind of id: snowflake ids disabled, or on a
-    /// store that cannot hold worker leases (Flicker, several databases); sequences without
+    /// The node is not configured to serve this kind of id: snowflake ids disabled, on a
+    /// store that cannot hold worker leases (Flicker, several databases), or configured so
+    /// that the generator cannot run; sequences without
     /// Redis, with a bad Redis URL, or without one SQL store for their ceilings. Final until
     /// the node's configuration changes; the message says how.
     #[error("{reason}")]

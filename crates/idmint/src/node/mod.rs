@@ -1,8 +1,8 @@
 //! [`Node`]: one idmint node, whatever serves it. It owns every engine ([`Segments`],
 //! [`Snowflake`] and its [`CachedSnowflake`] ring, [`Sequences`], [`Uuids`], the tags'
-//! public id formats), the background loops that are not an engine's own (the Redis
-//! connection retry), their start order ([`NodeBuilder`]) and their shutdown order
-//! ([`Node::shutdown`]).
+//! public id formats), the background loops that are not an engine's own (the snowflake
+//! start's retry, the Redis connection retry), their start order ([`NodeBuilder`]) and
+//! their shutdown order ([`Node::shutdown`]).
 //!
 //! Its operations are the one home of the rules every transport shares: plain and public
 //! (formatted) ids, leases and take-back, snowflake ids (from the ring or the generator),
@@ -11,6 +11,7 @@
 //! no HTTP, gRPC or status code.
 
 mod error;
+mod snowflake;
 mod start;
 
 use std::collections::HashMap;
@@ -27,11 +28,15 @@ use tokio_util::task::TaskTracker;
 use crate::segment::{CreatedTag, Lease, TagStatus};
 use crate::sequence::limits::SEQ_COUNT_MAX;
 use crate::sequence::{SequenceIds, SequenceStatus};
-use crate::snowflake::{SnowflakeError, SnowflakeStatus};
+use crate::snowflake::SnowflakeStatus;
 use crate::tinyid::{Tinyid, TinyidSegment};
 use crate::{CachedSnowflake, Clock, Error, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
 pub use error::{Feature, NodeError, NodeStartError};
+use snowflake::SnowflakeSlot;
+pub use snowflake::{
+    SNOWFLAKE_RETRY_MS_MAX, SNOWFLAKE_RETRY_MS_MIN, SNOWFLAKE_START_ATTEMPT_MS_MAX,
+};
 pub use start::{
     FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig, TinyidNodeConfig,
 };
@@ -56,8 +61,9 @@ pub struct Node {
     /// The configured snowflake layout and its name, for decoding (the generator's, or the
     /// configuration's when the generator did not start).
     layout: Option<(String, Layout)>,
-    snowflake: Result<Arc<Snowflake>, NotServed>,
-    cached: Option<Arc<CachedSnowflake>>,
+    /// The generator and its ring once they run (started with the node, or later by its
+    /// retry loop), or why they do not.
+    snowflake: SnowflakeSlot,
     sequences: SequenceSlot,
     formats: Arc<TagFormats>,
     uuids: Arc<Uuids>,
@@ -283,33 +289,40 @@ impl Node {
 
     // ---- snowflake ------------------------------------------------------------------
 
-    /// The running snowflake generator, or why there is none: not configured
-    /// ([`NodeError::NotConfigured`]), no worker id free at start
-    /// ([`idmint_store::StoreError::WorkersExhausted`] or `NoWorkerIdInRange`, final until the
-    /// node restarts), or it failed to start otherwise ([`SnowflakeError::Config`] with the
-    /// reason).
+    /// The running snowflake generator, or why there is none: not configured, or configured
+    /// so that it cannot run ([`NodeError::NotConfigured`], final); no worker id free at
+    /// start, or the layout's time run out ([`NodeError::Snowflake`], final until the node
+    /// restarts); or not started yet for a reason that passes by itself
+    /// ([`NodeError::SnowflakeNotRunning`]: the start is retried in the background). One
+    /// acquire load when it runs.
     pub fn snowflake(&self) -> Result<&Arc<Snowflake>, NodeError> {
-        self.snowflake.as_ref().map_err(|not| match (&not.refusal, not.configured) {
-            (Some(refusal), _) => NodeError::Snowflake(refusal.clone()),
-            (None, false) => {
-                NodeError::NotConfigured { feature: Feature::Snowflake, reason: not.reason.clone() }
-            }
-            (None, true) => NodeError::Snowflake(SnowflakeError::Config(not.reason.clone())),
-        })
+        Ok(&self.snowflake.get()?.generator)
     }
 
-    /// The ring of pre-made snowflake ids, when the node serves from one.
+    /// The ring of pre-made snowflake ids, when the node serves from one (and it runs).
     pub fn snowflake_ring(&self) -> Option<&Arc<CachedSnowflake>> {
-        self.cached.as_ref()
+        self.snowflake.engines().and_then(|engines| engines.ring.as_ref())
+    }
+
+    /// The configured snowflake layout's name (its worker space), whether or not the
+    /// generator runs: what metrics label a generator not started yet with.
+    pub fn snowflake_space(&self) -> Option<&str> {
+        self.layout.as_ref().map(|(space, _)| space.as_str())
+    }
+
+    /// Whether the snowflake generator's start failed for a reason that passes by itself and
+    /// is being retried in the background (no generator yet).
+    pub fn snowflake_starting(&self) -> bool {
+        self.snowflake.retrying()
     }
 
     /// `count` snowflake ids: from the ring of pre-made ids when the node runs one, else from
     /// the generator.
     pub async fn next_snowflake_ids(&self, count: Count) -> Result<Vec<u64>, NodeError> {
-        let generator = self.snowflake()?;
-        Ok(match &self.cached {
+        let engines = self.snowflake.get()?;
+        Ok(match &engines.ring {
             Some(cached) => cached.next_ids(count.get()).await?,
-            None => generator.next_ids(count.get()).await?,
+            None => engines.generator.next_ids(count.get()).await?,
         })
     }
 
@@ -499,11 +512,17 @@ impl Node {
     // ---- readiness and status -------------------------------------------------------
 
     /// Whether the node can serve: the store answers, it is not shutting down, and its
-    /// snowflake generator (when it runs one) can issue an id now.
+    /// snowflake generator (when it is configured to run one) runs and can issue an id now.
+    /// A generator whose start is being retried makes the node not ready
+    /// ([`NodeError::SnowflakeNotRunning`]); one refused for good (not configured, no worker
+    /// id free) does not: the node serves its other kinds of ids, and readiness would not
+    /// come back by itself.
     pub async fn ready(&self) -> Result<(), NodeError> {
         self.segments.ready().await?;
-        if let Ok(generator) = &self.snowflake {
-            generator.readiness()?;
+        match self.snowflake.get() {
+            Ok(engines) => engines.generator.readiness()?,
+            Err(error @ NodeError::SnowflakeNotRunning(_)) => return Err(error),
+            Err(_) => {}
         }
         Ok(())
     }
@@ -537,8 +556,11 @@ impl Node {
             store: self.segments.store_description(),
             store_error,
             tags,
-            snowflake: self.snowflake.as_ref().map(|g| g.status()).map_err(|n| n.reason.clone()),
-            ring_ids: self.cached.as_ref().map(|ring| ring.len()),
+            snowflake: match self.snowflake.engines() {
+                Some(engines) => Ok(engines.generator.status()),
+                None => Err(self.snowflake.reason().unwrap_or_default()),
+            },
+            ring_ids: self.snowflake_ring().map(|ring| ring.len()),
             sequences: sequences.unwrap_or_else(|_| SequencesStatus {
                 running: true,
                 reason: Some(format!("Redis did not answer within {wait:?}")),
@@ -609,10 +631,11 @@ impl Node {
 
     /// Stops the node, after the transports drained, in this order: freeze every segment
     /// generator and give unissued ids back (the Tinyid `biz_type`s' too, at the same time),
-    /// close the snowflake ring (its filler stopped,
-    /// its pre-made ids discarded, every take refused), stop the snowflake generator (its
-    /// lease released: nothing made under it is handed out after), stop the node's own
-    /// loops (the Redis retry), stop the sequence engine. Idempotent.
+    /// stop the node's own loops (the snowflake start's retry, which stops a generator it
+    /// started meanwhile, and the Redis retry) and wait for them, close the snowflake ring
+    /// (its filler stopped, its pre-made ids discarded, every take refused), stop the
+    /// snowflake generator (its lease released: nothing made under it is handed out after),
+    /// stop the sequence engine. Idempotent.
     pub async fn shutdown(&self) {
         // Side by side: each gives back within its own bound, so together within one.
         let tinyid = async {
@@ -621,15 +644,16 @@ impl Node {
             }
         };
         tokio::join!(self.segments.shutdown(), tinyid);
-        if let Some(ring) = &self.cached {
-            ring.shutdown().await;
-        }
-        if let Ok(generator) = &self.snowflake {
-            generator.shutdown().await;
-        }
+        // Before the generator: once the loops ended, no generator appears in the slot.
         self.cancel.cancel();
         self.tasks.close();
         self.tasks.wait().await;
+        if let Some(engines) = self.snowflake.engines() {
+            if let Some(ring) = &engines.ring {
+                ring.shutdown().await;
+            }
+            engines.generator.shutdown().await;
+        }
         if let Ok(engine) = self.sequences.get() {
             engine.shutdown().await;
         }
@@ -637,8 +661,8 @@ impl Node {
 }
 
 impl Drop for Node {
-    /// A node dropped without [`Node::shutdown`] still stops its own loops (the Redis retry):
-    /// they never outlive it.
+    /// A node dropped without [`Node::shutdown`] still stops its own loops (the snowflake
+    /// start's retry, the Redis retry): they never outlive it.
     fn drop(&mut self) {
         self.cancel.cancel();
     }
@@ -665,19 +689,6 @@ fn checked_leases(leases: &[LeaseParts]) -> Result<Vec<Lease>, NodeError> {
             Ok(Lease { range, proof: l.proof })
         })
         .collect()
-}
-
-/// Why the node runs no snowflake generator (or sequence engine): the reason, and whether
-/// it was configured to (a start that failed) or not (a final precondition).
-#[derive(Debug, Clone)]
-pub(crate) struct NotServed {
-    /// Why, and how to fix it.
-    pub(crate) reason: String,
-    /// Whether the node was configured to serve it.
-    pub(crate) configured: bool,
-    /// A start refused for a reason only the operator can end (every worker id taken): every
-    /// call answers this error, final, rather than a retryable "not running".
-    pub(crate) refusal: Option<SnowflakeError>,
 }
 
 /// The node's sequence engine once it runs, or why it does not (yet): it starts after the

@@ -2,7 +2,8 @@
 //! hand in ready-made ([`NodeBuilder`]: a store, a running generator or sequence engine, a
 //! clock), and the start order: segment store -> segments -> format keys claimed -> Tinyid
 //! (when configured) ->
-//! snowflake generator -> its ring -> sequences (Redis retried in a tracked loop) -> UUIDs.
+//! snowflake generator and its ring (retried in a tracked loop while the failure passes by
+//! itself) -> sequences (Redis retried in a tracked loop) -> UUIDs.
 //!
 //! Parts that cannot start leave the node up with a reason (their operations answer it):
 //! the snowflake generator, the sequences. Segments and claimed keys are the node's
@@ -12,15 +13,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idmint_core::limits::BATCH_COUNT_MAX;
+use idmint_core::snowflake::Layout;
 use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Node, NodeStartError, NotServed, SequenceSlot, TagFormats};
+use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
+use super::{Node, NodeStartError, SequenceSlot, TagFormats};
 use crate::format::claim_key;
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
-use crate::snowflake::{CachedConfig, SnowflakeConfig, SnowflakeError, WorkerIdSource};
+use crate::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
 use crate::tinyid::{Tinyid, TinyidConfig};
 use crate::{CachedSnowflake, Clock, IdFormat, Sequences, Snowflake, SystemClock, Tag, Uuids};
 
@@ -249,36 +252,28 @@ impl NodeBuilder {
                 return Err(error);
             }
         };
-        let snowflake = match snowflake {
-            Some(generator) => Ok(generator),
-            None => start_snowflake(&config, workers, Arc::clone(&clock)).await,
-        };
-        let cached = match (&snowflake, config.snowflake_cached) {
-            (Ok(generator), Some(ring)) => {
-                let started = CachedSnowflake::start_with(Arc::clone(generator), ring);
-                let cached = match started {
-                    Ok(cached) => cached,
-                    Err(error) => {
-                        // The generator's worker lease is given back at once, not held until
-                        // its TTL runs out.
-                        generator.shutdown().await;
-                        segments.shutdown().await;
-                        return Err(NodeStartError::CachedRing(error));
-                    }
-                };
-                tracing::info!(
-                    capacity = ring.capacity,
-                    max_lead_ms = ring.max_lead_ms,
-                    max_age_ms = ring.max_age_ms,
-                    "snowflake ids served from a ring of pre-made ids"
-                );
-                Some(cached)
+        let first = first_snowflake(&config, snowflake, workers.clone(), &clock).await;
+        let FirstSnowflake { slot: snowflake, layout, retry } = match first {
+            Ok(first) => first,
+            Err(error) => {
+                segments.shutdown().await;
+                return Err(error);
             }
-            _ => None,
         };
         let tasks = TaskTracker::new();
         let cancel = CancellationToken::new();
-        let slot = match sequences {
+        if let Some(reason) = retry {
+            let ring = config.snowflake_cached;
+            let parts = RetryParts {
+                config: config.snowflake.clone(),
+                store: config.store.clone(),
+                workers,
+                clock: Arc::clone(&clock),
+                ring,
+            };
+            slot::spawn_retry(&snowflake, parts, reason, &tasks, &cancel);
+        }
+        let sequences = match sequences {
             Some(engine) => {
                 let slot = SequenceSlot::default();
                 slot.set(engine);
@@ -289,20 +284,13 @@ impl NodeBuilder {
                 start_sequences(&config, given, &clock, &tasks, &cancel).await
             }
         };
-        // The configured layout decodes ids even when the generator did not start.
-        let layout = match (&snowflake, &config.snowflake) {
-            (Ok(generator), _) => Some((generator.status().space, *generator.layout())),
-            (Err(_), Ok(configured)) => Some((configured.space.clone(), configured.layout)),
-            (Err(_), Err(_)) => None,
-        };
         Ok(Node {
             segments,
             tinyid,
             batch_count_max: config.batch_count_max,
             layout,
             snowflake,
-            cached,
-            sequences: slot,
+            sequences,
             formats: Arc::new(formats),
             uuids: Arc::new(Uuids::new(Arc::clone(&clock))),
             clock,
@@ -382,64 +370,68 @@ async fn start_tinyid(
     Ok(Some(engine))
 }
 
-/// Starts the snowflake generator on the configured store (worker ids and time marks); a
-/// failure leaves the node up and its snowflake operations answering the reason. Whatever
-/// happens is logged once: served, not configured (disabled, or a store that cannot hold
-/// worker leases, such as Flicker or several databases), or failed to start.
-async fn start_snowflake(
+/// The snowflake generator after the node's first attempt to start it.
+struct FirstSnowflake {
+    /// Filled, or why not.
+    slot: SnowflakeSlot,
+    /// The layout that decodes ids: the generator's, or the configured one when the
+    /// generator did not start.
+    layout: Option<(String, Layout)>,
+    /// Why the attempt failed, when the failure passes by itself: the start is to be retried.
+    retry: Option<String>,
+}
+
+/// Starts the snowflake generator (or takes the one handed in) and its ring once, logging
+/// the outcome. Only a ring that does not start stops the node's start; the generator it
+/// would have run over gives its lease back first.
+async fn first_snowflake(
     config: &NodeConfig,
+    given: Option<Arc<Snowflake>>,
     workers: Option<Arc<dyn WorkerStore>>,
-    clock: Arc<dyn Clock>,
-) -> Result<Arc<Snowflake>, NotServed> {
-    let snowflake = match config.snowflake.clone() {
-        Ok(snowflake) => snowflake,
-        Err(reason) => {
-            tracing::info!(%reason, "snowflake ids not served");
-            return Err(NotServed { reason, configured: false, refusal: None });
-        }
+    clock: &Arc<dyn Clock>,
+) -> Result<FirstSnowflake, NodeStartError> {
+    let first = match given {
+        Some(generator) => Attempt::Started(generator),
+        None => slot::attempt(&config.snowflake, &config.store, workers, Arc::clone(clock)).await,
     };
-    let store = match (snowflake.worker.clone(), workers) {
-        (WorkerIdSource::Static(_) | WorkerIdSource::Ordinal, _) => None,
-        (_, Some(workers)) => Some(workers),
-        _ => match idmint_store::open_workers(&config.store).await {
-            Ok(workers) => Some(workers),
-            // The store cannot hold worker leases at all (Flicker, several databases, a
-            // backend this build lacks): a configuration to change, not a failure to retry.
-            Err(StoreError::BadUrl { reason: why, .. }) => {
-                let reason = format!(
-                    "snowflake ids are not served: worker-id leases cannot be kept on this \
-                     store ({why}); set snowflake.worker = \"static:N\" or \"ordinal\" \
-                     (no lease), or snowflake.enabled = false to say the node serves none"
-                );
-                tracing::warn!(store = %config.store, %reason, "snowflake ids not served");
-                return Err(NotServed { reason, configured: false, refusal: None });
-            }
+    slot::log_first(&first, config.snowflake.is_ok());
+    // The configured layout decodes ids even when the generator did not start.
+    let layout = match (&first, &config.snowflake) {
+        (Attempt::Started(generator), _) => Some((generator.status().space, *generator.layout())),
+        (_, Ok(configured)) => Some((configured.space.clone(), configured.layout)),
+        (_, Err(_)) => None,
+    };
+    let (outcome, retry) = match first {
+        Attempt::Started(generator) => match start_ring(&generator, config.snowflake_cached) {
+            Ok(ring) => (Ok(SnowflakeEngines { generator, ring }), None),
             Err(error) => {
-                tracing::error!(%error, "snowflake ids not served: the worker-id store did not open");
-                let reason = format!("the worker-id store did not open at start ({error})");
-                return Err(NotServed { reason, configured: true, refusal: None });
+                // The lease is given back at once, not held until its TTL runs out.
+                generator.shutdown().await;
+                return Err(error);
             }
         },
+        Attempt::Final(not_served) => (Err(not_served), None),
+        Attempt::Failed(reason) => (Err(slot::retrying(&reason)), Some(reason)),
     };
-    match Snowflake::start(store, snowflake, clock).await {
-        Ok(generator) => {
-            let status = generator.status();
-            tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
-            Ok(generator)
-        }
-        Err(error) => {
-            tracing::error!(%error, "snowflake ids not served");
-            // No worker id was free: the start is not retried, so only the operator ends it.
-            let exhausted = matches!(
-                error,
-                SnowflakeError::Store(
-                    StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. }
-                )
-            );
-            let reason = error.to_string();
-            Err(NotServed { reason, configured: true, refusal: exhausted.then_some(error) })
-        }
-    }
+    Ok(FirstSnowflake { slot: slot::first_slot(outcome), layout, retry })
+}
+
+/// The ring over a generator the node's start started, when configured (its configuration
+/// was checked before the generator leased a worker id).
+fn start_ring(
+    generator: &Arc<Snowflake>,
+    ring: Option<CachedConfig>,
+) -> Result<Option<Arc<CachedSnowflake>>, NodeStartError> {
+    let Some(ring) = ring else { return Ok(None) };
+    let cached = CachedSnowflake::start_with(Arc::clone(generator), ring)
+        .map_err(NodeStartError::CachedRing)?;
+    tracing::info!(
+        capacity = ring.capacity,
+        max_lead_ms = ring.max_lead_ms,
+        max_age_ms = ring.max_age_ms,
+        "snowflake ids served from a ring of pre-made ids"
+    );
+    Ok(Some(cached))
 }
 
 /// Starts the sequence engine: definitions and ceilings in the store, counters in Redis. A

@@ -29,6 +29,7 @@ mod shutdown;
 mod simulation;
 mod snowflake;
 mod snowflake_shards;
+mod snowflake_start;
 mod test_store;
 #[path = "../../../idmint-store/tests/it/tmpfs.rs"]
 mod tmpfs;
