@@ -363,8 +363,7 @@ impl Sequences {
         let now_ms = self.clock.now_ms();
         let at = zoned(now_ms, &definition.zone);
         let key = CounterKey { name: name.clone(), period: period_of(&definition, &at) };
-        let local = self.local(&key);
-        local.used_s.store(now_ms / 1_000, Ordering::Relaxed);
+        let local = self.local(&key, now_ms / 1_000);
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.wait_ms);
         loop {
             // Everything this node handed out before the take was sent must lie below what
@@ -555,13 +554,17 @@ impl Sequences {
         Ok(definition)
     }
 
-    /// This node's view of `key`, made on first use from its mark on disk.
-    fn local(&self, key: &CounterKey) -> Arc<CounterLocal> {
+    /// This node's view of `key`, made on first use from its mark on disk, marked used in
+    /// second `now_s`. Under the map's lock, so the forecast, which drops idle views under it
+    /// too, never drops one a take holds (its number would land on a view the marks writer
+    /// no longer sees, and a view made afresh would start from the older mark on disk).
+    fn local(&self, key: &CounterKey, now_s: u64) -> Arc<CounterLocal> {
         let mut locals = lock(&self.locals);
         let local = locals.entry(key.clone()).or_insert_with(|| {
             let mark = self.marks.as_ref().and_then(|marks| marks.get(key)).unwrap_or(0);
             Arc::new(CounterLocal { last_issued: AtomicU64::new(mark), ..CounterLocal::default() })
         });
+        local.used_s.store(now_s, Ordering::Relaxed);
         Arc::clone(local)
     }
 
@@ -671,7 +674,10 @@ impl Sequences {
         let now_s = self.clock.now_ms() / 1_000;
         let active: Vec<(CounterKey, Arc<CounterLocal>)> = {
             let mut locals = lock(&self.locals);
-            // A counter whose mark is not on disk yet stays, for the marks writer to see.
+            // A counter whose mark is not on disk yet stays, for the marks writer to see; so
+            // does one a take holds (it was used whatever the clock says: a take may wait
+            // while the clock jumps). Both are judged under the lock `local` takes, so a view
+            // dropped here has no holder and no number above its mark on disk.
             let unwritten = |key: &CounterKey, l: &CounterLocal| {
                 self.marks.as_ref().is_some_and(|marks| {
                     l.last_issued.load(Ordering::SeqCst) > marks.get(key).unwrap_or(0)
@@ -679,6 +685,7 @@ impl Sequences {
             };
             locals.retain(|key, l| {
                 now_s.saturating_sub(l.used_s.load(Ordering::Relaxed)) < IDLE_AFTER_S
+                    || Arc::strong_count(l) > 1
                     || unwritten(key, l)
             });
             locals.iter().map(|(k, l)| (k.clone(), Arc::clone(l))).collect()
