@@ -18,7 +18,8 @@
 //!   with a state directory a task writes it to the marks file ([`SEQUENCE_MARKS_FILE`])
 //!   every [`SEQ_MARK_WRITE_MS`], and once more at shutdown, so a restarted node starts from
 //!   it. A per-take fsync would cost more than the Redis call; instead the node stops
-//!   serving (503) when no write has succeeded for [`SEQ_MARK_LAG_MS_MAX`], so a `kill -9`
+//!   serving (503) when no write has succeeded for [`SEQ_MARK_LAG_MS_MAX`], checked when a
+//!   take starts and again when its numbers are in hand (a take may wait), so a `kill -9`
 //!   loses at most the marks of the numbers served in that last stretch.
 //! - **Forecast and stats** (one task, every [`SequenceConfig::tick_ms`]): for each counter
 //!   this node used lately it reads the rate of the last second (counted by the take
@@ -72,8 +73,8 @@ pub const SEQUENCE_MARKS_LOCK_FILE: &str = "sequences.lock";
 /// How often the marks of the numbers served are written to the marks file.
 pub const SEQ_MARK_WRITE_MS: u64 = 1_000;
 /// Longest a node serves numbers since the last successful write of its marks: past it (the
-/// writes fail or stall), takes answer 503 until a write succeeds. Bounds what a `kill -9`
-/// can leave unmarked.
+/// writes fail or stall), takes answer 503 until a write succeeds, even a take that began
+/// before and got its numbers after. Bounds what a `kill -9` can leave unmarked.
 pub const SEQ_MARK_LAG_MS_MAX: u64 = 3_000;
 const _: () = assert!(2 * SEQ_MARK_WRITE_MS <= SEQ_MARK_LAG_MS_MAX);
 /// Days a daily sequence's marks are kept after their day (its Redis counter expires after
@@ -377,9 +378,11 @@ impl Sequences {
                     // SeqCst with `closed`: either shutdown's last marks write sees this
                     // number, or this take sees `closed` and hands nothing out.
                     local.last_issued.fetch_max(last, Ordering::SeqCst);
-                    if self.closed.load(Ordering::SeqCst) {
-                        return Err(unavailable(SHUTTING_DOWN.to_string()));
-                    }
+                    // Checked again with the numbers in hand: the take may have waited
+                    // (raises, reseeds, up to `wait_ms`) past the marks lag bound, or
+                    // shutdown began. Refused, they are skipped, never handed out: they are
+                    // in `last_issued`, so the next write marks them.
+                    self.check_serving().map_err(unavailable)?;
                     if first > before {
                         let numbers: Vec<u64> = (first..=last).collect();
                         let formatted = match &definition.format {

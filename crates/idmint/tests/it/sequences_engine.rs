@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use idmint::Tag;
-use idmint::clock::{Clock, ManualClock};
-use idmint::sequence::limits::IDLE_AFTER_S;
-use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig, Sequences};
+use idmint::clock::{Clock, ManualClock, SystemClock};
+use idmint::sequence::limits::{IDLE_AFTER_S, SEQ_MARK_LAG_MS_MAX};
+use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig, SequenceError, Sequences};
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
 use idmint_store::{CounterKey, CounterState, CounterStore, StoreError, Take};
 
@@ -184,4 +184,52 @@ async fn a_counter_with_a_take_in_flight_is_never_dropped_from_the_marks_writer(
     node.shutdown().await;
     let file = std::fs::read_to_string(marks_file(dir.path())).unwrap();
     assert!(file.contains("\nbusy 20\n"), "20 was handed out and is not marked:\n{file}");
+}
+
+/// A take that entered while the marks were fresh but got its numbers only after
+/// `SEQ_MARK_LAG_MS_MAX` without a successful marks write (the directory is gone) hands
+/// nothing out (503), and the numbers it took are never served later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_that_outlasts_the_marks_lag_bound_hands_nothing_out() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("state");
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), &dir);
+    node.create(spec("slow")).await.unwrap();
+    let name = Tag::parse("slow").unwrap();
+    node.next(&name, 10).await.unwrap();
+    wait_for_mark(&dir, "slow", 10).await;
+
+    // The marks cannot be written from now on, and one number waits to be marked (a write
+    // with nothing to mark succeeds without the disk).
+    std::fs::remove_dir_all(&dir).unwrap();
+    node.next(&name, 10).await.unwrap();
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let take = tokio::spawn({
+        let (node, name) = (Arc::clone(&node), name.clone());
+        async move { node.next(&name, 10).await }
+    });
+    counters.entered(entered + 1).await;
+    tokio::time::sleep(Duration::from_millis(SEQ_MARK_LAG_MS_MAX + 500)).await;
+    drop(held);
+    let refused = match take.await.unwrap() {
+        Ok(ids) => panic!("{:?} handed out with marks older than the bound", ids.numbers),
+        Err(error) => error,
+    };
+    assert!(matches!(refused, SequenceError::Unavailable { .. }), "{refused:?}");
+    assert!(refused.to_string().contains("not been written"), "{refused}");
+
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    let next = loop {
+        if let Ok(ids) = node.next(&name, 10).await {
+            break ids.numbers;
+        }
+        assert!(started.elapsed() < WAIT, "not served again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(next[0] > 30, "the refused take's numbers served: {next:?}");
+    node.shutdown().await;
 }
