@@ -77,6 +77,11 @@ pub const SEQ_MARK_WRITE_MS: u64 = 1_000;
 /// before and got its numbers after. Bounds what a `kill -9` can leave unmarked.
 pub const SEQ_MARK_LAG_MS_MAX: u64 = 3_000;
 const _: () = assert!(2 * SEQ_MARK_WRITE_MS <= SEQ_MARK_LAG_MS_MAX);
+/// Longest [`Sequences::shutdown`] waits for the engine's tasks to stop and the marks' last
+/// write (a blocking fsync on a stalled disk can hold it for minutes). Past it the node
+/// stops without that write: what it loses is what a `kill -9` loses, the marks of at most
+/// the last [`SEQ_MARK_LAG_MS_MAX`] of numbers, since nothing is served once it began.
+pub const SEQ_SHUTDOWN_MS_MAX: u64 = 3_000;
 /// Days a daily sequence's marks are kept after their day (its Redis counter expires after
 /// three, and a node serves an older day only with a clock set back).
 pub const DAILY_MARK_DAYS: u64 = 7;
@@ -471,18 +476,39 @@ impl Sequences {
     }
 
     /// Stops handing out numbers and the tasks, writes the marks a last time and gives the
-    /// marks file's lock up. Call it once requests have ended: a take still running is
-    /// refused rather than served unmarked.
+    /// marks file's lock up, within [`SEQ_SHUTDOWN_MS_MAX`]. Call it once requests have
+    /// ended: a take still running is refused rather than served unmarked. Past the bound
+    /// the lock stays held until the write in flight ends (or the process exits), so no
+    /// later holder's file is overwritten by it.
     pub async fn shutdown(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.cancel.cancel();
         self.tracker.close();
-        self.tracker.wait().await;
-        if let Some(marks) = &self.marks {
-            if let Err(error) = self.write_marks().await {
-                tracing::error!(%error, "the sequence marks were not written at shutdown: the numbers served in the last seconds are not in them");
+        let stopped = async {
+            self.tracker.wait().await;
+            self.write_marks().await
+        };
+        let bound = Duration::from_millis(SEQ_SHUTDOWN_MS_MAX);
+        let Some(marks) = &self.marks else {
+            // Without marks there is nothing to write; the tasks stop at their next await.
+            let _ = tokio::time::timeout(bound, stopped).await;
+            return;
+        };
+        match tokio::time::timeout(bound, stopped).await {
+            Ok(written) => {
+                if let Err(error) = written {
+                    tracing::error!(%error, "the sequence marks were not written at shutdown: the numbers served in the last seconds are not in them");
+                }
+                marks.release();
             }
-            marks.release();
+            Err(_) => {
+                tracing::error!(
+                    file = %marks.path().display(),
+                    "the sequence marks were not written within {SEQ_SHUTDOWN_MS_MAX} ms of \
+                     the shutdown (a stalled disk?): the numbers served in the last seconds \
+                     may not be in them; the state directory stays locked until the write ends"
+                );
+            }
         }
     }
 
@@ -694,6 +720,10 @@ impl Sequences {
             locals.iter().map(|(k, l)| (k.clone(), Arc::clone(l))).collect()
         };
         for (key, local) in active {
+            if self.cancel.is_cancelled() {
+                // Shutdown waits for this round: one counter's calls at most.
+                return;
+            }
             if let Err(error) = self.forecast_one(&key, &local, now_s).await {
                 tracing::warn!(sequence = %key.name, period = %key.period, %error, "sequence forecast failed");
             }

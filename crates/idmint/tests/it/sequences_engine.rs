@@ -5,6 +5,7 @@
 //! `SEQ_MARK_LAG_MS_MAX`, and the marks on disk outlive what could serve below them.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use idmint::Tag;
 use idmint::clock::{Clock, ManualClock, SystemClock};
-use idmint::sequence::limits::{IDLE_AFTER_S, SEQ_MARK_LAG_MS_MAX};
+use idmint::sequence::limits::{
+    IDLE_AFTER_S, SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS, SEQ_SHUTDOWN_MS_MAX,
+};
 use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig, SequenceError, Sequences};
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
 use idmint_store::{CounterKey, CounterState, CounterStore, StoreError, Take};
@@ -232,4 +235,49 @@ async fn a_take_that_outlasts_the_marks_lag_bound_hands_nothing_out() {
     };
     assert!(next[0] > 30, "the refused take's numbers served: {next:?}");
     node.shutdown().await;
+}
+
+/// The marks write at shutdown on a disk that does not answer (here its temporary file is a
+/// FIFO nobody reads, so opening it blocks) ends within the engine's bound, instead of
+/// holding the node past its grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_within_its_bound_while_the_marks_disk_stalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("stalled")).await.unwrap();
+    let name = Tag::parse("stalled").unwrap();
+    node.next(&name, 10).await.unwrap();
+    wait_for_mark(dir.path(), "stalled", 10).await;
+
+    let mut tmp = marks_file(dir.path()).into_os_string();
+    tmp.push(".tmp");
+    let fifo = PathBuf::from(tmp);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo failed");
+    node.next(&name, 10).await.unwrap();
+    // The marks writer is now stuck opening the FIFO.
+    tokio::time::sleep(Duration::from_millis(SEQ_MARK_WRITE_MS + 300)).await;
+
+    let started = Instant::now();
+    let bound = Duration::from_millis(SEQ_SHUTDOWN_MS_MAX + 2_000);
+    let stopped = tokio::time::timeout(bound, node.shutdown()).await;
+    let took = started.elapsed();
+    // Unstall the disk, so the blocked write ends and the runtime can stop.
+    unstall(&fifo);
+    assert!(stopped.is_ok(), "shutdown still waiting on the stalled disk after {took:?}");
+    assert!(took >= Duration::from_millis(SEQ_SHUTDOWN_MS_MAX), "{took:?}");
+}
+
+/// Opens the FIFO for reading without waiting, reads what a blocked writer wrote, closes it.
+fn unstall(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    const O_NONBLOCK: i32 = 0o4000;
+    let Ok(mut reader) = std::fs::OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(fifo)
+    else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let _ = reader.read_to_end(&mut Vec::new());
 }
