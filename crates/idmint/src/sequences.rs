@@ -335,23 +335,18 @@ impl Sequences {
     }
 
     /// Deletes a sequence and its Redis counters; its ceilings stay, so a sequence created
-    /// again under the name continues above every number the old one served.
+    /// again under the name continues above every number the old one served. This node's
+    /// views and marks of it stay too: they guard the sequence created again as they guarded
+    /// the old one (a ceiling row restored from an older backup included), and go as every
+    /// mark goes (the forecast drops an idle view once its mark is written; a daily mark
+    /// after [`DAILY_MARK_DAYS`]; a plain one, like the ceiling row it backs, never).
     pub async fn delete(&self, name: &Tag) -> Result<(), SequenceError> {
         self.store.delete_sequence(name).await.map_err(|e| match e {
             StoreError::TagNotFound(name) => SequenceError::NotFound(name),
             other => other.into(),
         })?;
         lock(&self.definitions).remove(name);
-        lock(&self.locals).retain(|key, _| key.name != *name);
         self.counters.remove(name).await?;
-        if let Some(marks) = &self.marks {
-            // Its ceilings stay, so a sequence created again continues above these marks;
-            // dropping them keeps the file to the sequences that exist.
-            let gone = name.clone();
-            if let Err(error) = marks.raise_all(Vec::new(), move |key| key.name != gone).await {
-                tracing::warn!(sequence = %name, %error, "the deleted sequence's marks stay in the marks file");
-            }
-        }
         Ok(())
     }
 

@@ -281,3 +281,28 @@ fn unstall(fifo: &Path) {
     std::thread::sleep(Duration::from_millis(200));
     let _ = reader.read_to_end(&mut Vec::new());
 }
+
+/// A sequence deleted and created again after its ceilings went back (the ceilings table
+/// restored from a backup older than the sequence) continues above what this node handed
+/// out: deleting it kept its marks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_created_again_over_older_ceilings_never_repeats_this_nodes_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let counters = Arc::new(HeldCounters::default());
+    let name = Tag::parse("reborn").unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("reborn")).await.unwrap();
+    let first = node.next(&name, 100).await.unwrap().numbers;
+    node.delete(&name).await.unwrap();
+    node.shutdown().await;
+    drop(node);
+
+    // The ceilings are back to before the sequence existed.
+    let restored: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let node = start(&restored, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("reborn")).await.unwrap();
+    let again = node.next(&name, 100).await.unwrap().numbers;
+    node.shutdown().await;
+    assert!(again[0] > first[99], "served again: {} after {}", again[0], first[99]);
+}
