@@ -359,6 +359,12 @@ impl Sequences {
         }
         let unavailable =
             |reason: String| SequenceError::Unavailable { name: name.clone(), reason };
+        // A store call that failed: retried by the caller (503), but for a counter store that
+        // cannot serve sequences at all (final, 501).
+        let failed = |error: StoreError| match error {
+            StoreError::Unsupported { .. } => SequenceError::Store(error),
+            other => unavailable(other.to_string()),
+        };
         self.check_serving().map_err(unavailable)?;
         let definition = self.definition(name).await?;
         let now_ms = self.clock.now_ms();
@@ -371,7 +377,7 @@ impl Sequences {
             // it gets (the counter serialises takes); takes in flight meanwhile may not.
             let before = local.last_issued.load(Ordering::Acquire);
             let taken = self.counters.take(&key, count, now_ms / 1_000).await;
-            let taken = taken.map_err(|e| unavailable(e.to_string()))?;
+            let taken = taken.map_err(failed)?;
             match taken {
                 Take::Taken { last } => {
                     let first = last + 1 - count;
@@ -407,20 +413,14 @@ impl Sequences {
                     // before a restart say so): these numbers may be out already. Drop them
                     // and reseed above the ceiling.
                     tracing::error!(sequence = %name, period = %key.period, first, handed_out = before, "sequence counter went back below this node's mark; reseeding above the ceiling");
-                    self.reseed(&key, &local, count, true)
-                        .await
-                        .map_err(|e| unavailable(e.to_string()))?;
+                    self.reseed(&key, &local, count, true).await.map_err(failed)?;
                 }
                 Take::NeedsSeed => {
-                    self.reseed(&key, &local, count, false)
-                        .await
-                        .map_err(|e| unavailable(e.to_string()))?;
+                    self.reseed(&key, &local, count, false).await.map_err(failed)?;
                 }
                 Take::NoRoom { .. } => {
                     self.waits.fetch_add(1, Ordering::Relaxed);
-                    self.raise(&key, &local, count, count)
-                        .await
-                        .map_err(|e| unavailable(e.to_string()))?;
+                    self.raise(&key, &local, count, count).await.map_err(failed)?;
                 }
             }
             if tokio::time::Instant::now() >= deadline {

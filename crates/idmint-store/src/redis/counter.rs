@@ -26,6 +26,11 @@
 //! no repeat. What this cannot see: data put back with neither name changing (keys restored
 //! into the running server, `DEBUG RELOAD NOSAVE`); each node's own marks catch those below
 //! what that node handed out (the `idmint` crate's `sequences.rs`).
+//!
+//! A server whose `INFO` is refused to idmint's user (an ACL of `-@dangerous`) or lacks the
+//! two names (a proxy) is refused rather than trusted: the scripts answer [`UNSUPPORTED`], a
+//! final [`StoreError::Unsupported`] naming the fix, never a retryable error, since nothing
+//! but a change of the server or of idmint's access to it helps.
 
 use async_trait::async_trait;
 use idmint_core::Tag;
@@ -39,19 +44,43 @@ use crate::counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take};
 /// a node that still serves an old day after that reseeds from it).
 pub const DAILY_COUNTER_TTL_S: u64 = 3 * 86_400;
 
-/// The identity of the data set the script runs on, in every script: `run` (the server's
-/// `run_id`) and `repl` (its `master_replid`). Missing (a proxy that hides `INFO`): an error,
-/// never a counter trusted blindly.
+/// The error code of a script's refusal of a server idmint cannot use, followed by what is
+/// missing: [`INFO_REFUSED`] (and the server's error) or [`INFO_INCOMPLETE`].
+const UNSUPPORTED: &str = "IDMINT_UNSUPPORTED";
+/// `INFO` is refused to the script (an ACL, a renamed command).
+const INFO_REFUSED: &str = "info_refused";
+/// `INFO` lacks `run_id` or `master_replid` (a proxy).
+const INFO_INCOMPLETE: &str = "info_incomplete";
+
+/// The identity of the data set the script runs on, in the scripts that seed, take or trust
+/// a counter: `run` (the server's `run_id`) and `repl` (its `master_replid`). `INFO`
+/// refused or without them: the script refuses ([`UNSUPPORTED`]), never trusting a counter
+/// blindly.
 const IDENTITY: &str = r"
-local info = redis.pcall('INFO', 'server', 'replication')
-if type(info) ~= 'string' then
-  info = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
+local function info(...)
+  local reply = redis.pcall('INFO', ...)
+  if type(reply) == 'string' then return reply, nil end
+  if type(reply) == 'table' and reply.err then return nil, reply.err end
+  return nil, 'INFO answered no text'
 end
-local run = string.match(info, 'run_id:(%w+)')
-local repl = string.match(info, 'master_replid:(%w+)')
+local text, refused = info('server', 'replication')
+if not text then
+  -- Before Redis 7, INFO takes one section.
+  local server, refused_server = info('server')
+  local replication, refused_replication = info('replication')
+  if server and replication then
+    text = server .. replication
+  else
+    refused = refused_server or refused_replication
+  end
+end
+if not text then
+  return redis.error_reply('IDMINT_UNSUPPORTED info_refused ' .. tostring(refused))
+end
+local run = string.match(text, 'run_id:(%w+)')
+local repl = string.match(text, 'master_replid:(%w+)')
 if not run or not repl then
-  return redis.error_reply('INFO reports no run_id or master_replid: idmint cannot tell ' ..
-    'whether this data set went back, so it takes no sequence number from it')
+  return redis.error_reply('IDMINT_UNSUPPORTED info_incomplete')
 end
 ";
 
@@ -153,15 +182,16 @@ pub struct RedisCounters {
 impl RedisCounters {
     /// Connects to the server of `url`.
     pub async fn connect(url: &RedisUrl) -> Result<RedisCounters, StoreError> {
-        let with_run = |body: &str| Script::new(&format!("{IDENTITY}{body}"));
+        let with_run = |body: &str| Script::new(&counter_script(body, true));
+        let plain = |body: &str| Script::new(&counter_script(body, false));
         Ok(RedisCounters {
             conn: url.connect().await?,
             take: with_run(TAKE),
             seed: with_run(SEED),
             raise: with_run(RAISE),
             state: with_run(STATE),
-            long_term: Script::new(LONG_TERM),
-            unlock: Script::new(UNLOCK),
+            long_term: plain(LONG_TERM),
+            unlock: plain(UNLOCK),
         })
     }
 
@@ -175,8 +205,44 @@ impl RedisCounters {
         self.conn.key(&format!("seq:{}:periods", hash_tag(name.as_str())))
     }
 
+    /// A failed call: final when a script refused the server ([`UNSUPPORTED`]), else
+    /// unavailable (retried).
     fn fail(&self, error: &redis::RedisError) -> StoreError {
+        if error.code() == Some(UNSUPPORTED) {
+            return unsupported(self.conn.url(), error.detail().unwrap_or_default());
+        }
         unavailable(self.conn.url(), error)
+    }
+}
+
+/// A counter script as sent: [`IDENTITY`] if `identity`, then `body`.
+fn counter_script(body: &str, identity: bool) -> String {
+    let identity = if identity { IDENTITY } else { "" };
+    format!("{identity}{body}")
+}
+
+/// A script's refusal of the server (`detail`: what is missing, as [`UNSUPPORTED`] lists),
+/// as the final error that names the fix.
+fn unsupported(url: &RedisUrl, detail: &str) -> StoreError {
+    let (what, server_said) = detail.split_once(' ').unwrap_or((detail, ""));
+    let reason = match what {
+        INFO_REFUSED => format!(
+            "refuses INFO to idmint's user ({server_said}): a counter is trusted only in the \
+             data set INFO names (run_id, master_replid). Allow it for that user, e.g. `ACL \
+             SETUSER <user> +info` (a `-@dangerous` rule removes it), or point idmint at the \
+             Redis server itself rather than a proxy"
+        ),
+        INFO_INCOMPLETE => {
+            "answers INFO without run_id or master_replid, as a proxy does: a counter is \
+             trusted only in the data set they name. Point idmint at the Redis server \
+             itself (or its Sentinels, or the Cluster's nodes)"
+                .to_string()
+        }
+        _ => format!("refused the counter script: {detail}"),
+    };
+    StoreError::Unsupported {
+        store: format!("redis {url}"),
+        reason: format!("cannot serve sequences: it {reason}. No number is taken until then"),
     }
 }
 
@@ -364,5 +430,26 @@ impl CounterStore for RedisCounters {
 
     fn describe(&self) -> String {
         self.conn.url().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A script's refusal names the fix, never the password, and is final.
+    #[test]
+    fn a_refused_server_is_final_and_named_with_the_fix() {
+        let url = RedisUrl::parse("redis://idmint:secret@127.0.0.1:6379").unwrap();
+        for (detail, fix) in [
+            ("info_refused ERR The user executing the script can't run this command", "+info"),
+            ("info_incomplete", "Redis server itself"),
+        ] {
+            let StoreError::Unsupported { store, reason } = unsupported(&url, detail) else {
+                panic!("{detail}: not Unsupported");
+            };
+            assert!(reason.contains(fix), "{detail}: {reason}");
+            assert!(!store.contains("secret") && !reason.contains("secret"), "{store} {reason}");
+        }
     }
 }
