@@ -232,8 +232,9 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
         "sequence_store_unsupported",
         "501 (gRPC FAILED_PRECONDITION): the Redis of the sequence counters cannot be trusted \
          with them: it refuses `INFO` to idmint's user (allow it: `ACL SETUSER <user> +info`), \
-         or its `INFO` lacks `run_id` or `master_replid` (a proxy: point idmint at the \
-         server); final until that changes, served again by itself once it has",
+         its `INFO` lacks `run_id` or `master_replid` (a proxy: point idmint at the server), \
+         or it cannot replicate scripts by their effects (before Redis 3.2); final until that \
+         changes, served again by itself once it has",
     ),
     (
         "sequences_not_configured",
