@@ -473,8 +473,8 @@ impl Sequences {
     /// Stops handing out numbers and the tasks, writes the marks a last time and gives the
     /// marks file's lock up, within [`SEQ_SHUTDOWN_MS_MAX`]. Call it once requests have
     /// ended: a take still running is refused rather than served unmarked. Past the bound
-    /// the lock stays held until the write in flight ends (or the process exits), so no
-    /// later holder's file is overwritten by it.
+    /// the lock is kept until the engine is dropped and the write in flight has ended (or
+    /// the process exits), so that write can never land over a later holder's file.
     pub async fn shutdown(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.cancel.cancel();
