@@ -242,6 +242,14 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          says how",
     ),
     (
+        "sequence_store_unsupported",
+        "501 (gRPC FAILED_PRECONDITION): the Redis of the sequence counters cannot be trusted \
+         with them: it refuses `INFO` to idmint's user (allow it: `ACL SETUSER <user> +info`), \
+         its `INFO` lacks `run_id` or `master_replid` (a proxy: point idmint at the server), \
+         or it cannot replicate scripts by their effects (before Redis 3.2); final until that \
+         changes, served again by itself once it has",
+    ),
+    (
         "sequences_not_configured",
         "501 (gRPC FAILED_PRECONDITION): this node is not configured to serve sequences (no \
          Redis, a bad Redis URL, or no single SQL store for their ceilings); final, the \
@@ -383,6 +391,10 @@ fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
         }
         SequenceError::Unavailable { .. } | SequenceError::Store(StoreError::Unavailable(_)) => {
             (StatusCode::SERVICE_UNAVAILABLE, "sequence_unavailable")
+        }
+        // Retrying does not change the server or idmint's access to it: the operator does.
+        SequenceError::Store(StoreError::Unsupported { .. }) => {
+            (StatusCode::NOT_IMPLEMENTED, "sequence_store_unsupported")
         }
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
@@ -720,5 +732,23 @@ mod tests {
         let (_, meaning) =
             ERROR_CODES.iter().find(|(code, _)| *code == "layout_exhausted").unwrap();
         assert!(meaning.starts_with("409"), "{meaning}");
+    }
+
+    /// Issue 31, third review: a Redis whose `INFO` idmint cannot use is final (501, gRPC
+    /// `FAILED_PRECONDITION`), never the retryable 503 every take answered before.
+    #[test]
+    fn a_counter_store_that_cannot_serve_sequences_is_final() {
+        let unsupported = || {
+            ApiError::Sequence(SequenceError::Store(StoreError::Unsupported {
+                store: "redis redis://127.0.0.1:6379".to_string(),
+                reason: "cannot serve sequences: it refuses INFO to idmint's user".to_string(),
+            }))
+        };
+        let (status, code, message) = unsupported().into_parts();
+        assert_eq!((status, code), (StatusCode::NOT_IMPLEMENTED, "sequence_store_unsupported"));
+        assert!(message.contains("refuses INFO"), "{message}");
+        let grpc = unsupported().into_grpc_status();
+        assert_eq!(grpc.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(grpc.metadata().get(GRPC_CODE_KEY).unwrap(), "sequence_store_unsupported");
     }
 }

@@ -72,6 +72,17 @@ pub enum StoreError {
         /// What is missing.
         reason: String,
     },
+    /// The store answers but cannot be used for what was asked, whatever is retried: a Redis
+    /// that refuses `INFO` to idmint's user or hides the data set's identity in it (a proxy),
+    /// or that cannot replicate a script by its effects. Nothing was changed; final until
+    /// the store, or idmint's access to it, is changed (the message names how).
+    #[error("{store} {reason}")]
+    Unsupported {
+        /// The store, password masked.
+        store: String,
+        /// What it cannot do, and the fix.
+        reason: String,
+    },
     /// The store could not be reached or failed the call; nothing was changed that the
     /// caller can rely on. Retry later.
     #[error("store unavailable: {0}")]

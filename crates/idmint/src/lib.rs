@@ -169,7 +169,7 @@ pub mod sequence {
         pub use crate::sequences::{
             DAILY_MARK_DAYS, DEFINITION_TTL_MS, IDLE_AFTER_S, RAISE_LOCK_MS, SEQ_COUNT_MAX,
             SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS, SEQ_RAISE_MAX, SEQ_RAISE_MIN,
-            SEQ_WAIT_MS_DEFAULT,
+            SEQ_SHUTDOWN_MS_MAX, SEQ_WAIT_MS_DEFAULT,
         };
     }
 }

@@ -18,7 +18,8 @@
 //!   with a state directory a task writes it to the marks file ([`SEQUENCE_MARKS_FILE`])
 //!   every [`SEQ_MARK_WRITE_MS`], and once more at shutdown, so a restarted node starts from
 //!   it. A per-take fsync would cost more than the Redis call; instead the node stops
-//!   serving (503) when no write has succeeded for [`SEQ_MARK_LAG_MS_MAX`], so a `kill -9`
+//!   serving (503) when no write has succeeded for [`SEQ_MARK_LAG_MS_MAX`], checked when a
+//!   take starts and again when its numbers are in hand (a take may wait), so a `kill -9`
 //!   loses at most the marks of the numbers served in that last stretch.
 //! - **Forecast and stats** (one task, every [`SequenceConfig::tick_ms`]): for each counter
 //!   this node used lately it reads the rate of the last second (counted by the take
@@ -72,10 +73,15 @@ pub const SEQUENCE_MARKS_LOCK_FILE: &str = "sequences.lock";
 /// How often the marks of the numbers served are written to the marks file.
 pub const SEQ_MARK_WRITE_MS: u64 = 1_000;
 /// Longest a node serves numbers since the last successful write of its marks: past it (the
-/// writes fail or stall), takes answer 503 until a write succeeds. Bounds what a `kill -9`
-/// can leave unmarked.
+/// writes fail or stall), takes answer 503 until a write succeeds, even a take that began
+/// before and got its numbers after. Bounds what a `kill -9` can leave unmarked.
 pub const SEQ_MARK_LAG_MS_MAX: u64 = 3_000;
 const _: () = assert!(2 * SEQ_MARK_WRITE_MS <= SEQ_MARK_LAG_MS_MAX);
+/// Longest [`Sequences::shutdown`] waits for the engine's tasks to stop and the marks' last
+/// write (a blocking fsync on a stalled disk can hold it for minutes). Past it the node
+/// stops without that write: what it loses is what a `kill -9` loses, the marks of at most
+/// the last [`SEQ_MARK_LAG_MS_MAX`] of numbers, since nothing is served once it began.
+pub const SEQ_SHUTDOWN_MS_MAX: u64 = 3_000;
 /// Days a daily sequence's marks are kept after their day (its Redis counter expires after
 /// three, and a node serves an older day only with a clock set back).
 pub const DAILY_MARK_DAYS: u64 = 7;
@@ -329,23 +335,18 @@ impl Sequences {
     }
 
     /// Deletes a sequence and its Redis counters; its ceilings stay, so a sequence created
-    /// again under the name continues above every number the old one served.
+    /// again under the name continues above every number the old one served. This node's
+    /// views and marks of it stay too: they guard the sequence created again as they guarded
+    /// the old one (a ceiling row restored from an older backup included), and go as every
+    /// mark goes (the forecast drops an idle view once its mark is written; a daily mark
+    /// after [`DAILY_MARK_DAYS`]; a plain one, like the ceiling row it backs, never).
     pub async fn delete(&self, name: &Tag) -> Result<(), SequenceError> {
         self.store.delete_sequence(name).await.map_err(|e| match e {
             StoreError::TagNotFound(name) => SequenceError::NotFound(name),
             other => other.into(),
         })?;
         lock(&self.definitions).remove(name);
-        lock(&self.locals).retain(|key, _| key.name != *name);
         self.counters.remove(name).await?;
-        if let Some(marks) = &self.marks {
-            // Its ceilings stay, so a sequence created again continues above these marks;
-            // dropping them keeps the file to the sequences that exist.
-            let gone = name.clone();
-            if let Err(error) = marks.raise_all(Vec::new(), move |key| key.name != gone).await {
-                tracing::warn!(sequence = %name, %error, "the deleted sequence's marks stay in the marks file");
-            }
-        }
         Ok(())
     }
 
@@ -358,29 +359,36 @@ impl Sequences {
         }
         let unavailable =
             |reason: String| SequenceError::Unavailable { name: name.clone(), reason };
+        // A store call that failed: retried by the caller (503), but for a counter store that
+        // cannot serve sequences at all (final, 501).
+        let failed = |error: StoreError| match error {
+            StoreError::Unsupported { .. } => SequenceError::Store(error),
+            other => unavailable(other.to_string()),
+        };
         self.check_serving().map_err(unavailable)?;
         let definition = self.definition(name).await?;
         let now_ms = self.clock.now_ms();
         let at = zoned(now_ms, &definition.zone);
         let key = CounterKey { name: name.clone(), period: period_of(&definition, &at) };
-        let local = self.local(&key);
-        local.used_s.store(now_ms / 1_000, Ordering::Relaxed);
+        let local = self.local(&key, now_ms / 1_000);
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.wait_ms);
         loop {
             // Everything this node handed out before the take was sent must lie below what
             // it gets (the counter serialises takes); takes in flight meanwhile may not.
             let before = local.last_issued.load(Ordering::Acquire);
             let taken = self.counters.take(&key, count, now_ms / 1_000).await;
-            let taken = taken.map_err(|e| unavailable(e.to_string()))?;
+            let taken = taken.map_err(failed)?;
             match taken {
                 Take::Taken { last } => {
                     let first = last + 1 - count;
                     // SeqCst with `closed`: either shutdown's last marks write sees this
                     // number, or this take sees `closed` and hands nothing out.
                     local.last_issued.fetch_max(last, Ordering::SeqCst);
-                    if self.closed.load(Ordering::SeqCst) {
-                        return Err(unavailable(SHUTTING_DOWN.to_string()));
-                    }
+                    // Checked again with the numbers in hand: the take may have waited
+                    // (raises, reseeds, up to `wait_ms`) past the marks lag bound, or
+                    // shutdown began. Refused, they are skipped, never handed out: they are
+                    // in `last_issued`, so the next write marks them.
+                    self.check_serving().map_err(unavailable)?;
                     if first > before {
                         let numbers: Vec<u64> = (first..=last).collect();
                         let formatted = match &definition.format {
@@ -405,20 +413,14 @@ impl Sequences {
                     // before a restart say so): these numbers may be out already. Drop them
                     // and reseed above the ceiling.
                     tracing::error!(sequence = %name, period = %key.period, first, handed_out = before, "sequence counter went back below this node's mark; reseeding above the ceiling");
-                    self.reseed(&key, &local, count, true)
-                        .await
-                        .map_err(|e| unavailable(e.to_string()))?;
+                    self.reseed(&key, &local, count, true).await.map_err(failed)?;
                 }
                 Take::NeedsSeed => {
-                    self.reseed(&key, &local, count, false)
-                        .await
-                        .map_err(|e| unavailable(e.to_string()))?;
+                    self.reseed(&key, &local, count, false).await.map_err(failed)?;
                 }
                 Take::NoRoom { .. } => {
                     self.waits.fetch_add(1, Ordering::Relaxed);
-                    self.raise(&key, &local, count, count)
-                        .await
-                        .map_err(|e| unavailable(e.to_string()))?;
+                    self.raise(&key, &local, count, count).await.map_err(failed)?;
                 }
             }
             if tokio::time::Instant::now() >= deadline {
@@ -469,18 +471,39 @@ impl Sequences {
     }
 
     /// Stops handing out numbers and the tasks, writes the marks a last time and gives the
-    /// marks file's lock up. Call it once requests have ended: a take still running is
-    /// refused rather than served unmarked.
+    /// marks file's lock up, within [`SEQ_SHUTDOWN_MS_MAX`]. Call it once requests have
+    /// ended: a take still running is refused rather than served unmarked. Past the bound
+    /// the lock is kept until the engine is dropped and the write in flight has ended (or
+    /// the process exits), so that write can never land over a later holder's file.
     pub async fn shutdown(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.cancel.cancel();
         self.tracker.close();
-        self.tracker.wait().await;
-        if let Some(marks) = &self.marks {
-            if let Err(error) = self.write_marks().await {
-                tracing::error!(%error, "the sequence marks were not written at shutdown: the numbers served in the last seconds are not in them");
+        let stopped = async {
+            self.tracker.wait().await;
+            self.write_marks().await
+        };
+        let bound = Duration::from_millis(SEQ_SHUTDOWN_MS_MAX);
+        let Some(marks) = &self.marks else {
+            // Without marks there is nothing to write; the tasks stop at their next await.
+            let _ = tokio::time::timeout(bound, stopped).await;
+            return;
+        };
+        match tokio::time::timeout(bound, stopped).await {
+            Ok(written) => {
+                if let Err(error) = written {
+                    tracing::error!(%error, "the sequence marks were not written at shutdown: the numbers served in the last seconds are not in them");
+                }
+                marks.release();
             }
-            marks.release();
+            Err(_) => {
+                tracing::error!(
+                    file = %marks.path().display(),
+                    "the sequence marks were not written within {SEQ_SHUTDOWN_MS_MAX} ms of \
+                     the shutdown (a stalled disk?): the numbers served in the last seconds \
+                     may not be in them; the state directory stays locked until the write ends"
+                );
+            }
         }
     }
 
@@ -555,13 +578,17 @@ impl Sequences {
         Ok(definition)
     }
 
-    /// This node's view of `key`, made on first use from its mark on disk.
-    fn local(&self, key: &CounterKey) -> Arc<CounterLocal> {
+    /// This node's view of `key`, made on first use from its mark on disk, marked used in
+    /// second `now_s`. Under the map's lock, so the forecast, which drops idle views under it
+    /// too, never drops one a take holds (its number would land on a view the marks writer
+    /// no longer sees, and a view made afresh would start from the older mark on disk).
+    fn local(&self, key: &CounterKey, now_s: u64) -> Arc<CounterLocal> {
         let mut locals = lock(&self.locals);
         let local = locals.entry(key.clone()).or_insert_with(|| {
             let mark = self.marks.as_ref().and_then(|marks| marks.get(key)).unwrap_or(0);
             Arc::new(CounterLocal { last_issued: AtomicU64::new(mark), ..CounterLocal::default() })
         });
+        local.used_s.store(now_s, Ordering::Relaxed);
         Arc::clone(local)
     }
 
@@ -671,7 +698,10 @@ impl Sequences {
         let now_s = self.clock.now_ms() / 1_000;
         let active: Vec<(CounterKey, Arc<CounterLocal>)> = {
             let mut locals = lock(&self.locals);
-            // A counter whose mark is not on disk yet stays, for the marks writer to see.
+            // A counter whose mark is not on disk yet stays, for the marks writer to see; so
+            // does one a take holds (it was used whatever the clock says: a take may wait
+            // while the clock jumps). Both are judged under the lock `local` takes, so a view
+            // dropped here has no holder and no number above its mark on disk.
             let unwritten = |key: &CounterKey, l: &CounterLocal| {
                 self.marks.as_ref().is_some_and(|marks| {
                     l.last_issued.load(Ordering::SeqCst) > marks.get(key).unwrap_or(0)
@@ -679,11 +709,16 @@ impl Sequences {
             };
             locals.retain(|key, l| {
                 now_s.saturating_sub(l.used_s.load(Ordering::Relaxed)) < IDLE_AFTER_S
+                    || Arc::strong_count(l) > 1
                     || unwritten(key, l)
             });
             locals.iter().map(|(k, l)| (k.clone(), Arc::clone(l))).collect()
         };
         for (key, local) in active {
+            if self.cancel.is_cancelled() {
+                // Shutdown waits for this round: one counter's calls at most.
+                return;
+            }
             if let Err(error) = self.forecast_one(&key, &local, now_s).await {
                 tracing::warn!(sequence = %key.name, period = %key.period, %error, "sequence forecast failed");
             }

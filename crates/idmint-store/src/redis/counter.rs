@@ -22,10 +22,23 @@
 //! are asked twice).
 //!
 //! A primary that kept no replica for `repl-backlog-ttl` (an hour by default) frees its
-//! backlog and takes a new `master_replid`: its counters are then reseeded once, a gap and
-//! no repeat. What this cannot see: data put back with neither name changing (keys restored
-//! into the running server, `DEBUG RELOAD NOSAVE`); each node's own marks catch those below
-//! what that node handed out (the `idmint` crate's `sequences.rs`).
+//! backlog and takes a new `master_replid`, and so does a primary that never had a replica
+//! when the first one attaches (the backlog is made then): its counters are then reseeded
+//! once, a gap and no repeat. What this cannot see: data put back with neither name
+//! changing (keys restored into the running server, `DEBUG RELOAD NOSAVE`); each node's own
+//! marks catch those below what that node handed out (the `idmint` crate's `sequences.rs`).
+//!
+//! **Why every script first switches to effects replication** ([`EFFECTS`]): a script
+//! replicated verbatim (Redis before 5, or 5 and 6 with `lua-replicate-commands no`) runs
+//! again on each replica and at AOF replay, where `INFO` names *that* server: the hash would
+//! record the replica's `run_id` and history, and after a failover to it a counter that went
+//! back would be trusted. Switched, replicas and the AOF get the writes themselves. On Redis
+//! 7, which replicates only so, the call does nothing and answers true. A server that cannot
+//! switch (before 3.2) is refused rather than trusted, as is one whose `INFO` is refused to
+//! idmint's user (an ACL of `-@dangerous`) or lacks the two names (a proxy): the scripts
+//! answer [`UNSUPPORTED`], a final [`StoreError::Unsupported`] naming the fix, never a
+//! retryable error, since nothing but a change of the server or of idmint's access to it
+//! helps.
 
 use async_trait::async_trait;
 use idmint_core::Tag;
@@ -39,19 +52,58 @@ use crate::counter::{COUNTER_MAX, CounterKey, CounterState, CounterStore, Take};
 /// a node that still serves an old day after that reseeds from it).
 pub const DAILY_COUNTER_TTL_S: u64 = 3 * 86_400;
 
-/// The identity of the data set the script runs on, in every script: `run` (the server's
-/// `run_id`) and `repl` (its `master_replid`). Missing (a proxy that hides `INFO`): an error,
-/// never a counter trusted blindly.
-const IDENTITY: &str = r"
-local info = redis.pcall('INFO', 'server', 'replication')
-if type(info) ~= 'string' then
-  info = redis.call('INFO', 'server') .. redis.call('INFO', 'replication')
+/// The error code of a script's refusal of a server idmint cannot use, followed by what is
+/// missing: [`NO_EFFECTS`], [`INFO_REFUSED`] (and the server's error) or [`INFO_INCOMPLETE`].
+const UNSUPPORTED: &str = "IDMINT_UNSUPPORTED";
+/// The server cannot replicate a script by its effects (`redis.replicate_commands`).
+const NO_EFFECTS: &str = "no_effects";
+/// `INFO` is refused to the script (an ACL, a renamed command).
+const INFO_REFUSED: &str = "info_refused";
+/// `INFO` lacks `run_id` or `master_replid` (a proxy).
+const INFO_INCOMPLETE: &str = "info_incomplete";
+
+/// The start of every counter script, before anything it writes: replicas and the AOF get
+/// the script's writes, not the script (see the module's comment). `pcall`: a server whose
+/// call raises is refused like one without it.
+const EFFECTS: &str = r"
+if not redis.replicate_commands then
+  return redis.error_reply('IDMINT_UNSUPPORTED no_effects')
 end
-local run = string.match(info, 'run_id:(%w+)')
-local repl = string.match(info, 'master_replid:(%w+)')
+local switched, effects = pcall(redis.replicate_commands)
+if not switched or not effects then
+  return redis.error_reply('IDMINT_UNSUPPORTED no_effects')
+end
+";
+
+/// The identity of the data set the script runs on, in the scripts that seed, take or trust
+/// a counter: `run` (the server's `run_id`) and `repl` (its `master_replid`). `INFO`
+/// refused or without them: the script refuses ([`UNSUPPORTED`]), never trusting a counter
+/// blindly.
+const IDENTITY: &str = r"
+local function info(...)
+  local reply = redis.pcall('INFO', ...)
+  if type(reply) == 'string' then return reply, nil end
+  if type(reply) == 'table' and reply.err then return nil, reply.err end
+  return nil, 'INFO answered no text'
+end
+local text, refused = info('server', 'replication')
+if not text then
+  -- Before Redis 7, INFO takes one section.
+  local server, refused_server = info('server')
+  local replication, refused_replication = info('replication')
+  if server and replication then
+    text = server .. replication
+  else
+    refused = refused_server or refused_replication
+  end
+end
+if not text then
+  return redis.error_reply('IDMINT_UNSUPPORTED info_refused ' .. tostring(refused))
+end
+local run = string.match(text, 'run_id:(%w+)')
+local repl = string.match(text, 'master_replid:(%w+)')
 if not run or not repl then
-  return redis.error_reply('INFO reports no run_id or master_replid: idmint cannot tell ' ..
-    'whether this data set went back, so it takes no sequence number from it')
+  return redis.error_reply('IDMINT_UNSUPPORTED info_incomplete')
 end
 ";
 
@@ -153,15 +205,16 @@ pub struct RedisCounters {
 impl RedisCounters {
     /// Connects to the server of `url`.
     pub async fn connect(url: &RedisUrl) -> Result<RedisCounters, StoreError> {
-        let with_run = |body: &str| Script::new(&format!("{IDENTITY}{body}"));
+        let with_run = |body: &str| Script::new(&counter_script(body, true));
+        let plain = |body: &str| Script::new(&counter_script(body, false));
         Ok(RedisCounters {
             conn: url.connect().await?,
             take: with_run(TAKE),
             seed: with_run(SEED),
             raise: with_run(RAISE),
             state: with_run(STATE),
-            long_term: Script::new(LONG_TERM),
-            unlock: Script::new(UNLOCK),
+            long_term: plain(LONG_TERM),
+            unlock: plain(UNLOCK),
         })
     }
 
@@ -175,8 +228,49 @@ impl RedisCounters {
         self.conn.key(&format!("seq:{}:periods", hash_tag(name.as_str())))
     }
 
+    /// A failed call: final when a script refused the server ([`UNSUPPORTED`]), else
+    /// unavailable (retried).
     fn fail(&self, error: &redis::RedisError) -> StoreError {
+        if error.code() == Some(UNSUPPORTED) {
+            return unsupported(self.conn.url(), error.detail().unwrap_or_default());
+        }
         unavailable(self.conn.url(), error)
+    }
+}
+
+/// A counter script as sent: [`EFFECTS`], then [`IDENTITY`] if `identity`, then `body`.
+fn counter_script(body: &str, identity: bool) -> String {
+    let identity = if identity { IDENTITY } else { "" };
+    format!("{EFFECTS}{identity}{body}")
+}
+
+/// A script's refusal of the server (`detail`: what is missing, as [`UNSUPPORTED`] lists),
+/// as the final error that names the fix.
+fn unsupported(url: &RedisUrl, detail: &str) -> StoreError {
+    let (what, server_said) = detail.split_once(' ').unwrap_or((detail, ""));
+    let reason = match what {
+        NO_EFFECTS => "cannot replicate a script by its effects (`redis.replicate_commands`, \
+                       Redis 3.2 and later): its replicas and AOF would run the counter \
+                       scripts again where INFO names another server, so a counter that went \
+                       back could be trusted. Use Redis 5 or later"
+            .to_string(),
+        INFO_REFUSED => format!(
+            "refuses INFO to idmint's user ({server_said}): a counter is trusted only in the \
+             data set INFO names (run_id, master_replid). Allow it for that user, e.g. `ACL \
+             SETUSER <user> +info` (a `-@dangerous` rule removes it), or point idmint at the \
+             Redis server itself rather than a proxy"
+        ),
+        INFO_INCOMPLETE => {
+            "answers INFO without run_id or master_replid, as a proxy does: a counter is \
+             trusted only in the data set they name. Point idmint at the Redis server \
+             itself (or its Sentinels, or the Cluster's nodes)"
+                .to_string()
+        }
+        _ => format!("refused the counter script: {detail}"),
+    };
+    StoreError::Unsupported {
+        store: format!("redis {url}"),
+        reason: format!("cannot serve sequences: it {reason}. No number is taken until then"),
     }
 }
 
@@ -364,5 +458,54 @@ impl CounterStore for RedisCounters {
 
     fn describe(&self) -> String {
         self.conn.url().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every counter script, as sent, switches to effects replication before any other
+    /// command (a write before it would make the switch fail; a verbatim copy of the script
+    /// would rerun `INFO` on each replica). No server here can show the difference: Redis 7
+    /// replicates only by effects, and its `redis` table is read-only, so a server without
+    /// `replicate_commands` cannot be played.
+    #[test]
+    fn every_counter_script_switches_to_effects_replication_first() {
+        let sent = [
+            counter_script(TAKE, true),
+            counter_script(SEED, true),
+            counter_script(RAISE, true),
+            counter_script(STATE, true),
+            counter_script(LONG_TERM, false),
+            counter_script(UNLOCK, false),
+        ];
+        for script in sent {
+            let switch = script.find("pcall(redis.replicate_commands)").expect(&script);
+            let first_call = ["redis.call(", "redis.pcall("]
+                .iter()
+                .filter_map(|call| script.find(call))
+                .min()
+                .expect(&script);
+            assert!(switch < first_call, "a command before the switch:\n{script}");
+            assert!(script.trim_start().starts_with("if not redis.replicate_commands"), "{script}");
+        }
+    }
+
+    /// A script's refusal names the fix, never the password, and is final.
+    #[test]
+    fn a_refused_server_is_final_and_named_with_the_fix() {
+        let url = RedisUrl::parse("redis://idmint:secret@127.0.0.1:6379").unwrap();
+        for (detail, fix) in [
+            ("info_refused ERR The user executing the script can't run this command", "+info"),
+            ("info_incomplete", "Redis server itself"),
+            ("no_effects", "Redis 5 or later"),
+        ] {
+            let StoreError::Unsupported { store, reason } = unsupported(&url, detail) else {
+                panic!("{detail}: not Unsupported");
+            };
+            assert!(reason.contains(fix), "{detail}: {reason}");
+            assert!(!store.contains("secret") && !reason.contains("secret"), "{store} {reason}");
+        }
     }
 }

@@ -23,6 +23,7 @@ use crate::conformance::{Subject, conformance_suite, range, spec, tag};
 mod failback;
 mod keys;
 mod servers;
+mod unsupported;
 
 pub(crate) use keys::{fresh_prefix, fresh_url};
 

@@ -24,6 +24,7 @@ mod redis_guard;
 mod redis_keys;
 #[cfg(feature = "redis")]
 mod sequences;
+mod sequences_engine;
 mod serving;
 mod shutdown;
 mod simulation;

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use idmint::clock::{Clock, ManualClock, SystemClock};
 use idmint::sequence::limits::{SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS};
-use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig};
+use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig, SequenceError};
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
 use idmint::{Sequences, Tag};
-use idmint_store::CounterStore;
 use idmint_store::redis::{RedisCounters, RedisUrl, driver};
+use idmint_store::{CounterStore, StoreError};
 
 use crate::redis_keys::{fresh_prefix, fresh_url};
 
@@ -412,5 +412,33 @@ async fn bad_requests_and_definitions_are_refused_with_the_fix() {
     assert_eq!(ids.formatted.unwrap(), ["S00000001", "S00000002"]);
     node.delete(&ok).await.unwrap();
     assert!(node.next(&ok, 1).await.is_err());
+    node.shutdown().await;
+}
+
+/// A Redis that refuses `INFO` to idmint's user (here an ACL with `-@dangerous`, on a private
+/// server) fails every take at once with the store's final refusal, which the server answers
+/// 501 `sequence_store_unsupported`; never `Unavailable` (503), which clients retry forever.
+#[tokio::test]
+async fn a_redis_that_refuses_info_fails_takes_as_final_not_unavailable() {
+    if idmint_testkit::servers::installed::redis().is_none() {
+        idmint_testkit::skip(idmint_testkit::skip::NO_REDIS);
+        return;
+    }
+    let redis = idmint_testkit::servers::PrivateRedis::start().unwrap();
+    let acl = ["ACL", "SETUSER", "hardened", "on", ">secret", "~*", "&*", "+@all", "-@dangerous"];
+    redis.cli(&acl).unwrap();
+    let url = format!("redis://hardened:secret@127.0.0.1:{}", redis.port());
+    let counters = counters(&url, "acl:").await;
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let node = Sequences::start(store, counters, Arc::new(SystemClock), config("a")).unwrap();
+    node.create(spec("hardened", false, None)).await.unwrap();
+    let name = Tag::parse("hardened").unwrap();
+    let started = Instant::now();
+    let refused = node.next(&name, 1).await.unwrap_err();
+    assert!(matches!(refused, SequenceError::Store(StoreError::Unsupported { .. })), "{refused:?}");
+    assert!(refused.to_string().contains("ACL SETUSER"), "{refused}");
+    assert!(started.elapsed() < Duration::from_millis(500), "waited {:?}", started.elapsed());
+    redis.cli(&["ACL", "SETUSER", "hardened", "+info"]).unwrap();
+    assert_eq!(node.next(&name, 1).await.unwrap().numbers, [1]);
     node.shutdown().await;
 }

@@ -1,0 +1,308 @@
+//! The sequence engine's marks, without Redis: counters in memory whose takes the test can
+//! hold, so a take can be caught in flight while the clock jumps, the marks file stops being
+//! written, the marks disk stalls or the sequence is deleted. What each test checks is what
+//! a `kill -9` relies on: every number handed out is in the marks file within
+//! `SEQ_MARK_LAG_MS_MAX`, and the marks on disk outlive what could serve below them.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use idmint::Tag;
+use idmint::clock::{Clock, ManualClock, SystemClock};
+use idmint::sequence::limits::{
+    IDLE_AFTER_S, SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS, SEQ_SHUTDOWN_MS_MAX,
+};
+use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig, SequenceError, Sequences};
+use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
+use idmint_store::{CounterKey, CounterState, CounterStore, StoreError, Take};
+
+/// A wall-clock reading for the manual clock (2026-11-27).
+const START_MS: u64 = 1_795_800_000_000;
+/// Longest the tests wait for something the engine does every `SEQ_MARK_WRITE_MS`.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Counters in memory, as one Redis that never goes back keeps them; a take waits while the
+/// test holds `hold`.
+#[derive(Default)]
+struct HeldCounters {
+    counters: Mutex<HashMap<CounterKey, CounterState>>,
+    hold: tokio::sync::RwLock<()>,
+    /// Takes that reached `hold`.
+    entered: AtomicU64,
+}
+
+impl HeldCounters {
+    /// Waits until `n` takes in all reached `hold`.
+    async fn entered(&self, n: u64) {
+        let started = Instant::now();
+        while self.entered.load(Ordering::SeqCst) < n {
+            assert!(started.elapsed() < WAIT, "no take reached the counters");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+#[async_trait]
+impl CounterStore for HeldCounters {
+    async fn take(&self, key: &CounterKey, n: u64, _now_s: u64) -> Result<Take, StoreError> {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let _held = self.hold.read().await;
+        let mut counters = self.counters.lock().unwrap();
+        let Some(counter) = counters.get_mut(key) else { return Ok(Take::NeedsSeed) };
+        if counter.max - counter.cur < n {
+            return Ok(Take::NoRoom { cur: counter.cur, max: counter.max });
+        }
+        counter.cur += n;
+        Ok(Take::Taken { last: counter.cur })
+    }
+
+    async fn seed(&self, key: &CounterKey, floor: u64, max: u64) -> Result<(), StoreError> {
+        let mut counters = self.counters.lock().unwrap();
+        let counter = counters.entry(key.clone()).or_insert(CounterState {
+            cur: floor,
+            max,
+            current_run: true,
+            ..CounterState::default()
+        });
+        counter.cur = counter.cur.max(floor);
+        counter.max = counter.max.max(max);
+        Ok(())
+    }
+
+    async fn raise_max(&self, key: &CounterKey, max: u64) -> Result<bool, StoreError> {
+        let mut counters = self.counters.lock().unwrap();
+        let Some(counter) = counters.get_mut(key) else { return Ok(false) };
+        counter.max = counter.max.max(max);
+        Ok(true)
+    }
+
+    async fn state(
+        &self,
+        key: &CounterKey,
+        _now_s: u64,
+    ) -> Result<Option<CounterState>, StoreError> {
+        Ok(self.counters.lock().unwrap().get(key).copied())
+    }
+
+    async fn set_long_term(&self, _key: &CounterKey, _per_s: u64) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn try_lock(&self, _: &CounterKey, _: &str, _: u64) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    async fn unlock(&self, _key: &CounterKey, _holder: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn remove(&self, name: &Tag) -> Result<(), StoreError> {
+        self.counters.lock().unwrap().retain(|key, _| key.name != *name);
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "held counters (test)".to_string()
+    }
+}
+
+fn spec(name: &str) -> SequenceSpec {
+    SequenceSpec {
+        name: Tag::parse(name).unwrap(),
+        daily: false,
+        format: None,
+        time_zone: "UTC".to_string(),
+        created_ms: 0,
+    }
+}
+
+/// An engine on `store` and `counters` with its marks in `dir`, forecasting every 10 ms.
+fn start(
+    store: &Arc<dyn SequenceStore>,
+    counters: &Arc<HeldCounters>,
+    clock: Arc<dyn Clock>,
+    dir: &Path,
+) -> Arc<Sequences> {
+    let config = SequenceConfig {
+        holder: "engine-test".to_string(),
+        tick_ms: 10,
+        state_dir: Some(dir.to_path_buf()),
+        ..SequenceConfig::default()
+    };
+    let counters: Arc<dyn CounterStore> = counters.clone();
+    Sequences::start(Arc::clone(store), counters, clock, config).unwrap()
+}
+
+fn marks_file(dir: &Path) -> PathBuf {
+    dir.join(SEQUENCE_MARKS_FILE)
+}
+
+/// Waits until the marks file holds `name`'s mark at `mark`.
+async fn wait_for_mark(dir: &Path, name: &str, mark: u64) {
+    let line = format!("\n{name} {mark}\n");
+    let started = Instant::now();
+    while !std::fs::read_to_string(marks_file(dir)).unwrap_or_default().contains(&line) {
+        assert!(started.elapsed() < WAIT, "the marks file never held {name} {mark}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A take that reached the counter before the forecast found its counter idle (the clock
+/// jumped past `IDLE_AFTER_S` meanwhile) still has its number written to the marks file:
+/// the counter a take holds is never dropped from the marks writer's view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_with_a_take_in_flight_is_never_dropped_from_the_marks_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let clock = Arc::new(ManualClock::new(START_MS));
+    let node = start(&store, &counters, clock.clone(), dir.path());
+    node.create(spec("busy")).await.unwrap();
+    let name = Tag::parse("busy").unwrap();
+    assert_eq!(node.next(&name, 10).await.unwrap().numbers.last(), Some(&10));
+    wait_for_mark(dir.path(), "busy", 10).await;
+
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let take = tokio::spawn({
+        let (node, name) = (Arc::clone(&node), name.clone());
+        async move { node.next(&name, 10).await }
+    });
+    counters.entered(entered + 1).await;
+    // The counter looks idle to the forecast (several rounds at 10 ms) while the take waits.
+    clock.advance((IDLE_AFTER_S + 1) * 1_000);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(held);
+    assert_eq!(take.await.unwrap().unwrap().numbers.last(), Some(&20));
+
+    node.shutdown().await;
+    let file = std::fs::read_to_string(marks_file(dir.path())).unwrap();
+    assert!(file.contains("\nbusy 20\n"), "20 was handed out and is not marked:\n{file}");
+}
+
+/// A take that entered while the marks were fresh but got its numbers only after
+/// `SEQ_MARK_LAG_MS_MAX` without a successful marks write (the directory is gone) hands
+/// nothing out (503), and the numbers it took are never served later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_that_outlasts_the_marks_lag_bound_hands_nothing_out() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("state");
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), &dir);
+    node.create(spec("slow")).await.unwrap();
+    let name = Tag::parse("slow").unwrap();
+    node.next(&name, 10).await.unwrap();
+    wait_for_mark(&dir, "slow", 10).await;
+
+    // The marks cannot be written from now on, and one number waits to be marked (a write
+    // with nothing to mark succeeds without the disk).
+    std::fs::remove_dir_all(&dir).unwrap();
+    node.next(&name, 10).await.unwrap();
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let take = tokio::spawn({
+        let (node, name) = (Arc::clone(&node), name.clone());
+        async move { node.next(&name, 10).await }
+    });
+    counters.entered(entered + 1).await;
+    tokio::time::sleep(Duration::from_millis(SEQ_MARK_LAG_MS_MAX + 500)).await;
+    drop(held);
+    let refused = match take.await.unwrap() {
+        Ok(ids) => panic!("{:?} handed out with marks older than the bound", ids.numbers),
+        Err(error) => error,
+    };
+    assert!(matches!(refused, SequenceError::Unavailable { .. }), "{refused:?}");
+    assert!(refused.to_string().contains("not been written"), "{refused}");
+
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = Instant::now();
+    let next = loop {
+        if let Ok(ids) = node.next(&name, 10).await {
+            break ids.numbers;
+        }
+        assert!(started.elapsed() < WAIT, "not served again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(next[0] > 30, "the refused take's numbers served: {next:?}");
+    node.shutdown().await;
+}
+
+/// The marks write at shutdown on a disk that does not answer (here its temporary file is a
+/// FIFO nobody reads, so opening it blocks) ends within the engine's bound, instead of
+/// holding the node past its grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_within_its_bound_while_the_marks_disk_stalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("stalled")).await.unwrap();
+    let name = Tag::parse("stalled").unwrap();
+    node.next(&name, 10).await.unwrap();
+    wait_for_mark(dir.path(), "stalled", 10).await;
+
+    let mut tmp = marks_file(dir.path()).into_os_string();
+    tmp.push(".tmp");
+    let fifo = PathBuf::from(tmp);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo failed");
+    node.next(&name, 10).await.unwrap();
+    // The marks writer is now stuck opening the FIFO.
+    tokio::time::sleep(Duration::from_millis(SEQ_MARK_WRITE_MS + 300)).await;
+
+    let started = Instant::now();
+    let bound = Duration::from_millis(SEQ_SHUTDOWN_MS_MAX + 2_000);
+    let stopped = tokio::time::timeout(bound, node.shutdown()).await;
+    let took = started.elapsed();
+    // Unstall the disk, so the blocked write ends and the runtime can stop.
+    unstall(&fifo);
+    assert!(stopped.is_ok(), "shutdown still waiting on the stalled disk after {took:?}");
+    assert!(took >= Duration::from_millis(SEQ_SHUTDOWN_MS_MAX), "{took:?}");
+}
+
+/// Opens the FIFO for reading without waiting, reads what a blocked writer wrote, closes it.
+fn unstall(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    const O_NONBLOCK: i32 = 0o4000;
+    let Ok(mut reader) = std::fs::OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(fifo)
+    else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let _ = reader.read_to_end(&mut Vec::new());
+}
+
+/// A sequence deleted and created again after its ceilings went back (the ceilings table
+/// restored from a backup older than the sequence) continues above what this node handed
+/// out: deleting it kept its marks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_created_again_over_older_ceilings_never_repeats_this_nodes_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let counters = Arc::new(HeldCounters::default());
+    let name = Tag::parse("reborn").unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("reborn")).await.unwrap();
+    let first = node.next(&name, 100).await.unwrap().numbers;
+    node.delete(&name).await.unwrap();
+    node.shutdown().await;
+    drop(node);
+
+    // The ceilings are back to before the sequence existed.
+    let restored: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let node = start(&restored, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("reborn")).await.unwrap();
+    let again = node.next(&name, 100).await.unwrap().numbers;
+    node.shutdown().await;
+    assert!(again[0] > first[99], "served again: {} after {}", again[0], first[99]);
+}
