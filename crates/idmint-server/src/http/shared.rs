@@ -71,6 +71,11 @@ pub(crate) const SNOWFLAKE_500: &str =
 pub(crate) const SEQ_503: &str = "No room below the ceiling within 1 s, Redis or the store \
     unavailable (`sequence_unavailable`), or Redis not reachable yet (`sequences_not_running`)";
 
+/// The 409 answer of routes that take sequence ids: final, nothing ends it but a new name.
+pub(crate) const SEQ_409: &str = "The sequence reached its largest number, 2^53-1 \
+    (`sequence_exhausted`): take ids from a new sequence name (a daily sequence starts again \
+    at 1 the next day). gRPC: FAILED_PRECONDITION";
+
 /// The 501 answer of sequence routes: a final condition, not worth retrying on this node.
 pub(crate) const SEQ_501: &str = "The node is not configured to serve sequences \
     (`sequences_not_configured`: no Redis, a bad Redis URL, or no single SQL store for the \
