@@ -42,12 +42,13 @@ pub(crate) const STORE_500: &str = "The tag's store row holds impossible values 
 pub(crate) const STORE_503: &str = "The store did not answer in time, both segments are spent \
     and the refill failed (`unavailable`), or the node is shutting down (`shutting_down`)";
 
-/// The 503 answer of routes that take snowflake ids.
+/// The 503 answer of routes that take snowflake ids: what passes by itself.
 pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
     the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
-    out any earlier holder's ids (`lease_settling`), the generator has not started yet and its start is retried in the \
-    background (`snowflake_not_running`, with the last failure), or it did not answer in time \
-    (`snowflake_unavailable`)";
+    out any earlier holder's ids (`lease_settling`), the generator has not started yet and \
+    its start is retried in the background (`snowflake_not_running`, with the last failure; \
+    also while the clock reads before the layout's epoch), it or its store did not answer in \
+    time (`snowflake_unavailable`), or the node is shutting down (`shutting_down`)";
 
 /// The 501 answer of routes that take snowflake ids: a final condition, not worth retrying
 /// on this node.
