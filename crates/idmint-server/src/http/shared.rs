@@ -80,7 +80,9 @@ pub(crate) const SEQ_409: &str = "The sequence reached its largest number, 2^53-
 /// The 501 answer of sequence routes: a final condition, not worth retrying on this node.
 pub(crate) const SEQ_501: &str = "The node is not configured to serve sequences \
     (`sequences_not_configured`: no Redis, a bad Redis URL, or no single SQL store for the \
-    ceilings); the message says how to configure it. gRPC: FAILED_PRECONDITION";
+    ceilings), or the Redis of the counters cannot be trusted with them \
+    (`sequence_store_unsupported`: it refuses `INFO` to idmint's user, or is a proxy); the \
+    message says how to fix it. gRPC: FAILED_PRECONDITION";
 
 /// The 500 answer of sequence routes.
 pub(crate) const SEQ_500: &str = "An unexpected store failure (`internal`)";
