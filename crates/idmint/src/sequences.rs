@@ -894,12 +894,12 @@ impl MarkKey for CounterKey {
     }
 }
 
-/// `ms` in `zone` (the epoch for a time jiff cannot hold).
 /// `" (day YYYYMMDD)"` for a daily sequence's period, `""` for a plain one, in messages.
 fn period_note(period: &str) -> String {
     if period.is_empty() { String::new() } else { format!(" (day {period})") }
 }
 
+/// `ms` in `zone` (the epoch for a time jiff cannot hold).
 fn zoned(ms: u64, zone: &TimeZone) -> Zoned {
     let at = i64::try_from(ms).ok().and_then(|ms| Timestamp::from_millisecond(ms).ok());
     at.unwrap_or(Timestamp::UNIX_EPOCH).to_zoned(zone.clone())
