@@ -147,6 +147,7 @@ pub(crate) fn from_code(code: &str, message: String, subject: &str) -> Failure {
         "forbidden" => caller(ClientError::PermissionDenied { message }),
         "bad_tag" => caller(ClientError::BadTag { tag: subject.to_string(), reason: message }),
         "tag_exhausted"
+        | "sequence_exhausted"
         | "public_ids_exhausted"
         | "key_changed"
         | "tag_exists"
@@ -230,6 +231,10 @@ mod tests {
     fn codes_split_into_the_callers_the_retryable_and_the_protocol() {
         let caller = |code| matches!(from_code(code, "m".into(), "t"), Failure::Caller(_));
         for code in ["unknown_tag", "formatted_tag", "unauthorized", "forbidden", "bad_count"] {
+            assert!(caller(code), "{code}");
+        }
+        // Spent in the shared store: no other server has more of it.
+        for code in ["tag_exhausted", "sequence_exhausted"] {
             assert!(caller(code), "{code}");
         }
         for code in ["unavailable", "shutting_down", "internal", "too_many_requests"] {

@@ -225,6 +225,12 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
         "503: no room below the ceiling within 1 s, or Redis or the store unavailable",
     ),
     (
+        "sequence_exhausted",
+        "409 (gRPC FAILED_PRECONDITION): the sequence reached its largest number, 2^53-1 (the \
+         most a Redis counter holds exactly); final, take ids from a new sequence name (a daily \
+         sequence starts again at 1 the next day)",
+    ),
+    (
         "sequences_not_running",
         "503: this node serves no sequences yet: Redis has not answered so far (it is retried)",
     ),
@@ -392,6 +398,8 @@ fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
         SequenceError::Unavailable { .. } | SequenceError::Store(StoreError::Unavailable(_)) => {
             (StatusCode::SERVICE_UNAVAILABLE, "sequence_unavailable")
         }
+        // Nothing ends it but a new sequence: final, as an exhausted tag is.
+        SequenceError::Exhausted { .. } => (StatusCode::CONFLICT, "sequence_exhausted"),
         // Retrying does not change the server or idmint's access to it: the operator does.
         SequenceError::Store(StoreError::Unsupported { .. }) => {
             (StatusCode::NOT_IMPLEMENTED, "sequence_store_unsupported")
@@ -731,6 +739,31 @@ mod tests {
         assert!(message.contains("more time bits") && message.contains("later epoch"), "{message}");
         let (_, meaning) =
             ERROR_CODES.iter().find(|(code, _)| *code == "layout_exhausted").unwrap();
+        assert!(meaning.starts_with("409"), "{meaning}");
+    }
+
+    /// Issue 31: a sequence at its largest number was answered 503 `sequence_unavailable`,
+    /// which clients retry forever. It is final: 409 `sequence_exhausted` and gRPC
+    /// `FAILED_PRECONDITION`, as `tag_exhausted` is, the message naming the limit and the fix.
+    #[test]
+    fn an_exhausted_sequence_is_final_with_the_fix() {
+        let exhausted = || {
+            ApiError::Sequence(SequenceError::Exhausted {
+                name: idmint::Tag::parse("invoice").unwrap(),
+                period: "20261128".to_string(),
+                limit: idmint_store::COUNTER_MAX,
+            })
+        };
+        let (status, code, message) = exhausted().into_parts();
+        assert_eq!((status, code), (StatusCode::CONFLICT, "sequence_exhausted"));
+        for part in ["invoice", "20261128", "9007199254740991", "new sequence", "next day"] {
+            assert!(message.contains(part), "{part} not in {message}");
+        }
+        let grpc = exhausted().into_grpc_status();
+        assert_eq!(grpc.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(grpc.metadata().get(GRPC_CODE_KEY).unwrap(), "sequence_exhausted");
+        let (_, meaning) =
+            ERROR_CODES.iter().find(|(code, _)| *code == "sequence_exhausted").unwrap();
         assert!(meaning.starts_with("409"), "{meaning}");
     }
 

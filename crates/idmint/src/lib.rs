@@ -171,6 +171,7 @@ pub mod sequence {
             SEQ_MARK_LAG_MS_MAX, SEQ_MARK_WRITE_MS, SEQ_RAISE_MAX, SEQ_RAISE_MIN,
             SEQ_SHUTDOWN_MS_MAX, SEQ_WAIT_MS_DEFAULT,
         };
+        pub use idmint_store::COUNTER_MAX;
     }
 }
 

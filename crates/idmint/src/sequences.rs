@@ -7,7 +7,8 @@
 //!   past that the caller gets [`SequenceError::Unavailable`] (503).
 //! - **The ceiling** only grows, in the SQL store first ([`SequenceStore::raise_ceiling`],
 //!   one atomic statement) and in the counter second, never the reverse: a counter's `max`
-//!   is never above the SQL ceiling.
+//!   is never above the SQL ceiling. It stops at [`COUNTER_MAX`]: a sequence whose numbers
+//!   reached it is [`SequenceError::Exhausted`] (final), and its ceiling is not raised again.
 //! - **Reseeding**: when the counter is missing, was seeded in another data set (another
 //!   Redis run, or another replication history: a failover, a fail-back after a full
 //!   resync), or hands out a number at or below this node's mark, the node raises the SQL
@@ -147,6 +148,22 @@ pub enum SequenceError {
         name: Tag,
         /// What failed.
         reason: String,
+    },
+    /// The sequence reached the largest number it can hold ([`COUNTER_MAX`]): final, no
+    /// retry serves it. Its ceiling is left where it was.
+    #[error(
+        "sequence {name}{} has reached {limit}, the largest number a sequence holds; take ids \
+         from a new sequence name{}",
+        period_note(period),
+        if period.is_empty() { "" } else { " (a daily sequence starts again at 1 the next day)" }
+    )]
+    Exhausted {
+        /// The sequence.
+        name: Tag,
+        /// `""`, or the day (`YYYYMMDD`) of a daily sequence.
+        period: String,
+        /// The largest number it can hold.
+        limit: u64,
     },
     /// A store call failed.
     #[error(transparent)]
@@ -359,17 +376,24 @@ impl Sequences {
         }
         let unavailable =
             |reason: String| SequenceError::Unavailable { name: name.clone(), reason };
-        // A store call that failed: retried by the caller (503), but for a counter store that
-        // cannot serve sequences at all (final, 501).
-        let failed = |error: StoreError| match error {
-            StoreError::Unsupported { .. } => SequenceError::Store(error),
-            other => unavailable(other.to_string()),
-        };
         self.check_serving().map_err(unavailable)?;
         let definition = self.definition(name).await?;
         let now_ms = self.clock.now_ms();
         let at = zoned(now_ms, &definition.zone);
         let key = CounterKey { name: name.clone(), period: period_of(&definition, &at) };
+        // A store call that failed: retried by the caller (503), but for a counter store that
+        // cannot serve sequences at all (final, 501) and a sequence at its limit (final, 409).
+        let failed = |error: RefillError| match error {
+            RefillError::Exhausted => SequenceError::Exhausted {
+                name: name.clone(),
+                period: key.period.clone(),
+                limit: COUNTER_MAX,
+            },
+            RefillError::Store(error @ StoreError::Unsupported { .. }) => {
+                SequenceError::Store(error)
+            }
+            RefillError::Store(other) => unavailable(other.to_string()),
+        };
         let local = self.local(&key, now_ms / 1_000);
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.wait_ms);
         loop {
@@ -377,7 +401,7 @@ impl Sequences {
             // it gets (the counter serialises takes); takes in flight meanwhile may not.
             let before = local.last_issued.load(Ordering::Acquire);
             let taken = self.counters.take(&key, count, now_ms / 1_000).await;
-            let taken = taken.map_err(failed)?;
+            let taken = taken.map_err(|error| failed(error.into()))?;
             match taken {
                 Take::Taken { last } => {
                     let first = last + 1 - count;
@@ -600,7 +624,7 @@ impl Sequences {
         local: &CounterLocal,
         need: u64,
         force: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RefillError> {
         let _refill = local.refill.lock().await;
         let now_s = self.clock.now_ms() / 1_000;
         let why = if force {
@@ -620,7 +644,8 @@ impl Sequences {
             let ceiling = self.store.ceiling(&key.name, &key.period).await?;
             by = by.saturating_add(mark.saturating_sub(ceiling));
         }
-        let ceiling = self.raise_store(key, by).await?;
+        // The raise made may be smaller than asked near the limit: the floor is where it began.
+        let (ceiling, by) = self.raise_store(key, by).await?;
         let floor = (ceiling - by).max(mark);
         self.counters.seed(key, floor, ceiling).await?;
         if floor == 0 {
@@ -643,7 +668,7 @@ impl Sequences {
         local: &CounterLocal,
         room: u64,
         by: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RefillError> {
         let _refill = local.refill.lock().await;
         let now_s = self.clock.now_ms() / 1_000;
         let has_room = |state: Option<idmint_store::CounterState>| {
@@ -666,7 +691,7 @@ impl Sequences {
             let rate = state.map_or(0, |s| s.recent_per_s.max(s.long_term_per_s));
             let by = by.max(rate.saturating_mul(self.config.raise_s));
             let by = by.clamp(SEQ_RAISE_MIN, SEQ_RAISE_MAX);
-            let ceiling = self.raise_store(key, by).await?;
+            let (ceiling, by) = self.raise_store(key, by).await?;
             if !self.counters.raise_max(key, ceiling).await? {
                 // Lost meanwhile (or the sequence was deleted): the next take reseeds it;
                 // this raise's ids stay unused.
@@ -678,19 +703,24 @@ impl Sequences {
         }
         .await;
         let unlocked = self.counters.unlock(key, &self.config.holder).await;
-        raised.and(unlocked)
+        raised.and(unlocked.map_err(RefillError::Store))
     }
 
-    /// Raises the SQL ceiling by `by`, refusing past [`COUNTER_MAX`].
-    async fn raise_store(&self, key: &CounterKey, by: u64) -> Result<u64, StoreError> {
+    /// Raises the SQL ceiling by `by`, or by less where [`COUNTER_MAX`] stops it, and returns
+    /// the new ceiling and the raise made. A ceiling already at the limit is
+    /// [`RefillError::Exhausted`] and nothing is written, so an exhausted sequence's takes
+    /// change nothing; a ceiling another node raised meanwhile past the limit is too.
+    async fn raise_store(&self, key: &CounterKey, by: u64) -> Result<(u64, u64), RefillError> {
+        let current = self.store.ceiling(&key.name, &key.period).await?;
+        let by = by.min(COUNTER_MAX.saturating_sub(current));
+        if by == 0 {
+            return Err(RefillError::Exhausted);
+        }
         let ceiling = self.store.raise_ceiling(&key.name, &key.period, by).await?;
         if ceiling > COUNTER_MAX {
-            return Err(StoreError::InvalidValue(format!(
-                "sequence {} has reached {COUNTER_MAX}, the most a Redis counter holds exactly",
-                key.name
-            )));
+            return Err(RefillError::Exhausted);
         }
-        Ok(ceiling)
+        Ok((ceiling, by))
     }
 
     /// One round of the stats and forecast task over the counters this node used lately.
@@ -732,7 +762,7 @@ impl Sequences {
         key: &CounterKey,
         local: &CounterLocal,
         now_s: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RefillError> {
         let Some(state) = self.counters.state(key, now_s).await? else { return Ok(()) };
         let long_term = {
             let mut samples = lock(&local.samples);
@@ -767,6 +797,30 @@ impl std::fmt::Debug for Sequences {
 impl Drop for Sequences {
     fn drop(&mut self) {
         self.cancel.cancel();
+    }
+}
+
+/// Why a seed or a raise of a counter failed.
+#[derive(Debug)]
+enum RefillError {
+    /// A store call failed.
+    Store(StoreError),
+    /// The ceiling is at [`COUNTER_MAX`]: no raise can make room.
+    Exhausted,
+}
+
+impl From<StoreError> for RefillError {
+    fn from(error: StoreError) -> RefillError {
+        RefillError::Store(error)
+    }
+}
+
+impl std::fmt::Display for RefillError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefillError::Store(error) => error.fmt(f),
+            RefillError::Exhausted => write!(f, "the ceiling is at {COUNTER_MAX}, the limit"),
+        }
     }
 }
 
@@ -838,6 +892,11 @@ impl MarkKey for CounterKey {
         }
         Ok(CounterKey { name: Tag::decode(name)?, period: period.to_string() })
     }
+}
+
+/// `" (day YYYYMMDD)"` for a daily sequence's period, `""` for a plain one, in messages.
+fn period_note(period: &str) -> String {
+    if period.is_empty() { String::new() } else { format!(" (day {period})") }
 }
 
 /// `ms` in `zone` (the epoch for a time jiff cannot hold).

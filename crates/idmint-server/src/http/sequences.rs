@@ -18,8 +18,8 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, IdValues, IdsAs, SEQ_500, SEQ_501, SEQ_503, SEQ_PARAM, TagName, UNAUTHORIZED,
-    parse_count,
+    FORBIDDEN, IdValues, IdsAs, SEQ_409, SEQ_500, SEQ_501, SEQ_503, SEQ_PARAM, TagName,
+    UNAUTHORIZED, parse_count,
 };
 use crate::state::SharedState;
 
@@ -64,6 +64,7 @@ pub(crate) struct SeqIdsBody {
             (`bad_sequence`)", body = ErrorBody),
         (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
             body = ErrorBody),
+        (status = 409, description = SEQ_409, body = ErrorBody),
         (status = 500, description = SEQ_500, body = ErrorBody),
         (status = 501, description = SEQ_501, body = ErrorBody),
         (status = 503, description = SEQ_503, body = ErrorBody),

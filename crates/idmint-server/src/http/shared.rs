@@ -42,12 +42,13 @@ pub(crate) const STORE_500: &str = "The tag's store row holds impossible values 
 pub(crate) const STORE_503: &str = "The store did not answer in time, both segments are spent \
     and the refill failed (`unavailable`), or the node is shutting down (`shutting_down`)";
 
-/// The 503 answer of routes that take snowflake ids.
+/// The 503 answer of routes that take snowflake ids: what passes by itself.
 pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
     the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
-    out any earlier holder's ids (`lease_settling`), the generator has not started yet and its start is retried in the \
-    background (`snowflake_not_running`, with the last failure), or it did not answer in time \
-    (`snowflake_unavailable`)";
+    out any earlier holder's ids (`lease_settling`), the generator has not started yet and \
+    its start is retried in the background (`snowflake_not_running`, with the last failure; \
+    also while the clock reads before the layout's epoch), it or its store did not answer in \
+    time (`snowflake_unavailable`), or the node is shutting down (`shutting_down`)";
 
 /// The 501 answer of routes that take snowflake ids: a final condition, not worth retrying
 /// on this node.
@@ -71,10 +72,17 @@ pub(crate) const SNOWFLAKE_500: &str =
 pub(crate) const SEQ_503: &str = "No room below the ceiling within 1 s, Redis or the store \
     unavailable (`sequence_unavailable`), or Redis not reachable yet (`sequences_not_running`)";
 
+/// The 409 answer of routes that take sequence ids: final, nothing ends it but a new name.
+pub(crate) const SEQ_409: &str = "The sequence reached its largest number, 2^53-1 \
+    (`sequence_exhausted`): take ids from a new sequence name (a daily sequence starts again \
+    at 1 the next day). gRPC: FAILED_PRECONDITION";
+
 /// The 501 answer of sequence routes: a final condition, not worth retrying on this node.
 pub(crate) const SEQ_501: &str = "The node is not configured to serve sequences \
     (`sequences_not_configured`: no Redis, a bad Redis URL, or no single SQL store for the \
-    ceilings); the message says how to configure it. gRPC: FAILED_PRECONDITION";
+    ceilings), or the Redis of the counters cannot be trusted with them \
+    (`sequence_store_unsupported`: it refuses `INFO` to idmint's user, or is a proxy); the \
+    message says how to fix it. gRPC: FAILED_PRECONDITION";
 
 /// The 500 answer of sequence routes.
 pub(crate) const SEQ_500: &str = "An unexpected store failure (`internal`)";

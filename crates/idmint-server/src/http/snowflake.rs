@@ -84,10 +84,8 @@ pub(crate) struct LeafDecodeBody {
         (status = 200, description = "Leaf's decode body; the time in UTC", body = LeafDecodeBody),
         (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
             node's layout (`bad_id`), or a malformed query (`bad_query`)", body = ErrorBody),
-        (status = 501, description = "The node is not configured to serve snowflake ids \
-            (`snowflake_not_configured`)", body = ErrorBody),
-        (status = 503, description = "The node's snowflake generator failed to start \
-            (`snowflake_not_running`)", body = ErrorBody),
+        (status = 501, description = "The node has no snowflake layout: it is not configured \
+            to serve snowflake ids (`snowflake_not_configured`)", body = ErrorBody),
     )
 )]
 pub(crate) async fn leaf_decode(
@@ -209,10 +207,9 @@ pub(crate) struct DecodeBody {
         (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
             layout (`bad_id`); not a layout (`bad_layout`); a malformed query (`bad_query`)",
             body = ErrorBody),
-        (status = 501, description = "No `layout` given and the node is not configured to \
-            serve snowflake ids (`snowflake_not_configured`)", body = ErrorBody),
-        (status = 503, description = "No `layout` given and the node has no snowflake layout \
-            configured (`snowflake_not_running`)", body = ErrorBody),
+        (status = 501, description = "No `layout` given and the node has no snowflake layout: \
+            it is not configured to serve snowflake ids (`snowflake_not_configured`)",
+            body = ErrorBody),
     )
 )]
 pub(crate) async fn snowflake_decode(

@@ -1,6 +1,7 @@
 //! The snowflake routes: Leaf's (`/api/snowflake/get/{key}` as `text/plain`,
 //! `/decodeSnowflakeId` with Leaf's string fields) and the native ones (`/v1/snowflake`,
-//! `/v1/snowflake/{id}`), their errors, and a server without a generator answering 503.
+//! `/v1/snowflake/{id}`), their errors, and a server without a generator answering the final
+//! 501.
 
 use std::sync::Arc;
 
@@ -60,6 +61,20 @@ async fn without_a_generator_the_routes_say_why() {
         assert_error(server.get("/api/snowflake/get/x").await, 501, "snowflake_not_configured")
             .await;
     assert!(message.contains("not started in this test"), "{message}");
+    // Decoding without a layout needs the node's: final too, and the document says so (it
+    // listed a 503 `snowflake_not_running` the decode routes no longer answer).
+    for route in ["/decodeSnowflakeId?snowflakeId=42", "/v1/snowflake/42"] {
+        assert_error(server.get(route).await, 501, "snowflake_not_configured").await;
+    }
+    let parts: serde_json::Value =
+        server.get("/v1/snowflake/42?layout=uid").await.json().await.unwrap();
+    assert_eq!(parts["sequence"], 42);
+    let doc: serde_json::Value = server.get("/openapi.json").await.json().await.unwrap();
+    for path in ["/decodeSnowflakeId", "/v1/snowflake/{id}"] {
+        let responses = doc["paths"][path]["get"]["responses"].as_object().unwrap();
+        assert!(responses.contains_key("501"), "{path}: no 501");
+        assert!(!responses.contains_key("503"), "{path} documents a 503 it never answers");
+    }
     server.stop().await;
 }
 

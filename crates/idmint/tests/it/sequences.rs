@@ -1,10 +1,11 @@
 //! Sequences end to end on real Redis: ids never repeat while Redis is flushed, restarted
 //! empty and restarted from an older snapshot; the forecast raises the ceiling ahead of a
 //! steady load (no request waits) and not without load; daily sequences restart at 1 at
-//! midnight of their time zone. The flush and restart tests run a private `redis-server`
-//! (own port and directory, removed afterwards); the others use the test kit's Redis
-//! (`IDMINT_TEST_REDIS_URL`'s, else a private one) under a fresh key prefix. Without
-//! `redis-server` they are skipped and the run's summary says so.
+//! midnight of their time zone; a sequence is served up to the limit, then exhausted. The
+//! flush and restart tests run a private `redis-server` (own port and directory, removed
+//! afterwards); the others use the test kit's Redis (`IDMINT_TEST_REDIS_URL`'s, else a
+//! private one) under a fresh key prefix. Without `redis-server` they are skipped and the
+//! run's summary says so.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -440,5 +441,33 @@ async fn a_redis_that_refuses_info_fails_takes_as_final_not_unavailable() {
     assert!(started.elapsed() < Duration::from_millis(500), "waited {:?}", started.elapsed());
     redis.cli(&["ACL", "SETUSER", "hardened", "+info"]).unwrap();
     assert_eq!(node.next(&name, 1).await.unwrap().numbers, [1]);
+    node.shutdown().await;
+}
+
+/// Issue 31: on real Redis, a sequence whose ceiling sits just below the largest number a
+/// counter holds exactly is served up to that number, then refused as the final `Exhausted`
+/// (never the retryable `Unavailable`), and the refusals leave its ceiling where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_is_served_up_to_the_limit_then_exhausted_on_redis() {
+    use idmint::sequence::limits::COUNTER_MAX;
+    let Some((url, _cleanup)) = fresh_url() else { return };
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(RedisCounters::connect(&url).await.unwrap());
+    let node = Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config("top"))
+        .unwrap();
+    node.create(spec("top", false, None)).await.unwrap();
+    let name = Tag::parse("top").unwrap();
+    store.raise_ceiling(&name, "", COUNTER_MAX - 5).await.unwrap();
+
+    // The seed's raise is cut to the limit: the counter starts at the old ceiling.
+    let first = node.next(&name, 1).await.unwrap().numbers;
+    assert_eq!(first, [COUNTER_MAX - 4]);
+    let last = node.next(&name, 4).await.unwrap().numbers;
+    assert_eq!(last, [COUNTER_MAX - 3, COUNTER_MAX - 2, COUNTER_MAX - 1, COUNTER_MAX]);
+    for _ in 0..3 {
+        let refused = node.next(&name, 1).await.unwrap_err();
+        assert!(matches!(refused, SequenceError::Exhausted { .. }), "{refused:?}");
+    }
+    assert_eq!(store.ceiling(&name, "").await.unwrap(), COUNTER_MAX);
     node.shutdown().await;
 }

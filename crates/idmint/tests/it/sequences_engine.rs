@@ -19,7 +19,7 @@ use idmint::sequence::limits::{
 };
 use idmint::sequence::{SEQUENCE_MARKS_FILE, SequenceConfig, SequenceError, Sequences};
 use idmint::store::{MemoryStore, SequenceSpec, SequenceStore};
-use idmint_store::{CounterKey, CounterState, CounterStore, StoreError, Take};
+use idmint_store::{COUNTER_MAX, CounterKey, CounterState, CounterStore, StoreError, Take};
 
 /// A wall-clock reading for the manual clock (2026-11-27).
 const START_MS: u64 = 1_795_800_000_000;
@@ -305,4 +305,48 @@ async fn a_sequence_created_again_over_older_ceilings_never_repeats_this_nodes_n
     let again = node.next(&name, 100).await.unwrap().numbers;
     node.shutdown().await;
     assert!(again[0] > first[99], "served again: {} after {}", again[0], first[99]);
+}
+
+/// Issue 31: a sequence whose ceiling reached the largest number a counter holds exactly
+/// (`COUNTER_MAX`) was refused as `Unavailable` (503), which clients retry forever, and each
+/// retry raised its ceiling again. Every number up to the limit is served, then the sequence
+/// is refused as `Exhausted`, final, naming it, the limit and the fix, and the refusals change
+/// nothing in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequence_at_the_largest_number_is_exhausted_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let counters = Arc::new(HeldCounters::default());
+    let name = Tag::parse("topped").unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("topped")).await.unwrap();
+    // The ceiling and the counter just below the limit, as years of takes would leave them.
+    let top = COUNTER_MAX - 3;
+    store.raise_ceiling(&name, "", top).await.unwrap();
+    let key = CounterKey { name: name.clone(), period: String::new() };
+    counters.seed(&key, top - 2, top).await.unwrap();
+
+    let below = node.next(&name, 2).await.unwrap().numbers;
+    assert_eq!(below, [top - 1, top]);
+    // The last raise stops at the limit, and every number up to it is served.
+    let last = node.next(&name, 3).await.unwrap().numbers;
+    assert_eq!(last, [COUNTER_MAX - 2, COUNTER_MAX - 1, COUNTER_MAX]);
+    for _ in 0..2 {
+        let refused = node.next(&name, 1).await.unwrap_err();
+        assert!(
+            matches!(&refused, SequenceError::Exhausted { name: n, limit, .. }
+                if *n == name && *limit == COUNTER_MAX),
+            "{refused:?}"
+        );
+        let message = refused.to_string();
+        assert!(
+            message.contains("topped")
+                && message.contains(&COUNTER_MAX.to_string())
+                && message.contains("new sequence"),
+            "{message}"
+        );
+    }
+    let ceiling = store.ceiling(&name, "").await.unwrap();
+    assert_eq!(ceiling, COUNTER_MAX, "the refusals moved the ceiling");
+    node.shutdown().await;
 }
