@@ -229,8 +229,11 @@ fn db_outage(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let load = run.load(&targets, &workload);
     sleep(Duration::from_secs(run.pick(3, 20)));
     let outage = run.main_phase(8, 30);
-    db.stop()?;
+    // The outage starts when the stop does: a fast shutdown refuses new sessions and ends
+    // the open ones at once, while `pg_ctl -w` returns only after the checkpoint, seconds
+    // later on a busy machine, by when the nodes may have served their whole buffers.
     let stopped_ms = run.now_ms();
+    db.stop()?;
     run.fault(format!("PostgreSQL stopped for {} s", outage.as_secs()));
     sleep(outage);
     db.launch()?;
