@@ -325,6 +325,19 @@ pub fn forced_below_tombstone(spec: &TagSpec, tombstone: Option<u64>) -> Option<
     })
 }
 
+/// Checks every change of a batched give-back, then gives the order to apply them in: by
+/// tag, so two nodes giving back batches of shared tags lock rows in one order and cannot
+/// deadlock.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) fn batch_order(changes: &[MaxIdChange]) -> Result<Vec<usize>, StoreError> {
+    for change in changes {
+        check_new_max_id(change.new)?;
+    }
+    let mut order: Vec<usize> = (0..changes.len()).collect();
+    order.sort_by(|a, b| changes[*a].tag.cmp(&changes[*b].tag));
+    Ok(order)
+}
+
 /// Refuses a `compare_and_set_max_id` target no row may hold.
 pub(crate) fn check_new_max_id(new: u64) -> Result<(), StoreError> {
     if (ID_MIN..=ID_MAX).contains(&new) {

@@ -400,13 +400,8 @@ impl SegmentStore for PgStore {
         &self,
         changes: &[MaxIdChange],
     ) -> Result<Vec<bool>, StoreError> {
-        for change in changes {
-            check_new_max_id(change.new)?;
-        }
-        // One transaction: a batch costs one commit, not one per row. Its rows are locked in
-        // the tags' order, so two nodes giving back batches of shared tags cannot deadlock.
-        let mut order: Vec<usize> = (0..changes.len()).collect();
-        order.sort_by(|a, b| changes[*a].tag.cmp(&changes[*b].tag));
+        // One transaction: a batch costs one commit, not one per row.
+        let order = crate::batch_order(changes)?;
         let mut applied = vec![false; changes.len()];
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
         for index in order {
