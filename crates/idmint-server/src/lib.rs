@@ -127,3 +127,9 @@ async fn serve_one(
     let app = router.into_make_service_with_connect_info::<ClientAddr>();
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
+
+/// The README's Rust examples, compiled as doc-tests so they hold as written (this crate's
+/// dev-dependencies hold both the library and the client they use).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExamples;

@@ -6,6 +6,7 @@
 //! - [`mysql`], [`postgres`], [`redis`]: the server a test runs against (the one its
 //!   `IDMINT_TEST_*_URL` names, else a private one started once per test process) and a fresh
 //!   database or key prefix on it.
+//! - [`fixtures`]: Leaf's and Tinyid's own tables and sample rows.
 //! - [`skip`](mod@skip): a test that cannot run records why; `scripts/test` prints the summary and CI
 //!   fails on any skip. [`opt_in`] does it for the variables that switch a test on.
 //! - [`suite!`]: one `#[tokio::test]` per check of a suite (conformance, workers,
@@ -14,6 +15,7 @@
 //! A dev-dependency only (and a dependency of `idmint-chaos`, itself a test tool); never
 //! published. It links no idmint crate, so every crate's tests can use it.
 
+pub mod fixtures;
 pub mod redis;
 pub mod servers;
 pub mod skip;

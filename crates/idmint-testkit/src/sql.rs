@@ -47,6 +47,24 @@ pub mod mysql {
         SERVER.fresh_database(purpose).await
     }
 
+    /// [`fresh_database`] holding what `sql` (statements separated by `;`, e.g. a
+    /// [`crate::fixtures`] text) makes. Panics when `sql` fails.
+    pub async fn fresh_database_with(purpose: &str, sql: &str) -> Option<String> {
+        use sqlx::{AssertSqlSafe, Connection};
+        let url = fresh_database(purpose).await?;
+        if sql.trim().is_empty() {
+            return Some(url);
+        }
+        let mut conn =
+            sqlx::MySqlConnection::connect(&url).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("loading {purpose} into {url}: {e}"));
+        let _ = conn.close().await;
+        Some(url)
+    }
+
     static SERVER: Shared = Shared::new(Kind::MySql);
 }
 

@@ -1166,7 +1166,12 @@ fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> 
     LeaseRequest {
         space: space.clone(),
         min_worker: config.worker_ids.map_or(0, |range| range.min()),
-        max_worker: config.worker_ids.map_or(config.layout.max_worker(), |range| range.max()),
+        // A wide layout (uid's 22 worker bits) leases from the ids a lease space holds.
+        max_worker: config
+            .worker_ids
+            .map_or(config.layout.max_worker().min(idmint_store::LEASE_WORKER_ID_MAX), |range| {
+                range.max()
+            }),
         holder: config.holder.clone(),
         ttl_ms: config.lease_ttl_ms,
         margin_ms: config.lease_margin_ms,
@@ -1222,5 +1227,18 @@ mod tests {
         let wide = WorkerIdRange::parse("512-1024").expect("range");
         let refused = wide.check(&leaf).unwrap_err();
         assert!(refused.contains("10 worker bits"), "{refused}");
+    }
+
+    /// uid-generator's 22 worker bits hold more ids than a lease space: without a range the
+    /// lease comes from the ids a lease space holds (the store refuses anything wider).
+    #[test]
+    fn a_wide_layout_leases_within_a_lease_space() {
+        let space = WorkerSpace::parse("ids").expect("space");
+        let uid = SnowflakeConfig::new("uid", Layout::preset("uid").expect("preset"));
+        assert!(uid.layout.max_worker() > idmint_store::LEASE_WORKER_ID_MAX);
+        let request = lease_request(&uid, &space, 0);
+        assert_eq!(request.max_worker, idmint_store::LEASE_WORKER_ID_MAX);
+        let leaf = SnowflakeConfig::new("leaf", Layout::preset("snowflake").expect("preset"));
+        assert_eq!(lease_request(&leaf, &space, 0).max_worker, 1023);
     }
 }

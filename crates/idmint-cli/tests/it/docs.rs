@@ -8,7 +8,8 @@
 //!   variable of the calling environment is passed on.
 //! - **`sh`**: one command a line (a line ending in `\` continues), run by `bash` in that
 //!   directory with `idmint` on the `PATH` being the binary under test; `cargo run
-//!   [--release] --` runs it too. Every command must exit 0. A trailing comment `# -> TEXT`
+//!   [--release | --profile start] --` runs it too. Every command must exit 0. A line
+//!   `export NAME=VALUE` sets the variable for the file's later commands, as a shell would. A trailing comment `# -> TEXT`
 //!   (after two spaces) is the command's expected stdout, compared exactly (trimmed). `curl`
 //!   runs with `--fail --silent --show-error`.
 //! - **`idmint serve …`** (or `cargo run … -- serve`) is started in the background on a free
@@ -29,7 +30,14 @@
 //!     compared to what `idmint config check` prints for a file with only its `[format.*]`
 //!     section headers;
 //!   - `output COMMAND` (a `text` block): the block is what `COMMAND` prints (stdout, then
-//!     stderr), compared exactly (trimmed, the block's indentation removed).
+//!     stderr), compared exactly (trimmed, the block's indentation removed);
+//!   - `mysql FIXTURE` (`leaf`, `tinyid` or `empty`): each `mysql://…/DATABASE` URL the block
+//!     names for the first time becomes a fresh database of the test kit's MariaDB holding
+//!     that fixture (Leaf's or Tinyid's own tables and sample rows,
+//!     crates/idmint-testkit/src/fixtures.rs); the URL's query is kept, and the file's later
+//!     blocks see the same database under the same URL. An `sh` block with it is a scene of
+//!     its own, as a reader trying another database would run it: its `serve` gets a data
+//!     directory of its own, and its servers and `export`s end with the block.
 //!
 //! A failure names the file, the block's line, the command and what differed.
 
@@ -207,6 +215,7 @@ enum Directive {
     Invalid,
     Defaults,
     Output(String),
+    MySql(String),
 }
 
 fn parse_marker(marker: Option<&str>) -> Result<Vec<Directive>, String> {
@@ -236,11 +245,14 @@ fn parse_marker(marker: Option<&str>) -> Result<Vec<Directive>, String> {
                 "invalid" => Directive::Invalid,
                 "defaults" => Directive::Defaults,
                 "output" if !rest.is_empty() => Directive::Output(rest),
+                "mysql" if matches!(rest.as_str(), "leaf" | "tinyid" | "empty") => {
+                    Directive::MySql(rest)
+                }
                 _ => {
                     return Err(format!(
                         "unknown directive `{d}` in `{marker}`; the directives are `skip REASON`, \
-                         `env NAME=VALUE`, `file NAME`, `invalid`, `defaults`, `output COMMAND` \
-                         (crates/idmint-cli/tests/it/docs.rs)"
+                         `env NAME=VALUE`, `file NAME`, `invalid`, `defaults`, `output COMMAND`, \
+                         `mysql leaf|tinyid|empty` (crates/idmint-cli/tests/it/docs.rs)"
                     ));
                 }
             })
@@ -254,6 +266,11 @@ struct FileRun {
     bin: TempDir,
     servers: Vec<Child>,
     address: Option<String>,
+    /// `export`ed by an earlier command of the file.
+    exports: Vec<(String, String)>,
+    /// Each documented `mysql://…/DATABASE` (query removed) and the test database it stands
+    /// for.
+    databases: Vec<(String, String)>,
 }
 
 impl FileRun {
@@ -264,7 +281,14 @@ impl FileRun {
             .unwrap();
         // curl fails on an HTTP error and prints no progress meter.
         std::fs::write(bin.path().join(".curlrc"), "fail\nsilent\nshow-error\n").unwrap();
-        FileRun { dir, bin, servers: Vec::new(), address: None }
+        FileRun {
+            dir,
+            bin,
+            servers: Vec::new(),
+            address: None,
+            exports: Vec::new(),
+            databases: Vec::new(),
+        }
     }
 
     /// `bash -c line` in the file's directory, with the block's variables.
@@ -282,6 +306,9 @@ impl FileRun {
         if let Some(address) = &self.address {
             command.env("IDMINT_SERVER", format!("http://{address}"));
         }
+        for (name, value) in &self.exports {
+            command.env(name, value);
+        }
         for directive in directives {
             if let Directive::Env(name, value) = directive {
                 command.env(name, value);
@@ -291,8 +318,29 @@ impl FileRun {
     }
 
     fn sh(&mut self, body: &str, directives: &[Directive]) -> Result<(), String> {
+        if directives.iter().any(|d| matches!(d, Directive::MySql(_))) {
+            // A scene: what it starts and exports ends with it.
+            let before = (self.address.clone(), self.servers.len(), self.exports.clone());
+            let outcome = self.sh_lines(body, directives);
+            for mut child in self.servers.drain(before.1..) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            (self.address, self.exports) = (before.0, before.2);
+            return outcome;
+        }
+        self.sh_lines(body, directives)
+    }
+
+    fn sh_lines(&mut self, body: &str, directives: &[Directive]) -> Result<(), String> {
+        self.databases_for(body, directives)?;
         for (line, expected) in commands(body) {
             let line = self.rewrite(&line);
+            if let Some((name, value)) = export(&line) {
+                self.exports.retain(|(known, _)| *known != name);
+                self.exports.push((name, value));
+                continue;
+            }
             if is_serve(&line) {
                 self.serve(&line, directives)?;
                 continue;
@@ -318,6 +366,12 @@ impl FileRun {
     }
 
     fn toml(&mut self, body: &str, directives: &[Directive]) -> Result<(), String> {
+        self.databases_for(body, directives)?;
+        let mut body = body.to_string();
+        for (documented, test) in &self.databases {
+            body = replace_database(&body, documented, test);
+        }
+        let body = body.as_str();
         let name = directives
             .iter()
             .find_map(|d| match d {
@@ -404,10 +458,12 @@ impl FileRun {
     /// `cargo run … --` runs the binary under test; a server's address replaces the default.
     fn rewrite(&self, line: &str) -> String {
         let mut line = line.to_string();
-        for prefix in ["cargo run --release -- ", "cargo run -- "] {
-            if let Some(rest) = line.strip_prefix(prefix) {
-                line = format!("idmint {rest}");
-            }
+        for prefix in ["cargo run --release -- ", "cargo run --profile start -- ", "cargo run -- "]
+        {
+            line = line.replace(prefix, "idmint ");
+        }
+        for (documented, test) in &self.databases {
+            line = replace_database(&line, documented, test);
         }
         if let Some(address) = &self.address {
             line = line.replace("127.0.0.1:8080", address);
@@ -415,10 +471,47 @@ impl FileRun {
         line
     }
 
+    /// With a `mysql FIXTURE` directive: a fresh test database holding the fixture for each
+    /// MySQL URL `body` names that the file has not named before.
+    fn databases_for(&mut self, body: &str, directives: &[Directive]) -> Result<(), String> {
+        let Some(fixture) = directives.iter().find_map(|d| match d {
+            Directive::MySql(fixture) => Some(fixture.as_str()),
+            _ => None,
+        }) else {
+            return Ok(());
+        };
+        let sql = match fixture {
+            "leaf" => idmint_testkit::fixtures::LEAF_DB_SQL,
+            "tinyid" => idmint_testkit::fixtures::TINYID_DB_SQL,
+            _ => "",
+        };
+        for documented in mysql_urls(body) {
+            if self.databases.iter().any(|(known, _)| *known == documented) {
+                continue;
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            let runtime = runtime.map_err(|e| e.to_string())?;
+            let made = runtime.block_on(idmint_testkit::mysql::fresh_database_with(
+                &format!("docs_{fixture}"),
+                sql,
+            ));
+            let Some(test) = made else {
+                return Err(format!("no MariaDB for {documented} (the skip is recorded)"));
+            };
+            let test = test.split('?').next().unwrap_or_default().to_string();
+            self.databases.push((documented, test));
+        }
+        Ok(())
+    }
+
     fn serve(&mut self, line: &str, directives: &[Directive]) -> Result<(), String> {
         let log = std::fs::File::create(self.dir.path().join("serve.log")).unwrap();
-        let mut command = self.command(&format!("exec {line}"), directives);
+        let mut command = self.command(&format!("exec env {line}"), directives);
         command.env("IDMINT_LISTEN", "127.0.0.1:0").stdout(Stdio::piped()).stderr(log);
+        if directives.iter().any(|d| matches!(d, Directive::MySql(_))) {
+            let data = self.dir.path().join(format!("idmint-data-{}", self.servers.len()));
+            command.env("IDMINT_DATA_DIR", data);
+        }
         let mut child = command.spawn().map_err(|e| format!("`{line}`: {e}"))?;
         let stdout = child.stdout.take().unwrap();
         let (sender, receiver) = mpsc::channel();
@@ -493,6 +586,46 @@ fn split_comment(line: &str) -> (&str, Option<&str>) {
         }
     }
     (line, None)
+}
+
+/// `export NAME=VALUE` (the value unquoted): the variable a shell would keep for the next
+/// commands.
+fn export(line: &str) -> Option<(String, String)> {
+    let (name, value) = line.strip_prefix("export ")?.trim().split_once('=')?;
+    let unquoted = ['\'', '"'].iter().find_map(|q| value.strip_prefix(*q)?.strip_suffix(*q));
+    Some((name.to_string(), unquoted.unwrap_or(value).to_string()))
+}
+
+/// Each `mysql://…/DATABASE` of `text`, its query removed, in order of appearance.
+fn mysql_urls(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for (at, _) in text.match_indices("mysql://") {
+        let url: String = text[at..]
+            .chars()
+            .take_while(|c| !c.is_whitespace() && !matches!(c, '\'' | '"' | '?'))
+            .collect();
+        if !found.contains(&url) {
+            found.push(url);
+        }
+    }
+    found
+}
+
+/// `line` with each `documented` URL (`mysql://…/DATABASE`, at a word's end or before its
+/// query) replaced by `test`.
+fn replace_database(line: &str, documented: &str, test: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find(documented) {
+        let after = &rest[at + documented.len()..];
+        let whole =
+            after.chars().next().is_none_or(|c| c.is_whitespace() || matches!(c, '\'' | '"' | '?'));
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { test } else { documented });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 fn is_serve(line: &str) -> bool {

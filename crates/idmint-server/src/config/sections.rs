@@ -306,16 +306,23 @@ fn worker_source(text: &str, layout: &Layout) -> Result<WorkerIdSource, String> 
 }
 
 /// Refuses a `snowflake.worker_ids` range that the worker source cannot keep: a static id
-/// outside it, or store-assigned ids (counted up from 1) with a range above 1.
+/// outside it, store-assigned ids (counted up from 1) with a range above 1, or leased ids
+/// past the largest a lease space holds.
 fn fits_source(range: WorkerIdRange, source: Option<&WorkerIdSource>) -> Result<(), String> {
+    let lease_max = idmint_store::LEASE_WORKER_ID_MAX;
     match source {
+        Some(WorkerIdSource::Lease) if range.max() > lease_max => Err(format!(
+            "{range} ends above {lease_max}, the largest leased worker id; give a range \
+             within 0-{lease_max}, e.g. \"{}-{lease_max}\"",
+            range.min().min(lease_max - 1023)
+        )),
         Some(WorkerIdSource::Static(id)) if !range.contains(*id) => Err(format!(
             "{range} does not hold snowflake.worker = \"static:{id}\"; give a static id inside \
              the range, or use worker = \"lease\""
         )),
         Some(WorkerIdSource::StoreAssigned) if range.min() > 1 => Err(format!(
             "{range} starts above 1, but store-assigned ids count up from 1; use worker = \
-             \"lease\" with this range"
+             \"lease\" with a range within 0-{lease_max}"
         )),
         _ => Ok(()),
     }

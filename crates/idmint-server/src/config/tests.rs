@@ -356,7 +356,16 @@ fn a_worker_id_range_is_checked_against_the_layout_and_the_worker_source() {
     let fixed = "[snowflake]\nworker = \"static:7\"\nworker_ids = \"512-1023\"";
     refused(fixed, &[], &[key, "does not hold snowflake.worker = \"static:7\""]);
     let assigned = "[snowflake]\nworker = \"store-assigned\"\nworker_ids = \"512-1023\"";
-    refused(assigned, &[], &[key, "store-assigned ids count up from 1"]);
+    refused(assigned, &[], &[key, "store-assigned ids count up from 1", "within 0-65535"]);
+    // uid-generator's layout holds 4 194 304 worker ids, a lease space 65 536: a range past
+    // it passed here once and then never started.
+    let uid = "[snowflake]\nlayout = \"uid\"\nepoch = \"2024-06-01\"\n";
+    refused(
+        &format!("{uid}worker_ids = \"3000000-4194303\""),
+        &[],
+        &[key, "the largest leased worker id", "\"64512-65535\""],
+    );
+    assert!(resolve(&format!("{uid}worker_ids = \"32768-65535\""), &[]).is_ok());
 }
 
 #[test]
