@@ -16,42 +16,8 @@ use sqlx::{AssertSqlSafe, Connection, MySqlConnection, MySqlPool, Row};
 
 use crate::support::{TestServer, assert_error};
 
-/// Tinyid's `tinyid-server/db.sql`: its two tables and its sample rows, as Tinyid ships them.
-const TINYID_DB_SQL: &str = r"
-CREATE TABLE `tiny_id_info` (
-  `id` bigint(20) unsigned NOT NULL AUTO_INCREMENT,
-  `biz_type` varchar(63) NOT NULL DEFAULT '',
-  `begin_id` bigint(20) NOT NULL DEFAULT '0',
-  `max_id` bigint(20) NOT NULL DEFAULT '0',
-  `step` int(11) DEFAULT '0',
-  `delta` int(11) NOT NULL DEFAULT '1',
-  `remainder` int(11) NOT NULL DEFAULT '0',
-  `create_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-  `update_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-  `version` bigint(20) NOT NULL DEFAULT '0',
-  PRIMARY KEY (`id`),
-  UNIQUE KEY `uniq_biz_type` (`biz_type`)
-) ENGINE=InnoDB AUTO_INCREMENT=1 DEFAULT CHARSET=utf8;
-
-CREATE TABLE `tiny_id_token` (
-  `id` int(11) unsigned NOT NULL AUTO_INCREMENT,
-  `token` varchar(255) NOT NULL DEFAULT '',
-  `biz_type` varchar(63) NOT NULL DEFAULT '',
-  `remark` varchar(255) NOT NULL DEFAULT '',
-  `create_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-  `update_time` timestamp NOT NULL DEFAULT '2010-01-01 00:00:00',
-  PRIMARY KEY (`id`)
-) ENGINE=InnoDB AUTO_INCREMENT=1 DEFAULT CHARSET=utf8;
-
-INSERT INTO `tiny_id_info` (`id`, `biz_type`, `begin_id`, `max_id`, `step`, `delta`, `remainder`, `create_time`, `update_time`, `version`)
-VALUES (1, 'test', 1, 1, 100000, 1, 0, '2018-07-21 23:52:58', '2018-07-22 23:19:27', 1);
-INSERT INTO `tiny_id_info` (`id`, `biz_type`, `begin_id`, `max_id`, `step`, `delta`, `remainder`, `create_time`, `update_time`, `version`)
-VALUES (2, 'test_odd', 1, 1, 100000, 2, 1, '2018-07-21 23:52:58', '2018-07-23 00:39:24', 3);
-INSERT INTO `tiny_id_token` (`id`, `token`, `biz_type`, `remark`, `create_time`, `update_time`)
-VALUES (1, '0f673adf80504e2eaa552f5d791b644c', 'test', '1', '2017-12-14 16:36:46', '2017-12-14 16:36:48');
-INSERT INTO `tiny_id_token` (`id`, `token`, `biz_type`, `remark`, `create_time`, `update_time`)
-VALUES (2, '0f673adf80504e2eaa552f5d791b644c', 'test_odd', '1', '2017-12-14 16:36:46', '2017-12-14 16:36:48');
-";
+/// Tinyid's `tinyid-server/db.sql`, as Tinyid ships it (the test kit's fixture).
+const TINYID_DB_SQL: &str = idmint_testkit::fixtures::TINYID_DB_SQL;
 
 /// The sample rows' token (it opens `test` and `test_odd`).
 const TOKEN: &str = "0f673adf80504e2eaa552f5d791b644c";
