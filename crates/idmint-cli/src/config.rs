@@ -17,7 +17,8 @@ pub enum ConfigCommand {
     /// and reads IDMINT_* variables, so it shows what `idmint serve` with the same
     /// arguments would run with. Connects to nothing (no store, no Redis): it validates
     /// only. Exit status 0: valid; 1: invalid, every problem listed on stderr with how to
-    /// fix it; 2: bad command line.
+    /// fix it (an IDMINT_* variable idmint does not read is one, named with the nearest
+    /// variable it reads); 2: bad command line.
     Check {
         /// The TOML file to check (before --config and IDMINT_CONFIG) [default: --config
         /// or IDMINT_CONFIG; none: the defaults and IDMINT_* variables alone]
@@ -36,7 +37,12 @@ pub fn run(command: ConfigCommand) -> anyhow::Result<()> {
             if file.is_some() {
                 serve.store.config = file;
             }
-            let settings = serve.settings()?;
+            let (settings, unknown_variables) = serve.settings()?;
+            // A variable idmint does not read is a misspelling until shown otherwise: serve
+            // would run without its value.
+            if let Some(unknown) = unknown_variables {
+                return Err(anyhow::Error::new(unknown).context("invalid configuration"));
+            }
             let source = match &serve.store.config {
                 Some(path) => format!("{}, then IDMINT_* variables and flags", path.display()),
                 None => "no config file; IDMINT_* variables and flags".to_string(),

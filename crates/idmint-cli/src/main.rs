@@ -44,9 +44,8 @@ struct StoreArgs {
     /// redis://HOST:PORT[/DB][?prefix=idmint:] (also redis+sentinel://, redis+cluster://),
     /// flicker+mysql://USER:PASS@HOST/DB?increment=N&offset=I (Flicker ticket databases),
     /// or several URLs separated by spaces, quoted as one argument: one tag served from all
-    /// of them (docs/configuration.md) [env: IDMINT_STORE] [default:
-    /// sqlite://./idmint-data/idmint.db]
-    #[arg(long, value_name = "URL")]
+    /// of them (docs/configuration.md) [default: sqlite://./idmint-data/idmint.db]
+    #[arg(long, value_name = "URL", env = "IDMINT_STORE", hide_env_values = true)]
     store: Option<String>,
     /// TOML config file (see docs/configuration.md).
     #[arg(long, value_name = "FILE", env = "IDMINT_CONFIG")]
@@ -57,20 +56,19 @@ struct StoreArgs {
 #[derive(clap::Args, Clone, Default)]
 struct ServeArgs {
     /// Address and port to listen on: an IP address or a host name (resolved once, its first
-    /// IPv4 address), e.g. 0.0.0.0:8080 or localhost:8080 [env: IDMINT_LISTEN] [default:
-    /// 127.0.0.1:8080]
-    #[arg(long, value_name = "ADDR")]
+    /// IPv4 address), e.g. 0.0.0.0:8080 or localhost:8080 [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR", env = "IDMINT_LISTEN")]
     listen: Option<String>,
     /// Address and port to serve gRPC on [default: none, gRPC on the HTTP port]
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "IDMINT_GRPC_LISTEN")]
     grpc_listen: Option<String>,
     /// This node's directory: high-water marks of the store-regression guard (one node
     /// per directory) [default: ./idmint-data]
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "IDMINT_DATA_DIR")]
     data_dir: Option<String>,
     /// Redis that serves sequences: redis://HOST:PORT[/DB][?prefix=idmint:] (their
     /// ceilings live in the store) [default: none, no sequences]
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", env = "IDMINT_REDIS", hide_env_values = true)]
     redis: Option<String>,
     #[command(flatten)]
     store: StoreArgs,
@@ -87,8 +85,10 @@ enum Command {
     /// loopback addresses only, where every local process may change tags. Client tokens
     /// guarding tags are `[auth.clients.NAME]` sections (docs/configuration.md).
     ///
-    /// Every flag has an IDMINT_* variable (IDMINT_LISTEN, IDMINT_STORE, …); precedence: flag
-    /// > variable > config file > default. `idmint config check` prints what would run.
+    /// Every flag has an IDMINT_* variable (shown beside it), as every key of the config
+    /// file has; precedence: flag > variable > config file > default. A variable named
+    /// IDMINT_* that idmint does not read (a misspelling) is warned about at start, with the
+    /// nearest one. `idmint config check` prints what would run.
     Serve(ServeArgs),
     /// Check a configuration without starting anything.
     Config {
@@ -119,7 +119,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    cli.command.forget_env_values(&matches);
     if let Err(error) = logging::init(cli.log_format) {
         eprintln!("error: {error:#}");
         return ExitCode::FAILURE;
@@ -152,10 +155,47 @@ fn main() -> ExitCode {
     }
 }
 
+impl Command {
+    /// Forgets the values clap took from serve's `IDMINT_*` variables (`serve`, `config
+    /// check`): the configuration reads each variable itself, so a value's origin in `config
+    /// check` and in errors is its variable, not its flag. clap's `env` is there for
+    /// `--help`, which shows each flag's variable.
+    fn forget_env_values(&mut self, matches: &clap::ArgMatches) {
+        let (serve, matches) = match (self, matches.subcommand()) {
+            (Command::Serve(serve), Some((_, serve_matches))) => (serve, serve_matches),
+            (Command::Config { command }, Some((_, config))) => {
+                let config::ConfigCommand::Check { serve, .. } = command;
+                match config.subcommand() {
+                    Some((_, check)) => (serve, check),
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+        let from_env =
+            |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::EnvVariable);
+        for (id, value) in [
+            ("listen", &mut serve.listen),
+            ("grpc_listen", &mut serve.grpc_listen),
+            ("data_dir", &mut serve.data_dir),
+            ("redis", &mut serve.redis),
+            ("store", &mut serve.store.store),
+        ] {
+            if from_env(id) {
+                *value = None;
+            }
+        }
+    }
+}
+
 impl ServeArgs {
     /// Resolves the settings (flag > env > file > default): the config file, then every
-    /// problem in it and in the values, reported together. Connects to nothing.
-    fn settings(&self) -> anyhow::Result<idmint_server::Settings> {
+    /// problem in it and in the values, reported together, with the `IDMINT_*` variables
+    /// set that idmint does not read; those are returned apart when the rest is valid
+    /// (`config check` refuses them, `serve` warns). Connects to nothing.
+    fn settings(
+        &self,
+    ) -> anyhow::Result<(idmint_server::Settings, Option<idmint_server::ConfigErrors>)> {
         use anyhow::Context;
         let flags = idmint_server::Overrides {
             listen: self.listen.clone(),
@@ -165,7 +205,8 @@ impl ServeArgs {
             redis: self.redis.clone(),
         };
         let env = |name: &str| std::env::var(name).ok();
-        idmint_server::Settings::load(self.store.config.as_deref(), &env, &flags)
+        let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
+        idmint_server::Settings::load_checked(self.store.config.as_deref(), &env, &flags, names)
             .context("invalid configuration")
     }
 }

@@ -15,7 +15,19 @@ use idmint_server::AppState;
 use crate::ServeArgs;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let settings = args.settings()?;
+    let (settings, unknown_variables) = args.settings()?;
+    // Warned, not refused: a variable of another tool's may share the prefix.
+    for problem in unknown_variables.iter().flat_map(|unknown| unknown.problems()) {
+        if let idmint_server::ConfigError::UnknownVariable { name, nearest, key } = problem {
+            let (nearest, key) = (nearest.as_deref(), key.as_deref());
+            tracing::warn!(
+                variable = %name,
+                nearest = nearest.unwrap_or_default(),
+                key = key.unwrap_or_default(),
+                "{problem}"
+            );
+        }
+    }
     let http_limits = fit_descriptors(&settings)?;
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await

@@ -345,13 +345,30 @@ impl Endpoints {
         health.failures = health.failures.saturating_add(1);
         health.down_until = Some(Instant::now() + Duration::from_millis(backoff_ms));
         if health.failures == 1 {
-            tracing::warn!(server = %self.list[index].url, %reason, backoff_ms, "server failed; trying the others first");
+            let (url, next) = (&self.list[index].url, failover_message(self.list.len()));
+            // Alone, the backoff orders nothing: the server is not held back by it.
+            if self.list.len() > 1 {
+                tracing::warn!(server = %url, %reason, backoff_ms, "server failed; {next}");
+            } else {
+                tracing::warn!(server = %url, %reason, "server failed; {next}");
+            }
         }
     }
 
     fn health(&self, index: usize) -> MutexGuard<'_, Health> {
         // Health is advisory; a poisoned value still orders the servers.
         self.list[index].health.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What calls do after a server failed, said in its log line: with others, they go first
+/// for the backoff; alone, it is still the one every call tries (`order` puts a server that
+/// failed last, never out), so the next call tries it again.
+fn failover_message(servers: usize) -> &'static str {
+    if servers > 1 {
+        "trying the others first"
+    } else {
+        "it is the only server: the next call tries it again"
     }
 }
 
@@ -362,4 +379,15 @@ pub(crate) fn grpc_request<T>(message: T, auth: Option<MetadataValue<Ascii>>) ->
         request.metadata_mut().insert("authorization", auth);
     }
     request
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failover_message;
+
+    #[test]
+    fn a_lone_server_that_failed_is_not_said_to_wait_behind_others() {
+        assert_eq!(failover_message(1), "it is the only server: the next call tries it again");
+        assert_eq!(failover_message(2), "trying the others first");
+    }
 }

@@ -41,8 +41,9 @@ use tokio::net::TcpListener;
 pub use auth::{ADMIN_ROUTES, Auth, Client, MONITOR_ROUTES, TAG_ROUTES, Token, check_exposure};
 pub use config::{
     ADMIN_TOKEN_ENV, AuthSection, ClientSection, ConfigError, ConfigErrors, EffectiveConfig,
-    FILE_PROBLEMS_MAX, FileConfig, FormatSection, LimitsSection, Overrides, SECRET_MASK, Secret,
-    SecretUrl, SegmentSection, Settings, SnowflakeSection, TagFormat, env_var,
+    FILE_PROBLEMS_MAX, FLAG_KEYS, FileConfig, FormatSection, LimitsSection, OTHER_VARIABLES,
+    Overrides, SECRET_MASK, Secret, SecretUrl, SegmentSection, Settings, SnowflakeSection,
+    TEST_VARIABLE_PREFIX, TagFormat, VARIABLE_PREFIX, env_var,
 };
 pub use error::{ApiError, GRPC_CODE_KEY};
 pub use grpc::{

@@ -36,6 +36,10 @@ pub const NO_PYTHON: &str = "IDMINT_TEST_PYTHON is not set: scripts/test makes a
 pub const NO_CHROMIUM: &str = "IDMINT_TEST_CHROMIUM is not set: install chromium (apt install \
                                chromium; scripts/test then finds it), or name one, e.g. \
                                IDMINT_TEST_CHROMIUM=/usr/bin/chromium";
+/// The alert rules' tests have no promtool.
+pub const NO_PROMTOOL: &str = "IDMINT_TEST_PROMTOOL is not set: install promtool (apt install \
+                               prometheus; scripts/test then finds it), or name one, e.g. \
+                               IDMINT_TEST_PROMTOOL=/usr/bin/promtool";
 /// The full-disk tests were told not to mount a tmpfs.
 pub const NO_TMPFS: &str = "IDMINT_TEST_SKIP_TMPFS is set; the full-disk tests mount a tmpfs \
                             (Linux, root)";

@@ -2,7 +2,8 @@
 //! `serve` would run with, secrets masked, every problem at once, no connection made), and
 //! `serve --log-format json` (every line a JSON object; no line per id or request), and what
 //! `serve` says on a store of several databases (snowflake ids not served, and why; nothing
-//! given back at shutdown, and why).
+//! given back at shutdown, and why); a misspelled `IDMINT_*` variable (refused by `config
+//! check`, warned about by `serve`) and the variable of every flag in `serve --help`.
 
 use std::process::Command;
 use std::time::Duration;
@@ -103,7 +104,7 @@ fn config_check_lists_every_problem_of_a_bad_file_and_serve_refuses_it() {
     let err = String::from_utf8(output.stderr).unwrap();
     for says in [
         "5 problems:",
-        "bad.toml:1:1: lisen: unknown key `lisen`; the keys allowed here are `listen`, `grpc_listen`, `store`",
+        "bad.toml:1:1: lisen: unknown key `lisen`; did you mean `listen`? The keys allowed here are `listen`, `grpc_listen`, `store`",
         "bad.toml:3:18: segment.refill_wait_ms: invalid type: string \"soon\", expected a whole",
         "IDMINT_SEGMENT_TAG_REFRESH_MS: \"often\" is not a whole number",
         "config key limits.batch_count_max (bad.toml:5): batch_count_max = 0 is out of range; use 1 to 100000",
@@ -238,4 +239,74 @@ fn on_two_databases_serve_says_snowflake_is_not_served_and_why_nothing_is_given_
     let given = line("not given back").unwrap_or_else(|| panic!("no give-back line:\n{log}"));
     assert!(given.contains("takes no ids back") && given.contains("tags=1"), "{given}");
     assert!(!log.contains("another node allocated since"), "{log}");
+}
+
+#[test]
+fn a_misspelled_variable_fails_config_check_and_serve_warns_about_it() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let misspelled = "IDMINT_SNOWFLAK_ENABLED";
+    let output = idmint(d).args(["config", "check"]).env(misspelled, "false").output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "a configuration with a misspelled variable was printed");
+    let err = String::from_utf8(output.stderr).unwrap();
+    for says in [
+        "IDMINT_SNOWFLAK_ENABLED: idmint reads no variable of that name, so its value is ignored",
+        "did you mean IDMINT_SNOWFLAKE_ENABLED (key `snowflake.enabled`)?",
+    ] {
+        assert!(err.contains(says), "no {says:?} in\n{err}");
+    }
+    // idmint's own variables that set no key, and the test suites', are not misspellings.
+    run_ok(
+        idmint(d)
+            .args(["config", "check"])
+            .env("IDMINT_LOG", "info")
+            .env("IDMINT_LOG_FORMAT", "human")
+            .env("IDMINT_SERVER", "http://127.0.0.1:1")
+            .env("IDMINT_TOKEN", "client-token-0123456789")
+            .env("IDMINT_ADMIN_TOKEN", "admin-hunter3-0123456789")
+            .env("IDMINT_TEST_MYSQL_URL", "mysql://root@127.0.0.1:1/test"),
+    );
+    // serve starts, with one warning naming the variable and the nearest key.
+    let args = ["--listen", "127.0.0.1:0", "--store", "memory://"];
+    let mut server = serve(d, &args, &[(misspelled, "false")]);
+    crate::cli::wait_ready(&server);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let log = std::fs::read_to_string(d.join("serve.log")).unwrap();
+    let warned: Vec<&str> = log.lines().filter(|line| line.contains(misspelled)).collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains("WARN") && warned[0].contains("snowflake.enabled"), "{log}");
+}
+
+#[test]
+fn serve_help_shows_the_variable_of_every_flag_and_a_variable_stays_its_origin() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    for command in [["serve", "--help", ""], ["config", "check", "--help"]] {
+        let command: Vec<&str> = command.into_iter().filter(|a| !a.is_empty()).collect();
+        let help = run_ok(idmint(d).args(&command).env("IDMINT_STORE", "mysql://u:hunter2@h/db"));
+        assert!(!help.contains("hunter2"), "a password shown by {command:?}:\n{help}");
+        for (key, flag) in idmint_server::FLAG_KEYS {
+            let variable = idmint_server::env_var(key);
+            // The flag's block of the help: its line and those below, to the next flag's.
+            let mut lines =
+                help.lines().skip_while(|l| !l.trim_start().starts_with(&format!("{flag} ")));
+            let first = lines.next().unwrap_or_else(|| panic!("no {flag} in {command:?}:\n{help}"));
+            let block: Vec<&str> = std::iter::once(first)
+                .chain(lines.take_while(|l| !l.trim_start().starts_with('-')))
+                .collect();
+            let block = block.join("\n");
+            assert!(block.contains(&format!("[env: {variable}")), "{command:?} {flag}:\n{block}");
+        }
+    }
+    // A value from the variable is still the variable's, and a flag still beats it.
+    let printed = run_ok(idmint(d).args(["config", "check"]).env("IDMINT_LISTEN", "127.0.0.1:9"));
+    assert_eq!(origin_of(&printed, "listen = \"127.0.0.1:9\""), "IDMINT_LISTEN");
+    let printed = run_ok(
+        idmint(d).args(["config", "check", "--listen", "127.0.0.1:8"]).env("IDMINT_LISTEN", "x"),
+    );
+    assert_eq!(origin_of(&printed, "listen = \"127.0.0.1:8\""), "--listen");
+    let err = run_err(idmint(d).args(["config", "check"]).env("IDMINT_DATA_DIR", ""));
+    assert!(err.contains("IDMINT_DATA_DIR: the data directory is empty"), "{err}");
 }

@@ -1,6 +1,6 @@
 //! Diagnostics: a config file read leniently, so every problem is found in one run (syntax
-//! errors with their line and column, unknown keys with the keys allowed there, wrongly typed
-//! values), each as a [`ConfigError`] naming `FILE:LINE:COLUMN` or its origin and the fix;
+//! errors with their line and column, and a bare value's "quote it"; unknown keys with the
+//! nearest key and the keys allowed there; wrongly typed values), each as a [`ConfigError`] naming `FILE:LINE:COLUMN` or its origin and the fix;
 //! [`ConfigErrors`] holds them all.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,8 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 
 use super::errors::{ConfigError, ConfigErrors, FILE_PROBLEMS_MAX};
-use super::keys::FileConfig;
+use super::keys::{FileConfig, plain_keys};
+use super::nearest::{edit_distance, nearest};
 use super::origins::{FileSource, dotted};
 
 impl FileConfig {
@@ -45,7 +46,10 @@ impl FileConfig {
             let problems = syntax
                 .iter()
                 .take(FILE_PROBLEMS_MAX)
-                .map(|error| at(error.span(), format!("TOML syntax: {}", error.message())))
+                .map(|error| {
+                    let hint = quote_hint(text, error.span().map_or(0, |s| s.start));
+                    at(error.span(), format!("TOML syntax: {}{hint}", error.message()))
+                })
                 .collect();
             return (empty, problems);
         }
@@ -62,8 +66,8 @@ impl FileConfig {
             // Leave the faulty entry out and read again, so every problem is found.
             let found = error.span().and_then(|span| entry_at(table.get_ref(), span.start));
             let reason = match &found {
-                Some(key) => format!("{}: {}", key.join("."), plain_words(error.message())),
-                None => plain_words(error.message()),
+                Some(key) => format!("{}: {}", key.join("."), plain_words(error.message(), key)),
+                None => plain_words(error.message(), &[]),
             };
             problems.push(at(error.span(), reason));
             match found {
@@ -77,20 +81,31 @@ impl FileConfig {
 
 /// A deserializer message in the words of a config file: keys rather than fields, kinds of
 /// value rather than Rust types (`unknown field `x`, expected one of `a`, `b`` becomes
-/// `unknown key `x`; the keys allowed here are `a`, `b``).
-fn plain_words(message: &str) -> String {
+/// `unknown key `x`; the keys allowed here are `a`, `b``), and for an unknown key at `path`
+/// the nearest key, allowed there or in another section (`did you mean `segment.step`?`).
+fn plain_words(message: &str, path: &[String]) -> String {
     let message = match message.strip_prefix("unknown field ") {
-        Some(rest) => match rest.split_once(", expected one of ") {
-            Some((key, allowed)) => {
-                format!("unknown key {key}; the keys allowed here are {allowed}")
-            }
-            None => match rest.split_once(", expected ") {
-                Some((key, allowed)) => {
-                    format!("unknown key {key}; the key allowed here is {allowed}")
+        Some(rest) => {
+            let (key, allowed, the) = match rest.split_once(", expected one of ") {
+                Some((key, allowed)) => (key, Some(allowed), "the keys allowed here are"),
+                None => match rest.split_once(", expected ") {
+                    Some((key, allowed)) => (key, Some(allowed), "the key allowed here is"),
+                    None => (rest, None, ""),
+                },
+            };
+            let names: Vec<&str> = allowed
+                .map(|allowed| allowed.split(", ").map(|name| name.trim_matches('`')).collect())
+                .unwrap_or_default();
+            match (did_you_mean(path, &names), allowed) {
+                (Some(near), Some(allowed)) => {
+                    let the = the.replacen('t', "T", 1);
+                    format!("unknown key {key}; did you mean `{near}`? {the} {allowed}")
                 }
-                None => format!("unknown key {rest}"),
-            },
-        },
+                (None, Some(allowed)) => format!("unknown key {key}; {the} {allowed}"),
+                (Some(near), None) => format!("unknown key {key}; did you mean `{near}`?"),
+                (None, None) => format!("unknown key {key}"),
+            }
+        }
         None => message.to_string(),
     };
     const TYPES: [(&str, &str); 6] = [
@@ -102,6 +117,45 @@ fn plain_words(message: &str) -> String {
         ("expected struct ", "expected the table "),
     ];
     TYPES.iter().fold(message, |text, (rust, toml)| text.replace(rust, toml))
+}
+
+/// The key nearest to the unknown key at `path` (dotted): one of `allowed` (the keys of its
+/// table), or a plain key of another section, which costs one edit more, so a key written in
+/// the wrong section is found (`[segment] batch_count_max` → `limits.batch_count_max`).
+fn did_you_mean(path: &[String], allowed: &[&str]) -> Option<String> {
+    let (typed, section) = path.split_last()?;
+    let section = section.join(".");
+    let here = allowed.iter().map(|name| (dotted(&section, name), section.clone()));
+    let elsewhere = plain_keys().map(|key| {
+        let section = key.rsplit_once('.').map_or("", |(section, _)| section);
+        (key.to_string(), section.to_string())
+    });
+    let distance = |(key, key_section): &(String, String)| {
+        let leaf = key.rsplit('.').next().unwrap_or(key);
+        edit_distance(typed, leaf) + usize::from(*key_section != section)
+    };
+    nearest(typed, here.chain(elsewhere), distance).map(|(key, _)| key)
+}
+
+/// For a syntax error at byte `offset` on a line `key = value` whose value is bare text
+/// that TOML reads once quoted (`worker_ids = 512-1023`): `; quote it: worker_ids =
+/// "512-1023"`. Empty otherwise.
+fn quote_hint(text: &str, offset: usize) -> String {
+    let start = text.get(..offset).and_then(|before| before.rfind('\n')).map_or(0, |at| at + 1);
+    let line = text.get(start..).and_then(|rest| rest.lines().next()).unwrap_or_default();
+    let Some((key, value)) = line.split_once('=') else { return String::new() };
+    let (key, value) = (key.trim(), value.split('#').next().unwrap_or_default().trim());
+    let bare = !value.is_empty()
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/+@".contains(c));
+    let quoted = format!("{key} = \"{value}\"");
+    if bare
+        && toml::from_str::<toml::Table>(line).is_err()
+        && toml::from_str::<toml::Table>(&quoted).is_ok()
+    {
+        format!("; quote it: {quoted}")
+    } else {
+        String::new()
+    }
 }
 
 /// Reads a config file.

@@ -40,6 +40,30 @@ pub enum ConfigError {
         /// What is wrong and what is accepted.
         reason: String,
     },
+    /// An `IDMINT_*` variable is set that idmint does not read (most likely misspelled: its
+    /// value would be ignored).
+    #[error(
+        "{name}: idmint reads no variable of that name, so its value is ignored; {}",
+        unknown_variable_fix(.nearest.as_deref(), .key.as_deref())
+    )]
+    UnknownVariable {
+        /// The variable.
+        name: String,
+        /// The nearest variable idmint reads, when one is near.
+        nearest: Option<String>,
+        /// The key that variable sets, if it sets one.
+        key: Option<String>,
+    },
+}
+
+/// How to fix an unknown variable: the nearest variable idmint reads (and its key), or
+/// where the variables are listed.
+fn unknown_variable_fix(nearest: Option<&str>, key: Option<&str>) -> String {
+    match (nearest, key) {
+        (Some(nearest), Some(key)) => format!("did you mean {nearest} (key `{key}`)?"),
+        (Some(nearest), None) => format!("did you mean {nearest}?"),
+        _ => "unset it; docs/configuration.md lists the variables idmint reads".to_string(),
+    }
 }
 
 /// Every problem found in a configuration, in the order found (at least one).

@@ -94,6 +94,13 @@ macro_rules! keys {
         keys!(@resolved $section => $keys $( $field: $ty )*);
 
         impl $section {
+            /// The keys of the table, as written in a file.
+            pub(super) const KEYS: &'static [&'static str] = &[$( stringify!($field), )*];
+
+            /// The keys that have a flag, and their flags.
+            pub(super) const FLAGS: &'static [(&'static str, &'static str)] =
+                &[$( $( (stringify!($field), $flag), )? )*];
+
             /// Resolves every key of the table (flag > variable > file > default), in the
             /// order written, and sets each to its value, so the table holds every key.
             pub(super) fn layer(&mut self, l: &mut Layers<'_>, flags: &$overrides) -> $keys {
@@ -133,6 +140,10 @@ macro_rules! keys {
         $( keys!(@resolved $section => $keys $( $field: $ty )*); )*
 
         impl $section {
+            /// The keys of the section, dotted (`segment.refill_wait_ms`).
+            pub(super) const KEYS: &'static [&'static str] =
+                &[$( $( concat!($prefix, ".", stringify!($field)), )* )*];
+
             $(
                 $(#[$gmeta])*
                 ///
@@ -410,6 +421,27 @@ keys! {
         }
     }
 }
+
+/// The dotted name of every plain key: the keys that have a variable ([`env_var`] of the
+/// name), all but those of `[format.TAG]` and `[auth]`.
+///
+/// [`env_var`]: super::env_var
+pub(super) fn plain_keys() -> impl Iterator<Item = &'static str> {
+    [
+        FileConfig::KEYS,
+        SegmentSection::KEYS,
+        LimitsSection::KEYS,
+        SnowflakeSection::KEYS,
+        TinyidSection::KEYS,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
+}
+
+/// Every key that has a flag of `idmint serve` (and `idmint config check`), and the flag:
+/// `("listen", "--listen")`, ….
+pub const FLAG_KEYS: &[(&str, &str)] = FileConfig::FLAGS;
 
 /// The preset `name`, or `snowflake` when there is none (its error is reported once, by the
 /// `layout` key): the defaults of the layout's field keys.

@@ -2,7 +2,9 @@
 //! resolved with the precedence flag > env > file > default.
 //!
 //! Every key `a.b` of the file can be set by the variable `IDMINT_A_B` ([`env_var`]), except
-//! the keys of `[format.TAG]` sections. `docs/configuration.md` is the reference of every
+//! the keys of `[format.TAG]` sections. A variable named `IDMINT_…` that idmint does not read
+//! is reported, with the nearest one it reads ([`Settings::load_checked`], `variables.rs`),
+//! as an unknown file key is, with the nearest key. `docs/configuration.md` is the reference of every
 //! key (type, default, limit); a test fails when a key is missing there.
 //!
 //! Problems are reported all at once, not the first one only: syntax errors with their line
@@ -36,11 +38,13 @@ mod effective;
 mod errors;
 mod format;
 mod keys;
+mod nearest;
 mod origins;
 mod secret;
 mod sections;
 #[cfg(test)]
 mod tests;
+mod variables;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -55,10 +59,12 @@ pub use auth::{ADMIN_TOKEN_ENV, AuthSection, ClientSection};
 pub use effective::EffectiveConfig;
 pub use errors::{ConfigError, ConfigErrors, FILE_PROBLEMS_MAX};
 pub use keys::{
-    FileConfig, FormatSection, LimitsSection, Overrides, SegmentSection, SnowflakeSection,
+    FLAG_KEYS, FileConfig, FormatSection, LimitsSection, Overrides, SegmentSection,
+    SnowflakeSection,
 };
 pub use origins::env_var;
 pub use secret::{SECRET_MASK, Secret, SecretUrl};
+pub use variables::{OTHER_VARIABLES, TEST_VARIABLE_PREFIX, VARIABLE_PREFIX};
 
 use crate::auth::Auth;
 use crate::limits::HttpLimits;
@@ -120,16 +126,52 @@ impl Settings {
         env: &dyn Fn(&str) -> Option<String>,
         flags: &Overrides,
     ) -> Result<Settings, ConfigErrors> {
-        let (file, mut problems) = match path {
+        let (file, problems) = match path {
             Some(path) => FileConfig::parse_lenient(&read(path)?, &path.display().to_string()),
             None => (FileConfig::default(), Vec::new()),
         };
-        match Settings::resolve(&file, env, flags) {
+        Settings::checked(&file, problems, env, flags)
+    }
+
+    /// [`Settings::resolve`], with the `problems` reading the file found before.
+    fn checked(
+        file: &FileConfig,
+        mut problems: Vec<ConfigError>,
+        env: &dyn Fn(&str) -> Option<String>,
+        flags: &Overrides,
+    ) -> Result<Settings, ConfigErrors> {
+        match Settings::resolve(file, env, flags) {
             Ok(settings) if problems.is_empty() => Ok(settings),
             Ok(_) => Err(ConfigErrors(problems)),
             Err(more) => {
                 problems.extend(more.0);
                 Err(ConfigErrors(problems))
+            }
+        }
+    }
+
+    /// [`Settings::load`], and the `IDMINT_*` variables among `names` (the environment's
+    /// names) that idmint does not read: most likely misspelled, their values ignored. An
+    /// invalid configuration has them among its problems; a valid one is returned with them
+    /// (`None`: none), for the caller to refuse (`idmint config check`) or warn about
+    /// (`idmint serve`).
+    pub fn load_checked(
+        path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+        flags: &Overrides,
+        names: impl IntoIterator<Item = String>,
+    ) -> Result<(Settings, Option<ConfigErrors>), ConfigErrors> {
+        let (file, problems) = match path {
+            Some(path) => FileConfig::parse_lenient(&read(path)?, &path.display().to_string()),
+            None => (FileConfig::default(), Vec::new()),
+        };
+        // The variables a file's `key_env` and `token_env` name are read: known.
+        let unknown = variables::unknown_variables(names, &file);
+        match Settings::checked(&file, problems, env, flags) {
+            Ok(settings) => Ok((settings, Some(ConfigErrors(unknown)).filter(|u| !u.0.is_empty()))),
+            Err(mut errors) => {
+                errors.0.extend(unknown);
+                Err(errors)
             }
         }
     }

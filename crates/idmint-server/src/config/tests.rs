@@ -415,7 +415,8 @@ fn every_problem_of_a_file_is_reported_at_once_with_its_line() {
     assert_eq!(shown.len(), 3, "{shown:#?}");
     assert!(
         shown[0].starts_with(
-            "idmint.toml:1:1: lisen: unknown key `lisen`; the keys allowed here are `listen`"
+            "idmint.toml:1:1: lisen: unknown key `lisen`; did you mean `listen`? The keys \
+             allowed here are `listen`"
         ),
         "{shown:#?}"
     );
@@ -617,4 +618,186 @@ fn tinyid_is_off_by_default_and_refuses_a_store_that_is_not_mysql() {
                 .to_string();
         assert!(refused.contains(var), "{var}: {refused}");
     }
+}
+
+/// Loads `text` as a file with the environment's names `names` (no values: the lookup
+/// answers none).
+fn load_checked(
+    text: &str,
+    names: &[&str],
+) -> Result<(Settings, Option<ConfigErrors>), ConfigErrors> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idmint.toml");
+    std::fs::write(&path, text).unwrap();
+    let names = names.iter().map(|name| name.to_string());
+    Settings::load_checked(Some(&path), &env(&[]), &Overrides::default(), names)
+}
+
+#[test]
+fn a_variable_idmint_does_not_read_is_reported_with_the_nearest_one() {
+    let misspelled = ["IDMINT_SNOWFLAK_ENABLED", "IDMINT_REFILL_WAIT_MS", "IDMINT_ADMIN_TOKN"];
+    let unrelated = "IDMINT_QQQQQQQQQQQQ";
+    let known = [
+        "IDMINT_LISTEN",
+        "IDMINT_SEGMENT_REFILL_WAIT_MS",
+        "IDMINT_ADMIN_TOKEN",
+        "IDMINT_CONFIG",
+        "IDMINT_LOG",
+        "IDMINT_LOG_FORMAT",
+        "IDMINT_SERVER",
+        "IDMINT_TOKEN",
+        "IDMINT_TEST_MYSQL_URL",
+        "IDMINT_TEST_ANYTHING_NEW",
+        // Named by the file: a format's key_env, a client's token_env.
+        "IDMINT_ORDER_KEY",
+        "IDMINT_SHOP_TOKEN",
+        "PATH",
+        "HOME",
+    ];
+    let file = "[format.order]\nkey_env = \"IDMINT_ORDER_KEY\"\nbits = 41\n\
+                [auth.clients.shop]\ntoken_env = \"IDMINT_SHOP_TOKEN\"\ntags = [\"order\"]\n";
+    let vars = env(&[
+        ("IDMINT_ORDER_KEY", "00112233445566778899aabbccddeeff"),
+        ("IDMINT_SHOP_TOKEN", "shop-token-0123456789"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idmint.toml");
+    std::fs::write(&path, file).unwrap();
+    let names = known.iter().chain(&misspelled).chain([&unrelated]).map(|n| n.to_string());
+    let (_, unknown) =
+        Settings::load_checked(Some(&path), &vars, &Overrides::default(), names).unwrap();
+    let unknown = unknown.expect("the misspelled variables are reported");
+    let shown: Vec<String> = unknown.problems().iter().map(ToString::to_string).collect();
+    assert_eq!(shown.len(), 4, "{shown:#?}");
+    let expected = [
+        ("IDMINT_ADMIN_TOKN", "did you mean IDMINT_ADMIN_TOKEN (key `auth.admin_token`)?"),
+        (unrelated, "unset it; docs/configuration.md lists the variables idmint reads"),
+        (
+            "IDMINT_REFILL_WAIT_MS",
+            "did you mean IDMINT_SEGMENT_REFILL_WAIT_MS (key `segment.refill_wait_ms`)?",
+        ),
+        (
+            "IDMINT_SNOWFLAK_ENABLED",
+            "did you mean IDMINT_SNOWFLAKE_ENABLED (key `snowflake.enabled`)?",
+        ),
+    ];
+    for (line, (name, fix)) in shown.iter().zip(expected) {
+        assert!(line.starts_with(&format!("{name}: idmint reads no variable")), "{line}");
+        assert!(line.ends_with(fix), "{line}");
+    }
+    // Alone, nothing is reported.
+    let names = known.iter().map(|n| n.to_string());
+    let (_, none) =
+        Settings::load_checked(Some(&path), &vars, &Overrides::default(), names).unwrap();
+    assert!(none.is_none(), "{none:?}");
+    // With an invalid configuration they are among its problems, the likelier cause.
+    let error = load_checked("listen = \"0.0.0.0:8080\"\n", &["IDMINT_ADMIN_TOKN"]).unwrap_err();
+    assert_eq!(error.problems().len(), 2, "{error}");
+    assert!(error.to_string().contains("did you mean IDMINT_ADMIN_TOKEN"), "{error}");
+}
+
+#[test]
+fn every_idmint_variable_the_sources_name_is_one_idmint_reads() {
+    // Every `"IDMINT_…"` literal of the workspace's sources and tests is a variable the
+    // check above knows, so it never reports one of idmint's own. Typos written on purpose
+    // are in this file or sit on lines that say `misspelled`.
+    let known: std::collections::BTreeSet<String> = keys::plain_keys()
+        .map(env_var)
+        .chain(OTHER_VARIABLES.iter().map(|v| v.to_string()))
+        .collect();
+    // Not variables: a Redis error's prefix.
+    let not_variables = ["IDMINT_UNSUPPORTED"];
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    let mut dirs = vec![crates];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && !path.ends_with("target") {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() > 50, "{} files", files.len());
+    let mut unknown = Vec::new();
+    for file in files.iter().filter(|file| !file.ends_with("config/tests.rs")) {
+        let text = std::fs::read_to_string(file).unwrap();
+        for line in text.lines().filter(|line| !line.contains("misspelled")) {
+            for (at, _) in line.match_indices("\"IDMINT_") {
+                let rest = &line[at + 1..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                // Whole literals only (not a prefix, not a format string).
+                if !rest[name.len()..].starts_with('"') || name.ends_with('_') {
+                    continue;
+                }
+                if !(known.contains(&name)
+                    || name.starts_with(TEST_VARIABLE_PREFIX)
+                    || not_variables.contains(&name.as_str()))
+                {
+                    unknown.push(format!("{}: {name}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(unknown.is_empty(), "variables the check does not know: {unknown:#?}");
+}
+
+#[test]
+fn an_unknown_key_names_the_nearest_key() {
+    let problem = |text: &str| -> String {
+        let (_, problems) = FileConfig::parse_lenient(text, "t.toml");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        problems[0].to_string()
+    };
+    for (text, near) in [
+        ("lisen = \"127.0.0.1:1\"", "`listen`"),
+        ("[segment]\nrefil_wait_ms = 5", "`segment.refill_wait_ms`"),
+        // In the wrong section: found in its own.
+        ("[segment]\nbatch_count_max = 5", "`limits.batch_count_max`"),
+        ("batch_count_max = 5", "`limits.batch_count_max`"),
+        ("[snowflake]\nworker_id = \"static:1\"", "`snowflake.worker_ids`"),
+        ("[format.order]\ntempalte = \"{id}\"", "`format.order.template`"),
+        ("[segmnt]\nstep = 5", "`segment`"),
+        ("[auth.clients.shop]\ntoken_evn = \"T\"\ntags = [\"a\"]", "`auth.clients.shop.token_env`"),
+    ] {
+        let shown = problem(text);
+        assert!(shown.contains(&format!("; did you mean {near}? The key")), "{text:?}: {shown}");
+    }
+    let far = problem("[segment]\nsomething_else_entirely = 1");
+    assert!(!far.contains("did you mean"), "{far}");
+    assert!(far.contains("; the keys allowed here are `preload_ratio`"), "{far}");
+}
+
+#[test]
+fn a_bare_range_is_told_to_be_quoted() {
+    let error = FileConfig::parse("[snowflake]\nworker_ids = 512-1023\n", "t.toml").unwrap_err();
+    let shown = error.to_string();
+    assert!(shown.starts_with("t.toml:2:"), "{shown}");
+    assert!(shown.ends_with("; quote it: worker_ids = \"512-1023\""), "{shown}");
+    let error = FileConfig::parse("[snowflake]\nlayout = sonyflake # the preset\n", "t.toml");
+    assert!(error.unwrap_err().to_string().ends_with("quote it: layout = \"sonyflake\""));
+    // Not for what quoting does not fix.
+    let error = FileConfig::parse("listen = \"a\"\n[segment\n", "t.toml").unwrap_err();
+    assert!(!error.to_string().contains("quote it"), "{error}");
+    let error = FileConfig::parse("[snowflake]\nworker_ids = [1, \n", "t.toml").unwrap_err();
+    assert!(!error.to_string().contains("quote it"), "{error}");
+}
+
+#[test]
+fn the_plain_keys_are_every_key_with_a_variable() {
+    let defaults = Settings::resolve(&FileConfig::default(), &env(&[]), &Overrides::default())
+        .unwrap()
+        .effective;
+    let resolved: Vec<&str> =
+        defaults.keys().filter(|k| !k.starts_with("auth.") && !k.starts_with("format.")).collect();
+    let mut listed: Vec<&str> = keys::plain_keys().collect();
+    listed.sort_unstable();
+    assert_eq!(listed, resolved);
+    let flags: Vec<&str> = FLAG_KEYS.iter().map(|(key, _)| *key).collect();
+    assert_eq!(flags, ["listen", "grpc_listen", "store", "redis", "data_dir"]);
 }

@@ -6,7 +6,8 @@
 //! 390 px wide (a phone in portrait), with the admin controls shown and the longest names,
 //! descriptions and numbers a tag can have, no element reaches past the viewport's edges
 //! (screenshots `dashboard-WIDTH.png`), and each tag shows its description, update time, ids
-//! issued and a sparkline with its scale.
+//! issued and a sparkline with its scale. Every time it shows reads `YYYY-MM-DD HH:MM:SS UTC`,
+//! whatever the viewer's time zone.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -175,6 +176,19 @@ const OVERFLOW_PROBE: &str = r#"(() => {
   return out;
 })()"#;
 
+/// Every time the page shows: its text, whether it reads `YYYY-MM-DD HH:MM:SS UTC`, and
+/// how far that UTC time is from the clock, in seconds.
+const TIMES_PROBE: &str = r#"(() => {
+  const shown = [document.getElementById('updated')]
+    .concat(Array.from(document.querySelectorAll('[data-field=updated]')));
+  return shown.map(node => {
+    const text = node.textContent;
+    const format = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/.test(text);
+    const at = Date.parse(text.replace(' UTC', 'Z').replace(' ', 'T'));
+    return { text, format, age_s: (Date.now() - at) / 1000 };
+  });
+})()"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_fits_laptops_a_half_screen_and_a_phone() {
     let no_chromium = idmint_testkit::skip::NO_CHROMIUM;
@@ -281,6 +295,8 @@ fn browse(chromium: &str, base: &str) -> Vec<u8> {
         json!({"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
         s,
     );
+    // A viewer half an hour off any whole-hour zone: a time shown in local time would differ.
+    cdp.call("Emulation.setTimezoneOverride", json!({"timezoneId": "Asia/Kolkata"}), s);
     cdp.call("Page.navigate", json!({"url": format!("{base}/?refresh_ms=300")}), s);
 
     // The tags the test created appear, with what the node serves.
@@ -315,6 +331,18 @@ fn browse(chromium: &str, base: &str) -> Vec<u8> {
         s,
     );
     assert_eq!(description_as_markup["result"]["value"], 0, "data was rendered as HTML");
+
+    // Every time on the page (the last update, each row's change) in one format, UTC.
+    let times =
+        cdp.call("Runtime.evaluate", json!({"expression": TIMES_PROBE, "returnByValue": true}), s);
+    let times = times["result"]["value"].as_array().cloned().unwrap_or_default();
+    assert!(times.len() >= 3, "the page's times: {times:?}");
+    for time in &times {
+        let text = time["text"].as_str().unwrap_or_default();
+        assert_eq!(time["format"], true, "{text:?} is not YYYY-MM-DD HH:MM:SS UTC: {times:?}");
+        let age_s = time["age_s"].as_f64().unwrap_or(f64::MAX);
+        assert!(age_s.abs() < 120.0, "{text:?} is {age_s} s off the clock (not UTC?)");
+    }
 
     // Ids fetched elsewhere move the store's max_id shown in the row, without a reload.
     let max_id = |cdp: &mut Cdp| -> Option<u64> {

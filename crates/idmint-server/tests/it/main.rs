@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers may panic: a panic is a test failure")]
 
+mod alerts;
 mod api;
 mod architecture;
 mod auth;

@@ -1,0 +1,94 @@
+//! The `IDMINT_*` variables idmint reads, and the ones set that it does not. The layering
+//! looks each key's variable up by name, so a misspelled variable is never looked at and its
+//! value is lost without a word, where the same typo in the file is an error.
+//! [`unknown_variables`] finds them, each with the nearest variable idmint reads;
+//! `idmint config check` refuses them and `idmint serve` warns about them.
+
+use super::auth::ADMIN_TOKEN_ENV;
+use super::errors::{ConfigError, FILE_PROBLEMS_MAX};
+use super::keys::{FileConfig, plain_keys};
+use super::nearest::{edit_distance, nearest};
+use super::origins::env_var;
+
+/// Every variable of idmint's starts with this.
+pub const VARIABLE_PREFIX: &str = "IDMINT_";
+
+/// The variables of idmint's test suites start with this (`IDMINT_TEST_MYSQL_URL`, …): set
+/// beside a node in CI, never a misspelled key.
+pub const TEST_VARIABLE_PREFIX: &str = "IDMINT_TEST_";
+
+/// The variables idmint reads that are not a key's [`env_var`]: the admin token's, the
+/// binary's own (`IDMINT_CONFIG`, the log's filter and format), the CLI's server and client
+/// token (`next`, `tag`, `seq`), and the seeds and arguments of the test suites.
+pub const OTHER_VARIABLES: &[&str] = &[
+    ADMIN_TOKEN_ENV,
+    "IDMINT_CONFIG",
+    "IDMINT_LOG",
+    "IDMINT_LOG_FORMAT",
+    "IDMINT_SERVER",
+    "IDMINT_TOKEN",
+    "IDMINT_SIM_SEED",
+    "IDMINT_FUZZ_SEED",
+    "IDMINT_FUZZ_ARGS",
+    "IDMINT_AUTH_FUZZ_SEED",
+];
+
+/// The names among `names` (the environment's) that start with `IDMINT_` but that idmint
+/// does not read: no key's variable, none of [`OTHER_VARIABLES`], no test suite's, and none
+/// that `file` names (a format's `key_env`, a client's `token_env`). Each is a
+/// [`ConfigError::UnknownVariable`] naming the nearest variable idmint reads, when one is
+/// near; sorted by name, at most [`FILE_PROBLEMS_MAX`].
+pub(super) fn unknown_variables(
+    names: impl IntoIterator<Item = String>,
+    file: &FileConfig,
+) -> Vec<ConfigError> {
+    let keys: Vec<(String, &str)> = plain_keys().map(|key| (env_var(key), key)).collect();
+    let named_by_file = file
+        .format
+        .values()
+        .filter_map(|format| format.key_env.as_deref())
+        .chain(file.auth.clients.values().filter_map(|client| client.token_env.as_deref()));
+    let named: Vec<&str> = named_by_file.collect();
+    let known = |name: &str| {
+        name.starts_with(TEST_VARIABLE_PREFIX)
+            || OTHER_VARIABLES.contains(&name)
+            || named.contains(&name)
+            || keys.iter().any(|(variable, _)| variable == name)
+    };
+    let mut unknown: Vec<String> = names
+        .into_iter()
+        .filter(|n| n.starts_with(VARIABLE_PREFIX) && !known(n.as_str()))
+        .collect();
+    unknown.sort();
+    unknown.dedup();
+    unknown
+        .into_iter()
+        .take(FILE_PROBLEMS_MAX)
+        .map(|name| {
+            let (nearest, key) = nearest_variable(&name, &keys);
+            ConfigError::UnknownVariable { name, nearest, key }
+        })
+        .collect()
+}
+
+/// The variable idmint reads nearest to `name`, and the key it sets (none for the
+/// variables that set no key). A key's variable is also found by the key's name without
+/// its section (`IDMINT_REFILL_WAIT_MS` → `IDMINT_SEGMENT_REFILL_WAIT_MS`), at one edit more.
+fn nearest_variable(name: &str, keys: &[(String, &str)]) -> (Option<String>, Option<String>) {
+    let body =
+        |variable: &str| variable.strip_prefix(VARIABLE_PREFIX).unwrap_or(variable).to_string();
+    let typed = body(name);
+    let of_keys = keys.iter().map(|(variable, key)| {
+        let field = key.rsplit('.').next().unwrap_or(key).to_ascii_uppercase();
+        let d = edit_distance(&typed, &body(variable)).min(edit_distance(&typed, &field) + 1);
+        (variable.clone(), Some(key.to_string()), d)
+    });
+    let others = OTHER_VARIABLES.iter().map(|variable| {
+        let key = (*variable == ADMIN_TOKEN_ENV).then(|| "auth.admin_token".to_string());
+        (variable.to_string(), key, edit_distance(&typed, &body(variable)))
+    });
+    match nearest(&typed, of_keys.chain(others), |(_, _, d)| *d) {
+        Some((variable, key, _)) => (Some(variable), key),
+        None => (None, None),
+    }
+}
