@@ -30,6 +30,7 @@ mod shutdown;
 mod simulation;
 mod snowflake;
 mod snowflake_shards;
+mod snowflake_restart;
 mod snowflake_start;
 mod test_store;
 #[path = "../../../idmint-store/tests/it/tmpfs.rs"]
