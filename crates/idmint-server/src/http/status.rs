@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, EngineState, ErrorBody, NotReadyBody, Refusal};
-use crate::http::shared::{STORE_500, STORE_503, TagBody};
+use crate::http::shared::{STORE_500, TagBody};
 use crate::state::SharedState;
 
 /// The page, embedded at build time.

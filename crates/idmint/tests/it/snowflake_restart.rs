@@ -35,10 +35,11 @@ async fn start_static(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Arc<Sn
     Snowflake::start(Some(store), static_config(dir), clock).await.unwrap()
 }
 
-/// Issues 1 000 ids a millisecond apart, and returns them.
+/// Issues ids a millisecond apart for one and a half windows (so the mark was written ahead
+/// of the clock on the way), and returns them.
 async fn issue(generator: &Snowflake, clock: &ManualClock) -> Vec<u64> {
     let mut ids = Vec::new();
-    for _ in 0..1_000 {
+    for _ in 0..TIME_WINDOW_MS_DEFAULT * 3 / 2 {
         ids.push(generator.next_id().await.unwrap());
         clock.advance(1);
     }
