@@ -148,7 +148,8 @@ impl EngineState {
             Some(refusal) => (Some(refusal.code), Some(refusal.message.clone())),
             None => (None, None),
         };
-        let state = EngineState { engine: engine.name(), ready: code.is_none(), gates, code, message };
+        let state =
+            EngineState { engine: engine.name(), ready: code.is_none(), gates, code, message };
         (state, refusal)
     }
 }

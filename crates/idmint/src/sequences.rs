@@ -534,7 +534,8 @@ impl Sequences {
     /// Whether numbers can be handed out now: not shutting down, the marks file written
     /// within its bound, and Redis answering (the sequences' readiness, `/ready`).
     pub async fn ready(&self) -> Result<(), SequenceError> {
-        self.check_serving().map_err(|reason| SequenceError::Store(StoreError::Unavailable(reason)))?;
+        self.check_serving()
+            .map_err(|reason| SequenceError::Store(StoreError::Unavailable(reason)))?;
         self.counters.ping().await?;
         Ok(())
     }

@@ -799,8 +799,12 @@ impl Snowflake {
             return;
         }
         match marks.lower_many(vec![(key, last_ms)]).await {
-            Ok(()) => tracing::info!(space = %self.config.space, worker, last_ms, "time mark lowered to the last id issued: a restart issues at once"),
-            Err(error) => tracing::warn!(space = %self.config.space, worker, %error, "time mark not lowered to the last id; a restart waits until the clock passes the window"),
+            Ok(()) => {
+                tracing::info!(space = %self.config.space, worker, last_ms, "time mark lowered to the last id issued: a restart issues at once")
+            }
+            Err(error) => {
+                tracing::warn!(space = %self.config.space, worker, %error, "time mark not lowered to the last id; a restart waits until the clock passes the window")
+            }
         }
     }
 

@@ -630,7 +630,10 @@ fn readiness_waits_for_the_engines_the_configuration_uses() {
     assert_eq!(engines("", &redis).unwrap(), [Segment, Sequences]);
     let listed = [("IDMINT_READY_ENGINES", "snowflake, segment")];
     assert_eq!(engines("", &listed).unwrap(), [Snowflake, Segment]);
-    assert_eq!(engines("ready_engines = \"segment\"\n[snowflake]\nworker = \"lease\"\n", &[]).unwrap(), [Segment]);
+    assert_eq!(
+        engines("ready_engines = \"segment\"\n[snowflake]\nworker = \"lease\"\n", &[]).unwrap(),
+        [Segment]
+    );
     for (text, wanted) in [
         ("ready_engines = \"sequences\"\n", "no redis is configured"),
         ("ready_engines = \"tinyid\"\n", "tinyid.enabled is false"),

@@ -276,7 +276,10 @@ async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() 
     let server = TestServer::setup().store(memory).snowflake(generator).start().await;
     let message =
         crate::support::assert_error(server.get("/ready").await, 503, "lease_settling").await;
-    assert!(message.contains("worker id 0") && message.contains(&format!("{settle_ms} ms")), "{message}");
+    assert!(
+        message.contains("worker id 0") && message.contains(&format!("{settle_ms} ms")),
+        "{message}"
+    );
     crate::support::assert_error(server.get("/v1/snowflake").await, 503, "lease_settling").await;
     assert_eq!(server.get("/api/snowflake/get/a").await.status(), 503);
     let cause = |c| [("space", "ready_settling"), ("cause", c)];

@@ -29,7 +29,8 @@ pub enum Engine {
 
 impl Engine {
     /// Every engine, in the order readiness reports them.
-    pub const ALL: [Engine; 4] = [Engine::Segment, Engine::Snowflake, Engine::Tinyid, Engine::Sequences];
+    pub const ALL: [Engine; 4] =
+        [Engine::Segment, Engine::Snowflake, Engine::Tinyid, Engine::Sequences];
 
     /// The engine's name: `segment`, `snowflake`, `tinyid` or `sequences`.
     pub fn name(self) -> &'static str {

@@ -29,8 +29,8 @@ mod serving;
 mod shutdown;
 mod simulation;
 mod snowflake;
-mod snowflake_shards;
 mod snowflake_restart;
+mod snowflake_shards;
 mod snowflake_start;
 mod test_store;
 #[path = "../../../idmint-store/tests/it/tmpfs.rs"]
