@@ -123,7 +123,7 @@ impl Run {
         let url = format!("{url}{path}");
         self.runtime.block_on(async {
             // A snowflake node with a leased worker id starts issuing only once its lease
-            // settled (13 s with the default keys), so the bound is well above that.
+            // settled (2.5 s with the default keys), so the bound is well above that.
             let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
             loop {
                 if let Ok(response) = reqwest::get(&url).await

@@ -578,8 +578,8 @@ fn sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         after.iter().all(|w| !taken.contains(w)),
     ));
     // A new lease serves only after its start-up delay: time_window_ms + margin, with the
-    // default 3 s window and no borrowing (docs/operations.md, "Start-up delay").
-    let settle_ms = 3_000 + margin_ms;
+    // default 1 s window and no borrowing (docs/operations.md, "Start-up delay").
+    let settle_ms = 1_000 + margin_ms;
     let limit_ms = 10_000 + settle_ms;
     let back = first_ids_after(h, 0, resumed_ms).map(|t| t - resumed_ms);
     out.criteria.push(criterion(
@@ -709,7 +709,7 @@ fn worker_rows_deleted(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         ));
         nodes.push(node);
         // Several renewals and mark raises of the old holder: it must find out by then. The
-        // new node issues only once its lease settled (13 s with the default keys), so the
+        // new node issues only once its lease settled (2.5 s with the default keys), so the
         // round lasts long enough to see it serve.
         sleep(Duration::from_secs(run.pick(18, 30)));
     }

@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use idmint::Error;
 use idmint::format::FormatError;
-use idmint::node::{Feature, NodeError};
+use idmint::node::{Engine, Feature, NodeError};
 use idmint::sequence::SequenceError;
 use idmint::snowflake::SnowflakeError;
 use idmint::uuid::UuidsError;
@@ -90,6 +90,77 @@ pub enum ApiError {
     UnknownBizType(String),
     /// A refusal of the node this server does not know yet (500).
     Internal(String),
+    /// The node is not ready (`/ready`): the first engine the readiness waits for that
+    /// cannot serve decides the status and code; the body lists every engine's state.
+    NotReady {
+        /// The first gating engine.
+        engine: Engine,
+        /// Its refusal.
+        refusal: Refusal,
+        /// Every engine the node runs, ready or not.
+        engines: Vec<EngineState>,
+    },
+}
+
+/// An engine's refusal taken apart, for [`ApiError::NotReady`].
+#[derive(Debug)]
+pub struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    retry_after_s: Option<u64>,
+}
+
+/// One engine's readiness as `/ready` answers it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EngineState {
+    /// `segment`, `snowflake`, `tinyid` or `sequences`.
+    engine: &'static str,
+    /// Whether it can serve now.
+    ready: bool,
+    /// Whether the node's readiness waits for it (`ready_engines`): an engine that does not
+    /// gate may be not ready while `/ready` answers 200.
+    gates: bool,
+    /// Why it cannot serve: the code its routes answer now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = code_schema)]
+    code: Option<&'static str>,
+    /// Why it cannot serve, and the fix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+impl EngineState {
+    /// `engine`'s state as `/ready` lists it (`gates` when the node's readiness waits for
+    /// it), and its refusal when it cannot serve.
+    pub(crate) fn new(
+        engine: Engine,
+        gates: bool,
+        state: Result<(), NodeError>,
+    ) -> (EngineState, Option<Refusal>) {
+        let refusal = state.err().map(|error| {
+            let error = ApiError::from(error);
+            let retry_after_s = error.retry_after_s();
+            let (status, code, message) = error.into_parts();
+            Refusal { status, code, message, retry_after_s }
+        });
+        let (code, message) = match &refusal {
+            Some(refusal) => (Some(refusal.code), Some(refusal.message.clone())),
+            None => (None, None),
+        };
+        let state =
+            EngineState { engine: engine.name(), ready: code.is_none(), gates, code, message };
+        (state, refusal)
+    }
+}
+
+/// `/ready`'s body when the node is not ready: an error body that also lists the engines.
+#[derive(Serialize, ToSchema)]
+#[schema(as = NotReady)]
+pub(crate) struct NotReadyBody {
+    error: ErrorDetail,
+    /// Every engine the node runs, ready or not.
+    engines: Vec<EngineState>,
 }
 
 /// Every error answer's body: `{"error": {"code": "...", "message": "..."}}`.
@@ -204,7 +275,8 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     (
         "lease_settling",
         "503: the snowflake worker id was just leased; ids start once any earlier holder's \
-         ids are behind it (`time_window_ms` + `lease_margin_ms` after the start)",
+         ids are behind it (`time_window_ms` + `lease_margin_ms` after the start, 2.5 s by \
+         default); `Retry-After` says when, in seconds",
     ),
     ("worker_lease_not_proven", "503: the snowflake worker id lease could not be renewed in time"),
     (
@@ -321,6 +393,19 @@ impl ApiError {
             ApiError::Unchecked(_) | ApiError::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal")
             }
+            ApiError::NotReady { refusal, .. } => (refusal.status, refusal.code),
+        }
+    }
+
+    /// How long a client should wait before it asks again, in seconds, when the refusal ends
+    /// by itself at a known time (`Retry-After`): a worker id that settles.
+    fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            ApiError::Snowflake(SnowflakeError::LeaseSettling { retry_after_ms, .. }) => {
+                Some(retry_after_ms.div_ceil(1_000).max(1))
+            }
+            ApiError::NotReady { refusal, .. } => refusal.retry_after_s,
+            _ => None,
         }
     }
 
@@ -507,6 +592,9 @@ impl ApiError {
                  leave the server, so it is not leased in ranges; take its public ids with \
                  NextIds or GET /v1/segment/{tag}"
             ),
+            ApiError::NotReady { refusal, engine, .. } => {
+                format!("not ready: {engine}: {}", refusal.message)
+            }
         };
         (status, code, message)
     }
@@ -555,7 +643,12 @@ fn sequence_message(error: &SequenceError) -> String {
 }
 
 impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+    fn into_response(mut self) -> Response {
+        let retry_after_s = self.retry_after_s();
+        let engines = match &mut self {
+            ApiError::NotReady { engines, .. } => Some(std::mem::take(engines)),
+            _ => None,
+        };
         let (status, code, message) = self.into_parts();
         // Debug, not warn: during an outage every request fails, and a line per request
         // would flood the log. The cause (refill failed, lease lost, clock behind) is logged
@@ -563,8 +656,11 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::debug!(%status, code, %message, "request failed");
         }
-        let mut response =
-            (status, Json(ErrorBody { error: ErrorDetail { code, message } })).into_response();
+        let error = ErrorDetail { code, message };
+        let mut response = match engines {
+            Some(engines) => (status, Json(NotReadyBody { error, engines })).into_response(),
+            None => (status, Json(ErrorBody { error })).into_response(),
+        };
         let extra = match status {
             StatusCode::UNAUTHORIZED => Some((header::WWW_AUTHENTICATE, "Bearer")),
             StatusCode::TOO_MANY_REQUESTS => Some((header::RETRY_AFTER, "1")),
@@ -572,6 +668,9 @@ impl IntoResponse for ApiError {
         };
         if let Some((name, value)) = extra {
             response.headers_mut().insert(name, HeaderValue::from_static(value));
+        }
+        if let Some(seconds) = retry_after_s {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

@@ -11,7 +11,8 @@
 //!
 //! Beside it, two standard services every gRPC tool knows: the health service
 //! (`grpc.health.v1.Health`, what Kubernetes gRPC probes and `grpc_health_probe` call),
-//! answering from the same readiness as `/ready`, and server reflection
+//! answering from the same readiness as `/ready` (and per engine, as `/ready?engine=`), and
+//! server reflection
 //! (`grpc.reflection.v1` and `v1alpha`, what `grpcurl list` and `describe` read). Neither
 //! needs a token: probes carry none, and reflection tells what `idmint.proto` and
 //! `/openapi.json` already publish ([`GRPC_ROUTES`] says which routes check tokens).
@@ -21,6 +22,7 @@
 //! are pulled by the transport (`stream::unfold`), so a stream costs no task and stops when
 //! the caller does (reflection's streams are tonic-reflection's: one task per stream).
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +31,7 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, header};
 use futures_util::{Stream, StreamExt};
 use idmint::Tag;
-use idmint::node::{LeaseParts, PublicIds};
+use idmint::node::{Engine, LeaseParts, PublicIds};
 use idmint::segment::Lease;
 use idmint_core::Count;
 use idmint_core::snowflake::UtcMs;
@@ -82,7 +84,9 @@ pub const GRPC_ROUTES: &[(&str, bool)] = &[
 ];
 
 /// The service names the health service reports: `""` (the whole node) and
-/// `idmint.v1.IdMint`, both SERVING exactly when `/ready` answers 200.
+/// `idmint.v1.IdMint`, both SERVING exactly when `/ready` answers 200; and each engine by
+/// its name (`segment`, `snowflake`, `tinyid`, `sequences`), SERVING exactly when
+/// `/ready?engine=NAME` answers 200.
 pub const HEALTH_SERVICES: &[&str] = &["", idmint_proto::SERVICE_NAME];
 
 /// How often a health `Watch` looks at the readiness (it sends only changes).
@@ -379,7 +383,27 @@ struct GrpcHealth {
     app: SharedState,
     /// The last readiness a `Watch` read, and when: every watcher shares it, so any number
     /// of watchers costs the store at most one readiness probe per [`HEALTH_WATCH_POLL_MS`].
-    watched: Arc<tokio::sync::Mutex<Option<(tokio::time::Instant, ServingStatus)>>>,
+    watched: Arc<tokio::sync::Mutex<Watched>>,
+}
+
+/// What a health check asks about: the node's readiness, or one engine's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Probe {
+    /// `""` or `idmint.v1.IdMint`: `/ready`.
+    Node,
+    /// An engine's name: `/ready?engine=NAME`.
+    Engine(Engine),
+}
+
+/// The last readiness a `Watch` read per probe, and when (at most one entry per probe).
+type Watched = HashMap<Probe, (tokio::time::Instant, ServingStatus)>;
+
+/// The probe a health service name asks for; `None` for a name this node does not report.
+fn probe_of(service: &str) -> Option<Probe> {
+    if HEALTH_SERVICES.contains(&service) {
+        return Some(Probe::Node);
+    }
+    Engine::ALL.into_iter().find(|engine| engine.name() == service).map(Probe::Engine)
 }
 
 /// A stream of health `Watch` messages.
@@ -389,10 +413,10 @@ type HealthStream = Pin<Box<dyn Stream<Item = Result<HealthCheckResponse, Status
 impl Health for GrpcHealth {
     async fn check(&self, request: Request<HealthCheckRequest>) -> Answer<HealthCheckResponse> {
         let service = request.into_inner().service;
-        if !HEALTH_SERVICES.contains(&service.as_str()) {
+        let Some(probe) = probe_of(&service) else {
             return respond(Err(unknown_service(&service)));
-        }
-        let status = serving(&self.app).await;
+        };
+        let status = serving(&self.app, probe).await;
         Ok(Response::new(HealthCheckResponse { status: status.into() }))
     }
 
@@ -401,7 +425,7 @@ impl Health for GrpcHealth {
     async fn watch(&self, request: Request<HealthCheckRequest>) -> Answer<HealthStream> {
         let service = request.into_inner().service;
         let mut draining = self.app.draining.subscribe();
-        if !HEALTH_SERVICES.contains(&service.as_str()) {
+        let Some(probe) = probe_of(&service) else {
             // The protocol: SERVICE_UNKNOWN, and the call stays open (a service could be
             // added later; here none is, so the stream then waits for the drain, or until
             // the caller leaves).
@@ -413,7 +437,7 @@ impl Health for GrpcHealth {
             let stream = futures_util::stream::once(async move { Ok(unknown) })
                 .chain(futures_util::stream::once(drained).filter_map(std::future::ready));
             return Ok(Response::new(Box::pin(stream)));
-        }
+        };
         let (app, watched) = (Arc::clone(&self.app), Arc::clone(&self.watched));
         // The state: the status last sent, and whether the stream has ended.
         let stream = futures_util::stream::unfold(
@@ -433,7 +457,7 @@ impl Health for GrpcHealth {
                             let message = HealthCheckResponse { status: status.into() };
                             return (last != Some(status)).then_some((Ok(message), (None, true)));
                         }
-                        let now = watched_status(&app, &watched, poll).await;
+                        let now = watched_status(&app, &watched, probe, poll).await;
                         if Some(now) != last {
                             let message = HealthCheckResponse { status: now.into() };
                             return Some((Ok(message), (Some(now), false)));
@@ -450,41 +474,49 @@ impl Health for GrpcHealth {
     }
 }
 
-/// The node's readiness as a health status, bounded by [`HEALTH_CHECK_WAIT_MS`]:
-/// NOT_SERVING from the moment the server began draining.
-async fn serving(app: &SharedState) -> ServingStatus {
+/// The node's (or an engine's) readiness as a health status, bounded by
+/// [`HEALTH_CHECK_WAIT_MS`]: NOT_SERVING from the moment the server began draining.
+async fn serving(app: &SharedState, probe: Probe) -> ServingStatus {
     if *app.draining.borrow() {
         return ServingStatus::NotServing;
     }
     let wait = Duration::from_millis(HEALTH_CHECK_WAIT_MS);
-    match tokio::time::timeout(wait, app.node.ready()).await {
+    let ready = async {
+        match probe {
+            Probe::Node => app.node.ready().await,
+            Probe::Engine(engine) => app.node.engine_ready(engine).await,
+        }
+    };
+    match tokio::time::timeout(wait, ready).await {
         Ok(Ok(())) => ServingStatus::Serving,
         Ok(Err(_)) | Err(_) => ServingStatus::NotServing,
     }
 }
 
-/// The readiness a watcher reports: the shared reading when it is younger than `fresh`,
-/// else a new one (one at a time: the lock is held while the store answers).
+/// The readiness a watcher of `probe` reports: the shared reading when it is younger than
+/// `fresh`, else a new one (one at a time: the lock is held while the store answers).
 async fn watched_status(
     app: &SharedState,
-    watched: &tokio::sync::Mutex<Option<(tokio::time::Instant, ServingStatus)>>,
+    watched: &tokio::sync::Mutex<Watched>,
+    probe: Probe,
     fresh: Duration,
 ) -> ServingStatus {
     let mut last = watched.lock().await;
-    if let Some((at, status)) = *last
+    if let Some((at, status)) = last.get(&probe).copied()
         && at.elapsed() < fresh
     {
         return status;
     }
-    let status = serving(app).await;
-    *last = Some((tokio::time::Instant::now(), status));
+    let status = serving(app, probe).await;
+    last.insert(probe, (tokio::time::Instant::now(), status));
     status
 }
 
 /// The error of a health check for a service this node does not report.
 fn unknown_service(service: &str) -> ApiError {
     ApiError::UnknownService(format!(
-        "this node reports no service {service:?}; ask for \"\" (the whole node) or {:?}",
+        "this node reports no service {service:?}; ask for \"\" (the whole node), {:?}, or \
+         an engine: segment, snowflake, tinyid, sequences",
         idmint_proto::SERVICE_NAME
     ))
 }

@@ -593,7 +593,7 @@ fn describe() {
     describe_gauge!("idmint_snowflake_worker_id", "The worker id this node holds.");
     describe_gauge!(
         "idmint_snowflake_ready",
-        "1 when the snowflake generator can issue an id now (its /ready condition)."
+        "1 when the snowflake generator can issue an id now (what /ready?engine=snowflake checks)."
     );
     describe_gauge!(
         "idmint_snowflake_not_ready",

@@ -59,6 +59,7 @@ pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
             .collect(),
         sequences,
         tinyid: settings.tinyid.clone(),
+        ready_engines: settings.ready_engines.clone(),
     }
 }
 

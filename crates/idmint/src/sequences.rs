@@ -531,6 +531,15 @@ impl Sequences {
         }
     }
 
+    /// Whether numbers can be handed out now: not shutting down, the marks file written
+    /// within its bound, and Redis answering (the sequences' readiness, `/ready`).
+    pub async fn ready(&self) -> Result<(), SequenceError> {
+        self.check_serving()
+            .map_err(|reason| SequenceError::Store(StoreError::Unavailable(reason)))?;
+        self.counters.ping().await?;
+        Ok(())
+    }
+
     /// `Err` (why) when no number may be handed out: shutting down, or the marks file not
     /// written for longer than [`SEQ_MARK_LAG_MS_MAX`].
     fn check_serving(&self) -> Result<(), String> {

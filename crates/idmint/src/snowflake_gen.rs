@@ -17,7 +17,9 @@
 //!   a clock set back, no id at or below one issued before can be issued again: the run-time
 //!   rule (wait out a step back within `tolerance_ms`, refuse beyond it) applies to the mark
 //!   too. A background task keeps the mark ahead of the clock, so the hot path never waits
-//!   for a write in steady state.
+//!   for a write in steady state. A graceful stop closes the fence first, then lowers the
+//!   local mark to the last id issued, so the same node restarted issues at once; a crash
+//!   leaves the window mark, which the restart waits out.
 //! - **Clock offset from the store**: measured at start and every
 //!   [`CLOCK_OFFSET_PERIOD_MS`] (the store's `now`, round-trip corrected). Past a quarter of
 //!   `lease_margin_ms` it is logged; past half of it, with a leased worker id, ids are refused
@@ -57,21 +59,29 @@ pub const TOLERANCE_MS_DEFAULT: u64 = 10;
 pub const TOLERANCE_MS_MAX: u64 = idmint_core::limits::CLOCK_TOLERANCE_MS_MAX;
 /// Largest lead over the wall clock that borrowing may take.
 pub const BORROW_LEAD_MS_MAX: u64 = idmint_core::limits::BORROW_LEAD_MS_MAX;
-/// Default time mark persisted ahead of the clock.
-pub const TIME_WINDOW_MS_DEFAULT: u64 = 3_000;
+/// Default time mark persisted ahead of the clock. Marks are written every third of it (the
+/// local file fsynced, and the lease row updated with a leased worker id): three writes a
+/// second by default, for a start-up delay ([`SETTLE_MS_DEFAULT`]) under 3 s.
+pub const TIME_WINDOW_MS_DEFAULT: u64 = 1_000;
 /// Time-mark window bounds.
 pub const TIME_WINDOW_MS_MIN: u64 = 100;
 /// Largest time-mark window: a restart with a clock this far behind waits or is refused.
 pub const TIME_WINDOW_MS_MAX: u64 = 60_000;
 /// Default worker-lease TTL.
 pub const LEASE_TTL_MS_DEFAULT: u64 = 10_000;
-/// Default wait after a lease expired before another node may take its worker id.
-pub const LEASE_MARGIN_MS_DEFAULT: u64 = 10_000;
+/// Default wait after a lease expired before another node may take its worker id; also the
+/// clock skew the settling floor allows between two nodes, which the offset check enforces
+/// (ids refused past half of it from the store: 750 ms by default, logged past 375 ms).
+pub const LEASE_MARGIN_MS_DEFAULT: u64 = 1_500;
 /// A new lease holder's start-up delay with the defaults ([`settle_ms`]): the window plus
-/// the margin (no borrowing by default); the 13 s that docs/operations.md states.
+/// the margin (no borrowing by default); the 2.5 s that docs/operations.md states.
 pub const SETTLE_MS_DEFAULT: u64 = TIME_WINDOW_MS_DEFAULT + LEASE_MARGIN_MS_DEFAULT;
+/// What a fresh node with the default keys promises: its first snowflake id within 3 s of
+/// its start, so the start-up delay leaves room for opening the store and leasing.
+pub const FIRST_ID_MS_DEFAULT_MAX: u64 = 3_000;
 const _: () = assert!(TIME_WINDOW_MS_DEFAULT <= LEASE_TTL_MS_DEFAULT);
-const _: () = assert!(SETTLE_MS_DEFAULT == 13_000);
+const _: () = assert!(SETTLE_MS_DEFAULT == 2_500);
+const _: () = assert!(SETTLE_MS_DEFAULT + 500 <= FIRST_ID_MS_DEFAULT_MAX);
 /// How often the clock's offset from the store is measured (also once at start).
 pub const CLOCK_OFFSET_PERIOD_MS: u64 = 5_000;
 /// Longest a `next_id` call waits (sequence spent, clock behind within tolerance, a mark
@@ -274,6 +284,8 @@ pub enum SnowflakeError {
         from_ms: u64,
         /// The settling time, `from_ms - acquired_ms`.
         settle_ms: u64,
+        /// How long from the refusal until ids are issued, in ms (what `Retry-After` says).
+        retry_after_ms: u64,
     },
     /// This node's clock is off the store's by more than half of `lease_margin_ms` (a leased
     /// worker id only): an id's time is this clock's, and the worker id passes to other
@@ -374,6 +386,8 @@ struct State {
     /// below `floor_ms` (see [`settle_ms`]); `(0, 0)` without a leased worker id.
     acquired_ms: u64,
     floor_ms: u64,
+    /// Set by [`Snowflake::shutdown`] once the fence closed: no id and no mark write after.
+    stopped: bool,
 }
 
 /// What [`Snowflake::status`] reports.
@@ -517,6 +531,7 @@ impl Snowflake {
                 clock_behind: false,
                 acquired_ms: 0,
                 floor_ms: 0,
+                stopped: false,
             }),
             writer: tokio::sync::Mutex::new(()),
             rollbacks: AtomicU64::new(0),
@@ -729,7 +744,7 @@ impl Snowflake {
         let allowed_ms = self.config.tolerance_ms + self.config.borrow_max_lead_ms.unwrap_or(0);
         if behind_ms > allowed_ms {
             if self.settling_at(&state, now_ms) {
-                return Err(self.settling(&state));
+                return Err(self.settling(&state, now_ms));
             }
             return Err(SnowflakeError::ClockBehind {
                 behind_ms,
@@ -739,20 +754,57 @@ impl Snowflake {
         Ok(())
     }
 
-    /// Stops the background tasks and releases the lease (its time mark stays in the store).
+    /// Stops the generator: the background tasks end, the fence closes (no id is issued
+    /// after), the local mark of the worker id comes down to the last id issued (see
+    /// [`Snowflake::record_last_id`]) and the lease is released (its time mark stays in the
+    /// store). Idempotent.
     pub async fn shutdown(&self) {
         self.cancel.cancel();
         self.tracker.wait().await;
-        let lease = {
+        // After a mark write under way (a request's), and before any later one: once the
+        // fence is closed under this lock, `extend_mark` writes nothing.
+        let _writing = self.writer.lock().await;
+        let (lease, worker, last) = {
             let mut state = self.lock();
             state.fence_ms = 0;
             state.fence_reason = "the node is shutting down".into();
-            state.lease.take()
+            state.stopped = true;
+            (state.lease.take(), state.worker, state.last)
         };
+        self.record_last_id(worker, last).await;
         if let (Some(lease), Some(store)) = (lease, &self.store)
             && let Err(error) = store.release_lease(&lease).await
         {
             tracing::warn!(%error, worker = lease.worker_id, "worker lease not released; it expires on its own");
+        }
+    }
+
+    /// At a graceful stop, with the fence closed: lowers the local mark of `worker` from one
+    /// window ahead of the clock to the time of `last`, the last id issued (or the floor or
+    /// inherited mark the state started above), so a restart of this node issues at once
+    /// instead of waiting for the clock to pass the window. Sound because nothing is issued
+    /// under this generator any more, and `last` is at or above every id it issued, every id
+    /// an earlier holder may have issued unseen (the floor) and every mark it started above;
+    /// a crash skips this and keeps the window mark. The store's lease row keeps its mark:
+    /// the store's marks only rise (a restored backup or a deleted row is fenced by the next
+    /// holder's floor, not by the row), and a new holder's floor lies above any mark this
+    /// node wrote, by the margin, so lowering the row would start no node sooner. A failed
+    /// write keeps the higher mark, which is safe, and is logged.
+    async fn record_last_id(&self, worker: u64, last: u64) {
+        let Some(marks) = &self.marks else { return };
+        let layout = self.config.layout;
+        let Some(last_ms) = layout.timestamp_ms(layout.unpack(last).0) else { return };
+        let Ok(key) = self.mark_key(worker) else { return };
+        if marks.get(&key).is_none_or(|mark| mark <= last_ms) {
+            return;
+        }
+        match marks.lower_many(vec![(key, last_ms)]).await {
+            Ok(()) => {
+                tracing::info!(space = %self.config.space, worker, last_ms, "time mark lowered to the last id issued: a restart issues at once")
+            }
+            Err(error) => {
+                tracing::warn!(space = %self.config.space, worker, %error, "time mark not lowered to the last id; a restart waits until the clock passes the window")
+            }
         }
     }
 
@@ -807,7 +859,9 @@ impl Snowflake {
             Step::WaitUntil { units } => {
                 Ok(Attempt::Wait(layout.timestamp_ms(units).unwrap_or(now_ms + 1)))
             }
-            Step::Refuse { .. } if self.settling_at(&state, now_ms) => Err(self.settling(&state)),
+            Step::Refuse { .. } if self.settling_at(&state, now_ms) => {
+                Err(self.settling(&state, now_ms))
+            }
             Step::Refuse { behind_units } => {
                 self.rollbacks.fetch_add(1, Ordering::Relaxed);
                 let behind_ms = behind_units.saturating_mul(layout.unit().millis());
@@ -880,6 +934,11 @@ impl Snowflake {
         let layout = self.config.layout;
         let (worker, lease, last) = {
             let state = self.lock();
+            if state.stopped {
+                // The mark was brought down to the last id; raising it again would make a
+                // restart wait for nothing.
+                return Err(self.fence_closed(&state));
+            }
             (state.worker, state.lease.clone(), state.last)
         };
         let now_ms = self.clock.now_ms();
@@ -977,8 +1036,8 @@ impl Snowflake {
             space = %config.space, worker = state.worker, from_ms = state.floor_ms,
             settle_ms = state.floor_ms - acquired_ms,
             "worker id leased: ids are issued once any earlier holder's ids are behind \
-             (time_window_ms + lease_margin_ms); until then snowflake requests and /ready \
-             answer 503 lease_settling"
+             (time_window_ms + lease_margin_ms); until then snowflake requests answer 503 \
+             lease_settling (and /ready, when it waits for snowflake)"
         );
     }
 
@@ -990,14 +1049,17 @@ impl Snowflake {
         now_ms < state.floor_ms && layout.unpack(state.last).0 <= floor_units
     }
 
-    /// The refusal while the clock is below the floor of a lease just acquired.
-    fn settling(&self, state: &State) -> SnowflakeError {
+    /// The refusal at `now_ms` while the clock is below the floor of a lease just acquired.
+    fn settling(&self, state: &State, now_ms: u64) -> SnowflakeError {
         SnowflakeError::LeaseSettling {
             space: self.config.space.clone(),
             worker: state.worker,
             acquired_ms: state.acquired_ms,
             from_ms: state.floor_ms,
             settle_ms: state.floor_ms - state.acquired_ms,
+            // The first id lies in the unit after the floor's, and the step back tolerated
+            // is waited out by `next_id` itself.
+            retry_after_ms: state.floor_ms.saturating_sub(now_ms) + 1,
         }
     }
 
@@ -1155,6 +1217,14 @@ fn need<'a>(
 /// it issued lies below `acquired + time_window_ms + lead`, as long as its clock was not ahead
 /// of ours by more than `lease_margin_ms`, which is added on top. `acquired` is read when the
 /// acquisition answered.
+///
+/// The margin is enforced, not hoped for: every node measures its clock against the store's
+/// at start and every [`CLOCK_OFFSET_PERIOD_MS`] and refuses ids past half of
+/// `lease_margin_ms` ([`SnowflakeError::ClockSkew`]), so any two nodes issuing differ by less
+/// than the margin. That is what lets the defaults be small (1 s window, 1.5 s margin: a fresh
+/// node serves 2.5 s after it leased, [`SETTLE_MS_DEFAULT`]): a larger margin buys tolerance of
+/// worse time sync, not safety. A graceful stop does not shorten it: the floor guards against
+/// holders this node cannot see, whatever the row says.
 pub fn settle_ms(config: &SnowflakeConfig) -> u64 {
     config
         .time_window_ms

@@ -41,7 +41,7 @@ pub struct Server {
 }
 
 /// A 100 ms time window and lease margin: a node with a leased worker id serves snowflake
-/// ids 200 ms after its start rather than 13 s (docs/operations.md, "Start-up delay").
+/// ids 200 ms after its start rather than 2.5 s (docs/operations.md, "Start-up delay").
 /// `envs` of [`serve`] override them.
 const QUICK_SNOWFLAKE: [(&str, &str); 2] =
     [("IDMINT_SNOWFLAKE_TIME_WINDOW_MS", "100"), ("IDMINT_SNOWFLAKE_LEASE_MARGIN_MS", "100")];
@@ -68,7 +68,8 @@ pub fn serve(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Server {
 }
 
 /// Waits (bounded) until `server` answers `/ready` with 200: its snowflake generator, with a
-/// freshly leased worker id, issues only after the start-up delay.
+/// freshly leased worker id, issues only after the start-up delay (and `/ready` waits for
+/// it: the [`QUICK_SNOWFLAKE`] variables set `[snowflake]` keys).
 pub fn wait_ready(server: &Server) {
     use std::io::{Read, Write};
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -40,6 +40,9 @@ use crate::limits::HttpLimits;
 /// The address `idmint serve` listens on by default: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
+/// `ready_engines` by default: the engines the configuration uses explicitly.
+pub const READY_ENGINES_AUTO: &str = "auto";
+
 /// The node's own directory by default: the SQLite store's file (by default) and the
 /// high-water marks of the store-regression guard.
 pub const DEFAULT_DATA_DIR: &str = "./idmint-data";
@@ -240,6 +243,9 @@ keys! {
         redis: SecretUrl = SecretUrl::default(), flag "--redis";
         /// `data_dir`: this node's directory (high-water marks; one node per directory).
         data_dir: String = DEFAULT_DATA_DIR.to_string(), flag "--data-dir";
+        /// `ready_engines`: the engines `/ready` and gRPC health wait for, `auto` or a list
+        /// of `segment`, `snowflake`, `tinyid`, `sequences` (see `sections::ready_engines`).
+        ready_engines: String = READY_ENGINES_AUTO.to_string();
     }
     /// Values given as command-line flags (highest precedence).
     pub struct Overrides for the flags above;

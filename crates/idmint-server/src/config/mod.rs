@@ -98,6 +98,8 @@ pub struct Settings {
     pub formats: Vec<TagFormat>,
     /// Didi Tinyid's routes on a Tinyid database (`[tinyid]`); `None`: not served.
     pub tinyid: Option<idmint::node::TinyidNodeConfig>,
+    /// The engines `/ready` and gRPC health wait for (`ready_engines`).
+    pub ready_engines: Vec<idmint::node::Engine>,
     /// The admin token and client tokens (`[auth]`, `IDMINT_ADMIN_TOKEN`).
     pub auth: Auth,
     /// Connection and request limits (`[limits]`).
@@ -189,7 +191,7 @@ impl Settings {
         let segment = eff.segment.layer(&mut l);
         let segment = sections::segment_config(&mut l, segment);
         let batch = eff.limits.layer_batch(&mut l);
-        let keys::TopKeys { listen, grpc_listen, store, redis, data_dir } = top;
+        let keys::TopKeys { listen, grpc_listen, store, redis, data_dir, ready_engines } = top;
 
         let listen_addr = l.check(
             &listen.origin,
@@ -237,10 +239,20 @@ impl Settings {
         // An empty URL is none: no sequences.
         let redis = Some(redis.value).filter(|url| !url.expose().trim().is_empty());
         let snowflake_keys = eff.snowflake.layer(&mut l);
+        let snowflake_set = sections::snowflake_set(&snowflake_keys);
+        let snowflake_enabled = snowflake_keys.enabled.value;
         let (snowflake, snowflake_cached) = sections::snowflake_config(&mut l, snowflake_keys);
         let formats = format::tag_formats(&mut l, &mut eff.format);
         let tinyid_keys = eff.tinyid.layer(&mut l);
+        let tinyid_enabled = tinyid_keys.enabled.value;
         let tinyid = sections::tinyid_config(&mut l, tinyid_keys, store_url.as_ref(), &segment);
+        let used = sections::EnginesUsed {
+            snowflake_set,
+            snowflake: snowflake_enabled,
+            tinyid: tinyid_enabled,
+            sequences: redis.is_some(),
+        };
+        let ready_engines = sections::ready_engines(&mut l, &ready_engines, &used);
         let auth = auth::auth_config(&mut l, &mut eff.auth);
         let http_keys = eff.limits.layer_http(&mut l);
         let http_limits = sections::http_limits(&mut l, http_keys);
@@ -272,6 +284,7 @@ impl Settings {
                     snowflake_cached,
                     formats,
                     tinyid,
+                    ready_engines,
                     auth,
                     http_limits,
                     effective: EffectiveConfig { file: eff, origins },

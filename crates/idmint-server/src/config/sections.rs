@@ -1,9 +1,10 @@
 //! The plain sections resolved and checked: `[segment]` into a [`SegmentConfig`],
 //! `[snowflake]` into a [`SnowflakeConfig`] and its ring, `[limits]` into the batch bound and
-//! the [`HttpLimits`], `[tinyid]` into a [`TinyidNodeConfig`]. Each reads its keys from the section's `…Keys` struct (`keys.rs`) and
+//! the [`HttpLimits`], `[tinyid]` into a [`TinyidNodeConfig`], and `ready_engines` from what
+//! they run. Each reads its keys from the section's `…Keys` struct (`keys.rs`) and
 //! records every problem; a bad value leaves its default so the other checks still run.
 
-use idmint::node::TinyidNodeConfig;
+use idmint::node::{Engine, TinyidNodeConfig};
 use idmint::segment::SegmentConfig;
 use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdRange, WorkerIdSource};
 use idmint::tinyid::{TOKEN_REFRESH_MS_MAX, TOKEN_REFRESH_MS_MIN, TinyidConfig};
@@ -202,6 +203,119 @@ pub(super) fn snowflake_config(
     config.lease_ttl_ms = ttl.value;
     config.lease_margin_ms = margin.value;
     (Some(config), ring)
+}
+
+/// Whether any `[snowflake]` key was set, in the file or by an `IDMINT_SNOWFLAKE_*` variable:
+/// a deployment that says something about its snowflake ids uses them, so by default its
+/// readiness waits for the generator (see [`ready_engines`]).
+pub(super) fn snowflake_set(keys: &SnowflakeKeys) -> bool {
+    // Every key, destructured: a key added to the table must be added here.
+    let SnowflakeKeys {
+        enabled,
+        layout,
+        time_bits,
+        worker_bits,
+        sequence_bits,
+        time_unit,
+        epoch,
+        worker,
+        worker_ids,
+        tolerance_ms,
+        borrow_max_lead_ms,
+        max_vibration,
+        time_window_ms,
+        lease_ttl_ms,
+        lease_margin_ms,
+        refuse_expiring,
+        cached,
+        ring_capacity,
+        ring_max_lead_ms,
+        ring_max_age_ms,
+    } = keys;
+    [
+        &enabled.origin,
+        &layout.origin,
+        &time_bits.origin,
+        &worker_bits.origin,
+        &sequence_bits.origin,
+        &time_unit.origin,
+        &epoch.origin,
+        &worker.origin,
+        &worker_ids.origin,
+        &tolerance_ms.origin,
+        &borrow_max_lead_ms.origin,
+        &max_vibration.origin,
+        &time_window_ms.origin,
+        &lease_ttl_ms.origin,
+        &lease_margin_ms.origin,
+        &refuse_expiring.origin,
+        &cached.origin,
+        &ring_capacity.origin,
+        &ring_max_lead_ms.origin,
+        &ring_max_age_ms.origin,
+    ]
+    .into_iter()
+    .any(|origin| *origin != Origin::Default)
+}
+
+/// What the configuration runs, for [`ready_engines`].
+pub(super) struct EnginesUsed {
+    /// A `[snowflake]` key was set ([`snowflake_set`]).
+    pub(super) snowflake_set: bool,
+    /// `snowflake.enabled`.
+    pub(super) snowflake: bool,
+    /// `tinyid.enabled`.
+    pub(super) tinyid: bool,
+    /// `redis` is set.
+    pub(super) sequences: bool,
+}
+
+/// `ready_engines` resolved: `auto` is `segment`, plus `snowflake` when a `[snowflake]` key
+/// is set, `tinyid` when it is enabled and `sequences` when `redis` is set (each of those is
+/// configured on purpose, while snowflake ids are on by default, so a segment-only
+/// deployment is not held back by a generator it does not use). A list names engines the
+/// configuration runs; naming one it does not is a problem, with the fix.
+pub(super) fn ready_engines(
+    l: &mut Layers<'_>,
+    key: &Sourced<String>,
+    used: &EnginesUsed,
+) -> Vec<Engine> {
+    if key.value.trim() == super::keys::READY_ENGINES_AUTO {
+        let wanted = [
+            (Engine::Snowflake, used.snowflake && used.snowflake_set),
+            (Engine::Tinyid, used.tinyid),
+            (Engine::Sequences, used.sequences),
+        ];
+        let mut engines = vec![Engine::Segment];
+        engines.extend(wanted.into_iter().filter(|(_, on)| *on).map(|(engine, _)| engine));
+        return engines;
+    }
+    let Some(engines) = l.check(
+        &key.origin,
+        Engine::parse_list(&key.value).map_err(|reason| {
+            format!("{reason}; write \"auto\" or a list such as \"segment,snowflake\"")
+        }),
+    ) else {
+        return vec![Engine::Segment];
+    };
+    for &engine in &engines {
+        let missing = match engine {
+            Engine::Snowflake if !used.snowflake => Some("snowflake.enabled is false"),
+            Engine::Tinyid if !used.tinyid => Some("tinyid.enabled is false"),
+            Engine::Sequences if !used.sequences => Some("no redis is configured"),
+            _ => None,
+        };
+        if let Some(missing) = missing {
+            l.refuse(
+                &key.origin,
+                format!(
+                    "{engine} is listed but {missing}: the node would not run it; configure \
+                     it, or leave it out of ready_engines"
+                ),
+            );
+        }
+    }
+    engines
 }
 
 /// The five keys that make a layout, with their origins.

@@ -800,4 +800,38 @@ fn the_plain_keys_are_every_key_with_a_variable() {
     assert_eq!(listed, resolved);
     let flags: Vec<&str> = FLAG_KEYS.iter().map(|(key, _)| *key).collect();
     assert_eq!(flags, ["listen", "grpc_listen", "store", "redis", "data_dir"]);
+/// `ready_engines = "auto"` waits for segments, and for snowflake only once a `[snowflake]`
+/// key is set (file or variable: snowflake ids are on by default); tinyid and sequences when
+/// configured. A list is taken as written, and naming an engine the node does not run, or
+/// no engine, is a problem with the fix.
+#[test]
+fn readiness_waits_for_the_engines_the_configuration_uses() {
+    use idmint::node::Engine::{Segment, Sequences, Snowflake};
+    let engines = |text: &str, vars: &[(&str, &str)]| {
+        let file = FileConfig::parse(text, "t.toml").unwrap();
+        Settings::resolve(&file, &env(vars), &Overrides::default()).map(|s| s.ready_engines)
+    };
+    assert_eq!(engines("", &[]).unwrap(), [Segment]);
+    assert_eq!(engines("[snowflake]\nworker = \"static:3\"\n", &[]).unwrap(), [Segment, Snowflake]);
+    let lease = [("IDMINT_SNOWFLAKE_LEASE_MARGIN_MS", "2000")];
+    assert_eq!(engines("", &lease).unwrap(), [Segment, Snowflake]);
+    assert_eq!(engines("[snowflake]\nenabled = false\n", &[]).unwrap(), [Segment]);
+    let redis = [("IDMINT_REDIS", "redis://127.0.0.1:6379")];
+    assert_eq!(engines("", &redis).unwrap(), [Segment, Sequences]);
+    let listed = [("IDMINT_READY_ENGINES", "snowflake, segment")];
+    assert_eq!(engines("", &listed).unwrap(), [Snowflake, Segment]);
+    assert_eq!(
+        engines("ready_engines = \"segment\"\n[snowflake]\nworker = \"lease\"\n", &[]).unwrap(),
+        [Segment]
+    );
+    for (text, wanted) in [
+        ("ready_engines = \"sequences\"\n", "no redis is configured"),
+        ("ready_engines = \"tinyid\"\n", "tinyid.enabled is false"),
+        ("ready_engines = \"snowflake\"\n[snowflake]\nenabled = false\n", "snowflake.enabled"),
+        ("ready_engines = \"segment,dns\"\n", "\"dns\" is not an engine"),
+        ("ready_engines = \"\"\n", "is not an engine"),
+    ] {
+        let error = engines(text, &[]).unwrap_err().to_string();
+        assert!(error.contains("ready_engines") && error.contains(wanted), "{text}: {error}");
+    }
 }

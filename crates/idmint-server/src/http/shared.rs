@@ -45,7 +45,7 @@ pub(crate) const STORE_503: &str = "The store did not answer in time, both segme
 /// The 503 answer of routes that take snowflake ids: what passes by itself.
 pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
     the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
-    out any earlier holder's ids (`lease_settling`), the generator has not started yet and \
+    out any earlier holder's ids (`lease_settling`, with `Retry-After`), the generator has not started yet and \
     its start is retried in the background (`snowflake_not_running`, with the last failure; \
     also while the clock reads before the layout's epoch), it or its store did not answer in \
     time (`snowflake_unavailable`), or the node is shutting down (`shutting_down`)";

@@ -11,19 +11,21 @@
 //! so it needs no privilege of its own.
 //!
 //! This file shapes JSON and serves the page; what it reports is [`idmint::Node::status`]
-//! and [`idmint::Node::ready`]; it holds no id logic and decides no status.
+//! and the node's readiness ([`idmint::Node::readiness`], [`idmint::Node::engine_ready`]);
+//! it holds no id logic and decides no status.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use idmint::node::SequencesStatus;
+use idmint::node::{Engine, EngineReadiness, NodeError, SequencesStatus};
 use idmint::snowflake::SnowflakeStatus;
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
-use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{STORE_500, STORE_503, TagBody};
+use crate::error::{ApiError, EngineState, ErrorBody, NotReadyBody, Refusal};
+use crate::http::shared::{STORE_500, TagBody};
 use crate::state::SharedState;
 
 /// The page, embedded at build time.
@@ -53,32 +55,114 @@ pub(crate) async fn health(State(app): State<SharedState>) -> Json<StatusBody> {
     Json(StatusBody { status: "ok", store: app.node.store_description() })
 }
 
-/// Readiness: the store answers, the node is not shutting down, and its snowflake generator
-/// (when it runs one) can issue an id now
+/// Whether the node is ready, and each engine's state.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Ready)]
+pub(crate) struct ReadyBody {
+    /// `ready`.
+    status: &'static str,
+    /// Store URL, password removed.
+    store: String,
+    /// Every engine the node runs (or the ones `engine=` names), ready or not.
+    engines: Vec<EngineState>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ReadyQuery {
+    /// Probe these engines only, comma-separated: `segment`, `snowflake`, `tinyid`,
+    /// `sequences`. Each must be ready, whether or not the node's readiness waits for it;
+    /// one the node does not run answers why (e.g. 501 `snowflake_not_configured`).
+    engine: Option<String>,
+}
+
+/// Readiness: the engines this deployment uses can serve now
 ///
-/// A generator whose lease is not proven, or whose clock is behind its last id or its
-/// persisted time mark beyond the tolerance (a clock that jumped ahead and was corrected),
-/// makes the node not ready: 503 `lease_not_proven` or `clock_behind`, the message naming the
-/// cause and the fix. So does a worker id leased a moment ago, until the clock passes the floor
-/// above any earlier holder's ids: 503 `lease_settling`. A clock off the store's by more than
-/// `snowflake.lease_margin_ms` answers 501 `clock_skew`: the time sync must be fixed.
+/// Waits for the engines of `ready_engines`: by default segments (the store answers), plus
+/// the snowflake generator when a `[snowflake]` key is set (file or `IDMINT_SNOWFLAKE_*`),
+/// Tinyid when enabled and sequences when Redis is configured. So a segment-only node is
+/// ready as soon as its store answers, while its snowflake generator (on by default) settles.
+/// The body lists every engine the node runs, `ready`, whether it `gates` the answer, and
+/// why not (`code`, `message`). `?engine=snowflake` (or `segment`, `tinyid`, `sequences`, or
+/// a list) probes those engines alone.
+///
+/// A snowflake generator whose lease is not proven, or whose clock is behind its last id or
+/// its persisted time mark beyond the tolerance, answers 503 `worker_lease_not_proven` or
+/// `clock_behind`; a worker id leased a moment ago, until the clock passes the floor above
+/// any earlier holder's ids, 503 `lease_settling` with `Retry-After`; a clock off the
+/// store's past half of `snowflake.lease_margin_ms`, 501 `clock_skew`. Not ready, the body
+/// is an error body with the engines beside it.
 #[utoipa::path(
     get,
     path = "/ready",
     tag = "service",
     operation_id = "ready",
+    params(ReadyQuery),
     responses(
-        (status = 200, description = "Ready", body = StatusBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = "clock_skew: the clock is off the store's past the lease \
-            margin", body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        (status = 200, description = "Ready: every engine waited for can serve", body = ReadyBody),
+        (status = 400, description = "bad_query: `engine` names no engine", body = ErrorBody),
+        (status = 500, description = STORE_500, body = NotReadyBody),
+        (status = 501, description = "clock_skew: the clock is off the store's past half the \
+            lease margin; or, with `engine=`, an engine this node does not run \
+            (`snowflake_not_configured`, `sequences_not_configured`, `worker_ids_exhausted`)",
+            body = NotReadyBody),
+        (status = 503, description = READY_503, body = NotReadyBody),
     )
 )]
-pub(crate) async fn ready(State(app): State<SharedState>) -> Result<Json<StatusBody>, ApiError> {
-    app.node.ready().await?;
-    Ok(Json(StatusBody { status: "ready", store: app.node.store_description() }))
+pub(crate) async fn ready(
+    State(app): State<SharedState>,
+    query: Result<Query<ReadyQuery>, QueryRejection>,
+) -> Result<Json<ReadyBody>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+    let mut engines = Vec::new();
+    let mut blocking = None;
+    match query.engine {
+        Some(text) => {
+            let asked = Engine::parse_list(&text).map_err(|reason| {
+                ApiError::bad_request("bad_query", format!("engine: {reason}"))
+            })?;
+            for engine in asked {
+                let state = app.node.engine_ready(engine).await;
+                add(&mut engines, &mut blocking, engine, true, state);
+            }
+        }
+        None => {
+            for EngineReadiness { engine, gates, state } in app.node.readiness().await {
+                add(&mut engines, &mut blocking, engine, gates, state);
+            }
+        }
+    }
+    match blocking {
+        Some((engine, refusal)) => Err(ApiError::NotReady { engine, refusal, engines }),
+        None => {
+            Ok(Json(ReadyBody { status: "ready", store: app.node.store_description(), engines }))
+        }
+    }
 }
+
+/// Lists `engine`'s state; the first refusal of an engine that gates is the answer's.
+fn add(
+    engines: &mut Vec<EngineState>,
+    blocking: &mut Option<(Engine, Refusal)>,
+    engine: Engine,
+    gates: bool,
+    state: Result<(), NodeError>,
+) {
+    let (listed, refusal) = EngineState::new(engine, gates, state);
+    engines.push(listed);
+    if gates
+        && blocking.is_none()
+        && let Some(refusal) = refusal
+    {
+        *blocking = Some((engine, refusal));
+    }
+}
+
+/// `/ready`'s 503.
+const READY_503: &str = "An engine the readiness waits for cannot serve now: the store did \
+    not answer (`unavailable`), `shutting_down`, `lease_settling` (with `Retry-After`), \
+    `clock_behind`, `worker_lease_not_proven`, `snowflake_not_running`, \
+    `sequences_not_running` or `sequence_unavailable`";
 
 /// `GET /`: the dashboard page.
 #[utoipa::path(

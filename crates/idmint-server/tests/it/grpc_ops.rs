@@ -63,6 +63,50 @@ async fn clocked_server(space: &str) -> (TestServer, Arc<idmint::clock::ManualCl
 
 const DAY_MS: u64 = 86_400_000;
 
+/// A node whose readiness waits for segments alone, its snowflake generator unable to issue
+/// (a clock stepped back a day): the node (`""`, `/ready`) is SERVING, the engine
+/// `snowflake` NOT_SERVING as `/ready?engine=snowflake` answers 503, `segment` SERVING, an
+/// engine the node does not run NOT_SERVING, and a name that is no engine NOT_FOUND.
+#[tokio::test]
+async fn the_health_service_answers_per_engine() {
+    let clock = Arc::new(idmint::clock::ManualClock::at_system_time());
+    let memory = Arc::new(idmint_store::MemoryStore::with_clock(clock.clone()));
+    let workers: Arc<dyn idmint_store::WorkerStore> = memory.clone();
+    let layout = idmint_core::snowflake::Layout::preset("snowflake").unwrap();
+    let mut config = idmint::snowflake::SnowflakeConfig::new("health_engines", layout);
+    config.worker = idmint::snowflake::WorkerIdSource::Static(3);
+    let clocked = Arc::clone(&clock) as Arc<dyn idmint::Clock>;
+    let generator = idmint::Snowflake::start(Some(workers), config, clocked).await.unwrap();
+    let server = TestServer::setup()
+        .store(memory)
+        .snowflake(generator)
+        .ready_engines(&[idmint::node::Engine::Segment])
+        .start()
+        .await;
+    let mut health = HealthClient::new(channel(&server.base).await);
+    clock.advance(DAY_MS);
+    assert_eq!(server.get("/v1/snowflake").await.status(), 200);
+    clock.step_back(DAY_MS);
+
+    let (serving, not_serving) = (ServingStatus::Serving as i32, ServingStatus::NotServing as i32);
+    assert_eq!(server.get("/ready").await.status(), 200);
+    let probe = server.get("/ready?engine=snowflake").await;
+    crate::support::assert_error(probe, 503, "clock_behind").await;
+    for (service, status) in [
+        ("", serving),
+        (idmint_proto::SERVICE_NAME, serving),
+        ("segment", serving),
+        ("snowflake", not_serving),
+        ("sequences", not_serving),
+    ] {
+        assert_eq!(check(&mut health, service).await.unwrap(), status, "{service:?}");
+    }
+    let unknown = check(&mut health, "dns").await.unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound, "{unknown:?}");
+    assert!(unknown.message().contains("snowflake"), "{unknown:?}");
+    server.stop().await;
+}
+
 /// The next message of a health `Watch`, within 10 s.
 async fn next(watch: &mut tonic::Streaming<HealthCheckResponse>) -> i32 {
     let message = tokio::time::timeout(Duration::from_secs(10), watch.next()).await;

@@ -276,7 +276,10 @@ async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() 
     let server = TestServer::setup().store(memory).snowflake(generator).start().await;
     let message =
         crate::support::assert_error(server.get("/ready").await, 503, "lease_settling").await;
-    assert!(message.contains("worker id 0") && message.contains("13000 ms"), "{message}");
+    assert!(
+        message.contains("worker id 0") && message.contains(&format!("{settle_ms} ms")),
+        "{message}"
+    );
     crate::support::assert_error(server.get("/v1/snowflake").await, 503, "lease_settling").await;
     assert_eq!(server.get("/api/snowflake/get/a").await.status(), 503);
     let cause = |c| [("space", "ready_settling"), ("cause", c)];
@@ -290,6 +293,84 @@ async fn a_freshly_leased_worker_id_makes_the_node_not_ready_until_it_settled() 
     let samples = scrape(&server).await;
     assert_eq!(value(&samples, "idmint_snowflake_not_ready", &cause("lease_settling")), Some(0.0));
     server.stop().await;
+}
+
+/// A node started from the default configuration (snowflake ids on, `ready_engines =
+/// "auto"`), its worker id just leased: `/ready` answers 200 as soon as segments are, listing
+/// the settling generator as not ready and not gating; `/ready?engine=snowflake` and the
+/// snowflake routes answer 503 `lease_settling` with `Retry-After` until the lease settled,
+/// then 200. With a `[snowflake]` key set (here by `IDMINT_SNOWFLAKE_WORKER`) the node's
+/// readiness waits for the generator too.
+#[tokio::test]
+async fn a_default_node_is_ready_for_segments_while_its_snowflake_generator_settles() {
+    let server = default_node(&[]).await;
+    let started = Instant::now();
+    let ready = server.get("/ready").await;
+    assert_eq!(ready.status(), 200);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    let engines = body["engines"].as_array().expect("engines");
+    let engine = |name: &str| engines.iter().find(|e| e["engine"] == name).cloned();
+    let segment = engine("segment").expect("segment listed");
+    assert_eq!((segment["ready"].clone(), segment["gates"].clone()), (true.into(), true.into()));
+    let snowflake = engine("snowflake").expect("snowflake listed");
+    assert_eq!(snowflake["ready"], false, "{body}");
+    assert_eq!(snowflake["gates"], false, "{body}");
+    assert_eq!(snowflake["code"], "lease_settling", "{body}");
+    assert!(engine("sequences").is_none() && engine("tinyid").is_none(), "{body}");
+
+    let probe = server.get("/ready?engine=snowflake").await;
+    let retry_after = retry_after_s(&probe);
+    crate::support::assert_error(probe, 503, "lease_settling").await;
+    assert!((1..=3).contains(&retry_after), "Retry-After: {retry_after}");
+    let ids = server.get("/v1/snowflake").await;
+    assert!(retry_after_s(&ids) >= 1);
+    crate::support::assert_error(ids, 503, "lease_settling").await;
+    assert_eq!(server.get("/ready?engine=segment").await.status(), 200);
+    crate::support::assert_error(server.get("/ready?engine=bogus").await, 400, "bad_query").await;
+    let unused = server.get("/ready?engine=sequences").await;
+    crate::support::assert_error(unused, 501, "sequences_not_configured").await;
+    assert!(
+        started.elapsed() < Duration::from_millis(idmint::snowflake::limits::SETTLE_MS_DEFAULT),
+        "the checks above ran after the lease settled: they proved nothing"
+    );
+
+    let deadline = started + Duration::from_secs(10);
+    while server.get("/ready?engine=snowflake").await.status() != 200 {
+        assert!(Instant::now() < deadline, "snowflake never ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(server.get("/v1/snowflake").await.status(), 200);
+    server.stop().await;
+
+    let explicit = default_node(&[("IDMINT_SNOWFLAKE_WORKER", "lease")]).await;
+    let answer = explicit.get("/ready").await;
+    assert!(retry_after_s(&answer) >= 1);
+    let message = crate::support::assert_error(answer, 503, "lease_settling").await;
+    assert!(message.starts_with("not ready: snowflake: "), "{message}");
+    explicit.stop().await;
+}
+
+/// A node as `idmint serve` starts it from `env` and no file, on a memory store.
+async fn default_node(env: &[(&str, &str)]) -> TestServer {
+    let env: HashMap<String, String> =
+        env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let lookup = |name: &str| env.get(name).cloned();
+    let flags = idmint_server::Overrides {
+        store: Some("memory://".to_string()),
+        ..idmint_server::Overrides::default()
+    };
+    let file = idmint_server::FileConfig::default();
+    let settings = idmint_server::Settings::resolve(&file, &lookup, &flags).expect("settings");
+    let addr = "127.0.0.1:0".parse().unwrap();
+    let config = idmint_server::node_config(&settings, addr);
+    let node = Box::pin(idmint::NodeBuilder::new(config).start()).await.expect("the node starts");
+    TestServer::serve(idmint_server::AppState::new(Arc::new(node))).await
+}
+
+/// The `Retry-After` of `response`, in seconds (0 without one).
+fn retry_after_s(response: &reqwest::Response) -> u64 {
+    let value = response.headers().get("retry-after");
+    value.and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 #[test]

@@ -82,6 +82,12 @@ impl NodeSetup {
         self
     }
 
+    /// The engines the node's readiness waits for (`ready_engines`).
+    pub fn ready_engines(mut self, engines: &[idmint::node::Engine]) -> NodeSetup {
+        self.config.ready_engines = engines.to_vec();
+        self
+    }
+
     /// Snowflake ids from a ring of `capacity` over the generator (10 s lead).
     pub fn cached(mut self, capacity: u64) -> NodeSetup {
         self.config.snowflake_cached = Some(idmint::snowflake::CachedConfig::new(capacity, 10_000));

@@ -6,11 +6,12 @@
 //!
 //! Its operations are the one home of the rules every transport shares: plain and public
 //! (formatted) ids, leases and take-back, snowflake ids (from the ring or the generator),
-//! decoding, tag and sequence admin, readiness and status. A transport parses its wire
+//! decoding, tag and sequence admin, readiness per engine (`ready.rs`) and status. A transport parses its wire
 //! format into these calls and renders the answers; it decides nothing. This module knows
 //! no HTTP, gRPC or status code.
 
 mod error;
+mod ready;
 mod snowflake;
 mod start;
 
@@ -33,6 +34,7 @@ use crate::tinyid::{Tinyid, TinyidSegment};
 use crate::{CachedSnowflake, Clock, Error, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
 pub use error::{Feature, NodeError, NodeStartError};
+pub use ready::{Engine, EngineReadiness};
 use snowflake::SnowflakeSlot;
 pub use snowflake::{
     SNOWFLAKE_RETRY_MS_MAX, SNOWFLAKE_RETRY_MS_MIN, SNOWFLAKE_START_ATTEMPT_MS_MAX,
@@ -67,6 +69,8 @@ pub struct Node {
     sequences: SequenceSlot,
     formats: Arc<TagFormats>,
     uuids: Arc<Uuids>,
+    /// The engines whose readiness gates the node's ([`Node::ready`]).
+    ready_engines: Vec<ready::Engine>,
     clock: Arc<dyn Clock>,
     tasks: TaskTracker,
     cancel: CancellationToken,
@@ -510,22 +514,6 @@ impl Node {
     }
 
     // ---- readiness and status -------------------------------------------------------
-
-    /// Whether the node can serve: the store answers, it is not shutting down, and its
-    /// snowflake generator (when it is configured to run one) runs and can issue an id now.
-    /// A generator whose start is being retried makes the node not ready
-    /// ([`NodeError::SnowflakeNotRunning`]); one refused for good (not configured, no worker
-    /// id free) does not: the node serves its other kinds of ids, and readiness would not
-    /// come back by itself.
-    pub async fn ready(&self) -> Result<(), NodeError> {
-        self.segments.ready().await?;
-        match self.snowflake.get() {
-            Ok(engines) => engines.generator.readiness()?,
-            Err(error @ NodeError::SnowflakeNotRunning(_)) => return Err(error),
-            Err(_) => {}
-        }
-        Ok(())
-    }
 
     /// How this node serves each tag it holds a buffer for (both segments, step, counters),
     /// sorted by tag: Leaf's `/cache`. Reads memory only; bounded by the tag count limit.

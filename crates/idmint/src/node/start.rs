@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
-use super::{Node, NodeStartError, SequenceSlot, TagFormats};
+use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats};
 use crate::format::claim_key;
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
@@ -53,6 +53,9 @@ pub struct NodeConfig {
     pub sequences: Result<SequencesConfig, String>,
     /// Didi Tinyid's `biz_type`s, from a Tinyid database; `None`: not served.
     pub tinyid: Option<TinyidNodeConfig>,
+    /// The engines whose readiness gates the node's ([`Node::ready`]): those the deployment
+    /// uses. An engine listed that the node does not run is passed over.
+    pub ready_engines: Vec<Engine>,
 }
 
 /// Where and how a node serves Didi Tinyid's `biz_type`s.
@@ -96,7 +99,8 @@ impl std::fmt::Debug for SequencesConfig {
 
 impl NodeConfig {
     /// A node serving the segments of `store` and nothing else: the largest batch limit,
-    /// no snowflake generator, no sequences, no public id formats.
+    /// no snowflake generator, no sequences, no public id formats; its readiness gated on
+    /// segments and on a snowflake generator once one is configured.
     pub fn new(store: StoreUrl) -> NodeConfig {
         NodeConfig {
             store,
@@ -107,6 +111,7 @@ impl NodeConfig {
             formats: Vec::new(),
             sequences: Err("sequences are not configured on this node".to_string()),
             tinyid: None,
+            ready_engines: vec![Engine::Segment, Engine::Snowflake],
         }
     }
 }
@@ -293,6 +298,7 @@ impl NodeBuilder {
             sequences,
             formats: Arc::new(formats),
             uuids: Arc::new(Uuids::new(Arc::clone(&clock))),
+            ready_engines: config.ready_engines.clone(),
             clock,
             tasks,
             cancel,

@@ -29,6 +29,7 @@ mod serving;
 mod shutdown;
 mod simulation;
 mod snowflake;
+mod snowflake_restart;
 mod snowflake_shards;
 mod snowflake_start;
 mod test_store;
