@@ -800,6 +800,8 @@ fn the_plain_keys_are_every_key_with_a_variable() {
     assert_eq!(listed, resolved);
     let flags: Vec<&str> = FLAG_KEYS.iter().map(|(key, _)| *key).collect();
     assert_eq!(flags, ["listen", "grpc_listen", "store", "redis", "data_dir"]);
+}
+
 /// `ready_engines = "auto"` waits for segments, and for snowflake only once a `[snowflake]`
 /// key is set (file or variable: snowflake ids are on by default); tinyid and sequences when
 /// configured. A list is taken as written, and naming an engine the node does not run, or
