@@ -268,7 +268,7 @@ fn buffer(tag: idmint::Tag, status: Option<TagStatus>) -> CacheBufferBody {
     let snapshot = status.map(|s| s.buffer);
     let epoch = snapshot.map_or(0, |b| b.epoch);
     // The first segment is slot 0's, each switch moves to the other slot.
-    let pos = u8::from(epoch % 2 == 0 && epoch > 0);
+    let pos = u8::from(epoch > 0 && epoch.is_multiple_of(2));
     let numbers = |s: Option<SegmentSnapshot>| {
         s.map_or((0, 0, 0), |s| (s.next_id, s.range.end(), s.range.len()))
     };
@@ -306,7 +306,7 @@ fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
