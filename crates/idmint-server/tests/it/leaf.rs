@@ -318,26 +318,32 @@ async fn db_has_leafs_four_columns_and_the_databases_time_text() {
     server.stop().await;
 
     // MariaDB: the server's own text of the column, in its own time zone, whatever the
-    // session idmint's pool reads in.
+    // session idmint's pool reads in. Milliseconds (a `timestamp(3)` column) tell that text
+    // from idmint's own rendering of the time.
     use sqlx::Connection;
     let Some(url) = idmint_testkit::mysql::fresh_database("leafdbtime").await else { return };
+    let mut raw = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', \
+         max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, \
+         description varchar(256) DEFAULT NULL, update_time timestamp(3) NOT NULL \
+         DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3), PRIMARY KEY (biz_tag)) \
+         ENGINE=InnoDB; \
+         SET time_zone = @@global.time_zone; \
+         INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) \
+         VALUES ('d_order', 1, 1000, '2019-09-06 09:35:00.250')",
+    )
+    .execute(&mut raw)
+    .await
+    .unwrap();
     let idmint_store::StoreUrl::Mysql(sql) = idmint_store::StoreUrl::parse(&url).unwrap() else {
         panic!("{url}")
     };
     let store = Arc::new(idmint_store::MySqlStore::connect(&sql).await.unwrap());
     let server = TestServer::start(store).await;
-    assert_eq!(server.create_tag(json!({"tag": "d_order", "step": 1000})).await.status(), 201);
-    let mut raw = sqlx::MySqlConnection::connect(&url).await.unwrap();
-    sqlx::raw_sql(
-        "SET time_zone = @@global.time_zone; \
-         UPDATE leaf_alloc SET update_time = '2019-09-06 09:35:00' WHERE biz_tag = 'd_order'",
-    )
-    .execute(&mut raw)
-    .await
-    .unwrap();
     let html = server.get("/db").await.text().await.unwrap();
     let (_, rows) = table(&html);
-    assert_eq!(rows, [["d_order", "1", "1,000", "2019-09-06 09:35:00"]], "{html}");
+    assert_eq!(rows, [["d_order", "1", "1,000", "2019-09-06 09:35:00.250"]], "{html}");
     server.stop().await;
 }
 
