@@ -168,7 +168,9 @@ pub(crate) struct SetStep {
             (`bad_value`)", body = ErrorBody),
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`; the message says \
+            so when the name is a Tinyid `biz_type`, whose row is changed with Tinyid's SQL)",
+            body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
@@ -197,7 +199,9 @@ pub(crate) async fn set_step(
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`; the message says \
+            so when the name is a Tinyid `biz_type`, whose row is changed with Tinyid's SQL)",
+            body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),

@@ -733,6 +733,13 @@ async fn tinyid_biz_types_show_like_tags_in_status_tags_and_metrics() {
     let neither = assert_error(server.get("/v1/tags/neither").await, 404, "unknown_tag").await;
     let both = neither.contains("POST /v1/tags") && neither.contains("/tinyid/id/nextId");
     assert!(both, "{neither}");
+    // Tag admin on a biz_type's name says what it is, never "create it".
+    let url = server.url("/v1/tags/test_odd");
+    for request in [server.client.delete(&url), server.client.patch(&url).json(&json!({"step": 5}))]
+    {
+        let refused = assert_error(request.send().await.unwrap(), 404, "unknown_tag").await;
+        assert!(refused.contains("Tinyid's SQL") && !refused.contains("create"), "{refused}");
+    }
 
     // Metrics: biz_types under their names with source="tinyid", ranked with the tags under
     // the one bound (3): four names served, three shown, one summed into (other).

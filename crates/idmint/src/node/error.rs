@@ -106,6 +106,13 @@ pub enum NodeError {
          with Tinyid's SQL and take its ids with /tinyid/id/nextId?bizType={0}&token=TOKEN"
     )]
     UnknownName(Tag),
+    /// A tag admin change named a Tinyid `biz_type` (and no tag): Tinyid's rows are changed
+    /// with Tinyid's SQL, not through idmint.
+    #[error(
+        "{0} is not a tag but a Tinyid biz_type (a row of tiny_id_info), which idmint serves \
+         on /tinyid/id/* but does not administer: change its row with Tinyid's SQL"
+    )]
+    BizTypeNotAdministered(Tag),
 }
 
 impl From<ByNameError> for NodeError {

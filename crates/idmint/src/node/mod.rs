@@ -500,16 +500,34 @@ impl Node {
 
     /// Changes a tag's step (from its next refill).
     pub async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, NodeError> {
-        let record = self.segments.set_step(tag, step).await?;
+        let record = match self.segments.set_step(tag, step).await {
+            Ok(record) => record,
+            Err(error) => return Err(self.not_a_tag(tag, error).await),
+        };
         tracing::info!(%tag, step = step.get(), "tag step changed");
         Ok(record)
     }
 
     /// Deletes a tag.
     pub async fn delete_tag(&self, tag: &Tag) -> Result<(), NodeError> {
-        self.segments.delete_tag(tag).await?;
+        if let Err(error) = self.segments.delete_tag(tag).await {
+            return Err(self.not_a_tag(tag, error).await);
+        }
         tracing::info!(%tag, "tag deleted");
         Ok(())
+    }
+
+    /// A tag admin refusal; an unknown tag that is a Tinyid `biz_type` is named as one
+    /// ([`NodeError::BizTypeNotAdministered`]), not as a tag to create.
+    async fn not_a_tag(&self, name: &Tag, error: Error) -> NodeError {
+        let unknown =
+            matches!(error, Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_)));
+        if let (true, Some(tinyid)) = (unknown, &self.tinyid)
+            && tinyid.biz_type(name).await.is_ok()
+        {
+            return NodeError::BizTypeNotAdministered(name.clone());
+        }
+        NodeError::Segment(error)
     }
 
     // ---- sequences ------------------------------------------------------------------
