@@ -352,6 +352,7 @@ fn print_show(place: &Place, record: &Value, output: Output) {
 fn record_json(record: &TagRecord) -> Value {
     json!({
         "tag": record.tag.as_str(),
+        "kind": "segment",
         "max_id": record.max_id,
         "step": record.step,
         "description": record.description,

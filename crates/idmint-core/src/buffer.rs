@@ -178,6 +178,9 @@ pub struct BufferSnapshot {
     pub high_water: u64,
     /// Whether the buffer is frozen.
     pub frozen: bool,
+    /// Segments that became current so far (0: none yet). Its parity places the current
+    /// segment in one of Leaf's two buffer slots (`/cache`'s `pos`).
+    pub epoch: u64,
 }
 
 /// One attempt on the current segment.
@@ -457,6 +460,7 @@ impl DoubleBuffer {
             handed_out: state.completed + current.map_or(0, |s| s.next_id - s.range.start()),
             high_water: state.high_water,
             frozen: state.frozen_offset.is_some(),
+            epoch: state.epoch,
         }
     }
 

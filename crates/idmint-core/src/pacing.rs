@@ -20,6 +20,10 @@
 //!   used, or earlier, so that at least `forecast × refill latency × RESERVE_FACTOR` ids remain
 //!   when it is requested: one refill at the measured latency (three times over) fits in the
 //!   runway.
+//! - **Idle**: a tag that handed out no id for [`IDLE_AFTER`] is idle, and its runway is
+//!   infinite (`None`). The fast average decays towards 0 without reaching it, so without
+//!   this bound an unused tag's runway would grow without limit (1e20 s after ten quiet
+//!   minutes) rather than say that nothing is being consumed.
 
 use std::time::Duration;
 
@@ -31,6 +35,13 @@ pub const RATE_FAST_TAU_S: f64 = 10.0;
 pub const RATE_SLOW_TAU_S: f64 = 300.0;
 /// Refill latencies the reserve covers.
 pub const RESERVE_FACTOR: f64 = 3.0;
+/// How long a tag hands out no id before it is idle: six fast time constants
+/// ([`RATE_FAST_TAU_S`]), by when the recent rate has fallen below 0.25 % of what it was at
+/// the last take. A tag taking ids once a minute or more often is never idle, so an alert on
+/// a short runway still fires for it. Configuration may shorten it (tests), never lengthen it.
+pub const IDLE_AFTER: Duration = Duration::from_secs(60);
+
+const _: () = assert!(IDLE_AFTER.as_secs() as f64 == 6.0 * RATE_FAST_TAU_S);
 
 /// Ids per second a tag consumes, as two moving averages.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -38,6 +49,8 @@ pub struct RateMeter {
     fast: f64,
     slow: f64,
     primed: bool,
+    /// Seconds observed since the last observation that saw an id.
+    quiet_s: f64,
 }
 
 impl RateMeter {
@@ -62,6 +75,14 @@ impl RateMeter {
             self.fast += (1.0 - (-seconds / RATE_FAST_TAU_S).exp()) * (rate - self.fast);
         }
         self.slow += (1.0 - (-seconds / RATE_SLOW_TAU_S).exp()) * (rate - self.slow);
+        // An interval that saw an id counts as busy for all of its length.
+        self.quiet_s = if ids > 0 { 0.0 } else { self.quiet_s + seconds };
+    }
+
+    /// Whether nothing is being consumed: no id seen at all (a rate of 0), or none for
+    /// `idle_after` ([`IDLE_AFTER`] unless configured shorter).
+    pub fn idle(&self, idle_after: Duration) -> bool {
+        self.fast <= 0.0 || self.quiet_s >= idle_after.as_secs_f64()
     }
 
     /// The recent rate, ids per second: what runway is computed from.
@@ -98,9 +119,10 @@ pub fn preload_reserve(forecast: f64, latency: Duration) -> u64 {
     (forecast * latency.as_secs_f64() * RESERVE_FACTOR).ceil() as u64
 }
 
-/// Seconds the ids in hand last at the recent rate; `None` when nothing is being consumed.
-pub fn runway_seconds(remaining: u64, current_rate: f64) -> Option<f64> {
-    (current_rate > 0.0).then(|| remaining as f64 / current_rate)
+/// Seconds the ids in hand last at the meter's recent rate; `None` when the tag is idle
+/// ([`RateMeter::idle`] after `idle_after`): the ids last for ever.
+pub fn runway_seconds(remaining: u64, meter: &RateMeter, idle_after: Duration) -> Option<f64> {
+    (!meter.idle(idle_after)).then(|| remaining as f64 / meter.current())
 }
 
 #[cfg(test)]
@@ -159,8 +181,40 @@ mod tests {
     fn the_reserve_covers_three_refills_at_the_forecast() {
         assert_eq!(preload_reserve(10_000.0, Duration::from_millis(200)), 6_000);
         assert_eq!(preload_reserve(0.0, Duration::from_secs(1)), 0);
-        assert_eq!(runway_seconds(5_000, 1_000.0), Some(5.0));
-        assert_eq!(runway_seconds(5_000, 0.0), None);
+        let mut m = RateMeter::new();
+        assert_eq!(runway_seconds(5_000, &m, IDLE_AFTER), None, "nothing seen: idle");
+        m.observe(1_000, Duration::from_secs(1));
+        assert_eq!(runway_seconds(5_000, &m, IDLE_AFTER), Some(5.0));
+    }
+
+    #[test]
+    fn a_quiet_tag_becomes_idle_and_a_busy_one_never_does() {
+        let mut m = RateMeter::new();
+        m.observe(1_000, Duration::from_secs(1));
+        // Ten quiet minutes: the rate decays without reaching 0, the runway is infinite.
+        for _ in 0..600 {
+            m.observe(0, Duration::from_secs(1));
+        }
+        assert!(m.current() > 0.0, "the decayed rate is not 0: {}", m.current());
+        assert!(m.idle(IDLE_AFTER));
+        assert_eq!(runway_seconds(50, &m, IDLE_AFTER), None);
+        // One id and the tag is busy again, its runway finite and short.
+        m.observe(10, Duration::from_secs(1));
+        assert!(!m.idle(IDLE_AFTER));
+        assert!(
+            runway_seconds(50, &m, IDLE_AFTER).is_some_and(|s| s < 60.0),
+            "{:?}",
+            runway_seconds(50, &m, IDLE_AFTER)
+        );
+        // A take every 59 s never makes it idle.
+        for _ in 0..10 {
+            for _ in 0..59 {
+                assert!(!m.idle(IDLE_AFTER));
+                m.observe(0, Duration::from_secs(1));
+            }
+            m.observe(1, Duration::from_secs(1));
+        }
+        assert!(!m.idle(IDLE_AFTER));
     }
 
     #[test]

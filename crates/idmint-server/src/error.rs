@@ -793,6 +793,10 @@ impl From<NodeError> for ApiError {
             NodeError::DecodeHow(message) => ApiError::bad_request("bad_query", message),
             error @ NodeError::TinyidNotServed => ApiError::TinyidNotServed(error.to_string()),
             error @ NodeError::UnknownBizType(_) => ApiError::UnknownBizType(error.to_string()),
+            // The same `404 unknown_tag`, its message naming both ways to make the name.
+            error @ (NodeError::UnknownName(_) | NodeError::BizTypeNotAdministered(_)) => {
+                ApiError::UnknownBizType(error.to_string())
+            }
             // `NodeError` is non-exhaustive: a variant added later is an internal error
             // until it is mapped here.
             other => ApiError::Internal(other.to_string()),

@@ -119,17 +119,19 @@ impl Histograms {
         self.series.read().unwrap_or_else(PoisonError::into_inner).len()
     }
 
-    /// Appends every histogram as Prometheus text. A series with a `tag` label whose value
-    /// `shown` refuses is summed into that name's `tag="(other)"` series, so the buckets of
-    /// all series of a name still add up to every sample recorded.
-    pub(crate) fn render(&self, out: &mut String, shown: &dyn Fn(&str) -> bool) {
+    /// Appends every histogram as Prometheus text. A series with a `tag` label that `shown`
+    /// refuses (given the tag and the series' `source` label, if any) is summed into that
+    /// name's `tag="(other)"` series of the same source, so the buckets of all series of a
+    /// name still add up to every sample recorded.
+    pub(crate) fn render(&self, out: &mut String, shown: &dyn Fn(&str, Option<&str>) -> bool) {
         let mut families: BTreeMap<String, BTreeMap<Vec<(String, String)>, Snapshot>> =
             BTreeMap::new();
         for (key, buckets) in self.series.read().unwrap_or_else(PoisonError::into_inner).iter() {
+            let source = key.labels().find(|l| l.key() == "source").map(|l| l.value());
             let labels: Vec<(String, String)> = key
                 .labels()
                 .map(|l| {
-                    let hidden = l.key() == "tag" && !shown(l.value());
+                    let hidden = l.key() == "tag" && !shown(l.value(), source);
                     let value = if hidden { OTHER_LABEL_VALUE } else { l.value() };
                     (l.key().to_string(), value.to_string())
                 })
@@ -272,7 +274,7 @@ mod tests {
         histograms.series(&key("a")).record(0.3);
         histograms.series(&key("b")).record(0.3);
         let mut out = String::new();
-        histograms.render(&mut out, &|tag| tag == "shown");
+        histograms.render(&mut out, &|tag, _| tag == "shown");
         assert!(out.contains("t_seconds_bucket{tag=\"shown\",le=\"0.0001\"} 1\n"), "{out}");
         assert!(out.contains("t_seconds_bucket{tag=\"shown\",le=\"0.0005\"} 2\n"), "{out}");
         assert!(out.contains("t_seconds_bucket{tag=\"shown\",le=\"10\"} 2\n"), "{out}");
@@ -295,7 +297,7 @@ mod tests {
         }
         assert_eq!(histograms.series_count(), 51);
         let mut out = String::new();
-        histograms.render(&mut out, &|_| true);
+        histograms.render(&mut out, &|_, _| true);
         assert!(out.contains("t_seconds_count{tag=\"(other)\"} 10\n"), "{out}");
     }
 

@@ -16,7 +16,10 @@
 //! by a fixed list, statuses by HTTP, sequences by `TAG_COUNT_MAX`. Tags are bounded twice:
 //! the `limits.metrics_tags_max` busiest tags (by recent rate) have series of their own, and
 //! every other tag is summed into `tag="(other)"`, so a node with 10 000 tags answers a
-//! scrape of a few hundred kilobytes.
+//! scrape of a few hundred kilobytes. Tinyid's `biz_type`s are tags here, ranked with them
+//! under the same bound, with `source="tinyid"` beside `tag` (and their own
+//! `tag="(other)",source="tinyid"` sum), so a `biz_type` never shares a series with a tag
+//! of the same name.
 //!
 //! The recorder is process-global (the facade's design): the first server of a process
 //! installs it, and every server of the process renders the same registry.
@@ -84,9 +87,15 @@ pub(crate) async fn render(app: &AppState) -> String {
     handle.run_upkeep();
     let mut body = handle.render();
     let statuses = app.node.segments().statuses();
-    let shown = busiest(&statuses, app.http_limits.metrics_tags_max);
-    render_segments(&mut body, &statuses, &shown);
-    histograms().render(&mut body, &|tag| shown.contains(tag));
+    let biz_types = app.node.tinyid().map(|t| t.segments().statuses()).unwrap_or_default();
+    let served: Vec<Served<'_>> = statuses
+        .iter()
+        .map(|(tag, status)| (None, tag, status))
+        .chain(biz_types.iter().map(|(tag, status)| (Some(TINYID_SOURCE), tag, status)))
+        .collect();
+    let shown = busiest(&served, app.http_limits.metrics_tags_max);
+    render_segments(&mut body, &served, &shown);
+    histograms().render(&mut body, &|tag, source| shown.contains(&(source, tag)));
     crate::process::render(&mut body);
     body
 }
@@ -340,23 +349,31 @@ async fn collect(app: &AppState) {
     }
 }
 
-/// The tags with series of their own: the `max` busiest by recent rate (then by ids
-/// handed out, then by name, so the choice is stable while rates are equal), by name. A tag
-/// named like the sum (`(other)`) never has series of its own: it is summed into it, so no
-/// two series ever share a label set.
-fn busiest(statuses: &[(Tag, TagStatus)], max: usize) -> HashSet<&str> {
-    let mut ranked: Vec<&(Tag, TagStatus)> = statuses.iter().collect();
+/// The `source` label of a Tinyid `biz_type`'s series.
+const TINYID_SOURCE: &str = idmint::tinyid::METRICS_SOURCE;
+
+/// A name served by one of the node's segment engines: its `source` label (`None` for the
+/// segment store's tags, `tinyid` for Tinyid's `biz_type`s), the name and its status.
+type Served<'a> = (Option<&'static str>, &'a Tag, &'a TagStatus);
+
+/// The names with series of their own, tags and `biz_type`s together: the `max` busiest by
+/// recent rate (then by ids handed out, then by name, so the choice is stable while rates
+/// are equal), by source and name. A name like the sum (`(other)`) never has series of its
+/// own: it is summed into it, so no two series ever share a label set.
+fn busiest<'a>(served: &[Served<'a>], max: usize) -> HashSet<(Option<&'static str>, &'a str)> {
+    let mut ranked: Vec<&Served<'a>> = served.iter().collect();
     ranked.sort_by(|a, b| {
-        b.1.rate_per_s
-            .total_cmp(&a.1.rate_per_s)
-            .then(b.1.buffer.handed_out.cmp(&a.1.buffer.handed_out))
+        b.2.rate_per_s
+            .total_cmp(&a.2.rate_per_s)
+            .then(b.2.buffer.handed_out.cmp(&a.2.buffer.handed_out))
+            .then(a.1.cmp(b.1))
             .then(a.0.cmp(&b.0))
     });
     ranked
         .into_iter()
-        .filter(|(tag, _)| tag.as_str() != OTHER_LABEL_VALUE)
+        .filter(|(_, tag, _)| tag.as_str() != OTHER_LABEL_VALUE)
         .take(max)
-        .map(|(tag, _)| tag.as_str())
+        .map(|(source, tag, _)| (*source, tag.as_str()))
         .collect()
 }
 
@@ -441,33 +458,51 @@ const SEGMENT_FAMILIES: &[SegmentFamily] = &[
     },
 ];
 
-/// The segment state series: one per family and shown tag, and `tag="(other)"` for the
-/// rest when there are any.
-fn render_segments(out: &mut String, statuses: &[(Tag, TagStatus)], shown: &HashSet<&str>) {
+/// The segment state series: one per family and shown name (a `biz_type`'s with
+/// `source="tinyid"`), and `tag="(other)"` for the rest of each source when there are any.
+fn render_segments(
+    out: &mut String,
+    served: &[Served<'_>],
+    shown: &HashSet<(Option<&'static str>, &str)>,
+) {
     use std::fmt::Write as _;
-    if statuses.is_empty() {
+    if served.is_empty() {
         return;
     }
+    let labels = |source: Option<&str>, tag: &str| {
+        let mut labels = vec![("tag".to_string(), tag.to_string())];
+        labels.extend(source.map(|s| ("source".to_string(), s.to_string())));
+        label_text(&labels)
+    };
     for family in SEGMENT_FAMILIES {
         let name = family.name;
         let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} {}", family.help, family.kind);
-        let mut other: Option<f64> = None;
-        for (tag, status) in statuses {
+        // The sums of the names not shown: the segment store's, then Tinyid's.
+        let mut other: [Option<f64>; 2] = [None, None];
+        for (source, tag, status) in served {
             let value = (family.value)(status);
-            if shown.contains(tag.as_str()) {
-                let labels = label_text(&[("tag".to_string(), tag.to_string())]);
-                let _ = writeln!(out, "{name}{{{labels}}} {}", number(value));
+            if shown.contains(&(*source, tag.as_str())) {
+                let _ =
+                    writeln!(out, "{name}{{{}}} {}", labels(*source, tag.as_str()), number(value));
                 continue;
             }
-            other = Some(match (other, family.fold) {
+            let sum = &mut other[usize::from(source.is_some())];
+            *sum = Some(match (*sum, family.fold) {
                 (None, _) => value,
                 (Some(sum), Fold::Sum) => sum + value,
                 (Some(max), Fold::Max) => max.max(value),
                 (Some(min), Fold::Min) => min.min(value),
             });
         }
-        if let Some(value) = other {
-            let _ = writeln!(out, "{name}{{tag=\"{OTHER_LABEL_VALUE}\"}} {}", number(value));
+        for (source, value) in [(None, other[0]), (Some(TINYID_SOURCE), other[1])] {
+            if let Some(value) = value {
+                let _ = writeln!(
+                    out,
+                    "{name}{{{}}} {}",
+                    labels(source, OTHER_LABEL_VALUE),
+                    number(value)
+                );
+            }
         }
         out.push('\n');
     }

@@ -84,7 +84,7 @@ pub use sqlite::{SQLITE_WAL_BYTES_MAX, SQLITE_WAL_CHECKPOINT_PAGES, SqliteStore}
 pub use tinyid::TinyidMySqlStore;
 pub use tinyid::{
     TINYID_CAS_ATTEMPTS_MAX, TINYID_INFO_TABLE, TINYID_TOKEN_LEN_MAX, TINYID_TOKEN_TABLE,
-    TINYID_TOKENS_MAX, TinyidStore, TinyidToken,
+    TINYID_TOKENS_MAX, TinyidRow, TinyidStore, TinyidToken,
 };
 pub use url::{
     AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
@@ -261,6 +261,14 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// The tombstone of `tag`: the `max_id` a deleted tag of this name had reached (every id
     /// it handed out is below it), if a tag of this name was ever deleted through idmint.
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError>;
+
+    /// Each row's `update_time` as the database itself writes it as text (MySQL:
+    /// `2026-11-28 14:03:07`, in the session's time zone), by tag, at most `TAG_COUNT_MAX`:
+    /// what Leaf's `/db` page shows. Empty for a store whose time has no text of its own
+    /// (the caller then writes `update_time_s`).
+    async fn update_times_text(&self) -> Result<Vec<(Tag, String)>, StoreError> {
+        Ok(Vec::new())
+    }
 
     /// Checks that the store answers.
     async fn ping(&self) -> Result<(), StoreError>;

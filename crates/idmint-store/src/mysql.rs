@@ -475,6 +475,41 @@ impl SegmentStore for MySqlStore {
         Ok(records)
     }
 
+    async fn update_times_text(&self) -> Result<Vec<(Tag, String)>, StoreError> {
+        // The server's own text of the column, in the server's time zone, as a Leaf node's
+        // JDBC session (which sets none) reads it for `/db`; idmint's sessions read UTC, so
+        // this one connection switches for the query and back (or is closed).
+        let statement = format!(
+            "SELECT biz_tag, CAST(update_time AS CHAR) FROM {} LIMIT {TAG_COUNT_MAX}",
+            self.sql.table
+        );
+        let mut conn = self.pool.acquire().await.map_err(unavailable)?;
+        let zone: String = sqlx::query_scalar("SELECT CAST(@@session.time_zone AS CHAR)")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(unavailable)?;
+        let switched = sqlx::query("SET time_zone = @@global.time_zone").execute(&mut *conn).await;
+        let rows = match switched {
+            Ok(_) => sqlx::query(AssertSqlSafe(statement)).fetch_all(&mut *conn).await,
+            Err(error) => Err(error),
+        };
+        let back = sqlx::query("SET time_zone = ?").bind(&zone).execute(&mut *conn).await;
+        if back.is_err() {
+            // Never back in the pool in another time zone.
+            drop(conn.detach());
+        }
+        let rows = rows.map_err(unavailable)?;
+        let mut times = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name: String = row.try_get(0).map_err(unavailable)?;
+            let text: Option<String> = row.try_get(1).map_err(unavailable)?;
+            if let (Ok(tag), Some(text)) = (Tag::from_stored(&name), text) {
+                times.push((tag, text));
+            }
+        }
+        Ok(times)
+    }
+
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
         self.tag_charset.check(tag)?;
         let updated = sqlx::query(sql(&self.sql.set_step))

@@ -56,9 +56,33 @@ impl std::fmt::Debug for TinyidToken {
     }
 }
 
+/// One `tiny_id_info` row as Tinyid keeps it, in ids (not the engine's indices): what a
+/// status page shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TinyidRow {
+    /// The `biz_type`.
+    pub biz_type: Tag,
+    /// The last id reserved, inclusive (Tinyid's `max_id`).
+    pub max_id: u64,
+    /// Ids a segment reserves (Tinyid's `step`).
+    pub step: u64,
+    /// `delta` and `remainder`: the row hands out the ids `id % delta == remainder`.
+    pub stride: Stride,
+    /// When the row last changed, in seconds since the Unix epoch.
+    pub update_time_s: u64,
+}
+
 /// A Tinyid database seen as a segment store in index space, plus its tokens.
 #[async_trait]
 pub trait TinyidStore: SegmentStore {
+    /// Every `tiny_id_info` row idmint can serve, in ids, ordered by `biz_type`, at most
+    /// `TAG_COUNT_MAX` (a row it cannot serve is left out; a request for it says why).
+    async fn rows(&self) -> Result<Vec<TinyidRow>, StoreError>;
+
+    /// The row of `biz_type`, in ids, compared exactly; a row idmint cannot serve is
+    /// [`StoreError::Corrupt`] with the reason.
+    async fn row(&self, biz_type: &Tag) -> Result<Option<TinyidRow>, StoreError>;
+
     /// Every `tiny_id_token` row whose `biz_type` is a valid tag and whose token is not empty
     /// (an empty token opens nothing, as in Tinyid); at most [`TINYID_TOKENS_MAX`].
     async fn tokens(&self) -> Result<Vec<TinyidToken>, StoreError>;

@@ -10,6 +10,7 @@ use idmint_core::limits::{
     SEGMENT_DURATION_S_MAX, SEGMENT_DURATION_S_MIN, STORE_CALL_TIMEOUT_MS_DEFAULT,
     STORE_CALL_TIMEOUT_MS_MAX, TAG_REFRESH_MS_DEFAULT, TAG_REFRESH_MS_MAX, TAG_REFRESH_MS_MIN,
 };
+use idmint_core::pacing::IDLE_AFTER;
 
 /// How segment serving behaves. Build with [`SegmentConfig::default`] and the checked setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,8 @@ pub struct SegmentConfig {
     adaptive_step: bool,
     state_dir: Option<PathBuf>,
     bound_unknown_tags: bool,
+    metrics_source: Option<&'static str>,
+    idle_after: Duration,
 }
 
 /// A tunable outside its bound.
@@ -51,6 +54,8 @@ impl Default for SegmentConfig {
             adaptive_step: true,
             state_dir: None,
             bound_unknown_tags: true,
+            metrics_source: None,
+            idle_after: IDLE_AFTER,
         }
     }
 }
@@ -122,6 +127,32 @@ impl SegmentConfig {
     pub fn with_unknown_tags_unbounded(mut self) -> SegmentConfig {
         self.bound_unknown_tags = false;
         self
+    }
+
+    /// Labels this engine's refill histogram with `source` beside `tag` (the Tinyid engine's
+    /// `biz_type`s: `source="tinyid"`), so its series never merge with a tag of the same
+    /// name served by another engine.
+    pub fn with_metrics_source(mut self, source: &'static str) -> SegmentConfig {
+        self.metrics_source = Some(source);
+        self
+    }
+
+    /// Sets how long a tag hands out no id before it is idle, its runway infinite
+    /// (`1..=IDLE_AFTER` ms: it may be shortened, for tests, never lengthened).
+    pub fn with_idle_after_ms(mut self, ms: u64) -> Result<SegmentConfig, ConfigError> {
+        let max = IDLE_AFTER.as_millis() as u64;
+        self.idle_after = bounded("idle_after_ms", ms, 1, max)?;
+        Ok(self)
+    }
+
+    /// How long a tag hands out no id before it is idle.
+    pub fn idle_after(&self) -> Duration {
+        self.idle_after
+    }
+
+    /// The `source` label of this engine's series, if any.
+    pub fn metrics_source(&self) -> Option<&'static str> {
+        self.metrics_source
     }
 
     /// Whether store lookups of unknown names are bounded.

@@ -123,6 +123,9 @@ pub struct TagStatus {
     pub remaining: u64,
     /// Seconds the remaining ids last at the recent rate; `None` when idle.
     pub runway_s: Option<f64>,
+    /// Whether the tag is idle: no id handed out for `idmint_core::pacing::IDLE_AFTER` (or
+    /// none yet); its runway is then infinite (`runway_s` is `None`).
+    pub idle: bool,
     /// Moving average of the store's allocation latency, in milliseconds.
     pub refill_latency_ms: f64,
     /// Ranges installed.
@@ -225,7 +228,8 @@ impl TagGenerator {
             tag_step: pacing.tag_step,
             rate_per_s: pacing.meter.current(),
             remaining,
-            runway_s: runway_seconds(remaining, pacing.meter.current()),
+            runway_s: runway_seconds(remaining, &pacing.meter, self.shared.config.idle_after()),
+            idle: pacing.meter.idle(self.shared.config.idle_after()),
             refill_latency_ms: pacing.latency.as_secs_f64() * 1000.0,
             refills: self.refills.load(Ordering::Relaxed),
             refill_failures: self.failures.load(Ordering::Relaxed),
@@ -639,8 +643,14 @@ impl TagGenerator {
         let latency = started.elapsed();
         // Once per refill, never per id: a recorder (the server's Prometheus exporter) turns
         // this into a histogram; without one installed it costs a load and a branch.
-        metrics::histogram!(REFILL_DURATION_METRIC, "tag" => self.tag.to_string())
-            .record(latency.as_secs_f64());
+        let tag = self.tag.to_string();
+        match self.shared.config.metrics_source() {
+            Some(source) => {
+                metrics::histogram!(REFILL_DURATION_METRIC, "tag" => tag, "source" => source)
+            }
+            None => metrics::histogram!(REFILL_DURATION_METRIC, "tag" => tag),
+        }
+        .record(latency.as_secs_f64());
         let mut pacing = self.pacing();
         pacing.latency = if pacing.latency.is_zero() {
             latency

@@ -434,6 +434,12 @@ impl Segments {
         Ok(records)
     }
 
+    /// Each row's `update_time` as the database writes it as text, by tag (empty for a store
+    /// whose time has no text of its own): Leaf's `/db`.
+    pub async fn update_times_text(&self) -> Result<Vec<(Tag, String)>, Error> {
+        self.store_call(self.shared.store.update_times_text()).await
+    }
+
     /// Changes the step of `tag`; its next allocation uses it.
     pub async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, Error> {
         self.store_call(self.shared.store.set_step(tag, step)).await
@@ -570,7 +576,7 @@ impl Segments {
         Ok(self.next_id_waiting(&tag).await?)
     }
 
-    async fn store_call<T>(
+    pub(crate) async fn store_call<T>(
         &self,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, Error> {

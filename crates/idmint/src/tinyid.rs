@@ -20,14 +20,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use idmint_core::limits::BATCH_COUNT_MAX;
-use idmint_core::{Count, IdRange, Stride, Tag};
-use idmint_store::{StoreError, TinyidStore};
+use idmint_core::limits::{BATCH_COUNT_MAX, ID_MAX};
+use idmint_core::{Count, IdRange, SegmentSnapshot, Stride, Tag};
+use idmint_store::{StoreError, TinyidRow, TinyidStore};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::segment::SegmentConfig;
+use crate::segment::{SegmentConfig, TagStatus};
 use crate::{Error, Segments};
 
 /// Tinyid's token refresh period, and the default here.
@@ -90,6 +90,20 @@ pub struct TinyidSegment {
     pub remainder: u64,
 }
 
+/// The `source` label of the `biz_type`s' metric series (and `kind` in status answers).
+pub const METRICS_SOURCE: &str = "tinyid";
+
+/// A `biz_type` as this node serves it: its row, and this node's buffer of it in ids.
+#[derive(Debug, Clone)]
+pub struct BizTypeView {
+    /// The `tiny_id_info` row, in ids.
+    pub row: TinyidRow,
+    /// This node's segments, pacing and counters, when it serves the `biz_type`: the
+    /// segments, next ids and high-water mark in ids (`k * delta + remainder`), the counts
+    /// (remaining, handed out) and rates in ids.
+    pub status: Option<TagStatus>,
+}
+
 /// Tokens by `biz_type`.
 type TokenMap = HashMap<Tag, Vec<Box<[u8]>>>;
 
@@ -113,7 +127,7 @@ impl Tinyid {
         let refresh_ms = config.token_refresh_ms.clamp(TOKEN_REFRESH_MS_MIN, TOKEN_REFRESH_MS_MAX);
         let batch_size_max = config.batch_size_max.clamp(1, BATCH_COUNT_MAX);
         let tokens = Arc::new(ArcSwap::from_pointee(read_tokens(store.as_ref()).await?));
-        let mut segment = config.segment;
+        let mut segment = config.segment.with_metrics_source(METRICS_SOURCE);
         if let Some(dir) = segment.state_dir().map(|d| d.join("tinyid")) {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| Error::LocalState(format!("cannot create {}: {e}", dir.display())))?;
@@ -202,9 +216,32 @@ impl Tinyid {
         })
     }
 
-    /// The segment engine (its statuses, for a dashboard).
+    /// The segment engine (its statuses in index space, for metrics: counts and rates are
+    /// the same in ids).
     pub fn segments(&self) -> &Arc<Segments> {
         &self.segments
+    }
+
+    /// Every `tiny_id_info` row idmint can serve, with this node's buffer of each.
+    pub async fn biz_types(&self) -> Result<Vec<BizTypeView>, Error> {
+        let rows = self.segments.store_call(self.store.rows()).await?;
+        Ok(rows.into_iter().map(|row| self.view(row)).collect())
+    }
+
+    /// The row of `biz_type` with this node's buffer of it; [`Error::UnknownTag`] when the
+    /// table has no row of exactly that name.
+    pub async fn biz_type(&self, biz_type: &Tag) -> Result<BizTypeView, Error> {
+        match self.segments.store_call(self.store.row(biz_type)).await? {
+            Some(row) => Ok(self.view(row)),
+            None => Err(Error::UnknownTag(biz_type.clone())),
+        }
+    }
+
+    fn view(&self, row: TinyidRow) -> BizTypeView {
+        // The indices in memory follow the stride pinned by the first allocation.
+        let stride = self.store.stride(&row.biz_type).unwrap_or(row.stride);
+        let status = self.segments.status(&row.biz_type).map(|s| in_ids(stride, s));
+        BizTypeView { row, status }
     }
 
     /// Where the store lives, for logs (password removed).
@@ -250,6 +287,24 @@ pub fn segment_of(stride: Stride, indices: IdRange) -> Option<TinyidSegment> {
         delta: stride.delta(),
         remainder: stride.remainder(),
     })
+}
+
+/// A status in index space as ids: each index `k` as `k * delta + remainder` (a range's
+/// exclusive end as the id of its end index); counts and rates are the same in ids.
+fn in_ids(stride: Stride, mut status: TagStatus) -> TagStatus {
+    // Every index in memory came from a range the store checked against ID_MAX.
+    let id = |k: u64| stride.id(k).unwrap_or(ID_MAX);
+    let segment = |s: SegmentSnapshot| {
+        IdRange::new(id(s.range.start()), id(s.range.end())).map(|range| SegmentSnapshot {
+            range,
+            next_id: id(s.next_id),
+            preload_at: id(s.preload_at),
+        })
+    };
+    status.buffer.current = status.buffer.current.and_then(segment);
+    status.buffer.next = status.buffer.next.and_then(segment);
+    status.buffer.high_water = id(status.buffer.high_water);
+    status
 }
 
 async fn read_tokens(store: &dyn TinyidStore) -> Result<TokenMap, Error> {

@@ -6,6 +6,7 @@
 use idmint::IdFormat;
 use idmint::node::PublicIds;
 use idmint::segment::TagStatus;
+use idmint::tinyid::BizTypeView;
 use idmint_core::limits::{
     BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, STEP_DEFAULT, STEP_MAX, STEP_MIN,
     TAG_LEN_MAX,
@@ -250,10 +251,26 @@ pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiErr
 #[derive(Serialize, ToSchema)]
 #[schema(as = Tag)]
 pub(crate) struct TagBody {
+    /// The tag, or the Tinyid `biz_type`.
     tag: String,
-    /// First id not yet reserved by any node.
+    /// `segment`: a tag of the segment store (Leaf's `leaf_alloc`, or idmint's table);
+    /// `tinyid`: a `biz_type` of Tinyid's `tiny_id_info` (with `[tinyid]` enabled), served on
+    /// `/tinyid/id/*` and administered with Tinyid's SQL, not `/v1/tags`.
+    #[schema(value_type = TagKind)]
+    kind: &'static str,
+    /// First id not yet reserved by any node; of a Tinyid `biz_type`, its row's `max_id` as
+    /// Tinyid keeps it: the last id reserved.
     max_id: u64,
+    /// Ids reserved per allocation (of a Tinyid `biz_type`, its row's `step`, in ids).
     step: u64,
+    /// A Tinyid `biz_type`'s `delta`: it hands out the ids `id % delta == remainder`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 1)]
+    delta: Option<u64>,
+    /// A Tinyid `biz_type`'s `remainder`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    remainder: Option<u64>,
     description: String,
     /// Last change, seconds since the Unix epoch.
     update_time_s: u64,
@@ -291,6 +308,9 @@ pub(crate) struct SegmentsBody {
     rate_per_s: f64,
     /// Seconds the remaining ids last at the recent rate; `null` while idle.
     runway_s: Option<f64>,
+    /// Whether the tag is idle: no id handed out here for 60 s (or none yet). Its runway is
+    /// then infinite: `runway_s` is `null`, `idmint_segment_runway_seconds` is `+Inf`.
+    idle: bool,
     /// Moving average of the store's allocation latency.
     refill_latency_ms: f64,
     /// Ids this node handed out of the tag since it started.
@@ -313,43 +333,83 @@ pub(crate) struct SegmentsBody {
 #[schema(as = Segment)]
 pub(crate) struct SegmentBody {
     start: u64,
-    /// Exclusive.
+    /// Exclusive. A Tinyid `biz_type`'s ids step by its `delta` from `start`.
     end: u64,
     next_id: u64,
+    /// Ids left in the segment.
     remaining: u64,
+}
+
+/// What kind of name a [`TagBody`] is.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code, reason = "documents the values of `kind`")]
+pub(crate) enum TagKind {
+    Segment,
+    Tinyid,
 }
 
 impl TagBody {
     pub(crate) fn new(record: TagRecord, status: Option<TagStatus>) -> TagBody {
-        let segment = |s: SegmentSnapshot| SegmentBody {
-            start: s.range.start(),
-            end: s.range.end(),
-            next_id: s.next_id,
-            remaining: s.range.end() - s.next_id,
-        };
         TagBody {
             tag: record.tag.to_string(),
+            kind: "segment",
             max_id: record.max_id,
             step: record.step,
+            delta: None,
+            remainder: None,
             description: record.description,
             update_time_s: record.update_time_s,
             format: None,
             warning: None,
-            segments: status.map(|s| SegmentsBody {
-                current: s.buffer.current.map(segment),
-                next: s.buffer.next.map(segment),
-                step: s.step,
-                remaining: s.remaining,
-                rate_per_s: s.rate_per_s,
-                runway_s: s.runway_s,
-                refill_latency_ms: s.refill_latency_ms,
-                ids_issued: s.buffer.handed_out,
-                refills: s.refills,
-                refill_failures: s.refill_failures,
-                waits: s.waits,
-                high_water: s.buffer.high_water,
-                rate_history_per_s: s.rate_history_per_s,
-            }),
+            segments: status.map(|s| SegmentsBody::new(s, 1)),
+        }
+    }
+
+    /// A Tinyid `biz_type`: its row and this node's segments of it, in ids.
+    pub(crate) fn biz_type(view: BizTypeView) -> TagBody {
+        let BizTypeView { row, status } = view;
+        let delta = row.stride.delta();
+        TagBody {
+            tag: row.biz_type.to_string(),
+            kind: idmint::tinyid::METRICS_SOURCE,
+            max_id: row.max_id,
+            step: row.step,
+            delta: Some(delta),
+            remainder: Some(row.stride.remainder()),
+            description: String::new(),
+            update_time_s: row.update_time_s,
+            format: None,
+            warning: None,
+            segments: status.map(|s| SegmentsBody::new(s, delta)),
+        }
+    }
+}
+
+impl SegmentsBody {
+    /// `status`'s segments, whose ids step by `delta` (1 but for Tinyid `biz_type`s).
+    fn new(s: TagStatus, delta: u64) -> SegmentsBody {
+        let segment = |s: SegmentSnapshot| SegmentBody {
+            start: s.range.start(),
+            end: s.range.end(),
+            next_id: s.next_id,
+            remaining: (s.range.end() - s.next_id) / delta.max(1),
+        };
+        SegmentsBody {
+            current: s.buffer.current.map(segment),
+            next: s.buffer.next.map(segment),
+            step: s.step,
+            remaining: s.remaining,
+            rate_per_s: s.rate_per_s,
+            runway_s: s.runway_s,
+            idle: s.idle,
+            refill_latency_ms: s.refill_latency_ms,
+            ids_issued: s.buffer.handed_out,
+            refills: s.refills,
+            refill_failures: s.refill_failures,
+            waits: s.waits,
+            high_water: s.buffer.high_water,
+            rate_history_per_s: s.rate_history_per_s,
         }
     }
 }

@@ -70,10 +70,34 @@ pub(crate) struct LeafDecodeBody {
     sequence_id: String,
 }
 
+/// Leaf's decode answer when `snowflakeId` is not a number: `200` with `errorMsg` alone, as
+/// Leaf answers it (its controller catches the parse failure), so a script that reads
+/// `errorMsg` from Leaf's answers reads it here.
+#[derive(Serialize, ToSchema)]
+#[schema(as = LeafDecodeError)]
+pub(crate) struct LeafDecodeErrorBody {
+    /// What is wrong and what to send.
+    #[serde(rename = "errorMsg")]
+    error_msg: String,
+}
+
+/// Leaf's decode answer: the parts, or `errorMsg`.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = LeafDecodeAnswer)]
+pub(crate) enum LeafDecodeAnswer {
+    /// The parts of the id.
+    Parts(LeafDecodeBody),
+    /// `snowflakeId` is not a decimal number from 0 to 2^63-1.
+    NotANumber(LeafDecodeErrorBody),
+}
+
 /// The parts of a snowflake id (Meituan Leaf compatible: every value a string)
 ///
-/// Leaf's decode route, under the node's layout. Answered alike under GET, POST, PUT, PATCH
-/// and DELETE (Leaf maps it without a method).
+/// Leaf's decode route, under the node's layout. A `snowflakeId` that is not a decimal number
+/// from 0 to 2^63-1 (empty included) answers as Leaf does: `200` with
+/// `{"errorMsg": "…"}` alone. Answered alike under GET, POST, PUT, PATCH and DELETE (Leaf maps
+/// it without a method).
 #[utoipa::path(
     get,
     path = "/decodeSnowflakeId",
@@ -81,9 +105,12 @@ pub(crate) struct LeafDecodeBody {
     operation_id = "leafSnowflakeDecode",
     params(LeafDecodeQuery),
     responses(
-        (status = 200, description = "Leaf's decode body; the time in UTC", body = LeafDecodeBody),
-        (status = 400, description = "Not a decimal id from 0 to 2^63-1, or not an id of the \
-            node's layout (`bad_id`), or a malformed query (`bad_query`)", body = ErrorBody),
+        (status = 200, description = "Leaf's decode body, the time in UTC; or, for a \
+            `snowflakeId` that is not a number, Leaf's `{\"errorMsg\": …}`",
+            body = LeafDecodeAnswer),
+        (status = 400, description = "No `snowflakeId` (`bad_query`, as Leaf's framework \
+            answers a missing parameter with 400), or a number that is not an id of the node's \
+            layout (`bad_id`)", body = ErrorBody),
         (status = 501, description = "The node has no snowflake layout: it is not configured \
             to serve snowflake ids (`snowflake_not_configured`)", body = ErrorBody),
     )
@@ -91,17 +118,25 @@ pub(crate) struct LeafDecodeBody {
 pub(crate) async fn leaf_decode(
     State(app): State<SharedState>,
     query: Result<Query<LeafDecodeQuery>, QueryRejection>,
-) -> Result<Json<LeafDecodeBody>, ApiError> {
+) -> Result<Json<LeafDecodeAnswer>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
-    let text = query.snowflake_id.unwrap_or_default();
-    let id = parse_id(&text)?;
+    let text = query.snowflake_id.ok_or_else(|| {
+        ApiError::bad_request("bad_query", "give the id to decode: ?snowflakeId=N")
+    })?;
+    let Ok(id) = parse_id(&text) else {
+        let error_msg = format!(
+            "snowflakeId {text:?} is not a number; give a decimal id from 0 to {}",
+            i64::MAX
+        );
+        return Ok(Json(LeafDecodeAnswer::NotANumber(LeafDecodeErrorBody { error_msg })));
+    };
     let parts = app.node.decode_snowflake(id, None)?.parts;
     let time = UtcMs(parts.timestamp_ms).to_string().replace('T', " ").replace('Z', "");
-    Ok(Json(LeafDecodeBody {
+    Ok(Json(LeafDecodeAnswer::Parts(LeafDecodeBody {
         timestamp: format!("{}({time})", parts.timestamp_ms),
         worker_id: parts.worker.to_string(),
         sequence_id: parts.sequence.to_string(),
-    }))
+    })))
 }
 
 fn parse_id(text: &str) -> Result<u64, ApiError> {

@@ -203,8 +203,14 @@ pub(crate) struct NodeStatusBody {
     store: StoreBody,
     auth: AuthBody,
     limits: LimitsBody,
-    /// Every tag of the store, with this node's segments for the tags it serves.
+    /// Every tag of the store, with this node's segments for the tags it serves (`kind`
+    /// `segment`), then, with `[tinyid]` enabled, every `biz_type` of Tinyid's
+    /// `tiny_id_info` alike (`kind` `tinyid`, with `delta` and `remainder`).
     tags: Vec<TagBody>,
+    /// The Tinyid database, when the node serves one (`[tinyid]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    tinyid: Option<StoreBody>,
     snowflake: SnowflakeBody,
     sequences: SequencesBody,
 }
@@ -286,13 +292,25 @@ struct SequenceItem {
     path = "/v1/status",
     tag = "operations",
     summary = "The node at a glance",
-    description = "Store health, every tag of the store with the segments this node holds, \
-        the snowflake worker and lease, and sequences. A store or Redis that does not answer \
+    description = "Store health, every tag of the store with the segments this node holds \
+        (with `[tinyid]`, Tinyid's `biz_type`s too, `kind` `tinyid`), the snowflake worker and \
+        lease, and sequences. A store or Redis that does not answer \
         within 1 s is reported down in the body, not as an error.",
     responses((status = 200, description = "The node's status", body = NodeStatusBody))
 )]
 pub(crate) async fn status(State(app): State<SharedState>) -> Json<NodeStatusBody> {
     let status = app.node.status().await;
+    let (tinyid_views, tinyid_store) = match status.tinyid {
+        Some(t) => (
+            t.biz_types,
+            Some(StoreBody {
+                description: t.store,
+                up: t.store_error.is_none(),
+                error: t.store_error,
+            }),
+        ),
+        None => (Vec::new(), None),
+    };
     Json(NodeStatusBody {
         version: env!("CARGO_PKG_VERSION"),
         time_ms: status.time_ms,
@@ -309,7 +327,13 @@ pub(crate) async fn status(State(app): State<SharedState>) -> Json<NodeStatusBod
             connections_max: app.http_limits.connections_max,
             client_connections_max: app.http_limits.client_connections_max,
         },
-        tags: status.tags.into_iter().map(|(record, tag)| TagBody::new(record, tag)).collect(),
+        tags: status
+            .tags
+            .into_iter()
+            .map(|(record, tag)| TagBody::new(record, tag))
+            .chain(tinyid_views.into_iter().map(TagBody::biz_type))
+            .collect(),
+        tinyid: tinyid_store,
         snowflake: snowflake(status.snowflake, status.ring_ids),
         sequences: sequences(status.sequences),
     })

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use idmint::node::NamedView;
 use idmint_core::{Description, StartId, Step, Tag};
 use idmint_store::TagSpec;
 use serde::{Deserialize, Serialize};
@@ -106,6 +107,11 @@ pub(crate) async fn create_tag(
 }
 
 /// A tag's store row and the segments this node holds for it
+///
+/// With `[tinyid]` enabled, a name the segment store has no tag of is looked up in Tinyid's
+/// `tiny_id_info`: a `biz_type` answers its row (`kind` `tinyid`, with `delta` and
+/// `remainder`) and this node's segments of it, in ids. A tag of the same name as a
+/// `biz_type` answers the tag (both are in `GET /v1/status`).
 #[utoipa::path(
     get,
     path = "/v1/tags/{tag}",
@@ -113,9 +119,11 @@ pub(crate) async fn create_tag(
     operation_id = "getTag",
     params(("tag" = TagName, Path, description = TAG_PARAM)),
     responses(
-        (status = 200, description = "The tag", body = TagBody),
+        (status = 200, description = "The tag, or a Tinyid `biz_type`", body = TagBody),
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 404, description = "No tag of that name, nor (with `[tinyid]`) a Tinyid \
+            `biz_type` (`unknown_tag`, the message naming how to make either)",
+            body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
@@ -125,10 +133,14 @@ pub(crate) async fn get_tag(
     State(app): State<SharedState>,
     RouteTag(tag): RouteTag,
 ) -> Result<Json<TagBody>, ApiError> {
-    let view = app.node.get_tag(&tag).await?;
-    let mut body = TagBody::new(view.record, view.status);
-    body.format = view.format.as_ref().map(FormatBody::new);
-    Ok(Json(body))
+    match app.node.get_tag_or_biz_type(&tag).await? {
+        NamedView::Tag(view) => {
+            let mut body = TagBody::new(view.record, view.status);
+            body.format = view.format.as_ref().map(FormatBody::new);
+            Ok(Json(body))
+        }
+        NamedView::BizType(view) => Ok(Json(TagBody::biz_type(view))),
+    }
 }
 
 /// A tag's new step.
@@ -156,7 +168,9 @@ pub(crate) struct SetStep {
             (`bad_value`)", body = ErrorBody),
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`; the message says \
+            so when the name is a Tinyid `biz_type`, whose row is changed with Tinyid's SQL)",
+            body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
@@ -185,7 +199,9 @@ pub(crate) async fn set_step(
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
         (status = 401, description = UNAUTHORIZED, body = ErrorBody),
         (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        (status = 404, description = "The tag does not exist (`unknown_tag`; the message says \
+            so when the name is a Tinyid `biz_type`, whose row is changed with Tinyid's SQL)",
+            body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),

@@ -155,6 +155,54 @@ async fn a_node_without_a_token_is_administered_from_its_own_page_by_either_loop
     server.stop().await;
 }
 
+/// An idle tag (no id taken for the idle period, 300 ms here, 60 s by default) shows its
+/// runway as "idle", while a busy tag's shows a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_an_idle_tags_runway_as_idle() {
+    let no_chromium = idmint_testkit::skip::NO_CHROMIUM;
+    let Some(chromium) = idmint_testkit::opt_in("IDMINT_TEST_CHROMIUM", no_chromium) else {
+        return;
+    };
+    let config = idmint::segment::SegmentConfig::default().with_idle_after_ms(300).unwrap();
+    let server = TestServer::setup().segment_config(config).start().await;
+    for tag in ["dash_idle", "dash_busy"] {
+        assert_eq!(server.create_tag(json!({"tag": tag, "step": 100_000})).await.status(), 201);
+        assert_eq!(server.get(&format!("/v1/segment/{tag}?count=10")).await.status(), 200);
+    }
+    let base = server.base.clone();
+    tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().unwrap();
+        let (mut browser, ws_url) = launch(&chromium, profile.path());
+        let mut cdp = Cdp::connect(&ws_url);
+        let target = cdp.call("Target.createTarget", json!({"url": "about:blank"}), None);
+        let attached = cdp.call("Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}), None);
+        let session = attached["sessionId"].as_str().unwrap().to_string();
+        let s = Some(session.as_str());
+        cdp.call("Runtime.enable", json!({}), s);
+        cdp.call("Page.navigate", json!({"url": format!("{base}/?refresh_ms=200")}), s);
+        let runway = |cdp: &mut Cdp, tag: &str| -> Option<String> {
+            let expression = format!("(() => {{ const r = document.querySelector('[data-tag=\"{tag}\"] [data-field=runway]'); return r ? r.textContent : null; }})()");
+            let result = cdp.call("Runtime.evaluate", json!({"expression": expression, "returnByValue": true}), s);
+            result["result"]["value"].as_str().map(str::to_string)
+        };
+        let (idle, busy) = wait_for(&mut cdp, "an idle runway beside a busy one", |cdp| {
+            http_get(&base, "/v1/segment/dash_busy?count=5");
+            let idle = runway(cdp, "dash_idle")?;
+            let busy = runway(cdp, "dash_busy")?;
+            (idle == "idle" && busy != "idle").then_some((idle, busy))
+        });
+        assert_eq!(idle, "idle");
+        assert!(busy.ends_with(" s") || busy.ends_with(" min") || busy.ends_with(" h") || busy.ends_with(" d"), "{busy}");
+        let errors = cdp.errors();
+        assert!(errors.is_empty(), "console errors or exceptions: {errors:#?}");
+        let _ = browser.kill();
+        let _ = browser.wait();
+    })
+    .await
+    .unwrap();
+    server.stop().await;
+}
+
 /// The widths the page must fit, with a height and whether it is a phone (touch, mobile
 /// viewport): laptops (1 366 and 1 400), a half screen or tablet (800), a phone (390 × 844).
 const VIEWPORTS: [(u32, u32, bool); 4] =

@@ -147,14 +147,16 @@ async fn monitor_pages_show_buffers_and_rows_escaped() {
         server.create_tag(json!({"tag": "order", "step": 100, "description": description})).await;
     assert_eq!(created.status(), 201);
     server.create_tag(json!({"tag": "idle", "step": 10})).await;
+    // A tag may hold markup characters: both pages escape it.
+    assert_eq!(server.create_tag(json!({"tag": "<i>x&y</i>"})).await.status(), 201);
     let id = next_id(&server, "order").await;
 
     let db = server.get("/db").await;
     assert_eq!(db.status(), 200);
     assert_eq!(db.headers()["content-type"], "text/html; charset=utf-8");
     let html = db.text().await.unwrap();
-    assert!(!html.contains("<script>"), "{html}");
-    assert!(html.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co"), "{html}");
+    assert!(!html.contains("<i>"), "{html}");
+    assert!(html.contains("<td>&lt;i&gt;x&amp;y&lt;/i&gt;</td>"), "{html}");
     assert!(html.contains("<td>order</td>") && html.contains("<td>idle</td>"), "{html}");
 
     let rows: Value = server.get("/db?format=json").await.json().await.unwrap();
@@ -175,15 +177,20 @@ async fn monitor_pages_show_buffers_and_rows_escaped() {
         .await
         .unwrap();
     let buffers = cache["buffers"].as_array().unwrap();
-    let order = buffers.iter().find(|b| b["tag"] == "order").expect("order's buffer");
-    assert_eq!(order["init"], true, "{order}");
-    assert_eq!(order["current"]["value"], json!(id + 1), "{order}");
-    let (max, step) = (order["current"]["max"].as_u64().unwrap(), order["current"]["step"].clone());
-    assert!(max > id && step.as_u64().unwrap() >= 100, "{order}");
-    // `idle` has no buffer here: this node never served it.
-    assert!(buffers.iter().all(|b| b["tag"] != "idle"), "{cache}");
+    let order = buffers.iter().find(|b| b["name"] == "order").expect("order's buffer");
+    assert_eq!((&order["init"], &order["pos"]), (&json!(true), &json!(0)), "{order}");
+    assert_eq!(order["value0"], json!(id + 1), "{order}");
+    let (max, step) = (order["max0"].as_u64().unwrap(), order["step0"].as_u64().unwrap());
+    assert!(max > id && step >= 100, "{order}");
+    // `idle` is listed though this node never served it, as Leaf lists an unloaded row.
+    let idle = buffers.iter().find(|b| b["name"] == "idle").expect("idle's row");
+    assert_eq!((&idle["init"], &idle["value0"]), (&json!(false), &json!(0)), "{cache}");
     let html = server.get("/cache").await.text().await.unwrap();
     assert!(html.contains("<td>order</td><td>true</td>"), "{html}");
+    assert!(
+        html.contains("<td>&lt;i&gt;x&amp;y&lt;/i&gt;</td>") && !html.contains("<i>"),
+        "{html}"
+    );
 
     let refused = server.get("/cache?format=xml").await;
     crate::support::assert_error(refused, 400, "bad_query").await;
@@ -220,5 +227,143 @@ async fn monitor_pages_need_the_admin_token() {
             assert_eq!(send(Some(ADMIN)).await.unwrap().status(), 200, "{method} {route}");
         }
     }
+    server.stop().await;
+}
+
+/// The cells of every data row of a monitor page (Leaf's empty rows between them skipped),
+/// and its header cells.
+fn table(html: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let head = html.split_once("<thead>").unwrap().1.split_once("</thead>").unwrap().0;
+    let header = head.split("<th>").skip(1).map(|c| c.split_once("</th>").unwrap().0.to_string());
+    let body = html.split_once("<tbody>").unwrap().1;
+    let rows = body
+        .split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let row = row.split_once("</tr>").unwrap().0;
+            row.split("<td>")
+                .skip(1)
+                .map(|c| c.split_once("</td>").unwrap().0.to_string())
+                .collect()
+        })
+        .filter(|cells: &Vec<String>| !cells.is_empty())
+        .collect();
+    (header.collect(), rows)
+}
+
+/// Leaf's `/cache` as its users' scripts read it: Leaf's ten columns in Leaf's order, every
+/// row of the table whether this node loaded it or not (unloaded: `false, false, 0` and
+/// zeros, as Leaf shows a buffer it has not initialised), numbers grouped by thousands as
+/// Leaf's template writes them, each row followed by an empty one, and the current segment
+/// in Leaf's slot: 0 first, 1 after a switch.
+#[tokio::test]
+async fn cache_has_leafs_columns_slots_and_every_row_loaded_or_not() {
+    let server = TestServer::memory().await;
+    for body in [
+        json!({"tag": "c_order", "step": 100}),
+        json!({"tag": "c_big", "step": 1000, "start": 1_234_567}),
+        json!({"tag": "c_unloaded", "step": 10}),
+    ] {
+        assert_eq!(server.create_tag(body).await.status(), 201);
+    }
+    assert_eq!(next_id(&server, "c_order").await, 1);
+    assert_eq!(next_id(&server, "c_big").await, 1_234_567);
+    let html = server.get("/cache").await.text().await.unwrap();
+    let (header, rows) = table(&html);
+    let columns =
+        ["name", "init", "next", "pos", "value0", "max0", "step0", "value1", "max1", "step1"];
+    assert_eq!(header, columns, "{html}");
+    // Leaf follows every row with an empty one: a script stepping over it steps here too.
+    assert_eq!(html.matches("<tr></tr>").count(), 3, "{html}");
+    let row = |name: &str| rows.iter().find(|r| r[0] == name).cloned().unwrap_or_default();
+    assert_eq!(
+        row("c_unloaded"),
+        ["c_unloaded", "false", "false", "0", "0", "0", "0", "0", "0", "0"]
+    );
+    assert_eq!(
+        row("c_big")[..7],
+        ["c_big", "true", "false", "0", "1,234,568", "1,235,567", "1,000"]
+    );
+    assert_eq!(row("c_order")[..7], ["c_order", "true", "false", "0", "2", "101", "100"]);
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(names, ["c_big", "c_order", "c_unloaded"], "every row, sorted");
+    // Past the first segment the buffer switches to Leaf's other slot.
+    assert_eq!(server.get("/v1/segment/c_order?count=149").await.status(), 200);
+    let (_, rows) = table(&server.get("/cache").await.text().await.unwrap());
+    let order = rows.iter().find(|r| r[0] == "c_order").unwrap();
+    assert_eq!(
+        (order[1].as_str(), order[3].as_str(), order[7].as_str()),
+        ("true", "1", "151"),
+        "{order:?}"
+    );
+    server.stop().await;
+}
+
+/// Leaf's `/db`: its four columns, and the row's `update_time` as the database writes it as
+/// text; a store whose time has no text of its own writes it as MySQL would, in UTC.
+#[tokio::test]
+async fn db_has_leafs_four_columns_and_the_databases_time_text() {
+    let server = TestServer::memory().await;
+    assert_eq!(
+        server.create_tag(json!({"tag": "d_big", "step": 2000, "start": 1_234_567})).await.status(),
+        201
+    );
+    let html = server.get("/db").await.text().await.unwrap();
+    let (header, rows) = table(&html);
+    assert_eq!(header, ["tag", "max", "step", "update"], "{html}");
+    assert_eq!(rows[0][..3], ["d_big", "1,234,567", "2,000"]);
+    let update = &rows[0][3];
+    let bytes = update.as_bytes();
+    assert!(update.len() == 19 && bytes[10] == b' ' && bytes[13] == b':', "{update}");
+    server.stop().await;
+
+    // MariaDB: the server's own text of the column, in its own time zone, whatever the
+    // session idmint's pool reads in. Milliseconds (a `timestamp(3)` column) tell that text
+    // from idmint's own rendering of the time.
+    use sqlx::Connection;
+    let Some(url) = idmint_testkit::mysql::fresh_database("leafdbtime").await else { return };
+    let mut raw = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', \
+         max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, \
+         description varchar(256) DEFAULT NULL, update_time timestamp(3) NOT NULL \
+         DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3), PRIMARY KEY (biz_tag)) \
+         ENGINE=InnoDB; \
+         SET time_zone = @@global.time_zone; \
+         INSERT INTO leaf_alloc (biz_tag, max_id, step, update_time) \
+         VALUES ('d_order', 1, 1000, '2019-09-06 09:35:00.250')",
+    )
+    .execute(&mut raw)
+    .await
+    .unwrap();
+    let idmint_store::StoreUrl::Mysql(sql) = idmint_store::StoreUrl::parse(&url).unwrap() else {
+        panic!("{url}")
+    };
+    let store = Arc::new(idmint_store::MySqlStore::connect(&sql).await.unwrap());
+    let server = TestServer::start(store).await;
+    let html = server.get("/db").await.text().await.unwrap();
+    let (_, rows) = table(&html);
+    assert_eq!(rows, [["d_order", "1", "1,000", "2019-09-06 09:35:00.250"]], "{html}");
+    server.stop().await;
+}
+
+/// `/decodeSnowflakeId` with a `snowflakeId` that is not a number answers as Leaf does: `200`
+/// with `errorMsg` alone (a script checks for it); no `snowflakeId` at all is a 400, as
+/// Leaf's framework answers a missing parameter.
+#[tokio::test]
+async fn decode_of_a_non_number_answers_as_leaf_does() {
+    let server = TestServer::with_snowflake().await;
+    for text in ["abc", "", "-1", "9223372036854775808"] {
+        let answer = server.get(&format!("/decodeSnowflakeId?snowflakeId={text}")).await;
+        assert_eq!(answer.status(), 200, "{text:?}");
+        let body: Value = answer.json().await.unwrap();
+        let object = body.as_object().unwrap();
+        assert_eq!(object.keys().collect::<Vec<_>>(), ["errorMsg"], "{text:?}: {body}");
+        assert!(body["errorMsg"].as_str().unwrap().contains("not a number"), "{body}");
+    }
+    crate::support::assert_error(server.get("/decodeSnowflakeId").await, 400, "bad_query").await;
+    let decoded: Value =
+        server.get("/decodeSnowflakeId?snowflakeId=42").await.json().await.unwrap();
+    assert_eq!((&decoded["workerId"], &decoded["sequenceId"]), (&json!("0"), &json!("42")));
     server.stop().await;
 }

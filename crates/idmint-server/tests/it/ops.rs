@@ -947,3 +947,48 @@ async fn every_route_and_method_passes_the_middleware() {
     }
     server.stop().await;
 }
+
+/// An idle tag's runway is infinite: `+Inf` in `/metrics`, `"runway_s": null` with
+/// `"idle": true` in `/v1/tags/{tag}`, while a busy tag's stays finite (so an alert on
+/// `runway < 60` fires for it). The rate of a tag gone quiet decays without reaching 0, so a
+/// runway computed from it alone grows without bound. The idle period is shortened to
+/// 300 ms here (it is 60 s by default).
+#[tokio::test]
+async fn an_idle_tags_runway_is_infinite_and_a_busy_ones_finite() {
+    let config = SegmentConfig::default().with_idle_after_ms(300).unwrap();
+    let server = TestServer::setup().segment_config(config).start().await;
+    let (busy, idle) = ("runway_busy", "runway_idle");
+    for tag in [busy, idle] {
+        let created = server.create_tag(serde_json::json!({"tag": tag, "step": 100_000})).await;
+        assert_eq!(created.status(), 201);
+        assert_eq!(server.get(&format!("/v1/segment/{tag}?count=50")).await.status(), 200);
+    }
+    let tag = |name: &str| {
+        let url = server.url(&format!("/v1/tags/{name}"));
+        let client = server.client.clone();
+        async move { client.get(url).send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
+    };
+    let started = Instant::now();
+    let quiet = loop {
+        assert_eq!(server.get(&format!("/v1/segment/{busy}?count=5")).await.status(), 200);
+        let body = tag(idle).await;
+        // Idle once its takes were measured (a rate) and then nothing came for 300 ms.
+        let measured = body["segments"]["rate_per_s"].as_f64().unwrap() > 0.0;
+        if measured && body["segments"]["idle"] == true {
+            break body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never idle: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The rate decays without reaching 0, yet the runway is not a number.
+    assert!(quiet["segments"]["runway_s"].is_null(), "{quiet}");
+    assert_eq!(server.get(&format!("/v1/segment/{busy}?count=5")).await.status(), 200);
+    let working = tag(busy).await;
+    assert_eq!(working["segments"]["idle"], false, "{working}");
+    assert!(working["segments"]["runway_s"].as_f64().is_some(), "{working}");
+    let samples = scrape(&server).await;
+    let runway = |name: &str| value(&samples, "idmint_segment_runway_seconds", &[("tag", name)]);
+    assert_eq!(runway(idle), Some(f64::INFINITY));
+    assert!(runway(busy).is_some_and(f64::is_finite), "{:?}", runway(busy));
+    server.stop().await;
+}

@@ -647,3 +647,84 @@ async fn tinyid_routes_fuzz_no_wrong_token_takes_an_id() {
     assert!(failures.is_empty(), "{} of {sent} passed:\n{}", failures.len(), failures.join("\n"));
     server.stop().await;
 }
+
+/// Tinyid's `biz_type`s are shown like tags (issue 32, item 5): in `/v1/status` with
+/// `kind` `tinyid`, their row (`max_id`, `step`, `delta`, `remainder`) and this node's
+/// segments in ids; on `GET /v1/tags/{name}` when no tag has that name (a tag of the same
+/// name wins there, and both are in the status); in the per-tag metrics under their name
+/// with `source="tinyid"`, ranked with the tags under the same bound. A name that is
+/// neither names both ways to make it.
+#[tokio::test]
+async fn tinyid_biz_types_show_like_tags_in_status_tags_and_metrics() {
+    let Some((url, _pool)) = tinyid_database("tinyidvisible").await else { return };
+    let limits = idmint_server::HttpLimits { metrics_tags_max: 3, ..Default::default() };
+    let server = TestServer::setup()
+        .tinyid(store(&url).await, TinyidConfig::default())
+        .limits(limits)
+        .start()
+        .await;
+    // A tag of the segment store named like the biz_type `test`, and another tag.
+    for tag in ["test", "plain"] {
+        assert_eq!(server.create_tag(json!({"tag": tag, "step": 10})).await.status(), 201);
+        assert_eq!(text(&server, &format!("/api/segment/get/{tag}")).await, "1");
+    }
+    let odd = "/tinyid/id/nextIdSimple?bizType=test_odd&batchSize=3&token=";
+    assert_eq!(text(&server, &format!("{odd}{TOKEN}")).await, "3,5,7");
+
+    let status: Value = server.get("/v1/status").await.json().await.unwrap();
+    assert_eq!(status["tinyid"]["up"], true, "{status}");
+    let tags = status["tags"].as_array().unwrap();
+    let find = |name: &str, kind: &str| {
+        tags.iter().find(|t| t["tag"] == name && t["kind"] == kind).cloned().unwrap_or_default()
+    };
+    assert_eq!(find("test", "segment")["segments"]["ids_issued"], 1, "{status}");
+    let row = find("test", "tinyid");
+    let stride = (&row["delta"], &row["remainder"], &row["step"]);
+    assert_eq!(stride, (&json!(1), &json!(0), &json!(100000)), "{row}");
+    assert!(row.get("segments").is_none(), "not served here yet: {row}");
+    let odd_status = find("test_odd", "tinyid");
+    let segments = &odd_status["segments"];
+    let stride = (&odd_status["delta"], &odd_status["remainder"]);
+    assert_eq!(stride, (&json!(2), &json!(1)), "{odd_status}");
+    assert_eq!(odd_status["max_id"], 100_001, "the row's max_id as Tinyid keeps it");
+    // Ids, not the engine's indices: (1, 100001] holds 3, 5, …, 100001.
+    let current = json!({"start": 3, "end": 100_003, "next_id": 9, "remaining": 49_997});
+    assert_eq!(segments["current"], current, "{odd_status}");
+    assert_eq!((&segments["ids_issued"], &segments["remaining"]), (&json!(3), &json!(49_997)));
+
+    let by_name: Value = server.get("/v1/tags/test_odd").await.json().await.unwrap();
+    assert_eq!((&by_name["kind"], &by_name["segments"]["current"]), (&json!("tinyid"), &current));
+    let tag: Value = server.get("/v1/tags/test").await.json().await.unwrap();
+    assert_eq!(tag["kind"], "segment", "the tag of that name wins: {tag}");
+    let neither = assert_error(server.get("/v1/tags/neither").await, 404, "unknown_tag").await;
+    let both = neither.contains("POST /v1/tags") && neither.contains("/tinyid/id/nextId");
+    assert!(both, "{neither}");
+    // Tag admin on a biz_type's name says what it is, never "create it".
+    let url = server.url("/v1/tags/test_odd");
+    for request in [server.client.delete(&url), server.client.patch(&url).json(&json!({"step": 5}))]
+    {
+        let refused = assert_error(request.send().await.unwrap(), 404, "unknown_tag").await;
+        assert!(refused.contains("Tinyid's SQL") && !refused.contains("create"), "{refused}");
+    }
+
+    // Metrics: biz_types under their names with source="tinyid", ranked with the tags under
+    // the one bound (3): four names served, three shown, one summed into (other).
+    let simple = format!("/tinyid/id/nextIdSimple?bizType=test&token={TOKEN}");
+    assert_eq!(text(&server, &simple).await, "2");
+    let body = text(&server, "/metrics").await;
+    let lines: Vec<&str> =
+        body.lines().filter(|l| l.starts_with("idmint_segment_ids_issued_total{")).collect();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.contains(r#"tag="(other)""#)).count(), 1, "{lines:#?}");
+    let value = |l: &&str| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap();
+    assert_eq!(lines.iter().map(value).sum::<f64>(), 6.0, "the series add up: {lines:#?}");
+    let odd_line = r#"idmint_segment_ids_issued_total{tag="test_odd",source="tinyid"} 3"#;
+    let odd_other = lines.iter().any(|l| l.contains(r#"tag="(other)",source="tinyid""#));
+    assert!(lines.contains(&odd_line) || odd_other, "{lines:#?}");
+    assert!(lines.iter().all(|l| !l.contains(r#"tag="test_odd""#) || l.contains("source")));
+    let refills = "idmint_segment_refill_duration_seconds_count{tag=";
+    let tinyid_refills =
+        body.lines().any(|l| l.starts_with(refills) && l.contains(r#"source="tinyid""#));
+    assert!(tinyid_refills, "{body}");
+    server.stop().await;
+}

@@ -18,7 +18,7 @@ use sqlx::{MySqlPool, Row};
 
 use super::{
     TINYID_CAS_ATTEMPTS_MAX, TINYID_INFO_TABLE, TINYID_TOKEN_LEN_MAX, TINYID_TOKEN_TABLE,
-    TINYID_TOKENS_MAX, TinyidStore, TinyidToken,
+    TINYID_TOKENS_MAX, TinyidRow, TinyidStore, TinyidToken,
 };
 use crate::mysql::{MYSQL_ACQUIRE_TIMEOUT_MS, pool_options, unavailable};
 use crate::sql::{cas_backoff, password, scrub};
@@ -255,41 +255,11 @@ impl SegmentStore for TinyidMySqlStore {
     /// The row itself, read exactly; a row idmint cannot serve is [`StoreError::Corrupt`]
     /// with the reason, never "not found".
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        let row = match self.read_row(tag).await {
-            Ok(row) => row,
-            Err(StoreError::TagNotFound(_)) => return Ok(None),
-            Err(error) => return Err(error),
-        };
-        let (stride, max_id) = servable(tag, &row)?;
-        Ok(Some(record(tag.clone(), stride, max_id, row.step, row.update_time_s)))
+        Ok(self.row(tag).await?.map(record))
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
-        let rows = sqlx::query(SELECT_ALL)
-            .bind(TAG_COUNT_MAX as i64)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in rows {
-            let name: String = row.try_get(0).map_err(unavailable)?;
-            let Ok(tag) = Tag::parse(&name) else {
-                tracing::warn!(biz_type = %name.escape_debug(), "skipping a tiny_id_info row whose biz_type idmint cannot serve");
-                continue;
-            };
-            let number = |i: usize| row.try_get::<Option<i64>, _>(i).map_err(unavailable);
-            let (max_id, step, delta, remainder) = (number(1)?, number(2)?, number(3)?, number(4)?);
-            let stride = Stride::new(delta.unwrap_or(1), remainder.unwrap_or(0)).ok();
-            // A row idmint cannot serve is left out of the list; a request for it reads the
-            // row (`get_tag`, `allocate`) and answers why.
-            let (Some(max_id), Some(stride)) = (max_id.and_then(|m| u64::try_from(m).ok()), stride)
-            else {
-                continue;
-            };
-            let update_time_s = number(5)?.unwrap_or(0);
-            records.push(record(tag, stride, max_id, step.unwrap_or(0), update_time_s));
-        }
-        Ok(records)
+        Ok(self.rows().await?.into_iter().map(record).collect())
     }
 
     async fn set_step(&self, tag: &Tag, _step: Step) -> Result<TagRecord, StoreError> {
@@ -315,6 +285,56 @@ impl SegmentStore for TinyidMySqlStore {
 
 #[async_trait]
 impl TinyidStore for TinyidMySqlStore {
+    async fn row(&self, biz_type: &Tag) -> Result<Option<TinyidRow>, StoreError> {
+        let row = match self.read_row(biz_type).await {
+            Ok(row) => row,
+            Err(StoreError::TagNotFound(_)) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let (stride, max_id) = servable(biz_type, &row)?;
+        Ok(Some(TinyidRow {
+            biz_type: biz_type.clone(),
+            max_id,
+            step: row.step.max(0) as u64,
+            stride,
+            update_time_s: row.update_time_s.max(0) as u64,
+        }))
+    }
+
+    async fn rows(&self) -> Result<Vec<TinyidRow>, StoreError> {
+        let rows = sqlx::query(SELECT_ALL)
+            .bind(TAG_COUNT_MAX as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            let name: String = row.try_get(0).map_err(unavailable)?;
+            let Ok(tag) = Tag::parse(&name) else {
+                tracing::warn!(biz_type = %name.escape_debug(), "skipping a tiny_id_info row whose biz_type idmint cannot serve");
+                continue;
+            };
+            let number = |i: usize| row.try_get::<Option<i64>, _>(i).map_err(unavailable);
+            let (max_id, step, delta, remainder) = (number(1)?, number(2)?, number(3)?, number(4)?);
+            let stride = Stride::new(delta.unwrap_or(1), remainder.unwrap_or(0)).ok();
+            // A row idmint cannot serve is left out of the list; a request for it reads the
+            // row (`get_tag`, `allocate`) and answers why.
+            let (Some(max_id), Some(stride)) = (max_id.and_then(|m| u64::try_from(m).ok()), stride)
+            else {
+                continue;
+            };
+            let update_time_s = number(5)?.unwrap_or(0);
+            records.push(TinyidRow {
+                biz_type: tag,
+                max_id,
+                step: step.unwrap_or(0).max(0) as u64,
+                stride,
+                update_time_s: update_time_s.max(0) as u64,
+            });
+        }
+        Ok(records)
+    }
+
     async fn tokens(&self) -> Result<Vec<TinyidToken>, StoreError> {
         let rows = sqlx::query(SELECT_TOKENS)
             .bind(TINYID_TOKENS_MAX as i64 + 1)
@@ -401,13 +421,14 @@ fn servable(tag: &Tag, row: &InfoRow) -> Result<(Stride, u64), StoreError> {
 }
 
 /// A row as the engine sees it, in index space.
-fn record(tag: Tag, stride: Stride, max_id: u64, step: i64, update_time_s: i64) -> TagRecord {
+fn record(row: TinyidRow) -> TagRecord {
+    let TinyidRow { biz_type, max_id, step, stride, update_time_s } = row;
     TagRecord {
-        tag,
+        tag: biz_type,
         max_id: stride.first_free_index(max_id),
-        step: (step.max(0) as u64 / stride.delta()).max(1),
+        step: (step / stride.delta()).max(1),
         description: format!("tinyid {stride}, max_id {max_id}"),
-        update_time_s: update_time_s.max(0) as u64,
+        update_time_s,
     }
 }
 

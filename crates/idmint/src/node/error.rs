@@ -98,6 +98,21 @@ pub enum NodeError {
          them)"
     )]
     UnknownBizType(Tag),
+    /// A name that is neither a tag of the segment store nor a `biz_type` of the Tinyid
+    /// database the node serves.
+    #[error(
+        "{0} is neither a tag nor a Tinyid biz_type; create a tag with POST /v1/tags \
+         {{\"tag\": \"{0}\"}} (or `idmint tag create {0}`), or add a biz_type to tiny_id_info \
+         with Tinyid's SQL and take its ids with /tinyid/id/nextId?bizType={0}&token=TOKEN"
+    )]
+    UnknownName(Tag),
+    /// A tag admin change named a Tinyid `biz_type` (and no tag): Tinyid's rows are changed
+    /// with Tinyid's SQL, not through idmint.
+    #[error(
+        "{0} is not a tag but a Tinyid biz_type (a row of tiny_id_info), which idmint serves \
+         on /tinyid/id/* but does not administer: change its row with Tinyid's SQL"
+    )]
+    BizTypeNotAdministered(Tag),
 }
 
 impl From<ByNameError> for NodeError {

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use idmint_core::encoding::Encoding;
-use idmint_core::snowflake::{Layout, Parts};
+use idmint_core::snowflake::{Layout, Parts, UtcMs};
 use idmint_core::{Count, IdRange, Step, Tag};
 use idmint_store::{SequenceRecord, SequenceSpec, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
@@ -30,7 +30,7 @@ use crate::segment::{CreatedTag, Lease, TagStatus};
 use crate::sequence::limits::SEQ_COUNT_MAX;
 use crate::sequence::{SequenceIds, SequenceStatus};
 use crate::snowflake::SnowflakeStatus;
-use crate::tinyid::{Tinyid, TinyidSegment};
+use crate::tinyid::{BizTypeView, Tinyid, TinyidSegment};
 use crate::{CachedSnowflake, Clock, Error, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
 pub use error::{Feature, NodeError, NodeStartError};
@@ -159,6 +159,29 @@ pub struct NodeStatus {
     pub ring_ids: Option<u64>,
     /// The sequences.
     pub sequences: SequencesStatus,
+    /// Tinyid's `biz_type`s, when the node serves a Tinyid database.
+    pub tinyid: Option<TinyidStatus>,
+}
+
+/// The Tinyid database of [`NodeStatus`] and its `biz_type`s.
+#[derive(Debug, Clone)]
+pub struct TinyidStatus {
+    /// The database's description (password removed).
+    pub store: String,
+    /// Why the database is reported down, if it is.
+    pub store_error: Option<String>,
+    /// Every row idmint can serve, with this node's buffer of each.
+    pub biz_types: Vec<BizTypeView>,
+}
+
+/// What `GET /v1/tags/{name}` shows: a tag of the segment store, or a Tinyid `biz_type` of
+/// that name when the store has no such tag.
+#[derive(Debug, Clone)]
+pub enum NamedView {
+    /// A tag of the segment store.
+    Tag(TagView),
+    /// A Tinyid `biz_type`.
+    BizType(BizTypeView),
 }
 
 /// The sequences of [`NodeStatus`].
@@ -458,18 +481,57 @@ impl Node {
         Ok(TagView { record, status, format: self.formats.get(tag).cloned() })
     }
 
+    /// The tag of that name, or, when the store has none and the node serves a Tinyid
+    /// database, the `biz_type` of that name; a name that is neither is
+    /// [`NodeError::UnknownName`] (with Tinyid) or the segment engine's unknown tag.
+    pub async fn get_tag_or_biz_type(&self, name: &Tag) -> Result<NamedView, NodeError> {
+        let missing = match self.get_tag(name).await {
+            Ok(view) => return Ok(NamedView::Tag(view)),
+            Err(NodeError::Segment(
+                error @ (Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_))),
+            )) => error,
+            Err(error) => return Err(error),
+        };
+        let Some(tinyid) = &self.tinyid else { return Err(NodeError::Segment(missing)) };
+        match tinyid.biz_type(name).await {
+            Ok(view) => Ok(NamedView::BizType(view)),
+            Err(Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_))) => {
+                Err(NodeError::UnknownName(name.clone()))
+            }
+            Err(error) => Err(NodeError::Segment(error)),
+        }
+    }
+
     /// Changes a tag's step (from its next refill).
     pub async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, NodeError> {
-        let record = self.segments.set_step(tag, step).await?;
+        let record = match self.segments.set_step(tag, step).await {
+            Ok(record) => record,
+            Err(error) => return Err(self.not_a_tag(tag, error).await),
+        };
         tracing::info!(%tag, step = step.get(), "tag step changed");
         Ok(record)
     }
 
     /// Deletes a tag.
     pub async fn delete_tag(&self, tag: &Tag) -> Result<(), NodeError> {
-        self.segments.delete_tag(tag).await?;
+        if let Err(error) = self.segments.delete_tag(tag).await {
+            return Err(self.not_a_tag(tag, error).await);
+        }
         tracing::info!(%tag, "tag deleted");
         Ok(())
+    }
+
+    /// A tag admin refusal; an unknown tag that is a Tinyid `biz_type` is named as one
+    /// ([`NodeError::BizTypeNotAdministered`]), not as a tag to create.
+    async fn not_a_tag(&self, name: &Tag, error: Error) -> NodeError {
+        let unknown =
+            matches!(error, Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_)));
+        if let (true, Some(tinyid)) = (unknown, &self.tinyid)
+            && tinyid.biz_type(name).await.is_ok()
+        {
+            return NodeError::BizTypeNotAdministered(name.clone());
+        }
+        NodeError::Segment(error)
     }
 
     // ---- sequences ------------------------------------------------------------------
@@ -515,10 +577,37 @@ impl Node {
 
     // ---- readiness and status -------------------------------------------------------
 
-    /// How this node serves each tag it holds a buffer for (both segments, step, counters),
-    /// sorted by tag: Leaf's `/cache`. Reads memory only; bounded by the tag count limit.
-    pub fn segment_buffers(&self) -> Vec<(Tag, TagStatus)> {
-        self.segments.statuses()
+    /// Leaf's `/cache`: every tag of the store, and any this node still serves, sorted by
+    /// tag, each with this node's buffer of it (`None`: not loaded here, as Leaf lists a
+    /// row it has not initialised). Bounded by the tag count limit.
+    pub async fn leaf_cache(&self) -> Result<Vec<(Tag, Option<TagStatus>)>, NodeError> {
+        let records = self.segments.list_tags().await?;
+        let mut buffers: std::collections::BTreeMap<Tag, Option<TagStatus>> =
+            records.into_iter().map(|record| (record.tag, None)).collect();
+        for (tag, status) in self.segments.statuses() {
+            buffers.insert(tag, Some(status));
+        }
+        Ok(buffers.into_iter().collect())
+    }
+
+    /// Leaf's `/db`: every row of the tag table with its `update_time` as the database
+    /// writes it as text, or, for a store whose time has no text of its own, as
+    /// `yyyy-MM-dd HH:mm:ss` in UTC.
+    pub async fn leaf_rows(&self) -> Result<Vec<(TagRecord, String)>, NodeError> {
+        let records = self.segments.list_tags().await?;
+        let texts: HashMap<Tag, String> =
+            self.segments.update_times_text().await?.into_iter().collect();
+        Ok(records
+            .into_iter()
+            .map(|record| {
+                let text = texts.get(&record.tag).cloned().unwrap_or_else(|| {
+                    let utc = UtcMs(record.update_time_s.saturating_mul(1000)).to_string();
+                    // `2026-11-28T14:03:07.000Z` -> `2026-11-28 14:03:07`
+                    utc.get(..19).unwrap_or(&utc).replacen('T', " ", 1)
+                });
+                (record, text)
+            })
+            .collect())
     }
 
     /// The node at a glance; a store or Redis that does not answer within
@@ -539,6 +628,10 @@ impl Node {
             })
             .collect();
         let sequences = tokio::time::timeout(wait, self.sequences_status()).await;
+        let tinyid = match &self.tinyid {
+            Some(tinyid) => Some(tinyid_status(tinyid, wait).await),
+            None => None,
+        };
         NodeStatus {
             time_ms: self.clock.now_ms(),
             store: self.segments.store_description(),
@@ -554,6 +647,7 @@ impl Node {
                 reason: Some(format!("Redis did not answer within {wait:?}")),
                 ..SequencesStatus::default()
             }),
+            tinyid,
         }
     }
 
@@ -725,6 +819,17 @@ impl SequenceSlot {
             }
         })
     }
+}
+
+/// The Tinyid database's rows with this node's buffers; a database that does not answer
+/// within `wait` is reported down, not as an error.
+async fn tinyid_status(tinyid: &Tinyid, wait: Duration) -> TinyidStatus {
+    let (biz_types, store_error) = match tokio::time::timeout(wait, tinyid.biz_types()).await {
+        Ok(Ok(views)) => (views, None),
+        Ok(Err(error)) => (Vec::new(), Some(error.to_string())),
+        Err(_) => (Vec::new(), Some(format!("the database did not answer within {wait:?}"))),
+    };
+    TinyidStatus { store: tinyid.describe(), store_error, biz_types }
 }
 
 /// A Tinyid refusal: a missing row is named as Tinyid's (its fix is Tinyid's SQL, not a tag
