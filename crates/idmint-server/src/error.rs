@@ -185,6 +185,17 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
     ("formatted_tag", "409: ranges of a tag with a public id format (its internal ids stay here)"),
+    (
+        "store_privilege_missing",
+        "501 (gRPC FAILED_PRECONDITION): the store's database account lacks a privilege the \
+         feature needs; the message names it and its table (see `idmint schema print`); final \
+         until it is granted",
+    ),
+    (
+        "store_table_missing",
+        "501 (gRPC FAILED_PRECONDITION): a table the feature needs does not exist and the node \
+         creates none (`create_tables=false`); the message names it",
+    ),
     ("store_row_invalid", "500: the tag's store row holds impossible values"),
     ("local_state", "500: the node's data directory could not be read or written"),
     ("internal", "500: an unexpected failure"),
@@ -364,6 +375,9 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
         SnowflakeError::Store(
             StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
         ) => (StatusCode::NOT_IMPLEMENTED, "worker_ids_exhausted"),
+        SnowflakeError::Store(error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. })) => {
+            store_final(error)
+        }
         SnowflakeError::Unavailable(_) | SnowflakeError::Store(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "snowflake_unavailable")
         }
@@ -398,6 +412,9 @@ fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
         SequenceError::Unavailable { .. } | SequenceError::Store(StoreError::Unavailable(_)) => {
             (StatusCode::SERVICE_UNAVAILABLE, "sequence_unavailable")
         }
+        SequenceError::Store(error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. })) => {
+            store_final(error)
+        }
         // Nothing ends it but a new sequence: final, as an exhausted tag is.
         SequenceError::Exhausted { .. } => (StatusCode::CONFLICT, "sequence_exhausted"),
         // Retrying does not change the server or idmint's access to it: the operator does.
@@ -405,6 +422,15 @@ fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
             (StatusCode::NOT_IMPLEMENTED, "sequence_store_unsupported")
         }
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
+/// A store's refusal that only an operator ends, whatever the engine: a missing privilege or
+/// table. 501 (gRPC FAILED_PRECONDITION): final, never a 503 to retry.
+fn store_final(error: &StoreError) -> (StatusCode, &'static str) {
+    match error {
+        StoreError::Denied { .. } => (StatusCode::NOT_IMPLEMENTED, "store_privilege_missing"),
+        _ => (StatusCode::NOT_IMPLEMENTED, "store_table_missing"),
     }
 }
 
@@ -433,6 +459,9 @@ fn library_status(error: &Error) -> (StatusCode, &'static str) {
         }
         Error::Store(StoreError::Corrupt { .. }) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "store_row_invalid")
+        }
+        Error::Store(error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. })) => {
+            store_final(error)
         }
         Error::LocalState(_) => (StatusCode::INTERNAL_SERVER_ERROR, "local_state"),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

@@ -42,6 +42,7 @@ mod memory;
 mod mysql;
 mod names;
 mod open;
+mod schema;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -72,6 +73,7 @@ pub use memory::{MemoryStore, WorkerRowsSnapshot};
 pub use mysql::MySqlStore;
 pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};
 pub use open::{check_exists, open, open_counters, open_sequences, open_tinyid, open_workers};
+pub use schema::{SchemaPart, render_schema, schema};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
 pub use sequence::{
@@ -87,7 +89,7 @@ pub use tinyid::{
     TINYID_TOKENS_MAX, TinyidStore, TinyidToken,
 };
 pub use url::{
-    AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
+    AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, CreateTables, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
     FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX, POOL_MAX_DEFAULT, POOL_MAX_LIMIT,
     REDIS_DESCRIPTORS, SQLITE_DESCRIPTORS, SqlOptions, SqlUrl, StoreUrl, TABLE_NAME_LEN_MAX,
     TableName, host_name, redact_urls,

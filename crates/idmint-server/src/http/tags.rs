@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_503, TAG_PARAM, TagBody, TagName,
+    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagBody, TagName,
     UNAUTHORIZED,
 };
 use crate::state::SharedState;
@@ -37,6 +37,7 @@ pub(crate) struct TagsBody {
     responses(
         (status = 200, description = "Every tag in the store", body = TagsBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -84,6 +85,7 @@ pub(crate) struct CreateTag {
             the tag (`tag_not_storable`: the message gives the `ALTER TABLE`)",
             body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -118,6 +120,7 @@ pub(crate) async fn create_tag(
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -159,6 +162,7 @@ pub(crate) struct SetStep {
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -188,6 +192,7 @@ pub(crate) async fn set_step(
         (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]

@@ -19,6 +19,8 @@
 mod conformance;
 #[cfg(feature = "mysql")]
 mod flicker;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod grants;
 #[cfg(feature = "mysql")]
 mod gate;
 mod inputs;
