@@ -7,7 +7,9 @@
 //!
 //! It must not connect to anything: it only reads the URL.
 
-use crate::{CEILINGS_TABLE, SEQUENCES_TABLE, StoreError, StoreUrl, TOMBSTONES_TABLE};
+use crate::{StoreError, StoreUrl};
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+use crate::{CEILINGS_TABLE, SEQUENCES_TABLE, TOMBSTONES_TABLE};
 
 /// One feature's part of the schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +27,8 @@ pub struct SchemaPart {
 /// Refuses URLs whose tables idmint keeps itself (SQLite, memory, Redis) or that are not one
 /// database (interleaved sets, Flicker), saying why.
 pub fn schema(url: &StoreUrl, account: Option<&str>) -> Result<Vec<SchemaPart>, StoreError> {
+    #[cfg(not(any(feature = "mysql", feature = "postgres")))]
+    let _ = account;
     match url {
         #[cfg(feature = "mysql")]
         StoreUrl::Mysql(sql) => {

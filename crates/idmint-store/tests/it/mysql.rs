@@ -353,6 +353,8 @@ async fn an_applications_pool_is_used_and_left_open() {
         table: TableName::new(&table).unwrap(),
         alloc: AllocMode::Update,
         pool_max: 50,
+        // The run's database holds other checks' tables, all Leaf-shaped.
+        create_tables: idmint_store::CreateTables::Always,
         ..SqlOptions::default()
     };
     let store = MySqlStore::from_pool(pool.clone(), options).await.unwrap();

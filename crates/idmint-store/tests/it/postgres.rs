@@ -339,7 +339,12 @@ async fn from_pool_serves_an_application_pool_and_its_table() {
     let Some(db) = database_url().await else { return };
     let t = next_table("embedded");
     let pool = PgPoolOptions::new().max_connections(2).connect(db).await.unwrap();
-    let options = SqlOptions { table: TableName::new(&t).unwrap(), ..SqlOptions::default() };
+    // The process's database holds other checks' tables, all Leaf-shaped.
+    let options = SqlOptions {
+        table: TableName::new(&t).unwrap(),
+        create_tables: idmint_store::CreateTables::Always,
+        ..SqlOptions::default()
+    };
     let store = PgStore::from_pool(pool.clone(), options).await.unwrap();
     assert!(store.describe().contains(&t), "{}", store.describe());
 
