@@ -771,6 +771,34 @@ mod tests {
         assert!(meaning.starts_with("409"), "{meaning}");
     }
 
+    /// Issue 32: a privilege the store's account lacks, or a table a node may not create,
+    /// passes by no retry: 501 and gRPC `FAILED_PRECONDITION` on every engine, never a 503,
+    /// the message naming the privilege (or table) and `idmint schema print`.
+    #[test]
+    fn a_missing_privilege_or_table_is_final_and_named() {
+        let denied = || StoreError::Denied {
+            feature: "tag deletion".to_string(),
+            needs: "INSERT on idmint_tombstones".to_string(),
+            detail: "INSERT command denied".to_string(),
+        };
+        let missing =
+            || StoreError::MissingTable { feature: "x".to_string(), table: "t".to_string() };
+        for (error, code) in [
+            (ApiError::Library(Error::Store(denied())), "store_privilege_missing"),
+            (ApiError::Snowflake(SnowflakeError::Store(denied())), "store_privilege_missing"),
+            (ApiError::Sequence(SequenceError::Store(denied())), "store_privilege_missing"),
+            (ApiError::Library(Error::Store(missing())), "store_table_missing"),
+            (ApiError::Sequence(SequenceError::Store(missing())), "store_table_missing"),
+        ] {
+            assert_eq!(error.status_and_code(), (StatusCode::NOT_IMPLEMENTED, code));
+            let status = error.into_grpc_status();
+            assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+            assert!(status.message().contains("idmint schema print"), "{}", status.message());
+        }
+        let message = ApiError::Library(Error::Store(denied())).into_parts().2;
+        assert!(message.contains("INSERT on idmint_tombstones"), "{message}");
+    }
+
     /// Issue 31: a sequence at its largest number was answered 503 `sequence_unavailable`,
     /// which clients retry forever. It is final: 409 `sequence_exhausted` and gRPC
     /// `FAILED_PRECONDITION`, as `tag_exhausted` is, the message naming the limit and the fix.
