@@ -375,9 +375,9 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
         SnowflakeError::Store(
             StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
         ) => (StatusCode::NOT_IMPLEMENTED, "worker_ids_exhausted"),
-        SnowflakeError::Store(error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. })) => {
-            store_final(error)
-        }
+        SnowflakeError::Store(
+            error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. }),
+        ) => store_final(error),
         SnowflakeError::Unavailable(_) | SnowflakeError::Store(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "snowflake_unavailable")
         }
@@ -412,9 +412,9 @@ fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
         SequenceError::Unavailable { .. } | SequenceError::Store(StoreError::Unavailable(_)) => {
             (StatusCode::SERVICE_UNAVAILABLE, "sequence_unavailable")
         }
-        SequenceError::Store(error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. })) => {
-            store_final(error)
-        }
+        SequenceError::Store(
+            error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. }),
+        ) => store_final(error),
         // Nothing ends it but a new sequence: final, as an exhausted tag is.
         SequenceError::Exhausted { .. } => (StatusCode::CONFLICT, "sequence_exhausted"),
         // Retrying does not change the server or idmint's access to it: the operator does.

@@ -202,7 +202,10 @@ impl PgStore {
     /// Creates the absent segment table in `tx` (which holds the table's lock), unless the
     /// database holds another Leaf-shaped table (a mistyped `table=`) and creating was not
     /// asked for, or `create_tables=false`.
-    async fn create_segment_table(&self, tx: &mut sqlx::PgTransaction<'_>) -> Result<(), StoreError> {
+    async fn create_segment_table(
+        &self,
+        tx: &mut sqlx::PgTransaction<'_>,
+    ) -> Result<(), StoreError> {
         let table = self.options.table.as_str();
         if self.options.create_tables != CreateTables::Always {
             let leaf: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
@@ -252,8 +255,12 @@ impl PgStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| self.unavailable(e))?;
-        self.create_missing_tables(&mut tx, &[(TOMBSTONES_TABLE, tombstones_ddl())], FEATURE_DELETE)
-            .await?;
+        self.create_missing_tables(
+            &mut tx,
+            &[(TOMBSTONES_TABLE, tombstones_ddl())],
+            FEATURE_DELETE,
+        )
+        .await?;
         tx.commit().await.map_err(|e| self.unavailable(e))
     }
 
@@ -470,9 +477,8 @@ impl PgStore {
     /// needs, or as unavailable. PostgreSQL names the table, not the privilege.
     fn refused(&self, feature: &str, needs: Option<&str>, e: sqlx::Error) -> StoreError {
         let secret = self.secret.as_deref();
-        denied(&e, feature, needs, secret).unwrap_or_else(|| {
-            StoreError::Unavailable(scrub(&format!("PostgreSQL: {e}"), secret))
-        })
+        denied(&e, feature, needs, secret)
+            .unwrap_or_else(|| StoreError::Unavailable(scrub(&format!("PostgreSQL: {e}"), secret)))
     }
 }
 

@@ -7,9 +7,9 @@
 //!
 //! It must not connect to anything: it only reads the URL.
 
-use crate::{StoreError, StoreUrl};
 #[cfg(any(feature = "mysql", feature = "postgres"))]
 use crate::{CEILINGS_TABLE, SEQUENCES_TABLE, TOMBSTONES_TABLE};
+use crate::{StoreError, StoreUrl};
 
 /// One feature's part of the schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +105,8 @@ fn parts(sql: &crate::SqlUrl, ddl: Ddl, account: &str) -> Vec<SchemaPart> {
     let o = &sql.options;
     let (t, workers, worker_node) =
         (o.table.as_str(), o.workers_table.as_str(), o.worker_node_table.as_str());
-    let grant = |privileges: &str, table: &str| format!("GRANT {privileges} ON {table} TO {account}");
+    let grant =
+        |privileges: &str, table: &str| format!("GRANT {privileges} ON {table} TO {account}");
     vec![
         SchemaPart {
             feature: format!(

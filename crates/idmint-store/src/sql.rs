@@ -83,11 +83,7 @@ pub(crate) fn denied(
         .map(str::to_string)
         .or_else(|| needs_from_mysql(message))
         .unwrap_or_else(|| "a privilege on the table named here".to_string());
-    Some(StoreError::Denied {
-        feature: feature.to_string(),
-        needs,
-        detail: scrub(message, secret),
-    })
+    Some(StoreError::Denied { feature: feature.to_string(), needs, detail: scrub(message, secret) })
 }
 
 /// `INSERT on leaf_alloc` from MySQL's "INSERT command denied to user 'u'@'h' for table
@@ -170,8 +166,10 @@ mod tests {
             Some("INSERT on leaf_alloc")
         );
         assert_eq!(
-            needs_from_mysql("CREATE command denied to user 'leaf'@'%' for table 'idmint_tombstones'")
-                .as_deref(),
+            needs_from_mysql(
+                "CREATE command denied to user 'leaf'@'%' for table 'idmint_tombstones'"
+            )
+            .as_deref(),
             Some("CREATE on idmint_tombstones")
         );
         assert_eq!(needs_from_mysql("Access denied for user 'leaf'@'%' to database 'x'"), None);

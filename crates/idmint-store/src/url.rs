@@ -636,9 +636,11 @@ mod tests {
         assert_eq!(url.options.worker_node_table.as_str(), "leaf_nodes");
         assert_eq!(url.driver_url(), "mysql://u@db/ids");
         assert_eq!(url.options.create_tables, CreateTables::Auto);
-        for (value, expected) in
-            [("true", CreateTables::Always), ("false", CreateTables::Never), ("auto", CreateTables::Auto)]
-        {
+        for (value, expected) in [
+            ("true", CreateTables::Always),
+            ("false", CreateTables::Never),
+            ("auto", CreateTables::Auto),
+        ] {
             let text = format!("postgres://u@db/ids?create_tables={value}&sslmode=disable");
             let Ok(StoreUrl::Postgres(url)) = StoreUrl::parse(&text) else { panic!("{text}") };
             assert_eq!(url.options.create_tables, expected);

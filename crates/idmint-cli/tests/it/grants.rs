@@ -47,7 +47,11 @@ fn leaf_node(runtime: &tokio::runtime::Runtime, admin: &str, mysql: bool) {
     let name = format!("idmn_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
     let (create, grantee, drop) = if mysql {
         let grantee = format!("'{name}'@'%'");
-        (format!("CREATE USER {grantee} IDENTIFIED BY 'pw'"), grantee.clone(), format!("DROP USER {grantee}"))
+        (
+            format!("CREATE USER {grantee} IDENTIFIED BY 'pw'"),
+            grantee.clone(),
+            format!("DROP USER {grantee}"),
+        )
     } else {
         (
             format!("CREATE ROLE {name} LOGIN PASSWORD 'pw'"),

@@ -12,8 +12,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, IdText, IdValues, IdsAs, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagName, parse_count,
-    public_values,
+    CountQuery, IdText, IdValues, IdsAs, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagName,
+    parse_count, public_values,
 };
 use crate::state::SharedState;
 

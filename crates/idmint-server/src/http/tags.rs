@@ -16,8 +16,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagBody, TagName,
-    UNAUTHORIZED,
+    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagBody,
+    TagName, UNAUTHORIZED,
 };
 use crate::state::SharedState;
 

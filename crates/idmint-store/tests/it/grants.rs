@@ -11,8 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use idmint_core::{Step, Tag};
 use idmint_store::{
-    StoreError, StoreUrl, TagSpec, open, open_sequences, open_workers,
-    render_schema, schema,
+    StoreError, StoreUrl, TagSpec, open, open_sequences, open_workers, render_schema, schema,
 };
 use sqlx::{AssertSqlSafe, Connection};
 
@@ -221,7 +220,8 @@ async fn create_tables_false_issues_no_ddl(kind: Kind) {
         "{refused:?}"
     );
     let sequences = open_sequences(&url).await.unwrap();
-    let refused = sequences.create_sequence(&crate::sequences::spec("sq", false, None, "UTC")).await;
+    let refused =
+        sequences.create_sequence(&crate::sequences::spec("sq", false, None, "UTC")).await;
     assert!(matches!(refused, Err(StoreError::MissingTable { .. })), "{refused:?}");
     assert_eq!(db.tables().await, ["leaf_alloc"]);
 }
@@ -253,7 +253,9 @@ async fn the_printed_schema_lets_an_account_with_its_grants_run_every_feature(ki
     let account = db.account("create_tables=false").await;
     let printed = render_schema(&schema(&db.url(""), Some(&account.grantee)).unwrap());
     assert!(printed.contains("CREATE TABLE IF NOT EXISTS leaf_alloc"), "{printed}");
-    assert!(printed.contains(&format!("GRANT SELECT, UPDATE ON leaf_alloc TO {}", account.grantee)));
+    assert!(
+        printed.contains(&format!("GRANT SELECT, UPDATE ON leaf_alloc TO {}", account.grantee))
+    );
     db.run(&printed).await;
     let before = db.tables().await;
 
@@ -270,7 +272,10 @@ async fn the_printed_schema_lets_an_account_with_its_grants_run_every_feature(ki
     workers.assign_worker(&crate::workers::assign(&space, 100, 1)).await.unwrap();
     let sequences = open_sequences(&account.url).await.unwrap();
     let name = crate::sequences::tag("sq.schema");
-    sequences.create_sequence(&crate::sequences::spec("sq.schema", false, None, "UTC")).await.unwrap();
+    sequences
+        .create_sequence(&crate::sequences::spec("sq.schema", false, None, "UTC"))
+        .await
+        .unwrap();
     assert_eq!(sequences.raise_ceiling(&name, "", 100).await.unwrap(), 100);
     sequences.delete_sequence(&name).await.unwrap();
     assert_eq!(db.tables().await, before, "the account created a table");
@@ -283,8 +288,10 @@ async fn the_printed_schema_lets_an_account_with_its_grants_run_every_feature(ki
 async fn leafs_own_grants_serve_segments_and_refuse_the_rest_by_name(kind: Kind) {
     let Some(db) = Database::fresh(kind, "leafgrants").await else { return };
     db.run(&leaf_ddl(kind, "leaf_alloc")).await;
-    db.run("INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('leaf', 1, 100, '')")
-        .await;
+    db.run(
+        "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('leaf', 1, 100, '')",
+    )
+    .await;
     let account = db.account("").await;
     db.run(&format!("GRANT SELECT, UPDATE ON leaf_alloc TO {}", account.grantee)).await;
 

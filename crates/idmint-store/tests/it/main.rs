@@ -19,10 +19,10 @@
 mod conformance;
 #[cfg(feature = "mysql")]
 mod flicker;
-#[cfg(all(feature = "mysql", feature = "postgres"))]
-mod grants;
 #[cfg(feature = "mysql")]
 mod gate;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod grants;
 mod inputs;
 mod interleave;
 mod memory;
