@@ -121,6 +121,9 @@ pub(crate) async fn open_database(
     url: &StoreUrl,
     segments: bool,
 ) -> Result<Arc<dyn Database>, StoreError> {
+    // Only the database backends tell the two apart.
+    #[cfg(not(any(feature = "mysql", feature = "postgres")))]
+    let _ = segments;
     match url {
         StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
         #[cfg(feature = "sqlite")]
