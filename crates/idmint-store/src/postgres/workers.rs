@@ -20,11 +20,6 @@
 //!
 //! It must not show a password: every error is scrubbed through the store's `unavailable`.
 
-/// The features named in refusals.
-const FEATURE_LEASES: &str = "snowflake worker-id leases";
-/// Store-assigned worker ids.
-const FEATURE_ASSIGN: &str = "store-assigned worker ids";
-
 use async_trait::async_trait;
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Row};
@@ -39,6 +34,11 @@ use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace,
     WorkerStore,
 };
+
+/// The features named in refusals.
+const FEATURE_LEASES: &str = "snowflake worker-id leases";
+/// Store-assigned worker ids.
+const FEATURE_ASSIGN: &str = "store-assigned worker ids";
 
 /// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
 /// judged by.
