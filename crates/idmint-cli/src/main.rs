@@ -1,5 +1,5 @@
 //! The `idmint` binary: `serve`, `config check`, `tag create|list|show|set|delete`,
-//! `seq create|list|delete`, `next`, `decode`, `uuid`, `ulid`.
+//! `seq create|list|delete`, `schema print`, `next`, `decode`, `uuid`, `ulid`.
 //!
 //! This file owns the command line (clap) and dispatch; each command lives in its own module.
 //! Errors are `anyhow` with context and end the process with status 1 and a message (one
@@ -11,6 +11,7 @@ mod decode;
 mod fds;
 mod logging;
 mod next;
+mod schema;
 mod seq;
 mod serve;
 mod tag;
@@ -40,7 +41,8 @@ struct Cli {
 #[derive(clap::Args, Clone, Default)]
 struct StoreArgs {
     /// Store URL: sqlite://PATH, memory://, mysql://USER:PASS@HOST:PORT/DB,
-    /// postgres://USER:PASS@HOST:PORT/DB (options: ?table=leaf_alloc&alloc=update|cas&pool_max=10),
+    /// postgres://USER:PASS@HOST:PORT/DB (options:
+    /// ?table=leaf_alloc&alloc=update|cas&pool_max=10&create_tables=auto|true|false),
     /// redis://HOST:PORT[/DB][?prefix=idmint:] (also redis+sentinel://, redis+cluster://),
     /// flicker+mysql://USER:PASS@HOST/DB?increment=N&offset=I (Flicker ticket databases),
     /// or several URLs separated by spaces, quoted as one argument: one tag served from all
@@ -107,6 +109,12 @@ enum Command {
         #[command(subcommand)]
         command: seq::SeqCommand,
     },
+    /// Print the SQL a DBA applies for the store's database: each feature's tables and
+    /// grants.
+    Schema {
+        #[command(subcommand)]
+        command: schema::SchemaCommand,
+    },
     /// Print ids of a tag from a running server, one per line.
     Next(next::NextArgs),
     /// Print what an id stands for: a snowflake id's parts, or the internal id behind a
@@ -140,6 +148,7 @@ fn main() -> ExitCode {
             Command::Config { command } => config::run(command),
             Command::Seq { command } => seq::run(command).await,
             Command::Tag { command } => tag::run(command).await,
+            Command::Schema { command } => schema::run(command),
             Command::Next(args) => next::run(args).await,
             Command::Decode(args) => decode::run(&args),
             Command::Uuid(args) => uuid::run_uuid(&args),

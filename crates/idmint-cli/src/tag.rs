@@ -208,10 +208,12 @@ async fn create_on_store(
     output: Output,
 ) -> anyhow::Result<()> {
     let opened = store.open_creating().await?;
-    // Read first only to tell the operator what forcing did and whether a deleted tag of
-    // the name came before; the store enforces the tombstone atomically with the insert.
-    let tombstone = opened.tombstone(&spec.tag).await.map_err(store.on())?;
+    // The tombstone is read after the create (which enforces it atomically with the insert)
+    // only to tell the operator what forcing did and whether a deleted tag of the name came
+    // before; a tombstone only rises, so it is the one the create saw, or above. Read first,
+    // a refused privilege on it would hide the one the create lacks.
     let record = opened.create_tag(spec).await.map_err(store.on())?;
+    let tombstone = opened.tombstone(&spec.tag).await.map_err(store.on())?;
     let warning = idmint_store::forced_below_tombstone(spec, tombstone);
     let before = Before { deleted: tombstone.is_some() };
     print_created(&Place::store(store), &record_json(&record), before, warning, output);

@@ -256,6 +256,17 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
     ("formatted_tag", "409: ranges of a tag with a public id format (its internal ids stay here)"),
+    (
+        "store_privilege_missing",
+        "501 (gRPC FAILED_PRECONDITION): the store's database account lacks a privilege the \
+         feature needs; the message names it and its table (see `idmint schema print`); final \
+         until it is granted",
+    ),
+    (
+        "store_table_missing",
+        "501 (gRPC FAILED_PRECONDITION): a table the feature needs does not exist and the node \
+         creates none (`create_tables=false`); the message names it",
+    ),
     ("store_row_invalid", "500: the tag's store row holds impossible values"),
     ("local_state", "500: the node's data directory could not be read or written"),
     ("internal", "500: an unexpected failure"),
@@ -449,6 +460,9 @@ fn snowflake_status(error: &SnowflakeError) -> (StatusCode, &'static str) {
         SnowflakeError::Store(
             StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
         ) => (StatusCode::NOT_IMPLEMENTED, "worker_ids_exhausted"),
+        SnowflakeError::Store(
+            error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. }),
+        ) => store_final(error),
         SnowflakeError::Unavailable(_) | SnowflakeError::Store(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "snowflake_unavailable")
         }
@@ -483,6 +497,9 @@ fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
         SequenceError::Unavailable { .. } | SequenceError::Store(StoreError::Unavailable(_)) => {
             (StatusCode::SERVICE_UNAVAILABLE, "sequence_unavailable")
         }
+        SequenceError::Store(
+            error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. }),
+        ) => store_final(error),
         // Nothing ends it but a new sequence: final, as an exhausted tag is.
         SequenceError::Exhausted { .. } => (StatusCode::CONFLICT, "sequence_exhausted"),
         // Retrying does not change the server or idmint's access to it: the operator does.
@@ -490,6 +507,15 @@ fn sequence_status(error: &SequenceError) -> (StatusCode, &'static str) {
             (StatusCode::NOT_IMPLEMENTED, "sequence_store_unsupported")
         }
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+    }
+}
+
+/// A store's refusal that only an operator ends, whatever the engine: a missing privilege or
+/// table. 501 (gRPC FAILED_PRECONDITION): final, never a 503 to retry.
+fn store_final(error: &StoreError) -> (StatusCode, &'static str) {
+    match error {
+        StoreError::Denied { .. } => (StatusCode::NOT_IMPLEMENTED, "store_privilege_missing"),
+        _ => (StatusCode::NOT_IMPLEMENTED, "store_table_missing"),
     }
 }
 
@@ -518,6 +544,9 @@ fn library_status(error: &Error) -> (StatusCode, &'static str) {
         }
         Error::Store(StoreError::Corrupt { .. }) => {
             (StatusCode::INTERNAL_SERVER_ERROR, "store_row_invalid")
+        }
+        Error::Store(error @ (StoreError::Denied { .. } | StoreError::MissingTable { .. })) => {
+            store_final(error)
         }
         Error::LocalState(_) => (StatusCode::INTERNAL_SERVER_ERROR, "local_state"),
         _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -843,6 +872,34 @@ mod tests {
         let (_, meaning) =
             ERROR_CODES.iter().find(|(code, _)| *code == "layout_exhausted").unwrap();
         assert!(meaning.starts_with("409"), "{meaning}");
+    }
+
+    /// Issue 32: a privilege the store's account lacks, or a table a node may not create,
+    /// passes by no retry: 501 and gRPC `FAILED_PRECONDITION` on every engine, never a 503,
+    /// the message naming the privilege (or table) and `idmint schema print`.
+    #[test]
+    fn a_missing_privilege_or_table_is_final_and_named() {
+        let denied = || StoreError::Denied {
+            feature: "tag deletion".to_string(),
+            needs: "INSERT on idmint_tombstones".to_string(),
+            detail: "INSERT command denied".to_string(),
+        };
+        let missing =
+            || StoreError::MissingTable { feature: "x".to_string(), table: "t".to_string() };
+        for (error, code) in [
+            (ApiError::Library(Error::Store(denied())), "store_privilege_missing"),
+            (ApiError::Snowflake(SnowflakeError::Store(denied())), "store_privilege_missing"),
+            (ApiError::Sequence(SequenceError::Store(denied())), "store_privilege_missing"),
+            (ApiError::Library(Error::Store(missing())), "store_table_missing"),
+            (ApiError::Sequence(SequenceError::Store(missing())), "store_table_missing"),
+        ] {
+            assert_eq!(error.status_and_code(), (StatusCode::NOT_IMPLEMENTED, code));
+            let status = error.into_grpc_status();
+            assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+            assert!(status.message().contains("idmint schema print"), "{}", status.message());
+        }
+        let message = ApiError::Library(Error::Store(denied())).into_parts().2;
+        assert!(message.contains("INSERT on idmint_tombstones"), "{message}");
     }
 
     /// Issue 31: a sequence at its largest number was answered 503 `sequence_unavailable`,

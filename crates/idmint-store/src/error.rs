@@ -196,6 +196,35 @@ pub enum StoreError {
         /// The column's character set, as the server names it.
         charset: String,
     },
+    /// The store's database account lacks a privilege a feature needs: named with the
+    /// table, when the feature is used (never at a start that does not need it). Nothing was
+    /// changed; final until the privilege is granted.
+    #[error(
+        "{feature} needs {needs}, which the store's database account lacks ({detail}); grant \
+         it (`idmint schema print --store URL` prints each feature's GRANT statements, \
+         docs/deploy.md lists them), or leave {feature} to an account that has it"
+    )]
+    Denied {
+        /// What was asked (`tag creation`, `tag deletion`, `worker-id leases`, ...).
+        feature: String,
+        /// The privilege and its object, as a DBA grants it: `INSERT on leaf_alloc`.
+        needs: String,
+        /// The database's own words, password masked.
+        detail: String,
+    },
+    /// A table a feature needs does not exist and this node may not create it
+    /// (`create_tables=false`). Nothing was changed; final until the table is created.
+    #[error(
+        "{feature} needs table {table}, which does not exist, and this node creates no tables \
+         (create_tables=false in the store URL); have it created with the DDL of `idmint \
+         schema print --store URL`, or allow idmint to create it (create_tables=auto)"
+    )]
+    MissingTable {
+        /// What was asked.
+        feature: String,
+        /// The table.
+        table: String,
+    },
     /// The store URL could not be used.
     #[error("bad store URL {url:?}: {reason}")]
     BadUrl {

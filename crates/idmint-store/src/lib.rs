@@ -46,6 +46,7 @@ mod open;
 mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+mod schema;
 mod sequence;
 #[cfg(any(feature = "mysql", feature = "postgres"))]
 mod sql;
@@ -74,6 +75,7 @@ pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};
 pub use open::{check_exists, open, open_counters, open_sequences, open_tinyid, open_workers};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
+pub use schema::{SchemaPart, render_schema, schema};
 pub use sequence::{
     CEILING_MAX, CEILINGS_TABLE, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX,
     SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, TIME_ZONE_LEN_MAX,
@@ -87,10 +89,10 @@ pub use tinyid::{
     TINYID_TOKENS_MAX, TinyidRow, TinyidStore, TinyidToken,
 };
 pub use url::{
-    AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, DEFAULT_STORE_URL, FLICKER_NODE_LEN_MAX,
-    FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX, POOL_MAX_DEFAULT, POOL_MAX_LIMIT,
-    REDIS_DESCRIPTORS, SQLITE_DESCRIPTORS, SqlOptions, SqlUrl, StoreUrl, TABLE_NAME_LEN_MAX,
-    TableName, host_name, redact_urls,
+    AUTO_INCREMENT_MAX, AllocMode, AutoIncrement, CreateTables, DEFAULT_STORE_URL,
+    FLICKER_NODE_LEN_MAX, FLICKER_TABLE_DEFAULT, FlickerUrl, INTERLEAVE_SOURCES_MAX,
+    POOL_MAX_DEFAULT, POOL_MAX_LIMIT, REDIS_DESCRIPTORS, SQLITE_DESCRIPTORS, SqlOptions, SqlUrl,
+    StoreUrl, TABLE_NAME_LEN_MAX, TableName, host_name, redact_urls,
 };
 pub use worker::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_ID_COLUMN, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX,

@@ -13,6 +13,13 @@
 //! table with the server's usual case-insensitive collation is served as it is: there, tags
 //! that differ only in case share one row, as they do for Leaf.
 //!
+//! Tables are created when a feature first needs them, as `create_tables=` allows
+//! ([`CreateTables`]): the segment table at start (not beside another Leaf-shaped table,
+//! which a mistyped `table=` would hide, and in a Tinyid database only when a tag is first
+//! created; until then it serves as if empty), the tombstone table at the first tag deletion.
+//! An account with Leaf's own grants (`SELECT, UPDATE` on the segment table) serves segments;
+//! a feature that needs more is refused naming the privilege ([`StoreError::Denied`]).
+//!
 //! It must not alter an existing table (only create one when absent), spawn tasks of its own
 //! (the driver's pool keeps its own), close a pool it did not open, or show a password in an
 //! error or a log line.
@@ -24,7 +31,11 @@
 mod sequences;
 mod workers;
 
+pub(crate) use sequences::{ceilings_ddl, sequences_ddl};
+pub(crate) use workers::{worker_node_ddl, workers_ddl};
+
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -34,9 +45,9 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
-use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
+use crate::sql::{ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, denied, password, scrub};
 use crate::{
-    AllocMode, Allocation, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
+    AllocMode, Allocation, CreateTables, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
     TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
     initial_max_id,
 };
@@ -70,7 +81,23 @@ pub struct MySqlStore {
     cas_locks: Arc<CasLocks>,
     /// Where the store lives, for logs: no password.
     location: String,
+    /// Whether this node may create tables (`create_tables=`).
+    pub(crate) create_tables: CreateTables,
+    /// Set while the segment table is absent from a Tinyid database: the store then serves
+    /// as if empty, checking again on each call, until a tag is created (here or elsewhere).
+    absent: Arc<AtomicBool>,
 }
+
+/// The features named in refusals.
+pub(crate) const FEATURE_SEGMENTS: &str = "serving segment ids";
+/// Creating a tag.
+pub(crate) const FEATURE_CREATE: &str = "tag creation";
+/// Deleting a tag (its tombstone).
+pub(crate) const FEATURE_DELETE: &str = "tag deletion";
+/// Tinyid's own table, by which a Tinyid database is known.
+const TINYID_INFO: &str = "tiny_id_info";
+/// Leaf-shaped tables named at most in a refusal.
+const LEAF_TABLES_SHOWN_MAX: usize = 16;
 
 /// The row as idmint reads it: every number cast to a signed 64-bit integer (whatever the
 /// column's integer type) and the time as Unix seconds, so a Leaf table with other column
@@ -84,9 +111,20 @@ const COLUMNS: &str = "biz_tag, CAST(max_id AS SIGNED), CAST(step AS SIGNED), de
                        CAST(UNIX_TIMESTAMP(update_time) AS SIGNED)";
 
 impl MySqlStore {
-    /// Opens a bounded pool (`pool_max` connections) to the database `url` names and creates
-    /// the table when absent. An existing table is used as it is.
+    /// Opens a bounded pool (`pool_max` connections) to the database `url` names and opens
+    /// the segment table: an existing table is used as it is, an absent one created as
+    /// `create_tables=` allows ([`CreateTables`]).
     pub async fn connect(url: &SqlUrl) -> Result<MySqlStore, StoreError> {
+        MySqlStore::connect_for(url, true).await
+    }
+
+    /// Opens the pool without looking at the segment table: for worker ids and sequences,
+    /// whose own tables are opened when first used.
+    pub(crate) async fn connect_without_segments(url: &SqlUrl) -> Result<MySqlStore, StoreError> {
+        MySqlStore::connect_for(url, false).await
+    }
+
+    async fn connect_for(url: &SqlUrl, segments: bool) -> Result<MySqlStore, StoreError> {
         let redacted = url.redacted();
         let options =
             url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| StoreError::BadUrl {
@@ -107,7 +145,7 @@ impl MySqlStore {
             ))
         })?;
         let location = with_table(&redacted, url.options.table.as_str());
-        MySqlStore::with_pool(pool, &url.options, location).await
+        MySqlStore::with_pool(pool, &url.options, location, segments).await
     }
 
     /// Serves the table named in `options` through an application's existing pool, creating
@@ -126,13 +164,14 @@ impl MySqlStore {
             connect.get_database().unwrap_or_default()
         );
         let location = with_table(&location, options.table.as_str());
-        MySqlStore::with_pool(pool, &options, location).await
+        MySqlStore::with_pool(pool, &options, location, true).await
     }
 
     async fn with_pool(
         pool: MySqlPool,
         options: &SqlOptions,
         location: String,
+        segments: bool,
     ) -> Result<MySqlStore, StoreError> {
         let table = options.table.as_str().to_string();
         let mut store = MySqlStore {
@@ -145,92 +184,188 @@ impl MySqlStore {
             workers_table: options.workers_table.as_str().to_string(),
             worker_node_table: options.worker_node_table.as_str().to_string(),
             location,
+            create_tables: options.create_tables,
+            absent: Arc::new(AtomicBool::new(false)),
         };
-        store.ensure_table().await?;
-        store.tag_charset = TagCharset::of_column(&store.pool, &store.table, "biz_tag").await?;
+        if segments {
+            let absent = store.open_segment_table().await?;
+            store.absent.store(absent, Ordering::Release);
+            store.tag_charset = TagCharset::of_column(&store.pool, &store.table, "biz_tag").await?;
+        }
         Ok(store)
     }
 
-    /// Creates the table when absent; never alters one that exists.
-    async fn ensure_table(&self) -> Result<(), StoreError> {
-        self.ensure_tombstones().await?;
+    /// Opens the segment table: `Ok(true)` when it is absent from a Tinyid database and
+    /// reads as empty until a tag is created. An absent table is created (never altered when
+    /// present) unless the database holds another Leaf-shaped table (a mistyped `table=`
+    /// would otherwise serve `unknown tag` to every Leaf client) or `create_tables=false`.
+    async fn open_segment_table(&self) -> Result<bool, StoreError> {
         // Probing first lets an account without the CREATE privilege serve an existing table.
+        if self.segment_table_exists().await? {
+            return Ok(false);
+        }
+        let t = &self.table;
+        if self.create_tables != CreateTables::Always {
+            let leaf = leaf_tables(&self.pool).await?;
+            if !leaf.is_empty() {
+                return Err(StoreError::Absent {
+                    store: self.location.clone(),
+                    reason: format!(
+                        "the database has no table {t}, but it holds the Leaf table {} \
+                         (columns biz_tag, max_id, step): is table={t} mistyped? Name the \
+                         table to serve with table=, or add create_tables=true to the store \
+                         URL to create {t} beside it",
+                        leaf.join(", ")
+                    ),
+                });
+            }
+            if table_in_database(&self.pool, TINYID_INFO).await? {
+                tracing::info!(table = %t, store = %self.location, "a Tinyid database without the segment table: it is created when a tag is first created");
+                return Ok(true);
+            }
+        }
+        self.create_segment_table(FEATURE_SEGMENTS).await?;
+        Ok(false)
+    }
+
+    /// Whether the segment table exists (a probe that reads it, so a missing grant shows).
+    async fn segment_table_exists(&self) -> Result<bool, StoreError> {
         let probe = sqlx::query(sql(&self.sql.probe)).fetch_optional(&self.pool).await;
         match probe {
-            Ok(_) => return Ok(()),
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
-            Err(e) => return Err(unavailable(e)),
+            Ok(_) => Ok(true),
+            Err(e) if is_no_table(&e) => Ok(false),
+            Err(e) => Err(refused(FEATURE_SEGMENTS, e)),
+        }
+    }
+
+    /// Creates the segment table for `feature`, or says why it may not.
+    async fn create_segment_table(&self, feature: &str) -> Result<(), StoreError> {
+        if !self.create_tables.allowed() {
+            return Err(StoreError::MissingTable {
+                feature: feature.to_string(),
+                table: self.table.clone(),
+            });
         }
         sqlx::raw_sql(sql(&self.sql.create_table))
             .execute(&self.pool)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| refused(feature, e))?;
         tracing::info!(table = %self.table, store = %self.location, "created the segment table");
         Ok(())
     }
 
-    /// Creates idmint's tombstone table when absent (beside a Leaf table too: deletes and
-    /// creates need it); never alters one that exists.
+    /// Whether the segment table is still absent from a Tinyid database: the call then
+    /// answers as an empty table would. Checked again on each call until it is there.
+    async fn absent(&self) -> Result<bool, StoreError> {
+        if !self.absent.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let absent = !self.segment_table_exists().await?;
+        if !absent {
+            self.absent.store(false, Ordering::Release);
+        }
+        Ok(absent)
+    }
+
+    /// Creates idmint's tombstone table when absent, as the first tag deletion needs it
+    /// (beside a Leaf table too); never alters one that exists.
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
         let probe = sqlx::query(sql(&self.sql.tomb_probe)).fetch_optional(&self.pool).await;
         match probe {
             Ok(_) => return Ok(()),
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
-            Err(e) => return Err(unavailable(e)),
+            Err(e) if is_no_table(&e) => {}
+            Err(e) => return Err(refused(FEATURE_DELETE, e)),
+        }
+        if !self.create_tables.allowed() {
+            return Err(StoreError::MissingTable {
+                feature: FEATURE_DELETE.to_string(),
+                table: TOMBSTONES_TABLE.to_string(),
+            });
         }
         sqlx::raw_sql(sql(&self.sql.tomb_create_table))
             .execute(&self.pool)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| refused(FEATURE_DELETE, e))?;
         tracing::info!(table = TOMBSTONES_TABLE, store = %self.location, "created the tombstone table");
         Ok(())
     }
 
-    /// The tombstone of `tag` in this table, read on `conn`.
+    /// The tombstone of `tag` in this table, read on `conn`; none while the tombstone table
+    /// does not exist (no tag was ever deleted).
     async fn select_tombstone(
         &self,
         conn: &mut sqlx::MySqlConnection,
         tag: &Tag,
+        feature: &str,
     ) -> Result<Option<u64>, StoreError> {
-        let tomb: Option<i64> = sqlx::query_scalar(sql(&self.sql.tomb_select))
+        let tomb: Result<Option<i64>, _> = sqlx::query_scalar(sql(&self.sql.tomb_select))
             .bind(&self.sql.table)
             .bind(tag.as_str())
             .fetch_optional(conn)
-            .await
-            .map_err(unavailable)?;
-        Ok(tomb.map(|t| u64::try_from(t).unwrap_or(0)))
+            .await;
+        match tomb {
+            Ok(tomb) => Ok(tomb.map(|t| u64::try_from(t).unwrap_or(0))),
+            Err(e) if is_no_table(&e) => Ok(None),
+            Err(e) => Err(refused(feature, e)),
+        }
     }
 
-    /// Under the creators' lock: the row's `max_id` (read with a row lock, so no allocation
-    /// slips in), its tombstone and the delete, in one transaction.
+    /// Under the creators' lock: deletes with a tombstone, creating the tombstone table
+    /// first when the delete finds it absent (then tries once more).
     async fn delete_locked(
         &self,
         conn: &mut PoolConnection<MySql>,
         tag: &Tag,
     ) -> Result<(), StoreError> {
+        if self.delete_once(conn, tag).await? {
+            return Ok(());
+        }
+        self.ensure_tombstones().await?;
+        if self.delete_once(conn, tag).await? {
+            return Ok(());
+        }
+        Err(StoreError::Unavailable(format!(
+            "MySQL: table {TOMBSTONES_TABLE} vanished while tag {tag} was deleted; retry"
+        )))
+    }
+
+    /// The row's `max_id` (read with a row lock, so no allocation slips in), its tombstone
+    /// and the delete, in one transaction; `Ok(false)` (nothing changed) when the tombstone
+    /// table is absent.
+    async fn delete_once(
+        &self,
+        conn: &mut PoolConnection<MySql>,
+        tag: &Tag,
+    ) -> Result<bool, StoreError> {
         let mut tx = conn.begin().await.map_err(unavailable)?;
         let max_id: Option<i64> = sqlx::query_scalar(sql(&self.sql.lock_row))
             .bind(tag.as_str())
             .bind(tag.as_str()) // the exact (binary) comparison
             .fetch_optional(&mut *tx)
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| refused(FEATURE_DELETE, e))?;
         // Dropping the transaction rolls it back.
         let Some(max_id) = max_id else { return Err(StoreError::TagNotFound(tag.clone())) };
-        sqlx::query(sql(&self.sql.tomb_write))
+        let written = sqlx::query(sql(&self.sql.tomb_write))
             .bind(&self.sql.table)
             .bind(tag.as_str())
             .bind(max_id.max(0))
             .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
+            .await;
+        match written {
+            Ok(_) => {}
+            // Dropping the transaction rolls it back: nothing changed.
+            Err(e) if is_no_table(&e) => return Ok(false),
+            Err(e) => return Err(refused(FEATURE_DELETE, e)),
+        }
         sqlx::query(sql(&self.sql.delete))
             .bind(tag.as_str())
             .bind(tag.as_str()) // the exact (binary) comparison
             .execute(&mut *tx)
             .await
-            .map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)
+            .map_err(|e| refused(FEATURE_DELETE, e))?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
     }
 
     /// `update` mode: one round trip (see [`Statements::allocate`]).
@@ -329,6 +464,31 @@ impl MySqlStore {
         )))
     }
 
+    /// Whether this account may insert `spec`'s row: the insert, rolled back.
+    async fn check_insert(
+        &self,
+        conn: &mut PoolConnection<MySql>,
+        spec: &TagSpec,
+    ) -> Result<(), StoreError> {
+        let mut tx = conn.begin().await.map_err(unavailable)?;
+        let inserted = sqlx::query(sql(&self.sql.insert))
+            .bind(spec.tag.as_str())
+            .bind(1_i64)
+            .bind(spec.step.get() as i64)
+            .bind(spec.description.as_str())
+            .execute(&mut *tx)
+            .await;
+        // Dropping the transaction rolls the row back.
+        drop(tx);
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                Err(StoreError::TagExists(spec.tag.clone()))
+            }
+            Err(e) => Err(refused(FEATURE_CREATE, e)),
+        }
+    }
+
     /// `create_tag` with the creators' lock held on `conn`.
     async fn create_locked(
         &self,
@@ -344,7 +504,16 @@ impl MySqlStore {
             return Err(StoreError::TooManyTags);
         }
         // Under the creators' lock, which deletes take too: no tombstone is written meanwhile.
-        let max_id = initial_max_id(spec, self.select_tombstone(conn, &spec.tag).await?)?;
+        let tomb = match self.select_tombstone(conn, &spec.tag, FEATURE_CREATE).await {
+            // MySQL answers "denied" for a table the account has no grant on, whether it
+            // exists or not: name the segment table's INSERT first when that is missing too.
+            Err(denial @ StoreError::Denied { .. }) => {
+                self.check_insert(conn, spec).await?;
+                return Err(denial);
+            }
+            tomb => tomb?,
+        };
+        let max_id = initial_max_id(spec, tomb)?;
         let inserted = sqlx::query(sql(&self.sql.insert))
             .bind(spec.tag.as_str())
             // At most ID_MAX == i64::MAX (a tombstone is a row's max_id); Step is bounded.
@@ -358,7 +527,7 @@ impl MySqlStore {
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
                 return Err(StoreError::TagExists(spec.tag.clone()));
             }
-            Err(e) => return Err(unavailable(e)),
+            Err(e) => return Err(refused(FEATURE_CREATE, e)),
         }
         select_row(&mut **conn, &self.sql, &spec.tag).await?.ok_or_else(|| {
             StoreError::Unavailable(format!("MySQL: tag {} vanished as it was created", spec.tag))
@@ -371,6 +540,9 @@ impl SegmentStore for MySqlStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         // A tag the column cannot hold has no row: say why, in both modes.
         self.tag_charset.check(tag)?;
+        if self.absent().await? {
+            return Err(StoreError::TagNotFound(tag.clone()));
+        }
         match self.alloc {
             AllocMode::Update => self.allocate_update(tag, step).await,
             AllocMode::Cas => self.allocate_cas(tag, step).await,
@@ -385,6 +557,9 @@ impl SegmentStore for MySqlStore {
     ) -> Result<bool, StoreError> {
         check_new_max_id(new)?;
         self.tag_charset.check(tag)?;
+        if self.absent().await? {
+            return Err(StoreError::TagNotFound(tag.clone()));
+        }
         // A row holds an i64, so an `expected` beyond it matches no row: skip the update.
         if let Ok(expected) = i64::try_from(expected) {
             // The driver asks for CLIENT_FOUND_ROWS, so a matched row counts even when `new`
@@ -420,6 +595,9 @@ impl SegmentStore for MySqlStore {
         // One transaction: a batch costs one commit, not one per row.
         let order = crate::batch_order(changes)?;
         let mut applied = vec![false; changes.len()];
+        if self.absent().await? {
+            return Ok(applied);
+        }
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         for index in order {
             let change = &changes[index];
@@ -448,7 +626,18 @@ impl SegmentStore for MySqlStore {
         // of them pass the limit together. A named lock per table serializes idmint's
         // creators instead; creating a tag is rare and fast.
         let mut locked = CreateLock::acquire(&self.pool, &self.sql).await?;
-        let outcome = self.create_locked(&mut locked.conn, spec).await;
+        let outcome = match self.absent().await {
+            // A Tinyid database gets the segment table with its first tag.
+            Ok(true) => match self.create_segment_table(FEATURE_CREATE).await {
+                Ok(()) => {
+                    self.absent.store(false, Ordering::Release);
+                    self.create_locked(&mut locked.conn, spec).await
+                }
+                Err(error) => Err(error),
+            },
+            Ok(false) => self.create_locked(&mut locked.conn, spec).await,
+            Err(error) => Err(error),
+        };
         // After a database error the connection is suspect: drop it, which ends its session
         // and so releases the lock. Otherwise release the lock and keep the connection.
         if !matches!(outcome, Err(StoreError::Unavailable(_))) {
@@ -459,10 +648,16 @@ impl SegmentStore for MySqlStore {
 
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
         self.tag_charset.check(tag)?;
+        if self.absent().await? {
+            return Ok(None);
+        }
         select_row(&self.pool, &self.sql, tag).await
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        if self.absent().await? {
+            return Ok(Vec::new());
+        }
         let rows =
             sqlx::query(sql(&self.sql.list)).fetch_all(&self.pool).await.map_err(unavailable)?;
         let mut records = Vec::with_capacity(rows.len());
@@ -512,6 +707,9 @@ impl SegmentStore for MySqlStore {
 
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
         self.tag_charset.check(tag)?;
+        if self.absent().await? {
+            return Err(StoreError::TagNotFound(tag.clone()));
+        }
         let updated = sqlx::query(sql(&self.sql.set_step))
             // Step is bounded by STEP_MAX, far below i64::MAX.
             .bind(step.get() as i64)
@@ -532,6 +730,9 @@ impl SegmentStore for MySqlStore {
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
         self.tag_charset.check(tag)?;
+        if self.absent().await? {
+            return Err(StoreError::TagNotFound(tag.clone()));
+        }
         // The creators' lock: a create of this name cannot read the tombstone before this
         // delete writes it.
         let mut locked = CreateLock::acquire(&self.pool, &self.sql).await?;
@@ -544,10 +745,13 @@ impl SegmentStore for MySqlStore {
 
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(unavailable)?;
-        self.select_tombstone(&mut conn, tag).await
+        self.select_tombstone(&mut conn, tag, FEATURE_CREATE).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
+        if self.absent().await? {
+            return Ok(());
+        }
         // Reads the table, so a dropped table or a revoked grant fails the ping too.
         sqlx::query(sql(&self.sql.probe))
             .fetch_optional(&self.pool)
@@ -595,20 +799,7 @@ impl Statements {
         Statements {
             table: t.to_string(),
             probe: s(format!("SELECT 1 FROM {t} LIMIT 1")),
-            // Leaf's DDL, so Leaf can share the table. The binary collation makes biz_tag
-            // case-sensitive, as tags are in every other backend; Leaf never depended on the
-            // server's default, case-insensitive one.
-            create_table: s(format!(
-                "CREATE TABLE IF NOT EXISTS {t} (\
-                 biz_tag varchar(128) NOT NULL DEFAULT '', \
-                 max_id bigint(20) NOT NULL DEFAULT '1', \
-                 step int(11) NOT NULL, \
-                 description varchar(256) DEFAULT NULL, \
-                 update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP \
-                 ON UPDATE CURRENT_TIMESTAMP, \
-                 PRIMARY KEY (biz_tag)\
-                 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-            )),
+            create_table: s(segment_ddl(t)),
             select_row: s(format!("SELECT {COLUMNS} FROM {t} WHERE {EXACT}")),
             exists: s(format!("SELECT 1 FROM {t} WHERE {EXACT}")),
             // Sorted by bytes, which is how tags order, whatever the column's collation.
@@ -641,15 +832,7 @@ impl Statements {
             create_unlock: s(format!("SELECT RELEASE_LOCK({lock_name})")),
             lock_row: s(format!("SELECT CAST(max_id AS SIGNED) FROM {t} WHERE {EXACT} FOR UPDATE")),
             tomb_probe: s(format!("SELECT 1 FROM {TOMBSTONES_TABLE} LIMIT 1")),
-            tomb_create_table: s(format!(
-                "CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (\
-                 segment_table varchar(64) NOT NULL, \
-                 biz_tag varchar(128) NOT NULL, \
-                 max_id bigint NOT NULL, \
-                 update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, \
-                 PRIMARY KEY (segment_table, biz_tag)\
-                 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-            )),
+            tomb_create_table: s(tombstones_ddl()),
             tomb_select: s(format!(
                 "SELECT CAST(max_id AS SIGNED) FROM {TOMBSTONES_TABLE} \
                  WHERE segment_table = ? AND biz_tag = ?"
@@ -703,6 +886,36 @@ impl Statements {
              FROM {t} AS a WHERE a.biz_tag = {tag} AND CAST(a.biz_tag AS BINARY) = {bytes}"
         ))
     }
+}
+
+/// The segment table's DDL: Leaf's, so Leaf can share the table. The binary collation makes
+/// `biz_tag` case-sensitive, as tags are in every other backend; Leaf never depended on the
+/// server's default, case-insensitive one.
+pub(crate) fn segment_ddl(t: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {t} (\
+         biz_tag varchar(128) NOT NULL DEFAULT '', \
+         max_id bigint(20) NOT NULL DEFAULT '1', \
+         step int(11) NOT NULL, \
+         description varchar(256) DEFAULT NULL, \
+         update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP \
+         ON UPDATE CURRENT_TIMESTAMP, \
+         PRIMARY KEY (biz_tag)\
+         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
+}
+
+/// The tombstone table's DDL, shared by every segment table of the database.
+pub(crate) fn tombstones_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (\
+         segment_table varchar(64) NOT NULL, \
+         biz_tag varchar(128) NOT NULL, \
+         max_id bigint NOT NULL, \
+         update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP, \
+         PRIMARY KEY (segment_table, biz_tag)\
+         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
 }
 
 /// The character set of a table's tag column, as `information_schema` names it; it decides
@@ -969,7 +1182,50 @@ pub(crate) fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
     AssertSqlSafe(Arc::clone(statement))
 }
 
+/// Whether `e` is MySQL's "table doesn't exist".
+pub(crate) fn is_no_table(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLSTATE_NO_TABLE))
+}
+
+/// `e` as the refusal of a privilege `feature` needs (MySQL's message names the privilege
+/// and the table), or as [`unavailable`].
+pub(crate) fn refused(feature: &str, e: sqlx::Error) -> StoreError {
+    denied(&e, feature, None, None).unwrap_or_else(|| unavailable(e))
+}
+
+/// The Leaf-shaped tables of the current database (columns `biz_tag`, `max_id`, `step`),
+/// at most [`LEAF_TABLES_SHOWN_MAX`], by name.
+async fn leaf_tables(pool: &MySqlPool) -> Result<Vec<String>, StoreError> {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT CAST(TABLE_NAME AS CHAR) FROM information_schema.COLUMNS \
+         WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME IN ('biz_tag', 'max_id', 'step') \
+         GROUP BY TABLE_NAME HAVING COUNT(DISTINCT COLUMN_NAME) = 3 \
+         ORDER BY TABLE_NAME LIMIT {LEAF_TABLES_SHOWN_MAX}"
+    )))
+    .fetch_all(pool)
+    .await
+    .map_err(|e| refused(FEATURE_SEGMENTS, e))
+}
+
+/// Whether the current database holds `table`.
+async fn table_in_database(pool: &MySqlPool, table: &str) -> Result<bool, StoreError> {
+    let count: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.TABLES \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await
+    .map_err(|e| refused(FEATURE_SEGMENTS, e))?;
+    Ok(count > 0)
+}
+
+/// A driver error as [`StoreError::Unavailable`], or as [`StoreError::Denied`] when the
+/// server refused a privilege (final: retrying does not grant it).
 pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
+    if let Some(refusal) = denied(&e, ANY_FEATURE, None, None) {
+        return refusal;
+    }
     match e {
         sqlx::Error::PoolTimedOut => StoreError::Unavailable(format!(
             "MySQL: no connection free within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (all in use, or the \
@@ -981,27 +1237,33 @@ pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
 
 impl MySqlStore {
     /// Creates each `(table, ddl)` that is absent, never altering one that exists: a probe
-    /// first, so an existing table is used as it is. `what` names the tables in the log.
+    /// first, so an existing table is used as it is. `feature` names what needs them, in the
+    /// log and in refusals (`create_tables=false`, a missing privilege).
     pub(crate) async fn create_missing_tables(
         &self,
-        tables: [(&str, String); 2],
-        what: &str,
+        tables: &[(&str, String)],
+        feature: &str,
     ) -> Result<(), StoreError> {
         for (table, ddl) in tables {
             let probe = sqlx::query(AssertSqlSafe(format!("SELECT 1 FROM {table} LIMIT 1")))
                 .fetch_optional(&self.pool)
                 .await;
             match probe {
-                Ok(_) => {
-                    tracing::info!(table, store = %self.location, "found the {what} table; using it as it is");
-                    continue;
-                }
-                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {
-                }
-                Err(e) => return Err(unavailable(e)),
+                Ok(_) => continue,
+                Err(e) if is_no_table(&e) => {}
+                Err(e) => return Err(refused(feature, e)),
             }
-            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&self.pool).await.map_err(unavailable)?;
-            tracing::info!(table, store = %self.location, "created a {what} table");
+            if !self.create_tables.allowed() {
+                return Err(StoreError::MissingTable {
+                    feature: feature.to_string(),
+                    table: table.to_string(),
+                });
+            }
+            sqlx::raw_sql(AssertSqlSafe(ddl.clone()))
+                .execute(&self.pool)
+                .await
+                .map_err(|e| refused(feature, e))?;
+            tracing::info!(table, store = %self.location, "created a table for {feature}");
         }
         Ok(())
     }

@@ -41,7 +41,7 @@ pub async fn open(url: &StoreUrl) -> Result<Arc<dyn SegmentStore>, StoreError> {
         }
         #[cfg(feature = "redis")]
         StoreUrl::Redis(url) => Ok(Arc::new(crate::redis::RedisStore::connect(url).await?)),
-        single => Ok(open_database(single).await?),
+        single => Ok(open_database(single, true).await?),
     }
 }
 
@@ -113,10 +113,17 @@ pub(crate) trait Database: SegmentStore + WorkerStore + SequenceStore {}
 
 impl<T: SegmentStore + WorkerStore + SequenceStore> Database for T {}
 
-/// Opens a single-database URL (memory, SQLite, MySQL, PostgreSQL), creating its segment
-/// table when absent; refuses sets of databases (Flicker, interleaved) and Redis, which
+/// Opens a single-database URL (memory, SQLite, MySQL, PostgreSQL); with `segments`, opens
+/// its segment table as [`open`] does (MySQL and PostgreSQL otherwise leave it alone: the
+/// worker ids and sequences open their own tables when first used); refuses sets of databases (Flicker, interleaved) and Redis, which
 /// [`open`] and [`open_workers`](crate::open_workers) open themselves.
-pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, StoreError> {
+pub(crate) async fn open_database(
+    url: &StoreUrl,
+    segments: bool,
+) -> Result<Arc<dyn Database>, StoreError> {
+    // Only the database backends tell the two apart.
+    #[cfg(not(any(feature = "mysql", feature = "postgres")))]
+    let _ = segments;
     match url {
         StoreUrl::Memory => Ok(Arc::new(MemoryStore::new())),
         #[cfg(feature = "sqlite")]
@@ -128,7 +135,9 @@ pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, S
                 .to_string(),
         }),
         #[cfg(feature = "mysql")]
-        StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect(url).await?)),
+        StoreUrl::Mysql(url) if segments => Ok(Arc::new(MySqlStore::connect(url).await?)),
+        #[cfg(feature = "mysql")]
+        StoreUrl::Mysql(url) => Ok(Arc::new(MySqlStore::connect_without_segments(url).await?)),
         #[cfg(not(feature = "mysql"))]
         StoreUrl::Mysql(url) => Err(StoreError::BadUrl {
             url: url.redacted(),
@@ -136,7 +145,9 @@ pub(crate) async fn open_database(url: &StoreUrl) -> Result<Arc<dyn Database>, S
                 .to_string(),
         }),
         #[cfg(feature = "postgres")]
-        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        StoreUrl::Postgres(url) if segments => Ok(Arc::new(PgStore::connect(url).await?)),
+        #[cfg(feature = "postgres")]
+        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::connect_without_segments(url).await?)),
         #[cfg(not(feature = "postgres"))]
         StoreUrl::Postgres(url) => Err(StoreError::BadUrl {
             url: url.redacted(),
@@ -180,8 +191,8 @@ pub async fn open_counters(url: &str) -> Result<Arc<dyn CounterStore>, StoreErro
 }
 
 /// Opens the store a URL names as a sequence store: `memory://`, `sqlite://…`, `mysql://…`
-/// or `postgres://…`, creating the segment table as [`crate::open`] does; the sequence tables
-/// are created on first use. Sets of databases (Flicker, interleaved) are refused: a
+/// or `postgres://…`, leaving a database's segment table alone; the sequence tables are
+/// created on first use (as `create_tables=` allows). Sets of databases (Flicker, interleaved) are refused: a
 /// sequence's ceilings must live in one database, or two nodes could each raise a different
 /// copy and hand out the same ids.
 pub async fn open_sequences(url: &StoreUrl) -> Result<Arc<dyn SequenceStore>, StoreError> {
@@ -192,19 +203,19 @@ pub async fn open_sequences(url: &StoreUrl) -> Result<Arc<dyn SequenceStore>, St
                      name one sqlite://, mysql:// or postgres:// URL (or memory://) for them"
                 .to_string(),
         }),
-        single => Ok(open_database(single).await?),
+        single => Ok(open_database(single, false).await?),
     }
 }
 
 /// Opens the store a URL names as a worker store: `memory://`, `sqlite://…`, `mysql://…`,
-/// `postgres://…` or `redis://…`, creating the segment table as [`crate::open`] does. The
-/// worker tables are created on first use. Flicker and interleaved URLs are refused: worker
+/// `postgres://…` or `redis://…`, leaving a database's segment table alone. The worker
+/// tables are created on first use (as `create_tables=` allows). Flicker and interleaved URLs are refused: worker
 /// ids must live in one database.
 pub async fn open_workers(url: &StoreUrl) -> Result<Arc<dyn WorkerStore>, StoreError> {
     match url {
         #[cfg(feature = "redis")]
         StoreUrl::Redis(url) => Ok(Arc::new(crate::redis::RedisStore::connect(url).await?)),
-        _ => Ok(open_database(url).await?),
+        _ => Ok(open_database(url, false).await?),
     }
 }
 

@@ -10,8 +10,12 @@
 //! only other nodes can make a round lose; beside an `alloc=update` node allocating without
 //! pause, a CAS node may still give up as contended.
 //!
-//! The table is created (Leaf's columns, `CREATE TABLE IF NOT EXISTS`) only when absent and is
-//! never altered: an existing Leaf table is served as it is. Rows are read tolerantly: NULL
+//! The table is created (Leaf's columns, `CREATE TABLE IF NOT EXISTS`) only when absent, as
+//! `create_tables=` allows ([`CreateTables`]: not beside another Leaf-shaped table, which a
+//! mistyped `table=` would hide), and is never altered: an existing Leaf table is served as
+//! it is. The tombstone table is created by the first tag deletion. An account with Leaf's
+//! own grants (`SELECT, UPDATE` on the segment table) serves segments; a feature that needs
+//! more is refused naming the privilege ([`StoreError::Denied`]). Rows are read tolerantly: NULL
 //! description reads as empty; `update_time` may be a `timestamp` (written in UTC), a
 //! `timestamptz`, or an integer column of Unix seconds; of any other type, or absent, it is
 //! neither read (0) nor stamped.
@@ -26,6 +30,9 @@
 mod sequences;
 mod workers;
 
+pub(crate) use sequences::{ceilings_ddl, sequences_ddl};
+pub(crate) use workers::{worker_node_ddl, workers_ddl};
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +43,9 @@ use idmint_core::{Step, Tag};
 use sqlx::postgres::{PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
-use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
+use crate::sql::{ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, denied, password, scrub};
 use crate::{
-    AllocMode, Allocation, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
+    AllocMode, Allocation, CreateTables, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
     TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
     initial_max_id,
 };
@@ -56,6 +63,15 @@ const ADVISORY_LOCK_CLASS: i32 = 0x6964_6d74;
 // Waiting for a connection must end before the engine's own call timeout gives up on us, and
 // so must a fully contended CAS allocation's pauses.
 const _: () = assert!(PG_ACQUIRE_TIMEOUT_MS <= STORE_CALL_TIMEOUT_MS_DEFAULT);
+
+/// The features named in refusals.
+const FEATURE_SEGMENTS: &str = "serving segment ids";
+/// Creating a tag.
+const FEATURE_CREATE: &str = "tag creation";
+/// Deleting a tag (its tombstone).
+const FEATURE_DELETE: &str = "tag deletion";
+/// Leaf-shaped tables named at most in a refusal.
+const LEAF_TABLES_SHOWN_MAX: usize = 16;
 
 /// A segment table in a PostgreSQL database.
 #[derive(Clone)]
@@ -91,8 +107,19 @@ pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, Stor
 }
 
 impl PgStore {
-    /// Connects with a pool of at most `pool_max` connections, creating the table when absent.
+    /// Connects with a pool of at most `pool_max` connections and opens the segment table,
+    /// creating it when absent as `create_tables=` allows ([`CreateTables`]).
     pub async fn connect(url: &SqlUrl) -> Result<PgStore, StoreError> {
+        PgStore::connect_for(url, true).await
+    }
+
+    /// Connects without looking at the segment table: for worker ids and sequences, whose
+    /// own tables are opened when first used.
+    pub(crate) async fn connect_without_segments(url: &SqlUrl) -> Result<PgStore, StoreError> {
+        PgStore::connect_for(url, false).await
+    }
+
+    async fn connect_for(url: &SqlUrl, segments: bool) -> Result<PgStore, StoreError> {
         let secret = password(url.driver_url()).filter(|p| !p.is_empty()).map(Arc::from);
         let pool = PgPoolOptions::new()
             .max_connections(url.options.pool_max)
@@ -103,7 +130,7 @@ impl PgStore {
                 let reason = format!("PostgreSQL: cannot connect to {}: {e}", url.redacted());
                 StoreError::Unavailable(scrub(&reason, secret.as_deref()))
             })?;
-        PgStore::open(pool, url.options.clone(), url.redacted(), secret).await
+        PgStore::open(pool, url.options.clone(), url.redacted(), secret, segments).await
     }
 
     /// Serves the table of `options` through an application's existing pool, creating it when
@@ -117,7 +144,7 @@ impl PgStore {
             connect.get_port(),
             connect.get_database().unwrap_or("")
         );
-        PgStore::open(pool, options, location, None).await
+        PgStore::open(pool, options, location, None, true).await
     }
 
     async fn open(
@@ -125,6 +152,7 @@ impl PgStore {
         options: SqlOptions,
         location: String,
         secret: Option<Arc<str>>,
+        segments: bool,
     ) -> Result<PgStore, StoreError> {
         let mut store = PgStore {
             pool,
@@ -134,8 +162,10 @@ impl PgStore {
             location,
             secret,
         };
-        let time_column = store.ensure_table().await?;
-        store.sql = Arc::new(Statements::new(&store.options, time_column));
+        if segments {
+            let time_column = store.ensure_table().await?;
+            store.sql = Arc::new(Statements::new(&store.options, time_column));
+        }
         Ok(store)
     }
 
@@ -154,47 +184,7 @@ impl PgStore {
             .await
             .map_err(|e| self.unavailable(e))?;
         if !exists {
-            sqlx::query(AssertSqlSafe(format!(
-                "CREATE TABLE IF NOT EXISTS {table} (
-                    biz_tag     varchar(128) NOT NULL PRIMARY KEY,
-                    max_id      bigint       NOT NULL DEFAULT 1,
-                    step        integer      NOT NULL,
-                    description varchar(256),
-                    update_time timestamp    NOT NULL DEFAULT now()
-                )"
-            )))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        }
-        // idmint's own tombstone table, beside a Leaf table too: deletes and creates need it.
-        // Shared by every segment table of the database, so it has a lock of its own (always
-        // taken after the table's: one order, no deadlock); PostgreSQL's `IF NOT EXISTS`
-        // alone races.
-        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-            .bind(ADVISORY_LOCK_CLASS)
-            .bind(TOMBSTONES_TABLE)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        let tombs_exist: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-            .bind(TOMBSTONES_TABLE)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        if !tombs_exist {
-            sqlx::query(AssertSqlSafe(format!(
-                "CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (
-                    segment_table varchar(64)  NOT NULL,
-                    biz_tag       varchar(128) NOT NULL,
-                    max_id        bigint       NOT NULL,
-                    update_time   timestamptz  NOT NULL DEFAULT now(),
-                    PRIMARY KEY (segment_table, biz_tag)
-                )"
-            )))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
+            self.create_segment_table(&mut tx).await?;
         }
         let time_type: Option<String> = sqlx::query_scalar(
             "SELECT format_type(atttypid, NULL) FROM pg_attribute \
@@ -209,12 +199,91 @@ impl PgStore {
         Ok(TimeColumn::of(time_type.as_deref()))
     }
 
-    /// The tombstone of `tag` in this table, read in `tx`.
+    /// Creates the absent segment table in `tx` (which holds the table's lock), unless the
+    /// database holds another Leaf-shaped table (a mistyped `table=`) and creating was not
+    /// asked for, or `create_tables=false`.
+    async fn create_segment_table(
+        &self,
+        tx: &mut sqlx::PgTransaction<'_>,
+    ) -> Result<(), StoreError> {
+        let table = self.options.table.as_str();
+        if self.options.create_tables != CreateTables::Always {
+            let leaf: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+                "SELECT table_name::text FROM information_schema.columns \
+                 WHERE table_schema = ANY (current_schemas(false)) \
+                 AND column_name IN ('biz_tag', 'max_id', 'step') \
+                 GROUP BY table_schema, table_name HAVING count(DISTINCT column_name) = 3 \
+                 ORDER BY table_name LIMIT {LEAF_TABLES_SHOWN_MAX}"
+            )))
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(|e| self.refused(FEATURE_SEGMENTS, None, e))?;
+            if !leaf.is_empty() {
+                return Err(StoreError::Absent {
+                    store: format!("{} (table {table})", self.location),
+                    reason: format!(
+                        "the database has no table {table}, but it holds the Leaf table {} \
+                         (columns biz_tag, max_id, step): is table={table} mistyped? Name the \
+                         table to serve with table=, or add create_tables=true to the store \
+                         URL to create {table} beside it",
+                        leaf.join(", ")
+                    ),
+                });
+            }
+        }
+        if !self.options.create_tables.allowed() {
+            return Err(StoreError::MissingTable {
+                feature: FEATURE_SEGMENTS.to_string(),
+                table: table.to_string(),
+            });
+        }
+        sqlx::query(AssertSqlSafe(segment_ddl(table)))
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| self.refused(FEATURE_SEGMENTS, Some("CREATE on the schema"), e))?;
+        tracing::info!(table, store = %self.location, "created the segment table");
+        Ok(())
+    }
+
+    /// Creates the tombstone table when absent, as the first tag deletion needs it, under
+    /// its own advisory lock (PostgreSQL's `IF NOT EXISTS` alone races).
+    async fn ensure_tombstones(&self) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(ADVISORY_LOCK_CLASS)
+            .bind(TOMBSTONES_TABLE)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        self.create_missing_tables(
+            &mut tx,
+            &[(TOMBSTONES_TABLE, tombstones_ddl())],
+            FEATURE_DELETE,
+        )
+        .await?;
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    /// Whether the tombstone table exists, asked in `tx`.
+    async fn tombstones_exist(&self, tx: &mut sqlx::PgTransaction<'_>) -> Result<bool, StoreError> {
+        sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(TOMBSTONES_TABLE)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(|e| self.unavailable(e))
+    }
+
+    /// The tombstone of `tag` in this table, read in `tx`; none while the tombstone table
+    /// does not exist (no tag was ever deleted).
     async fn select_tombstone(
         &self,
         tx: &mut sqlx::PgTransaction<'_>,
         tag: &Tag,
+        feature: &str,
     ) -> Result<Option<u64>, StoreError> {
+        if !self.tombstones_exist(tx).await? {
+            return Ok(None);
+        }
         let tomb: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT max_id FROM {TOMBSTONES_TABLE} WHERE segment_table = $1 AND biz_tag = $2"
         )))
@@ -222,7 +291,7 @@ impl PgStore {
         .bind(tag.as_str())
         .fetch_optional(&mut **tx)
         .await
-        .map_err(|e| self.unavailable(e))?;
+        .map_err(|e| self.refused(feature, Some(&format!("SELECT on {TOMBSTONES_TABLE}")), e))?;
         Ok(tomb.map(|t| u64::try_from(t).unwrap_or(0)))
     }
 
@@ -346,6 +415,50 @@ impl PgStore {
         })())
     }
 
+    /// One transaction under the creators' lock: the row goes and its tombstone comes, or
+    /// neither; a create of this name waits for it. `Ok(false)`, nothing changed, when the
+    /// tombstone table does not exist yet.
+    async fn delete_once(&self, tag: &Tag) -> Result<bool, StoreError> {
+        let t = self.options.table.as_str();
+        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        self.lock(&mut tx).await?;
+        if !self.tombstones_exist(&mut tx).await? {
+            let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.select_counters)))
+                .bind(tag.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| self.refused(FEATURE_DELETE, None, e))?;
+            // Dropping the transaction rolls it back: nothing changed.
+            return match row {
+                None => Err(StoreError::TagNotFound(tag.clone())),
+                Some(_) => Ok(false),
+            };
+        }
+        let max_id: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.delete)))
+            .bind(tag.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| self.refused(FEATURE_DELETE, Some(&format!("DELETE on {t}")), e))?;
+        // Dropping the transaction rolls it back.
+        let Some(max_id) = max_id else { return Err(StoreError::TagNotFound(tag.clone())) };
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {TOMBSTONES_TABLE} (segment_table, biz_tag, max_id, update_time) \
+             VALUES ($1, $2, $3, now()) ON CONFLICT (segment_table, biz_tag) DO UPDATE SET \
+             max_id = GREATEST({TOMBSTONES_TABLE}.max_id, EXCLUDED.max_id), update_time = now()"
+        )))
+        .bind(t)
+        .bind(tag.as_str())
+        .bind(max_id.max(0))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| {
+            let needs = format!("SELECT, INSERT, UPDATE on {TOMBSTONES_TABLE}");
+            self.refused(FEATURE_DELETE, Some(&needs), e)
+        })?;
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        Ok(true)
+    }
+
     fn get<'r, T>(&self, row: &'r PgRow, index: usize) -> Result<T, StoreError>
     where
         T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
@@ -354,8 +467,18 @@ impl PgStore {
     }
 
     /// A database error as [`StoreError::Unavailable`], its text scrubbed of the password.
+    /// A driver error as [`StoreError::Unavailable`], or as [`StoreError::Denied`] when the
+    /// server refused a privilege (final: retrying does not grant it).
     fn unavailable(&self, e: sqlx::Error) -> StoreError {
-        StoreError::Unavailable(scrub(&format!("PostgreSQL: {e}"), self.secret.as_deref()))
+        self.refused(ANY_FEATURE, None, e)
+    }
+
+    /// `e` as the refusal of the privilege `needs` (`INSERT on leaf_alloc`) that `feature`
+    /// needs, or as unavailable. PostgreSQL names the table, not the privilege.
+    fn refused(&self, feature: &str, needs: Option<&str>, e: sqlx::Error) -> StoreError {
+        let secret = self.secret.as_deref();
+        denied(&e, feature, needs, secret)
+            .unwrap_or_else(|| StoreError::Unavailable(scrub(&format!("PostgreSQL: {e}"), secret)))
     }
 }
 
@@ -435,7 +558,8 @@ impl SegmentStore for PgStore {
             return Err(StoreError::TooManyTags);
         }
         // Under the advisory lock, which deletes take too: no tombstone is written meanwhile.
-        let max_id = initial_max_id(spec, self.select_tombstone(&mut tx, &spec.tag).await?)?;
+        let tomb = self.select_tombstone(&mut tx, &spec.tag, FEATURE_CREATE).await?;
+        let max_id = initial_max_id(spec, tomb)?;
         let inserted = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.insert)))
             .bind(spec.tag.as_str())
             // At most ID_MAX == i64::MAX: a tombstone is a row's max_id.
@@ -444,7 +568,10 @@ impl SegmentStore for PgStore {
             .bind(spec.description.as_str())
             .fetch_optional(&mut *tx)
             .await
-            .map_err(|e| self.unavailable(e))?;
+            .map_err(|e| {
+                let needs = format!("INSERT on {}", self.options.table);
+                self.refused(FEATURE_CREATE, Some(&needs), e)
+            })?;
         let record = match inserted {
             Some(row) => self.read_row(&row)??,
             None => return Err(StoreError::TagExists(spec.tag.clone())),
@@ -486,34 +613,22 @@ impl SegmentStore for PgStore {
     }
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        // One transaction under the creators' lock: the row goes and its tombstone comes, or
-        // neither; a create of this name waits for it.
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
-        self.lock(&mut tx).await?;
-        let max_id: Option<i64> = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.delete)))
-            .bind(tag.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        // Dropping the transaction rolls it back.
-        let Some(max_id) = max_id else { return Err(StoreError::TagNotFound(tag.clone())) };
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {TOMBSTONES_TABLE} (segment_table, biz_tag, max_id, update_time) \
-             VALUES ($1, $2, $3, now()) ON CONFLICT (segment_table, biz_tag) DO UPDATE SET \
-             max_id = GREATEST({TOMBSTONES_TABLE}.max_id, EXCLUDED.max_id), update_time = now()"
+        if self.delete_once(tag).await? {
+            return Ok(());
+        }
+        // The first deletion: the tombstone table is made, then the delete runs again.
+        self.ensure_tombstones().await?;
+        if self.delete_once(tag).await? {
+            return Ok(());
+        }
+        Err(StoreError::Unavailable(format!(
+            "PostgreSQL: table {TOMBSTONES_TABLE} vanished while tag {tag} was deleted; retry"
         )))
-        .bind(self.options.table.as_str())
-        .bind(tag.as_str())
-        .bind(max_id.max(0))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| self.unavailable(e))?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
     }
 
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
-        let tomb = self.select_tombstone(&mut tx, tag).await?;
+        let tomb = self.select_tombstone(&mut tx, tag, FEATURE_CREATE).await?;
         tx.commit().await.map_err(|e| self.unavailable(e))?;
         Ok(tomb)
     }
@@ -700,6 +815,32 @@ fn contended(tag: &Tag, attempts: u32) -> StoreError {
     ))
 }
 
+/// The segment table's DDL: Leaf's columns in PostgreSQL types.
+pub(crate) fn segment_ddl(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (
+    biz_tag     varchar(128) NOT NULL PRIMARY KEY,
+    max_id      bigint       NOT NULL DEFAULT 1,
+    step        integer      NOT NULL,
+    description varchar(256),
+    update_time timestamp    NOT NULL DEFAULT now()
+)"
+    )
+}
+
+/// The tombstone table's DDL, shared by every segment table of the database.
+pub(crate) fn tombstones_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {TOMBSTONES_TABLE} (
+    segment_table varchar(64)  NOT NULL,
+    biz_tag       varchar(128) NOT NULL,
+    max_id        bigint       NOT NULL,
+    update_time   timestamptz  NOT NULL DEFAULT now(),
+    PRIMARY KEY (segment_table, biz_tag)
+)"
+    )
+}
+
 fn non_negative(value: Option<i64>) -> Result<u64, String> {
     match value {
         Some(v) => u64::try_from(v).map_err(|_| v.to_string()),
@@ -715,8 +856,8 @@ impl PgStore {
     pub(crate) async fn create_missing_tables(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-        tables: [(&str, String); 2],
-        what: &str,
+        tables: &[(&str, String)],
+        feature: &str,
     ) -> Result<(), StoreError> {
         for (table, ddl) in tables {
             let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
@@ -724,15 +865,20 @@ impl PgStore {
                 .fetch_one(&mut **tx)
                 .await
                 .map_err(|e| self.unavailable(e))?;
-            if !exists {
-                sqlx::query(AssertSqlSafe(ddl))
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(|e| self.unavailable(e))?;
-                tracing::info!(table, store = %self.location, "created a {what} table");
-            } else {
-                tracing::info!(table, store = %self.location, "found the {what} table; using it as it is");
+            if exists {
+                continue;
             }
+            if !self.options.create_tables.allowed() {
+                return Err(StoreError::MissingTable {
+                    feature: feature.to_string(),
+                    table: table.to_string(),
+                });
+            }
+            sqlx::query(AssertSqlSafe(ddl.clone()))
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| self.refused(feature, Some("CREATE on the schema"), e))?;
+            tracing::info!(table, store = %self.location, "created a table for {feature}");
         }
         Ok(())
     }

@@ -1,12 +1,15 @@
 //! What the database backends (MySQL/MariaDB, PostgreSQL) share: the bounds, backoff and
-//! per-tag lock stripes of the `cas` allocation mode, and scrubbing a password out of the
-//! driver's messages.
+//! per-tag lock stripes of the `cas` allocation mode, scrubbing a password out of the
+//! driver's messages, and telling a refused privilege from an outage (a refused privilege is
+//! final: [`StoreError::Denied`], never a retryable "unavailable").
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, RandomState};
 use std::time::Duration;
 
 use idmint_core::Tag;
 use idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT;
+
+use crate::StoreError;
 
 /// Read-then-compare-and-set rounds one `alloc=cas` allocation makes before giving up as
 /// contended.
@@ -51,6 +54,46 @@ pub(crate) fn cas_backoff(attempt: u32) -> Duration {
     // A fresh RandomState is randomly keyed: all the randomness a pause needs.
     let random = RandomState::new().hash_one(attempt);
     Duration::from_micros(random % (ceiling_us + 1))
+}
+
+/// The feature named by a refusal whose statement did not say which feature it served.
+pub(crate) const ANY_FEATURE: &str = "this call";
+
+/// The refusal of a privilege, when `e` is one: MySQL's and MariaDB's "command denied" and
+/// "access denied" (SQLSTATE 42000 with "denied" in the message), PostgreSQL's
+/// `insufficient_privilege` (42501). `needs` names the privilege and table the statement
+/// needs (`INSERT on leaf_alloc`); `None` reads them from MySQL's message, which names both.
+pub(crate) fn denied(
+    e: &sqlx::Error,
+    feature: &str,
+    needs: Option<&str>,
+    secret: Option<&str>,
+) -> Option<StoreError> {
+    let sqlx::Error::Database(db) = e else { return None };
+    let message = db.message();
+    let refused = match db.code().as_deref() {
+        Some("42501") => true,
+        Some("42000") => message.contains(" denied "),
+        _ => false,
+    };
+    if !refused {
+        return None;
+    }
+    let needs = needs
+        .map(str::to_string)
+        .or_else(|| needs_from_mysql(message))
+        .unwrap_or_else(|| "a privilege on the table named here".to_string());
+    Some(StoreError::Denied { feature: feature.to_string(), needs, detail: scrub(message, secret) })
+}
+
+/// `INSERT on leaf_alloc` from MySQL's "INSERT command denied to user 'u'@'h' for table
+/// 'leaf_alloc'" (MariaDB: "… for table `db`.`leaf_alloc`").
+fn needs_from_mysql(message: &str) -> Option<String> {
+    let (command, rest) = message.split_once(" command denied")?;
+    let quotes: &[char] = &['`', '\'', '"'];
+    let table = rest.split_once("for table ")?.1.trim().trim_matches(quotes);
+    let table = table.rsplit('.').next()?.trim_matches(quotes);
+    Some(format!("{} on {table}", command.trim()))
 }
 
 /// The password of a `scheme://user:password@host/…` URL, as written.
@@ -111,6 +154,25 @@ mod tests {
         assert_eq!(password("mysql://app@db/ids"), None);
         assert_eq!(password("mysql://app:@db/ids"), Some(""));
         assert_eq!(scrub("nothing to hide", Some("")), "nothing to hide");
+    }
+
+    #[test]
+    fn mysql_refusals_name_the_privilege_and_the_table() {
+        assert_eq!(
+            needs_from_mysql(
+                "INSERT command denied to user 'leaf'@'localhost' for table `test`.`leaf_alloc`"
+            )
+            .as_deref(),
+            Some("INSERT on leaf_alloc")
+        );
+        assert_eq!(
+            needs_from_mysql(
+                "CREATE command denied to user 'leaf'@'%' for table 'idmint_tombstones'"
+            )
+            .as_deref(),
+            Some("CREATE on idmint_tombstones")
+        );
+        assert_eq!(needs_from_mysql("Access denied for user 'leaf'@'%' to database 'x'"), None);
     }
 
     #[test]

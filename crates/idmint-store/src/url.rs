@@ -8,8 +8,9 @@
 //! The database URLs take idmint's own options as query parameters, which are removed
 //! before the URL reaches the driver: `table` (default `leaf_alloc`), `alloc` (`update`, the
 //! default: one atomic `UPDATE`; or `cas`: read, then compare-and-set, for databases and
-//! proxies that forbid expression updates) and `pool_max` (connections, default
-//! [`POOL_MAX_DEFAULT`]). Every other parameter is the driver's (e.g. `ssl-mode`).
+//! proxies that forbid expression updates), `pool_max` (connections, default
+//! [`POOL_MAX_DEFAULT`]), `workers_table`, `worker_node_table` and `create_tables`
+//! ([`CreateTables`]: `true`, `false` or `auto`, the default). Every other parameter is the driver's (e.g. `ssl-mode`).
 //!
 //! Several URLs separated by spaces interleave their stores by residue
 //! ([`crate::InterleavedStore`]): `"mysql://a/ids mysql://b/ids"` serves each tag from both
@@ -123,6 +124,33 @@ pub struct SqlOptions {
     /// The worker-id assignment table (`worker_node_table=`, default
     /// [`WORKER_NODE_TABLE`](crate::WORKER_NODE_TABLE)), likewise.
     pub worker_node_table: TableName,
+    /// Whether idmint may create the tables it needs (`create_tables=`).
+    pub create_tables: CreateTables,
+}
+
+/// Whether a node may create the tables it needs (`create_tables=` of a database URL).
+/// Every table is created when its feature first needs it, never altered: the segment
+/// table at start, the tombstone table at the first tag deletion, the worker tables at the
+/// first lease or assignment, the sequence tables at the first sequence call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CreateTables {
+    /// The default: create what a feature needs, but not a segment table in a database that
+    /// holds another Leaf-shaped table (`biz_tag`, `max_id`, `step`: most likely a mistyped
+    /// `table=`), and not one in a Tinyid database until a tag is first created there.
+    #[default]
+    Auto,
+    /// `create_tables=true`: create what a feature needs, a new segment table included.
+    Always,
+    /// `create_tables=false`: issue no DDL at all; a missing table is a final error naming
+    /// the table and `idmint schema print`.
+    Never,
+}
+
+impl CreateTables {
+    /// Whether any DDL may be issued.
+    pub fn allowed(self) -> bool {
+        self != CreateTables::Never
+    }
 }
 
 /// How a database store reserves a range.
@@ -386,6 +414,20 @@ impl SqlUrl {
                         }
                     }
                 }
+                "create_tables" => {
+                    options.create_tables = match value {
+                        "true" => CreateTables::Always,
+                        "false" => CreateTables::Never,
+                        "auto" => CreateTables::Auto,
+                        other => {
+                            return Err(bad(format!(
+                                "create_tables={other:?} is not a choice; use create_tables=true \
+                                 (create every table a feature needs), false (no DDL at all; \
+                                 apply `idmint schema print` yourself) or auto (the default)"
+                            )));
+                        }
+                    }
+                }
                 "pool_max" => {
                     options.pool_max = value
                         .parse::<u32>()
@@ -437,6 +479,7 @@ impl Default for SqlOptions {
             pool_max: POOL_MAX_DEFAULT,
             workers_table: TableName::known(crate::WORKERS_TABLE),
             worker_node_table: TableName::known(crate::WORKER_NODE_TABLE),
+            create_tables: CreateTables::Auto,
         }
     }
 }
@@ -592,6 +635,17 @@ mod tests {
         assert_eq!(url.options.workers_table.as_str(), "leaf_workers");
         assert_eq!(url.options.worker_node_table.as_str(), "leaf_nodes");
         assert_eq!(url.driver_url(), "mysql://u@db/ids");
+        assert_eq!(url.options.create_tables, CreateTables::Auto);
+        for (value, expected) in [
+            ("true", CreateTables::Always),
+            ("false", CreateTables::Never),
+            ("auto", CreateTables::Auto),
+        ] {
+            let text = format!("postgres://u@db/ids?create_tables={value}&sslmode=disable");
+            let Ok(StoreUrl::Postgres(url)) = StoreUrl::parse(&text) else { panic!("{text}") };
+            assert_eq!(url.options.create_tables, expected);
+            assert_eq!(url.driver_url(), "postgres://u@db/ids?sslmode=disable");
+        }
     }
 
     #[test]
@@ -611,6 +665,7 @@ mod tests {
             ("postgres://root:hunter2@db:5432/ids?worker_node_table=1n", "worker_node_table: "),
             ("postgres://root:hunter2@db:5432/ids?workers_table=", "not a table name"),
             ("mysql://root:hunter2@db:3306/ids?alloc=fast", "not a mode"),
+            ("mysql://root:hunter2@db:3306/ids?create_tables=yes", "not a choice"),
             ("mysql://root:hunter2@db:3306/ids?pool_max=0", "out of range"),
             ("postgres://root:hunter2@db:5432", "no database name"),
             ("postgres://root:hunter2@/ids", "no host"),

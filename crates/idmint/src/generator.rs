@@ -502,6 +502,8 @@ impl TagGenerator {
                         StoreError::Exhausted { .. }
                             | StoreError::Corrupt { .. }
                             | StoreError::TagNotStorable { .. }
+                            | StoreError::Denied { .. }
+                            | StoreError::MissingTable { .. }
                     )
             ) && !self.buffer.is_frozen()
                 && (self.buffer.remaining() > 0 || demanded);
@@ -629,7 +631,14 @@ impl TagGenerator {
             // Final as well: a row idmint cannot serve stays so until someone fixes it (the
             // server answers 500 `store_row_invalid`, never a retryable 503), and a tag the
             // store's table cannot hold until the table is converted (409).
-            Ok(Err(final_ @ (StoreError::Corrupt { .. } | StoreError::TagNotStorable { .. }))) => {
+            // And a privilege or table the store lacks, until an operator grants or makes it
+            // (501, named in the message).
+            Ok(Err(
+                final_ @ (StoreError::Corrupt { .. }
+                | StoreError::TagNotStorable { .. }
+                | StoreError::Denied { .. }
+                | StoreError::MissingTable { .. }),
+            )) => {
                 return Err(Error::Store(final_));
             }
             Ok(Err(e)) => return Err(self.unavailable(e)),

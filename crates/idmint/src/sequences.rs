@@ -389,9 +389,11 @@ impl Sequences {
                 period: key.period.clone(),
                 limit: COUNTER_MAX,
             },
-            RefillError::Store(error @ StoreError::Unsupported { .. }) => {
-                SequenceError::Store(error)
-            }
+            RefillError::Store(
+                error @ (StoreError::Unsupported { .. }
+                | StoreError::Denied { .. }
+                | StoreError::MissingTable { .. }),
+            ) => SequenceError::Store(error),
             RefillError::Store(other) => unavailable(other.to_string()),
         };
         let local = self.local(&key, now_ms / 1_000);

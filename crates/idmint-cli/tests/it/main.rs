@@ -10,6 +10,7 @@ mod docs;
 mod drain;
 mod fds;
 mod formats;
+mod grants;
 mod grpc;
 mod multinode;
 mod ops;

@@ -12,8 +12,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, IdText, IdValues, IdsAs, STORE_500, STORE_503, TAG_PARAM, TagName, parse_count,
-    public_values,
+    CountQuery, IdText, IdValues, IdsAs, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagName,
+    parse_count, public_values,
 };
 use crate::state::SharedState;
 
@@ -39,6 +39,7 @@ use crate::state::SharedState;
             ids (`public_ids_exhausted`), or the store's table cannot hold the tag \
             (`tag_not_storable`)", body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -79,6 +80,7 @@ pub(crate) struct IdsBody {
             ids (`public_ids_exhausted`), or the store's table cannot hold the tag \
             (`tag_not_storable`)", body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]

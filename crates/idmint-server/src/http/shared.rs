@@ -39,6 +39,12 @@ pub(crate) const STORE_500: &str = "The tag's store row holds impossible values 
     (`store_row_invalid`), the node's data directory failed (`local_state`), or another failure \
     (`internal`)";
 
+/// The 501 answer of routes that reach the segment store: final until an operator acts.
+pub(crate) const STORE_501: &str = "The store's database account lacks a privilege this call \
+    needs (`store_privilege_missing`: the message names the privilege and the table; `idmint \
+    schema print` prints the GRANT statements), or a table it needs does not exist and the node \
+    creates none (`store_table_missing`, `create_tables=false`). gRPC: FAILED_PRECONDITION";
+
 /// The 503 answer of routes that reach the segment store.
 pub(crate) const STORE_503: &str = "The store did not answer in time, both segments are spent \
     and the refill failed (`unavailable`), or the node is shutting down (`shutting_down`)";
@@ -57,7 +63,9 @@ pub(crate) const SNOWFLAKE_501: &str = "The node is not configured to serve snow
     (`snowflake_not_configured`: disabled, a store that cannot hold worker leases, such as \
     Flicker or several databases, or a configuration the generator cannot run); no worker id \
     was free when it started (`worker_ids_exhausted`); or its clock is off the store's by more \
-    than `snowflake.lease_margin_ms` (`clock_skew`). The message says what to do. gRPC: \
+    than `snowflake.lease_margin_ms` (`clock_skew`); or the store's account lacks a privilege \
+    on the worker tables, or they are missing with `create_tables=false` \
+    (`store_privilege_missing`, `store_table_missing`). The message says what to do. gRPC: \
     FAILED_PRECONDITION";
 
 /// The 409 answer of routes that take snowflake ids: final, nothing ends it but a new layout.
@@ -82,8 +90,10 @@ pub(crate) const SEQ_409: &str = "The sequence reached its largest number, 2^53-
 pub(crate) const SEQ_501: &str = "The node is not configured to serve sequences \
     (`sequences_not_configured`: no Redis, a bad Redis URL, or no single SQL store for the \
     ceilings), or the Redis of the counters cannot be trusted with them \
-    (`sequence_store_unsupported`: it refuses `INFO` to idmint's user, or is a proxy); the \
-    message says how to fix it. gRPC: FAILED_PRECONDITION";
+    (`sequence_store_unsupported`: it refuses `INFO` to idmint's user, or is a proxy), or the \
+    store's account lacks a privilege on the sequence tables, or they are missing with \
+    `create_tables=false` (`store_privilege_missing`, `store_table_missing`); the message says \
+    how to fix it. gRPC: FAILED_PRECONDITION";
 
 /// The 500 answer of sequence routes.
 pub(crate) const SEQ_500: &str = "An unexpected store failure (`internal`)";

@@ -17,8 +17,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_503, TAG_PARAM, TagBody, TagName,
-    UNAUTHORIZED,
+    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagBody,
+    TagName, UNAUTHORIZED,
 };
 use crate::state::SharedState;
 
@@ -38,6 +38,7 @@ pub(crate) struct TagsBody {
     responses(
         (status = 200, description = "Every tag in the store", body = TagsBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -85,6 +86,7 @@ pub(crate) struct CreateTag {
             the tag (`tag_not_storable`: the message gives the `ALTER TABLE`)",
             body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -126,6 +128,7 @@ pub(crate) async fn create_tag(
             body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -173,6 +176,7 @@ pub(crate) struct SetStep {
             body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]
@@ -204,6 +208,7 @@ pub(crate) async fn set_step(
             body = ErrorBody),
         (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
         (status = 500, description = STORE_500, body = ErrorBody),
+        (status = 501, description = STORE_501, body = ErrorBody),
         (status = 503, description = STORE_503, body = ErrorBody),
     )
 )]

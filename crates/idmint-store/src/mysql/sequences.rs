@@ -151,7 +151,7 @@ impl MySqlStore {
     /// lets an account without the CREATE privilege use tables an operator made.
     async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
         let tables = [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())];
-        self.create_missing_tables(tables, "sequence").await
+        self.create_missing_tables(&tables, "sequences").await
     }
 
     /// One creation under the creators' named lock: count, then insert.
@@ -287,7 +287,7 @@ impl Drop for CreateLock {
 }
 
 /// The definitions table.
-fn sequences_ddl() -> String {
+pub(crate) fn sequences_ddl() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {SEQUENCES_TABLE} (\
          name varchar({TAG_LEN_MAX}) NOT NULL, \
@@ -301,7 +301,7 @@ fn sequences_ddl() -> String {
 }
 
 /// The ceilings table.
-fn ceilings_ddl() -> String {
+pub(crate) fn ceilings_ddl() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {CEILINGS_TABLE} (\
          name varchar({TAG_LEN_MAX}) NOT NULL, \

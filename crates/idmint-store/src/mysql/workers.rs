@@ -1,5 +1,6 @@
 //! The MySQL / MariaDB backend's [`WorkerStore`]: the lease and assignment tables in the
-//! store's database (InnoDB, `utf8mb4_bin`), created on first use when absent and never
+//! store's database (InnoDB, `utf8mb4_bin`), each created on its first use (the lease table
+//! by the first lease, the assignment table by the first assignment) when absent and never
 //! altered (a lease table without the `holder_id` column, made by an earlier idmint, is
 //! refused with the statement that adds it).
 //!
@@ -24,12 +25,17 @@ use async_trait::async_trait;
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{MySqlStore, unavailable};
+use super::{MySqlStore, refused, unavailable};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
     check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
     stored,
 };
+
+/// The features named in refusals.
+const FEATURE_LEASES: &str = "snowflake worker-id leases";
+/// Store-assigned worker ids.
+const FEATURE_ASSIGN: &str = "store-assigned worker ids";
 
 /// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
 /// judged by. Arithmetic on a UTC datetime, so the session's time zone plays no part.
@@ -43,7 +49,7 @@ use crate::{
 #[async_trait]
 impl WorkerStore for MySqlStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
-        self.ensure_worker_tables().await?;
+        self.ensure_workers_table().await?;
         acquire_from(self, req).await
     }
 
@@ -92,7 +98,8 @@ impl WorkerStore for MySqlStore {
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
         let worker_node = self.worker_node_table.as_str();
         check_assign_request(req)?;
-        self.ensure_worker_tables().await?;
+        let ddl = worker_node_ddl(worker_node);
+        self.create_missing_tables(&[(worker_node, ddl)], FEATURE_ASSIGN).await?;
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let id = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {worker_node} (space, host, port, launch_ms) VALUES (?, ?, ?, ?)"
@@ -103,7 +110,7 @@ impl WorkerStore for MySqlStore {
         .bind(column(req.launch_ms))
         .execute(&mut *tx)
         .await
-        .map_err(unavailable)?
+        .map_err(|e| refused(FEATURE_ASSIGN, e))?
         .last_insert_id();
         if id == 0 || id > req.max_worker {
             // Dropping the transaction rolls the row back; the counter stays past it.
@@ -118,7 +125,7 @@ impl WorkerStore for MySqlStore {
 
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         let workers = self.workers_table.as_str();
-        self.ensure_worker_tables().await?;
+        self.ensure_workers_table().await?;
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT worker_id, holder, token, expires_ms, time_mark FROM {workers} \
              WHERE space = ? ORDER BY worker_id LIMIT {}",
@@ -262,16 +269,15 @@ impl LeaseTable for MySqlStore {
 }
 
 impl MySqlStore {
-    /// Creates each worker table when absent; never alters one that exists. Probing first
-    /// lets an account without the CREATE privilege use tables an operator made.
+    /// Creates the lease table when absent (the assignment table only when an id is
+    /// assigned); never alters one that exists. Probing first lets an account without the
+    /// CREATE privilege use a table an operator made.
     /// A lease table of an earlier idmint, without the holder id, is refused naming the
     /// statement that adds it: without it a deleted or restored row would let two nodes
     /// prove one lease.
-    async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
+    async fn ensure_workers_table(&self) -> Result<(), StoreError> {
         let workers = self.workers_table.as_str();
-        let worker_node = self.worker_node_table.as_str();
-        let tables = [(workers, workers_ddl(workers)), (worker_node, worker_node_ddl(worker_node))];
-        self.create_missing_tables(tables, "worker").await?;
+        self.create_missing_tables(&[(workers, workers_ddl(workers))], FEATURE_LEASES).await?;
         let probe = sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {workers} LIMIT 0")))
             .fetch_optional(&self.pool)
             .await;
@@ -325,7 +331,7 @@ fn add_holder_id(workers: &str) -> String {
 
 /// The lease table: the key and holder in `utf8mb4_bin`, as the segment table's tags, so
 /// spaces compare byte for byte.
-fn workers_ddl(workers: &str) -> String {
+pub(crate) fn workers_ddl(workers: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {workers} (\
          space varchar(64) NOT NULL, \
@@ -341,7 +347,7 @@ fn workers_ddl(workers: &str) -> String {
 }
 
 /// The assignment table, uid-generator's `WORKER_NODE` reduced to what idmint records.
-fn worker_node_ddl(worker_node: &str) -> String {
+pub(crate) fn worker_node_ddl(worker_node: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {worker_node} (\
          id bigint NOT NULL AUTO_INCREMENT, \

@@ -183,7 +183,7 @@ impl PgStore {
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
         lock_sequences(&mut tx).await.map_err(|e| self.unavailable(e))?;
         let tables = [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())];
-        self.create_missing_tables(&mut tx, tables, "sequence").await?;
+        self.create_missing_tables(&mut tx, &tables, "sequences").await?;
         tx.commit().await.map_err(|e| self.unavailable(e))
     }
 
@@ -230,7 +230,7 @@ async fn lock_sequences(tx: &mut sqlx::PgTransaction<'_>) -> Result<(), sqlx::Er
 }
 
 /// The definitions table.
-fn sequences_ddl() -> String {
+pub(crate) fn sequences_ddl() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {SEQUENCES_TABLE} (
             name       varchar({TAG_LEN_MAX}) NOT NULL PRIMARY KEY,
@@ -243,7 +243,7 @@ fn sequences_ddl() -> String {
 }
 
 /// The ceilings table.
-fn ceilings_ddl() -> String {
+pub(crate) fn ceilings_ddl() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {CEILINGS_TABLE} (
             name      varchar({TAG_LEN_MAX}) NOT NULL,

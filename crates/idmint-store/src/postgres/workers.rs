@@ -1,5 +1,6 @@
 //! The PostgreSQL backend's [`WorkerStore`]: the lease and assignment tables in the store's
-//! schema, created on first use when absent (under an advisory lock, so nodes starting
+//! schema, each created on its first use (the lease table by the first lease, the assignment
+//! table by the first assignment) when absent (under an advisory lock, so nodes starting
 //! together do not race) and never altered (a lease table without the `holder_id` column,
 //! made by an earlier idmint, is refused with the statement that adds it).
 //!
@@ -34,6 +35,11 @@ use crate::{
     WorkerStore,
 };
 
+/// The features named in refusals.
+const FEATURE_LEASES: &str = "snowflake worker-id leases";
+/// Store-assigned worker ids.
+const FEATURE_ASSIGN: &str = "store-assigned worker ids";
+
 /// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
 /// judged by.
 const NOW_MS: &str = "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint";
@@ -41,7 +47,7 @@ const NOW_MS: &str = "(floor(extract(epoch FROM statement_timestamp()) * 1000)):
 #[async_trait]
 impl WorkerStore for PgStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
-        self.ensure_worker_tables().await?;
+        self.ensure_workers_table().await?;
         acquire_from(self, req).await
     }
 
@@ -85,7 +91,7 @@ impl WorkerStore for PgStore {
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
         let worker_node = self.options.worker_node_table.as_str();
         check_assign_request(req)?;
-        self.ensure_worker_tables().await?;
+        self.ensure_worker_table(worker_node, worker_node_ddl(worker_node), FEATURE_ASSIGN).await?;
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
         let id: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
             "INSERT INTO {worker_node} (space, host, port, launch_ms) \
@@ -112,7 +118,7 @@ impl WorkerStore for PgStore {
 
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         let workers = self.options.workers_table.as_str();
-        self.ensure_worker_tables().await?;
+        self.ensure_workers_table().await?;
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT worker_id, holder::text, token, expires_ms, time_mark FROM {workers} \
              WHERE space = $1 ORDER BY worker_id LIMIT {}",
@@ -255,22 +261,32 @@ impl LeaseTable for PgStore {
 }
 
 impl PgStore {
-    /// Creates each worker table when absent, never altering one that exists. Checked first,
-    /// as the segment table is: PostgreSQL checks the right to create even for
-    /// `CREATE TABLE IF NOT EXISTS` of an existing table.
-    async fn ensure_worker_tables(&self) -> Result<(), StoreError> {
-        let workers = self.options.workers_table.as_str();
+    /// Creates `table` for `feature` when absent (under an advisory lock of its own, so two
+    /// nodes do not race), never altering one that exists. Checked first, as the segment
+    /// table is: PostgreSQL checks the right to create even for `CREATE TABLE IF NOT EXISTS`
+    /// of an existing table.
+    async fn ensure_worker_table(
+        &self,
+        table: &str,
+        ddl: String,
+        feature: &str,
+    ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
             .bind(ADVISORY_LOCK_CLASS)
-            .bind(workers)
+            .bind(table)
             .execute(&mut *tx)
             .await
             .map_err(|e| self.unavailable(e))?;
-        let worker_node = self.options.worker_node_table.as_str();
-        let tables = [(workers, workers_ddl(workers)), (worker_node, worker_node_ddl(worker_node))];
-        self.create_missing_tables(&mut tx, tables, "worker").await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        self.create_missing_tables(&mut tx, &[(table, ddl)], feature).await?;
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    /// Creates the lease table when absent (the assignment table is made only when an id is
+    /// first assigned).
+    async fn ensure_workers_table(&self) -> Result<(), StoreError> {
+        let workers = self.options.workers_table.as_str();
+        self.ensure_worker_table(workers, workers_ddl(workers), FEATURE_LEASES).await?;
         // A lease table of an earlier idmint lacks the holder id; without it a deleted or
         // restored row would let two nodes prove one lease, so it is refused, naming the fix.
         let probe = sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {workers} LIMIT 0")))
@@ -320,7 +336,7 @@ fn add_holder_id(workers: &str) -> String {
 }
 
 /// The lease table.
-fn workers_ddl(workers: &str) -> String {
+pub(crate) fn workers_ddl(workers: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {workers} (
             space      varchar(64)  NOT NULL,
@@ -336,7 +352,7 @@ fn workers_ddl(workers: &str) -> String {
 }
 
 /// The assignment table, uid-generator's `WORKER_NODE` reduced to what idmint records.
-fn worker_node_ddl(worker_node: &str) -> String {
+pub(crate) fn worker_node_ddl(worker_node: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {worker_node} (
             id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

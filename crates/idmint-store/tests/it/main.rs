@@ -21,6 +21,8 @@ mod conformance;
 mod flicker;
 #[cfg(feature = "mysql")]
 mod gate;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod grants;
 mod inputs;
 mod interleave;
 mod memory;

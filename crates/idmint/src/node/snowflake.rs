@@ -197,7 +197,10 @@ fn final_refusal(error: SnowflakeError) -> Result<NotServed, SnowflakeError> {
             )))
         }
         SnowflakeError::Store(
-            StoreError::WorkersExhausted { .. } | StoreError::NoWorkerIdInRange { .. },
+            StoreError::WorkersExhausted { .. }
+            | StoreError::NoWorkerIdInRange { .. }
+            | StoreError::Denied { .. }
+            | StoreError::MissingTable { .. },
         )
         | SnowflakeError::Exhausted(_)
         | SnowflakeError::LocalState(_) => Ok(NotServed::Refused(error)),
