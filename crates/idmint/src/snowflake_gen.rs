@@ -756,8 +756,8 @@ impl Snowflake {
 
     /// Stops the generator: the background tasks end, the fence closes (no id is issued
     /// after), the local mark of the worker id comes down to the last id issued (see
-    /// [`Snowflake::record_last_id`]) and the lease is released (its time mark stays in the
-    /// store). Idempotent.
+    /// `record_last_id`) and the lease is released (its time mark stays in the store).
+    /// Idempotent.
     pub async fn shutdown(&self) {
         self.cancel.cancel();
         self.tracker.wait().await;
