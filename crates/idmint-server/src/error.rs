@@ -260,7 +260,7 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
         "store_privilege_missing",
         "501 (gRPC FAILED_PRECONDITION): the store's database account lacks a privilege the \
          feature needs; the message names it and its table (see `idmint schema print`); final \
-         until it is granted",
+         until it is granted (for snowflake ids, until the node restarts after that)",
     ),
     (
         "store_table_missing",

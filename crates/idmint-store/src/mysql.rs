@@ -671,28 +671,21 @@ impl SegmentStore for MySqlStore {
     }
 
     async fn update_times_text(&self) -> Result<Vec<(Tag, String)>, StoreError> {
+        if self.absent().await? {
+            return Ok(Vec::new());
+        }
         // The server's own text of the column, in the server's time zone, as a Leaf node's
         // JDBC session (which sets none) reads it for `/db`; idmint's sessions read UTC, so
-        // this one connection switches for the query and back (or is closed).
+        // the value is converted in the statement (no session state to put back). A zone
+        // CONVERT_TZ does not know gives NULL: the session's text then.
         let statement = format!(
-            "SELECT biz_tag, CAST(update_time AS CHAR) FROM {} LIMIT {TAG_COUNT_MAX}",
+            "SELECT biz_tag, COALESCE(\
+             CAST(CONVERT_TZ(update_time, @@session.time_zone, @@global.time_zone) AS CHAR), \
+             CAST(update_time AS CHAR)) FROM {} ORDER BY CAST(biz_tag AS BINARY) \
+             LIMIT {TAG_COUNT_MAX}",
             self.sql.table
         );
-        let mut conn = self.pool.acquire().await.map_err(unavailable)?;
-        let zone: String = sqlx::query_scalar("SELECT CAST(@@session.time_zone AS CHAR)")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(unavailable)?;
-        let switched = sqlx::query("SET time_zone = @@global.time_zone").execute(&mut *conn).await;
-        let rows = match switched {
-            Ok(_) => sqlx::query(AssertSqlSafe(statement)).fetch_all(&mut *conn).await,
-            Err(error) => Err(error),
-        };
-        let back = sqlx::query("SET time_zone = ?").bind(&zone).execute(&mut *conn).await;
-        if back.is_err() {
-            // Never back in the pool in another time zone.
-            drop(conn.detach());
-        }
+        let rows = sqlx::query(AssertSqlSafe(statement)).fetch_all(&self.pool).await;
         let rows = rows.map_err(unavailable)?;
         let mut times = Vec::with_capacity(rows.len());
         for row in &rows {

@@ -515,6 +515,7 @@ impl Snowflake {
         // this one is stepped back meanwhile; then the time mark, which the next holder
         // starts above, still keeps this node's ids below the next holder's.
         let fence_ms = lease.as_ref().map_or(u64::MAX, |_| now + config.lease_ttl_ms);
+        let unmeasured = config.worker == WorkerIdSource::Lease && store.is_some();
         let generator = Arc::new(Snowflake {
             policy,
             clock,
@@ -539,7 +540,9 @@ impl Snowflake {
             lease_losses: AtomicU64::new(0),
             offset_ms: AtomicI64::new(0),
             offset_measured: AtomicBool::new(false),
-            skewed: AtomicBool::new(false),
+            // With a leased worker id, unproven until the first measurement: the settling
+            // floor counts on the margin, so no id before the offset is known.
+            skewed: AtomicBool::new(unmeasured),
             offset_warned: AtomicBool::new(false),
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
@@ -1094,6 +1097,13 @@ impl Snowflake {
         if !self.skewed.load(Ordering::Acquire) {
             return Ok(());
         }
+        if !self.offset_measured.load(Ordering::Acquire) {
+            return Err(SnowflakeError::Unavailable(format!(
+                "this node's clock offset from the store is not measured yet (retried every \
+                 {CLOCK_OFFSET_PERIOD_MS} ms); with a leased worker id no snowflake id is \
+                 issued before it is"
+            )));
+        }
         Err(SnowflakeError::ClockSkew {
             offset_ms: self.offset_ms.load(Ordering::Acquire),
             margin_ms: self.config.lease_margin_ms,
@@ -1104,7 +1114,7 @@ impl Snowflake {
     /// (and when it comes back), not at every measurement.
     fn record_offset(&self, offset_ms: i64) {
         self.offset_ms.store(offset_ms, Ordering::Release);
-        self.offset_measured.store(true, Ordering::Release);
+        let first = !self.offset_measured.swap(true, Ordering::AcqRel);
         let margin_ms = self.config.lease_margin_ms;
         let off_ms = offset_ms.unsigned_abs();
         let space = &self.config.space;
@@ -1119,7 +1129,10 @@ impl Snowflake {
         // Half: two nodes each within half the margin of the store differ by less than the
         // margin, which is what the settling floor counts on.
         let skewed = self.config.worker == WorkerIdSource::Lease && off_ms > margin_ms / 2;
-        if skewed != self.skewed.swap(skewed, Ordering::AcqRel) {
+        let was = self.skewed.swap(skewed, Ordering::AcqRel);
+        // The first measurement ends the unmeasured state quietly when the clock is within.
+        let changed = if first { skewed } else { skewed != was };
+        if changed {
             if skewed {
                 tracing::error!(%space, offset_ms, margin_ms, "this node's clock is off the store's by more than half of lease_margin_ms: snowflake ids are refused (501 clock_skew) until it is back within. Fix: the time sync of this node or of the store");
             } else {

@@ -148,11 +148,19 @@ fn quote_hint(text: &str, offset: usize) -> String {
     let bare = !value.is_empty()
         && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/+@".contains(c));
     let quoted = format!("{key} = \"{value}\"");
+    // A value that may be a secret (a token, a key, a URL with a password) is never repeated:
+    // the hint goes to stderr and the logs.
+    let secret = ["token", "key", "secret", "password", "store", "redis"]
+        .iter()
+        .any(|word| key.to_ascii_lowercase().contains(word))
+        || value.contains('@')
+        || value.contains("://");
     if bare
         && toml::from_str::<toml::Table>(line).is_err()
         && toml::from_str::<toml::Table>(&quoted).is_ok()
     {
-        format!("; quote it: {quoted}")
+        let shown = if secret { format!("{key} = \"…\"") } else { quoted };
+        format!("; quote it: {shown}")
     } else {
         String::new()
     }

@@ -23,6 +23,11 @@ fn tokens_are_checked_but_never_quoted_back() {
         format!("[auth]\nadmin_token = \"{secret}"),
         format!("[auth]\nadmin_token = \"{secret}\" nonsense"),
         format!("[auth.clients.shop]\ntoken = \"{secret}\"\ntags = 5\n"),
+        // Unquoted: the "quote it" hint names the key, never the value.
+        format!("[auth]\nadmin_token = {secret}\n"),
+        format!("[auth.clients.shop]\ntoken = {secret}\n"),
+        format!("store = mysql://root:{secret}@db:3306/ids\n"),
+        format!("listen = x{secret}@y\n"),
     ] {
         let error = FileConfig::parse(&text, "t.toml").unwrap_err().to_string();
         assert!(!error.contains("hunter2"), "{error}");
@@ -637,6 +642,25 @@ fn load_checked(
 fn a_variable_idmint_does_not_read_is_reported_with_the_nearest_one() {
     let misspelled = ["IDMINT_SNOWFLAK_ENABLED", "IDMINT_REFILL_WAIT_MS", "IDMINT_ADMIN_TOKN"];
     let unrelated = "IDMINT_QQQQQQQQQQQQ";
+    let link = super::variables::is_service_link;
+    assert!(link("IDMINT_PORT_80_TCP_ADDR", &["IDMINT"]) && link("IDMINT_PORT", &["IDMINT"]));
+    assert!(!link("IDMINT_LISTEN_PORT", &["IDMINT"]) && !link("IDMINT_PORT", &[]));
+    assert!(
+        !link("IDMINT_PORT_80_TCP_HOST", &["IDMINT"]) && !link("IDMINT_PORT_X_TCP", &["IDMINT"])
+    );
+    // What Kubernetes sets in a pod for a Service named `idmint` (and `idmint-grpc`).
+    let service_links = [
+        "IDMINT_SERVICE_HOST",
+        "IDMINT_SERVICE_PORT",
+        "IDMINT_SERVICE_PORT_HTTP",
+        "IDMINT_PORT",
+        "IDMINT_PORT_80_TCP",
+        "IDMINT_PORT_80_TCP_PROTO",
+        "IDMINT_PORT_80_TCP_PORT",
+        "IDMINT_PORT_80_TCP_ADDR",
+        "IDMINT_GRPC_SERVICE_HOST",
+        "IDMINT_GRPC_PORT_9090_TCP_ADDR",
+    ];
     let known = [
         "IDMINT_LISTEN",
         "IDMINT_SEGMENT_REFILL_WAIT_MS",
@@ -663,7 +687,12 @@ fn a_variable_idmint_does_not_read_is_reported_with_the_nearest_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("idmint.toml");
     std::fs::write(&path, file).unwrap();
-    let names = known.iter().chain(&misspelled).chain([&unrelated]).map(|n| n.to_string());
+    let names = known
+        .iter()
+        .chain(&service_links)
+        .chain(&misspelled)
+        .chain([&unrelated])
+        .map(|n| n.to_string());
     let (_, unknown) =
         Settings::load_checked(Some(&path), &vars, &Overrides::default(), names).unwrap();
     let unknown = unknown.expect("the misspelled variables are reported");

@@ -49,15 +49,20 @@ pub(super) fn unknown_variables(
         .filter_map(|format| format.key_env.as_deref())
         .chain(file.auth.clients.values().filter_map(|client| client.token_env.as_deref()));
     let named: Vec<&str> = named_by_file.collect();
+    let names: Vec<String> = names.into_iter().collect();
+    let services: Vec<&str> =
+        names.iter().filter_map(|name| name.strip_suffix("_SERVICE_HOST")).collect();
     let known = |name: &str| {
         name.starts_with(TEST_VARIABLE_PREFIX)
+            || is_service_link(name, &services)
             || OTHER_VARIABLES.contains(&name)
             || named.contains(&name)
             || keys.iter().any(|(variable, _)| variable == name)
     };
     let mut unknown: Vec<String> = names
-        .into_iter()
+        .iter()
         .filter(|n| n.starts_with(VARIABLE_PREFIX) && !known(n.as_str()))
+        .cloned()
         .collect();
     unknown.sort();
     unknown.dedup();
@@ -91,4 +96,41 @@ fn nearest_variable(name: &str, keys: &[(String, &str)]) -> (Option<String>, Opt
         Some((variable, key, _)) => (Some(variable), key),
         None => (None, None),
     }
+}
+
+/// Whether `name` is one of the variables Kubernetes sets in every pod for each Service of
+/// its namespace (a Service `idmint` gives `IDMINT_SERVICE_HOST`, `IDMINT_SERVICE_PORT`,
+/// `IDMINT_SERVICE_PORT_HTTP`, `IDMINT_PORT`, `IDMINT_PORT_80_TCP`,
+/// `IDMINT_PORT_80_TCP_PROTO|PORT|ADDR`): not a typo of idmint's. `services` are the
+/// prefixes of the `…_SERVICE_HOST` variables present: Kubernetes always sets that one, so a
+/// lone `IDMINT_LISTEN_PORT` is still reported.
+pub(super) fn is_service_link(name: &str, services: &[&str]) -> bool {
+    if name.ends_with("_SERVICE_HOST") {
+        return true;
+    }
+    services.iter().any(|service| {
+        name.strip_prefix(service)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(is_service_port)
+    })
+}
+
+/// After a Service's prefix: `SERVICE_PORT[_NAME]`, `PORT` or `PORT_N_PROTO[_FIELD]`.
+fn is_service_port(rest: &str) -> bool {
+    if rest == "SERVICE_PORT" || rest == "PORT" {
+        return true;
+    }
+    if let Some(port_name) = rest.strip_prefix("SERVICE_PORT_") {
+        return !port_name.is_empty();
+    }
+    let Some(rest) = rest.strip_prefix("PORT_") else { return false };
+    let mut parts = rest.split('_');
+    let number =
+        parts.next().is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let protocol = parts.next().is_some_and(|p| matches!(p, "TCP" | "UDP" | "SCTP"));
+    let field = match parts.next() {
+        None => true,
+        Some(field) => matches!(field, "PROTO" | "PORT" | "ADDR") && parts.next().is_none(),
+    };
+    number && protocol && field
 }

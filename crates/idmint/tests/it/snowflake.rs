@@ -191,6 +191,8 @@ struct Flaky {
     inner: MemoryStore,
     renewals_fail: AtomicBool,
     slow: Option<(Arc<ManualClock>, u64)>,
+    /// The store's clock cannot be read (its offset is not measured).
+    now_fails: AtomicBool,
 }
 
 #[async_trait]
@@ -220,8 +222,38 @@ impl WorkerStore for Flaky {
         self.inner.list_leases(space).await
     }
     async fn now_ms(&self) -> Result<u64, StoreError> {
+        if self.now_fails.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("switched off".into()));
+        }
         self.inner.now_ms().await
     }
+}
+
+/// The settling floor counts on the lease margin, which the offset check enforces: with a
+/// leased worker id, no id goes out before the clock's offset from the store was measured
+/// once (503, retried), however long the floor has passed.
+#[tokio::test]
+async fn no_leased_id_before_the_clock_offset_is_measured() {
+    let clock = Arc::new(ManualClock::at_system_time());
+    let flaky = Arc::new(Flaky {
+        inner: MemoryStore::with_clock(clock.clone()),
+        renewals_fail: AtomicBool::new(false),
+        slow: None,
+        now_fails: AtomicBool::new(true),
+    });
+    let store: Arc<dyn WorkerStore> = flaky.clone();
+    let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
+        .await
+        .unwrap();
+    clock.advance(idmint::snowflake::settle_ms(&config()) + 1_000);
+    let refused = generator.next_id().await.unwrap_err();
+    assert!(matches!(refused, SnowflakeError::Unavailable(_)), "{refused:?}");
+    assert!(refused.to_string().contains("not measured yet"), "{refused}");
+    assert!(generator.readiness().is_err());
+    flaky.now_fails.store(false, Ordering::SeqCst);
+    generator.measure_clock_offset().await.unwrap();
+    assert!(generator.next_id().await.is_ok());
+    assert_eq!(generator.readiness(), Ok(()));
 }
 
 #[tokio::test]
@@ -231,6 +263,7 @@ async fn a_node_that_cannot_renew_its_lease_stops_before_it_expires() {
         inner: MemoryStore::with_clock(clock.clone()),
         renewals_fail: AtomicBool::new(true),
         slow: None,
+        now_fails: AtomicBool::new(false),
     });
     let store: Arc<dyn WorkerStore> = flaky.clone();
     let mut cfg = config();
@@ -678,6 +711,7 @@ async fn a_new_holders_floor_counts_from_when_the_store_answered() {
         inner: MemoryStore::with_clock(clock.clone()),
         renewals_fail: AtomicBool::new(false),
         slow: Some((Arc::clone(&clock), 1_500)),
+        now_fails: AtomicBool::new(false),
     });
     let generator = Snowflake::start(Some(store), config(), Arc::clone(&clock) as Arc<dyn Clock>)
         .await
