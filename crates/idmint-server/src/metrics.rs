@@ -506,7 +506,20 @@ fn render_segments(
         }
         out.push('\n');
     }
+    // Every tag's refill failures in one series, whatever the ranking: a tag moving into or
+    // out of `(other)` does not move it, so one alert watches every tag.
+    let all: f64 = served.iter().map(|(_, _, status)| status.refill_failures as f64).sum();
+    let name = REFILL_FAILURES_ALL;
+    let _ = writeln!(
+        out,
+        "# HELP {name} Failed segment refills of every tag and Tinyid biz_type this node \
+         serves.\n# TYPE {name} counter\n{name} {}\n",
+        number(all)
+    );
 }
+
+/// The node-wide sum of `idmint_segment_refill_failures_total` (deploy/prometheus's alert).
+const REFILL_FAILURES_ALL: &str = "idmint_segment_refill_failures_all_total";
 
 fn collect_snowflake(app: &AppState) {
     let Ok(generator) = app.node.snowflake() else {
