@@ -11,6 +11,7 @@
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -178,11 +179,21 @@ fn server_dir(prefix: &str) -> Result<PathBuf> {
     Ok(dir.keep())
 }
 
-/// Waits until `port` accepts TCP connections, or `child` exits, or the start timeout.
-fn wait_for_port(port: u16, child: Option<&mut Child>, what: &str, log: &Path) -> Result<()> {
+/// Waits until `port` accepts TCP connections and, when given, `socket` (the server's own
+/// Unix socket) accepts too, or `child` exits, or the start timeout. The socket tells that the
+/// listener on the port is this server: on a relaunch the freed port may meanwhile serve
+/// another test's process, which alone would pass a port check.
+fn wait_for_port(
+    port: u16,
+    socket: Option<&Path>,
+    child: Option<&mut Child>,
+    what: &str,
+    log: &Path,
+) -> Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
     let mut child = child;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    let ours = || socket.is_none_or(|path| UnixStream::connect(path).is_ok());
+    while !(ours() && TcpStream::connect(("127.0.0.1", port)).is_ok()) {
         if let Some(child) = child.as_deref_mut()
             && let Some(status) = child.try_wait()?
         {
@@ -266,7 +277,8 @@ impl PrivateMariaDb {
             command.arg("--user=root");
         }
         let mut child = command.spawn().context("starting mariadbd (package mariadb-server)")?;
-        wait_for_port(self.port, Some(&mut child), "mariadbd", &log)?;
+        let socket = d.join("mariadbd.sock");
+        wait_for_port(self.port, Some(&socket), Some(&mut child), "mariadbd", &log)?;
         self.child = Some(child);
         Ok(())
     }
@@ -519,12 +531,15 @@ impl PrivateRedis {
             .arg(&log)
             .arg("--pidfile")
             .arg(self.dir.join("redis.pid"))
+            .arg("--unixsocket")
+            .arg(self.dir.join("redis.sock"))
             .args(&self.extra)
             .stdout(Stdio::null())
             .process_group(0)
             .spawn()
             .context("starting redis-server (package redis-server)")?;
-        wait_for_port(self.port, Some(&mut child), "redis-server", &log)?;
+        let socket = self.dir.join("redis.sock");
+        wait_for_port(self.port, Some(&socket), Some(&mut child), "redis-server", &log)?;
         self.child = Some(child);
         Ok(())
     }
