@@ -580,8 +580,9 @@ fn path_tag(
             format!("the path parameter `{name}` is not valid UTF-8 once percent-decoded"),
         )
     })?;
-    // Checked once; a tag the node serves is the registry's own (nothing allocated).
-    Tag::check(&text)?;
+    // A tag the node serves is the registry's own (nothing allocated, and valid: the registry
+    // holds only parsed tags and never an internal row's name); any other name is parsed,
+    // which refuses a bad one.
     match node.served_tag(&text) {
         Some(tag) => Ok(tag),
         None => Ok(Tag::parse(&text)?),

@@ -116,6 +116,23 @@ fn segment_next(c: &mut Criterion) {
             })
         })
     });
+    // The whole take the Leaf route makes per request: the middleware's lookup of the path's
+    // name (`Node::served_tag`: a served name needs no parse), then the handler's
+    // `Node::next_public_text` and the text's bytes.
+    group.bench_function("node_leaf_route_take/1t", |b| {
+        b.iter_custom(|iters| {
+            on_threads(1, iters, |n| {
+                runtime.block_on(async {
+                    for _ in 0..n {
+                        let name = black_box(tag.as_str());
+                        let served = node.served_tag(name).expect("served");
+                        let text = node.next_public_text(&served).await.expect("id");
+                        black_box(text.as_str().as_bytes());
+                    }
+                })
+            })
+        })
+    });
     group.finish();
 
     // Batches: one take of BATCH ids, counted as BATCH elements, beside one fetch_add of

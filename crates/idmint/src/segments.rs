@@ -79,15 +79,18 @@ struct LastRegistry {
     hit: Option<Hit>,
 }
 
-/// [`LastRegistry::hit`]: an entry of the snapshot's registry, held here so that a take
-/// that lands on it reads the generator straight from the thread's snapshot (one load to
-/// reach the generator, not three through the registry's table).
+/// [`LastRegistry::hit`]: an entry of the snapshot's registry, by its number there. It holds
+/// no count on the generator: the snapshot holds the registry, which holds the generator, and
+/// a new snapshot starts without a hit. So a take whose tag changes between calls costs the
+/// lookup, not two atomic steps on a count shared with every other thread (the clone of the
+/// new hit's generator and the drop of the old one's).
 struct Hit {
     /// Where the generator's `Tag` keeps its name: compared, never read through. The
-    /// generator, held here, holds that `Tag`, so while the hit lives no other name can be
-    /// at this address: an equal address is the same `Tag`.
+    /// snapshot's registry holds the generator, and so that `Tag`, while the hit lives, so no other name can be at
+    /// this address: an equal address is the same `Tag`.
     name: *const str,
-    generator: Arc<TagGenerator>,
+    /// The entry's number in the snapshot's registry ([`Registry::at`]).
+    number: usize,
 }
 
 impl LastRegistry {
@@ -99,7 +102,7 @@ impl LastRegistry {
         if let Some(hit) = &self.hit
             && std::ptr::eq(hit.name, tag.as_str())
         {
-            return hit.generator.try_take_one();
+            return self.generator_at(hit.number)?.try_take_one();
         }
         self.take_by_tag_missed(tag)
     }
@@ -114,34 +117,42 @@ impl LastRegistry {
     /// The take by name: the entry of `name`, if the snapshot holds one, takes one id.
     #[inline(always)]
     fn take_by_name(&mut self, name: &str) -> Option<u64> {
-        self.find(name)?.generator.try_take_one()
+        self.find(name)?.try_take_one()
     }
 
-    /// The entry of `name`: the last hit when the names are equal (no hash), else the
+    /// The generator of entry `number` of the snapshot's registry.
+    #[inline(always)]
+    fn generator_at(&self, number: usize) -> Option<&Arc<TagGenerator>> {
+        self.registry.at(number).map(|(_, generator)| generator)
+    }
+
+    /// The generator of `name`: the last hit's when the names are equal (no hash), else the
     /// registry's lookup, which becomes the hit. `None` for an internal row's name in any
     /// ASCII case (never served, whatever the registry holds) and any name it does not hold.
     #[inline(always)]
-    fn find(&mut self, name: &str) -> Option<&Hit> {
-        match &self.hit {
-            Some(hit) if same_bytes(hit.generator.tag().as_str().as_bytes(), name.as_bytes()) => {
-                self.hit.as_ref()
-            }
-            _ => self.find_looking_up(name),
+    fn find(&mut self, name: &str) -> Option<&Arc<TagGenerator>> {
+        if let Some(hit) = &self.hit
+            && let Some(generator) = self.generator_at(hit.number)
+            && same_bytes(generator.tag().as_str().as_bytes(), name.as_bytes())
+        {
+            return self.generator_at(hit.number);
         }
+        self.find_looking_up(name)
     }
 
     /// [`LastRegistry::find`] past the last hit.
     #[inline(never)]
-    fn find_looking_up(&mut self, name: &str) -> Option<&Hit> {
+    fn find_looking_up(&mut self, name: &str) -> Option<&Arc<TagGenerator>> {
         // The registry never holds an internal row (`generator` refuses them), so a hit is
         // servable; checked here too, on the name, so a later change to what the registry
         // holds cannot make a request serve one. A hit is only ever set past this check.
         if is_internal_name(name) {
             return None;
         }
-        let (_, generator) = self.registry.at(self.registry.find(name)?)?;
-        let hit = Hit { name: generator.tag().as_str(), generator: Arc::clone(generator) };
-        Some(self.hit.insert(hit))
+        let number = self.registry.find(name)?;
+        let (_, generator) = self.registry.at(number)?;
+        self.hit = Some(Hit { name: generator.tag().as_str(), number });
+        Some(generator)
     }
 }
 
@@ -289,7 +300,7 @@ impl Segments {
     /// ([`Segments::next_id`]) on this thread finds it by its pointer.
     /// `None` for any other name (never an internal row: the registry holds none).
     pub fn served_tag(&self, name: &str) -> Option<Tag> {
-        self.with_snapshot(|last| Some(last.find(name)?.generator.tag().clone()))
+        self.with_snapshot(|last| Some(last.find(name)?.tag().clone()))
     }
 
     /// `count` ids of `tag` as increasing ranges.

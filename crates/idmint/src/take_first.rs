@@ -1,5 +1,5 @@
 //! [`TakeFirst`]: the future of a single-id take (`TagGenerator::next_id`,
-//! `Segments::next_id`, `Segments::next_id_by_name`). Its poll tries the synchronous take
+//! `Segments::next_id`, `Segments::next_id_by_name`, and the node's take as text). Its poll tries the synchronous take
 //! first and answers `Ready(Ok(id))` from it; only when the take comes up empty does it build
 //! the waiting future (boxed) and poll that.
 //!
@@ -19,20 +19,22 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The waiting half of a take, boxed so [`TakeFirst`] stays small.
-pub(crate) type Waiting<'a, E> = Pin<Box<dyn Future<Output = Result<u64, E>> + Send + 'a>>;
+/// The waiting half of a take, boxed so [`TakeFirst`] stays small. `T` is what a take
+/// answers: the id, or the node's text of it.
+pub(crate) type Waiting<'a, E, T = u64> =
+    Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'a>>;
 
 /// A future that answers from `take` when it gives an id, else from the future `wait` makes.
-pub(crate) struct TakeFirst<'a, E, Take, Wait> {
+pub(crate) struct TakeFirst<'a, E, Take, Wait, T = u64> {
     take: Take,
     wait: Option<Wait>,
-    waiting: Option<Waiting<'a, E>>,
+    waiting: Option<Waiting<'a, E, T>>,
 }
 
-impl<'a, E, Take, Wait> TakeFirst<'a, E, Take, Wait>
+impl<'a, E, Take, Wait, T> TakeFirst<'a, E, Take, Wait, T>
 where
-    Take: FnMut() -> Option<u64>,
-    Wait: FnOnce() -> Waiting<'a, E>,
+    Take: FnMut() -> Option<T>,
+    Wait: FnOnce() -> Waiting<'a, E, T>,
 {
     /// Nothing runs until the first poll.
     #[inline(always)]
@@ -41,15 +43,15 @@ where
     }
 }
 
-impl<'a, E, Take, Wait> Future for TakeFirst<'a, E, Take, Wait>
+impl<'a, E, Take, Wait, T> Future for TakeFirst<'a, E, Take, Wait, T>
 where
-    Take: FnMut() -> Option<u64> + Unpin,
-    Wait: FnOnce() -> Waiting<'a, E> + Unpin,
+    Take: FnMut() -> Option<T> + Unpin,
+    Wait: FnOnce() -> Waiting<'a, E, T> + Unpin,
 {
-    type Output = Result<u64, E>;
+    type Output = Result<T, E>;
 
     #[inline(always)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<u64, E>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, E>> {
         let this = self.get_mut();
         if this.waiting.is_none()
             && let Some(id) = (this.take)()
@@ -63,13 +65,13 @@ where
 /// The slow path: builds the waiting future on the first call and polls it.
 #[inline(never)]
 #[cold]
-fn poll_waiting<'a, E, Wait>(
-    waiting: &mut Option<Waiting<'a, E>>,
+fn poll_waiting<'a, E, Wait, T>(
+    waiting: &mut Option<Waiting<'a, E, T>>,
     wait: &mut Option<Wait>,
     cx: &mut Context<'_>,
-) -> Poll<Result<u64, E>>
+) -> Poll<Result<T, E>>
 where
-    Wait: FnOnce() -> Waiting<'a, E>,
+    Wait: FnOnce() -> Waiting<'a, E, T>,
 {
     let future = match waiting {
         Some(future) => future,

@@ -4,6 +4,11 @@
 //! Handlers parse, call one [`idmint::Node`] operation and render; they decide nothing.
 
 use axum::Json;
+use axum::body::Bytes;
+use axum::http::HeaderValue;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use idmint::node::PublicText;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::Serialize;
@@ -46,8 +51,19 @@ use crate::state::SharedState;
 pub(crate) async fn leaf_segment(
     State(app): State<SharedState>,
     RouteTag(tag): RouteTag,
-) -> Result<String, ApiError> {
-    Ok(app.node.next_public_text(&tag).await?)
+) -> Result<TextId, ApiError> {
+    Ok(TextId(app.node.next_public_text(&tag).await?))
+}
+
+/// One id as Leaf's `text/plain` answer (as a `String` answers: `text/plain; charset=utf-8`).
+pub(crate) struct TextId(PublicText);
+
+impl IntoResponse for TextId {
+    fn into_response(self) -> Response {
+        let body = Bytes::copy_from_slice(self.0.as_str().as_bytes());
+        ([(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], body)
+            .into_response()
+    }
 }
 
 /// A batch of a tag's ids.

@@ -16,7 +16,8 @@ async fn leaf_route_answers_plain_decimal_ids_that_increase() {
         let response = server.get("/api/segment/get/order").await;
         assert_eq!(response.status().as_u16(), 200);
         let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
-        assert!(content_type.starts_with("text/plain"), "{content_type}");
+        assert_eq!(content_type, "text/plain; charset=utf-8");
+        assert_eq!(response.headers()["content-length"], expected.to_string().len().to_string());
         let id: u64 = response.text().await.unwrap().parse().expect("a decimal id");
         assert_eq!(id, expected);
         assert!(id > last);

@@ -14,6 +14,7 @@ mod error;
 mod ready;
 mod snowflake;
 mod start;
+mod text;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -30,6 +31,7 @@ use crate::segment::{CreatedTag, Lease, TagStatus};
 use crate::sequence::limits::SEQ_COUNT_MAX;
 use crate::sequence::{SequenceIds, SequenceStatus};
 use crate::snowflake::SnowflakeStatus;
+use crate::take_first::{TakeFirst, Waiting};
 use crate::tinyid::{BizTypeView, Tinyid, TinyidSegment};
 use crate::{CachedSnowflake, Clock, Error, IdFormat, Segments, Sequences, Snowflake, Uuids};
 
@@ -39,6 +41,7 @@ use snowflake::SnowflakeSlot;
 pub use snowflake::{
     SNOWFLAKE_RETRY_MS_MAX, SNOWFLAKE_RETRY_MS_MIN, SNOWFLAKE_START_ATTEMPT_MS_MAX,
 };
+pub use text::PublicText;
 pub use start::{
     FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig, TinyidNodeConfig,
 };
@@ -235,29 +238,74 @@ impl Node {
     }
 
     /// The next id of `tag` as text: its public id as the tag's format renders it, or the
-    /// decimal id.
-    pub async fn next_public_text(&self, tag: &Tag) -> Result<String, NodeError> {
-        let id = self.segments.next_id(tag).await?;
-        let Some(format) = self.formats.get(tag) else {
-            return Ok(id.to_string());
-        };
-        Ok(format.at(&format.zoned(self.clock.now_ms()))?.render(id)?)
+    /// decimal id (written in place, nothing allocated).
+    ///
+    /// Lazy and small as [`Segments::next_id`]'s future: for a tag without a format, a hit is
+    /// the take and the digits, inlined into the caller's poll (`take_first.rs`).
+    #[inline]
+    pub fn next_public_text<'a>(
+        &'a self,
+        tag: &'a Tag,
+    ) -> impl Future<Output = Result<PublicText, NodeError>> + Send + 'a {
+        TakeFirst::new(
+            move || self.try_public_decimal(tag.as_str(), || self.segments.try_next_id(tag)),
+            move || -> Waiting<'a, NodeError, PublicText> {
+                Box::pin(async move {
+                    let id = self.segments.next_id(tag).await?;
+                    self.public_text(tag.as_str(), id)
+                })
+            },
+        )
     }
 
     /// [`Node::next_public_text`] by the tag's name as the request carries it (the path
     /// segment, percent-decoded): what a transport calls per request instead of parsing the
     /// name. A name the node serves is answered without a `Tag` being made (no parse, no
-    /// allocation but the answer's text); any other name is parsed and answered as its `Tag`
+    /// allocation); any other name is parsed and answered as its `Tag`
     /// is: a bad name (an internal row's in any ASCII case included) is [`NodeError::Tag`]
     /// with `Tag::parse`'s reason, an unknown tag `NodeError::Segment(Error::UnknownTag)`.
-    pub async fn next_public_text_by_name(&self, name: &str) -> Result<String, NodeError> {
-        let id = self.segments.next_id_by_name(name).await?;
+    #[inline]
+    pub fn next_public_text_by_name<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Future<Output = Result<PublicText, NodeError>> + Send + 'a {
+        TakeFirst::new(
+            move || self.try_public_decimal(name, || self.segments.try_next_id_by_name(name)),
+            move || -> Waiting<'a, NodeError, PublicText> {
+                Box::pin(async move {
+                    let id = self.segments.next_id_by_name(name).await?;
+                    self.public_text(name, id)
+                })
+            },
+        )
+    }
+
+    /// The take as decimal text, for a tag without a format, when its buffer holds an id:
+    /// the fast path of the two takes as text. `None` sends the request the waiting way
+    /// (which takes then, so nothing is taken twice: `take` ran only if it is called here).
+    #[inline(always)]
+    fn try_public_decimal(
+        &self,
+        name: &str,
+        take: impl FnOnce() -> Option<u64>,
+    ) -> Option<PublicText> {
+        // `formats` is keyed by tags and looked up by the name (`Tag: Borrow<str>`); an empty
+        // map answers without hashing.
+        if self.formats.contains_key(name) {
+            return None;
+        }
+        take().map(PublicText::decimal)
+    }
+
+    /// `id` of the tag named `name` as text.
+    #[inline]
+    fn public_text(&self, name: &str, id: u64) -> Result<PublicText, NodeError> {
         // `formats` is keyed by tags and looked up by the name (`Tag: Borrow<str>`); an empty
         // map answers without hashing.
         let Some(format) = self.formats.get(name) else {
-            return Ok(id.to_string());
+            return Ok(PublicText::decimal(id));
         };
-        Ok(format.at(&format.zoned(self.clock.now_ms()))?.render(id)?)
+        Ok(PublicText::rendered(format.at(&format.zoned(self.clock.now_ms()))?.render(id)?))
     }
 
     /// `count` public ids of `tag`: rendered by the tag's format if it has one (texts, or
