@@ -194,8 +194,11 @@ fn options() -> anyhow::Result<Options> {
             "--server" => options.server = value,
             "--tag" => options.tag = value,
             "--threads" => {
-                options.threads =
-                    value.split(',').map(str::parse).collect::<Result<_, _>>().context("--threads")?
+                options.threads = value
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .context("--threads")?
             }
             "--seconds" => options.seconds = value.parse().context("--seconds")?,
             "--rounds" => options.rounds = value.parse().context("--rounds")?,
