@@ -65,6 +65,9 @@ pub struct TagIds {
 pub trait AsTag {
     /// The tag, parsed if needed; [`ClientError::BadTag`] for a name idmint does not accept.
     fn as_tag(&self) -> Result<Cow<'_, Tag>, ClientError>;
+
+    /// The name as given, not parsed: [`Client::next_id`] looks a served tag up by it.
+    fn as_name(&self) -> &str;
 }
 
 impl AsTag for str {
@@ -73,11 +76,19 @@ impl AsTag for str {
             .map(Cow::Owned)
             .map_err(|e| ClientError::BadTag { tag: self.to_string(), reason: e.to_string() })
     }
+
+    fn as_name(&self) -> &str {
+        self
+    }
 }
 
 impl AsTag for String {
     fn as_tag(&self) -> Result<Cow<'_, Tag>, ClientError> {
         self.as_str().as_tag()
+    }
+
+    fn as_name(&self) -> &str {
+        self
     }
 }
 
@@ -85,11 +96,19 @@ impl AsTag for Tag {
     fn as_tag(&self) -> Result<Cow<'_, Tag>, ClientError> {
         Ok(Cow::Borrowed(self))
     }
+
+    fn as_name(&self) -> &str {
+        self.as_str()
+    }
 }
 
 impl<T: AsTag + ?Sized> AsTag for &T {
     fn as_tag(&self) -> Result<Cow<'_, Tag>, ClientError> {
         (**self).as_tag()
+    }
+
+    fn as_name(&self) -> &str {
+        (**self).as_name()
     }
 }
 
@@ -307,8 +326,22 @@ impl Client {
 
     /// The next id of `tag`, from the local buffer; waits (bounded) only when it is empty.
     /// Ids of one tag from one client increase, across server failovers too.
+    ///
+    /// A tag the client already serves is found by its name, not parsed (no allocation); the
+    /// first call for a tag parses it.
     pub async fn next_id(&self, tag: impl AsTag) -> Result<u64, ClientError> {
-        let tag = tag.as_tag()?;
+        let name = tag.as_name();
+        // The fast path first, outside the library's future (as `TagIds::next_id`).
+        if let Some(id) = self.inner.parts.segments.try_next_id_by_name(name) {
+            return Ok(id);
+        }
+        Box::pin(self.next_id_waiting(name)).await
+    }
+
+    /// [`Client::next_id`] when the take by name found nothing: the name parsed, then the
+    /// library's waiting path.
+    async fn next_id_waiting(&self, name: &str) -> Result<u64, ClientError> {
+        let tag = name.as_tag()?;
         self.inner.parts.segments.next_id(&tag).await.map_err(|e| self.inner.error(e))
     }
 
