@@ -3,7 +3,9 @@
 //! freeze; no id may be held by two takers, come from outside the installed ranges, or be
 //! given back by the freeze after it was handed out) and the id ring (takers race the filler,
 //! its runs and each other; no id is taken twice or lost, and a slot rewritten under a taker
-//! that read it before claiming it is never handed out).
+//! that read it before claiming it is never handed out), and the snowflake generator's state
+//! word (issuers race a moving clock, a stop and a new incarnation; no id is issued twice,
+//! after a stop, or under a new worker id before its mark is written).
 //!
 //! Built only with `--cfg loom` (which also swaps the buffer's atomics and lock for loom's, see
 //! `src/sync.rs`); in a normal build this file is empty. Run it as CI does:
@@ -14,7 +16,7 @@
 //! ```
 //!
 //! `LOOM_MAX_PREEMPTIONS=N` overrides the bound each model sets (at their own bounds the
-//! ten models take about 70 s on the shared 2-core machine). The models run through
+//! twelve models take about 70 s on the shared 2-core machine). The models run through
 //! `loom::model::Builder`, which installs no `tracing` subscriber: to see a failing schedule
 //! step by step, call `loom::model` instead and set
 //! `LOOM_LOG=trace LOOM_LOCATION=1 LOOM_MAX_PREEMPTIONS=N`.
