@@ -7,7 +7,7 @@
 //! The cached generator (a ring of pre-made ids on borrowed time) is measured *sustained*:
 //! back-to-back rounds of `CACHED_ROUND` (2 s) on one ring, takers taking as fast as they can
 //! the whole time, each round beside a short bare `AtomicU64::fetch_add` on as many threads in
-//! the same run. The first round also spends the ring's borrowed lead; once it is spent, a
+//! the same run (measured before the rounds: a pause between them would return lead). The first round also spends the ring's borrowed lead; once it is spent, a
 //! round measures what the ring sustains, which no bounded lead lifts above the layout's
 //! limit. The summary lines give the median, the first round and the rounds after it, and the
 //! rejected takes (a take refused after waiting `TAKE_WAIT_MS_MAX`). Baidu uid-generator's
@@ -121,19 +121,20 @@ fn cached(runtime: &tokio::runtime::Runtime) {
         while cached.len() < capacity && waited.elapsed() < FULL_WAIT {
             std::thread::sleep(Duration::from_millis(1));
         }
+        // The floor rounds all go first: a pause between sustained rounds would give the ring
+        // back lead (a quarter second of it per pause) and inflate the next round.
+        let floors: Vec<f64> = (0..CACHED_ROUNDS)
+            .map(|_| {
+                let counter = Arc::new(AtomicU64::new(0));
+                rate_of(threads, FLOOR_ROUND, move || Some(counter.fetch_add(1, Ordering::Relaxed)))
+            })
+            .collect();
         let mut rates = Vec::new();
-        let mut floors = Vec::new();
-        for round in 1..=CACHED_ROUNDS {
-            let counter = Arc::new(AtomicU64::new(0));
-            let atomic = rate_of(threads, FLOOR_ROUND, {
-                let counter = Arc::clone(&counter);
-                move || Some(counter.fetch_add(1, Ordering::Relaxed))
-            });
+        for (round, &atomic) in (1..=CACHED_ROUNDS).zip(&floors) {
             let taker = Arc::clone(&cached);
             let rate = rate_of(threads, CACHED_ROUND, move || taker.take().expect("take"));
             println!("| {round} | {threads} | {rate:.0} | {atomic:.0} | {:.3} |", rate / atomic);
             rates.push(rate);
-            floors.push(atomic);
         }
         let round_rejected = cached.rejected();
         rejected += round_rejected;
