@@ -5,7 +5,8 @@
 //! [`DoubleBuffer`] that hands them out with one atomic cursor and says when a refill is
 //! needed, the pacing arithmetic (`pacing.rs`) that sizes segments from the measured
 //! rate, the block arithmetic of residue interleaving over N stores (`residue.rs`),
-//! snowflake-style layouts with the pure state step of their generator (`snowflake.rs`),
+//! snowflake-style layouts with the pure state step of their generator (`snowflake.rs`) and
+//! the one atomic word that lets every core step it without a lock (`snowflake_cell.rs`),
 //! the lock-free [`Ring`] of pre-made ids behind the cached generator (`ring.rs`), the
 //! string encodings of ids (`encoding.rs`), the keyed permutation behind non-guessable
 //! public ids (`permute.rs`), and UUID v4/v7 and ULID: monotonic states, text forms and
@@ -24,6 +25,7 @@ pub mod residue;
 pub mod ring;
 pub mod segment;
 pub mod snowflake;
+pub mod snowflake_cell;
 pub mod stride;
 pub mod tag;
 pub mod uuid;

@@ -171,6 +171,11 @@ pub const CLOCK_TOLERANCE_MS_MAX: u64 = 1_000;
 /// A restart has to wait out the lead, so it is kept short.
 pub const BORROW_LEAD_MS_MAX: u64 = 10_000;
 
+/// Attempts of one snowflake issue (or unit reservation) whose CAS on the generator's state
+/// lost to another thread before it gives up and reports contention. Each loss is another
+/// thread's id, so only a crowd of issuers can exhaust it.
+pub const SNOWFLAKE_CAS_ATTEMPTS_MAX: u32 = 1_024;
+
 /// Smallest ring of pre-made ids: a one-slot ring cannot tell "filled" from "free".
 pub const RING_CAPACITY_MIN: u64 = 2;
 
@@ -229,6 +234,7 @@ const _: () = assert!(
 );
 const _: () = assert!(RING_PADDING_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
 const _: () = assert!(RING_ATTEMPTS_MAX >= 1);
+const _: () = assert!(SNOWFLAKE_CAS_ATTEMPTS_MAX >= 1);
 const _: () = assert!(RING_FILL_CHECK_EVERY_MAX.is_power_of_two());
 const _: () = assert!(LAYOUT_LIFETIME_MS_MIN < LAYOUT_EXPIRY_HORIZON_MS);
 const _: () = assert!(VIBRATION_BITS_DEFAULT_MAX + VIBRATION_COST_SHIFT <= LAYOUT_FIELD_BITS_MAX);

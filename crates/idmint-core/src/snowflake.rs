@@ -291,7 +291,13 @@ pub fn step(
     max_vibration: u64,
 ) -> Step {
     let (last_time, last_sequence) = layout.unpack(last);
-    let first = (last_sequence + 1) % (max_vibration.min(layout.max_sequence()) + 1);
+    let span = max_vibration.min(layout.max_sequence()) + 1;
+    // A mask for the default (a power of two), sparing the hot path a division.
+    let first = if span.is_power_of_two() {
+        (last_sequence + 1) & (span - 1)
+    } else {
+        (last_sequence + 1) % span
+    };
     if now_units > last_time {
         return issue(layout, last, now_units, first);
     }

@@ -31,9 +31,15 @@
 //!   the tolerance, refused beyond it (counted), or, with `borrow`, run on a logical clock at
 //!   most `max_lead_ms` ahead.
 //!
-//! The state (last id's time and sequence, worker id, mark, fence) sits behind one mutex:
-//! the layout's own limit (4 096 ids per ms for 41/10/12) is far below what a mutex allows,
-//! and one lock makes a worker-id change and the state it starts from one step.
+//! The hot state is one atomic word, `idmint_core::snowflake_cell::IssueCell`: the last id
+//! issued (its worker id in it, a stop bit above it) and the persisted mark beside it, stepped
+//! by one CAS per id, so every core issues without a lock and a thread descheduled mid-issue
+//! holds no one up (under a lock it stalled every other caller). A lease lost, a shutdown or a
+//! new incarnation is one change of that word, so no id is issued after one returned. The
+//! fence is an atomic read beside it; the rest (lease, floor, reasons) sits behind a mutex
+//! taken only off the per-id path. A caller that finds the unit's sequence spent only reads
+//! the word and the clock until the next unit, so it does not take the shared line from the
+//! thread issuing.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -41,7 +47,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use idmint_core::Tag;
-use idmint_core::snowflake::{ClockPolicy, Layout, LifetimeError, Parts, Step, step};
+use idmint_core::snowflake::{ClockPolicy, Layout, LifetimeError, Parts};
+use idmint_core::snowflake_cell::{IssueCell, Issued, Reserved};
 use idmint_store::{AssignRequest, Lease, LeaseRequest, StoreError, WorkerSpace, WorkerStore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -87,6 +94,11 @@ pub const CLOCK_OFFSET_PERIOD_MS: u64 = 5_000;
 /// Longest a `next_id` call waits (sequence spent, clock behind within tolerance, a mark
 /// being written) before it fails.
 pub const SNOWFLAKE_WAIT_MS_MAX: u64 = 1_000;
+/// Longest a `next_id` call waits for the next millisecond by yielding to the runtime and
+/// re-reading the clock, instead of sleeping on a timer (whose 1 ms granularity would lose
+/// up to a whole unit of ids each time a unit's sequence is spent); past it, it sleeps.
+pub const SNOWFLAKE_SPIN_US_MAX: u64 = 2_000;
+const _: () = assert!(SNOWFLAKE_SPIN_US_MAX < SNOWFLAKE_WAIT_MS_MAX * 1_000);
 
 const SNOWFLAKE_MARKS: MarksFile = MarksFile {
     file: TIME_MARK_FILE,
@@ -339,6 +351,15 @@ pub struct Snowflake {
     store: Option<Arc<dyn WorkerStore>>,
     space: WorkerSpace,
     marks: Option<Arc<HighWaterFile>>,
+    /// The last id issued and the persisted mark, stepped by CAS (the per-id path).
+    cell: IssueCell,
+    /// The clock (ms) from which the worker id is no longer proven; `u64::MAX` when it needs
+    /// no lease; 0 once the lease is lost or the generator stopped.
+    fence_ms: AtomicU64,
+    /// Ids are being refused because the clock is behind the last one: logged once when it
+    /// starts and once when it ends, not once per refused request.
+    clock_behind: AtomicBool,
+    /// Everything off the per-id path: lease, floor, reasons.
     state: Mutex<State>,
     /// Serialises mark writes and lease changes.
     writer: tokio::sync::Mutex<()>,
@@ -365,23 +386,14 @@ impl std::fmt::Debug for Snowflake {
     }
 }
 
-/// The generator's state.
+/// The generator's state off the per-id path (the cell holds the rest).
 #[derive(Debug, Clone)]
 struct State {
-    /// `(time_units << sequence_bits) | sequence` of the last id issued.
-    last: u64,
+    /// The worker id of the current incarnation (the cell's word carries it too).
     worker: u64,
-    /// Ids may be issued with a time up to this (units): it is persisted.
-    mark_units: u64,
-    /// The clock (ms) from which the worker id is no longer proven; `u64::MAX` when it needs
-    /// no lease.
-    fence_ms: u64,
     lease: Option<Lease>,
     /// Why the fence closed, for the error.
     fence_reason: String,
-    /// Ids are being refused because the clock is behind the last one: logged once when it
-    /// starts and once when it ends, not once per refused request.
-    clock_behind: bool,
     /// When the current lease was acquired and the floor it set (ms): no id's time lies at or
     /// below `floor_ms` (see [`settle_ms`]); `(0, 0)` without a leased worker id.
     acquired_ms: u64,
@@ -522,14 +534,16 @@ impl Snowflake {
             store,
             space,
             marks,
+            // The worker id was checked against the layout above.
+            cell: IssueCell::new(&layout, worker).ok_or_else(|| {
+                bad(format!("worker id {worker} does not fit the layout {layout}"))
+            })?,
+            fence_ms: AtomicU64::new(fence_ms),
+            clock_behind: AtomicBool::new(false),
             state: Mutex::new(State {
-                last: 0,
                 worker,
-                mark_units: 0,
-                fence_ms,
                 lease,
                 fence_reason: String::new(),
-                clock_behind: false,
                 acquired_ms: 0,
                 floor_ms: 0,
                 stopped: false,
@@ -607,12 +621,25 @@ impl Snowflake {
     /// write when the clock passed the mark.
     pub async fn next_id(&self) -> Result<u64, SnowflakeError> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(SNOWFLAKE_WAIT_MS_MAX);
+        // Real time, not tokio's (which a paused test runtime stops): bounds the yielding.
+        let mut spin_since: Option<std::time::Instant> = None;
         loop {
             match self.attempt()? {
                 Attempt::Id(id) => return Ok(id),
                 Attempt::Wait(until_ms) => {
+                    let now_ms = self.clock.now_ms();
+                    let spinning = spin_since.get_or_insert_with(std::time::Instant::now);
+                    // The next unit within the next millisecond (or already here: another
+                    // thread took the id): yield and read the clock again, touching nothing
+                    // shared, rather than sleep past the unit's start.
+                    if until_ms <= now_ms + 1
+                        && spinning.elapsed() < Duration::from_micros(SNOWFLAKE_SPIN_US_MAX)
+                    {
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
                     self.waits.fetch_add(1, Ordering::Relaxed);
-                    let pause = until_ms.saturating_sub(self.clock.now_ms()).clamp(1, 50);
+                    let pause = until_ms.saturating_sub(now_ms).clamp(1, 50);
                     if tokio::time::Instant::now() + Duration::from_millis(pause) > deadline {
                         return Err(SnowflakeError::Unavailable(
                             "the clock did not reach the next usable unit".into(),
@@ -660,36 +687,27 @@ impl Snowflake {
     ) -> Result<Option<(u64, u64)>, SnowflakeError> {
         self.refuse_while_skewed()?;
         let layout = &self.config.layout;
-        let mut state = self.lock();
         let now_ms = self.clock.now_ms();
-        if now_ms >= state.fence_ms {
-            return Err(SnowflakeError::LeaseNotProven {
-                space: self.config.space.clone(),
-                worker: state.worker,
-                reason: "the lease was not renewed in time".into(),
-            });
+        if now_ms >= self.fence_ms.load(Ordering::Acquire) {
+            return Err(self.fence_closed(&self.lock()));
         }
         let now_units = layout.to_units(now_ms).unwrap_or(0);
-        let (last_time, _) = layout.unpack(state.last);
-        let unit = (last_time + 1).max(now_units);
         let lead_units = max_lead_ms / layout.unit().millis();
-        if unit > state.mark_units || unit - now_units > lead_units {
-            return Ok(None);
+        match self.cell.reserve_unit(layout, now_units, lead_units) {
+            Reserved::Unit { unit, worker } => Ok(Some((unit, worker))),
+            Reserved::NotNow => Ok(None),
+            Reserved::Stopped => Err(self.fence_closed(&self.lock())),
+            Reserved::Exhausted => Err(SnowflakeError::Exhausted(self.config.space.clone())),
         }
-        let Some(last) = layout.pack(unit, layout.max_sequence()) else {
-            return Err(SnowflakeError::Exhausted(self.config.space.clone()));
-        };
-        state.last = last;
-        Ok(Some((unit, state.worker)))
     }
 
     /// Whether the last id's time is within half a time window of the persisted mark: the
     /// cached generator's filler extends the mark then, before borrowing reaches it.
     pub(crate) fn mark_due(&self) -> bool {
-        let state = self.lock();
-        let (last_time, _) = self.config.layout.unpack(state.last);
-        let half_window = self.config.time_window_ms / 2 / self.config.layout.unit().millis();
-        last_time + half_window >= state.mark_units
+        let layout = &self.config.layout;
+        let (last_time, _) = layout.unpack(self.cell.last(layout));
+        let half_window = self.config.time_window_ms / 2 / layout.unit().millis();
+        last_time + half_window >= self.cell.mark_units()
     }
 
     /// Persists the time mark now (the cached generator's filler, before borrowing past it).
@@ -720,8 +738,8 @@ impl Snowflake {
             space: self.config.space.clone(),
             layout,
             worker: state.worker,
-            mark_ms: layout.timestamp_ms(state.mark_units).unwrap_or(0),
-            lease_until_ms: state.lease.as_ref().map(|_| state.fence_ms),
+            mark_ms: layout.timestamp_ms(self.cell.mark_units()).unwrap_or(0),
+            lease_until_ms: state.lease.as_ref().map(|_| self.fence_ms.load(Ordering::Acquire)),
             clock_offset_ms: self.clock_offset_ms(),
             rollbacks: self.rollbacks.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
@@ -739,10 +757,10 @@ impl Snowflake {
         let layout = &self.config.layout;
         let state = self.lock();
         let now_ms = self.clock.now_ms();
-        if now_ms >= state.fence_ms {
+        if now_ms >= self.fence_ms.load(Ordering::Acquire) || self.cell.is_stopped() {
             return Err(self.fence_closed(&state));
         }
-        let last_ms = layout.timestamp_ms(layout.unpack(state.last).0).unwrap_or(0);
+        let last_ms = layout.timestamp_ms(layout.unpack(self.cell.last(layout)).0).unwrap_or(0);
         let behind_ms = last_ms.saturating_sub(now_ms);
         let allowed_ms = self.config.tolerance_ms + self.config.borrow_max_lead_ms.unwrap_or(0);
         if behind_ms > allowed_ms {
@@ -769,10 +787,12 @@ impl Snowflake {
         let _writing = self.writer.lock().await;
         let (lease, worker, last) = {
             let mut state = self.lock();
-            state.fence_ms = 0;
+            self.fence_ms.store(0, Ordering::Release);
             state.fence_reason = "the node is shutting down".into();
             state.stopped = true;
-            (state.lease.take(), state.worker, state.last)
+            // Once the cell is stopped nothing is issued: `last` is final.
+            let last = self.cell.stop(&self.config.layout);
+            (state.lease.take(), state.worker, last)
         };
         self.record_last_id(worker, last).await;
         if let (Some(lease), Some(store)) = (lease, &self.store)
@@ -828,48 +848,53 @@ impl Snowflake {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// One try of the hot path, under the state lock.
+    /// One try of the per-id path: one CAS on the cell, no lock (the lock only to build a
+    /// refusal).
+    #[inline]
     fn attempt(&self) -> Result<Attempt, SnowflakeError> {
         self.refuse_while_skewed()?;
         let layout = &self.config.layout;
-        let mut state = self.lock();
-        let now_ms = self.clock.now_ms();
-        if now_ms >= state.fence_ms {
-            return Err(self.fence_closed(&state));
+        let mut now_ms = 0;
+        let issued = self.cell.issue(layout, &self.policy, self.config.max_vibration, || {
+            now_ms = self.clock.now_ms();
+            // Before the epoch reads as unit 0, never issued at (checked below).
+            layout.to_units(now_ms).unwrap_or(0)
+        });
+        // The fence against the clock read that made the id (an id made past it is dropped,
+        // never handed out: skipping ids is safe).
+        if now_ms >= self.fence_ms.load(Ordering::Acquire) {
+            return Err(self.fence_closed(&self.lock()));
         }
-        let Some(now_units) = layout.to_units(now_ms) else {
+        if now_ms < layout.epoch_ms() {
             return Err(SnowflakeError::Config(format!(
                 "the clock reads {now_ms} ms, before the layout's epoch {}",
                 layout.epoch_ms()
             )));
-        };
-        match step(layout, state.last, now_units, &self.policy, self.config.max_vibration) {
-            Step::Issue { packed } => {
-                let (time, _) = layout.unpack(packed);
-                if time > state.mark_units {
-                    return Ok(Attempt::NeedMark);
-                }
-                if state.clock_behind {
-                    state.clock_behind = false;
+        }
+        match issued {
+            Issued::Id(id) => {
+                if self.clock_behind.load(Ordering::Relaxed)
+                    && self.clock_behind.swap(false, Ordering::Relaxed)
+                {
                     tracing::info!(space = %self.config.space, "clock caught up with the last id; issuing again");
                 }
-                state.last = packed;
-                layout
-                    .compose_packed(packed, state.worker)
-                    .map(Attempt::Id)
-                    .ok_or_else(|| SnowflakeError::Exhausted(self.config.space.clone()))
+                Ok(Attempt::Id(id))
             }
-            Step::WaitUntil { units } => {
+            Issued::NeedMark { .. } => Ok(Attempt::NeedMark),
+            Issued::WaitUntil { units } => {
                 Ok(Attempt::Wait(layout.timestamp_ms(units).unwrap_or(now_ms + 1)))
             }
-            Step::Refuse { .. } if self.settling_at(&state, now_ms) => {
-                Err(self.settling(&state, now_ms))
-            }
-            Step::Refuse { behind_units } => {
+            // Every attempt lost to another thread's id: try again at once.
+            Issued::Contended => Ok(Attempt::Wait(now_ms)),
+            Issued::Stopped => Err(self.fence_closed(&self.lock())),
+            Issued::Refuse { behind_units } => {
+                let state = self.lock();
+                if self.settling_at(&state, now_ms) {
+                    return Err(self.settling(&state, now_ms));
+                }
                 self.rollbacks.fetch_add(1, Ordering::Relaxed);
                 let behind_ms = behind_units.saturating_mul(layout.unit().millis());
-                if !state.clock_behind {
-                    state.clock_behind = true;
+                if !self.clock_behind.swap(true, Ordering::Relaxed) {
                     tracing::warn!(space = %self.config.space, behind_ms, "clock behind the last id beyond tolerance; refusing ids until it catches up (/ready reports not ready). Fix: check the time sync; if the clock had jumped ahead, restart the node in lease mode to lease a worker id not marked ahead (docs/operations.md)");
                 }
                 Err(SnowflakeError::ClockBehind {
@@ -877,7 +902,7 @@ impl Snowflake {
                     tolerance_ms: self.config.tolerance_ms,
                 })
             }
-            Step::Exhausted => Err(SnowflakeError::Exhausted(self.config.space.clone())),
+            Issued::Exhausted => Err(SnowflakeError::Exhausted(self.config.space.clone())),
         }
     }
 
@@ -897,7 +922,7 @@ impl Snowflake {
     /// the lease's (the previous owner's).
     async fn begin_at_marks(&self) -> Result<(), SnowflakeError> {
         let layout = self.config.layout;
-        let mut state = self.lock();
+        let state = self.lock();
         let local = match &self.marks {
             Some(marks) => marks.get(&self.mark_key(state.worker)?).unwrap_or(0),
             None => 0,
@@ -912,8 +937,10 @@ impl Snowflake {
             let last = layout
                 .pack(units, layout.max_sequence())
                 .ok_or_else(|| SnowflakeError::Exhausted(self.config.space.clone()))?;
-            state.last = state.last.max(last);
-            state.mark_units = state.mark_units.max(units);
+            if !self.cell.raise_floor(&layout, last) {
+                return Err(SnowflakeError::Exhausted(self.config.space.clone()));
+            }
+            self.cell.raise_mark(units);
             tracing::info!(space = %self.config.space, worker = state.worker, mark_ms, "snowflake resumes above its time mark");
             let behind_ms = mark_ms.saturating_sub(self.clock.now_ms());
             if mark_ms > state.floor_ms && behind_ms > self.config.tolerance_ms {
@@ -942,7 +969,7 @@ impl Snowflake {
                 // restart wait for nothing.
                 return Err(self.fence_closed(&state));
             }
-            (state.worker, state.lease.clone(), state.last)
+            (state.worker, state.lease.clone(), self.cell.last(&layout))
         };
         let now_ms = self.clock.now_ms();
         let ahead_ms = now_ms + self.config.time_window_ms;
@@ -969,9 +996,11 @@ impl Snowflake {
             raised?;
         }
         let units = layout.to_units(mark_ms).unwrap_or(0);
-        let mut state = self.lock();
-        if state.worker == worker {
-            state.mark_units = state.mark_units.max(units);
+        // Under the lock: a new incarnation (which resets the mark) is one step with its
+        // worker change, so a mark written for the old worker id never serves the new one.
+        let state = self.lock();
+        if state.worker == worker && !state.stopped {
+            self.cell.raise_mark(units);
         }
         Ok(())
     }
@@ -1018,7 +1047,8 @@ impl Snowflake {
         if !state.lease.as_ref().is_some_and(same) {
             return;
         }
-        state.fence_ms = 0;
+        self.fence_ms.store(0, Ordering::Release);
+        let _ = self.cell.stop(&self.config.layout);
         state.fence_reason = "the lease was lost: its row was taken over by another node, \
                               deleted or restored from a backup"
             .into();
@@ -1049,7 +1079,7 @@ impl Snowflake {
     fn settling_at(&self, state: &State, now_ms: u64) -> bool {
         let layout = &self.config.layout;
         let floor_units = layout.to_units(state.floor_ms).unwrap_or(0);
-        now_ms < state.floor_ms && layout.unpack(state.last).0 <= floor_units
+        now_ms < state.floor_ms && layout.unpack(self.cell.last(layout)).0 <= floor_units
     }
 
     /// The refusal at `now_ms` while the clock is below the floor of a lease just acquired.
@@ -1159,14 +1189,18 @@ impl Snowflake {
                 // A new incarnation: start above the previous owner's mark, our own, and the
                 // floor above any earlier holder that has not yet learnt it lost the row.
                 state.worker = lease.worker_id;
-                state.mark_units = 0;
                 Self::set_floor(&self.config, &mut state, now_ms);
                 let units = layout.to_units(lease.time_mark.max(state.floor_ms)).unwrap_or(0);
                 let floor = layout.pack(units, layout.max_sequence()).unwrap_or(u64::MAX);
-                state.last = state.last.max(floor);
+                // The mark goes to 0 with it (this worker id's is not written yet); a state
+                // that no longer fits the layout leaves the cell stopped (`Exhausted` is
+                // then answered by the mark's write, which finds nothing to issue).
+                if !self.cell.begin(&layout, lease.worker_id, floor) {
+                    tracing::error!(space = %self.config.space, worker = lease.worker_id, "the layout's time is spent above this lease's floor; no id is issued");
+                }
                 tracing::info!(space = %self.config.space, worker = lease.worker_id, "worker lease held again");
             }
-            state.fence_ms = fence_ms;
+            self.fence_ms.store(fence_ms, Ordering::Release);
             state.fence_reason.clear();
             state.lease = Some(lease);
             changed

@@ -2,7 +2,8 @@
 //! stopped gracefully serves again at once after a restart (its local mark brought down to
 //! the last id), one killed waits out its window; a fresh node leasing its worker id serves
 //! within 3 s with the default keys; and a node whose readiness waits for segments alone is
-//! ready while its generator settles, the generator's own probe saying why it is not.
+//! ready while its generator settles, the generator's own probe saying why it is not; and a
+//! cached ring killed after borrowing ahead never repeats a borrowed id after a restart.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -146,4 +147,54 @@ async fn readiness_waits_for_the_engines_the_deployment_uses() {
         );
         node.shutdown().await;
     }
+}
+
+/// A cached ring borrows ahead of a clock that stands still until the time mark stops it (its
+/// own lead, 2 s, is longer than the mark's 1 s window), then the node is killed (no graceful
+/// stop) and restarted on the same data directory: it issues nothing until the clock passes
+/// the mark, then only ids above every borrowed one, from the generator and from a new ring.
+#[tokio::test]
+async fn a_cached_ring_killed_never_repeats_its_borrowed_ids_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::at_system_time());
+    // 16 ids a unit, so borrowing a whole window is 16 000 ids.
+    let layout = Layout::new(41, 10, 4, idmint_core::TimeUnit::Millis, 1_288_834_974_657).unwrap();
+    let start = || {
+        let mut config = static_config(dir.path());
+        config.layout = layout;
+        config.max_vibration = 0;
+        let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::with_clock(clock.clone()));
+        Snowflake::start(Some(store), config, Arc::clone(&clock) as Arc<dyn Clock>)
+    };
+    let before = start().await.unwrap();
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&before), 1_024, 2_000).unwrap();
+    let mut borrowed = Vec::new();
+    while let Ok(ids) = ring.next_ids(16).await {
+        borrowed.extend(ids);
+        assert!(borrowed.len() < 2_001 * 16, "borrowing ran past the lead");
+    }
+    let now_ms = clock.now_ms();
+    let time_ms = |id: u64| layout.decode(id).unwrap().timestamp_ms;
+    let latest = *borrowed.iter().max().unwrap();
+    assert!(
+        time_ms(latest) >= now_ms + TIME_WINDOW_MS_DEFAULT * 9 / 10,
+        "the ring did not borrow up to the mark: {} ms ahead",
+        time_ms(latest) - now_ms
+    );
+    assert!(time_ms(latest) <= now_ms + TIME_WINDOW_MS_DEFAULT, "borrowed past the mark");
+    // Killed: no shutdown, the tasks end with the last handle.
+    drop(ring);
+    drop(before);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let after = start().await.unwrap();
+    assert!(!matches!(after.try_next_id(), Ok(Some(_))), "an id below the mark after a restart");
+    clock.advance(TIME_WINDOW_MS_DEFAULT + TOLERANCE_MS_DEFAULT + 1);
+    let next = after.next_id().await.unwrap();
+    assert!(next > latest, "{next} at or below a borrowed id {latest}");
+    let ring = idmint::CachedSnowflake::start(Arc::clone(&after), 1_024, 2_000).unwrap();
+    let from_ring = ring.next_ids(64).await.unwrap();
+    assert!(from_ring.iter().all(|&id| id > next), "the new ring went below the generator");
+    ring.shutdown().await;
+    after.shutdown().await;
 }
