@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use idmint::segment::{Count, HIGH_WATER_FILE, SegmentConfig};
 use idmint::{Segments, Tag};
+use idmint_core::Step;
 use idmint_core::pacing::mark_lead;
+use idmint_store::SegmentStore;
 
 use crate::simulation::{Rng, seeds};
 use crate::test_store::TestStore;
@@ -51,8 +53,8 @@ fn a_restart_skips_at_most_the_lead_and_a_real_regression_is_still_an_error() {
 }
 
 /// Seeded lives of one node on one tag: each serves a random number of ids in random
-/// batches, then is killed or shut down; before some lives the store is restored from a
-/// backup. No id is served twice, every id served lies below the mark on disk when it is
+/// batches, then is killed or shut down; before some lives another node allocates a range,
+/// and before some the store is restored from a backup. No id is served twice, every id served lies below the mark on disk when it is
 /// served, and a start without a restore skips at most the lead above the store.
 #[test]
 fn seeded_lives_never_repeat_an_id_and_skip_at_most_the_lead() {
@@ -60,12 +62,20 @@ fn seeded_lives_never_repeat_an_id_and_skip_at_most_the_lead() {
         println!("marks ahead seed {seed} (replay: IDMINT_SIM_SEED={seed})");
         let mut rng = Rng::new(seed);
         let dir = tempfile::tempdir().unwrap();
-        let config = SegmentConfig::default().with_adaptive_step(false).with_state_dir(dir.path());
+        // The adaptive step and another node's ranges make ranges that end anywhere, not
+        // only at whole steps above the mark.
+        let adaptive = rng.below(2) == 0;
+        let config =
+            SegmentConfig::default().with_adaptive_step(adaptive).with_state_dir(dir.path());
         let store = TestStore::new(seed);
         let step = 1 + rng.below(40);
         let tag = runtime().block_on(store.create("lives", step));
         let mut served: Vec<u64> = Vec::new();
         for _life in 0..10 {
+            if rng.below(2) == 0 {
+                let other = Step::new(1 + rng.below(3 * step)).unwrap();
+                runtime().block_on(store.allocate(&tag, Some(other))).unwrap();
+            }
             let before = runtime().block_on(store.max_id(&tag));
             let restored = before > 1 && rng.below(4) == 0;
             if restored {
