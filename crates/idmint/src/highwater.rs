@@ -90,10 +90,12 @@ pub(crate) struct HighWaterFile<K: MarkKey = Tag> {
     lock: Mutex<Option<File>>,
 }
 
-/// One queued change: its edit of the marks (which says whether it changed anything) and
-/// where its result goes.
+/// A change of the marks: edits a copy of them and says whether it changed anything.
+type Edit<K> = Box<dyn FnOnce(&mut BTreeMap<K, u64>) -> bool + Send>;
+
+/// One queued change: its edit and where its result goes.
 struct Pending<K> {
-    edit: Box<dyn FnOnce(&mut BTreeMap<K, u64>) -> bool + Send>,
+    edit: Edit<K>,
     done: tokio::sync::oneshot::Sender<Result<(), Error>>,
 }
 
@@ -317,10 +319,7 @@ impl<K: MarkKey> HighWaterFile<K> {
 
     /// Applies `edits` in order to a copy of the marks and writes it (when any changed
     /// something); the copy becomes the marks only once written.
-    fn apply(
-        &self,
-        edits: Vec<Box<dyn FnOnce(&mut BTreeMap<K, u64>) -> bool + Send>>,
-    ) -> Result<(), Error> {
+    fn apply(&self, edits: Vec<Edit<K>>) -> Result<(), Error> {
         if self.lock.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
             return Err(Error::LocalState(format!(
                 "{} was given up by this node (it stopped); nothing is written to it",
