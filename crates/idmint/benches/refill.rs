@@ -222,6 +222,8 @@ fn slap(engine: Engine, tags: &[Tag], clients: usize, run: Duration) -> f64 {
                 &format!("--concurrency={clients}"),
                 &format!("--number-of-queries={queries}"),
                 "--iterations=1",
+                // The schema is the benchmark's: the tool must not drop it after its run.
+                "--no-drop",
                 &format!("--query={query}"),
             ])
             .output()
