@@ -123,6 +123,17 @@ pub const RATE_HISTORY_EVERY_MS: u64 = 5_000;
 
 const _: () = assert!(RATE_HISTORY_EVERY_MS >= RATE_SAMPLE_MS);
 
+/// Steps of its tag a segment mark is written ahead of the range it covers, so the refills
+/// after it find their mark on disk already and need no write (`pacing::mark_ahead`).
+pub const MARK_LEAD_RANGES: u64 = 64;
+
+/// Most ids a segment mark is written ahead of the end of the range it covers: what a restart
+/// after `kill -9` may skip per tag above the ranges the node was given.
+pub const MARK_LEAD_IDS_MAX: u64 = 1_000_000;
+
+// A lead covers at least one more range of any configured step.
+const _: () = assert!(MARK_LEAD_IDS_MAX >= STEP_MAX && MARK_LEAD_RANGES >= 2);
+
 /// Forward jumps a refill makes past a store that went backwards before it gives up for this
 /// attempt (and retries with backoff).
 pub const REGRESSION_JUMPS_MAX: u32 = 3;

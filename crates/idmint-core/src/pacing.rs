@@ -24,10 +24,15 @@
 //!   infinite (`None`). The fast average decays towards 0 without reaching it, so without
 //!   this bound an unused tag's runway would grow without limit (1e20 s after ten quiet
 //!   minutes) rather than say that nothing is being consumed.
+//! - **Mark lead**: the store-regression guard's mark for a range ending at `end` is written
+//!   as `end` plus a lead of [`MARK_LEAD_RANGES`] times the tag's configured step, at most
+//!   [`MARK_LEAD_IDS_MAX`] and never past [`ID_MAX`]; once less than half the lead is left
+//!   above a new range, the next mark is written early. Most refills then find their mark on
+//!   disk already, and a restart skips at most the lead.
 
 use std::time::Duration;
 
-use crate::limits::{STEP_GROWTH_MAX, STEP_MAX};
+use crate::limits::{ID_MAX, MARK_LEAD_IDS_MAX, MARK_LEAD_RANGES, STEP_GROWTH_MAX, STEP_MAX};
 
 /// Time constant of the fast rate average, in seconds.
 pub const RATE_FAST_TAU_S: f64 = 10.0;
@@ -123,6 +128,27 @@ pub fn preload_reserve(forecast: f64, latency: Duration) -> u64 {
 /// ([`RateMeter::idle`] after `idle_after`): the ids last for ever.
 pub fn runway_seconds(remaining: u64, meter: &RateMeter, idle_after: Duration) -> Option<f64> {
     (!meter.idle(idle_after)).then(|| remaining as f64 / meter.current())
+}
+
+/// The ids a mark is written ahead of the range it covers, for a tag whose configured step
+/// is `tag_step`: [`MARK_LEAD_RANGES`] steps, at most [`MARK_LEAD_IDS_MAX`]. The tag's step,
+/// not the range's length (which the adaptive step grows), so a restart can tell the lead
+/// from a store that went back by the step the store reports with its next range.
+pub fn mark_lead(tag_step: u64) -> u64 {
+    tag_step.saturating_mul(MARK_LEAD_RANGES).min(MARK_LEAD_IDS_MAX)
+}
+
+/// The mark to write for a range ending at `end` when the mark on disk does not cover it:
+/// `end` plus [`mark_lead`], never past [`ID_MAX`] (nor below `end`).
+pub fn mark_ahead(end: u64, tag_step: u64) -> u64 {
+    end.saturating_add(mark_lead(tag_step)).min(ID_MAX).max(end)
+}
+
+/// Whether the next mark is due early: the mark on disk, `mark`, covers the range ending at
+/// `end` but leaves less than half the lead above it (and is below the mark a write would
+/// make).
+pub fn mark_due(mark: u64, end: u64, tag_step: u64) -> bool {
+    mark < mark_ahead(end, tag_step) && mark.saturating_sub(end) < mark_lead(tag_step) / 2
 }
 
 #[cfg(test)]
@@ -229,5 +255,20 @@ mod tests {
         }
         let step = plan_step(1_000, 1_000, m.forecast(), MIN15);
         assert_eq!(step, 1_000, "forecast {} two minutes after one burst", m.forecast());
+    }
+
+    #[test]
+    fn a_mark_is_written_ahead_by_a_bounded_lead() {
+        assert_eq!(mark_ahead(101, 100), 101 + 100 * MARK_LEAD_RANGES);
+        assert_eq!(mark_ahead(2, 1), 2 + MARK_LEAD_RANGES);
+        assert_eq!(mark_ahead(10, STEP_MAX), 10 + MARK_LEAD_IDS_MAX);
+        assert_eq!(mark_ahead(ID_MAX - 3, 2), ID_MAX);
+        assert_eq!(mark_ahead(ID_MAX, 2), ID_MAX);
+        // Due once less than half the lead is left, never when the mark is at its highest.
+        let lead = mark_lead(10);
+        assert!(!mark_due(100 + lead, 100, 10));
+        assert!(!mark_due(100 + lead / 2, 100, 10));
+        assert!(mark_due(100 + lead / 2 - 1, 100, 10));
+        assert!(!mark_due(ID_MAX, ID_MAX - 1, 10));
     }
 }

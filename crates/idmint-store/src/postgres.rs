@@ -53,6 +53,10 @@ use crate::{
 /// How long a call waits for a pooled connection (or for a new one to open) before failing
 /// as unavailable.
 const PG_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// A pooled connection idle for longer than this is pinged before use, so a connection the
+/// server or a proxy dropped meanwhile is replaced rather than failing a call. Busier
+/// connections are not: that ping would be a second round trip on every allocation's path.
+const PG_IDLE_PING_AFTER_MS: u64 = 10_000;
 /// Times an `alloc=update` allocation is retried when its update matched no row but the row,
 /// read just after, had room: another writer changed it in between.
 const UPDATE_ATTEMPTS_MAX: u32 = 4;
@@ -124,6 +128,17 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(url.options.pool_max)
             .acquire_timeout(Duration::from_millis(PG_ACQUIRE_TIMEOUT_MS))
+            // sqlx pings every connection before use by default: a second round trip on each
+            // allocation. Only connections idle long enough to have been dropped are checked.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= Duration::from_millis(PG_IDLE_PING_AFTER_MS) {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect(url.driver_url())
             .await
             .map_err(|e| {

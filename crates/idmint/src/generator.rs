@@ -8,9 +8,17 @@
 //!
 //! A refill asks the store for the step the pacing plans (`idmint_core::pacing`), refuses a
 //! range below the tag's high-water mark (the store went backwards) and jumps the store past
-//! it, persists the new mark, and only then installs the range. A range whose mark could not
-//! be written (a full disk) is not served: the refill fails (503) and keeps the range, and
-//! the next attempt writes its mark again rather than ask the store for another one.
+//! it, makes sure the mark on disk covers the range, and only then installs it. A range whose
+//! mark could not be written (a full disk) is not served: the refill fails (503) and keeps
+//! the range, and the next attempt writes its mark again rather than ask the store for
+//! another one.
+//!
+//! Marks are written ahead (`pacing::mark_ahead`): a refill whose range the mark on disk
+//! covers writes nothing, and once less than half the lead is left the next mark is written
+//! in the background, so at a steady rate no refill waits for the disk. After a restart the
+//! floor is that mark, up to the lead above the store: a first range below it by at most
+//! the lead of the tag's step is that lead, skipped quietly; anything further down is the
+//! store going back.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +28,9 @@ use idmint_core::limits::{
     RATE_HISTORY_EVERY_MS, RATE_HISTORY_LEN, REFILL_RETRY_MS_MAX, REFILL_RETRY_MS_MIN,
     REGRESSION_JUMPS_MAX,
 };
-use idmint_core::pacing::{plan_step, preload_reserve, runway_seconds};
+use idmint_core::pacing::{
+    mark_ahead, mark_due, mark_lead, plan_step, preload_reserve, runway_seconds,
+};
 use idmint_core::{
     BufferSnapshot, Count, DoubleBuffer, IdRange, InstallError, RateMeter, Step, Tag, Take,
 };
@@ -83,6 +93,11 @@ pub struct TagGenerator {
     /// is on disk. The next attempt writes the mark again instead of asking the store for
     /// another range, which a disk that stays full would strand too, one per retry.
     unmarked: Mutex<Option<IdRange>>,
+    /// The tag's mark in the marks file when this generator was made: the floor, which may
+    /// lie up to the lead above the store (`Self::written_ahead`).
+    start_mark: Option<u64>,
+    /// Set while a mark is written early in the background, so one runs at a time.
+    marking_ahead: AtomicBool,
     pacing: Mutex<Pacing>,
     shared: Arc<Shared>,
 }
@@ -142,7 +157,8 @@ pub struct TagStatus {
 impl TagGenerator {
     pub(crate) fn new(tag: Tag, shared: Arc<Shared>) -> TagGenerator {
         let buffer = DoubleBuffer::new(shared.config.preload_ratio());
-        if let Some(mark) = shared.high_water.as_ref().and_then(|h| h.get(&tag)) {
+        let start_mark = shared.high_water.as_ref().and_then(|h| h.get(&tag));
+        if let Some(mark) = start_mark {
             buffer.raise_floor(mark);
         }
         TagGenerator {
@@ -159,6 +175,8 @@ impl TagGenerator {
             given_back: AtomicBool::new(false),
             refills: AtomicU64::new(0),
             unmarked: Mutex::new(None),
+            start_mark,
+            marking_ahead: AtomicBool::new(false),
             pacing: Mutex::new(Pacing {
                 meter: RateMeter::new(),
                 sampled_at: Instant::now(),
@@ -532,9 +550,9 @@ impl TagGenerator {
     }
 
     /// One refill: allocate at the planned step (or take back the range whose mark a failed
-    /// attempt could not write), guard against a store that went back, persist the mark,
-    /// install.
-    async fn allocate_and_install(&self) -> Result<(), Error> {
+    /// attempt could not write), guard against a store that went back, make sure a mark that
+    /// covers the range is on disk, install.
+    async fn allocate_and_install(self: &Arc<Self>) -> Result<(), Error> {
         self.sample_rate();
         let (requested, reserve) = self.plan();
         let held = self.unmarked.lock().unwrap_or_else(PoisonError::into_inner).take();
@@ -542,12 +560,14 @@ impl TagGenerator {
             Some(range) => range,
             None => self.allocate_above_mark(requested).await?,
         };
-        if let Some(marks) = &self.shared.high_water
-            && let Err(error) = marks.raise(&self.tag, usable.end()).await
-        {
-            // Not served: the mark on disk is still below it. Kept for the next attempt.
-            *self.unmarked.lock().unwrap_or_else(PoisonError::into_inner) = Some(usable);
-            return Err(self.unavailable(error));
+        if let Some(marks) = &self.shared.high_water {
+            let ahead = mark_ahead(usable.end(), self.pacing().tag_step);
+            if let Err(error) = marks.raise_ahead(&self.tag, usable.end(), ahead).await {
+                // Not served: the mark on disk is still below it. Kept for the next attempt.
+                *self.unmarked.lock().unwrap_or_else(PoisonError::into_inner) = Some(usable);
+                return Err(self.unavailable(error));
+            }
+            self.mark_ahead_early(marks, usable);
         }
         match self.buffer.install(usable, reserve) {
             Ok(()) => {
@@ -561,29 +581,70 @@ impl TagGenerator {
         }
     }
 
+    /// When the mark on disk leaves less than half the lead above `usable`, writes the next
+    /// one in the background (one at a time), so the refills after it find it written. A
+    /// failure costs nothing but the early start: the refill that needs the mark writes it.
+    fn mark_ahead_early(self: &Arc<Self>, marks: &Arc<HighWaterFile>, usable: IdRange) {
+        let mark = marks.get(&self.tag).unwrap_or(0);
+        let tag_step = self.pacing().tag_step;
+        if !mark_due(mark, usable.end(), tag_step)
+            || self.shared.cancel.is_cancelled()
+            || self.marking_ahead.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let (this, marks) = (Arc::clone(self), Arc::clone(marks));
+        let ahead = mark_ahead(usable.end(), tag_step);
+        let task = async move {
+            if let Err(error) = marks.raise(&this.tag, ahead).await {
+                tracing::debug!(tag = %this.tag, %error, "mark not written ahead");
+            }
+            this.marking_ahead.store(false, Ordering::Release);
+        };
+        self.shared.tracker.spawn_on(task, &self.shared.runtime);
+    }
+
     /// A range from the store that lies above every id this node served: a range wholly
     /// below the mark is refused and the store jumped past it, one overlapping it is cut to
     /// the part above.
     async fn allocate_above_mark(&self, requested: Option<Step>) -> Result<IdRange, Error> {
         for _ in 0..=REGRESSION_JUMPS_MAX {
-            let range = self.allocate(requested).await?.range;
+            let allocation = self.allocate(requested).await?;
+            let range = allocation.range;
             let high_water = self.buffer.snapshot().high_water;
             if range.start() >= high_water {
                 return Ok(range);
             }
+            let ahead = self.written_ahead(range, high_water, allocation.tag_step);
             if let Some(above) = IdRange::new(high_water, range.end()) {
-                // Overlaps ids already served: the store is past the danger again, serve only
-                // the part above the mark.
-                tracing::error!(tag = %self.tag, start = range.start(), end = range.end(), high_water, "the store returned a range overlapping ids this node already served; serving only the ids above them");
+                // Overlaps ids already served (or the lead): the store is past the danger
+                // again, serve only the part above the mark.
+                if ahead {
+                    tracing::info!(tag = %self.tag, start = range.start(), end = range.end(), high_water, "skipping ids below the mark written ahead before the restart");
+                } else {
+                    tracing::error!(tag = %self.tag, start = range.start(), end = range.end(), high_water, "the store returned a range overlapping ids this node already served; serving only the ids above them");
+                }
                 return Ok(above);
             }
-            self.jump_past(range, high_water).await?;
+            self.jump_past(range, high_water, ahead).await?;
         }
         Err(self.unavailable(format_args!(
             "the store kept returning ranges below ids this node already served, {} jumps in a \
              row; retrying",
             REGRESSION_JUMPS_MAX + 1
         )))
+    }
+
+    /// Whether `range`, below the floor `high_water`, is the lead a mark was written ahead
+    /// by before this generator started, not the store going back: no range was installed
+    /// since, the floor is the mark read at the start, and the range starts at most the lead
+    /// of the tag's step below it (the mark was written as the end of a range the store
+    /// gave, at most its `max_id` now, plus that lead). A store that went back by less than
+    /// the lead across a restart is refused all the same, only logged as the lead.
+    fn written_ahead(&self, range: IdRange, high_water: u64, tag_step: u64) -> bool {
+        self.refills.load(Ordering::Relaxed) == 0
+            && self.start_mark == Some(high_water)
+            && range.start().saturating_add(mark_lead(tag_step)) >= high_water
     }
 
     /// The step to request (`None`: the tag's own) and the ids to keep in hand at the
@@ -672,19 +733,30 @@ impl TagGenerator {
         Ok(allocation)
     }
 
-    /// The store returned `range`, entirely below `high_water`: ids this node already served.
+    /// The store returned `range`, entirely below `high_water`: ids this node already served,
+    /// or (`ahead`) ids under the lead its mark was written ahead by before a restart.
     /// Moves the store's `max_id` from the range's end up to the mark with a compare-and-set
     /// (if another node allocated meanwhile the store moved anyway; the caller allocates
     /// again and checks again).
-    async fn jump_past(&self, range: IdRange, high_water: u64) -> Result<(), Error> {
-        tracing::error!(
-            tag = %self.tag, start = range.start(), end = range.end(), high_water,
-            "the store went backwards: it returned ids this node already served (restored \
-             backup? lagging replica?); refusing them and moving the store past them"
-        );
+    async fn jump_past(&self, range: IdRange, high_water: u64, ahead: bool) -> Result<(), Error> {
+        if ahead {
+            tracing::info!(
+                tag = %self.tag, start = range.start(), end = range.end(), high_water,
+                "skipping ids below the mark written ahead before the restart: moving the \
+                 store up to it"
+            );
+        } else {
+            tracing::error!(
+                tag = %self.tag, start = range.start(), end = range.end(), high_water,
+                "the store went backwards: it returned ids this node already served \
+                 (restored backup? lagging replica?); refusing them and moving the store \
+                 past them"
+            );
+        }
         let timeout = self.shared.config.store_call_timeout();
         let cas = self.shared.store.compare_and_set_max_id(&self.tag, range.end(), high_water);
         match tokio::time::timeout(timeout, cas).await {
+            Ok(Ok(true)) if ahead => Ok(()),
             Ok(Ok(true)) => {
                 tracing::warn!(tag = %self.tag, max_id = high_water, "store moved past the ids already served");
                 Ok(())

@@ -15,11 +15,18 @@
 //! written, and only a write that succeeded replaces the marks. So a write that failed (a
 //! full disk, a vanished directory) leaves the old mark, and a retry writes again instead of
 //! finding its mark "already there".
+//!
+//! Changes are written in groups: every change queues its edit, and whichever change's
+//! blocking task takes the writer next applies all the edits queued at that moment, across
+//! keys, in one rewrite and one fsync, and answers each of them with that write's result. A
+//! write that failed fails every change it covered, so none of them is taken as durable. A
+//! raise to a mark the file already holds returns at once, with no write and no task.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use idmint_core::Tag;
@@ -68,13 +75,34 @@ pub(crate) struct HighWaterFile<K: MarkKey = Tag> {
     path: PathBuf,
     /// The marks the file holds: replaced only after a rewrite succeeded.
     durable: Mutex<BTreeMap<K, u64>>,
-    /// Held for a whole change (copy, write, replace), on the blocking pool: changes are
-    /// serialised, and a caller that stops waiting cannot let a second write start beside
-    /// one still running.
+    /// Changes waiting for the next write, in the order they came. Bounded by the callers
+    /// that can wait at once: one refill per tag, one raise per sequence or worker, and the
+    /// shutdown's give-back.
+    pending: Mutex<Vec<Pending<K>>>,
+    /// Held for a whole group write (copy, edits, write, replace), on the blocking pool:
+    /// writes are serialised, and a caller that stops waiting cannot let a second write
+    /// start beside one still running.
     writer: Mutex<()>,
+    /// Rewrites of the file that succeeded since it was opened.
+    writes: AtomicU64,
     /// Held (locked) for the life of the node: until this is dropped, or until
     /// [`HighWaterFile::release`] once nothing can write the marks any more.
     lock: Mutex<Option<File>>,
+}
+
+/// A change of the marks: edits a copy of them and says whether it changed anything.
+type Edit<K> = Box<dyn FnOnce(&mut BTreeMap<K, u64>) -> bool + Send>;
+
+/// One queued change: its edit and where its result goes.
+struct Pending<K> {
+    edit: Edit<K>,
+    done: tokio::sync::oneshot::Sender<Result<(), Error>>,
+}
+
+impl<K> std::fmt::Debug for Pending<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pending")
+    }
 }
 
 /// What one marks file holds: its name, its lock's name, what a mark means and how to
@@ -147,7 +175,9 @@ impl<K: MarkKey> HighWaterFile<K> {
         Ok(HighWaterFile {
             path,
             durable: Mutex::new(marks),
+            pending: Mutex::new(Vec::new()),
             writer: Mutex::new(()),
+            writes: AtomicU64::new(0),
             lock: Mutex::new(Some(lock)),
         })
     }
@@ -174,16 +204,40 @@ impl<K: MarkKey> HighWaterFile<K> {
         self.durable().get(tag).copied()
     }
 
+    /// Rewrites of the file that succeeded since it was opened.
+    #[cfg(test)]
+    pub(crate) fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
     /// Raises the mark of `tag` to `end` (if higher) and persists it before returning. `Ok`
     /// means the file holds a mark of at least `end`.
     pub(crate) async fn raise(self: &Arc<Self>, tag: &K, end: u64) -> Result<(), Error> {
+        self.raise_ahead(tag, end, end).await
+    }
+
+    /// Makes the file hold a mark of at least `end` for `tag` before returning: at once when
+    /// it does already (no write), else by writing `ahead` (at least `end`), so the next
+    /// ranges up to `ahead` need no write of their own. `Ok` means the file holds a mark of
+    /// at least `end`.
+    pub(crate) async fn raise_ahead(
+        self: &Arc<Self>,
+        tag: &K,
+        end: u64,
+        ahead: u64,
+    ) -> Result<(), Error> {
+        // The marks in memory are the marks on disk: one that covers `end` is durable.
+        if self.get(tag).is_some_and(|mark| mark >= end) {
+            return Ok(());
+        }
+        let ahead = ahead.max(end);
         let tag = tag.clone();
         self.change(move |marks| {
             let mark = marks.entry(tag).or_insert(0);
             if *mark >= end {
                 return false;
             }
-            *mark = end;
+            *mark = ahead;
             true
         })
         .await
@@ -223,37 +277,67 @@ impl<K: MarkKey> HighWaterFile<K> {
         .await
     }
 
-    /// Applies `edit` (which says whether it changed anything) to a copy of the marks,
-    /// writes the copy and, only once the write succeeded, makes it the marks. The whole
-    /// change runs on the blocking pool under `writer`, so it completes (or fails) as one
-    /// even if the caller stops waiting.
+    /// Queues `edit` (which says whether it changed anything) for the next group write and
+    /// waits for that write's result: the group is applied to a copy of the marks, the copy
+    /// written and, only once the write succeeded, made the marks. The write runs on the
+    /// blocking pool under `writer`, so it completes (or fails) as one even if the caller
+    /// stops waiting.
     async fn change(
         self: &Arc<Self>,
         edit: impl FnOnce(&mut BTreeMap<K, u64>) -> bool + Send + 'static,
     ) -> Result<(), Error> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        self.pending().push(Pending { edit: Box::new(edit), done });
         let this = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            // Poisoned only by a panic between two lines below, which leave the file and the
-            // marks as they were: still consistent.
-            let _writing = this.writer.lock().unwrap_or_else(PoisonError::into_inner);
-            if this.lock.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
-                return Err(Error::LocalState(format!(
-                    "{} was given up by this node (it stopped); nothing is written to it",
-                    this.path.display()
-                )));
-            }
-            let mut next = this.durable().clone();
-            if !edit(&mut next) {
-                return Ok(());
-            }
-            this.write(&render(&next))?;
-            *this.durable() = next;
-            Ok(())
+        // Every queued edit has a task behind it, so the first task to take the writer after
+        // the edit was queued writes it (this one, or one that came earlier and waited).
+        let task = tokio::task::spawn_blocking(move || this.write_pending());
+        drop(task);
+        result.await.unwrap_or_else(|_| {
+            Err(Error::LocalState(format!("writing {} did not finish", self.path.display())))
         })
-        .await
-        .map_err(|e| {
-            Error::LocalState(format!("writing {} did not finish: {e}", self.path.display()))
-        })?
+    }
+
+    /// One group write: every change queued now, in one rewrite, each answered with its
+    /// result. Nothing to do when another task's write took them all.
+    fn write_pending(&self) {
+        // Poisoned only by a panic between two lines below, which leave the file and the
+        // marks as they were: still consistent.
+        let _writing = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let group = std::mem::take(&mut *self.pending());
+        if group.is_empty() {
+            return;
+        }
+        let (edits, waiters): (Vec<_>, Vec<_>) =
+            group.into_iter().map(|pending| (pending.edit, pending.done)).unzip();
+        let result = self.apply(edits);
+        for waiter in waiters {
+            // A waiter that stopped waiting needs no answer.
+            let _ = waiter.send(result.clone());
+        }
+    }
+
+    /// Applies `edits` in order to a copy of the marks and writes it (when any changed
+    /// something); the copy becomes the marks only once written.
+    fn apply(&self, edits: Vec<Edit<K>>) -> Result<(), Error> {
+        if self.lock.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
+            return Err(Error::LocalState(format!(
+                "{} was given up by this node (it stopped); nothing is written to it",
+                self.path.display()
+            )));
+        }
+        let mut next = self.durable().clone();
+        let mut changed = false;
+        for edit in edits {
+            changed |= edit(&mut next);
+        }
+        if !changed {
+            return Ok(());
+        }
+        self.write(&render(&next))?;
+        *self.durable() = next;
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     fn write(&self, text: &str) -> Result<(), Error> {
@@ -281,6 +365,11 @@ impl<K: MarkKey> HighWaterFile<K> {
             File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
         }
         Ok(())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Pending<K>>> {
+        // Pushes and takes are single calls; a poisoned queue is still consistent.
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn durable(&self) -> std::sync::MutexGuard<'_, BTreeMap<K, u64>> {
@@ -439,5 +528,110 @@ mod tests {
         let lost = whole.replace("orders 1234000\n", "");
         assert!(parse(&lost).is_err_and(|e| e.contains("counts 2 marks")));
         assert!(parse(&format!("{whole}users 5\n")).is_err_and(|e| e.contains("after the end")));
+    }
+
+    fn tags(n: usize) -> Vec<Tag> {
+        (0..n).map(|i| Tag::parse(&format!("t{i}")).expect("tag")).collect()
+    }
+
+    fn on_disk(dir: &Path) -> BTreeMap<Tag, u64> {
+        parse(&std::fs::read_to_string(dir.join(HIGH_WATER_FILE)).expect("read")).expect("parse")
+    }
+
+    /// Raises of `tags` (tag i to `100 + i`), each from its own task, all queued behind the
+    /// writer (held here as a write in progress would hold it) before it is let go.
+    async fn raise_queued(file: &Arc<HighWaterFile>, tags: &[Tag]) -> Vec<Result<(), Error>> {
+        let writing = file.writer.lock().expect("writer");
+        let raises: Vec<_> = tags
+            .iter()
+            .enumerate()
+            .map(|(i, tag)| {
+                let (file, tag) = (Arc::clone(file), tag.clone());
+                tokio::spawn(async move { file.raise(&tag, 100 + i as u64).await })
+            })
+            .collect();
+        while file.pending().len() < tags.len() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(writing);
+        let mut results = Vec::new();
+        for raise in raises {
+            results.push(raise.await.expect("task"));
+        }
+        results
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_raises_share_one_write() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = Arc::new(HighWaterFile::open(dir.path()).expect("open"));
+        let tags = tags(32);
+        let results = raise_queued(&file, &tags).await;
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert_eq!(file.writes(), 1, "32 queued raises took more than one write");
+        let marks = on_disk(dir.path());
+        for (i, tag) in tags.iter().enumerate() {
+            assert_eq!(marks.get(tag), Some(&(100 + i as u64)));
+            assert_eq!(file.get(tag), Some(100 + i as u64));
+        }
+        // Not queued behind anything: each waits for its own write or shares one.
+        let raises: Vec<_> = tags
+            .iter()
+            .map(|tag| {
+                let (file, tag) = (Arc::clone(&file), tag.clone());
+                tokio::spawn(async move { file.raise(&tag, 1_000).await })
+            })
+            .collect();
+        for raise in raises {
+            raise.await.expect("task").expect("raise");
+        }
+        assert!(file.writes() <= 1 + 32);
+        assert!(on_disk(dir.path()).values().all(|&mark| mark == 1_000));
+    }
+
+    /// A write that fails answers every raise it covered with the failure: none may serve
+    /// the range its raise was to cover, and no mark in memory moves.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_group_write_fails_every_raise_it_covered() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = Arc::new(HighWaterFile::open(dir.path()).expect("open"));
+        let tags = tags(16);
+        // A directory where the temporary file goes: every rewrite fails, as on a full disk.
+        let blocker = dir.path().join(format!("{HIGH_WATER_FILE}.tmp"));
+        std::fs::create_dir(&blocker).expect("blocker");
+        let results = raise_queued(&file, &tags).await;
+        for result in &results {
+            assert!(
+                matches!(result, Err(Error::LocalState(reason)) if reason.contains(HIGH_WATER_FILE)),
+                "a raise covered by a failed write answered {result:?}"
+            );
+        }
+        assert_eq!(file.writes(), 0);
+        assert!(tags.iter().all(|tag| file.get(tag).is_none()), "a mark moved in memory");
+        assert!(!dir.path().join(HIGH_WATER_FILE).exists());
+
+        std::fs::remove_dir(&blocker).expect("unblock");
+        let results = raise_queued(&file, &tags).await;
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        assert_eq!(on_disk(dir.path()).len(), tags.len());
+    }
+
+    /// A raise the mark on disk covers writes nothing; one it does not writes the mark ahead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_covered_raise_writes_nothing_and_a_new_mark_is_written_ahead() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = Arc::new(HighWaterFile::open(dir.path()).expect("open"));
+        let tag = Tag::parse("orders").expect("tag");
+        file.raise_ahead(&tag, 10, 100).await.expect("raise");
+        assert_eq!((file.writes(), on_disk(dir.path()).get(&tag)), (1, Some(&100)));
+        for end in [11, 50, 100] {
+            file.raise_ahead(&tag, end, end + 90).await.expect("raise");
+        }
+        assert_eq!(file.writes(), 1, "raises under the mark on disk wrote it");
+        file.raise_ahead(&tag, 101, 191).await.expect("raise");
+        assert_eq!((file.writes(), on_disk(dir.path()).get(&tag)), (2, Some(&191)));
+        // `ahead` below `end` still covers `end`.
+        file.raise_ahead(&tag, 300, 200).await.expect("raise");
+        assert_eq!(on_disk(dir.path()).get(&tag), Some(&300));
     }
 }

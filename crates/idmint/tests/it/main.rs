@@ -15,6 +15,7 @@ mod gate;
 mod give_back;
 mod guard;
 mod key_guard;
+mod marks_ahead;
 mod node;
 mod pacing;
 #[cfg(feature = "redis")]
