@@ -100,6 +100,15 @@ impl TakeQueue {
         Some(state.pending.drain(..len).collect())
     }
 
+    /// Ends a runner that stopped before the queue was empty (it panicked, or its task was
+    /// dropped with the runtime): the waiting requests are dropped, so each is answered
+    /// with an error rather than left waiting, and the next request starts a new runner.
+    pub(crate) fn abandon(&self) {
+        let mut state = self.lock();
+        state.running = false;
+        state.pending.clear();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
         // Every critical section is one queue update, consistent if interrupted.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -249,6 +258,13 @@ mod tests {
         assert!(queue.next_batch().is_none());
         let (c, _rc) = waiter(1);
         assert_eq!(queue.push(c).unwrap(), Pushed::StartRunner);
+        let (d, mut rd) = waiter(1);
+        assert_eq!(queue.push(d).unwrap(), Pushed::Queued);
+        // A runner that died: the waiter is answered (its sender dropped), a new one starts.
+        queue.abandon();
+        assert!(rd.try_recv().is_err());
+        let (e, _re) = waiter(1);
+        assert_eq!(queue.push(e).unwrap(), Pushed::StartRunner);
     }
 
     #[test]

@@ -412,8 +412,9 @@ impl Sequences {
                 self.tracker.spawn(async move { me.run_batches(&key, &local).await });
             }
         }
-        // A runner drops an answer only when the runtime stops under it.
-        let numbers = answer.await.map_err(|_| unavailable(SHUTTING_DOWN.to_string()))??;
+        // A runner drops an answer only when it ends early: the runtime stops under it, or
+        // it panicked (an assertion that stopped a duplicate).
+        let numbers = answer.await.map_err(|_| unavailable(ABANDONED.to_string()))??;
         let numbers: Vec<u64> = numbers.collect();
         let formatted = match &definition.format {
             Some(format) => Some(
@@ -431,9 +432,21 @@ impl Sequences {
     /// Serves the queue of `key` batch by batch until it is empty: one runner per counter
     /// and node at a time, so this node's takes of a counter never overlap.
     async fn run_batches(&self, key: &CounterKey, local: &CounterLocal) {
+        /// Abandons the queue unless the runner saw it empty: a panic (an assertion that
+        /// stopped a duplicate) must not leave the counter's requests waiting for ever.
+        struct Running<'a>(Option<&'a TakeQueue>);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                if let Some(queue) = self.0 {
+                    queue.abandon();
+                }
+            }
+        }
+        let mut running = Running(Some(&local.queue));
         while let Some(batch) = local.queue.next_batch() {
             self.serve_batch(key, local, batch).await;
         }
+        running.0 = None;
     }
 
     /// Takes one block for the whole batch and splits it in arrival order; answers every
@@ -1001,6 +1014,9 @@ fn period_at(at: &Zoned) -> String {
 
 /// Why a take is refused once `shutdown` began.
 const SHUTTING_DOWN: &str = "the node is shutting down; ask another node";
+/// Why a take is refused when the runner serving its counter ended without answering it.
+const ABANDONED: &str = "the take was abandoned (the node is stopping, or its counter call \
+                         failed unexpectedly; the log says which); retry";
 
 /// Opens the marks file of `config`'s state directory (none without one).
 pub(crate) fn open_marks(

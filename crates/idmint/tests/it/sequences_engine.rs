@@ -38,6 +38,8 @@ struct HeldCounters {
     failing: std::sync::atomic::AtomicBool,
     /// How long each take lasts, in µs (a round trip, so concurrent requests pile up).
     delay_us: AtomicU64,
+    /// While set, every take panics (as an assertion in the engine's call would).
+    panicking: std::sync::atomic::AtomicBool,
 }
 
 impl HeldCounters {
@@ -60,6 +62,7 @@ impl CounterStore for HeldCounters {
         if delay > 0 {
             tokio::time::sleep(Duration::from_micros(delay)).await;
         }
+        assert!(!self.panicking.load(Ordering::SeqCst), "a take panicked (test)");
         if self.failing.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("redis://test: connection refused".to_string()));
         }
@@ -549,5 +552,35 @@ async fn a_batch_past_the_limit_serves_the_requests_that_fit_alone() {
     let refused = node.next(&name, 1).await.unwrap_err();
     assert!(matches!(refused, SequenceError::Exhausted { .. }), "{refused:?}");
     assert_eq!(store.ceiling(&name, "").await.unwrap(), COUNTER_MAX);
+    node.shutdown().await;
+}
+
+/// A counter call that panics (an assertion) answers the requests of its batch with an
+/// error instead of leaving them waiting, and the counter is served again afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_counter_call_leaves_no_request_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("panics")).await.unwrap();
+    let name = Tag::parse("panics").unwrap();
+    node.next(&name, 1).await.unwrap();
+
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let first = spawn_take(&node, &name, 1);
+    counters.entered(entered + 1).await;
+    let tasks = queue_behind_a_held_take(&node, &name, &[1, 2, 3]).await;
+    counters.panicking.store(true, Ordering::SeqCst);
+    drop(held);
+    for task in std::iter::once(first).chain(tasks) {
+        let refused = tokio::time::timeout(WAIT, task).await.expect("left waiting").unwrap();
+        let refused = refused.expect_err("numbers from a panicked call");
+        assert!(matches!(refused, SequenceError::Unavailable { .. }), "{refused:?}");
+    }
+    counters.panicking.store(false, Ordering::SeqCst);
+    let again = tokio::time::timeout(WAIT, node.next(&name, 1)).await.expect("never served again");
+    assert_eq!(again.unwrap().numbers, [2]);
     node.shutdown().await;
 }
