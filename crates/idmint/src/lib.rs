@@ -54,6 +54,7 @@ mod lease;
 pub mod node;
 mod registry;
 mod segments;
+mod seqbatch;
 mod seqformat;
 mod sequences;
 mod snowflake_gen;
@@ -166,6 +167,7 @@ pub mod sequence {
 
     /// Bounds and defaults of sequences.
     pub mod limits {
+        pub use crate::seqbatch::{SEQ_BATCH_IDS_MAX, SEQ_BATCH_WAITERS_MAX, SEQ_QUEUE_MAX};
         pub use crate::seqformat::{DAILY_FORMAT_DEFAULT, DAY_SPAN_CHECKED, SEQ_WIDTH_MAX};
         pub use crate::sequences::{
             DAILY_MARK_DAYS, DEFINITION_TTL_MS, IDLE_AFTER_S, RAISE_LOCK_MS, SEQ_COUNT_MAX,

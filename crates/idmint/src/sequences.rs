@@ -1,8 +1,10 @@
 //! Sequences: numbers served from shared counters (Redis) below a ceiling kept in the SQL
 //! store, so Redis is fast and a Redis that loses data still never repeats a number.
 //!
-//! - **Taking** is one counter call ([`CounterStore::take`]): the ids, "no room below the
-//!   ceiling" or "reseed". No room: this node raises the ceiling itself (one node at a time,
+//! - **Taking** is one counter call ([`CounterStore::take`]) per batch of concurrent requests
+//!   of one counter on this node (`seqbatch.rs`: they queue while a call is in flight, and
+//!   one runner takes the sum of their counts and splits it in arrival order): the ids, "no
+//!   room below the ceiling" or "reseed", for the whole batch. No room: this node raises the ceiling itself (one node at a time,
 //!   under the counter's raise lock) and takes again, within [`SequenceConfig::wait_ms`];
 //!   past that the caller gets [`SequenceError::Unavailable`] (503).
 //! - **The ceiling** only grows, in the SQL store first ([`SequenceStore::raise_ceiling`],
@@ -34,9 +36,10 @@
 //!   carries the date, so ids of different days differ.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use idmint_core::Tag;
@@ -51,6 +54,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
 use crate::highwater::{HighWaterFile, MarkKey, MarksFile};
+use crate::seqbatch::{Pushed, SEQ_QUEUE_MAX, TakeQueue, Waiter, split};
 use crate::seqformat::{DAILY_FORMAT_DEFAULT, SeqFormat, time_zone};
 
 /// Longest a request waits for room below the ceiling before it is refused, by default.
@@ -230,10 +234,14 @@ struct CounterLocal {
     refill: tokio::sync::Mutex<()>,
     /// Per-second rates sampled by the stats step, newest last.
     samples: Mutex<VecDeque<u64>>,
+    /// The requests waiting for numbers of this counter, served in batches by one runner.
+    queue: TakeQueue,
 }
 
 /// The sequence engine of one node.
 pub struct Sequences {
+    /// The engine itself, for the batch runners it spawns.
+    me: Weak<Sequences>,
     store: Arc<dyn SequenceStore>,
     counters: Arc<dyn CounterStore>,
     clock: Arc<dyn Clock>,
@@ -280,7 +288,8 @@ impl Sequences {
         config: SequenceConfig,
         marks: Option<Arc<HighWaterFile<CounterKey>>>,
     ) -> Arc<Sequences> {
-        let sequences = Arc::new(Sequences {
+        let sequences = Arc::new_cyclic(|me| Sequences {
+            me: me.clone(),
             store,
             counters,
             clock,
@@ -381,81 +390,202 @@ impl Sequences {
         let now_ms = self.clock.now_ms();
         let at = zoned(now_ms, &definition.zone);
         let key = CounterKey { name: name.clone(), period: period_of(&definition, &at) };
-        // A store call that failed: retried by the caller (503), but for a counter store that
-        // cannot serve sequences at all (final, 501) and a sequence at its limit (final, 409).
-        let failed = |error: RefillError| match error {
+        let local = self.local(&key, now_ms / 1_000);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.wait_ms);
+        // Concurrent requests share one counter call: this one waits in the counter's queue
+        // and the runner serving it (started here if none is) takes a block for the whole
+        // batch and hands each request its part.
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        match local.queue.push(Waiter { count, deadline, reply }) {
+            Err(_) => {
+                return Err(unavailable(format!(
+                    "{} requests already wait for it on this node, the most that may \
+                     ({SEQ_QUEUE_MAX}); retry later",
+                    SEQ_QUEUE_MAX
+                )));
+            }
+            Ok(Pushed::Queued) => {}
+            Ok(Pushed::StartRunner) => {
+                // `self` is borrowed from the `Arc` `start` made, so it is alive.
+                let me = self.me.upgrade().expect("the engine is alive while it is called");
+                let (key, local) = (key.clone(), Arc::clone(&local));
+                self.tracker.spawn(async move { me.run_batches(&key, &local).await });
+            }
+        }
+        // A runner drops an answer only when it ends early: the runtime stops under it, or
+        // it panicked (an assertion that stopped a duplicate).
+        let numbers = answer.await.map_err(|_| unavailable(ABANDONED.to_string()))??;
+        let numbers: Vec<u64> = numbers.collect();
+        let formatted = match &definition.format {
+            Some(format) => Some(
+                numbers
+                    .iter()
+                    .map(|n| format.render(*n, &at))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(SequenceError::Invalid)?,
+            ),
+            None => None,
+        };
+        Ok(SequenceIds { name: name.clone(), period: key.period, numbers, formatted })
+    }
+
+    /// Serves the queue of `key` batch by batch until it is empty: one runner per counter
+    /// and node at a time, so this node's takes of a counter never overlap.
+    async fn run_batches(&self, key: &CounterKey, local: &CounterLocal) {
+        /// Abandons the queue unless the runner saw it empty: a panic (an assertion that
+        /// stopped a duplicate) must not leave the counter's requests waiting for ever.
+        struct Running<'a>(Option<&'a TakeQueue>);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                if let Some(queue) = self.0 {
+                    queue.abandon();
+                }
+            }
+        }
+        let mut running = Running(Some(&local.queue));
+        while let Some(batch) = local.queue.next_batch() {
+            self.serve_batch(key, local, batch).await;
+        }
+        running.0 = None;
+    }
+
+    /// Takes one block for the whole batch and splits it in arrival order; answers every
+    /// waiter, with numbers or with the error it would have got alone.
+    ///
+    /// Past the ceiling, the batch raises it as a lone request would. When that raise fails
+    /// (the sequence at its limit, the store down) and more than one request waits, each is
+    /// served alone in arrival order, so a request that fits the room left still gets its
+    /// numbers and only those that do not fit get the error.
+    async fn serve_batch(&self, key: &CounterKey, local: &CounterLocal, batch: Vec<Waiter>) {
+        let mut batches = VecDeque::from([batch]);
+        while let Some(mut batch) = batches.pop_front() {
+            loop {
+                // A request whose client left takes no numbers.
+                batch.retain(|w| !w.reply.is_closed());
+                if batch.is_empty() {
+                    break;
+                }
+                match self.take_batch(key, local, &batch).await {
+                    Ok(Some(ranges)) => {
+                        for (waiter, range) in batch.drain(..).zip(ranges) {
+                            waiter.answer(Ok(range));
+                        }
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err((RefillError::Store(error), Stage::Raise)) if batch.len() > 1 => {
+                        tracing::debug!(sequence = %key.name, %error, "a batch's raise failed; serving its requests one by one");
+                        batches.extend(batch.drain(..).map(|w| vec![w]));
+                        break;
+                    }
+                    Err((RefillError::Exhausted, Stage::Raise)) if batch.len() > 1 => {
+                        batches.extend(batch.drain(..).map(|w| vec![w]));
+                        break;
+                    }
+                    Err((error, _)) => {
+                        let error = self.refused(key, error);
+                        for waiter in batch.drain(..) {
+                            waiter.answer(Err(error.clone()));
+                        }
+                        break;
+                    }
+                }
+                // No numbers yet (a seed or a raise was made): the requests past their wait
+                // are refused, the others take again.
+                let now = tokio::time::Instant::now();
+                let (expired, waiting): (Vec<Waiter>, Vec<Waiter>) =
+                    batch.drain(..).partition(|w| now >= w.deadline);
+                batch = waiting;
+                for waiter in expired {
+                    waiter.answer(Err(SequenceError::Unavailable {
+                        name: key.name.clone(),
+                        reason: format!(
+                            "no room below the ceiling within {} ms; the store may be down \
+                             (retry later)",
+                            self.config.wait_ms
+                        ),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// One counter call for `batch`: its numbers, split in arrival order; `None` when a
+    /// seed or a raise was made and the batch takes again; or what failed, and where.
+    async fn take_batch(
+        &self,
+        key: &CounterKey,
+        local: &CounterLocal,
+        batch: &[Waiter],
+    ) -> Result<Option<Vec<RangeInclusive<u64>>>, (RefillError, Stage)> {
+        let unserving = |reason| (RefillError::Refused(reason), Stage::Take);
+        self.check_serving().map_err(unserving)?;
+        let counts: Vec<u64> = batch.iter().map(|w| w.count).collect();
+        let total: u64 = counts.iter().sum();
+        // Everything this node handed out of the counter lies below what it gets: this
+        // runner is the node's only taker of the counter, and the counter serialises takes.
+        let before = local.last_issued.load(Ordering::Acquire);
+        let now_s = self.clock.now_ms() / 1_000;
+        let taken = self.counters.take(key, total, now_s).await;
+        match taken.map_err(|e| (RefillError::Store(e), Stage::Take))? {
+            Take::Taken { last } => {
+                let Some(ranges) = split(last, &counts) else {
+                    return Err((
+                        RefillError::Store(StoreError::Unavailable(format!(
+                            "the counter answered {last} for a take of {total}"
+                        ))),
+                        Stage::Take,
+                    ));
+                };
+                let first = *ranges[0].start();
+                // SeqCst with `closed`: either shutdown's last marks write sees these
+                // numbers, or this take sees `closed` and hands nothing out.
+                local.last_issued.fetch_max(last, Ordering::SeqCst);
+                // Checked again with the numbers in hand: the take may have waited (raises,
+                // reseeds, up to `wait_ms`) past the marks lag bound, or shutdown began.
+                // Refused, they are skipped, never handed out: they are in `last_issued`, so
+                // the next write marks them.
+                self.check_serving().map_err(unserving)?;
+                if first > before {
+                    return Ok(Some(ranges));
+                }
+                // The counter went back below what this node handed out (Redis lost writes
+                // under the same run and history, or this node's marks from before a restart
+                // say so): these numbers may be out already. Drop them and reseed above the
+                // ceiling.
+                tracing::error!(sequence = %key.name, period = %key.period, first, handed_out = before, "sequence counter went back below this node's mark; reseeding above the ceiling");
+                self.reseed(key, local, total, true).await.map_err(|e| (e, Stage::Seed))?;
+            }
+            Take::NeedsSeed => {
+                self.reseed(key, local, total, false).await.map_err(|e| (e, Stage::Seed))?;
+            }
+            Take::NoRoom { .. } => {
+                self.waits.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                self.raise(key, local, total, total).await.map_err(|e| (e, Stage::Raise))?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// What a request is told when a seed, a raise or a take of its counter failed: retried
+    /// by the caller (503), but for a counter store that cannot serve sequences at all
+    /// (final, 501) and a sequence at its limit (final, 409).
+    fn refused(&self, key: &CounterKey, error: RefillError) -> SequenceError {
+        let unavailable =
+            |reason: String| SequenceError::Unavailable { name: key.name.clone(), reason };
+        match error {
             RefillError::Exhausted => SequenceError::Exhausted {
-                name: name.clone(),
+                name: key.name.clone(),
                 period: key.period.clone(),
                 limit: COUNTER_MAX,
             },
+            RefillError::Refused(reason) => unavailable(reason),
             RefillError::Store(
                 error @ (StoreError::Unsupported { .. }
                 | StoreError::Denied { .. }
                 | StoreError::MissingTable { .. }),
             ) => SequenceError::Store(error),
             RefillError::Store(other) => unavailable(other.to_string()),
-        };
-        let local = self.local(&key, now_ms / 1_000);
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.wait_ms);
-        loop {
-            // Everything this node handed out before the take was sent must lie below what
-            // it gets (the counter serialises takes); takes in flight meanwhile may not.
-            let before = local.last_issued.load(Ordering::Acquire);
-            let taken = self.counters.take(&key, count, now_ms / 1_000).await;
-            let taken = taken.map_err(|error| failed(error.into()))?;
-            match taken {
-                Take::Taken { last } => {
-                    let first = last + 1 - count;
-                    // SeqCst with `closed`: either shutdown's last marks write sees this
-                    // number, or this take sees `closed` and hands nothing out.
-                    local.last_issued.fetch_max(last, Ordering::SeqCst);
-                    // Checked again with the numbers in hand: the take may have waited
-                    // (raises, reseeds, up to `wait_ms`) past the marks lag bound, or
-                    // shutdown began. Refused, they are skipped, never handed out: they are
-                    // in `last_issued`, so the next write marks them.
-                    self.check_serving().map_err(unavailable)?;
-                    if first > before {
-                        let numbers: Vec<u64> = (first..=last).collect();
-                        let formatted = match &definition.format {
-                            Some(format) => Some(
-                                numbers
-                                    .iter()
-                                    .map(|n| format.render(*n, &at))
-                                    .collect::<Result<Vec<_>, _>>()
-                                    .map_err(SequenceError::Invalid)?,
-                            ),
-                            None => None,
-                        };
-                        return Ok(SequenceIds {
-                            name: name.clone(),
-                            period: key.period,
-                            numbers,
-                            formatted,
-                        });
-                    }
-                    // The counter went back below what this node handed out (Redis lost
-                    // writes under the same run and history, or this node's marks from
-                    // before a restart say so): these numbers may be out already. Drop them
-                    // and reseed above the ceiling.
-                    tracing::error!(sequence = %name, period = %key.period, first, handed_out = before, "sequence counter went back below this node's mark; reseeding above the ceiling");
-                    self.reseed(&key, &local, count, true).await.map_err(failed)?;
-                }
-                Take::NeedsSeed => {
-                    self.reseed(&key, &local, count, false).await.map_err(failed)?;
-                }
-                Take::NoRoom { .. } => {
-                    self.waits.fetch_add(1, Ordering::Relaxed);
-                    self.raise(&key, &local, count, count).await.map_err(failed)?;
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(unavailable(format!(
-                    "no room below the ceiling within {} ms; the store may be down (retry \
-                     later)",
-                    self.config.wait_ms
-                )));
-            }
         }
     }
 
@@ -818,6 +948,16 @@ enum RefillError {
     Store(StoreError),
     /// The ceiling is at [`COUNTER_MAX`]: no raise can make room.
     Exhausted,
+    /// Nothing may be served now (shutting down, the marks not written): why.
+    Refused(String),
+}
+
+/// Where a batch's call failed: only a failed raise may leave room for some of its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Take,
+    Seed,
+    Raise,
 }
 
 impl From<StoreError> for RefillError {
@@ -831,6 +971,7 @@ impl std::fmt::Display for RefillError {
         match self {
             RefillError::Store(error) => error.fmt(f),
             RefillError::Exhausted => write!(f, "the ceiling is at {COUNTER_MAX}, the limit"),
+            RefillError::Refused(reason) => f.write_str(reason),
         }
     }
 }
@@ -873,6 +1014,9 @@ fn period_at(at: &Zoned) -> String {
 
 /// Why a take is refused once `shutdown` began.
 const SHUTTING_DOWN: &str = "the node is shutting down; ask another node";
+/// Why a take is refused when the runner serving its counter ended without answering it.
+const ABANDONED: &str = "the take was abandoned (the node is stopping, or its counter call \
+                         failed unexpectedly; the log says which); retry";
 
 /// Opens the marks file of `config`'s state directory (none without one).
 pub(crate) fn open_marks(

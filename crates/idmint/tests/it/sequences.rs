@@ -471,3 +471,57 @@ async fn a_sequence_is_served_up_to_the_limit_then_exhausted_on_redis() {
     assert_eq!(store.ceiling(&name, "").await.unwrap(), COUNTER_MAX);
     node.shutdown().await;
 }
+
+/// On a real Redis, concurrent requests of one sequence on one node share counter calls:
+/// 400 requests of random counts in flight at once cost a handful of take scripts (counted
+/// by the server's own `INFO commandstats`), not 400, and still get disjoint, contiguous
+/// numbers that add up to the counter's advance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_redis_call_serves_many_concurrent_requests() {
+    const REQUESTS: u64 = 400;
+    let Some(redis) = idmint_testkit::redis::private() else { return };
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = counters(&redis.url(), &fresh_prefix()).await;
+    let node =
+        Sequences::start(Arc::clone(&store), counters, Arc::new(SystemClock), config("batch"))
+            .unwrap();
+    node.create(spec("batched", false, None)).await.unwrap();
+    let name = Tag::parse("batched").unwrap();
+    // Seeded: the requests below find room and only take.
+    let first = node.next(&name, 1).await.unwrap().numbers[0];
+    redis.cli(&["CONFIG", "RESETSTAT"]).unwrap();
+
+    let counts: Vec<u64> = (0..REQUESTS).map(|i| 1 + (i * 31 + 7) % 17).collect();
+    let tasks: Vec<_> = counts
+        .iter()
+        .map(|&count| {
+            let (node, name) = (Arc::clone(&node), name.clone());
+            tokio::spawn(async move { node.next(&name, count).await.unwrap().numbers })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for (task, count) in tasks.into_iter().zip(&counts) {
+        let numbers = task.await.unwrap();
+        assert_eq!(numbers.len() as u64, *count);
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?} not contiguous");
+        all.extend(numbers);
+    }
+    let total: u64 = counts.iter().sum();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len() as u64, total, "a number handed out twice");
+    assert_eq!((all[0], all[all.len() - 1]), (first + 1, first + total));
+
+    let stats = redis.cli(&["INFO", "commandstats"]).unwrap();
+    let calls = |command: &str| -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    };
+    let scripts = calls("evalsha") + calls("eval");
+    assert!(scripts >= 1 && scripts * 10 <= REQUESTS, "{scripts} scripts for {REQUESTS} requests");
+    eprintln!("{REQUESTS} concurrent requests, {scripts} script calls");
+    node.shutdown().await;
+}

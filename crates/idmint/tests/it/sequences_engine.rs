@@ -34,6 +34,12 @@ struct HeldCounters {
     hold: tokio::sync::RwLock<()>,
     /// Takes that reached `hold`.
     entered: AtomicU64,
+    /// While set, every take fails as a Redis that does not answer.
+    failing: std::sync::atomic::AtomicBool,
+    /// How long each take lasts, in µs (a round trip, so concurrent requests pile up).
+    delay_us: AtomicU64,
+    /// While set, every take panics (as an assertion in the engine's call would).
+    panicking: std::sync::atomic::AtomicBool,
 }
 
 impl HeldCounters {
@@ -52,6 +58,14 @@ impl CounterStore for HeldCounters {
     async fn take(&self, key: &CounterKey, n: u64, _now_s: u64) -> Result<Take, StoreError> {
         self.entered.fetch_add(1, Ordering::SeqCst);
         let _held = self.hold.read().await;
+        let delay = self.delay_us.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_micros(delay)).await;
+        }
+        assert!(!self.panicking.load(Ordering::SeqCst), "a take panicked (test)");
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("redis://test: connection refused".to_string()));
+        }
         let mut counters = self.counters.lock().unwrap();
         let Some(counter) = counters.get_mut(key) else { return Ok(Take::NeedsSeed) };
         if counter.max - counter.cur < n {
@@ -348,5 +362,225 @@ async fn a_sequence_at_the_largest_number_is_exhausted_and_changes_nothing() {
     }
     let ceiling = store.ceiling(&name, "").await.unwrap();
     assert_eq!(ceiling, COUNTER_MAX, "the refusals moved the ceiling");
+    node.shutdown().await;
+}
+
+/// Spawns `node.next(name, count)`.
+fn spawn_take(
+    node: &Arc<Sequences>,
+    name: &Tag,
+    count: u64,
+) -> tokio::task::JoinHandle<Result<Vec<u64>, SequenceError>> {
+    let (node, name) = (Arc::clone(node), name.clone());
+    tokio::spawn(async move { node.next(&name, count).await.map(|ids| ids.numbers) })
+}
+
+/// Spawns takes of `counts` one after another, each given time to queue before the next is
+/// spawned (while a held take keeps the counter busy): they arrive in this order.
+async fn queue_behind_a_held_take(
+    node: &Arc<Sequences>,
+    name: &Tag,
+    counts: &[u64],
+) -> Vec<tokio::task::JoinHandle<Result<Vec<u64>, SequenceError>>> {
+    let mut tasks = Vec::new();
+    for &count in counts {
+        tasks.push(spawn_take(node, name, count));
+        // Time for the request to reach the queue (the runtime has two threads).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tasks
+}
+
+/// Requests that arrive while a counter call is in flight are served by the next call, one
+/// for all of them: 1 + 50 concurrent requests cost 2 counter calls, and each request gets
+/// its own count of contiguous numbers, in arrival order, covering the block exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_takes_of_one_sequence_share_one_counter_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("shared")).await.unwrap();
+    let name = Tag::parse("shared").unwrap();
+    assert_eq!(node.next(&name, 10).await.unwrap().numbers.last(), Some(&10));
+
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let first = spawn_take(&node, &name, 1);
+    counters.entered(entered + 1).await;
+    let counts: Vec<u64> = (0..50).map(|i| 1 + (i * 7) % 13).collect();
+    let tasks = queue_behind_a_held_take(&node, &name, &counts).await;
+    assert_eq!(counters.entered.load(Ordering::SeqCst), entered + 1, "a queued request took");
+    drop(held);
+    assert_eq!(first.await.unwrap().unwrap(), [11]);
+    let mut next = 12;
+    for (task, count) in tasks.into_iter().zip(&counts) {
+        let numbers = task.await.unwrap().unwrap();
+        let expected: Vec<u64> = (next..next + count).collect();
+        assert_eq!(numbers, expected, "not this request's part of the block, in arrival order");
+        next += count;
+    }
+    let calls = counters.entered.load(Ordering::SeqCst) - entered;
+    assert_eq!(calls, 2, "50 queued requests took {calls} counter calls, not one");
+    node.shutdown().await;
+}
+
+/// A seeded simulation of the engine under concurrency: 16 tasks each take 300 times a
+/// random count (1 to 20) from a counter whose calls last 200 µs, so batches form and
+/// change size all the time. No number is handed out twice, each request's numbers are
+/// contiguous and its count, each task's numbers increase, the counter moved by exactly the
+/// sum of the counts, and far fewer calls were made than requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_concurrent_takes_are_disjoint_contiguous_increasing_and_add_up() {
+    const TASKS: u64 = 16;
+    const TAKES: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    counters.delay_us.store(200, Ordering::SeqCst);
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("random")).await.unwrap();
+    let name = Tag::parse("random").unwrap();
+    let first = node.next(&name, 1).await.unwrap().numbers[0];
+    let entered = counters.entered.load(Ordering::SeqCst);
+
+    let mut tasks = Vec::new();
+    for seed in 1..=TASKS {
+        let (node, name) = (Arc::clone(&node), name.clone());
+        tasks.push(tokio::spawn(async move {
+            // xorshift64, seeded per task: the same counts on every run.
+            let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
+            let mut taken = Vec::new();
+            for _ in 0..TAKES {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let count = 1 + state % 20;
+                let numbers = node.next(&name, count).await.unwrap().numbers;
+                assert_eq!(numbers.len() as u64, count);
+                assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?} not contiguous");
+                taken.push(numbers);
+            }
+            taken
+        }));
+    }
+    let mut all = Vec::new();
+    let mut requests = 0;
+    for task in tasks {
+        let taken = task.await.unwrap();
+        let starts: Vec<u64> = taken.iter().map(|n| n[0]).collect();
+        assert!(starts.windows(2).all(|w| w[0] < w[1]), "a task's numbers went back");
+        requests += taken.len() as u64;
+        all.extend(taken.into_iter().flatten());
+    }
+    let total = all.len() as u64;
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len() as u64, total, "a number handed out twice");
+    // Every number between the first take and the last was handed out: no gap either.
+    assert_eq!(all.first(), Some(&(first + 1)));
+    assert_eq!(all.last(), Some(&(first + total)));
+    let key = CounterKey { name: name.clone(), period: String::new() };
+    assert_eq!(counters.state(&key, 0).await.unwrap().unwrap().cur, first + total);
+    let calls = counters.entered.load(Ordering::SeqCst) - entered;
+    assert!(calls * 4 <= requests, "{calls} counter calls for {requests} requests");
+    eprintln!("{requests} requests, {total} numbers, {calls} counter calls");
+    node.shutdown().await;
+}
+
+/// A counter call that fails answers every request of its batch with the failure (503,
+/// naming it), none with numbers and none left waiting; the next batch is served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_counter_call_fails_every_request_of_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("failing")).await.unwrap();
+    let name = Tag::parse("failing").unwrap();
+    node.next(&name, 5).await.unwrap();
+
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let first = spawn_take(&node, &name, 1);
+    counters.entered(entered + 1).await;
+    let tasks = queue_behind_a_held_take(&node, &name, &[1, 2, 3, 4, 5, 6]).await;
+    counters.failing.store(true, Ordering::SeqCst);
+    drop(held);
+    for task in std::iter::once(first).chain(tasks) {
+        let refused = tokio::time::timeout(WAIT, task).await.expect("left waiting").unwrap();
+        let refused = refused.expect_err("numbers from a failed call");
+        assert!(matches!(refused, SequenceError::Unavailable { .. }), "{refused:?}");
+        assert!(refused.to_string().contains("connection refused"), "{refused}");
+    }
+    counters.failing.store(false, Ordering::SeqCst);
+    // Nothing the failed calls asked for was taken: the counter continues at 6.
+    assert_eq!(node.next(&name, 2).await.unwrap().numbers, [6, 7]);
+    node.shutdown().await;
+}
+
+/// A batch that would cross the ceiling of a sequence at its limit does not fail the
+/// requests that fit alone: requests of 3, 4 and 1 with 5 numbers left get 3 numbers,
+/// `Exhausted`, and 1 number, as they would one after another; then all are exhausted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_past_the_limit_serves_the_requests_that_fit_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let counters = Arc::new(HeldCounters::default());
+    let name = Tag::parse("brim").unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("brim")).await.unwrap();
+    store.raise_ceiling(&name, "", COUNTER_MAX).await.unwrap();
+    let key = CounterKey { name: name.clone(), period: String::new() };
+    counters.seed(&key, COUNTER_MAX - 6, COUNTER_MAX).await.unwrap();
+
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let first = spawn_take(&node, &name, 1);
+    counters.entered(entered + 1).await;
+    let tasks = queue_behind_a_held_take(&node, &name, &[3, 4, 1]).await;
+    drop(held);
+    assert_eq!(first.await.unwrap().unwrap(), [COUNTER_MAX - 5]);
+    let mut tasks = tasks.into_iter();
+    let three = tasks.next().unwrap().await.unwrap().unwrap();
+    assert_eq!(three, [COUNTER_MAX - 4, COUNTER_MAX - 3, COUNTER_MAX - 2]);
+    let four = tasks.next().unwrap().await.unwrap().unwrap_err();
+    assert!(matches!(four, SequenceError::Exhausted { .. }), "{four:?}");
+    let one = tasks.next().unwrap().await.unwrap().unwrap();
+    assert_eq!(one, [COUNTER_MAX - 1]);
+    assert_eq!(node.next(&name, 1).await.unwrap().numbers, [COUNTER_MAX]);
+    let refused = node.next(&name, 1).await.unwrap_err();
+    assert!(matches!(refused, SequenceError::Exhausted { .. }), "{refused:?}");
+    assert_eq!(store.ceiling(&name, "").await.unwrap(), COUNTER_MAX);
+    node.shutdown().await;
+}
+
+/// A counter call that panics (an assertion) answers the requests of its batch with an
+/// error instead of leaving them waiting, and the counter is served again afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_counter_call_leaves_no_request_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let counters = Arc::new(HeldCounters::default());
+    let node = start(&store, &counters, Arc::new(SystemClock), dir.path());
+    node.create(spec("panics")).await.unwrap();
+    let name = Tag::parse("panics").unwrap();
+    node.next(&name, 1).await.unwrap();
+
+    let held = counters.hold.write().await;
+    let entered = counters.entered.load(Ordering::SeqCst);
+    let first = spawn_take(&node, &name, 1);
+    counters.entered(entered + 1).await;
+    let tasks = queue_behind_a_held_take(&node, &name, &[1, 2, 3]).await;
+    counters.panicking.store(true, Ordering::SeqCst);
+    drop(held);
+    for task in std::iter::once(first).chain(tasks) {
+        let refused = tokio::time::timeout(WAIT, task).await.expect("left waiting").unwrap();
+        let refused = refused.expect_err("numbers from a panicked call");
+        assert!(matches!(refused, SequenceError::Unavailable { .. }), "{refused:?}");
+    }
+    counters.panicking.store(false, Ordering::SeqCst);
+    let again = tokio::time::timeout(WAIT, node.next(&name, 1)).await.expect("never served again");
+    assert_eq!(again.unwrap().numbers, [2]);
     node.shutdown().await;
 }
