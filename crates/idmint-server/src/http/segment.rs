@@ -60,7 +60,7 @@ pub(crate) struct TextId(PublicText);
 
 impl IntoResponse for TextId {
     fn into_response(self) -> Response {
-        let body = Bytes::copy_from_slice(self.0.as_str().as_bytes());
+        let body = self.0.with_str(|text| Bytes::copy_from_slice(text.as_bytes()));
         ([(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], body)
             .into_response()
     }

@@ -1,24 +1,26 @@
 //! [`PublicText`]: one id as the text a route answers, the decimal id written in place.
 //!
 //! Leaf's route answers every id as text, so the text is part of each take. A decimal id is
-//! at most 20 digits: it is written into the value itself (`itoa`, two digits a step), with
-//! no allocation and no `fmt` machinery, which together cost more than the take
-//! (docs/PERFORMANCE.md). A tag with a text template renders into a `String` as before.
+//! written where it is read (`itoa`, two digits a step), with no allocation and no `fmt`
+//! machinery, which together cost more than the take (docs/PERFORMANCE.md). A tag with a text
+//! template renders into a `String` as before.
 
 use std::fmt;
 
-/// Digits of `u64::MAX`: the longest decimal id.
-const DECIMAL_LEN_MAX: usize = 20;
-
 /// One public id as text: the decimal id, or a tag's template rendering of it. Read it with
-/// [`PublicText::as_str`] (or `Display`, `Into<String>`).
-#[derive(Clone)]
+/// [`PublicText::with_str`] (or `Display`, `Into<String>`).
+///
+/// A decimal id is kept as the number and written out where it is read, into a buffer on the
+/// reader's stack: writing the digits into this value and moving it to the caller cost a
+/// stalled store-to-load forward per take (measured), and every reader copies the text once
+/// anyway (into a response body, a protobuf string).
+#[derive(Clone, PartialEq, Eq)]
 pub struct PublicText(Repr);
 
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 enum Repr {
-    /// The decimal id: its digits are `digits[start..]`.
-    Decimal { digits: [u8; DECIMAL_LEN_MAX], start: u8 },
+    /// The decimal id.
+    Decimal(u64),
     /// A template's rendering.
     Rendered(String),
 }
@@ -27,13 +29,7 @@ impl PublicText {
     /// The decimal text of `id`.
     #[inline]
     pub fn decimal(id: u64) -> PublicText {
-        let mut buffer = itoa::Buffer::new();
-        let text = buffer.format(id).as_bytes();
-        let mut digits = [0; DECIMAL_LEN_MAX];
-        let start = DECIMAL_LEN_MAX - text.len();
-        digits[start..].copy_from_slice(text);
-        // `start` < 20: a u64 has at least one digit.
-        PublicText(Repr::Decimal { digits, start: start as u8 })
+        PublicText(Repr::Decimal(id))
     }
 
     /// The text as rendered by a template.
@@ -41,49 +37,39 @@ impl PublicText {
         PublicText(Repr::Rendered(text))
     }
 
-    /// The text.
+    /// Calls `read` with the text: a decimal id's digits written on the stack (`itoa`, two
+    /// digits a step, no allocation), a rendering as it is.
     #[inline]
-    pub fn as_str(&self) -> &str {
+    pub fn with_str<R>(&self, read: impl FnOnce(&str) -> R) -> R {
         match &self.0 {
-            Repr::Decimal { digits, start } => {
-                // Only ASCII digits are ever written here (`decimal`), so this never fails.
-                std::str::from_utf8(&digits[usize::from(*start)..]).unwrap_or_default()
-            }
-            Repr::Rendered(text) => text,
+            Repr::Decimal(id) => read(itoa::Buffer::new().format(*id)),
+            Repr::Rendered(text) => read(text),
         }
     }
 }
 
 impl fmt::Display for PublicText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.with_str(|text| f.write_str(text))
     }
 }
 
 impl fmt::Debug for PublicText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
+        self.with_str(|text| fmt::Debug::fmt(text, f))
     }
 }
-
-impl PartialEq for PublicText {
-    fn eq(&self, other: &PublicText) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for PublicText {}
 
 impl PartialEq<&str> for PublicText {
     fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
+        self.with_str(|text| text == *other)
     }
 }
 
 impl From<PublicText> for String {
     fn from(text: PublicText) -> String {
         match text.0 {
-            Repr::Decimal { .. } => text.as_str().to_owned(),
+            Repr::Decimal(id) => itoa::Buffer::new().format(id).to_owned(),
             Repr::Rendered(text) => text,
         }
     }
@@ -101,7 +87,7 @@ mod tests {
         ids.extend((1..20).map(|n| 10u64.pow(n) - 1));
         for id in ids {
             let text = PublicText::decimal(id);
-            assert_eq!(text.as_str(), id.to_string());
+            assert_eq!(text.with_str(str::to_owned), id.to_string());
             assert_eq!(text.to_string(), id.to_string());
             assert_eq!(String::from(text), id.to_string());
         }
