@@ -3,7 +3,7 @@
 //! allocation statements run by the database's own benchmark tool in the same round.
 //!
 //! ```text
-//! flock /work/bench.lock scripts/bench-refill        # the driver: builds, runs, prints
+//! flock /tmp/idmint-bench.lock scripts/bench-refill        # the driver: builds, runs, prints
 //! cargo bench -p idmint --bench refill --features mysql,postgres -- [ROUNDS] [SECONDS]
 //! ```
 //!
