@@ -2,7 +2,7 @@
 # Issue 9's benchmark, in one run: the Rust client's in-process ids/s and gRPC NextIds
 # (the `client_grpc` benchmark, each beside its floor in the same process), then HTTP
 # single-id requests/s of `idmint serve` beside a bare hyper server that answers a counter.
-# Used for docs/PERFORMANCE.md "gRPC and the Rust client (issue 9)".
+# (docs/PERFORMANCE.md reports the client against Tinyid's with scripts/bench-client.)
 #
 #   scripts/bench-grpc-client.sh
 #

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Leaf's single-id route, requests per second with wrk, for two idmint binaries in the same
 # run, alternating (three rounds of 8 s after a 2 s warm-up each): the cost per request of
-# what one build adds over the other. Used for docs/PERFORMANCE.md "HTTP: what operations
-# cost per request".
+# what one build adds over the other (a before/after check of a change).
 #
 #   scripts/bench-http-overhead.sh BASELINE_BINARY CANDIDATE_BINARY
 #

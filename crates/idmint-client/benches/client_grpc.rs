@@ -1,7 +1,7 @@
 //! `client_grpc`: the Rust client's ids per second in the caller's process, and the gRPC
 //! API's requests per second, each beside a floor measured in the same process and run
-//! (issue 9). Results and ratios: docs/PERFORMANCE.md, "gRPC and the Rust client"; the HTTP
-//! half of that section is scripts/bench-grpc-client.sh, which also runs this.
+//! (issue 9). docs/PERFORMANCE.md's client figures come from `scripts/bench-client`; the
+//! HTTP half of this comparison is scripts/bench-grpc-client.sh, which also runs this.
 //!
 //! Run: `cargo bench -p idmint-client --bench client_grpc` (harness = false; about 60 s of
 //! fixed phases; prints markdown tables). What runs, in order:

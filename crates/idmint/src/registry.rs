@@ -7,7 +7,7 @@
 //! lookup hashes the name once with foldhash under the registry's random seed (kept across
 //! changes, random per process), then compares the stored 64-bit hash and the name's bytes
 //! inline: no call to `memcmp`, no SipHash (ARCHITECTURE.md, "The tag registry's hasher";
-//! docs/PERFORMANCE.md, "In-process take by name").
+//! docs/PERFORMANCE.md, "Segment ids: the take in process").
 //!
 //! Must hold: a name has at most one entry (a second generator of a tag would hand its ids
 //! out again), so `with` replaces, and a lookup finds every name it holds (`same_bytes` is

@@ -452,16 +452,32 @@ impl Sequences {
     /// Takes one block for the whole batch and splits it in arrival order; answers every
     /// waiter, with numbers or with the error it would have got alone.
     ///
-    /// Past the ceiling, the batch raises it as a lone request would. When that raise fails
-    /// (the sequence at its limit, the store down) and more than one request waits, each is
-    /// served alone in arrival order, so a request that fits the room left still gets its
-    /// numbers and only those that do not fit get the error.
+    /// Past the ceiling, the batch raises it as a lone request would. When the sequence is at
+    /// its limit and more than one request waits, each is served alone in arrival order, so
+    /// a request that fits the room left still gets its numbers and only those that do not
+    /// fit get the error. A store that fails the raise fails the whole batch (retrying each
+    /// request alone would only multiply the store's timeouts). A request past its wait is
+    /// refused before every counter call, so no request waits much past `wait_ms`.
     async fn serve_batch(&self, key: &CounterKey, local: &CounterLocal, batch: Vec<Waiter>) {
         let mut batches = VecDeque::from([batch]);
         while let Some(mut batch) = batches.pop_front() {
             loop {
-                // A request whose client left takes no numbers.
+                // A request whose client left takes no numbers; one past its wait is refused.
                 batch.retain(|w| !w.reply.is_closed());
+                let now = tokio::time::Instant::now();
+                let (expired, waiting): (Vec<Waiter>, Vec<Waiter>) =
+                    batch.drain(..).partition(|w| now >= w.deadline);
+                batch = waiting;
+                for waiter in expired {
+                    waiter.answer(Err(SequenceError::Unavailable {
+                        name: key.name.clone(),
+                        reason: format!(
+                            "not served within {} ms: no room below the ceiling, or the \
+                             counter or the store is slow (retry later)",
+                            self.config.wait_ms
+                        ),
+                    }));
+                }
                 if batch.is_empty() {
                     break;
                 }
@@ -472,12 +488,8 @@ impl Sequences {
                         }
                         break;
                     }
+                    // No numbers yet (a seed or a raise was made): take again.
                     Ok(None) => {}
-                    Err((RefillError::Store(error), Stage::Raise)) if batch.len() > 1 => {
-                        tracing::debug!(sequence = %key.name, %error, "a batch's raise failed; serving its requests one by one");
-                        batches.extend(batch.drain(..).map(|w| vec![w]));
-                        break;
-                    }
                     Err((RefillError::Exhausted, Stage::Raise)) if batch.len() > 1 => {
                         batches.extend(batch.drain(..).map(|w| vec![w]));
                         break;
@@ -489,22 +501,6 @@ impl Sequences {
                         }
                         break;
                     }
-                }
-                // No numbers yet (a seed or a raise was made): the requests past their wait
-                // are refused, the others take again.
-                let now = tokio::time::Instant::now();
-                let (expired, waiting): (Vec<Waiter>, Vec<Waiter>) =
-                    batch.drain(..).partition(|w| now >= w.deadline);
-                batch = waiting;
-                for waiter in expired {
-                    waiter.answer(Err(SequenceError::Unavailable {
-                        name: key.name.clone(),
-                        reason: format!(
-                            "no room below the ceiling within {} ms; the store may be down \
-                             (retry later)",
-                            self.config.wait_ms
-                        ),
-                    }));
                 }
             }
         }

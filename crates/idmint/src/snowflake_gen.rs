@@ -394,6 +394,9 @@ struct State {
     lease: Option<Lease>,
     /// Why the fence closed, for the error.
     fence_reason: String,
+    /// The layout's time is spent above the held lease's floor: the cell stays stopped and
+    /// a take is refused as `Exhausted` (final), not as a lease not proven.
+    spent: bool,
     /// When the current lease was acquired and the floor it set (ms): no id's time lies at or
     /// below `floor_ms` (see [`settle_ms`]); `(0, 0)` without a leased worker id.
     acquired_ms: u64,
@@ -544,6 +547,7 @@ impl Snowflake {
                 worker,
                 lease,
                 fence_reason: String::new(),
+                spent: false,
                 acquired_ms: 0,
                 floor_ms: 0,
                 stopped: false,
@@ -860,6 +864,14 @@ impl Snowflake {
             // Before the epoch reads as unit 0, never issued at (checked below).
             layout.to_units(now_ms).unwrap_or(0)
         });
+        // A stopped cell read no clock: answered before the checks of the clock's reading.
+        if let Issued::Stopped = issued {
+            let state = self.lock();
+            if state.spent {
+                return Err(SnowflakeError::Exhausted(self.config.space.clone()));
+            }
+            return Err(self.fence_closed(&state));
+        }
         // The fence against the clock read that made the id (an id made past it is dropped,
         // never handed out: skipping ids is safe).
         if now_ms >= self.fence_ms.load(Ordering::Acquire) {
@@ -1195,7 +1207,8 @@ impl Snowflake {
                 // The mark goes to 0 with it (this worker id's is not written yet); a state
                 // that no longer fits the layout leaves the cell stopped (`Exhausted` is
                 // then answered by the mark's write, which finds nothing to issue).
-                if !self.cell.begin(&layout, lease.worker_id, floor) {
+                state.spent = !self.cell.begin(&layout, lease.worker_id, floor);
+                if state.spent {
                     tracing::error!(space = %self.config.space, worker = lease.worker_id, "the layout's time is spent above this lease's floor; no id is issued");
                 }
                 tracing::info!(space = %self.config.space, worker = lease.worker_id, "worker lease held again");

@@ -7,7 +7,7 @@
 //! optimiser does not inline into the caller's (it also holds the waiting states and their
 //! drops), and it writes its whole `Poll<Result<u64, Error>>` (56 bytes and more) out on every
 //! id, which the caller then copies: that cost `next_id().await` about 10 ns an id, four times
-//! the take itself (docs/PERFORMANCE.md, "In-process take by name"). Here the poll is
+//! the take itself (docs/PERFORMANCE.md, "Segment ids: the take in process"). Here the poll is
 //! `#[inline(always)]` and the fast path is a take and a `u64`: the caller sees `Ok(id)` and
 //! nothing else is moved. The waiting path is out of line and unchanged.
 //!
