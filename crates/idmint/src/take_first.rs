@@ -21,8 +21,7 @@ use std::task::{Context, Poll};
 
 /// The waiting half of a take, boxed so [`TakeFirst`] stays small. `T` is what a take
 /// answers: the id, or the node's text of it.
-pub(crate) type Waiting<'a, E, T = u64> =
-    Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'a>>;
+pub(crate) type Waiting<'a, E, T = u64> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'a>>;
 
 /// A future that answers from `take` when it gives an id, else from the future `wait` makes.
 pub(crate) struct TakeFirst<'a, E, Take, Wait, T = u64> {

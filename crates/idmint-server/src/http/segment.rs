@@ -5,12 +5,12 @@
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::HeaderValue;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use idmint::node::PublicText;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -41,10 +41,10 @@ use snowflake::SnowflakeSlot;
 pub use snowflake::{
     SNOWFLAKE_RETRY_MS_MAX, SNOWFLAKE_RETRY_MS_MIN, SNOWFLAKE_START_ATTEMPT_MS_MAX,
 };
-pub use text::PublicText;
 pub use start::{
     FormatConfig, NodeBuilder, NodeConfig, REDIS_RETRY_MS, SequencesConfig, TinyidNodeConfig,
 };
+pub use text::PublicText;
 
 /// The public id formats of a node, by tag (`[format.TAG]`); a tag without one serves its
 /// ids as they are.
