@@ -324,11 +324,12 @@ async fn admin(engine: Engine, statement: &str) {
 }
 
 /// Where the nodes' state directories go: on the disk the build is on (not a tmpfs, whose
-/// fsync costs nothing), or `IDMINT_BENCH_STATE_DIR`.
+/// fsync costs nothing), or `IDMINT_TEST_BENCH_STATE_DIR`.
 fn state_root() -> PathBuf {
-    let root = std::env::var_os("IDMINT_BENCH_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-refill-state")
-    });
+    let root =
+        std::env::var_os("IDMINT_TEST_BENCH_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-refill-state")
+        });
     std::fs::create_dir_all(&root).expect("state root");
     root
 }
