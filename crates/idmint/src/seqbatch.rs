@@ -13,7 +13,9 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
-use crate::sequences::{SEQ_COUNT_MAX, SequenceError};
+// Through the public module, not `crate::sequences`, which imports this one.
+use crate::sequence::SequenceError;
+use crate::sequence::limits::SEQ_COUNT_MAX;
 
 /// Most requests one counter call serves.
 pub const SEQ_BATCH_WAITERS_MAX: usize = 1_024;
