@@ -233,7 +233,7 @@ impl Auth {
 
     /// Whether `headers` may take ids of `tag`: always for a tag no client names, else with
     /// the token of a client that names it, or the admin token.
-    pub fn tag(&self, headers: &HeaderMap, tag: &Tag) -> Result<(), ApiError> {
+    pub fn tag(&self, headers: &HeaderMap, tag: &str) -> Result<(), ApiError> {
         // No hash at all on a node whose tags have no client tokens (most of them).
         if self.by_tag.is_empty() {
             return Ok(());
@@ -448,9 +448,35 @@ pub(crate) fn check_tinyid(
 /// The route whose `tag` query parameter names the tag it decodes with.
 pub(crate) const DECODE_ROUTE: &str = "/v1/decode";
 
-/// The tag or sequence a request's path names ([`TAG_ROUTES`]), parsed once by the
-/// middleware: the token check and the handler use this one value, so a name cannot be
-/// read one way by the check and another way by the handler.
+/// That the middleware checked the name a request's path holds for its route's tag or
+/// sequence parameter ([`TAG_ROUTES`]): its client token, if the name has any. Handlers read
+/// the name through it ([`CheckedName::name`]), from the same path with the same decoding,
+/// so the name served is the name checked. Nothing is parsed or looked up here: a handler's
+/// take by name parses a name the node does not serve (refusing a bad one as `Tag::parse`
+/// does), and [`RouteTag`] parses it for the others.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CheckedName {
+    /// The route's parameter, named in refusals.
+    param: &'static str,
+    /// Its place among the path's `/`-separated segments.
+    place: usize,
+}
+
+impl CheckedName {
+    /// The check the middleware left in `request`; a refusal when it left none.
+    pub(crate) fn of(request: &Request) -> Result<CheckedName, ApiError> {
+        request.extensions().get::<CheckedName>().copied().ok_or_else(unchecked)
+    }
+
+    /// The checked name in `uri`'s path, percent-decoded as the middleware decoded it
+    /// (borrowed unless something was encoded).
+    pub(crate) fn name(self, uri: &Uri) -> Result<Cow<'_, str>, ApiError> {
+        path_name(uri, self.param, self.place)
+    }
+}
+
+/// The tag or sequence a request's path names ([`TAG_ROUTES`]), as the middleware checked it
+/// ([`CheckedName`]), parsed.
 #[derive(Debug, Clone)]
 pub(crate) struct RouteTag(pub(crate) Tag);
 
@@ -463,9 +489,8 @@ impl<S: Send + Sync> FromRequestParts<S> for RouteTag {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<RouteTag, ApiError> {
-        // Taken out, not cloned: one extractor per handler reads it, and a clone would be two
-        // more atomic steps on the tag's count, shared by every request for the tag.
-        parts.extensions.remove::<RouteTag>().ok_or_else(unchecked)
+        let checked = parts.extensions.get::<CheckedName>().copied().ok_or_else(unchecked)?;
+        Ok(RouteTag(Tag::parse(&checked.name(&parts.uri)?)?))
     }
 }
 
@@ -533,12 +558,11 @@ impl RouteChecks {
 }
 
 /// Checks the admin token on [`ADMIN_ROUTES`] and client tokens on [`TAG_ROUTES`] (and
-/// `/v1/decode?tag=`) before the handler runs; `checks` are the matched route's. The name
-/// is parsed here, once, and handed to the handler as a [`RouteTag`] or [`QueryTag`] in the
-/// request's extensions: what was checked is what is served.
+/// `/v1/decode?tag=`) before the handler runs; `checks` are the matched route's. A path's
+/// name is checked as the handler reads it ([`CheckedName`]); a query's tag is parsed here,
+/// once, and handed to the handler as a [`QueryTag`]: what was checked is what is served.
 pub(crate) fn check(
     auth: &Auth,
-    node: &idmint::Node,
     checks: &RouteChecks,
     request: &mut Request,
 ) -> Result<(), ApiError> {
@@ -552,41 +576,32 @@ pub(crate) fn check(
     if checks.decode {
         let tag = decode_tag(request.uri())?;
         if let (Some(tag), false) = (&tag, admin) {
-            auth.tag(request.headers(), tag)?;
+            auth.tag(request.headers(), tag.as_str())?;
         }
         request.extensions_mut().insert(QueryTag(tag));
-    } else if let Some((name, place)) = checks.tag {
-        let tag = path_tag(request, node, name, place)?;
+    } else if let Some((param, place)) = checks.tag {
+        let checked = CheckedName { param, place };
         if !admin {
-            auth.tag(request.headers(), &tag)?;
+            auth.tag(request.headers(), &checked.name(request.uri())?)?;
+        } else {
+            // Decoded all the same, so a name that is not UTF-8 is refused here on every route.
+            checked.name(request.uri())?;
         }
-        request.extensions_mut().insert(RouteTag(tag));
+        request.extensions_mut().insert(checked);
     }
     Ok(())
 }
 
-/// The tag the path parameter `name`, the segment at `place`, holds in `request`'s path.
-fn path_tag(
-    request: &Request,
-    node: &idmint::Node,
-    name: &str,
-    place: usize,
-) -> Result<Tag, ApiError> {
-    let text = path_segment(request.uri().path(), place).ok_or_else(unchecked)?;
+/// The name the path parameter `param`, the segment at `place`, holds in `uri`'s path.
+fn path_name<'u>(uri: &'u Uri, param: &str, place: usize) -> Result<Cow<'u, str>, ApiError> {
+    let text = path_segment(uri.path(), place).ok_or_else(unchecked)?;
     // `bad_request`, the code of every framework refusal.
-    let text = text.map_err(|_| {
+    text.map_err(|_| {
         ApiError::bad_request(
             "bad_request",
-            format!("the path parameter `{name}` is not valid UTF-8 once percent-decoded"),
+            format!("the path parameter `{param}` is not valid UTF-8 once percent-decoded"),
         )
-    })?;
-    // A tag the node serves is the registry's own (nothing allocated, and valid: the registry
-    // holds only parsed tags and never an internal row's name); any other name is parsed,
-    // which refuses a bad one.
-    match node.served_tag(&text) {
-        Some(tag) => Ok(tag),
-        None => Ok(Tag::parse(&text)?),
-    }
+    })
 }
 
 /// The segment at `place` of `path` (counting from the empty one before its first `/`),
@@ -721,11 +736,14 @@ mod tests {
         assert_eq!(status(auth.admin(&headers("Bearer wrong-wrong-wrong-1"))), Some(403));
         assert_eq!(status(auth.admin(&headers("Bearer client-client-1234"))), Some(403));
         assert_eq!(status(auth.admin(&headers("Bearer admin-admin-admin-1"))), None);
-        assert_eq!(status(auth.tag(&HeaderMap::new(), &order)), Some(401));
-        assert_eq!(status(auth.tag(&headers("Bearer wrong-wrong-wrong-1"), &order)), Some(403));
-        assert_eq!(status(auth.tag(&headers("Bearer client-client-1234"), &order)), None);
-        assert_eq!(status(auth.tag(&headers("Bearer admin-admin-admin-1"), &order)), None);
-        assert_eq!(status(auth.tag(&HeaderMap::new(), &user)), None);
+        assert_eq!(status(auth.tag(&HeaderMap::new(), order.as_str())), Some(401));
+        assert_eq!(
+            status(auth.tag(&headers("Bearer wrong-wrong-wrong-1"), order.as_str())),
+            Some(403)
+        );
+        assert_eq!(status(auth.tag(&headers("Bearer client-client-1234"), order.as_str())), None);
+        assert_eq!(status(auth.tag(&headers("Bearer admin-admin-admin-1"), order.as_str())), None);
+        assert_eq!(status(auth.tag(&HeaderMap::new(), user.as_str())), None);
         assert_eq!(status(Auth::open().admin(&HeaderMap::new())), None);
     }
 

@@ -371,7 +371,7 @@ impl GrpcApi {
     /// Parses `text` as a tag and checks the caller may take its ids.
     fn tag(&self, headers: &HeaderMap, text: &str) -> Result<Tag, ApiError> {
         let tag = Tag::parse(text)?;
-        self.app.auth.tag(headers, &tag)?;
+        self.app.auth.tag(headers, tag.as_str())?;
         Ok(tag)
     }
 }

@@ -257,7 +257,7 @@ where
         }
         if let Some(checks) = &info.checks {
             let checked = crate::grpc::refuse_on_http_route(request.headers())
-                .and_then(|()| crate::auth::check(&app.auth, &app.node, checks, &mut request));
+                .and_then(|()| crate::auth::check(&app.auth, checks, &mut request));
             if let Err(error) = checked {
                 return GuardedFuture::answered(error.into_response(), finish);
             }

@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::HeaderValue;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -14,7 +14,7 @@ use idmint::node::PublicText;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::auth::RouteTag;
+use crate::auth::{CheckedName, RouteTag};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
     CountQuery, IdText, IdValues, IdsAs, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagName,
@@ -50,9 +50,15 @@ use crate::state::SharedState;
 )]
 pub(crate) async fn leaf_segment(
     State(app): State<SharedState>,
-    RouteTag(tag): RouteTag,
+    request: Request,
 ) -> Result<TextId, ApiError> {
-    Ok(TextId(app.node.next_public_text(&tag).await?))
+    // By name as the path holds it: a tag the node serves is found without a `Tag` being
+    // made; the take that finds an id now answers without the awaited take's `Result`.
+    let name = CheckedName::of(&request)?.name(request.uri())?;
+    if let Some(text) = app.node.try_public_text_by_name(&name) {
+        return Ok(TextId(text));
+    }
+    Ok(TextId(app.node.next_public_text_by_name(&name).await?))
 }
 
 /// One id as Leaf's `text/plain` answer (as a `String` answers: `text/plain; charset=utf-8`).

@@ -280,6 +280,19 @@ impl Node {
         )
     }
 
+    /// [`Node::next_public_text_by_name`] without waiting: the decimal text of the next id of
+    /// the served tag named `name` when it has no format and its buffer holds an id now;
+    /// `None` otherwise (nothing was taken: the caller awaits
+    /// [`Node::next_public_text_by_name`], which says why or waits).
+    ///
+    /// A transport's hot path tries this first: its answer is two words, where the awaited
+    /// take's `Result` is the size of [`NodeError`], which the caller copies whole (a
+    /// stalled store-to-load forward of its unused tail, measured).
+    #[inline]
+    pub fn try_public_text_by_name(&self, name: &str) -> Option<PublicText> {
+        self.try_public_decimal(name, || self.segments.try_next_id_by_name(name))
+    }
+
     /// The take as decimal text, for a tag without a format, when its buffer holds an id:
     /// the fast path of the two takes as text. `None` sends the request the waiting way
     /// (which takes then, so nothing is taken twice: `take` ran only if it is called here).
