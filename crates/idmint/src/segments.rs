@@ -77,6 +77,9 @@ struct LastRegistry {
     /// that is not internal (`LastRegistry::find_looking_up`), so a lookup that lands on it
     /// needs no check of its own.
     hit: Option<Hit>,
+    /// The hit before `hit`, under the same rule: a take whose tag changes between two tags
+    /// (a caller serving two hot ones in turn) compares a second name instead of hashing.
+    previous: Option<Hit>,
 }
 
 /// [`LastRegistry::hit`]: an entry of the snapshot's registry, by its number there. It holds
@@ -127,8 +130,9 @@ impl LastRegistry {
     }
 
     /// The generator of `name`: the last hit's when the names are equal (no hash), else the
-    /// registry's lookup, which becomes the hit. `None` for an internal row's name in any
-    /// ASCII case (never served, whatever the registry holds) and any name it does not hold.
+    /// previous hit's (the two swap), else the registry's lookup, which becomes the hit.
+    /// `None` for an internal row's name in any ASCII case (never served, whatever the
+    /// registry holds) and any name it does not hold.
     #[inline(always)]
     fn find(&mut self, name: &str) -> Option<&Arc<TagGenerator>> {
         if let Some(hit) = &self.hit
@@ -136,6 +140,13 @@ impl LastRegistry {
             && same_bytes(generator.tag().as_str().as_bytes(), name.as_bytes())
         {
             return self.generator_at(hit.number);
+        }
+        if let Some(previous) = &self.previous
+            && let Some(generator) = self.generator_at(previous.number)
+            && same_bytes(generator.tag().as_str().as_bytes(), name.as_bytes())
+        {
+            std::mem::swap(&mut self.hit, &mut self.previous);
+            return self.generator_at(self.hit.as_ref()?.number);
         }
         self.find_looking_up(name)
     }
@@ -151,7 +162,7 @@ impl LastRegistry {
         }
         let number = self.registry.find(name)?;
         let (_, generator) = self.registry.at(number)?;
-        self.hit = Some(Hit { name: generator.tag().as_str(), number });
+        self.previous = self.hit.replace(Hit { name: generator.tag().as_str(), number });
         Some(generator)
     }
 }
@@ -559,6 +570,7 @@ impl Segments {
             generation,
             registry: self.registry.load_full(),
             hit: None,
+            previous: None,
         };
         let cached = LAST_REGISTRY.try_with(|cell| {
             let mut last = cell.try_borrow_mut().ok()?;

@@ -309,3 +309,36 @@ async fn a_new_engine_is_never_read_through_a_dropped_ones_snapshot() {
     taker.join().unwrap();
     second.shutdown().await;
 }
+
+/// A thread remembers its last two hits (`LastRegistry::hit` and `previous`, swapped when a
+/// take names the previous one): takes by name over three tags in a seeded random order,
+/// each tag's ids in a range of its own, always come from the named tag's generator and
+/// increase per tag, whichever of the two hits, or the hashed lookup, found it.
+#[tokio::test]
+async fn takes_switching_among_tags_each_come_from_the_named_tag() {
+    let store = Arc::new(MemoryStore::new());
+    let names = ["alpha", "beta", "gamma"];
+    let base = |i: usize| 1 + 1_000_000_000 * i as u64;
+    for (i, name) in names.iter().enumerate() {
+        let start = StartId::new(base(i)).unwrap();
+        store.create_tag(&spec(Tag::parse(name).unwrap(), Some(start))).await.unwrap();
+    }
+    let segments = Segments::start(store, SegmentConfig::default()).unwrap();
+    let mut last = [0u64; 3];
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    for _ in 0..3_000 {
+        // xorshift: runs of one tag, two tags in turn, and all three mixed.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let i = (seed % 3) as usize;
+        let id = segments.next_id_by_name(names[i]).await.unwrap();
+        assert!(
+            (base(i)..base(i + 1)).contains(&id),
+            "{} answered {id}, an id of another tag",
+            names[i]
+        );
+        assert!(id > last[i], "{}: {id} after {}", names[i], last[i]);
+        last[i] = id;
+    }
+}
