@@ -286,8 +286,7 @@ impl Node {
     /// [`Node::next_public_text_by_name`], which says why or waits).
     ///
     /// A transport's hot path tries this first: its answer is two words, where the awaited
-    /// take's `Result` is the size of [`NodeError`], which the caller copies whole (a
-    /// stalled store-to-load forward of its unused tail, measured).
+    /// take's `Result` is the size of [`NodeError`] and the caller copies it whole.
     #[inline]
     pub fn try_public_text_by_name(&self, name: &str) -> Option<PublicText> {
         self.try_public_decimal(name, || self.segments.try_next_id_by_name(name))
