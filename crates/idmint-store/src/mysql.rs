@@ -2,12 +2,17 @@
 //! configurable name, reached through a bounded sqlx pool.
 //!
 //! Allocation has two modes ([`AllocMode`]). `update`, the default, is Leaf's own
-//! `UPDATE … SET max_id = LAST_INSERT_ID(max_id + step)`, sent with the `SELECT` that reads
-//! its result as one multi-statement text query: the caller waits for one network round trip,
-//! refusals included. (sqlx then pings the connection as it goes back to the pool, after the
-//! answer; that is the driver's, and not configurable.) `cas` reads the row, then writes
-//! `max_id` with a plain compare-and-set, retried a bounded number of times: for proxies and
-//! databases that forbid expressions in updates.
+//! `UPDATE … SET max_id = LAST_INSERT_ID(max_id + step)`. Once the store has seen a tag's
+//! step, that `UPDATE` is sent alone, matching the row only while its step is still the one
+//! seen: the server's OK packet carries the new `max_id` and the rows matched, so the
+//! allocation is one statement, as Leaf's is, with no `SELECT` for the server to run. A
+//! tag's first allocation, and one whose `UPDATE` matched no row (the step changed, or the
+//! row is refused), send it with the `SELECT` that reads its result and the row as one
+//! multi-statement text query, which explains a refusal; a refusal of a tag whose step was
+//! seen therefore costs one more round trip. (sqlx then pings the connection as it goes back
+//! to the pool, after the answer; that is the driver's, and not configurable.) `cas` reads
+//! the row, then writes `max_id` with a plain compare-and-set, retried a bounded number of
+//! times: for proxies and databases that forbid expressions in updates.
 //!
 //! The table idmint creates compares tags byte for byte, as every other backend does. A Leaf
 //! table with the server's usual case-insensitive collation is served as it is: there, tags
@@ -34,8 +39,9 @@ mod workers;
 pub(crate) use sequences::{ceilings_ddl, sequences_ddl};
 pub(crate) use workers::{worker_node_ddl, workers_ddl};
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -86,6 +92,38 @@ pub struct MySqlStore {
     /// Set while the segment table is absent from a Tinyid database: the store then serves
     /// as if empty, checking again on each call, until a tag is created (here or elsewhere).
     absent: Arc<AtomicBool>,
+    /// The step each tag's last allocation found, for the single-statement allocation.
+    known_steps: Arc<KnownSteps>,
+}
+
+/// The step each tag had at its last allocation through this store. Only a hint: the
+/// allocation that uses it matches the row only while its step is still this one.
+#[derive(Debug, Default)]
+struct KnownSteps(Mutex<HashMap<Tag, u64>>);
+
+impl KnownSteps {
+    fn get(&self, tag: &Tag) -> Option<u64> {
+        self.lock().get(tag).copied()
+    }
+
+    fn insert(&self, tag: &Tag, step: u64) {
+        let mut steps = self.lock();
+        // Bounded by the tags a table may hold; past that (names deleted and created
+        // again), start over: a forgotten step costs one full allocation.
+        if steps.len() >= TAG_COUNT_MAX && !steps.contains_key(tag) {
+            steps.clear();
+        }
+        steps.insert(tag.clone(), step);
+    }
+
+    fn remove(&self, tag: &Tag) {
+        self.lock().remove(tag);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Tag, u64>> {
+        // A map of hints: one poisoned by a panic elsewhere is still a map of hints.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The features named in refusals.
@@ -186,6 +224,7 @@ impl MySqlStore {
             location,
             create_tables: options.create_tables,
             absent: Arc::new(AtomicBool::new(false)),
+            known_steps: Arc::new(KnownSteps::default()),
         };
         if segments {
             let absent = store.open_segment_table().await?;
@@ -368,8 +407,62 @@ impl MySqlStore {
         Ok(true)
     }
 
-    /// `update` mode: one round trip (see [`Statements::allocate`]).
+    /// `update` mode: the tag's last known step's single `UPDATE` when it applies, else the
+    /// full allocation.
     async fn allocate_update(
+        &self,
+        tag: &Tag,
+        requested: Option<Step>,
+    ) -> Result<Allocation, StoreError> {
+        if let Some(tag_step) = self.known_steps.get(tag)
+            && let Some(allocation) = self.allocate_known_step(tag, tag_step, requested).await?
+        {
+            return Ok(allocation);
+        }
+        let allocation = self.allocate_full(tag, requested).await;
+        match &allocation {
+            Ok(allocation) => self.known_steps.insert(tag, allocation.tag_step),
+            Err(_) => self.known_steps.remove(tag),
+        }
+        allocation
+    }
+
+    /// The allocation for a tag whose step is believed to be `tag_step`: one statement whose
+    /// answer is the server's OK packet (see [`Statements::allocate_known_step`]). `None` when
+    /// it matched no row: the step changed, or the row is refused, which the full allocation
+    /// then explains.
+    async fn allocate_known_step(
+        &self,
+        tag: &Tag,
+        tag_step: u64,
+        requested: Option<Step>,
+    ) -> Result<Option<Allocation>, StoreError> {
+        let statement =
+            self.sql.allocate_known_step(tag, &self.tag_charset, tag_step, requested)?;
+        let done = sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        match done.rows_affected() {
+            0 => Ok(None),
+            // The row had exactly `tag_step` as the update moved it, and LAST_INSERT_ID(expr)
+            // puts the new max_id into this statement's own OK packet.
+            1 => {
+                let max_id_after = i64::try_from(done.last_insert_id()).map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "MySQL: the allocation of tag {tag} reported max_id {}",
+                        done.last_insert_id()
+                    ))
+                })?;
+                // The step is at most STEP_MAX, far below i64::MAX.
+                allocated_range(tag, max_id_after, tag_step as i64, requested).map(Some)
+            }
+            updated => Err(duplicate_rows(tag, updated)),
+        }
+    }
+
+    /// The full allocation, one round trip (see [`Statements::allocate`]).
+    async fn allocate_full(
         &self,
         tag: &Tag,
         requested: Option<Step>,
@@ -409,13 +502,7 @@ impl MySqlStore {
             (1, None) => Err(StoreError::Unavailable(format!(
                 "MySQL: the allocation of tag {tag} did not report the row's step"
             ))),
-            (updated, _) if updated > 1 => Err(StoreError::Corrupt {
-                tag: tag.to_string(),
-                reason: format!(
-                    "{updated} rows have this biz_tag (their ids were skipped); the table \
-                     needs a primary key on biz_tag"
-                ),
-            }),
+            (updated, _) if updated > 1 => Err(duplicate_rows(tag, updated as u64)),
             (updated, _) => Err(StoreError::Unavailable(format!(
                 "MySQL: the allocation of tag {tag} reported {updated} updated rows"
             ))),
@@ -839,6 +926,35 @@ impl Statements {
         }
     }
 
+    /// The allocating statement for a tag whose step is believed to be `tag_step`: Leaf's
+    /// `UPDATE` alone, which moves the row only while its step is still `tag_step` and leaves
+    /// the new `max_id` in `LAST_INSERT_ID()`. The server reports that value and the rows
+    /// matched in the statement's OK packet, so nothing else is sent or read: one matched
+    /// row reserved exactly `[max_id - step, max_id)` with the step named here. A row it does
+    /// not match (another step now, no row, a row it would refuse) is left unchanged.
+    ///
+    /// Written as [`Statements::allocate`] is: the tag in hex, the numbers as integers.
+    fn allocate_known_step(
+        &self,
+        tag: &Tag,
+        charset: &TagCharset,
+        tag_step: u64,
+        requested: Option<Step>,
+    ) -> Result<String, StoreError> {
+        let t = &self.table;
+        let bytes = bytes_literal(tag);
+        let tag = tag_literal(tag, charset)?;
+        let step = effective_step(tag_step, requested);
+        // Both steps are at most STEP_MAX, far below ID_MAX: the bound cannot underflow.
+        let max_id_max = ID_MAX - step;
+        Ok(format!(
+            "UPDATE {t} SET max_id = LAST_INSERT_ID(max_id + {step}), \
+             update_time = CURRENT_TIMESTAMP \
+             WHERE biz_tag = {tag} AND CAST(biz_tag AS BINARY) = {bytes} \
+             AND step = {tag_step} AND max_id >= 0 AND max_id <= {max_id_max}"
+        ))
+    }
+
     /// The allocating statements for `update` mode, as one text query: one round trip.
     ///
     /// The `UPDATE` chooses the step (the larger of the row's and the request), refuses to
@@ -1044,6 +1160,17 @@ impl Drop for CreateLock {
         if self.held {
             self.conn.close_on_drop();
         }
+    }
+}
+
+/// The refusal of an allocation that moved `updated` (more than one) rows of one tag.
+fn duplicate_rows(tag: &Tag, updated: u64) -> StoreError {
+    StoreError::Corrupt {
+        tag: tag.to_string(),
+        reason: format!(
+            "{updated} rows have this biz_tag (their ids were skipped); the table needs a \
+             primary key on biz_tag"
+        ),
     }
 }
 

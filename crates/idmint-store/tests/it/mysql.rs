@@ -197,7 +197,12 @@ async fn an_allocation_is_one_round_trip() {
     assert_eq!(served, (one_request, allocated(1, 11)), "allocation with the tag's step");
     let served = relay.trips_of(store.allocate(&counted, requested(25))).await;
     assert_eq!(served, (one_request, allocated(11, 36)), "allocation with a raised step");
-    // Refusals are explained from the same round trip.
+    // A tag's step, once seen, is named in the UPDATE: when the row no longer matches, the
+    // full statement runs and explains the refusal, one request more.
+    let (trips, refused) = relay.trips_of(store.allocate(&full, None)).await;
+    assert!(matches!(refused, Err(StoreError::Exhausted { .. })), "{refused:?}");
+    assert_eq!(trips, Trips { requests: 2, pings: 2 }, "first refusal after a success");
+    // Refusals are then explained from the same round trip.
     let (trips, refused) = relay.trips_of(store.allocate(&full, None)).await;
     assert!(matches!(refused, Err(StoreError::Exhausted { .. })), "{refused:?}");
     assert_eq!(trips, one_request, "refused allocation");
@@ -214,6 +219,29 @@ async fn an_allocation_is_one_round_trip() {
     let served = relay.trips_of(cas.allocate(&counted, None)).await;
     let two_requests = Trips { requests: 2, pings: 1 };
     assert_eq!(served, (two_requests, allocated(56, 66)), "uncontended cas allocation");
+}
+
+/// The step an allocation names in its UPDATE is only a hint: a row whose step another
+/// writer changed (a Leaf console, another node) is read again, never reserved with the old
+/// step, and the range reported is the one the row's new step reserved.
+#[tokio::test]
+async fn a_step_changed_elsewhere_is_used_from_the_next_allocation() {
+    let Some(base) = database_url().await else { return };
+    let table = fresh_table("restepped");
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    let store: Arc<dyn SegmentStore> =
+        Arc::new(MySqlStore::connect(&table_url(&table, "").await.unwrap()).await.unwrap());
+    let tag = create(&store, "restepped", 1, 10).await;
+    let allocated = |start, end, tag_step| Ok(Allocation { range: range(start, end), tag_step });
+    assert_eq!(store.allocate(&tag, None).await, allocated(1, 11, 10));
+    assert_eq!(store.allocate(&tag, None).await, allocated(11, 21, 10));
+    for (step, want) in [(3, allocated(21, 24, 3)), (40, allocated(24, 64, 40))] {
+        execute(&mut raw, &format!("UPDATE {table} SET step = {step} WHERE biz_tag = 'restepped'"))
+            .await;
+        assert_eq!(store.allocate(&tag, None).await, want, "step {step}");
+    }
+    assert_eq!(store.allocate(&tag, requested(50)).await, allocated(64, 114, 40));
+    assert_eq!(record(&store, &tag).await.max_id, 114);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
