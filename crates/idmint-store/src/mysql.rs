@@ -685,7 +685,9 @@ impl SegmentStore for MySqlStore {
         if self.absent().await? {
             return Ok(applied);
         }
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let conn = self.pool.acquire().await.map_err(unavailable)?;
+        let mut batch = CloseUnlessCommitted { conn, committed: false };
+        let mut tx = batch.conn.begin().await.map_err(unavailable)?;
         for index in order {
             let change = &changes[index];
             // A row holds an i64: an `expected` beyond it matches no row.
@@ -703,6 +705,7 @@ impl SegmentStore for MySqlStore {
             applied[index] = rows > 0;
         }
         tx.commit().await.map_err(unavailable)?;
+        batch.committed = true;
         Ok(applied)
     }
 
@@ -1114,6 +1117,25 @@ pub(crate) fn utf8mb4_literal(tag: &Tag) -> String {
 pub(crate) fn bytes_literal(tag: &Tag) -> String {
     let hex: String = tag.as_str().bytes().map(|b| format!("{b:02X}")).collect();
     format!("X'{hex}'")
+}
+
+/// A pooled connection that runs a transaction: closed when dropped before its commit
+/// succeeded (an error, or the call's future dropped, as a give-back cut off by its bound
+/// is), which makes the server roll the transaction back. Dropped while `BEGIN` waits for
+/// its answer, sqlx does not know the transaction is open and would queue no `ROLLBACK`:
+/// back in the pool, the connection would run the next caller's statements inside it,
+/// holding their row locks and never committing them.
+struct CloseUnlessCommitted {
+    conn: PoolConnection<MySql>,
+    committed: bool,
+}
+
+impl Drop for CloseUnlessCommitted {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 /// Holds the creators' named lock on a pooled connection. Dropped while held (an error, a
