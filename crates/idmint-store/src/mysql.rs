@@ -9,10 +9,11 @@
 //! tag's first allocation, and one whose `UPDATE` matched no row (the step changed, or the
 //! row is refused), send it with the `SELECT` that reads its result and the row as one
 //! multi-statement text query, which explains a refusal; a refusal of a tag whose step was
-//! seen therefore costs one more round trip. (sqlx then pings the connection as it goes back
-//! to the pool, after the answer; that is the driver's, and not configurable.) `cas` reads
-//! the row, then writes `max_id` with a plain compare-and-set, retried a bounded number of
-//! times: for proxies and databases that forbid expressions in updates.
+//! seen therefore costs one more round trip. sqlx pings every connection as it goes back to
+//! its pool (the driver's, and not configurable), so the single statement's connection is
+//! kept checked out for the next one instead ([`Parked`]), once its answer was read. `cas`
+//! reads the row, then writes `max_id` with a plain compare-and-set, retried a bounded number
+//! of times: for proxies and databases that forbid expressions in updates.
 //!
 //! The table idmint creates compares tags byte for byte, as every other backend does. A Leaf
 //! table with the server's usual case-insensitive collation is served as it is: there, tags
@@ -65,10 +66,18 @@ pub const MYSQL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// server or a proxy dropped meanwhile is replaced rather than failing a call. Busier
 /// connections are not: that ping would be a second round trip on every allocation's path.
 pub const MYSQL_IDLE_PING_AFTER_MS: u64 = 10_000;
+/// Connections at most kept checked out between single-statement allocations
+/// ([`Parked`]); never more than half the pool, so other calls always find connections.
+pub const MYSQL_PARKED_CONNECTIONS_MAX: usize = 4;
+/// A parked connection unused for longer goes back to the pool (through sqlx's release
+/// ping) when next seen, rather than serve an allocation.
+pub const MYSQL_PARKED_MS_MAX: u64 = 1_000;
 /// How long `create_tag` waits for another node's `create_tag` on the same table.
 pub const CREATE_LOCK_WAIT_S: u64 = 5;
 
 const _: () = assert!(CREATE_LOCK_WAIT_S * 1_000 < 60_000);
+// A parked connection is never old enough to need the pool's idle ping.
+const _: () = assert!(MYSQL_PARKED_MS_MAX < MYSQL_IDLE_PING_AFTER_MS);
 
 /// A segment table in a MySQL or MariaDB database.
 #[derive(Debug, Clone)]
@@ -94,6 +103,78 @@ pub struct MySqlStore {
     absent: Arc<AtomicBool>,
     /// The step each tag's last allocation found, for the single-statement allocation.
     known_steps: Arc<KnownSteps>,
+    /// Connections kept for the next single-statement allocation.
+    parked: Arc<Parked>,
+}
+
+/// Connections kept checked out between single-statement allocations, so the next one
+/// skips the pool: sqlx pings every connection that goes back to its pool, a second round
+/// trip and as much server work again per allocation. Only a connection whose statement ran
+/// to completion, its answer read, is parked; one whose call failed, or whose future was
+/// dropped mid-call, is dropped as any pooled connection is, and sqlx's release ping checks
+/// or closes it. Bounded by [`MYSQL_PARKED_CONNECTIONS_MAX`] and half the pool; a connection
+/// parked past [`MYSQL_PARKED_MS_MAX`] goes back to the pool when next seen. Not used with an
+/// application's pool ([`MySqlStore::from_pool`]), whose `close` waits for every connection
+/// checked out.
+#[derive(Debug)]
+struct Parked {
+    /// Oldest first.
+    connections: Mutex<Vec<(PoolConnection<MySql>, std::time::Instant)>>,
+    max: usize,
+}
+
+impl Parked {
+    /// Keeps at most `max` connections (0: none).
+    fn new(max: usize) -> Parked {
+        Parked { connections: Mutex::new(Vec::with_capacity(max)), max }
+    }
+
+    /// The most recently parked connection, unless it waited past [`MYSQL_PARKED_MS_MAX`]:
+    /// then it and every older one go back to the pool.
+    fn take(&self) -> Option<PoolConnection<MySql>> {
+        let stale = {
+            let mut connections = self.lock();
+            let (conn, parked_at) = connections.pop()?;
+            if parked_at.elapsed() < Duration::from_millis(MYSQL_PARKED_MS_MAX) {
+                return Some(conn);
+            }
+            let mut stale = std::mem::take(&mut *connections);
+            stale.push((conn, parked_at));
+            stale
+        };
+        // Dropped outside the lock: each goes back to the pool through sqlx's release.
+        drop(stale);
+        None
+    }
+
+    /// Parks `conn`, whose last statement ran to completion; back to the pool when full.
+    fn park(&self, conn: PoolConnection<MySql>) {
+        let mut connections = self.lock();
+        if connections.len() < self.max {
+            connections.push((conn, std::time::Instant::now()));
+            return;
+        }
+        drop(connections);
+        drop(conn);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<MySql>, std::time::Instant)>> {
+        // Each connection parked is whole whatever panicked elsewhere.
+        self.connections.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        // A pooled connection's release needs a Tokio runtime; a store dropped outside one
+        // closes its parked connections instead (the pool opens others when it needs them).
+        if tokio::runtime::Handle::try_current().is_err() {
+            let connections = self.connections.get_mut().unwrap_or_else(PoisonError::into_inner);
+            for (conn, _) in connections.drain(..) {
+                drop(conn.detach());
+            }
+        }
+    }
 }
 
 /// The step each tag had at its last allocation through this store. Only a hint: the
@@ -169,7 +250,8 @@ impl MySqlStore {
                 url: redacted.clone(),
                 reason: scrub(&e.to_string(), password(url.driver_url())),
             })?;
-        let pool = pool_options(url.options.pool_max).connect_with(options).await.map_err(|e| {
+        let pool_max = url.options.pool_max;
+        let pool = pool_options(pool_max).connect_with(options).await.map_err(|e| {
             let reason = match e {
                 sqlx::Error::PoolTimedOut => format!(
                     "no connection within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (is the server up \
@@ -183,7 +265,8 @@ impl MySqlStore {
             ))
         })?;
         let location = with_table(&redacted, url.options.table.as_str());
-        MySqlStore::with_pool(pool, &url.options, location, segments).await
+        let parked = MYSQL_PARKED_CONNECTIONS_MAX.min(pool_max as usize / 2);
+        MySqlStore::with_pool(pool, &url.options, location, segments, parked).await
     }
 
     /// Serves the table named in `options` through an application's existing pool, creating
@@ -202,7 +285,7 @@ impl MySqlStore {
             connect.get_database().unwrap_or_default()
         );
         let location = with_table(&location, options.table.as_str());
-        MySqlStore::with_pool(pool, &options, location, true).await
+        MySqlStore::with_pool(pool, &options, location, true, 0).await
     }
 
     async fn with_pool(
@@ -210,6 +293,7 @@ impl MySqlStore {
         options: &SqlOptions,
         location: String,
         segments: bool,
+        parked: usize,
     ) -> Result<MySqlStore, StoreError> {
         let table = options.table.as_str().to_string();
         let mut store = MySqlStore {
@@ -225,6 +309,7 @@ impl MySqlStore {
             create_tables: options.create_tables,
             absent: Arc::new(AtomicBool::new(false)),
             known_steps: Arc::new(KnownSteps::default()),
+            parked: Arc::new(Parked::new(parked)),
         };
         if segments {
             let absent = store.open_segment_table().await?;
@@ -439,10 +524,17 @@ impl MySqlStore {
     ) -> Result<Option<Allocation>, StoreError> {
         let statement =
             self.sql.allocate_known_step(tag, &self.tag_charset, tag_step, requested)?;
+        let mut conn = match self.parked.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await.map_err(unavailable)?,
+        };
+        // On an error, or if this future is dropped meanwhile, `conn` is dropped unparked.
         let done = sqlx::raw_sql(AssertSqlSafe(statement))
-            .execute(&self.pool)
+            .execute(&mut *conn)
             .await
             .map_err(unavailable)?;
+        // The whole answer was read: the connection is ready for the next statement.
+        self.parked.park(conn);
         match done.rows_affected() {
             0 => Ok(None),
             // The row had exactly `tag_step` as the update moved it, and LAST_INSERT_ID(expr)

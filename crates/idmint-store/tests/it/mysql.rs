@@ -244,6 +244,47 @@ async fn a_step_changed_elsewhere_is_used_from_the_next_allocation() {
     assert_eq!(record(&store, &tag).await.max_id, 114);
 }
 
+/// The connection of an allocation whose answer was read is kept for the next one, which
+/// so costs no release ping; one whose future is dropped while its UPDATE waits is never
+/// kept, and every allocation after it gets its own answer (its range ends at the row's
+/// `max_id`), not the one the dropped call left on the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_is_kept_only_after_its_answer_was_read() {
+    let Some(base) = database_url().await else { return };
+    let relay = Relay::start(&base).await;
+    let table = fresh_table("parked");
+    let url = relay.url(&base, &format!("table={table}&pool_max=2"));
+    let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+    let tag = create(&store, "parked", 1, 10).await;
+    store.allocate(&tag, None).await.unwrap();
+    let (trips, served) = relay.trips_of(store.allocate(&tag, None)).await;
+    assert_eq!((trips, served.unwrap().range), (Trips { requests: 1, pings: 0 }, range(11, 21)));
+
+    let mut locker = MySqlConnection::connect(&base).await.unwrap();
+    execute(&mut locker, "BEGIN").await;
+    execute(&mut locker, &format!("SELECT max_id FROM {table} FOR UPDATE")).await;
+    // Sent on the kept connection, then left waiting for the row lock: dropped unanswered.
+    let (trips, dropped) = relay
+        .trips_of(async {
+            let wait = Duration::from_millis(300);
+            let dropped = tokio::time::timeout(wait, store.allocate(&tag, None)).await;
+            execute(&mut locker, "COMMIT").await;
+            dropped
+        })
+        .await;
+    assert!(dropped.is_err(), "the allocation did not wait for the row lock");
+    // Its connection went back through sqlx's release, which reads the late answer.
+    assert_eq!(trips, Trips { requests: 1, pings: 1 }, "the dropped call's connection was kept");
+    let mut end = 21;
+    for _ in 0..6 {
+        let served = store.allocate(&tag, None).await.unwrap().range;
+        let max_id = record(&store, &tag).await.max_id;
+        assert_eq!(served.end(), max_id, "{served:?} is not this allocation's answer");
+        assert!(served.start() >= end, "{served:?} overlaps ids up to {end}");
+        end = served.end();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_of_two_serves_eight_concurrent_allocators() {
     const TASK_COUNT: usize = 8;
