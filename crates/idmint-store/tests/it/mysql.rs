@@ -285,6 +285,24 @@ async fn a_connection_is_kept_only_after_its_answer_was_read() {
     }
 }
 
+/// A store dropped after its runtime (an embedder's last handle, kept past shutdown) closes
+/// the connections it kept, rather than panic in their release, which needs a runtime.
+#[test]
+fn a_store_dropped_outside_a_runtime_closes_its_kept_connections() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = runtime.block_on(async {
+        database_url().await?;
+        let url = table_url(&fresh_table("outlived"), "pool_max=4").await.unwrap();
+        let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+        let tag = create(&store, "outlived", 1, 10).await;
+        store.allocate(&tag, None).await.unwrap();
+        store.allocate(&tag, None).await.unwrap();
+        Some(store)
+    });
+    drop(runtime);
+    drop(store);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_of_two_serves_eight_concurrent_allocators() {
     const TASK_COUNT: usize = 8;
