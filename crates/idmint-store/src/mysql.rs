@@ -2,12 +2,18 @@
 //! configurable name, reached through a bounded sqlx pool.
 //!
 //! Allocation has two modes ([`AllocMode`]). `update`, the default, is Leaf's own
-//! `UPDATE … SET max_id = LAST_INSERT_ID(max_id + step)`, sent with the `SELECT` that reads
-//! its result as one multi-statement text query: the caller waits for one network round trip,
-//! refusals included. (sqlx then pings the connection as it goes back to the pool, after the
-//! answer; that is the driver's, and not configurable.) `cas` reads the row, then writes
-//! `max_id` with a plain compare-and-set, retried a bounded number of times: for proxies and
-//! databases that forbid expressions in updates.
+//! `UPDATE … SET max_id = LAST_INSERT_ID(max_id + step)`. Once the store has seen a tag's
+//! step, that `UPDATE` is sent alone, matching the row only while its step is still the one
+//! seen: the server's OK packet carries the new `max_id` and the rows matched, so the
+//! allocation is one statement, as Leaf's is, with no `SELECT` for the server to run. A
+//! tag's first allocation, and one whose `UPDATE` matched no row (the step changed, or the
+//! row is refused), send it with the `SELECT` that reads its result and the row as one
+//! multi-statement text query, which explains a refusal; a refusal of a tag whose step was
+//! seen therefore costs one more round trip. sqlx pings every connection as it goes back to
+//! its pool (the driver's, and not configurable), so the single statement's connection is
+//! kept checked out for the next one instead ([`Parked`]), once its answer was read. `cas`
+//! reads the row, then writes `max_id` with a plain compare-and-set, retried a bounded number
+//! of times: for proxies and databases that forbid expressions in updates.
 //!
 //! The table idmint creates compares tags byte for byte, as every other backend does. A Leaf
 //! table with the server's usual case-insensitive collation is served as it is: there, tags
@@ -34,8 +40,9 @@ mod workers;
 pub(crate) use sequences::{ceilings_ddl, sequences_ddl};
 pub(crate) use workers::{worker_node_ddl, workers_ddl};
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -59,10 +66,18 @@ pub const MYSQL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// server or a proxy dropped meanwhile is replaced rather than failing a call. Busier
 /// connections are not: that ping would be a second round trip on every allocation's path.
 pub const MYSQL_IDLE_PING_AFTER_MS: u64 = 10_000;
+/// Connections at most kept checked out between single-statement allocations
+/// ([`Parked`]); never more than half the pool, so other calls always find connections.
+pub const MYSQL_PARKED_CONNECTIONS_MAX: usize = 4;
+/// A parked connection unused for longer goes back to the pool (through sqlx's release
+/// ping) when next seen, rather than serve an allocation.
+pub const MYSQL_PARKED_MS_MAX: u64 = 1_000;
 /// How long `create_tag` waits for another node's `create_tag` on the same table.
 pub const CREATE_LOCK_WAIT_S: u64 = 5;
 
 const _: () = assert!(CREATE_LOCK_WAIT_S * 1_000 < 60_000);
+// A parked connection is never old enough to need the pool's idle ping.
+const _: () = assert!(MYSQL_PARKED_MS_MAX < MYSQL_IDLE_PING_AFTER_MS);
 
 /// A segment table in a MySQL or MariaDB database.
 #[derive(Debug, Clone)]
@@ -86,6 +101,110 @@ pub struct MySqlStore {
     /// Set while the segment table is absent from a Tinyid database: the store then serves
     /// as if empty, checking again on each call, until a tag is created (here or elsewhere).
     absent: Arc<AtomicBool>,
+    /// The step each tag's last allocation found, for the single-statement allocation.
+    known_steps: Arc<KnownSteps>,
+    /// Connections kept for the next single-statement allocation.
+    parked: Arc<Parked>,
+}
+
+/// Connections kept checked out between single-statement allocations, so the next one
+/// skips the pool: sqlx pings every connection that goes back to its pool, a second round
+/// trip and as much server work again per allocation. Only a connection whose statement ran
+/// to completion, its answer read, is parked; one whose call failed, or whose future was
+/// dropped mid-call, is dropped as any pooled connection is, and sqlx's release ping checks
+/// or closes it. Bounded by [`MYSQL_PARKED_CONNECTIONS_MAX`] and half the pool; a connection
+/// parked past [`MYSQL_PARKED_MS_MAX`] goes back to the pool when next seen. Not used with an
+/// application's pool ([`MySqlStore::from_pool`]), whose `close` waits for every connection
+/// checked out.
+#[derive(Debug)]
+struct Parked {
+    /// Oldest first.
+    connections: Mutex<Vec<(PoolConnection<MySql>, std::time::Instant)>>,
+    max: usize,
+}
+
+impl Parked {
+    /// Keeps at most `max` connections (0: none).
+    fn new(max: usize) -> Parked {
+        Parked { connections: Mutex::new(Vec::with_capacity(max)), max }
+    }
+
+    /// The most recently parked connection, unless it waited past [`MYSQL_PARKED_MS_MAX`]:
+    /// then it and every older one go back to the pool.
+    fn take(&self) -> Option<PoolConnection<MySql>> {
+        let stale = {
+            let mut connections = self.lock();
+            let (conn, parked_at) = connections.pop()?;
+            if parked_at.elapsed() < Duration::from_millis(MYSQL_PARKED_MS_MAX) {
+                return Some(conn);
+            }
+            let mut stale = std::mem::take(&mut *connections);
+            stale.push((conn, parked_at));
+            stale
+        };
+        // Dropped outside the lock: each goes back to the pool through sqlx's release.
+        drop(stale);
+        None
+    }
+
+    /// Parks `conn`, whose last statement ran to completion; back to the pool when full.
+    fn park(&self, conn: PoolConnection<MySql>) {
+        let mut connections = self.lock();
+        if connections.len() < self.max {
+            connections.push((conn, std::time::Instant::now()));
+            return;
+        }
+        drop(connections);
+        drop(conn);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(PoolConnection<MySql>, std::time::Instant)>> {
+        // Each connection parked is whole whatever panicked elsewhere.
+        self.connections.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        // A pooled connection's release needs a Tokio runtime; a store dropped outside one
+        // closes its parked connections instead (the pool opens others when it needs them).
+        if tokio::runtime::Handle::try_current().is_err() {
+            let connections = self.connections.get_mut().unwrap_or_else(PoisonError::into_inner);
+            for (conn, _) in connections.drain(..) {
+                drop(conn.detach());
+            }
+        }
+    }
+}
+
+/// The step each tag had at its last allocation through this store. Only a hint: the
+/// allocation that uses it matches the row only while its step is still this one.
+#[derive(Debug, Default)]
+struct KnownSteps(Mutex<HashMap<Tag, u64>>);
+
+impl KnownSteps {
+    fn get(&self, tag: &Tag) -> Option<u64> {
+        self.lock().get(tag).copied()
+    }
+
+    fn insert(&self, tag: &Tag, step: u64) {
+        let mut steps = self.lock();
+        // Bounded by the tags a table may hold; past that (names deleted and created
+        // again), start over: a forgotten step costs one full allocation.
+        if steps.len() >= TAG_COUNT_MAX && !steps.contains_key(tag) {
+            steps.clear();
+        }
+        steps.insert(tag.clone(), step);
+    }
+
+    fn remove(&self, tag: &Tag) {
+        self.lock().remove(tag);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Tag, u64>> {
+        // A map of hints: one poisoned by a panic elsewhere is still a map of hints.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The features named in refusals.
@@ -131,7 +250,8 @@ impl MySqlStore {
                 url: redacted.clone(),
                 reason: scrub(&e.to_string(), password(url.driver_url())),
             })?;
-        let pool = pool_options(url.options.pool_max).connect_with(options).await.map_err(|e| {
+        let pool_max = url.options.pool_max;
+        let pool = pool_options(pool_max).connect_with(options).await.map_err(|e| {
             let reason = match e {
                 sqlx::Error::PoolTimedOut => format!(
                     "no connection within {MYSQL_ACQUIRE_TIMEOUT_MS} ms (is the server up \
@@ -145,7 +265,8 @@ impl MySqlStore {
             ))
         })?;
         let location = with_table(&redacted, url.options.table.as_str());
-        MySqlStore::with_pool(pool, &url.options, location, segments).await
+        let parked = MYSQL_PARKED_CONNECTIONS_MAX.min(pool_max as usize / 2);
+        MySqlStore::with_pool(pool, &url.options, location, segments, parked).await
     }
 
     /// Serves the table named in `options` through an application's existing pool, creating
@@ -164,7 +285,7 @@ impl MySqlStore {
             connect.get_database().unwrap_or_default()
         );
         let location = with_table(&location, options.table.as_str());
-        MySqlStore::with_pool(pool, &options, location, true).await
+        MySqlStore::with_pool(pool, &options, location, true, 0).await
     }
 
     async fn with_pool(
@@ -172,6 +293,7 @@ impl MySqlStore {
         options: &SqlOptions,
         location: String,
         segments: bool,
+        parked: usize,
     ) -> Result<MySqlStore, StoreError> {
         let table = options.table.as_str().to_string();
         let mut store = MySqlStore {
@@ -186,6 +308,8 @@ impl MySqlStore {
             location,
             create_tables: options.create_tables,
             absent: Arc::new(AtomicBool::new(false)),
+            known_steps: Arc::new(KnownSteps::default()),
+            parked: Arc::new(Parked::new(parked)),
         };
         if segments {
             let absent = store.open_segment_table().await?;
@@ -368,8 +492,69 @@ impl MySqlStore {
         Ok(true)
     }
 
-    /// `update` mode: one round trip (see [`Statements::allocate`]).
+    /// `update` mode: the tag's last known step's single `UPDATE` when it applies, else the
+    /// full allocation.
     async fn allocate_update(
+        &self,
+        tag: &Tag,
+        requested: Option<Step>,
+    ) -> Result<Allocation, StoreError> {
+        if let Some(tag_step) = self.known_steps.get(tag)
+            && let Some(allocation) = self.allocate_known_step(tag, tag_step, requested).await?
+        {
+            return Ok(allocation);
+        }
+        let allocation = self.allocate_full(tag, requested).await;
+        match &allocation {
+            Ok(allocation) => self.known_steps.insert(tag, allocation.tag_step),
+            Err(_) => self.known_steps.remove(tag),
+        }
+        allocation
+    }
+
+    /// The allocation for a tag whose step is believed to be `tag_step`: one statement whose
+    /// answer is the server's OK packet (see [`Statements::allocate_known_step`]). `None` when
+    /// it matched no row: the step changed, or the row is refused, which the full allocation
+    /// then explains.
+    async fn allocate_known_step(
+        &self,
+        tag: &Tag,
+        tag_step: u64,
+        requested: Option<Step>,
+    ) -> Result<Option<Allocation>, StoreError> {
+        let statement =
+            self.sql.allocate_known_step(tag, &self.tag_charset, tag_step, requested)?;
+        let mut conn = match self.parked.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await.map_err(unavailable)?,
+        };
+        // On an error, or if this future is dropped meanwhile, `conn` is dropped unparked.
+        let done = sqlx::raw_sql(AssertSqlSafe(statement))
+            .execute(&mut *conn)
+            .await
+            .map_err(unavailable)?;
+        // The whole answer was read: the connection is ready for the next statement.
+        self.parked.park(conn);
+        match done.rows_affected() {
+            0 => Ok(None),
+            // The row had exactly `tag_step` as the update moved it, and LAST_INSERT_ID(expr)
+            // puts the new max_id into this statement's own OK packet.
+            1 => {
+                let max_id_after = i64::try_from(done.last_insert_id()).map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "MySQL: the allocation of tag {tag} reported max_id {}",
+                        done.last_insert_id()
+                    ))
+                })?;
+                // The step is at most STEP_MAX, far below i64::MAX.
+                allocated_range(tag, max_id_after, tag_step as i64, requested).map(Some)
+            }
+            updated => Err(duplicate_rows(tag, updated)),
+        }
+    }
+
+    /// The full allocation, one round trip (see [`Statements::allocate`]).
+    async fn allocate_full(
         &self,
         tag: &Tag,
         requested: Option<Step>,
@@ -409,13 +594,7 @@ impl MySqlStore {
             (1, None) => Err(StoreError::Unavailable(format!(
                 "MySQL: the allocation of tag {tag} did not report the row's step"
             ))),
-            (updated, _) if updated > 1 => Err(StoreError::Corrupt {
-                tag: tag.to_string(),
-                reason: format!(
-                    "{updated} rows have this biz_tag (their ids were skipped); the table \
-                     needs a primary key on biz_tag"
-                ),
-            }),
+            (updated, _) if updated > 1 => Err(duplicate_rows(tag, updated as u64)),
             (updated, _) => Err(StoreError::Unavailable(format!(
                 "MySQL: the allocation of tag {tag} reported {updated} updated rows"
             ))),
@@ -598,7 +777,9 @@ impl SegmentStore for MySqlStore {
         if self.absent().await? {
             return Ok(applied);
         }
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let conn = self.pool.acquire().await.map_err(unavailable)?;
+        let mut batch = CloseUnlessCommitted { conn, committed: false };
+        let mut tx = batch.conn.begin().await.map_err(unavailable)?;
         for index in order {
             let change = &changes[index];
             // A row holds an i64: an `expected` beyond it matches no row.
@@ -616,6 +797,7 @@ impl SegmentStore for MySqlStore {
             applied[index] = rows > 0;
         }
         tx.commit().await.map_err(unavailable)?;
+        batch.committed = true;
         Ok(applied)
     }
 
@@ -839,6 +1021,35 @@ impl Statements {
         }
     }
 
+    /// The allocating statement for a tag whose step is believed to be `tag_step`: Leaf's
+    /// `UPDATE` alone, which moves the row only while its step is still `tag_step` and leaves
+    /// the new `max_id` in `LAST_INSERT_ID()`. The server reports that value and the rows
+    /// matched in the statement's OK packet, so nothing else is sent or read: one matched
+    /// row reserved exactly `[max_id - step, max_id)` with the step named here. A row it does
+    /// not match (another step now, no row, a row it would refuse) is left unchanged.
+    ///
+    /// Written as [`Statements::allocate`] is: the tag in hex, the numbers as integers.
+    fn allocate_known_step(
+        &self,
+        tag: &Tag,
+        charset: &TagCharset,
+        tag_step: u64,
+        requested: Option<Step>,
+    ) -> Result<String, StoreError> {
+        let t = &self.table;
+        let bytes = bytes_literal(tag);
+        let tag = tag_literal(tag, charset)?;
+        let step = effective_step(tag_step, requested);
+        // Both steps are at most STEP_MAX, far below ID_MAX: the bound cannot underflow.
+        let max_id_max = ID_MAX - step;
+        Ok(format!(
+            "UPDATE {t} SET max_id = LAST_INSERT_ID(max_id + {step}), \
+             update_time = CURRENT_TIMESTAMP \
+             WHERE biz_tag = {tag} AND CAST(biz_tag AS BINARY) = {bytes} \
+             AND step = {tag_step} AND max_id >= 0 AND max_id <= {max_id_max}"
+        ))
+    }
+
     /// The allocating statements for `update` mode, as one text query: one round trip.
     ///
     /// The `UPDATE` chooses the step (the larger of the row's and the request), refuses to
@@ -1000,6 +1211,25 @@ pub(crate) fn bytes_literal(tag: &Tag) -> String {
     format!("X'{hex}'")
 }
 
+/// A pooled connection that runs a transaction: closed when dropped before its commit
+/// succeeded (an error, or the call's future dropped, as a give-back cut off by its bound
+/// is), which makes the server roll the transaction back. Dropped while `BEGIN` waits for
+/// its answer, sqlx does not know the transaction is open and would queue no `ROLLBACK`:
+/// back in the pool, the connection would run the next caller's statements inside it,
+/// holding their row locks and never committing them.
+struct CloseUnlessCommitted {
+    conn: PoolConnection<MySql>,
+    committed: bool,
+}
+
+impl Drop for CloseUnlessCommitted {
+    fn drop(&mut self) {
+        if !self.committed {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
 /// Holds the creators' named lock on a pooled connection. Dropped while held (an error, a
 /// cancelled call), it closes the connection, so the server releases the lock with the
 /// session instead of leaving it on a connection back in the pool.
@@ -1044,6 +1274,17 @@ impl Drop for CreateLock {
         if self.held {
             self.conn.close_on_drop();
         }
+    }
+}
+
+/// The refusal of an allocation that moved `updated` (more than one) rows of one tag.
+fn duplicate_rows(tag: &Tag, updated: u64) -> StoreError {
+    StoreError::Corrupt {
+        tag: tag.to_string(),
+        reason: format!(
+            "{updated} rows have this biz_tag (their ids were skipped); the table needs a \
+             primary key on biz_tag"
+        ),
     }
 }
 

@@ -5,6 +5,10 @@
 //! log line. When a take crosses the preload point (or comes up short) the generator spawns
 //! at most one refill task; a request that finds both segments spent waits for that refill,
 //! bounded by `refill_wait`, and fails with [`Error::Unavailable`] rather than guess.
+//! When more requests wait than the buffer holds ids, the refill that has just installed a
+//! range goes on to load the next slot at once: the range it installed is theirs already,
+//! so waiting for one of them to cross the preload point would only add a wake-up and a new
+//! task to every refill. A woken request takes what is there before it answers a failure.
 //!
 //! A refill asks the store for the step the pacing plans (`idmint_core::pacing`), refuses a
 //! range below the tag's high-water mark (the store went backwards) and jumps the store past
@@ -85,6 +89,8 @@ pub struct TagGenerator {
     last_failure: Mutex<Option<Error>>,
     /// Requests that found both segments spent and waited for the store.
     waits: AtomicU64,
+    /// Requests waiting for a refill now.
+    waiting: AtomicU64,
     /// Set by the give-back, so it happens once.
     given_back: AtomicBool,
     /// Ranges installed.
@@ -172,6 +178,7 @@ impl TagGenerator {
             created: Instant::now(),
             last_failure: Mutex::new(None),
             waits: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
             given_back: AtomicBool::new(false),
             refills: AtomicU64::new(0),
             unmarked: Mutex::new(None),
@@ -377,7 +384,7 @@ impl TagGenerator {
         let wait = self.shared.config.refill_wait();
         let deadline = Instant::now() + wait;
         let mut got: u64 = ranges.iter().map(IdRange::len).sum();
-        let mut counted = false;
+        let mut counted: Option<WaiterCount<'_>> = None;
         // Read before anything else: an attempt that fails from here on is this request's
         // answer, even one that finished before the loop below starts.
         let failures_seen = self.failures.load(Ordering::Acquire);
@@ -411,9 +418,9 @@ impl TagGenerator {
             if self.shared.cancel.is_cancelled() {
                 return Err(Error::ShuttingDown);
             }
-            if !counted {
+            if counted.is_none() {
                 self.waits.fetch_add(1, Ordering::Relaxed);
-                counted = true;
+                counted = Some(WaiterCount::new(&self.waiting));
             }
             self.last_demand_ms.store(self.elapsed_ms(), Ordering::Relaxed);
             if !self.ensure_refill_unless_failed_since(failures_seen) {
@@ -435,9 +442,8 @@ impl TagGenerator {
                 }
                 () = self.shared.cancel.cancelled() => return Err(Error::ShuttingDown),
             }
-            if self.failures.load(Ordering::Acquire) != failures_seen {
-                return Err(self.last_failure());
-            }
+            // A failure since is answered at the top of the loop, after taking what a refill
+            // installed before it failed (a refill that goes on for waiters can do both).
         }
         Ok(merge(ranges))
     }
@@ -492,7 +498,13 @@ impl TagGenerator {
             let failure = match self.allocate_and_install().await {
                 Ok(()) => {
                     self.failing.store(false, Ordering::Release);
-                    break true;
+                    if !self.preload_for_waiters() {
+                        break true;
+                    }
+                    // The waiters take what was installed while the next range is loaded.
+                    self.refilled.notify_waiters();
+                    retry_ms = REFILL_RETRY_MS_MIN;
+                    continue;
                 }
                 Err(failure) => failure,
             };
@@ -547,6 +559,18 @@ impl TagGenerator {
             // A preload signal that arrived while this refill ran was dropped; honour it.
             self.ensure_refill();
         }
+    }
+
+    /// Whether the refill that installed a range goes on to load the next slot: more
+    /// requests wait than the buffer holds ids, and the slot is free. Bounded by the
+    /// requests: each attempt is one they wait for.
+    fn preload_for_waiters(&self) -> bool {
+        let waiting = self.waiting.load(Ordering::Acquire);
+        if waiting == 0 || self.shared.cancel.is_cancelled() {
+            return false;
+        }
+        let buffer = self.buffer.snapshot();
+        !buffer.frozen && buffer.next.is_none() && waiting > self.buffer.remaining()
     }
 
     /// One refill: allocate at the planned step (or take back the range whose mark a failed
@@ -795,6 +819,23 @@ impl TagGenerator {
         Error::Unavailable { tag: self.tag.clone(), reason: reason.to_string() }
     }
 }
+/// Counts a request among those waiting for a refill while it lives (dropped when the
+/// request answers or its future is dropped).
+struct WaiterCount<'a>(&'a AtomicU64);
+
+impl<'a> WaiterCount<'a> {
+    fn new(waiting: &'a AtomicU64) -> WaiterCount<'a> {
+        waiting.fetch_add(1, Ordering::AcqRel);
+        WaiterCount(waiting)
+    }
+}
+
+impl Drop for WaiterCount<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Joins ranges that continue each other, so a batch spanning nothing but a cursor step is
 /// one range.
 fn merge(ranges: Vec<IdRange>) -> Vec<IdRange> {

@@ -197,7 +197,12 @@ async fn an_allocation_is_one_round_trip() {
     assert_eq!(served, (one_request, allocated(1, 11)), "allocation with the tag's step");
     let served = relay.trips_of(store.allocate(&counted, requested(25))).await;
     assert_eq!(served, (one_request, allocated(11, 36)), "allocation with a raised step");
-    // Refusals are explained from the same round trip.
+    // A tag's step, once seen, is named in the UPDATE: when the row no longer matches, the
+    // full statement runs and explains the refusal, one request more.
+    let (trips, refused) = relay.trips_of(store.allocate(&full, None)).await;
+    assert!(matches!(refused, Err(StoreError::Exhausted { .. })), "{refused:?}");
+    assert_eq!(trips, Trips { requests: 2, pings: 2 }, "first refusal after a success");
+    // Refusals are then explained from the same round trip.
     let (trips, refused) = relay.trips_of(store.allocate(&full, None)).await;
     assert!(matches!(refused, Err(StoreError::Exhausted { .. })), "{refused:?}");
     assert_eq!(trips, one_request, "refused allocation");
@@ -214,6 +219,88 @@ async fn an_allocation_is_one_round_trip() {
     let served = relay.trips_of(cas.allocate(&counted, None)).await;
     let two_requests = Trips { requests: 2, pings: 1 };
     assert_eq!(served, (two_requests, allocated(56, 66)), "uncontended cas allocation");
+}
+
+/// The step an allocation names in its UPDATE is only a hint: a row whose step another
+/// writer changed (a Leaf console, another node) is read again, never reserved with the old
+/// step, and the range reported is the one the row's new step reserved.
+#[tokio::test]
+async fn a_step_changed_elsewhere_is_used_from_the_next_allocation() {
+    let Some(base) = database_url().await else { return };
+    let table = fresh_table("restepped");
+    let mut raw = MySqlConnection::connect(&base).await.unwrap();
+    let store: Arc<dyn SegmentStore> =
+        Arc::new(MySqlStore::connect(&table_url(&table, "").await.unwrap()).await.unwrap());
+    let tag = create(&store, "restepped", 1, 10).await;
+    let allocated = |start, end, tag_step| Ok(Allocation { range: range(start, end), tag_step });
+    assert_eq!(store.allocate(&tag, None).await, allocated(1, 11, 10));
+    assert_eq!(store.allocate(&tag, None).await, allocated(11, 21, 10));
+    for (step, want) in [(3, allocated(21, 24, 3)), (40, allocated(24, 64, 40))] {
+        execute(&mut raw, &format!("UPDATE {table} SET step = {step} WHERE biz_tag = 'restepped'"))
+            .await;
+        assert_eq!(store.allocate(&tag, None).await, want, "step {step}");
+    }
+    assert_eq!(store.allocate(&tag, requested(50)).await, allocated(64, 114, 40));
+    assert_eq!(record(&store, &tag).await.max_id, 114);
+}
+
+/// The connection of an allocation whose answer was read is kept for the next one, which
+/// so costs no release ping; one whose future is dropped while its UPDATE waits is never
+/// kept, and every allocation after it gets its own answer (its range ends at the row's
+/// `max_id`), not the one the dropped call left on the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_is_kept_only_after_its_answer_was_read() {
+    let Some(base) = database_url().await else { return };
+    let relay = Relay::start(&base).await;
+    let table = fresh_table("parked");
+    let url = relay.url(&base, &format!("table={table}&pool_max=2"));
+    let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+    let tag = create(&store, "parked", 1, 10).await;
+    store.allocate(&tag, None).await.unwrap();
+    let (trips, served) = relay.trips_of(store.allocate(&tag, None)).await;
+    assert_eq!((trips, served.unwrap().range), (Trips { requests: 1, pings: 0 }, range(11, 21)));
+
+    let mut locker = MySqlConnection::connect(&base).await.unwrap();
+    execute(&mut locker, "BEGIN").await;
+    execute(&mut locker, &format!("SELECT max_id FROM {table} FOR UPDATE")).await;
+    // Sent on the kept connection, then left waiting for the row lock: dropped unanswered.
+    let (trips, dropped) = relay
+        .trips_of(async {
+            let wait = Duration::from_millis(300);
+            let dropped = tokio::time::timeout(wait, store.allocate(&tag, None)).await;
+            execute(&mut locker, "COMMIT").await;
+            dropped
+        })
+        .await;
+    assert!(dropped.is_err(), "the allocation did not wait for the row lock");
+    // Its connection went back through sqlx's release, which reads the late answer.
+    assert_eq!(trips, Trips { requests: 1, pings: 1 }, "the dropped call's connection was kept");
+    let mut end = 21;
+    for _ in 0..6 {
+        let served = store.allocate(&tag, None).await.unwrap().range;
+        let max_id = record(&store, &tag).await.max_id;
+        assert_eq!(served.end(), max_id, "{served:?} is not this allocation's answer");
+        assert!(served.start() >= end, "{served:?} overlaps ids up to {end}");
+        end = served.end();
+    }
+}
+
+/// A store dropped after its runtime (an embedder's last handle, kept past shutdown) closes
+/// the connections it kept, rather than panic in their release, which needs a runtime.
+#[test]
+fn a_store_dropped_outside_a_runtime_closes_its_kept_connections() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let store = runtime.block_on(async {
+        database_url().await?;
+        let url = table_url(&fresh_table("outlived"), "pool_max=4").await.unwrap();
+        let store: Arc<dyn SegmentStore> = Arc::new(MySqlStore::connect(&url).await.unwrap());
+        let tag = create(&store, "outlived", 1, 10).await;
+        store.allocate(&tag, None).await.unwrap();
+        store.allocate(&tag, None).await.unwrap();
+        Some(store)
+    });
+    drop(runtime);
+    drop(store);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

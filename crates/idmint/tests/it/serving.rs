@@ -278,6 +278,39 @@ async fn an_exhausted_tag_answers_exhausted_not_unavailable() {
     }
 }
 
+/// More requests waiting than the buffer holds ids make the refill go on to the next range
+/// at once; when that finds the tag spent, the range installed before it is still served:
+/// one request gets the last id, the others the final `Exhausted`.
+#[tokio::test]
+async fn waiting_requests_take_the_last_range_before_answering_that_the_tag_is_spent() {
+    const REQUESTS: usize = 4;
+    let store = TestStore::new(22);
+    let tag = store.create("last", 1).await;
+    let segments = Segments::start(store.clone(), config().with_adaptive_step(false)).unwrap();
+    assert_eq!(segments.next_id(&tag).await.unwrap(), 1);
+    segments.shutdown().await;
+    // Room for one more range of 1 below the largest id, then none.
+    let last = idmint_core::limits::ID_MAX - 1;
+    store.restore_max_id(&tag, last).await;
+    let segments = Segments::start(store.clone(), config().with_adaptive_step(false)).unwrap();
+    let requests: Vec<_> = (0..REQUESTS)
+        .map(|_| {
+            let (segments, tag) = (Arc::clone(&segments), tag.clone());
+            tokio::spawn(async move { segments.next_id(&tag).await })
+        })
+        .collect();
+    let mut served = Vec::new();
+    for request in requests {
+        match request.await.unwrap() {
+            Ok(id) => served.push(id),
+            Err(Error::Store(idmint_store::StoreError::Exhausted { .. })) => {}
+            Err(error) => panic!("neither the last id nor exhausted: {error:?}"),
+        }
+    }
+    assert_eq!(served, vec![last], "the last range goes to exactly one request");
+    segments.shutdown().await;
+}
+
 /// A request for a name the store does not hold costs exactly one store call, however the
 /// refill task and the request interleave on two threads (a request that found the first
 /// attempt finished just as it began to wait once started a second one).
