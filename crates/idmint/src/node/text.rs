@@ -42,7 +42,12 @@ impl PublicText {
     #[inline]
     pub fn with_str<R>(&self, read: impl FnOnce(&str) -> R) -> R {
         match &self.0 {
-            Repr::Decimal(id) => read(itoa::Buffer::new().format(*id)),
+            // An id that fits 32 bits (most segment ids) is written with 32-bit arithmetic,
+            // which is shorter than the 64-bit division chain.
+            Repr::Decimal(id) => match u32::try_from(*id) {
+                Ok(small) => read(itoa::Buffer::new().format(small)),
+                Err(_) => read(itoa::Buffer::new().format(*id)),
+            },
             Repr::Rendered(text) => read(text),
         }
     }
