@@ -804,6 +804,17 @@ impl Snowflake {
         {
             tracing::warn!(%error, worker = lease.worker_id, "worker lease not released; it expires on its own");
         }
+        self.release_marks();
+    }
+
+    /// Gives the marks file's lock up, so a restart in this process opens it at once. A
+    /// blocking-pool task of a group write may still hold the file a moment after its write
+    /// was answered (see `HighWaterFile::change`); the lock must not wait for it. Sound once
+    /// nothing issues: `release` waits for a write under way and refuses any later one.
+    fn release_marks(&self) {
+        if let Some(marks) = &self.marks {
+            marks.release();
+        }
     }
 
     /// At a graceful stop, with the fence closed: lowers the local mark of `worker` from one
@@ -1248,6 +1259,9 @@ async fn every<F, Fut>(
 impl Drop for Snowflake {
     fn drop(&mut self) {
         self.cancel.cancel();
+        // Dropped without `shutdown` (as a crash would end it): no request holds the
+        // generator any more and its tasks hold it weakly, so nothing issues from here on.
+        self.release_marks();
     }
 }
 
