@@ -32,7 +32,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use futures_util::{Stream, StreamExt};
 use idmint::Tag;
 use idmint::node::{Engine, LeaseParts, PublicIds};
-use idmint::segment::Lease;
+use idmint::segment::RangeLease;
 use idmint_core::Count;
 use idmint_core::snowflake::UtcMs;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
@@ -527,7 +527,7 @@ fn lease_parts(range: &Range) -> LeaseParts {
 }
 
 /// A lease as the wire carries it.
-fn range_of(lease: &Lease) -> Range {
+fn range_of(lease: &RangeLease) -> Range {
     Range { start: lease.range.start(), end: lease.range.end(), proof: lease.proof }
 }
 

@@ -7,7 +7,7 @@
 //! library variants use a memory store and a step of `STEP_MAX`, so refills (every 10^6 ids)
 //! are part of the measurement, as they are in service. The by-name variants pass the name
 //! through `black_box` on every call, as a request's name reaches the handler; a thread's
-//! take of the tag it took last is found without a hash (`LAST_REGISTRY` in `segments.rs`),
+//! take of the tag it took last is found without a hash (`LAST_REGISTRY` in `segment/engine.rs`),
 //! so `library_by_name_str_2tags` takes two tags in turn, each take a hash and a lookup.
 
 use std::hint::black_box;

@@ -27,8 +27,8 @@ use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::segment::{Error, Segments};
 use crate::segment::{SegmentConfig, TagStatus};
-use crate::{Error, Segments};
 
 /// Tinyid's token refresh period, and the default here.
 pub const TOKEN_REFRESH_MS_DEFAULT: u64 = 60_000;

@@ -6,6 +6,7 @@
 //! - the gRPC module imports no `http` module;
 //! - protobuf types (`idmint_proto`) appear in the gRPC module only;
 //! - only `metrics` (a reader) reaches the segment engine behind the `Node`;
+//! - the `idmint` library's modules name the room an item lives in, never `lib.rs`;
 //! - the modules import each other without a circle (the crate root counts as a module:
 //!   a module that imports `crate::Item` re-exported by the root closes a circle through
 //!   it, so modules name the module an item lives in).
@@ -67,6 +68,73 @@ fn the_checker_finds_each_planted_breach() {
         let found = breaches(&sources);
         assert!(found.iter().any(|b| b.contains(expected)), "{module}: {line} -> {found:?}");
     }
+}
+
+/// The library's rooms mirror its public modules (one per engine, the shared floor beside
+/// them), and no module of it imports through `lib.rs` an item that lives elsewhere: it
+/// names the room that defines the item (ARCHITECTURE.md, `idmint`).
+#[test]
+fn idmint_modules_import_from_where_items_live() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idmint/src");
+    let sources = read_modules(&src, &src);
+    for room in
+        ["segment", "snowflake", "sequence", "format", "uuid", "tinyid", "node", "clock", "marks"]
+    {
+        assert!(sources.contains_key(room), "no module {room}: {:?}", sources.keys());
+    }
+    let broken = through_root(&sources);
+    assert!(broken.is_empty(), "imports through lib.rs:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_root_check_finds_a_planted_import_through_the_root() {
+    let clean = || -> Sources {
+        [
+            ("crate", "pub mod segment; pub mod node; pub use segment::Segments;"),
+            ("segment", "pub struct Segments;"),
+            ("node", "use crate::segment::Segments; // crate::Segments"),
+        ]
+        .into_iter()
+        .map(|(module, text)| (module.to_string(), text.to_string()))
+        .collect()
+    };
+    assert_eq!(through_root(&clean()), Vec::<String>::new());
+    for planted in
+        ["use crate::Segments;", "use crate::{segment, Segments};", "crate::Segments::new()"]
+    {
+        let mut sources = clean();
+        sources.get_mut("node").unwrap().push_str(&format!("\n{planted}\n"));
+        assert_eq!(
+            through_root(&sources),
+            vec!["node imports Segments through lib.rs"],
+            "{planted}"
+        );
+    }
+}
+
+/// Each `crate::ITEM` path (outside comments and unit tests) whose item the root only
+/// re-exports.
+fn through_root(sources: &Sources) -> Vec<String> {
+    let (_, exported) = split_reexports(&without_comments(&sources["crate"]));
+    let items: BTreeSet<String> =
+        exported.iter().filter_map(|p| p.rsplit("::").next()).map(str::to_string).collect();
+    let mut found = Vec::new();
+    for (module, text) in sources.iter().filter(|(m, _)| *m != "crate") {
+        let code = without_comments(text);
+        for (at, _) in code.match_indices("crate::") {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            for path in paths(&code[at + "crate::".len()..]) {
+                let first = path.split("::").next().unwrap_or_default();
+                if items.contains(first) && !sources.contains_key(first) {
+                    found.push(format!("{module} imports {first} through lib.rs"));
+                }
+            }
+        }
+    }
+    found
 }
 
 /// Every breach of the rules in `sources`, one line each.

@@ -7,10 +7,11 @@ use idmint_store::StoreError;
 
 use crate::format::FormatError;
 use crate::segment::ByNameError;
+use crate::segment::Error;
 use crate::sequence::SequenceError;
 use crate::snowflake::SnowflakeError;
 use crate::uuid::UuidsError;
-use crate::{Error, Tag};
+use idmint_core::Tag;
 
 /// Why a [`crate::Node`] operation did not answer.
 #[derive(Debug, thiserror::Error)]

@@ -27,13 +27,18 @@ use idmint_store::{SequenceRecord, SequenceSpec, StoreError, TagRecord, TagSpec}
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::segment::{CreatedTag, Lease, TagStatus};
+use crate::clock::Clock;
+use crate::format::IdFormat;
+use crate::segment::take_first::{TakeFirst, Waiting};
+use crate::segment::{CreatedTag, RangeLease, TagStatus};
+use crate::segment::{Error, Segments};
+use crate::sequence::Sequences;
 use crate::sequence::limits::SEQ_COUNT_MAX;
 use crate::sequence::{SequenceIds, SequenceStatus};
 use crate::snowflake::SnowflakeStatus;
-use crate::take_first::{TakeFirst, Waiting};
+use crate::snowflake::{CachedSnowflake, Snowflake};
 use crate::tinyid::{BizTypeView, Tinyid, TinyidSegment};
-use crate::{CachedSnowflake, Clock, Error, IdFormat, Segments, Sequences, Snowflake, Uuids};
+use crate::uuid::Uuids;
 
 pub use error::{Feature, NodeError, NodeStartError};
 pub use ready::{Engine, EngineReadiness};
@@ -230,40 +235,16 @@ impl Node {
         self.formats.get(tag)
     }
 
-    /// The tag named `name` if this node serves it in segment mode: its name shared with
-    /// the engine, nothing allocated (a transport reads a request's tag this way, then checks
-    /// and serves that one value). `None` for any other name.
-    pub fn served_tag(&self, name: &str) -> Option<Tag> {
-        self.segments.served_tag(name)
-    }
-
-    /// The next id of `tag` as text: its public id as the tag's format renders it, or the
-    /// decimal id (written in place, nothing allocated).
-    ///
-    /// Lazy and small as [`Segments::next_id`]'s future: for a tag without a format, a hit is
-    /// the take and the digits, inlined into the caller's poll (`take_first.rs`).
-    #[inline]
-    pub fn next_public_text<'a>(
-        &'a self,
-        tag: &'a Tag,
-    ) -> impl Future<Output = Result<PublicText, NodeError>> + Send + 'a {
-        TakeFirst::new(
-            move || self.try_public_decimal(tag.as_str(), || self.segments.try_next_id(tag)),
-            move || -> Waiting<'a, NodeError, PublicText> {
-                Box::pin(async move {
-                    let id = self.segments.next_id(tag).await?;
-                    self.public_text(tag.as_str(), id)
-                })
-            },
-        )
-    }
-
-    /// [`Node::next_public_text`] by the tag's name as the request carries it (the path
-    /// segment, percent-decoded): what a transport calls per request instead of parsing the
-    /// name. A name the node serves is answered without a `Tag` being made (no parse, no
+    /// The next id of the tag named `name` as text: its public id as the tag's format renders
+    /// it, or the decimal id (written in place, nothing allocated). The name is as the
+    /// request carries it (the path segment, percent-decoded): what a transport calls per
+    /// request instead of parsing the name. A name the node serves is answered without a `Tag` being made (no parse, no
     /// allocation); any other name is parsed and answered as its `Tag`
     /// is: a bad name (an internal row's in any ASCII case included) is [`NodeError::Tag`]
     /// with `Tag::parse`'s reason, an unknown tag `NodeError::Segment(Error::UnknownTag)`.
+    ///
+    /// Lazy and small as [`Segments::next_id`]'s future: for a tag without a format, a hit is
+    /// the take and the digits, inlined into the caller's poll (`segment/take_first.rs`).
     #[inline]
     pub fn next_public_text_by_name<'a>(
         &'a self,
@@ -346,7 +327,7 @@ impl Node {
 
     /// `count` ids of `tag` leased to a client as ranges with this node's proofs. A tag with
     /// a public id format is refused: its internal ids do not leave the node.
-    pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<Lease>, NodeError> {
+    pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<RangeLease>, NodeError> {
         if self.formats.contains_key(tag) {
             return Err(NodeError::FormattedTag(tag.clone()));
         }
@@ -466,7 +447,7 @@ impl Node {
     // ---- public id decoding ---------------------------------------------------------
 
     /// What `text` stands for under `tag`'s format or an `encoding` (exactly one of the
-    /// two). A tag that does not exist is [`crate::Error::UnknownTag`].
+    /// two). A tag that does not exist is [`crate::segment::Error::UnknownTag`].
     pub async fn decode_text(
         &self,
         text: String,
@@ -811,7 +792,7 @@ impl Drop for Node {
 }
 
 /// Checks the leases a client sends back: at most [`RETURN_LEASES_MAX`], each a range.
-fn checked_leases(leases: &[LeaseParts]) -> Result<Vec<Lease>, NodeError> {
+fn checked_leases(leases: &[LeaseParts]) -> Result<Vec<RangeLease>, NodeError> {
     if leases.len() > RETURN_LEASES_MAX {
         return Err(NodeError::BadLease(format!(
             "{} leases sent; give back at most {RETURN_LEASES_MAX} leases at once",
@@ -828,7 +809,7 @@ fn checked_leases(leases: &[LeaseParts]) -> Result<Vec<Lease>, NodeError> {
                     l.start, l.end
                 ))
             })?;
-            Ok(Lease { range, proof: l.proof })
+            Ok(RangeLease { range, proof: l.proof })
         })
         .collect()
 }

@@ -104,7 +104,7 @@ impl Node {
         }
         // A node whose list leaves segments out is still not ready while it shuts down.
         if self.cancel.is_cancelled() {
-            return Err(NodeError::Segment(crate::Error::ShuttingDown));
+            return Err(NodeError::Segment(crate::segment::Error::ShuttingDown));
         }
         Ok(())
     }

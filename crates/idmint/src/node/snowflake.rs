@@ -19,8 +19,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::error::{Feature, NodeError};
+use crate::clock::Clock;
+use crate::segment::Error;
 use crate::snowflake::{CachedConfig, SnowflakeConfig, SnowflakeError, WorkerIdSource};
-use crate::{CachedSnowflake, Clock, Error, Snowflake};
+use crate::snowflake::{CachedSnowflake, Snowflake};
 
 /// First pause of the start's retry; each failure doubles it up to [`SNOWFLAKE_RETRY_MS_MAX`].
 pub const SNOWFLAKE_RETRY_MS_MIN: u64 = 500;

@@ -20,15 +20,20 @@ use tokio_util::task::TaskTracker;
 
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
 use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats};
+use crate::clock::{Clock, SystemClock};
+use crate::format::IdFormat;
 use crate::format::claim_key;
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
+use crate::sequence::Sequences;
 use crate::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
+use crate::snowflake::{CachedSnowflake, Snowflake};
 use crate::tinyid::{Tinyid, TinyidConfig};
-use crate::{CachedSnowflake, Clock, IdFormat, Sequences, Snowflake, SystemClock, Tag, Uuids};
+use crate::uuid::Uuids;
+use idmint_core::Tag;
 
 /// The sequence engine's marks file, opened at start.
-type SequenceMarks = Arc<crate::highwater::HighWaterFile<idmint_store::CounterKey>>;
+type SequenceMarks = Arc<crate::marks::HighWaterFile<idmint_store::CounterKey>>;
 
 /// How long the node waits between attempts to reach a Redis that did not answer.
 pub const REDIS_RETRY_MS: u64 = 2_000;
@@ -224,7 +229,7 @@ impl NodeBuilder {
         )?;
         // Opened before anything starts: a damaged or locked marks file refuses the start.
         let sequence_marks = match (&sequences, &config.sequences) {
-            (None, Ok(configured)) => crate::sequences::open_marks(&configured.engine)
+            (None, Ok(configured)) => crate::sequence::engine::open_marks(&configured.engine)
                 .map_err(NodeStartError::Sequences)?,
             _ => None,
         };
@@ -240,7 +245,7 @@ impl NodeBuilder {
                 NodeStartError::OpenStore { url: config.store.to_string(), source }
             })?,
         };
-        let segments = crate::Segments::start(store, config.segment.clone())
+        let segments = crate::segment::Segments::start(store, config.segment.clone())
             .map_err(NodeStartError::Segments)?;
         let formats = match claim_formats(&segments, &config.formats).await {
             Ok(formats) => formats,
@@ -338,7 +343,7 @@ fn check_parts(
 /// The tags' public id formats, each keyed one checked against the key recorded in the
 /// store (and recorded there on first use) before any id is served.
 async fn claim_formats(
-    segments: &crate::Segments,
+    segments: &crate::segment::Segments,
     formats: &[FormatConfig],
 ) -> Result<TagFormats, NodeStartError> {
     let mut claimed = TagFormats::new();

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use idmint::node::{FormatConfig, NodeError};
-use idmint::segment::{ByNameError, SegmentConfig};
+use idmint::node::{FormatConfig, NodeError, PublicIds};
+use idmint::segment::{ByNameError, Count, SegmentConfig};
 use idmint::sequence::time_zone;
 use idmint::{IdFormat, Node, NodeBuilder, NodeConfig, Segments, Tag};
 use idmint_core::limits::TAG_LEN_MAX;
@@ -131,11 +131,16 @@ async fn node_by_name_answers_as_the_parsed_tag_formats_included() {
     for round in 0..4 {
         for name in names() {
             let expected = match Tag::parse(&name) {
-                Ok(tag) => parsed.next_public_text(&tag).await,
-                Err(error) => Err(NodeError::Tag(error)),
+                Ok(tag) => match parsed.next_public_ids(&tag, Count::ONE).await {
+                    Ok(PublicIds::Numbers(ids)) => Ok(ids[0].to_string()),
+                    Ok(PublicIds::Texts(texts)) => Ok(texts[0].clone()),
+                    Err(error) => Err(format!("{error:?}")),
+                },
+                Err(error) => Err(format!("{:?}", NodeError::Tag(error))),
             };
             let got = by_name.next_public_text_by_name(&name).await;
-            assert_eq!(format!("{got:?}"), format!("{expected:?}"), "{name:?}, round {round}");
+            let got = got.map(|text| text.to_string()).map_err(|error| format!("{error:?}"));
+            assert_eq!(got, expected, "{name:?}, round {round}");
         }
     }
     assert_eq!(by_name.next_public_text_by_name("订单").await.unwrap(), "C-5");
@@ -179,36 +184,32 @@ async fn order_from(start: u64) -> Arc<Segments> {
     Segments::start(store, SegmentConfig::default()).unwrap()
 }
 
-/// `served_tag` gives the registry's own `Tag` (the same allocation every time), and a take
-/// by it, by an equal `Tag` of another allocation and by the name all draw from the one
-/// generator: one increasing sequence, whichever way each take names the tag. A thread
-/// remembers the entry it last found (`LAST_REGISTRY`); the other names in between make it
-/// change entry, and every way of finding it must agree.
+/// A take by a `Tag`, by an equal `Tag` of another allocation and by the name all draw from
+/// the one generator: one increasing sequence, whichever way each take names the tag. A
+/// thread remembers the entries it last found (`LAST_REGISTRY`); the other names in between
+/// make it change entry, and every way of finding it must agree.
 #[tokio::test]
 async fn every_way_of_naming_a_tag_takes_from_its_one_generator() {
     let store = store_with_rows().await;
     let segments = Segments::start(store, SegmentConfig::default()).unwrap();
     let parsed = Tag::parse("order").unwrap();
-    assert_eq!(segments.served_tag("order"), None, "served before its first request");
+    assert_eq!(segments.try_next_id_by_name("order"), None, "served before its first request");
     assert_eq!(segments.next_id(&parsed).await, Ok(1));
-    let served = segments.served_tag("order").unwrap();
-    let again = segments.served_tag("order").unwrap();
-    assert!(std::ptr::eq(served.as_str(), again.as_str()), "served_tag made a new Tag");
     let equal = Tag::parse("order").unwrap();
-    assert!(!std::ptr::eq(served.as_str(), equal.as_str()));
+    assert!(!std::ptr::eq(parsed.as_str(), equal.as_str()));
     let other = Tag::parse("订单").unwrap();
-    assert_eq!(segments.served_tag("Order"), None);
-    assert_eq!(segments.served_tag("idmint.key.order"), None);
+    assert_eq!(segments.try_next_id_by_name("Order"), None);
+    assert_eq!(segments.try_next_id_by_name("idmint.key.order"), None);
     let mut last = 1;
     let mut other_last = 0;
     for round in 0..30 {
         let id = match round % 5 {
-            0 => segments.next_id(&served).await.unwrap(),
+            0 => segments.next_id(&parsed).await.unwrap(),
             1 => segments.next_id(&equal).await.unwrap(),
             2 => segments.next_id_by_name("order").await.unwrap(),
-            3 => match segments.try_next_id(&served) {
+            3 => match segments.try_next_id(&parsed) {
                 Some(id) => id,
-                None => segments.next_id(&served).await.unwrap(),
+                None => segments.next_id(&parsed).await.unwrap(),
             },
             _ => {
                 let id = segments.next_id(&other).await.unwrap();
@@ -224,35 +225,34 @@ async fn every_way_of_naming_a_tag_takes_from_its_one_generator() {
     segments.shutdown().await;
 }
 
-/// A take by the registry's own `Tag` (found by its pointer) follows the registry: after the
-/// tag is deleted nothing is served by it, and after it is created again the same `Tag`
-/// takes from the new generator (above every id the old one handed out), never from the old
-/// generator's remaining ids.
+/// A take by a `Tag` the caller holds follows the registry: after the tag is deleted
+/// nothing is served by it, and after it is created again the same `Tag` takes from the new
+/// generator (above every id the old one handed out), never from the old generator's
+/// remaining ids.
 #[tokio::test]
-async fn a_take_by_the_served_tag_follows_deletes_and_creates() {
+async fn a_take_by_a_held_tag_follows_deletes_and_creates() {
     let segments = order_from(1).await;
-    assert_eq!(segments.next_id_by_name("order").await, Ok(1));
-    let served = segments.served_tag("order").unwrap();
+    let order = Tag::parse("order").unwrap();
+    assert_eq!(segments.next_id(&order).await, Ok(1));
     // The old generator holds ids 3.. in its buffer from here on.
-    assert_eq!(segments.try_next_id(&served), Some(2));
-    segments.delete_tag(&served).await.unwrap();
-    let unknown = idmint::Error::UnknownTag(served.clone());
-    assert_eq!(segments.try_next_id(&served), None, "served by its Tag after its delete");
-    assert_eq!(segments.next_id(&served).await, Err(unknown));
-    assert_eq!(segments.served_tag("order"), None);
-    segments.create_tag(&spec(served.clone(), None)).await.unwrap();
-    // The new generator is made with `served` itself: its entry holds the same allocation.
-    let first = segments.next_id(&served).await.unwrap();
+    assert_eq!(segments.try_next_id(&order), Some(2));
+    segments.delete_tag(&order).await.unwrap();
+    let unknown = idmint::Error::UnknownTag(order.clone());
+    assert_eq!(segments.try_next_id(&order), None, "served by its Tag after its delete");
+    assert_eq!(segments.next_id(&order).await, Err(unknown));
+    assert_eq!(segments.try_next_id_by_name("order"), None);
+    segments.create_tag(&spec(order.clone(), None)).await.unwrap();
+    let first = segments.next_id(&order).await.unwrap();
     assert!(first > 3, "the old generator's id {first} was served after the create");
     for _ in 0..10 {
-        let id = segments.next_id(&served).await.unwrap();
+        let id = segments.next_id(&order).await.unwrap();
         assert!(id > first, "{id} after {first}");
     }
     segments.shutdown().await;
 }
 
 /// Two engines on one thread, each serving `order` from its own store (ids from 1 and from
-/// 1000), taken from in turn by one shared `Tag` (both registries hold that very allocation)
+/// 1000), taken from in turn by one shared `Tag`
 /// and by name: each answers from its own generator. A thread's snapshot of one registry
 /// must never answer for the other, though both have made the same number of changes.
 #[tokio::test]

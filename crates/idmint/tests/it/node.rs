@@ -21,13 +21,13 @@ async fn a_node_serves_plain_and_public_ids_and_refuses_to_lease_a_formatted_tag
     let format = IdFormat::new("C-{id}", time_zone("UTC").unwrap(), None).unwrap();
     config.formats = vec![FormatConfig { tag: code.clone(), format, force_key_change: false }];
     let node = start(config, store).await;
-    assert_eq!(node.next_public_text(&plain).await.unwrap(), "1");
-    assert_eq!(node.next_public_text(&code).await.unwrap(), "C-1");
+    assert_eq!(node.next_public_text_by_name("plain").await.unwrap(), "1");
+    assert_eq!(node.next_public_text_by_name("code").await.unwrap(), "C-1");
     let refused = node.lease(&code, Count::ONE).await.unwrap_err();
     assert!(matches!(refused, NodeError::FormattedTag(ref tag) if *tag == code), "{refused}");
     let leases = node.lease(&plain, Count::new(10).unwrap()).await.unwrap();
     let lease = leases[0];
-    let parts = |lease: idmint::segment::Lease| LeaseParts {
+    let parts = |lease: idmint::segment::RangeLease| LeaseParts {
         start: lease.range.start(),
         end: lease.range.end(),
         proof: lease.proof,

@@ -17,10 +17,16 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use idmint_core::Count;
-use idmint_core::uuid::{UNIX_MS_MAX, UlidState, Uuid7State, UuidError, uuid_v4};
+use idmint_core::uuid::{UNIX_MS_MAX, UlidState, Uuid7State, uuid_v4};
+pub use idmint_core::uuid::{UuidError, UuidFormat};
 use rand::Rng;
 
 use crate::clock::Clock;
+
+/// Bounds of the UUID engine.
+pub mod limits {
+    pub use super::UUID_LOCK_CHUNK;
+}
 
 /// Most ids made under one hold of a state's lock: bounds how long another thread waits,
 /// and the random bits drawn ahead of it (16 bytes each, on the stack).

@@ -121,7 +121,7 @@ impl SegmentConfig {
 
     /// Turns off (or back on, the default) the bound on store lookups of names the store
     /// does not hold (a one-second negative cache and a per-second budget, see
-    /// [`Segments::generator`](crate::Segments::generator)). Only for a store that bounds
+    /// [`Segments::generator`](super::engine::Segments::generator)). Only for a store that bounds
     /// them itself: the client's engine over idmint servers, whose own nodes bound their
     /// store's lookups.
     pub fn with_unknown_tags_unbounded(mut self) -> SegmentConfig {

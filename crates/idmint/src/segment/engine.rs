@@ -34,17 +34,17 @@ use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::Error;
-use crate::config::SegmentConfig;
-use crate::generator::{Shared, TagGenerator, TagStatus};
-use crate::highwater::HighWaterFile;
-use crate::lease::{Lease, LeaseKey, TakeBackError};
-use crate::registry::same_bytes;
-use crate::take_first::{TakeFirst, Waiting};
-use crate::unknown::{Admission, UnknownTags};
+use super::config::SegmentConfig;
+use super::error::Error;
+use super::generator::{Shared, TagGenerator, TagStatus};
+use super::lease::{LeaseKey, RangeLease, TakeBackError};
+use super::registry::same_bytes;
+use super::take_first::{TakeFirst, Waiting};
+use super::unknown::{Admission, UnknownTags};
+use crate::marks::HighWaterFile;
 
 /// The served tags, looked up by name on every request (`registry.rs`).
-type Registry = crate::registry::Registry<Arc<TagGenerator>>;
+type Registry = super::registry::Registry<Arc<TagGenerator>>;
 
 /// Numbers every [`Segments`] of the process (never reused), for [`LAST_REGISTRY`].
 static SEGMENTS_NUMBERS: AtomicU64 = AtomicU64::new(1);
@@ -88,35 +88,11 @@ struct LastRegistry {
 /// lookup, not two atomic steps on a count shared with every other thread (the clone of the
 /// new hit's generator and the drop of the old one's).
 struct Hit {
-    /// Where the generator's `Tag` keeps its name: compared, never read through. The
-    /// snapshot's registry holds the generator, and so that `Tag`, while the hit lives, so no other name can be at
-    /// this address: an equal address is the same `Tag`.
-    name: *const str,
     /// The entry's number in the snapshot's registry ([`Registry::at`]).
     number: usize,
 }
 
 impl LastRegistry {
-    /// The take by the tag: when `tag` is the very `Tag` of the last hit (the same
-    /// allocation, as a request's tag is when the middleware resolved it with
-    /// [`Segments::served_tag`]) one pointer compare finds it; else by the name.
-    #[inline(always)]
-    fn take_by_tag(&mut self, tag: &Tag) -> Option<u64> {
-        if let Some(hit) = &self.hit
-            && std::ptr::eq(hit.name, tag.as_str())
-        {
-            return self.generator_at(hit.number)?.try_take_one();
-        }
-        self.take_by_tag_missed(tag)
-    }
-
-    /// [`LastRegistry::take_by_tag`] when `tag` is not the last hit's: out of line, which
-    /// makes the hit's path shorter (six instructions fewer per take, measured).
-    #[inline(never)]
-    fn take_by_tag_missed(&mut self, tag: &Tag) -> Option<u64> {
-        self.take_by_name(tag.as_str())
-    }
-
     /// The take by name: the entry of `name`, if the snapshot holds one, takes one id.
     #[inline(always)]
     fn take_by_name(&mut self, name: &str) -> Option<u64> {
@@ -162,7 +138,7 @@ impl LastRegistry {
         }
         let number = self.registry.find(name)?;
         let (_, generator) = self.registry.at(number)?;
-        self.previous = self.hit.replace(Hit { name: generator.tag().as_str(), number });
+        self.previous = self.hit.replace(Hit { number });
         Some(generator)
     }
 }
@@ -284,26 +260,20 @@ impl Segments {
         )
     }
 
-    /// The next id of `tag` if its buffer holds one now, without waiting: the lookup in this
-    /// thread's snapshot of the registry (`LAST_REGISTRY`: no lock, no read-modify-write
-    /// but the take's one atomic step) and the take. `None` when the node does
-    /// not serve the tag yet, its buffer is empty (a refill is under way) or it is shutting
-    /// down: [`Segments::next_id`] says which, and waits where it can.
-    ///
-    /// The thread remembers the entry it last found: a `tag` that is that entry's own `Tag`
-    /// (as [`Segments::served_tag`] gives it) is found by its pointer, without hashing.
+    /// The next id of `tag` if its buffer holds one now, without waiting: the take by its
+    /// name ([`Segments::try_next_id_by_name`]). `None` when the node does not serve the tag
+    /// yet, its buffer is empty (a refill is under way) or it is shutting down:
+    /// [`Segments::next_id`] says which, and waits where it can.
     #[inline]
     pub fn try_next_id(&self, tag: &Tag) -> Option<u64> {
-        // Inlined into the thread-local access: a call per take otherwise (measured).
-        self.with_snapshot(
-            #[inline(always)]
-            |last| last.take_by_tag(tag),
-        )
+        self.try_next_id_by_name(tag.as_str())
     }
 
-    /// [`Segments::try_next_id`] by the tag's name as a `&str`: `None` also for a name that is
-    /// not a tag the node serves (it is never parsed here). A name equal to the one this
-    /// thread last found is not hashed.
+    /// The next id of the tag named `name` if its buffer holds one now, without waiting: the
+    /// lookup in this thread's snapshot of the registry (`LAST_REGISTRY`: no lock, no
+    /// read-modify-write but the take's one atomic step) and the take. `None` also for a name
+    /// that is not a tag the node serves (it is never parsed here). A name equal to one of the
+    /// two this thread last found is not hashed.
     #[inline]
     pub fn try_next_id_by_name(&self, name: &str) -> Option<u64> {
         // As above.
@@ -311,15 +281,6 @@ impl Segments {
             #[inline(always)]
             |last| last.take_by_name(name),
         )
-    }
-
-    /// The tag named `name` if this node serves it: the [`Tag`] the node's generator of it
-    /// holds, the one the registry was given (its name shared, nothing allocated), so a
-    /// request naming a served tag is read without a copy, and a take by it
-    /// ([`Segments::next_id`]) on this thread finds it by its pointer.
-    /// `None` for any other name (never an internal row: the registry holds none).
-    pub fn served_tag(&self, name: &str) -> Option<Tag> {
-        self.with_snapshot(|last| Some(last.find(name)?.tag().clone()))
     }
 
     /// `count` ids of `tag` as increasing ranges.
@@ -332,7 +293,7 @@ impl Segments {
 
     /// `count` ids of `tag` leased to a client as increasing ranges, each with this node's
     /// proof, so the client can give back what it does not use ([`Segments::take_back`]).
-    pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<Lease>, Error> {
+    pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<RangeLease>, Error> {
         let ranges = self.next_ids(tag, count).await?;
         Ok(ranges.into_iter().map(|range| self.lease_key.lease(tag, range)).collect())
     }
@@ -348,7 +309,7 @@ impl Segments {
         tag: &Tag,
         start: u64,
         end: u64,
-        leases: &[Lease],
+        leases: &[RangeLease],
     ) -> Result<u64, TakeBackError> {
         let range = self.lease_key.check(tag, start, end, leases)?;
         let Some(generator) = self.registry.load().get(tag.as_str()).cloned() else {
@@ -542,7 +503,7 @@ impl Segments {
         self.shared.cancel.cancel();
         self.shared.tracker.close();
         self.shared.tracker.wait().await;
-        crate::giveback::give_back_all(&self.shared, &generators).await;
+        super::giveback::give_back_all(&self.shared, &generators).await;
     }
 
     /// `read` of this thread's snapshot of the registry ([`LAST_REGISTRY`]), made anew when
@@ -767,15 +728,13 @@ mod tests {
         for round in 0..20 {
             for name in ["idmint.key.order", "IDMINT.KEY.order", "Idmint.Key.order"] {
                 assert_eq!(segments.try_next_id_by_name(name), None, "{name}");
-                assert_eq!(segments.served_tag(name), None, "{name}");
                 assert_eq!(
                     segments.next_id_by_name(name).await,
                     Err(ByNameError::BadTag(TagError::Reserved)),
                     "{name}, round {round}"
                 );
             }
-            // `internal` is the entry's own allocation: a pointer compare would find it, were
-            // it ever the thread's last hit.
+            // `internal` is the entry's own `Tag`: a take by it is refused as by its name.
             assert_eq!(segments.try_next_id(&internal), None);
             assert_eq!(segments.next_id(&internal).await, Err(Error::UnknownTag(internal.clone())));
             // Lets a refill the take would have started land before the next round.

@@ -1,4 +1,4 @@
-//! Public id formats of a tag (issue 7): an output template such as
+//! Public id formats of a tag: an output template such as
 //! `ORD-{date:%Y%m%d}-{id:base36:8}`, an optional keyed permutation that turns internal ids
 //! into non-guessable public ids, the exact inverse of both (`decode`), and the key guard in
 //! the store that refuses a key change for a tag that already issued ids.
@@ -17,16 +17,22 @@
 use std::fmt;
 use std::sync::Arc;
 
-use idmint_core::encoding::{ENCODED_ID_MAX, Encoding, EncodingError};
-use idmint_core::permute::{Permutation, PermuteError};
+use idmint_core::encoding::ENCODED_ID_MAX;
+pub use idmint_core::encoding::{Encoding, EncodingError};
+pub use idmint_core::permute::{Permutation, PermuteError, PermuteKey};
 use idmint_core::{Description, StartId, Step, Tag};
 use idmint_store::{StoreError, TagSpec};
 use jiff::Zoned;
 use jiff::tz::TimeZone;
 
-use crate::seqformat::DAY_SPAN_CHECKED;
-use crate::seqformat::{Piece, split_template, strftime};
-use crate::{Error, Segments};
+use crate::segment::{Error, Segments};
+use crate::sequence::format::DAY_SPAN_CHECKED;
+use crate::sequence::format::{Piece, split_template, strftime};
+
+/// Bounds and defaults of formats.
+pub mod limits {
+    pub use super::{TEMPLATE_DEFAULT, TEMPLATE_LEN_MAX};
+}
 
 /// Longest template accepted, in bytes.
 pub const TEMPLATE_LEN_MAX: usize = 256;

@@ -39,7 +39,7 @@ use idmint_core::snowflake::Layout;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::snowflake_gen::{SNOWFLAKE_WAIT_MS_MAX, Snowflake, SnowflakeError};
+use super::generator::{SNOWFLAKE_WAIT_MS_MAX, Snowflake, SnowflakeError};
 
 /// Longest a take on an empty ring waits for borrowing to resume before it is refused.
 pub const TAKE_WAIT_MS_MAX: u64 = SNOWFLAKE_WAIT_MS_MAX;
@@ -575,7 +575,7 @@ impl Drop for CachedSnowflake {
 mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
-    use crate::snowflake_gen::{SnowflakeConfig, WorkerIdSource};
+    use crate::snowflake::{SnowflakeConfig, WorkerIdSource};
 
     /// The fast take's own age check, alone: the clock jumps past the bound and the horizon is
     /// published (as a filler round does just before it drops the stale front, while takers

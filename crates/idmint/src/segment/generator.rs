@@ -44,15 +44,15 @@ use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::Error;
-use crate::config::SegmentConfig;
-use crate::highwater::HighWaterFile;
-use crate::take_first::{TakeFirst, Waiting};
+use super::config::SegmentConfig;
+use super::error::Error;
+use super::take_first::{TakeFirst, Waiting};
+use crate::marks::HighWaterFile;
 
 /// Shortest interval a rate sample covers; shorter ones are merged into the next.
 const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);
 
-/// What every generator of one [`crate::Segments`] shares.
+/// What every generator of one [`Segments`](super::engine::Segments) shares.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn SegmentStore>,
     pub(crate) config: SegmentConfig,

@@ -22,7 +22,7 @@ use idmint_store::MaxIdChange;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::generator::{Shared, TagGenerator};
+use super::generator::{Shared, TagGenerator};
 
 /// One batch: each generator with the tail it gives back.
 type Batch = Vec<(Arc<TagGenerator>, IdRange)>;

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use idmint_core::Tag;
 
-use crate::Error;
+use crate::segment::Error;
 
 /// Name of the high-water file inside the state directory.
 pub const HIGH_WATER_FILE: &str = "segments.high-water";
@@ -185,7 +185,7 @@ impl<K: MarkKey> HighWaterFile<K> {
     /// Gives the state directory's lock up (another node, or a restart in this process, may
     /// open it). Only for an owner that knows nothing writes these marks any more: a
     /// `Segments` dropped, once its tasks have ended (a thread may keep its last registry,
-    /// and through it this file, a while longer; see `segments.rs`).
+    /// and through it this file, a while longer; see `segment/engine.rs`).
     pub(crate) fn release(&self) {
         // After a write in progress (a give-back cut off by its bound may leave one on the
         // blocking pool), so the next holder reads a whole file; a write that starts later

@@ -21,7 +21,7 @@ use siphasher::sip::SipHasher24;
 
 /// A range of ids leased to a client, with this node's proof that it leased exactly it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lease {
+pub struct RangeLease {
     /// The ids, `[start, end)`.
     pub range: IdRange,
     /// SipHash-2-4 of the tag and the range under this node's lease key. Opaque to clients.
@@ -73,8 +73,8 @@ impl LeaseKey {
     }
 
     /// Leases `range` of `tag`.
-    pub(crate) fn lease(&self, tag: &Tag, range: IdRange) -> Lease {
-        Lease { range, proof: self.proof(tag, range) }
+    pub(crate) fn lease(&self, tag: &Tag, range: IdRange) -> RangeLease {
+        RangeLease { range, proof: self.proof(tag, range) }
     }
 
     /// The ids `[start, end)` if `leases` are this key's, contiguous and cover them.
@@ -83,7 +83,7 @@ impl LeaseKey {
         tag: &Tag,
         start: u64,
         end: u64,
-        leases: &[Lease],
+        leases: &[RangeLease],
     ) -> Result<IdRange, TakeBackError> {
         for lease in leases {
             if lease.proof != self.proof(tag, lease.range) {
@@ -137,7 +137,7 @@ mod tests {
             other.check(&order, 150, 200, &[lease]),
             Err(TakeBackError::NotOurs { .. })
         ));
-        let widened = Lease { range: range(100, 300), ..lease };
+        let widened = RangeLease { range: range(100, 300), ..lease };
         assert!(matches!(
             key.check(&order, 150, 300, &[widened]),
             Err(TakeBackError::NotOurs { .. })

@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
-use crate::highwater::{HighWaterFile, MarksFile};
+use crate::marks::{HighWaterFile, MarksFile};
 
 /// Name of the snowflake time-mark file inside the state directory.
 pub const TIME_MARK_FILE: &str = "snowflake.time-mark";

@@ -2,7 +2,7 @@
 //! store, so Redis is fast and a Redis that loses data still never repeats a number.
 //!
 //! - **Taking** is one counter call ([`CounterStore::take`]) per batch of concurrent requests
-//!   of one counter on this node (`seqbatch.rs`: they queue while a call is in flight, and
+//!   of one counter on this node (`batch.rs`: they queue while a call is in flight, and
 //!   one runner takes the sum of their counts and splits it in arrival order): the ids, "no
 //!   room below the ceiling" or "reseed", for the whole batch. No room: this node raises the ceiling itself (one node at a time,
 //!   under the counter's raise lock) and takes again, within [`SequenceConfig::wait_ms`];
@@ -52,15 +52,14 @@ use jiff::{Timestamp, Zoned};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::batch::{Pushed, SEQ_COUNT_MAX, SEQ_QUEUE_MAX, TakeQueue, Waiter, split};
+use super::error::SequenceError;
+use super::format::{DAILY_FORMAT_DEFAULT, SeqFormat, time_zone};
 use crate::clock::Clock;
-use crate::highwater::{HighWaterFile, MarkKey, MarksFile};
-use crate::seqbatch::{Pushed, SEQ_QUEUE_MAX, TakeQueue, Waiter, split};
-use crate::seqformat::{DAILY_FORMAT_DEFAULT, SeqFormat, time_zone};
+use crate::marks::{HighWaterFile, MarkKey, MarksFile};
 
 /// Longest a request waits for room below the ceiling before it is refused, by default.
 pub const SEQ_WAIT_MS_DEFAULT: u64 = 1_000;
-/// Most ids one request may take.
-pub const SEQ_COUNT_MAX: u64 = 100_000;
 /// Smallest ceiling raise (and the first seed of a counter).
 pub const SEQ_RAISE_MIN: u64 = 10_000;
 /// Largest ceiling raise.
@@ -133,49 +132,6 @@ impl Default for SequenceConfig {
             state_dir: None,
         }
     }
-}
-
-/// Why sequence ids were not served.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SequenceError {
-    /// No such sequence.
-    #[error("sequence {0} does not exist; create it with `idmint seq create {0}`")]
-    NotFound(Tag),
-    /// A bad request (count, definition); the message says how to fix it.
-    #[error("{0}")]
-    Invalid(String),
-    /// No room below the ceiling within the wait, or the counters or the store failed.
-    #[error("sequence {name}: {reason}")]
-    Unavailable {
-        /// The sequence.
-        name: Tag,
-        /// What failed.
-        reason: String,
-    },
-    /// The sequence reached the largest number it can hold ([`COUNTER_MAX`]): final, no
-    /// retry serves it. Its ceiling is left where it was.
-    #[error(
-        "sequence {name}{} has reached {limit}, the largest number a sequence holds; take ids \
-         from a new sequence name{}",
-        period_note(period),
-        if period.is_empty() { "" } else { " (a daily sequence starts again at 1 the next day)" }
-    )]
-    Exhausted {
-        /// The sequence.
-        name: Tag,
-        /// `""`, or the day (`YYYYMMDD`) of a daily sequence.
-        period: String,
-        /// The largest number it can hold.
-        limit: u64,
-    },
-    /// A store call failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The marks file could not be opened (damaged, or in use by another process); the
-    /// message names the file and the fix.
-    #[error("{0}")]
-    LocalState(String),
 }
 
 /// Ids taken from a sequence.
@@ -1043,11 +999,6 @@ impl MarkKey for CounterKey {
         }
         Ok(CounterKey { name: Tag::decode(name)?, period: period.to_string() })
     }
-}
-
-/// `" (day YYYYMMDD)"` for a daily sequence's period, `""` for a plain one, in messages.
-fn period_note(period: &str) -> String {
-    if period.is_empty() { String::new() } else { format!(" (day {period})") }
 }
 
 /// `ms` in `zone` (the epoch for a time jiff cannot hold).

@@ -4,7 +4,7 @@
 //! arrival order by [`split`]. The Redis round trip is then paid per batch, not per request.
 //!
 //! This file owns the queue and the arithmetic only (no store, no clock): the batch runner
-//! that calls the counters lives with the engine (`sequences.rs`). Every bound is a named
+//! that calls the counters lives with the engine (`engine.rs`). Every bound is a named
 //! constant: waiters per batch, ids per batch, waiters queued per counter.
 
 use std::collections::VecDeque;
@@ -13,10 +13,10 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
-// Through the public module, not `crate::sequences`, which imports this one.
-use crate::sequence::SequenceError;
-use crate::sequence::limits::SEQ_COUNT_MAX;
+use super::error::SequenceError;
 
+/// Most ids one request may take.
+pub const SEQ_COUNT_MAX: u64 = 100_000;
 /// Most requests one counter call serves.
 pub const SEQ_BATCH_WAITERS_MAX: usize = 1_024;
 /// Most ids one counter call takes for a batch (a single request may take

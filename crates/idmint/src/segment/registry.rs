@@ -1,4 +1,4 @@
-//! [`Registry`]: the tags a [`crate::Segments`] serves, by name. One immutable snapshot per
+//! [`Registry`]: the tags a [`Segments`](super::engine::Segments) serves, by name. One immutable snapshot per
 //! change (the `Segments` swap it whole behind an `ArcSwap`); every segment request looks its
 //! tag up in it by the name the request carries, a `&str`.
 //!
