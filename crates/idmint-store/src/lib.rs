@@ -72,7 +72,9 @@ pub use memory::{MemoryStore, WorkerRowsSnapshot};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};
-pub use open::{check_exists, open, open_counters, open_sequences, open_tinyid, open_workers};
+pub use open::{
+    Backend, check_exists, open, open_counters, open_sequences, open_tinyid, open_workers,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::PgStore;
 pub use schema::{SchemaPart, render_schema, schema};

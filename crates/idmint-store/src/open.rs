@@ -103,6 +103,103 @@ fn no_table(url: &StoreUrl, table: &str) -> StoreError {
     }
 }
 
+/// A store URL opened once for a whole node: one handle (one pool, one connection budget)
+/// that gives each engine the trait it needs. A single database (memory, SQLite, MySQL,
+/// PostgreSQL) serves segments, worker leases and sequence ceilings from the same pool, so
+/// `pool_max=1` means one connection per node; Redis serves segments and worker leases from
+/// one connection. Sets of databases (Flicker, interleaved) serve segments only: worker
+/// leases and ceilings must live in one database ([`Backend::workers`] and
+/// [`Backend::sequences`] say why not).
+#[derive(Clone)]
+pub struct Backend {
+    url: StoreUrl,
+    segments: Arc<dyn SegmentStore>,
+    workers: Option<Arc<dyn WorkerStore>>,
+    sequences: Option<Arc<dyn SequenceStore>>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend").field("url", &self.url.to_string()).finish_non_exhaustive()
+    }
+}
+
+impl Backend {
+    /// Opens `url` once, as [`open`] opens it for segments (the segment table created or
+    /// checked as `create_tables=` says).
+    pub async fn open(url: &StoreUrl) -> Result<Backend, StoreError> {
+        let backend = |segments, workers, sequences| Backend {
+            url: url.clone(),
+            segments,
+            workers,
+            sequences,
+        };
+        Ok(match url {
+            #[cfg(feature = "redis")]
+            StoreUrl::Redis(redis) => {
+                let store = Arc::new(crate::redis::RedisStore::connect(redis).await?);
+                backend(store.clone(), Some(store), None)
+            }
+            StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => {
+                backend(open(url).await?, None, None)
+            }
+            single => {
+                let database = open_database(single, true).await?;
+                backend(database.clone(), Some(database.clone()), Some(database))
+            }
+        })
+    }
+
+    /// The URL it was opened from.
+    pub fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// The segment store.
+    pub fn segments(&self) -> Arc<dyn SegmentStore> {
+        Arc::clone(&self.segments)
+    }
+
+    /// The worker-lease store on the same handle, or why this URL cannot hold worker leases
+    /// (as [`open_workers`] refuses it).
+    pub fn workers(&self) -> Result<Arc<dyn WorkerStore>, StoreError> {
+        self.workers.clone().ok_or_else(|| one_database(&self.url, "worker ids"))
+    }
+
+    /// The sequence-ceiling store on the same handle, or why this URL cannot hold ceilings
+    /// (as [`open_sequences`] refuses it).
+    pub fn sequences(&self) -> Result<Arc<dyn SequenceStore>, StoreError> {
+        match &self.sequences {
+            Some(store) => Ok(Arc::clone(store)),
+            #[cfg(feature = "redis")]
+            None if matches!(self.url, StoreUrl::Redis(_)) => Err(not_in_redis(&self.url)),
+            None => Err(one_database(&self.url, "sequence ceilings")),
+        }
+    }
+}
+
+/// Why a set of databases cannot hold `what`.
+fn one_database(url: &StoreUrl, what: &str) -> StoreError {
+    StoreError::BadUrl {
+        url: url.to_string(),
+        reason: format!(
+            "{what} are kept in one database, so they need a single store: name one sqlite://, \
+             mysql:// or postgres:// URL (or memory://) for them"
+        ),
+    }
+}
+
+/// Why Redis cannot hold sequence ceilings.
+#[cfg(feature = "redis")]
+fn not_in_redis(url: &StoreUrl) -> StoreError {
+    StoreError::BadUrl {
+        url: url.to_string(),
+        reason: "sequences' ceilings are kept in SQL only, not in Redis: name a sqlite://, \
+                 mysql:// or postgres:// URL for them"
+            .to_string(),
+    }
+}
+
 /// [`open`], boxed: how an interleaved set opens its members.
 fn open_boxed(url: &StoreUrl) -> interleave::Opening<'_> {
     Box::pin(open(url))
@@ -154,20 +251,10 @@ pub(crate) async fn open_database(
             reason: "this build has no PostgreSQL support; build idmint with `--features postgres`"
                 .to_string(),
         }),
-        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "worker ids are kept in one database, so they need a single store: name one \
-                     sqlite://, mysql:// or postgres:// URL (or memory://) for them"
-                .to_string(),
-        }),
+        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(one_database(url, "worker ids")),
         // `open` and `open_workers` open Redis themselves: what is left needs a database.
         #[cfg(feature = "redis")]
-        StoreUrl::Redis(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "sequences' ceilings are kept in SQL only, not in Redis: name a sqlite://, \
-                     mysql:// or postgres:// URL for them"
-                .to_string(),
-        }),
+        StoreUrl::Redis(_) => Err(not_in_redis(url)),
     }
 }
 
@@ -197,12 +284,9 @@ pub async fn open_counters(url: &str) -> Result<Arc<dyn CounterStore>, StoreErro
 /// copy and hand out the same ids.
 pub async fn open_sequences(url: &StoreUrl) -> Result<Arc<dyn SequenceStore>, StoreError> {
     match url {
-        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => Err(StoreError::BadUrl {
-            url: url.to_string(),
-            reason: "sequence ceilings are kept in one database, so they need a single store: \
-                     name one sqlite://, mysql:// or postgres:// URL (or memory://) for them"
-                .to_string(),
-        }),
+        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => {
+            Err(one_database(url, "sequence ceilings"))
+        }
         single => Ok(open_database(single, false).await?),
     }
 }

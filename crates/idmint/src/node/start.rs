@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
-use idmint_store::{SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore};
+use idmint_store::{
+    Backend, SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore,
+};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -239,12 +241,19 @@ impl NodeBuilder {
                 NodeStartError::CachedRing(crate::snowflake::SnowflakeError::Config(reason))
             })?;
         }
-        let store = match store {
-            Some(store) => store,
-            None => idmint_store::open(&config.store).await.map_err(|source| {
-                NodeStartError::OpenStore { url: config.store.to_string(), source }
-            })?,
+        // The store URL is opened once: worker leases and sequence ceilings share the
+        // segments' handle (one pool), unless the builder was handed stores of its own.
+        let (store, backend) = match store {
+            Some(store) => (store, None),
+            None => {
+                let backend = Backend::open(&config.store).await.map_err(|source| {
+                    NodeStartError::OpenStore { url: config.store.to_string(), source }
+                })?;
+                (backend.segments(), Some(backend))
+            }
         };
+        let workers = workers.or_else(|| backend.as_ref()?.workers().ok());
+        let sequence_store = sequence_store.or_else(|| backend.as_ref()?.sequences().ok());
         let segments = crate::segment::Segments::start(store, config.segment.clone())
             .map_err(NodeStartError::Segments)?;
         let formats = match claim_formats(&segments, &config.formats).await {

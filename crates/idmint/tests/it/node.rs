@@ -137,3 +137,77 @@ async fn a_node_never_splits_its_stores() {
     first.shutdown().await;
     second.shutdown().await;
 }
+
+/// A node opens its store URL once: with `pool_max=1` it holds one connection to its
+/// database, though its segments, worker-id lease and sequence ceilings all use it (each
+/// opened its own pool once, three connections).
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_holds_one_mysql_connection_with_pool_max_1() {
+    let Some(url) = idmint_testkit::mysql::fresh_database("onepool").await else { return };
+    let node = node_on_one_pool(&url).await;
+    let admin = idmint_testkit::mysql::server_url().unwrap();
+    let mut conn = <sqlx::MySqlConnection as sqlx::Connection>::connect(&admin).await.unwrap();
+    let connections: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ?")
+            .bind(database_of(&url))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(connections, 1, "connections of one node with pool_max=1");
+    node.shutdown().await;
+}
+
+/// The same on PostgreSQL.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_holds_one_postgres_connection_with_pool_max_1() {
+    let Some(url) = idmint_testkit::postgres::fresh_database("onepool").await else { return };
+    let node = node_on_one_pool(&url).await;
+    let admin = idmint_testkit::postgres::server_url().unwrap();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin).await.unwrap();
+    let connections: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1")
+            .bind(database_of(&url))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(connections, 1, "connections of one node with pool_max=1");
+    node.shutdown().await;
+}
+
+/// A node on `url` with `pool_max=1` that has used every part of its store: a tag taken
+/// from, a worker id leased, its sequences' ceiling store opened (their Redis need not
+/// answer for that).
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+async fn node_on_one_pool(url: &str) -> Node {
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    let mut config = NodeConfig::new(StoreUrl::parse(&format!("{url}{joiner}pool_max=1")).unwrap());
+    let layout = idmint::snowflake::Layout::preset("snowflake").unwrap();
+    config.snowflake = Ok(idmint::snowflake::SnowflakeConfig::new("snowflake", layout));
+    config.sequences = Ok(idmint::node::SequencesConfig {
+        redis: "redis://127.0.0.1:1".to_string(),
+        engine: idmint::sequence::SequenceConfig::default(),
+    });
+    let node = NodeBuilder::new(config).start().await.unwrap();
+    node.create_tag(&idmint_store::TagSpec {
+        tag: idmint::Tag::parse("order").unwrap(),
+        step: idmint::segment::Step::new(10).unwrap(),
+        start: None,
+        description: Default::default(),
+        force: false,
+    })
+    .await
+    .unwrap();
+    assert_eq!(node.next_public_text_by_name("order").await.unwrap(), "1");
+    let generator = node.snowflake().expect("the snowflake generator started");
+    assert!(generator.status().lease_until_ms.is_some(), "no worker id leased");
+    node
+}
+
+/// The database a SQL URL names.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+fn database_of(url: &str) -> String {
+    let path = url.rsplit_once('/').unwrap().1;
+    path.split('?').next().unwrap().to_string()
+}
