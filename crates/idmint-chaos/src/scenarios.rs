@@ -80,12 +80,12 @@ pub const SCENARIOS: [Scenario; 12] = [
     },
     Scenario {
         name: "unsafe-static-worker",
-        guarantee: "the checker can fail: two nodes forced onto one static worker id MUST be flagged",
+        guarantee: "the checker can fail: two nodes forced onto one static worker id must be flagged",
         run: unsafe_static_worker,
     },
     Scenario {
         name: "unsafe-restore-without-marks",
-        guarantee: "the checker can fail: a store rolled back while the node's marks are lost MUST be flagged",
+        guarantee: "the checker can fail: a store rolled back while the node's marks are lost must be flagged",
         run: unsafe_restore_without_marks,
     },
 ];
@@ -1030,4 +1030,29 @@ fn unsafe_static_worker(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     out.layout = Layout::preset("snowflake");
     out.expect_flagged = true;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SCENARIOS;
+
+    /// docs/GUARANTEES.md's table of scenarios is this list, in this order: the docs name
+    /// every scenario and say what it shows as `--list` does.
+    #[test]
+    fn the_guarantees_page_lists_every_scenario_as_the_harness_does() {
+        let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/GUARANTEES.md");
+        let text = std::fs::read_to_string(page).unwrap();
+        let table = text.split("## Chaos scenarios").nth(1).expect("a section Chaos scenarios");
+        let rows: Vec<(String, String)> = table
+            .lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.strip_prefix("| `")?.splitn(2, "` | ").collect();
+                let [name, shows] = cells[..] else { return None };
+                Some((name.to_string(), shows.trim_end_matches(" |").replace('`', "")))
+            })
+            .collect();
+        let expected: Vec<(String, String)> =
+            SCENARIOS.iter().map(|s| (s.name.to_string(), s.guarantee.to_string())).collect();
+        assert_eq!(rows, expected);
+    }
 }

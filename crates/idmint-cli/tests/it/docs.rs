@@ -160,6 +160,145 @@ fn no_paragraph_of_the_docs_is_repeated() {
     assert!(repeated.is_empty(), "{}", repeated.join("\n"));
 }
 
+/// The pages the reference checks read: README.md, ARCHITECTURE.md and docs/*.md.
+fn reference_pages(root: &Path) -> Vec<PathBuf> {
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
+}
+
+/// Every code span of `text` (the text between single backticks), with its line.
+fn code_spans(text: &str) -> Vec<(usize, &str)> {
+    let mut spans = Vec::new();
+    let mut in_fence = false;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        let parts: Vec<&str> = line.split('`').collect();
+        spans.extend(parts.iter().skip(1).step_by(2).map(|span| (number + 1, *span)));
+    }
+    spans
+}
+
+/// Every file the docs name exists: a path with a `/` (from the repository's root, `crates/`,
+/// a crate, its `src/`, `tests/` or `tests/it/`), and a bare Rust file name somewhere in the
+/// repository. A page that still names a file after a move or a rename fails here.
+#[test]
+fn every_file_the_docs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut bases = vec![root.clone(), root.join("crates")];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let krate = entry.unwrap().path();
+        for sub in ["", "src", "tests", "tests/it"] {
+            bases.push(krate.join(sub));
+        }
+    }
+    let mut rust_files = std::collections::BTreeSet::new();
+    let mut dirs = vec![root.join("crates"), root.join("scripts")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                rust_files.insert(path.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let file_like = |span: &str| {
+        let name = span.rsplit('/').next().unwrap_or(span);
+        let extension = name.rsplit_once('.').map(|(_, e)| e);
+        span.chars().all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c))
+            && !span.starts_with('/')
+            && extension.is_some_and(|e| {
+                ["rs", "md", "toml", "sh", "py", "yml", "yaml", "json", "sql", "proto"].contains(&e)
+            })
+    };
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for page in reference_pages(&root) {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        for (line, span) in code_spans(&text) {
+            let span = span.split('#').next().unwrap_or(span);
+            if !file_like(span) {
+                continue;
+            }
+            let found = if span.contains('/') {
+                bases.iter().any(|base| base.join(span).exists())
+            } else if span.ends_with(".rs") {
+                rust_files.contains(span)
+            } else {
+                continue;
+            };
+            checked += 1;
+            if !found {
+                missing.push(format!("{name}:{line} names `{span}`, which does not exist"));
+            }
+        }
+    }
+    assert!(checked >= 100, "only {checked} file names checked: did the rules stop finding them?");
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+/// Every `idmint …` command the docs name in a code span is one the binary has: its first
+/// one or two words answer `--help`.
+#[test]
+fn every_idmint_command_the_docs_name_exists() {
+    /// Code spans that start with `idmint` but quote its output, not a command.
+    const OUTPUT: &[&str] = &["idmint listening on"];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let help = |words: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_idmint"))
+            .args(words)
+            .arg("--help")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    let mut checked = std::collections::BTreeMap::new();
+    let mut unknown = Vec::new();
+    for page in reference_pages(&root) {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        for (line, span) in code_spans(&text) {
+            let Some(rest) = span.strip_prefix("idmint ") else { continue };
+            if OUTPUT.iter().any(|output| span.starts_with(output)) {
+                continue;
+            }
+            let words: Vec<&str> = rest
+                .split_whitespace()
+                .take(2)
+                .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+                .filter(|w| !w.starts_with('-'))
+                .collect();
+            if words.is_empty() {
+                continue;
+            }
+            // A second word is a subcommand, or an argument where the first takes one
+            // (`idmint next order --help` answers the help of `next`).
+            let known = *checked.entry(words.join(" ")).or_insert_with(|| help(&words));
+            if !known {
+                unknown.push(format!("{name}:{line} names `{span}`, which idmint does not have"));
+            }
+        }
+    }
+    assert!(checked.len() >= 10, "only {} commands checked", checked.len());
+    assert!(unknown.is_empty(), "{}", unknown.join("\n"));
+}
+
 /// A fenced block: its info string, its first line's number, its text (indentation of the
 /// fence removed) and the marker above it, if any.
 struct Block {
