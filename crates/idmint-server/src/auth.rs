@@ -3,7 +3,7 @@
 //! Tinyid's habit) that guard a tag's id routes.
 //!
 //! Tokens travel only in the `Authorization: Bearer TOKEN` header (never the query string,
-//! which ends up in access logs), but on Didi Tinyid's routes ([`TINYID_ROUTES`], checked by
+//! which ends up in access logs), but on Didi Tinyid's routes (Tinyid's routes, checked by
 //! [`check_tinyid`] against Tinyid's own `tiny_id_token` table), whose clients send
 //! `?token=` and nothing else. They are compared in constant time, and are never logged,
 //! printed or put in an error: [`Token`]'s `Debug` and `Display` show `***`.
@@ -13,7 +13,7 @@
 //! their metadata, in grpc.rs):
 //! - an admin route needs the admin token when one is configured; without one the node
 //!   must listen on loopback only ([`check_exposure`] refuses the start otherwise), so only
-//!   local processes reach it; so do Leaf's monitor pages ([`MONITOR_ROUTES`]), under every
+//!   local processes reach it; so do Leaf's monitor pages (the route table's `monitor`), under every
 //!   method;
 //! - a tag named by a client's `tags` needs that client's token (or the admin token) on
 //!   its id routes; other tags stay open;
@@ -45,44 +45,6 @@ pub const TOKEN_LEN_MIN: usize = 16;
 pub const TOKEN_LEN_MAX: usize = 512;
 /// Most client tokens (`[auth.clients.NAME]` sections).
 pub const CLIENTS_MAX: usize = 1_000;
-
-/// The routes that change the store: `(method, route)` as registered in the router. The
-/// admin token guards exactly these.
-pub const ADMIN_ROUTES: &[(Method, &str)] = &[
-    (Method::POST, "/v1/tags"),
-    (Method::PATCH, "/v1/tags/{tag}"),
-    (Method::DELETE, "/v1/tags/{tag}"),
-    (Method::POST, "/v1/seqs"),
-    (Method::DELETE, "/v1/seqs/{name}"),
-];
-
-/// Leaf's monitor pages (`/cache`: this node's buffers, `/db`: every row of the tag table,
-/// with descriptions): they show each tag's volume and whatever operators wrote in
-/// descriptions, so the admin token guards them whatever the method (Leaf maps them without
-/// one). A client token is not enough: it names some tags, these pages show all.
-pub const MONITOR_ROUTES: &[&str] = &["/cache", "/db"];
-
-/// The routes that serve or describe one tag or sequence, and the path parameter naming
-/// it: a client token configured for that tag guards them.
-pub const TAG_ROUTES: &[(&str, &str)] = &[
-    ("/api/segment/get/{tag}", "tag"),
-    ("/v1/segment/{tag}", "tag"),
-    ("/v1/segment/{tag}/ranges", "tag"),
-    ("/v1/segment/{tag}/return", "tag"),
-    ("/v1/tags/{tag}", "tag"),
-    ("/v1/seq/{name}", "name"),
-    ("/v1/seqs/{name}", "name"),
-];
-
-/// Didi Tinyid's routes: Tinyid's `tiny_id_token` table guards them, with the token in the
-/// query string (`?bizType=B&token=T`), the one place idmint accepts a token there, because
-/// Tinyid's clients send it nowhere else.
-pub const TINYID_ROUTES: &[&str] = &[
-    "/tinyid/id/nextId",
-    "/tinyid/id/nextIdSimple",
-    "/tinyid/id/nextSegmentId",
-    "/tinyid/id/nextSegmentIdSimple",
-];
 
 /// A bearer token: visible ASCII, 16 to 512 bytes. Its `Debug` and `Display` print `***`.
 #[derive(Clone, Deserialize)]
@@ -211,7 +173,7 @@ impl Auth {
     }
 
     /// Whether `headers` carry the admin token a monitor page needs, when one is configured
-    /// ([`MONITOR_ROUTES`]); with none, every caller may read them (loopback only).
+    /// (the route table's `monitor`); with none, every caller may read them (loopback only).
     pub fn monitor(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         if self.admin.is_none() {
             return Ok(());
@@ -406,7 +368,7 @@ impl<S: Send + Sync> FromRequestParts<S> for TinyidBizType {
     }
 }
 
-/// Checks a [`TINYID_ROUTES`] request: `bizType` must name a tag, and `token` must be one
+/// Checks a Tinyid's routes request: `bizType` must name a tag, and `token` must be one
 /// of that `biz_type`'s tokens in Tinyid's `tiny_id_token` (compared in constant time by the
 /// library); no token is 401, a wrong one (or one of another `biz_type`) 403. Other routes
 /// pass untouched. The `biz_type` goes to the handler as a [`TinyidBizType`].
@@ -449,7 +411,7 @@ pub(crate) fn check_tinyid(
 pub(crate) const DECODE_ROUTE: &str = "/v1/decode";
 
 /// That the middleware checked the name a request's path holds for its route's tag or
-/// sequence parameter ([`TAG_ROUTES`]): its client token, if the name has any. Handlers read
+/// sequence parameter (the route table's `tag`): its client token, if the name has any. Handlers read
 /// the name through it ([`CheckedName::name`]), from the same path with the same decoding,
 /// so the name served is the name checked. Nothing is parsed or looked up here: a handler's
 /// take by name parses a name the node does not serve (refusing a bad one as `Tag::parse`
@@ -475,7 +437,7 @@ impl CheckedName {
     }
 }
 
-/// The tag or sequence a request's path names ([`TAG_ROUTES`]), as the middleware checked it
+/// The tag or sequence a request's path names (the route table's `tag`), as the middleware checked it
 /// ([`CheckedName`]), parsed.
 #[derive(Debug, Clone)]
 pub(crate) struct RouteTag(pub(crate) Tag);
@@ -503,10 +465,10 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryTag {
 }
 
 /// A handler asked for a name the middleware did not parse and check: refuse (never serve
-/// an unchecked name). Only a route missing from [`TAG_ROUTES`] can cause it.
+/// an unchecked name). Only a route missing from the route table's tag routes can cause it.
 fn unchecked() -> ApiError {
     ApiError::Unchecked(
-        "this route's tag was not checked by the middleware (a route missing from TAG_ROUTES); \
+        "this route's tag was not checked by the middleware (a route missing from the route table's tag routes); \
          this is a bug in idmint, please report it",
     )
 }
@@ -517,37 +479,37 @@ fn unchecked() -> ApiError {
 pub(crate) struct RouteChecks {
     /// The route's template.
     route: &'static str,
-    /// The methods the admin token guards here ([`ADMIN_ROUTES`]).
+    /// The methods the admin token guards here (the route table's `admin`).
     admin: Vec<Method>,
-    /// A monitor page ([`MONITOR_ROUTES`]).
+    /// A monitor page (the route table's `monitor`).
     monitor: bool,
     /// `/v1/decode`, whose `tag` query parameter names a tag ([`DECODE_ROUTE`]).
     decode: bool,
-    /// The path parameter naming a tag or sequence ([`TAG_ROUTES`]), and its place among
+    /// The path parameter naming a tag or sequence (the route table's `tag`), and its place among
     /// the path's `/`-separated segments.
     tag: Option<(&'static str, usize)>,
-    /// A Tinyid route ([`TINYID_ROUTES`]).
+    /// A Tinyid route (the route table's `tinyid`).
     tinyid: bool,
 }
 
 impl RouteChecks {
     /// The checks of the route `route` (a router template).
     pub(crate) fn of(route: &'static str) -> RouteChecks {
-        let admin = ADMIN_ROUTES.iter().filter(|(_, r)| *r == route).map(|(m, _)| m.clone());
-        let tag = TAG_ROUTES.iter().find(|(r, _)| *r == route).map(|(_, name)| {
+        let entry = crate::routes::route(route);
+        let tag = entry.and_then(|e| e.tag).map(|name| {
             let place = route.split('/').position(|segment| {
-                segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) == Some(*name)
+                segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) == Some(name)
             });
-            // TAG_ROUTES names each route's parameter: a template without it is a bug.
-            (*name, place.unwrap_or_else(|| panic!("{route} has no {{{name}}} parameter")))
+            // The table names each route's parameter: a template without it is a bug.
+            (name, place.unwrap_or_else(|| panic!("{route} has no {{{name}}} parameter")))
         });
         RouteChecks {
             route,
-            admin: admin.collect(),
-            monitor: MONITOR_ROUTES.contains(&route),
+            admin: entry.map(|e| e.admin.to_vec()).unwrap_or_default(),
+            monitor: entry.is_some_and(|e| e.monitor),
             decode: route == DECODE_ROUTE,
             tag,
-            tinyid: TINYID_ROUTES.contains(&route),
+            tinyid: entry.is_some_and(|e| e.tinyid),
         }
     }
 
@@ -557,7 +519,7 @@ impl RouteChecks {
     }
 }
 
-/// Checks the admin token on [`ADMIN_ROUTES`] and client tokens on [`TAG_ROUTES`] (and
+/// Checks the admin token on the route table's admin routes and client tokens on the route table's tag routes (and
 /// `/v1/decode?tag=`) before the handler runs; `checks` are the matched route's. A path's
 /// name is checked as the handler reads it ([`CheckedName`]); a query's tag is parsed here,
 /// once, and handed to the handler as a [`QueryTag`]: what was checked is what is served.
@@ -661,7 +623,7 @@ mod tests {
             "~-._",
             "%2e%2E",
         ];
-        for (route, name) in TAG_ROUTES {
+        for (route, name) in crate::routes::tag_routes() {
             let router = axum::Router::new().route(
                 route,
                 axum::routing::any(|params: Result<RawPathParams, _>| async move {

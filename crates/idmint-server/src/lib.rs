@@ -31,6 +31,7 @@ mod openapi;
 mod parse_errors;
 mod process;
 mod router;
+pub mod routes;
 mod state;
 
 use std::future::Future;
@@ -38,7 +39,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-pub use auth::{ADMIN_ROUTES, Auth, Client, MONITOR_ROUTES, TAG_ROUTES, Token, check_exposure};
+pub use auth::{Auth, Client, Token, check_exposure};
 pub use config::{
     ADMIN_TOKEN_ENV, AuthSection, ClientSection, ConfigError, ConfigErrors, EffectiveConfig,
     FILE_PROBLEMS_MAX, FLAG_KEYS, FileConfig, FormatSection, LimitsSection, OTHER_VARIABLES,
@@ -60,6 +61,7 @@ pub use limits::{
 };
 pub use node_config::node_config;
 pub use router::{Serves, router, router_for};
+pub use routes::{admin_routes, monitor_routes, tag_routes};
 pub use state::{AppState, SharedState};
 
 /// Serves `state` on `listener`, HTTP and gRPC on one port, within `state.http_limits`

@@ -34,33 +34,8 @@ use crate::error::ApiError;
 use crate::http::tinyid;
 use crate::limits::{Pass, REQUEST_BODY_BYTES_MAX};
 use crate::metrics::RouteMetrics;
+use crate::routes::Head;
 use crate::state::SharedState;
-
-/// The routes whose GET handler only reads: a HEAD request runs it (and drops the body).
-/// HEAD on any other route (every route that hands out ids or leases, and any route added
-/// later, until it is listed here) answers `200` with no body after the token check, and
-/// never runs its handler: a HEAD never consumes an id.
-pub(crate) const HEAD_READS: &[&str] = &[
-    "/decodeSnowflakeId",
-    "/v1/decode",
-    "/v1/tags",
-    "/v1/tags/{tag}",
-    "/v1/snowflake/{id}",
-    "/v1/seqs",
-    "/v1/seqs/{name}",
-    "/health",
-    "/ready",
-    "/openapi.json",
-    "/metrics",
-    "/",
-    "/v1/status",
-    "/cache",
-    "/db",
-];
-
-/// The routes with no GET: HEAD goes to the router there, which answers 405 with `Allow`, as
-/// for any method a route does not take (HEAD means "GET without the body").
-pub(crate) const HEAD_REFUSED: &[&str] = &["/v1/segment/{tag}/return"];
 
 /// A handler with its state behind the request body bound.
 type Limited<H, T> = <DefaultBodyLimit as Layer<HandlerService<H, T, SharedState>>>::Service;
@@ -143,7 +118,7 @@ pub(crate) struct RouteInfo {
     /// The token checks of an HTTP route.
     checks: Option<RouteChecks>,
     /// HEAD answers `200` with no body after the token check and never runs the handler
-    /// (every route that hands out ids or leases, see [`HEAD_READS`]).
+    /// (every route that hands out ids or leases: the route table's `head`).
     head_without_handler: bool,
     /// The route's metrics handles.
     metrics: RouteMetrics,
@@ -166,9 +141,9 @@ impl RouteInfo {
     /// The route `template` of the router.
     pub(crate) fn route(template: &'static str) -> Arc<RouteInfo> {
         let kind = if crate::grpc::is_grpc_route(template) { Kind::Grpc } else { Kind::Http };
+        // A route missing from the table never runs its handler under HEAD.
         let head_without_handler = kind == Kind::Http
-            && !HEAD_READS.contains(&template)
-            && !HEAD_REFUSED.contains(&template);
+            && crate::routes::route(template).is_none_or(|r| r.head == Head::WithoutHandler);
         Arc::new(RouteInfo {
             kind,
             checks: (kind == Kind::Http).then(|| RouteChecks::of(template)),
@@ -282,7 +257,7 @@ where
     }
 }
 
-/// HEAD on a route whose handler would hand out ids ([`HEAD_READS`] lists the
+/// HEAD on a route whose handler would hand out ids (the route table's `head` says the
 /// others): `200`, no body, nothing taken. The token check has run, so it tells a client
 /// that the route exists and its token is accepted; it does not say whether the tag exists
 /// (`GET /v1/tags/{tag}` does).

@@ -105,22 +105,9 @@ pub(crate) static OPENAPI_JSON: LazyLock<String> = LazyLock::new(|| {
 /// operations' text, not as operations.
 struct LeafAnyMethod;
 
-/// The routes [`LeafAnyMethod`] copies.
-const LEAF_ANY_METHOD_ROUTES: [&str; 9] = [
-    "/api/segment/get/{tag}",
-    "/api/snowflake/get/{key}",
-    "/decodeSnowflakeId",
-    "/cache",
-    "/db",
-    "/tinyid/id/nextId",
-    "/tinyid/id/nextIdSimple",
-    "/tinyid/id/nextSegmentId",
-    "/tinyid/id/nextSegmentIdSimple",
-];
-
 impl Modify for LeafAnyMethod {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        for route in LEAF_ANY_METHOD_ROUTES {
+        for route in crate::routes::ROUTES.iter().filter(|r| r.any_method).map(|r| r.path) {
             let Some(item) = openapi.paths.paths.get_mut(route) else { continue };
             let Some(get) = item.get.clone() else { continue };
             let copy = |method: &str| {
@@ -166,7 +153,7 @@ impl Modify for BearerScheme {
 
 /// What the middlewares add to every operation: the 429 of the per-client limit (any route
 /// may answer it), the 415 of a gRPC content type on an HTTP route, and on the routes of
-/// one tag ([`crate::auth::TAG_ROUTES`] and `/v1/decode`) the optional bearer token of a
+/// one tag (the route table's tag routes and `/v1/decode`) the optional bearer token of a
 /// client that tag names, with its 401 and 403.
 struct LimitsAndClientTokens;
 
@@ -182,9 +169,9 @@ impl Modify for LimitsAndClientTokens {
                     .build(),
             )
         };
-        let tag_routes: Vec<&str> = crate::auth::TAG_ROUTES
-            .iter()
-            .map(|(route, _)| *route)
+        let tag_routes: Vec<&str> = crate::routes::tag_routes()
+            .into_iter()
+            .map(|(route, _)| route)
             .chain(std::iter::once("/v1/decode"))
             .collect();
         for (path, item) in openapi.paths.paths.iter_mut() {

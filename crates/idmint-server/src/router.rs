@@ -19,6 +19,7 @@ use crate::http::{
     decode, leases, monitor, segment, sequences, snowflake, status, tags, tinyid, uuids,
 };
 use crate::middleware::{Guarded, On, RouteInfo};
+use crate::routes::ROUTES;
 use crate::state::{AppState, SharedState};
 
 /// What one listener serves.
@@ -73,52 +74,63 @@ impl crate::grpc::Mount for Guard<'_> {
     }
 }
 
-/// Every HTTP route.
+/// Every HTTP route of the route table (`routes.rs`), each with its handlers.
 fn http_routes(app: &SharedState) -> Router {
-    let mut router = Router::new();
-    let mut add = |template: &'static str, methods: &dyn Fn(&On) -> MethodRouter| {
-        let on = On::route(app, template);
-        router = std::mem::take(&mut router).route(template, methods(&on));
-    };
-    add("/api/segment/get/{tag}", &|on| leaf_any(on, segment::leaf_segment));
-    add("/v1/segment/{tag}", &|on| on.get(segment::segment_ids));
-    add("/v1/segment/{tag}/ranges", &|on| on.get(leases::lease_ranges));
-    add("/v1/segment/{tag}/return", &|on| on.post(leases::return_ranges));
-    add("/v1/decode", &|on| on.get(decode::decode));
-    add("/v1/tags", &|on| {
-        on.get_and(tags::list_tags, |on, m| m.post_service(on.bounded(tags::create_tag)))
-    });
-    add("/v1/tags/{tag}", &|on| {
-        on.get_and(tags::get_tag, |on, m| {
-            m.patch_service(on.bounded(tags::set_step)).delete_service(on.bounded(tags::delete_tag))
-        })
-    });
-    add("/api/snowflake/get/{key}", &|on| leaf_any(on, snowflake::leaf_snowflake));
-    add("/decodeSnowflakeId", &|on| leaf_any(on, snowflake::leaf_decode));
-    add("/cache", &|on| leaf_any(on, monitor::cache));
-    add("/db", &|on| leaf_any(on, monitor::db));
-    add("/v1/snowflake", &|on| on.get(snowflake::snowflake_ids));
-    add("/v1/snowflake/{id}", &|on| on.get(snowflake::snowflake_decode));
-    add("/v1/seq/{name}", &|on| on.get(sequences::seq_ids));
-    add("/v1/seqs", &|on| {
-        on.get_and(sequences::list_seqs, |on, m| m.post_service(on.bounded(sequences::create_seq)))
-    });
-    add("/v1/seqs/{name}", &|on| {
-        on.get_and(sequences::get_seq, |on, m| m.delete_service(on.bounded(sequences::delete_seq)))
-    });
-    add("/v1/uuid", &|on| on.get(uuids::uuid_ids));
-    add("/v1/ulid", &|on| on.get(uuids::ulid_ids));
-    add("/tinyid/id/nextId", &|on| any_but_head(on, tinyid::next_id));
-    add("/tinyid/id/nextIdSimple", &|on| any_but_head(on, tinyid::next_id_simple));
-    add("/tinyid/id/nextSegmentId", &|on| any_but_head(on, tinyid::next_segment_id));
-    add("/tinyid/id/nextSegmentIdSimple", &|on| any_but_head(on, tinyid::next_segment_id_simple));
-    add("/health", &|on| on.get(status::health));
-    add("/ready", &|on| on.get(status::ready));
-    add("/openapi.json", &|on| on.get(crate::openapi::openapi));
-    add("/metrics", &|on| on.get(status::scrape));
-    add("/", &|on| on.get(status::page));
-    add("/v1/status", &|on| on.get(status::status));
-    router
+    ROUTES.iter().fold(Router::new(), |router, route| {
+        let on = On::route(app, route.path);
+        router.route(route.path, handlers(route.path)(&on))
+    })
+}
+
+/// The handlers of the route `path` under each method it takes. Every route of the table has
+/// an arm here (a missing one stops every router's build, so every test, with its name).
+fn handlers(path: &str) -> fn(&On) -> MethodRouter {
+    match path {
+        "/api/segment/get/{tag}" => |on| leaf_any(on, segment::leaf_segment),
+        "/v1/segment/{tag}" => |on| on.get(segment::segment_ids),
+        "/v1/segment/{tag}/ranges" => |on| on.get(leases::lease_ranges),
+        "/v1/segment/{tag}/return" => |on| on.post(leases::return_ranges),
+        "/v1/decode" => |on| on.get(decode::decode),
+        "/v1/tags" => {
+            |on| on.get_and(tags::list_tags, |on, m| m.post_service(on.bounded(tags::create_tag)))
+        }
+        "/v1/tags/{tag}" => |on| {
+            on.get_and(tags::get_tag, |on, m| {
+                m.patch_service(on.bounded(tags::set_step))
+                    .delete_service(on.bounded(tags::delete_tag))
+            })
+        },
+        "/api/snowflake/get/{key}" => |on| leaf_any(on, snowflake::leaf_snowflake),
+        "/decodeSnowflakeId" => |on| leaf_any(on, snowflake::leaf_decode),
+        "/cache" => |on| leaf_any(on, monitor::cache),
+        "/db" => |on| leaf_any(on, monitor::db),
+        "/v1/snowflake" => |on| on.get(snowflake::snowflake_ids),
+        "/v1/snowflake/{id}" => |on| on.get(snowflake::snowflake_decode),
+        "/v1/seq/{name}" => |on| on.get(sequences::seq_ids),
+        "/v1/seqs" => |on| {
+            on.get_and(sequences::list_seqs, |on, m| {
+                m.post_service(on.bounded(sequences::create_seq))
+            })
+        },
+        "/v1/seqs/{name}" => |on| {
+            on.get_and(sequences::get_seq, |on, m| {
+                m.delete_service(on.bounded(sequences::delete_seq))
+            })
+        },
+        "/v1/uuid" => |on| on.get(uuids::uuid_ids),
+        "/v1/ulid" => |on| on.get(uuids::ulid_ids),
+        "/tinyid/id/nextId" => |on| any_but_head(on, tinyid::next_id),
+        "/tinyid/id/nextIdSimple" => |on| any_but_head(on, tinyid::next_id_simple),
+        "/tinyid/id/nextSegmentId" => |on| any_but_head(on, tinyid::next_segment_id),
+        "/tinyid/id/nextSegmentIdSimple" => |on| any_but_head(on, tinyid::next_segment_id_simple),
+        "/health" => |on| on.get(status::health),
+        "/ready" => |on| on.get(status::ready),
+        "/openapi.json" => |on| on.get(crate::openapi::openapi),
+        "/metrics" => |on| on.get(status::scrape),
+        "/" => |on| on.get(status::page),
+        "/v1/status" => |on| on.get(status::status),
+        other => panic!("the route table (routes.rs) names {other}, which has no handler here"),
+    }
 }
 
 /// A Leaf route: `handler` under GET, POST, PUT, PATCH and DELETE (Leaf maps its routes
@@ -148,8 +160,8 @@ fn any_but_head<H: Handler<T, SharedState>, T: 'static>(on: &On, handler: H) -> 
 }
 
 /// The methods Leaf's routes answer: Leaf maps them without a method, so its clients may
-/// use any of these. HEAD and OPTIONS never run the handler (see middleware.rs's
-/// `HEAD_READS` and [`leaf_options`]).
+/// use any of these. HEAD and OPTIONS never run the handler (see the route table's `head`
+/// and [`leaf_options`]).
 pub(crate) const LEAF_METHODS: &str = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS";
 
 /// OPTIONS on a Leaf route: `204` with the methods it answers, no id taken.

@@ -6,7 +6,7 @@
 //! thousands, each row followed by an empty one), or JSON with `?format=json` or
 //! `Accept: application/json`. Every text from the store (tags, times) is HTML-escaped.
 //! idmint's richer views are the dashboard and `/v1`. Leaf maps them under every method; so does the router, and the admin token
-//! guards them under every method (`auth.rs`'s `MONITOR_ROUTES`).
+//! guards them under every method (the route table's `monitor`, `routes.rs`).
 //!
 //! Handlers parse, call one [`idmint::Node`] operation and render; they decide nothing.
 

@@ -1,5 +1,5 @@
 //! Tag admin: `GET/POST /v1/tags`, `GET/PATCH/DELETE /v1/tags/{tag}`. Changing routes are
-//! admin routes (`auth.rs`'s `ADMIN_ROUTES`).
+//! admin routes (the route table's `admin`, `routes.rs`).
 //!
 //! Handlers parse, call one [`idmint::Node`] operation and render; they decide nothing.
 

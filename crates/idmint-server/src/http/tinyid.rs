@@ -22,7 +22,7 @@ use idmint_core::limits::BATCH_COUNT_MAX;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::auth::{TINYID_ROUTES, TinyidBizType};
+use crate::auth::TinyidBizType;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{STORE_500, STORE_503};
 use crate::state::SharedState;
@@ -36,7 +36,10 @@ pub(crate) async fn head() -> impl IntoResponse {
 /// routes, idmint's on every other route.
 pub(crate) fn refusal(route: Option<&str>, error: ApiError) -> Response {
     match route {
-        Some(route) if TINYID_ROUTES.contains(&route) && !route.ends_with("Simple") => {
+        Some(route)
+            if crate::routes::route(route).is_some_and(|r| r.tinyid)
+                && !route.ends_with("Simple") =>
+        {
             error.into_tinyid_response()
         }
         _ => error.into_response(),

@@ -21,7 +21,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use idmint_server::{ADMIN_ROUTES, GRPC_ROUTE, GRPC_ROUTES, HttpLimits, MONITOR_ROUTES};
+use idmint_server::{GRPC_ROUTE, GRPC_ROUTES, HttpLimits, admin_routes, monitor_routes};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -173,7 +173,7 @@ async fn control(router: &Router, routes: &BTreeSet<String>, doc: &Value, rng: &
         let uri = format!("/api/segment/get/{}", encode(GUARDED_TAG, 1, rng));
         let (status, body) = call(router, build(&method, &uri, None, Some(SHOP), "")).await;
         assert!(status.is_success(), "{method} {uri} with its token: {status} {body:?}");
-        for route in MONITOR_ROUTES {
+        for route in monitor_routes() {
             let (status, body) = call(router, build(&method, route, None, Some(ADMIN), "")).await;
             assert!(
                 status.is_success(),
@@ -240,11 +240,11 @@ async fn guarded_router() -> Router {
     router
 }
 
-/// Admin: in [`ADMIN_ROUTES`] or [`MONITOR_ROUTES`] (Leaf's monitor pages, under every
+/// Admin: in `admin_routes()` or `monitor_routes()` (Leaf's monitor pages, under every
 /// method), or documented as needing the bearer token.
 fn is_admin(doc: &Value, method: &Method, route: &str) -> bool {
-    let listed = ADMIN_ROUTES.iter().any(|(m, r)| m == method && *r == route)
-        || MONITOR_ROUTES.contains(&route);
+    let listed = admin_routes().iter().any(|(m, r)| m == method && *r == route)
+        || monitor_routes().contains(&route);
     let operation = &doc["paths"][route][method.as_str().to_ascii_lowercase()];
     listed || operation["security"] == json!([{"bearer": []}])
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use idmint::segment::SegmentConfig;
 use idmint_core::{Description, StartId, Step, Tag};
-use idmint_server::{ADMIN_ROUTES, Auth, Client, HttpLimits, Token};
+use idmint_server::{Auth, Client, HttpLimits, Token, admin_routes};
 use idmint_store::{SegmentStore, SqliteStore, TagSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -434,7 +434,7 @@ async fn admin_routes_need_the_admin_token() {
     .await;
     // Every admin route: 401 without a token (with the challenge), 403 with a wrong one or
     // a client's.
-    for (method, route) in ADMIN_ROUTES {
+    for (method, route) in &admin_routes() {
         let path = route.replace("{tag}", "order").replace("{name}", "daily");
         let body = (*method != reqwest::Method::DELETE)
             .then(|| serde_json::json!({"tag": "order", "name": "daily", "step": 10}));
