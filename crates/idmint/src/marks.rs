@@ -1,7 +1,8 @@
-//! The local high-water file: per tag, the end of the highest range this node was given, so
-//! a store that goes back (a restored backup, a failover to a lagging replica) is caught even
-//! across restarts of the node. The snowflake time marks and the sequence marks are files of
-//! the same kind, keyed by their own [`MarkKey`].
+//! The local marks ([`LocalMarks`]), a file of the node's data directory: per tag, the end of
+//! the highest range this node was given, so a store that goes back (a restored backup, a
+//! failover to a lagging replica) is caught even across restarts of the node. The snowflake
+//! time marks and the sequence marks are files of the same kind, keyed by their own
+//! [`MarkKey`].
 //!
 //! Format: UTF-8 text, one `TAG END` line per tag, `#` starts a comment, and a last line
 //! `# end: N marks` that counts them. Every change rewrites the whole file to `FILE.tmp`,
@@ -71,7 +72,7 @@ impl MarkKey for Tag {
 
 /// The per-key marks (per tag unless said otherwise) and the file they persist to.
 #[derive(Debug)]
-pub(crate) struct HighWaterFile<K: MarkKey = Tag> {
+pub(crate) struct LocalMarks<K: MarkKey = Tag> {
     path: PathBuf,
     /// The marks the file holds: replaced only after a rewrite succeeded.
     durable: Mutex<BTreeMap<K, u64>>,
@@ -86,7 +87,7 @@ pub(crate) struct HighWaterFile<K: MarkKey = Tag> {
     /// Rewrites of the file that succeeded since it was opened.
     writes: AtomicU64,
     /// Held (locked) for the life of the node: until this is dropped, or until
-    /// [`HighWaterFile::release`] once nothing can write the marks any more.
+    /// [`LocalMarks::release`] once nothing can write the marks any more.
     lock: Mutex<Option<File>>,
 }
 
@@ -125,19 +126,19 @@ pub(crate) const SEGMENT_MARKS: MarksFile = MarksFile {
           store above the highest id this node served",
 };
 
-impl HighWaterFile {
+impl LocalMarks {
     /// Opens (creating the directory and an empty file when absent) and locks the segment
     /// marks of `dir`, reading every mark.
-    pub(crate) fn open(dir: &Path) -> Result<HighWaterFile, Error> {
-        HighWaterFile::open_as(dir, SEGMENT_MARKS)
+    pub(crate) fn open(dir: &Path) -> Result<LocalMarks, Error> {
+        LocalMarks::open_as(dir, SEGMENT_MARKS)
     }
 }
 
-impl<K: MarkKey> HighWaterFile<K> {
+impl<K: MarkKey> LocalMarks<K> {
     /// Opens and locks the marks file `kind` of `dir`. A file that is there but damaged
     /// (unparsable, empty, cut short) refuses the open with an error naming the file, what it
     /// holds and how to recover.
-    pub(crate) fn open_as(dir: &Path, kind: MarksFile) -> Result<HighWaterFile<K>, Error> {
+    pub(crate) fn open_as(dir: &Path, kind: MarksFile) -> Result<LocalMarks<K>, Error> {
         let fail = |what: String| Error::LocalState(what);
         std::fs::create_dir_all(dir).map_err(|e| {
             fail(format!("cannot create the state directory {}: {e}", dir.display()))
@@ -172,7 +173,7 @@ impl<K: MarkKey> HighWaterFile<K> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(fail(format!("cannot read {}: {e}", path.display()))),
         };
-        Ok(HighWaterFile {
+        Ok(LocalMarks {
             path,
             durable: Mutex::new(marks),
             pending: Mutex::new(Vec::new()),
@@ -540,7 +541,7 @@ mod tests {
 
     /// Raises of `tags` (tag i to `100 + i`), each from its own task, all queued behind the
     /// writer (held here as a write in progress would hold it) before it is let go.
-    async fn raise_queued(file: &Arc<HighWaterFile>, tags: &[Tag]) -> Vec<Result<(), Error>> {
+    async fn raise_queued(file: &Arc<LocalMarks>, tags: &[Tag]) -> Vec<Result<(), Error>> {
         let writing = file.writer.lock().expect("writer");
         let raises: Vec<_> = tags
             .iter()
@@ -564,7 +565,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_raises_share_one_write() {
         let dir = tempfile::tempdir().expect("dir");
-        let file = Arc::new(HighWaterFile::open(dir.path()).expect("open"));
+        let file = Arc::new(LocalMarks::open(dir.path()).expect("open"));
         let tags = tags(32);
         let results = raise_queued(&file, &tags).await;
         assert!(results.iter().all(Result::is_ok), "{results:?}");
@@ -594,7 +595,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_group_write_fails_every_raise_it_covered() {
         let dir = tempfile::tempdir().expect("dir");
-        let file = Arc::new(HighWaterFile::open(dir.path()).expect("open"));
+        let file = Arc::new(LocalMarks::open(dir.path()).expect("open"));
         let tags = tags(16);
         // A directory where the temporary file goes: every rewrite fails, as on a full disk.
         let blocker = dir.path().join(format!("{HIGH_WATER_FILE}.tmp"));
@@ -620,7 +621,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_covered_raise_writes_nothing_and_a_new_mark_is_written_ahead() {
         let dir = tempfile::tempdir().expect("dir");
-        let file = Arc::new(HighWaterFile::open(dir.path()).expect("open"));
+        let file = Arc::new(LocalMarks::open(dir.path()).expect("open"));
         let tag = Tag::parse("orders").expect("tag");
         file.raise_ahead(&tag, 10, 100).await.expect("raise");
         assert_eq!((file.writes(), on_disk(dir.path()).get(&tag)), (1, Some(&100)));

@@ -35,7 +35,7 @@ use crate::uuid::Uuids;
 use idmint_core::Tag;
 
 /// The sequence engine's marks file, opened at start.
-type SequenceMarks = Arc<crate::marks::HighWaterFile<idmint_store::CounterKey>>;
+type SequenceMarks = Arc<crate::marks::LocalMarks<idmint_store::CounterKey>>;
 
 /// How long the node waits between attempts to reach a Redis that did not answer.
 pub const REDIS_RETRY_MS: u64 = 2_000;

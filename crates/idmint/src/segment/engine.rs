@@ -41,7 +41,7 @@ use super::lease::{LeaseKey, RangeLease, TakeBackError};
 use super::registry::same_bytes;
 use super::take_first::{TakeFirst, Waiting};
 use super::unknown::{Admission, UnknownTags};
-use crate::marks::HighWaterFile;
+use crate::marks::LocalMarks;
 
 /// The served tags, looked up by name on every request (`registry.rs`).
 type Registry = super::registry::Registry<Arc<TagGenerator>>;
@@ -209,7 +209,7 @@ impl Segments {
         config: SegmentConfig,
     ) -> Result<Arc<Segments>, Error> {
         let high_water = match config.state_dir() {
-            Some(dir) => Some(Arc::new(HighWaterFile::open(dir)?)),
+            Some(dir) => Some(Arc::new(LocalMarks::open(dir)?)),
             None => None,
         };
         if let Some(marks) = &high_water {

@@ -47,7 +47,7 @@ use tokio_util::task::TaskTracker;
 use super::config::SegmentConfig;
 use super::error::Error;
 use super::take_first::{TakeFirst, Waiting};
-use crate::marks::HighWaterFile;
+use crate::marks::LocalMarks;
 
 /// Shortest interval a rate sample covers; shorter ones are merged into the next.
 const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);
@@ -56,7 +56,7 @@ const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn SegmentStore>,
     pub(crate) config: SegmentConfig,
-    pub(crate) high_water: Option<Arc<HighWaterFile>>,
+    pub(crate) high_water: Option<Arc<LocalMarks>>,
     /// The runtime `Segments::start` ran in: refills spawn onto it from any thread, so
     /// synchronous callers outside the runtime can take ids too.
     pub(crate) runtime: tokio::runtime::Handle,
@@ -608,7 +608,7 @@ impl TagGenerator {
     /// When the mark on disk leaves less than half the lead above `usable`, writes the next
     /// one in the background (one at a time), so the refills after it find it written. A
     /// failure costs nothing but the early start: the refill that needs the mark writes it.
-    fn mark_ahead_early(self: &Arc<Self>, marks: &Arc<HighWaterFile>, usable: IdRange) {
+    fn mark_ahead_early(self: &Arc<Self>, marks: &Arc<LocalMarks>, usable: IdRange) {
         let mark = marks.get(&self.tag).unwrap_or(0);
         let tag_step = self.pacing().tag_step;
         if !mark_due(mark, usable.end(), tag_step)

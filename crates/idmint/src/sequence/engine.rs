@@ -56,7 +56,7 @@ use super::batch::{Pushed, SEQ_COUNT_MAX, SEQ_QUEUE_MAX, TakeQueue, Waiter, spli
 use super::error::SequenceError;
 use super::format::{DAILY_FORMAT_DEFAULT, SeqFormat, time_zone};
 use crate::clock::Clock;
-use crate::marks::{HighWaterFile, MarkKey, MarksFile};
+use crate::marks::{LocalMarks, MarkKey, MarksFile};
 
 /// Longest a request waits for room below the ceiling before it is refused, by default.
 pub const SEQ_WAIT_MS_DEFAULT: u64 = 1_000;
@@ -208,7 +208,7 @@ pub struct Sequences {
     reseeds: AtomicU64,
     raises: AtomicU64,
     /// The marks file, with a state directory.
-    marks: Option<Arc<HighWaterFile<CounterKey>>>,
+    marks: Option<Arc<LocalMarks<CounterKey>>>,
     /// One marks write at a time (the task's and shutdown's), and when the last one that
     /// succeeded looked at the counters (every number served before it is on disk).
     marks_written: tokio::sync::Mutex<()>,
@@ -242,7 +242,7 @@ impl Sequences {
         counters: Arc<dyn CounterStore>,
         clock: Arc<dyn Clock>,
         config: SequenceConfig,
-        marks: Option<Arc<HighWaterFile<CounterKey>>>,
+        marks: Option<Arc<LocalMarks<CounterKey>>>,
     ) -> Arc<Sequences> {
         let sequences = Arc::new_cyclic(|me| Sequences {
             me: me.clone(),
@@ -973,9 +973,9 @@ const ABANDONED: &str = "the take was abandoned (the node is stopping, or its co
 /// Opens the marks file of `config`'s state directory (none without one).
 pub(crate) fn open_marks(
     config: &SequenceConfig,
-) -> Result<Option<Arc<HighWaterFile<CounterKey>>>, SequenceError> {
+) -> Result<Option<Arc<LocalMarks<CounterKey>>>, SequenceError> {
     let Some(dir) = &config.state_dir else { return Ok(None) };
-    let marks = HighWaterFile::open_as(dir, SEQUENCE_MARKS)
+    let marks = LocalMarks::open_as(dir, SEQUENCE_MARKS)
         .map_err(|e| SequenceError::LocalState(e.to_string()))?;
     Ok(Some(Arc::new(marks)))
 }

@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
-use crate::marks::{HighWaterFile, MarksFile};
+use crate::marks::{LocalMarks, MarksFile};
 
 /// Name of the snowflake time-mark file inside the state directory.
 pub const TIME_MARK_FILE: &str = "snowflake.time-mark";
@@ -350,7 +350,7 @@ pub struct Snowflake {
     clock: Arc<dyn Clock>,
     store: Option<Arc<dyn WorkerStore>>,
     space: WorkerSpace,
-    marks: Option<Arc<HighWaterFile>>,
+    marks: Option<Arc<LocalMarks>>,
     /// The last id issued and the persisted mark, stepped by CAS (the per-id path).
     cell: IssueCell,
     /// The clock (ms) from which the worker id is no longer proven; `u64::MAX` when it needs
@@ -475,7 +475,7 @@ impl Snowflake {
         let policy = ClockPolicy::from_ms(&layout, config.tolerance_ms, config.borrow_max_lead_ms);
         let marks = match &config.state_dir {
             Some(dir) => Some(Arc::new(
-                HighWaterFile::open_as(dir, SNOWFLAKE_MARKS)
+                LocalMarks::open_as(dir, SNOWFLAKE_MARKS)
                     .map_err(|e| SnowflakeError::LocalState(e.to_string()))?,
             )),
             None => None,
@@ -809,7 +809,7 @@ impl Snowflake {
 
     /// Gives the marks file's lock up, so a restart in this process opens it at once. A
     /// blocking-pool task of a group write may still hold the file a moment after its write
-    /// was answered (see `HighWaterFile::change`); the lock must not wait for it. Sound once
+    /// was answered (see `LocalMarks::change`); the lock must not wait for it. Sound once
     /// nothing issues: `release` waits for a write under way and refuses any later one.
     fn release_marks(&self) {
         if let Some(marks) = &self.marks {
