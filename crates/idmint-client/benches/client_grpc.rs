@@ -405,7 +405,8 @@ fn grpc_load(runtime: &Runtime, url: &str, count: u64) -> anyhow::Result<Load> {
 /// A server on 127.0.0.1:0 and how to stop it.
 struct Server {
     url: String,
-    /// The idmint server's library, for the library row; `None` for the bare service.
+    /// The library on the idmint server's store, for the library row; `None` for the bare
+    /// service.
     segments: Option<Arc<Segments>>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<io::Result<()>>,
@@ -415,12 +416,9 @@ impl Server {
     /// idmint over a fresh memory store, with tag [`TAG`].
     async fn idmint() -> anyhow::Result<Server> {
         let config = idmint::NodeConfig::new(idmint_store::StoreUrl::Memory);
-        let node = idmint::NodeBuilder::new(config)
-            .segment_store(Arc::new(MemoryStore::new()))
-            .start()
-            .await?;
+        let store = Arc::new(MemoryStore::new());
+        let node = idmint::NodeBuilder::new(config).segment_store(store.clone()).start().await?;
         let node = Arc::new(node);
-        let segments = Arc::clone(node.segments());
         let spec = TagSpec {
             tag: Tag::parse(TAG)?,
             step: Step::new(TAG_STEP)?,
@@ -428,7 +426,9 @@ impl Server {
             force: false,
             description: Description::new("client_grpc benchmark")?,
         };
-        segments.create_tag(&spec).await?;
+        node.create_tag(&spec).await?;
+        // The library row's engine: the server's code on the server's store.
+        let segments = Segments::start(store, idmint::segment::SegmentConfig::default())?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let state = idmint_server::AppState::new(node);

@@ -33,6 +33,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use http_body_util::BodyExt;
 use idmint::Clock;
+use idmint::node::Engine;
 use idmint::segment::TagStatus;
 use idmint_core::Tag;
 use metrics::{Counter, Histogram, counter, gauge, histogram};
@@ -86,7 +87,7 @@ pub(crate) async fn render(app: &AppState) -> String {
     // histogram samples to drain: histograms live in `histograms.rs`).
     handle.run_upkeep();
     let mut body = handle.render();
-    let statuses = app.node.segments().statuses();
+    let statuses = app.node.segment_statuses();
     let biz_types = app.node.tinyid().map(|t| t.segments().statuses()).unwrap_or_default();
     let served: Vec<Served<'_>> = statuses
         .iter()
@@ -340,8 +341,10 @@ const NOT_READY_CAUSES: [&str; 6] = [
 async fn collect(app: &AppState) {
     gauge!("idmint_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     let wait = Duration::from_millis(SCRAPE_STORE_WAIT_MS);
-    let store_up =
-        matches!(tokio::time::timeout(wait, app.node.segments().ready()).await, Ok(Ok(())));
+    let store_up = matches!(
+        tokio::time::timeout(wait, app.node.engine_ready(Engine::Segment)).await,
+        Ok(Ok(()))
+    );
     gauge!("idmint_store_up").set(f64::from(u8::from(store_up)));
     collect_snowflake(app);
     if tokio::time::timeout(wait, collect_sequences(app)).await.is_err() {

@@ -85,9 +85,9 @@ fn dropping_the_client_without_close_gives_back_when_the_runtime_lives() {
         // The close runs on the runtime in the background.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
-            let segments = std::sync::Arc::clone(&node.segments);
             let tag = idmint::Tag::parse("order").expect("tag");
-            let next = segments.snapshot(&tag).and_then(|s| s.current).map(|c| c.next_id);
+            let status = node.node.segment_status(&tag);
+            let next = status.and_then(|s| s.buffer.current).map(|c| c.next_id);
             if next == Some(last + 1) {
                 break;
             }

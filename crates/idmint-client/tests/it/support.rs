@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use idmint::{Segments, Tag};
+use idmint::Tag;
 use idmint_core::{Description, StartId, Step};
 use idmint_store::{SegmentStore, TagSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,7 +19,8 @@ use tokio::sync::oneshot;
 pub struct Node {
     runtime: Option<Runtime>,
     pub url: String,
-    pub segments: Arc<Segments>,
+    /// The node the server serves, for what a test reads or does beside its requests.
+    pub node: Arc<idmint::Node>,
     stop: Option<oneshot::Sender<()>>,
     stopped: Option<oneshot::Receiver<()>>,
 }
@@ -83,7 +84,7 @@ impl Node {
             let node = Box::pin(builder.start()).await.expect("node");
             (Arc::new(node), listener)
         });
-        let segments = Arc::clone(node.segments());
+        let handle = Arc::clone(&node);
         let url = format!("http://{}", listener.local_addr().expect("address"));
         let mut state = idmint_server::AppState::new(node);
         if let Some(auth) = extras.auth {
@@ -98,7 +99,7 @@ impl Node {
             idmint_server::serve(listener, state, shutdown).await.expect("serve");
             let _ = stopped_sender.send(());
         });
-        Node { runtime: Some(runtime), url, segments, stop: Some(stop), stopped: Some(stopped) }
+        Node { runtime: Some(runtime), url, node: handle, stop: Some(stop), stopped: Some(stopped) }
     }
 
     /// Runs `future` on the node's runtime (from any runtime) and waits for it.
@@ -112,7 +113,7 @@ impl Node {
 
     /// Creates `tag` with `step` in the node's store.
     pub async fn create_tag(&self, tag: &str, step: u64) {
-        let segments = Arc::clone(&self.segments);
+        let node = Arc::clone(&self.node);
         let spec = TagSpec {
             tag: Tag::parse(tag).expect("tag"),
             step: Step::new(step).expect("step"),
@@ -120,26 +121,28 @@ impl Node {
             force: false,
             description: Description::new("").expect("description"),
         };
-        self.run(async move { segments.create_tag(&spec).await.expect("create tag") }).await;
+        self.run(async move { node.create_tag(&spec).await.expect("create tag") }).await;
     }
 
     /// The node's own next id of `tag` (as a request served by it would get).
     pub async fn next_id(&self, tag: &str) -> u64 {
-        let segments = Arc::clone(&self.segments);
-        let tag = Tag::parse(tag).expect("tag");
-        self.run(async move { segments.next_id(&tag).await.expect("server id") }).await
+        let node = Arc::clone(&self.node);
+        let tag = tag.to_string();
+        let text = self
+            .run(async move { node.next_public_text_by_name(&tag).await.map(|t| t.to_string()) });
+        text.await.expect("server id").parse().expect("a decimal id")
     }
 
     /// Ids the node handed out of `tag` so far (0 when it never served it).
     pub fn handed_out(&self, tag: &str) -> u64 {
         let tag = Tag::parse(tag).expect("tag");
-        self.segments.status(&tag).map_or(0, |s| s.buffer.handed_out)
+        self.node.segment_status(&tag).map_or(0, |s| s.buffer.handed_out)
     }
 
     /// The range of the node's current segment of `tag`, if it serves the tag.
     pub fn current_segment(&self, tag: &str) -> Option<idmint::segment::IdRange> {
         let tag = Tag::parse(tag).expect("tag");
-        self.segments.snapshot(&tag)?.current.map(|c| c.range)
+        self.node.segment_status(&tag)?.buffer.current.map(|c| c.range)
     }
 
     /// Stops the node as `kill -9` would: its tasks and connections are dropped, nothing is

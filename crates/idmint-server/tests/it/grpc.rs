@@ -325,7 +325,6 @@ async fn a_guarded_tag_needs_its_client_token_as_metadata() {
 #[tokio::test]
 async fn grpc_on_its_own_port_leaves_the_http_port_to_http() {
     let node = TestServer::setup().node().await;
-    let segments = node.segments();
     let spec = idmint_store::TagSpec {
         tag: Tag::parse("order").unwrap(),
         step: idmint_core::Step::new(10).unwrap(),
@@ -333,7 +332,7 @@ async fn grpc_on_its_own_port_leaves_the_http_port_to_http() {
         force: false,
         description: idmint_core::Description::new("").unwrap(),
     };
-    segments.create_tag(&spec).await.unwrap();
+    node.create_tag(&spec).await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (http_base, grpc_base) = (

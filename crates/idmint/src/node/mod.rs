@@ -210,9 +210,16 @@ pub struct SequencesStatus {
 impl Node {
     // ---- plain and public ids -------------------------------------------------------
 
-    /// The segment engine (for readers: metrics, tests).
-    pub fn segments(&self) -> &Arc<Segments> {
-        &self.segments
+    /// How this node serves `tag` (its segments, step, rate, runway, counters), if it does:
+    /// memory only, no store call.
+    pub fn segment_status(&self, tag: &Tag) -> Option<TagStatus> {
+        self.segments.status(tag)
+    }
+
+    /// How this node serves each tag it holds a generator for, sorted by tag (the metrics
+    /// read it): memory only, bounded by `TAG_COUNT_MAX`.
+    pub fn segment_statuses(&self) -> Vec<(Tag, TagStatus)> {
+        self.segments.statuses()
     }
 
     /// Largest `count` a batch may ask for (at most `BATCH_COUNT_MAX`).
