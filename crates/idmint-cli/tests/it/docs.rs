@@ -130,15 +130,8 @@ fn the_documented_commands_and_files_run() {
 #[test]
 fn no_paragraph_of_the_docs_is_repeated() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
-    files.extend(
-        std::fs::read_dir(root.join("docs"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "md")),
-    );
     let mut repeated = Vec::new();
-    for path in files {
+    for path in reference_pages(&root) {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut seen = std::collections::HashMap::new();
         let mut line = 1;
@@ -160,7 +153,8 @@ fn no_paragraph_of_the_docs_is_repeated() {
     assert!(repeated.is_empty(), "{}", repeated.join("\n"));
 }
 
-/// The pages the reference checks read: README.md, ARCHITECTURE.md and docs/*.md.
+/// The pages the checks of names and paragraphs read: README.md, ARCHITECTURE.md and
+/// docs/*.md.
 fn reference_pages(root: &Path) -> Vec<PathBuf> {
     let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
