@@ -777,9 +777,8 @@ impl SegmentStore for MySqlStore {
         if self.absent().await? {
             return Ok(applied);
         }
-        let conn = self.pool.acquire().await.map_err(unavailable)?;
-        let mut batch = CloseUnlessCommitted { conn, committed: false };
-        let mut tx = batch.conn.begin().await.map_err(unavailable)?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(unavailable)?;
+        let mut tx = conn.begin().await.map_err(unavailable)?;
         for index in order {
             let change = &changes[index];
             // A row holds an i64: an `expected` beyond it matches no row.
@@ -797,7 +796,6 @@ impl SegmentStore for MySqlStore {
             applied[index] = rows > 0;
         }
         tx.commit().await.map_err(unavailable)?;
-        batch.committed = true;
         Ok(applied)
     }
 
@@ -1211,20 +1209,38 @@ pub(crate) fn bytes_literal(tag: &Tag) -> String {
     format!("X'{hex}'")
 }
 
-/// A pooled connection that runs a transaction: closed when dropped before its commit
-/// succeeded (an error, or the call's future dropped, as a give-back cut off by its bound
-/// is), which makes the server roll the transaction back. Dropped while `BEGIN` waits for
-/// its answer, sqlx does not know the transaction is open and would queue no `ROLLBACK`:
-/// back in the pool, the connection would run the next caller's statements inside it,
-/// holding their row locks and never committing them.
-struct CloseUnlessCommitted {
+/// A pooled connection taken for one transaction, which begins through [`TxConn::begin`].
+/// Dropped while `BEGIN` waits for its answer (an error, or the call's future dropped, as a
+/// give-back or a renewal cut off by its bound is), the connection is closed, which makes the
+/// server end the transaction: sqlx counts a transaction only once `BEGIN` was answered, so it
+/// would queue no `ROLLBACK`, and back in the pool the connection would run the next caller's
+/// statements inside the open transaction, holding their row locks and never committing their
+/// writes. Once begun, sqlx's own rollback on drop applies.
+pub(crate) struct TxConn {
     conn: PoolConnection<MySql>,
-    committed: bool,
+    beginning: bool,
 }
 
-impl Drop for CloseUnlessCommitted {
+impl TxConn {
+    /// A connection of `pool` for one transaction.
+    pub(crate) async fn acquire(pool: &MySqlPool) -> Result<TxConn, sqlx::Error> {
+        let conn = pool.acquire().await?;
+        Ok(TxConn { conn, beginning: false })
+    }
+
+    /// Begins the transaction; the connection is closed on drop until `BEGIN` is answered.
+    pub(crate) async fn begin(&mut self) -> Result<sqlx::Transaction<'_, MySql>, sqlx::Error> {
+        let TxConn { conn, beginning } = self;
+        *beginning = true;
+        let tx = conn.begin().await?;
+        *beginning = false;
+        Ok(tx)
+    }
+}
+
+impl Drop for TxConn {
     fn drop(&mut self) {
-        if !self.committed {
+        if self.beginning {
             self.conn.close_on_drop();
         }
     }

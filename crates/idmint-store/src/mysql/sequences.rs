@@ -89,20 +89,15 @@ impl SequenceStore for MySqlStore {
     }
 
     async fn delete_sequence(&self, name: &Tag) -> Result<(), StoreError> {
+        // One statement, so no transaction of its own.
         self.with_sequence_tables(|| async {
-            let mut tx = self.pool.begin().await?;
             let deleted =
                 sqlx::query(AssertSqlSafe(format!("DELETE FROM {SEQUENCES_TABLE} WHERE name = ?")))
                     .bind(name.as_str())
-                    .execute(&mut *tx)
+                    .execute(&self.pool)
                     .await?
                     .rows_affected();
-            if deleted == 0 {
-                // Dropping the transaction rolls it back (it changed nothing anyway).
-                return Ok(Err(StoreError::TagNotFound(name.clone())));
-            }
-            tx.commit().await?;
-            Ok(Ok(()))
+            Ok(if deleted == 0 { Err(StoreError::TagNotFound(name.clone())) } else { Ok(()) })
         })
         .await
     }

@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{MySqlStore, refused, unavailable};
+use super::{MySqlStore, TxConn, refused, unavailable};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
     check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
@@ -57,7 +57,8 @@ impl WorkerStore for MySqlStore {
         let workers = self.workers_table.as_str();
         check_renewal(ttl_ms)?;
         let (id, token, holder_id) = held_columns(lease)?;
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(unavailable)?;
+        let mut tx = conn.begin().await.map_err(unavailable)?;
         let renewed = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, {NOW_MS} + ?) \
              WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms >= {NOW_MS} \
@@ -100,7 +101,8 @@ impl WorkerStore for MySqlStore {
         check_assign_request(req)?;
         let ddl = worker_node_ddl(worker_node);
         self.create_missing_tables(&[(worker_node, ddl)], FEATURE_ASSIGN).await?;
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(unavailable)?;
+        let mut tx = conn.begin().await.map_err(unavailable)?;
         let id = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {worker_node} (space, host, port, launch_ms) VALUES (?, ?, ?, ?)"
         )))
@@ -192,7 +194,8 @@ impl LeaseTable for MySqlStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.workers_table.as_str();
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(unavailable)?;
+        let mut tx = conn.begin().await.map_err(unavailable)?;
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
@@ -232,7 +235,8 @@ impl LeaseTable for MySqlStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.workers_table.as_str();
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(unavailable)?;
+        let mut tx = conn.begin().await.map_err(unavailable)?;
         let taken = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {workers} \
              SET holder = ?, token = token + 1, expires_ms = {NOW_MS} + ?, holder_id = ? \

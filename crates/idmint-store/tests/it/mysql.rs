@@ -496,6 +496,8 @@ struct RelayStats {
     pings: AtomicU64,
     open: AtomicUsize,
     open_max: AtomicUsize,
+    /// The next query starting with these bytes gets its answer this much later.
+    stall: std::sync::Mutex<Option<(Vec<u8>, Duration)>>,
 }
 
 /// Round trips counted by a [`Relay`].
@@ -507,6 +509,8 @@ struct Trips {
 
 /// The command byte of a MySQL packet that checks the connection is alive.
 const COM_PING: u8 = 0x0e;
+/// The command byte of a MySQL packet that runs a query given as text.
+const COM_QUERY: u8 = 0x03;
 
 impl Relay {
     /// Relays to the server of `url`.
@@ -531,6 +535,11 @@ impl Relay {
         let (user, host) = authority(url);
         let relayed = url.replacen(&format!("{user}{host}"), &format!("{user}{}", self.addr), 1);
         sql_url(&join_params(&relayed, &format!("ssl-mode=disabled&{params}")))
+    }
+
+    /// Holds back the answer to the next query that starts with `text` by `delay`.
+    fn stall_answer_to(&self, text: &str, delay: Duration) {
+        *self.stats.stall.lock().unwrap() = Some((text.as_bytes().to_vec(), delay));
     }
 
     /// Awaits `call` and returns the round trips it caused, background ones included, with
@@ -568,6 +577,8 @@ async fn relay_connection(client: TcpStream, server: TcpStream, stats: Arc<Relay
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let client_spoke_last = AtomicBool::new(false);
+    // The delay of the answer to a request the stall matched, taken by the next answer.
+    let held: std::sync::Mutex<Option<Duration>> = std::sync::Mutex::new(None);
     // Each side records who spoke before forwarding, so the client's next request, which
     // follows the reply it received, always sees the server's mark.
     let up = async {
@@ -578,6 +589,14 @@ async fn relay_connection(client: TcpStream, server: TcpStream, stats: Arc<Relay
                 let counter =
                     if n > 4 && buffer[4] == COM_PING { &stats.pings } else { &stats.requests };
                 counter.fetch_add(1, Ordering::SeqCst);
+                if n > 4 && buffer[4] == COM_QUERY {
+                    let mut stall = stats.stall.lock().unwrap();
+                    if let Some((text, delay)) = stall.take_if(|(t, _)| buffer[5..n].starts_with(t))
+                    {
+                        drop(text);
+                        *held.lock().unwrap() = Some(delay);
+                    }
+                }
             }
             if server_write.write_all(&buffer[..n]).await.is_err() {
                 break;
@@ -587,6 +606,10 @@ async fn relay_connection(client: TcpStream, server: TcpStream, stats: Arc<Relay
     let down = async {
         let mut buffer = vec![0; 64 * 1024];
         while let Ok(n @ 1..) = server_read.read(&mut buffer).await {
+            let delay = held.lock().unwrap().take();
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
             client_spoke_last.store(false, Ordering::SeqCst);
             if client_write.write_all(&buffer[..n]).await.is_err() {
                 break;
@@ -741,6 +764,53 @@ async fn worker_tables_take_the_names_the_url_gives() {
     let default_names = MySqlStore::connect(&default_url).await.unwrap();
     assert_eq!(default_names.list_leases(&space).await.unwrap(), Vec::new());
     assert_eq!(store.list_leases(&space).await.unwrap()[0].worker_id, lease.worker_id);
+}
+
+/// A call dropped while its transaction's `BEGIN` waits for the answer (cut off by a bound)
+/// leaves no transaction open on a pooled connection: the next caller's write on the pool
+/// commits and is seen by every other session. Checked for a lease renewal and a give-back,
+/// whose writes begin a transaction on the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_while_begin_waits_leaves_no_transaction_open() {
+    use idmint_store::{WorkerSpace, WorkerStore};
+    let Some(base) = database_url().await else { return };
+    let relay = Relay::start(&base).await;
+    let workers = fresh_table("leases_cut");
+    let params = format!("table={}&workers_table={workers}&pool_max=1", fresh_table("alloc"));
+    let store = MySqlStore::connect(&relay.url(&base, &params)).await.unwrap();
+    let space = WorkerSpace::parse("begin-cut").unwrap();
+    let lease = store.acquire_lease(&crate::workers::request(&space, 3, "n")).await.unwrap();
+    let mut other = MySqlConnection::connect(&base).await.unwrap();
+
+    relay.stall_answer_to("BEGIN", Duration::from_millis(600));
+    let cut = Duration::from_millis(200);
+    let renewal = tokio::time::timeout(cut, store.renew_lease(&lease, 10_000)).await;
+    assert!(renewal.is_err(), "the renewal did not wait for BEGIN's answer");
+    // Written without a transaction of its own, on the pool's one connection.
+    store.raise_time_mark(&lease, 1_234).await.unwrap();
+    let sql = format!("SELECT time_mark FROM {workers} WHERE space = 'begin-cut'");
+    let mark: i64 = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(&mut other).await.unwrap();
+    assert_eq!(mark, 1_234, "the raised mark is not committed");
+
+    // A give-back's compare-and-set, then an allocation on the same connection.
+    let table = fresh_table("alloc_cut");
+    let params = format!("table={table}&pool_max=1");
+    let store: Arc<dyn SegmentStore> =
+        Arc::new(MySqlStore::connect(&relay.url(&base, &params)).await.unwrap());
+    let tag = create(&store, "cut", 1, 10).await;
+    let served = store.allocate(&tag, None).await.unwrap().range;
+    relay.stall_answer_to("BEGIN", Duration::from_millis(600));
+    let give_back = [idmint_store::MaxIdChange {
+        tag: tag.clone(),
+        expected: served.end(),
+        new: served.start(),
+    }];
+    let cut_back = tokio::time::timeout(cut, store.compare_and_set_max_ids(&give_back)).await;
+    assert!(cut_back.is_err(), "the give-back did not wait for BEGIN's answer");
+    let next = store.allocate(&tag, None).await.unwrap().range;
+    let sql = format!("SELECT max_id FROM {table} WHERE biz_tag = 'cut'");
+    let max_id: i64 = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(&mut other).await.unwrap();
+    assert_eq!(max_id as u64, next.end(), "the allocation is not committed");
 }
 
 /// Leaf's own DDL (`leaf_alloc` as its scripts create it: `utf8`, the server's
