@@ -8,11 +8,12 @@
 //! **Adding a route** (in any file): annotate its handler with `#[utoipa::path(...)]`, the
 //! method and path exactly as `router()` registers them; list its parameters, its request
 //! body, its success bodies and each error status with `body = ErrorBody` and a description
-//! naming the codes (`error.rs`'s `ERROR_CODES`); mark an admin route with
-//! `security(("bearer" = []))` and the 401/403 answers; derive `ToSchema` for its bodies; make
-//! the handler `pub(crate)` and add it to `paths(...)` below. Parameter descriptions and schema
-//! snippets that routes share live in `http/shared.rs`. `tests/it/openapi.rs` fails
-//! until the router and the document agree on every path and method.
+//! naming the codes (`error.rs`'s `ERROR_CODES`), or the shared set of its family
+//! (`StoreErrors`, ...); mark an admin route with `security(("bearer" = []))` and
+//! `AdminErrors`; derive `ToSchema` for its bodies; make the handler `pub(crate)` and add it
+//! to `paths(...)` below. Parameter descriptions, schema snippets and error sets that routes
+//! share live in `http/shared.rs`. `tests/it/openapi.rs` fails until the router and the
+//! document agree on every path and method.
 
 use std::sync::LazyLock;
 

@@ -9,7 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::QueryTag;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{STORE_500, STORE_503, TagName};
+use crate::http::shared::{StoreErrors, TagName, UnknownTag};
 use crate::state::SharedState;
 
 /// The query of `GET /v1/decode`: the text, and a tag or an encoding.
@@ -81,9 +81,7 @@ pub(crate) struct DecodeBody {
             unknown parameter (`bad_query`); a bad tag (`bad_tag`) or encoding (`bad_encoding`); \
             the text is not an id of the tag's format or the encoding (`not_an_id`)",
             body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        UnknownTag, StoreErrors,
     )
 )]
 pub(crate) async fn decode(

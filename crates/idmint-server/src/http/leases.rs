@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{STORE_500, STORE_503, TAG_PARAM, TagName, parse_count};
+use crate::http::shared::{StoreErrors, TAG_PARAM, TagName, UnknownTag, parse_count};
 use crate::state::SharedState;
 
 /// `count`, the query of the ranges route.
@@ -93,13 +93,12 @@ pub(crate) struct ReturnedBody {
         (status = 200, description = "The ranges", body = RangesBody),
         (status = 400, description = "A bad tag (`bad_tag`), `count` (`bad_count`) or query \
             (`bad_query`)", body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
+        UnknownTag,
         (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or it has a \
             public id format, whose internal ids are not leased (`formatted_tag`), or the \
             store's table cannot hold the tag (`tag_not_storable`)",
             body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        StoreErrors,
     )
 )]
 pub(crate) async fn lease_ranges(

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{FORBIDDEN, STORE_500, STORE_503, UNAUTHORIZED};
+use crate::http::shared::{AdminErrors, StoreErrors};
 use crate::state::SharedState;
 
 #[derive(Deserialize, IntoParams)]
@@ -108,10 +108,7 @@ const CACHE_COLUMNS: [&str; 10] =
         )),
         (status = 400, description = "A `format` other than `html` or `json` (`bad_query`)",
             body = ErrorBody),
-        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
-        (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        AdminErrors, StoreErrors,
     )
 )]
 pub(crate) async fn cache(
@@ -200,10 +197,7 @@ const DB_COLUMNS: [&str; 4] = ["tag", "max", "step", "update"];
         )),
         (status = 400, description = "A `format` other than `html` or `json` (`bad_query`)",
             body = ErrorBody),
-        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
-        (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        AdminErrors, StoreErrors,
     )
 )]
 pub(crate) async fn db(

@@ -17,8 +17,8 @@ use utoipa::ToSchema;
 use crate::auth::{CheckedName, RouteTag};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, IdText, IdValues, IdsAs, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagName,
-    parse_count, public_values,
+    CountQuery, IdText, IdValues, IdsAs, StoreErrors, StoreNotSetUp, TAG_PARAM, TagIdsSpent,
+    TagName, UnknownTag, parse_count, public_values,
 };
 use crate::state::SharedState;
 
@@ -39,13 +39,7 @@ use crate::state::SharedState;
             its public id as the template renders it (a permuted number with a key)",
             body = IdText, content_type = "text/plain"),
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
-        (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
-            ids (`public_ids_exhausted`), or the store's table cannot hold the tag \
-            (`tag_not_storable`)", body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = STORE_501, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        UnknownTag, TagIdsSpent, StoreErrors, StoreNotSetUp,
     )
 )]
 pub(crate) async fn leaf_segment(
@@ -97,13 +91,7 @@ pub(crate) struct IdsBody {
             body = IdsBody),
         (status = 400, description = "A bad tag (`bad_tag`), `count` (`bad_count`), `ids_as` \
             (`bad_ids_as`) or query (`bad_query`)", body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`)", body = ErrorBody),
-        (status = 409, description = "The tag's ids are spent (`tag_exhausted`), or its public \
-            ids (`public_ids_exhausted`), or the store's table cannot hold the tag \
-            (`tag_not_storable`)", body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = STORE_501, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        UnknownTag, TagIdsSpent, StoreErrors, StoreNotSetUp,
     )
 )]
 pub(crate) async fn segment_ids(

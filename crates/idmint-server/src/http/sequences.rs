@@ -18,8 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, IdValues, IdsAs, SEQ_409, SEQ_500, SEQ_501, SEQ_503, SEQ_PARAM, TagName,
-    UNAUTHORIZED, parse_count,
+    AdminErrors, IdValues, IdsAs, SEQ_PARAM, SequenceErrors, TagName, UnknownSequence, parse_count,
 };
 use crate::state::SharedState;
 
@@ -62,12 +61,11 @@ pub(crate) struct SeqIdsBody {
         (status = 400, description = "A bad name (`bad_tag`), `count` (`bad_count`), `ids_as` \
             (`bad_ids_as`) or query (`bad_query`), or a count the sequence refuses \
             (`bad_sequence`)", body = ErrorBody),
-        (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
-            body = ErrorBody),
-        (status = 409, description = SEQ_409, body = ErrorBody),
-        (status = 500, description = SEQ_500, body = ErrorBody),
-        (status = 501, description = SEQ_501, body = ErrorBody),
-        (status = 503, description = SEQ_503, body = ErrorBody),
+        UnknownSequence,
+        (status = 409, description = "The sequence reached its largest number, 2^53-1 \
+            (`sequence_exhausted`): take ids from a new sequence name (a daily sequence starts \
+            again at 1 the next day). gRPC: FAILED_PRECONDITION", body = ErrorBody),
+        SequenceErrors,
     )
 )]
 pub(crate) async fn seq_ids(
@@ -167,9 +165,7 @@ pub(crate) struct SeqsBody {
     operation_id = "listSequences",
     responses(
         (status = 200, description = "The definitions", body = SeqsBody),
-        (status = 500, description = SEQ_500, body = ErrorBody),
-        (status = 501, description = SEQ_501, body = ErrorBody),
-        (status = 503, description = SEQ_503, body = ErrorBody),
+        SequenceErrors,
     )
 )]
 pub(crate) async fn list_seqs(State(app): State<SharedState>) -> Result<Json<SeqsBody>, ApiError> {
@@ -207,11 +203,7 @@ pub(crate) struct CreateSeq {
         (status = 201, description = "Created", body = SeqBody),
         (status = 400, description = "A bad body (`bad_body`) or name (`bad_tag`); a bad \
             format or time zone, or the name exists (`bad_sequence`)", body = ErrorBody),
-        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
-        (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 500, description = SEQ_500, body = ErrorBody),
-        (status = 501, description = SEQ_501, body = ErrorBody),
-        (status = 503, description = SEQ_503, body = ErrorBody),
+        AdminErrors, SequenceErrors,
     )
 )]
 pub(crate) async fn create_seq(
@@ -241,11 +233,7 @@ pub(crate) async fn create_seq(
     responses(
         (status = 200, description = "The sequence", body = SeqBody),
         (status = 400, description = "A bad name (`bad_tag`)", body = ErrorBody),
-        (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
-            body = ErrorBody),
-        (status = 500, description = SEQ_500, body = ErrorBody),
-        (status = 501, description = SEQ_501, body = ErrorBody),
-        (status = 503, description = SEQ_503, body = ErrorBody),
+        UnknownSequence, SequenceErrors,
     )
 )]
 pub(crate) async fn get_seq(
@@ -270,13 +258,7 @@ pub(crate) async fn get_seq(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A bad name (`bad_tag`)", body = ErrorBody),
-        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
-        (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 404, description = "The sequence does not exist (`unknown_sequence`)",
-            body = ErrorBody),
-        (status = 500, description = SEQ_500, body = ErrorBody),
-        (status = 501, description = SEQ_501, body = ErrorBody),
-        (status = 503, description = SEQ_503, body = ErrorBody),
+        AdminErrors, UnknownSequence, SequenceErrors,
     )
 )]
 pub(crate) async fn delete_seq(

@@ -1,7 +1,9 @@
 //! What the HTTP route modules share, and nothing else: the descriptions and schema
-//! snippets of their parameters and answers in the OpenAPI document, the query parts every
-//! batch route takes (`count`, `ids_as`), and the bodies more than one route answers (a
-//! tag, its format). A leaf: it imports no other module of this crate but `error.rs`.
+//! snippets of their parameters and answers in the OpenAPI document, the error answers of
+//! each route family as one set (`StoreErrors`, `SnowflakeErrors`, ...) that a route names in
+//! its `responses(...)` beside its own rows, the query parts every batch route takes
+//! (`count`, `ids_as`), and the bodies more than one route answers (a tag, its format). A
+//! leaf: it imports no other module of this crate but `error.rs`.
 
 use idmint::IdFormat;
 use idmint::node::PublicIds;
@@ -16,9 +18,9 @@ use idmint_store::TagRecord;
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Type};
 use utoipa::openapi::{RefOr, Schema, SchemaFormat};
-use utoipa::{IntoParams, PartialSchema, ToSchema};
+use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 
 /// Description of the `tag` path parameter.
 pub(crate) const TAG_PARAM: &str = "The tag, percent-encoded (`/` as `%2F`): 1-128 bytes of \
@@ -29,87 +31,125 @@ pub(crate) const TAG_PARAM: &str = "The tag, percent-encoded (`/` as `%2F`): 1-1
 pub(crate) const SEQ_PARAM: &str = "Sequence name, percent-encoded: 1-128 bytes of UTF-8, no \
     control or bidi-override character, no leading or trailing whitespace";
 
-/// The 409 of a tag the store's table cannot hold (a tag route that names one tag).
-pub(crate) const NOT_STORABLE_409: &str = "The store's table cannot hold the tag \
-    (`tag_not_storable`, e.g. an emoji in Leaf's `utf8` table; the message gives the \
-    `ALTER TABLE`)";
-
 /// The 500 answer of routes that reach the segment store.
 pub(crate) const STORE_500: &str = "The tag's store row holds impossible values \
     (`store_row_invalid`), the node's data directory failed (`local_state`), or another failure \
     (`internal`)";
 
-/// The 501 answer of routes that reach the segment store: final until an operator acts.
-pub(crate) const STORE_501: &str = "The store's database account lacks a privilege this call \
-    needs (`store_privilege_missing`: the message names the privilege and the table; `idmint \
-    schema print` prints the GRANT statements), or a table it needs does not exist and the node \
-    creates none (`store_table_missing`, `create_tables=false`). gRPC: FAILED_PRECONDITION";
+/// Declares each set as an enum whose `IntoResponses` derive gives one answer per variant:
+/// the status, the description and [`ErrorBody`]. The enums are types only utoipa reads.
+macro_rules! error_sets {
+    ($($(#[$doc:meta])+ $set:ident { $($status:tt $answer:ident: $text:tt,)+ })+) => {$(
+        $(#[$doc])+
+        #[derive(IntoResponses)]
+        #[allow(dead_code, reason = "a set of answers for the OpenAPI document, never built")]
+        pub(crate) enum $set {
+            $(#[response(status = $status, description = $text)] $answer(ErrorBody),)+
+        }
+    )+};
+}
 
-/// The 503 answer of routes that reach the segment store.
-pub(crate) const STORE_503: &str = "The store did not answer in time, both segments are spent \
-    and the refill failed (`unavailable`), or the node is shutting down (`shutting_down`)";
-
-/// The 503 answer of routes that take snowflake ids: what passes by itself.
-pub(crate) const SNOWFLAKE_503: &str = "The clock is behind beyond tolerance (`clock_behind`), \
-    the worker lease is not proven (`worker_lease_not_proven`) or was just taken and waits \
-    out any earlier holder's ids (`lease_settling`, with `Retry-After`), the generator has not started yet and \
-    its start is retried in the background (`snowflake_not_running`, with the last failure; \
-    also while the clock reads before the layout's epoch), it or its store did not answer in \
-    time (`snowflake_unavailable`), or the node is shutting down (`shutting_down`)";
-
-/// The 501 answer of routes that take snowflake ids: a final condition, not worth retrying
-/// on this node.
-pub(crate) const SNOWFLAKE_501: &str = "The node is not configured to serve snowflake ids \
-    (`snowflake_not_configured`: disabled, a store that cannot hold worker leases, such as \
-    Flicker or several databases, or a configuration the generator cannot run); no worker id \
-    was free when it started (`worker_ids_exhausted`); or its clock is off the store's by more \
-    than `snowflake.lease_margin_ms` (`clock_skew`); or the store's account lacks a privilege \
-    on the worker tables, or they are missing with `create_tables=false` \
-    (`store_privilege_missing`, `store_table_missing`). The message says what to do. gRPC: \
-    FAILED_PRECONDITION";
-
-/// The 409 answer of routes that take snowflake ids: final, nothing ends it but a new layout.
-pub(crate) const SNOWFLAKE_409: &str = "The layout's time field ran out (`layout_exhausted`): \
-    the node needs a layout with more time bits or a later epoch; the message says how. gRPC: \
-    FAILED_PRECONDITION";
-
-/// The 500 answer of routes that take snowflake ids.
-pub(crate) const SNOWFLAKE_500: &str =
-    "The node's time mark could not be written (`local_state`), or another failure (`internal`)";
-
-/// The 503 answer of sequence routes.
-pub(crate) const SEQ_503: &str = "No room below the ceiling within 1 s, Redis or the store \
-    unavailable (`sequence_unavailable`), or Redis not reachable yet (`sequences_not_running`)";
-
-/// The 409 answer of routes that take sequence ids: final, nothing ends it but a new name.
-pub(crate) const SEQ_409: &str = "The sequence reached its largest number, 2^53-1 \
-    (`sequence_exhausted`): take ids from a new sequence name (a daily sequence starts again \
-    at 1 the next day). gRPC: FAILED_PRECONDITION";
-
-/// The 501 answer of sequence routes: a final condition, not worth retrying on this node.
-pub(crate) const SEQ_501: &str = "The node is not configured to serve sequences \
-    (`sequences_not_configured`: no Redis, a bad Redis URL, or no single SQL store for the \
-    ceilings), or the Redis of the counters cannot be trusted with them \
-    (`sequence_store_unsupported`: it refuses `INFO` to idmint's user, or is a proxy), or the \
-    store's account lacks a privilege on the sequence tables, or they are missing with \
-    `create_tables=false` (`store_privilege_missing`, `store_table_missing`); the message says \
-    how to fix it. gRPC: FAILED_PRECONDITION";
-
-/// The 500 answer of sequence routes.
-pub(crate) const SEQ_500: &str = "An unexpected store failure (`internal`)";
-
-/// The 503 answer of UUID v7 and ULID.
-pub(crate) const CLOCK_503: &str = "The clock reads past the 48-bit millisecond field of UUID \
-    v7 and ULID (`clock_out_of_range`)";
-
-/// The 401 answer of admin routes.
-pub(crate) const UNAUTHORIZED: &str = "No bearer token, or no `Authorization: Bearer TOKEN` \
-    header (`unauthorized`; only when the node has an admin token: a node without one serves \
-    admin routes to loopback clients only)";
-
-/// The 403 answer of admin routes.
-pub(crate) const FORBIDDEN: &str =
-    "The bearer token is not the admin token (a client token included) (`forbidden`)";
+// The error answers of each route family, one set per family: a route names in its
+// `responses(...)` the sets it can answer, beside its own rows (its 200, its 400 naming its
+// own codes).
+error_sets! {
+    /// The 500 and 503 of routes that reach the segment store.
+    StoreErrors {
+        500 Internal: STORE_500,
+        503 Unavailable: "The store did not answer in time, both segments are spent and the refill \
+            failed (`unavailable`), or the node is shutting down (`shutting_down`)",
+    }
+    /// The 501 of routes that reach the segment store: final until an operator acts.
+    StoreNotSetUp {
+        501 Missing: "The store's database account lacks a privilege this call needs \
+            (`store_privilege_missing`: the message names the privilege and the table; `idmint \
+            schema print` prints the GRANT statements), or a table it needs does not exist and the \
+            node creates none (`store_table_missing`, `create_tables=false`). gRPC: \
+            FAILED_PRECONDITION",
+    }
+    /// The 404 of routes that take a tag's ids or decode with its format.
+    UnknownTag {
+        404 Unknown: "The tag does not exist (`unknown_tag`)",
+    }
+    /// The 404 of admin routes that change a tag.
+    UnknownTagToChange {
+        404 Unknown: "The tag does not exist (`unknown_tag`; the message says so when the name is \
+            a Tinyid `biz_type`, whose row is changed with Tinyid's SQL)",
+    }
+    /// The 409 of routes that hand out a tag's ids one by one (not leased ranges).
+    TagIdsSpent {
+        409 Spent: "The tag's ids are spent (`tag_exhausted`), or its public ids \
+            (`public_ids_exhausted`), or the store's table cannot hold the tag \
+            (`tag_not_storable`)",
+    }
+    /// The 409 of a tag the store's table cannot hold (a tag route that names one tag).
+    NotStorable {
+        409 NotStorable: "The store's table cannot hold the tag (`tag_not_storable`, e.g. an emoji \
+            in Leaf's `utf8` table; the message gives the `ALTER TABLE`)",
+    }
+    /// The 401 and 403 of admin routes.
+    AdminErrors {
+        401 Unauthorized: "No bearer token, or no `Authorization: Bearer TOKEN` header \
+            (`unauthorized`; only when the node has an admin token: a node without one serves \
+            admin routes to loopback clients only)",
+        403 Forbidden: "The bearer token is not the admin token (a client token included) \
+            (`forbidden`)",
+    }
+    /// The 409, 500, 501 and 503 of routes that take snowflake ids: the 409 and 501 are final
+    /// (not worth retrying on this node), the 503 passes by itself.
+    SnowflakeErrors {
+        409 LayoutExhausted: "The layout's time field ran out (`layout_exhausted`): the node needs \
+            a layout with more time bits or a later epoch; the message says how. gRPC: \
+            FAILED_PRECONDITION",
+        500 Internal: "The node's time mark could not be written (`local_state`), or another \
+            failure (`internal`)",
+        501 NotConfigured: "The node is not configured to serve snowflake ids \
+            (`snowflake_not_configured`: disabled, a store that cannot hold worker leases, such as \
+            Flicker or several databases, or a configuration the generator cannot run); no worker \
+            id was free when it started (`worker_ids_exhausted`); or its clock is off the store's \
+            by more than `snowflake.lease_margin_ms` (`clock_skew`); or the store's account lacks \
+            a privilege on the worker tables, or they are missing with `create_tables=false` \
+            (`store_privilege_missing`, `store_table_missing`). The message says what to do. gRPC: \
+            FAILED_PRECONDITION",
+        503 Unavailable: "The clock is behind beyond tolerance (`clock_behind`), the worker lease \
+            is not proven (`worker_lease_not_proven`) or was just taken and waits out any earlier \
+            holder's ids (`lease_settling`, with `Retry-After`), the generator has not started yet \
+            and its start is retried in the background (`snowflake_not_running`, with the last \
+            failure; also while the clock reads before the layout's epoch), it or its store did \
+            not answer in time (`snowflake_unavailable`), or the node is shutting down \
+            (`shutting_down`)",
+    }
+    /// The 500, 501 and 503 of sequence routes: the 501 is final, not worth retrying on this node.
+    SequenceErrors {
+        500 Internal: "An unexpected store failure (`internal`)",
+        501 NotConfigured: "The node is not configured to serve sequences \
+            (`sequences_not_configured`: no Redis, a bad Redis URL, or no single SQL store for the \
+            ceilings), or the Redis of the counters cannot be trusted with them \
+            (`sequence_store_unsupported`: it refuses `INFO` to idmint's user, or is a proxy), or \
+            the store's account lacks a privilege on the sequence tables, or they are missing with \
+            `create_tables=false` (`store_privilege_missing`, `store_table_missing`); the message \
+            says how to fix it. gRPC: FAILED_PRECONDITION",
+        503 Unavailable: "No room below the ceiling within 1 s, Redis or the store unavailable \
+            (`sequence_unavailable`), or Redis not reachable yet (`sequences_not_running`)",
+    }
+    /// The 404 of routes that name one sequence.
+    UnknownSequence {
+        404 Unknown: "The sequence does not exist (`unknown_sequence`)",
+    }
+    /// The 503 of UUID v7 and ULID.
+    ClockOutOfRange {
+        503 OutOfRange: "The clock reads past the 48-bit millisecond field of UUID v7 and ULID \
+            (`clock_out_of_range`)",
+    }
+    /// The 401, 403, 404 and 409 of Tinyid's text routes, in idmint's error body.
+    TinyidTextErrors {
+        401 Unauthorized: "No token (`unauthorized`)",
+        403 Forbidden: "The token is not one of the biz_type's (`forbidden`)",
+        404 UnknownBizType: "No row of the biz_type (`unknown_tag`), or no [tinyid] on this node \
+            (`tinyid_not_served`)",
+        409 Exhausted: "The biz_type's ids are spent (`tag_exhausted`)",
+    }
+}
 
 /// The characters [`idmint_core::Tag::parse`] accepts and the edges it refuses, as an
 /// ECMA-262 pattern (the reserved prefix and the byte length are said in the description).

@@ -13,10 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{
-    CountQuery, DecimalId, IdValues, IdsAs, SNOWFLAKE_409, SNOWFLAKE_500, SNOWFLAKE_501,
-    SNOWFLAKE_503, parse_count,
-};
+use crate::http::shared::{CountQuery, DecimalId, IdValues, IdsAs, SnowflakeErrors, parse_count};
 use crate::state::SharedState;
 
 /// Next snowflake id (Meituan Leaf compatible; the key does not change the id)
@@ -34,10 +31,7 @@ use crate::state::SharedState;
     responses(
         (status = 200, description = "The id, in decimal", body = DecimalId,
             content_type = "text/plain"),
-        (status = 409, description = SNOWFLAKE_409, body = ErrorBody),
-        (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
-        (status = 501, description = SNOWFLAKE_501, body = ErrorBody),
-        (status = 503, description = SNOWFLAKE_503, body = ErrorBody),
+        SnowflakeErrors,
     )
 )]
 pub(crate) async fn leaf_snowflake(
@@ -170,10 +164,7 @@ pub(crate) struct SnowflakeIdsBody {
         (status = 200, description = "The ids and the node's worker id", body = SnowflakeIdsBody),
         (status = 400, description = "A bad `count` (`bad_count`), `ids_as` (`bad_ids_as`) or \
             query (`bad_query`)", body = ErrorBody),
-        (status = 409, description = SNOWFLAKE_409, body = ErrorBody),
-        (status = 500, description = SNOWFLAKE_500, body = ErrorBody),
-        (status = 501, description = SNOWFLAKE_501, body = ErrorBody),
-        (status = 503, description = SNOWFLAKE_503, body = ErrorBody),
+        SnowflakeErrors,
     )
 )]
 pub(crate) async fn snowflake_ids(

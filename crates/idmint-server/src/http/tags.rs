@@ -17,8 +17,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    FORBIDDEN, FormatBody, NOT_STORABLE_409, STORE_500, STORE_501, STORE_503, TAG_PARAM, TagBody,
-    TagName, UNAUTHORIZED,
+    AdminErrors, FormatBody, NotStorable, StoreErrors, StoreNotSetUp, TAG_PARAM, TagBody, TagName,
+    UnknownTagToChange,
 };
 use crate::state::SharedState;
 
@@ -37,9 +37,7 @@ pub(crate) struct TagsBody {
     operation_id = "listTags",
     responses(
         (status = 200, description = "Every tag in the store", body = TagsBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = STORE_501, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        StoreErrors, StoreNotSetUp,
     )
 )]
 pub(crate) async fn list_tags(State(app): State<SharedState>) -> Result<Json<TagsBody>, ApiError> {
@@ -78,16 +76,13 @@ pub(crate) struct CreateTag {
         (status = 201, description = "Created", body = TagBody),
         (status = 400, description = "A bad body (`bad_body`), tag (`bad_tag`), step, start or \
             description (`bad_value`)", body = ErrorBody),
-        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
-        (status = 403, description = FORBIDDEN, body = ErrorBody),
+        AdminErrors,
         (status = 409, description = "The tag exists (`tag_exists`), the store holds 10000 \
             tags (`too_many_tags`), or `start` is below where a deleted tag of this name stopped \
             and `force` is not set (`start_below_issued`), or the store's table cannot hold \
             the tag (`tag_not_storable`: the message gives the `ALTER TABLE`)",
             body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = STORE_501, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        StoreErrors, StoreNotSetUp,
     )
 )]
 pub(crate) async fn create_tag(
@@ -126,10 +121,7 @@ pub(crate) async fn create_tag(
         (status = 404, description = "No tag of that name, nor (with `[tinyid]`) a Tinyid \
             `biz_type` (`unknown_tag`, the message naming how to make either)",
             body = ErrorBody),
-        (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = STORE_501, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        NotStorable, StoreErrors, StoreNotSetUp,
     )
 )]
 pub(crate) async fn get_tag(
@@ -169,15 +161,7 @@ pub(crate) struct SetStep {
         (status = 200, description = "The updated tag", body = TagBody),
         (status = 400, description = "A bad tag (`bad_tag`), body (`bad_body`) or step \
             (`bad_value`)", body = ErrorBody),
-        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
-        (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`; the message says \
-            so when the name is a Tinyid `biz_type`, whose row is changed with Tinyid's SQL)",
-            body = ErrorBody),
-        (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = STORE_501, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        AdminErrors, UnknownTagToChange, NotStorable, StoreErrors, StoreNotSetUp,
     )
 )]
 pub(crate) async fn set_step(
@@ -201,15 +185,7 @@ pub(crate) async fn set_step(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
-        (status = 401, description = UNAUTHORIZED, body = ErrorBody),
-        (status = 403, description = FORBIDDEN, body = ErrorBody),
-        (status = 404, description = "The tag does not exist (`unknown_tag`; the message says \
-            so when the name is a Tinyid `biz_type`, whose row is changed with Tinyid's SQL)",
-            body = ErrorBody),
-        (status = 409, description = NOT_STORABLE_409, body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 501, description = STORE_501, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        AdminErrors, UnknownTagToChange, NotStorable, StoreErrors, StoreNotSetUp,
     )
 )]
 pub(crate) async fn delete_tag(

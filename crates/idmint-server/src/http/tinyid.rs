@@ -24,7 +24,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::TinyidBizType;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{STORE_500, STORE_503};
+use crate::http::shared::{StoreErrors, TinyidTextErrors};
 use crate::state::SharedState;
 
 /// HEAD: the headers of an answer, no id taken.
@@ -171,15 +171,7 @@ pub(crate) async fn next_id(
             content_type = "text/plain"),
         (status = 400, description = "bizType missing or not a name (`bad_tag`, `bad_query`), \
             batchSize not a whole number of at least 1 (`bad_count`)", body = ErrorBody),
-        (status = 401, description = "No token (`unauthorized`)", body = ErrorBody),
-        (status = 403, description = "The token is not one of the biz_type's (`forbidden`)",
-            body = ErrorBody),
-        (status = 404, description = "No row of the biz_type (`unknown_tag`), or no [tinyid] \
-            on this node (`tinyid_not_served`)", body = ErrorBody),
-        (status = 409, description = "The biz_type's ids are spent (`tag_exhausted`)",
-            body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        TinyidTextErrors, StoreErrors,
     )
 )]
 pub(crate) async fn next_id_simple(
@@ -249,15 +241,7 @@ pub(crate) async fn next_segment_id(
             body = String, content_type = "text/plain"),
         (status = 400, description = "bizType missing or not a name (`bad_tag`, `bad_query`)",
             body = ErrorBody),
-        (status = 401, description = "No token (`unauthorized`)", body = ErrorBody),
-        (status = 403, description = "The token is not one of the biz_type's (`forbidden`)",
-            body = ErrorBody),
-        (status = 404, description = "No row of the biz_type (`unknown_tag`), or no [tinyid] \
-            on this node (`tinyid_not_served`)", body = ErrorBody),
-        (status = 409, description = "The biz_type's ids are spent (`tag_exhausted`)",
-            body = ErrorBody),
-        (status = 500, description = STORE_500, body = ErrorBody),
-        (status = 503, description = STORE_503, body = ErrorBody),
+        TinyidTextErrors, StoreErrors,
     )
 )]
 pub(crate) async fn next_segment_id_simple(

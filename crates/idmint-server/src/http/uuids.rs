@@ -19,7 +19,7 @@ use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{CLOCK_503, parse_count};
+use crate::http::shared::{ClockOutOfRange, parse_count};
 use crate::state::SharedState;
 
 /// The query of `GET /v1/uuid`.
@@ -101,7 +101,7 @@ pub(crate) struct UlidsBody {
         (status = 200, description = "The UUIDs, as text", body = UuidsBody),
         (status = 400, description = "Bad `count` (`bad_count`), `version` (`bad_version`), \
             `format` (`bad_format`) or an unknown parameter (`bad_query`)", body = ErrorBody),
-        (status = 503, description = CLOCK_503, body = ErrorBody),
+        ClockOutOfRange,
     )
 )]
 pub(crate) async fn uuid_ids(
@@ -144,7 +144,7 @@ pub(crate) async fn uuid_ids(
         (status = 200, description = "The ULIDs, as text", body = UlidsBody),
         (status = 400, description = "Bad `count` (`bad_count`) or an unknown parameter \
             (`bad_query`)", body = ErrorBody),
-        (status = 503, description = CLOCK_503, body = ErrorBody),
+        ClockOutOfRange,
     )
 )]
 pub(crate) async fn ulid_ids(
