@@ -43,6 +43,7 @@
 //! injected [`Clock`]. It knows nothing of HTTP (ARCHITECTURE.md: what each crate may do).
 
 pub mod clock;
+mod fence;
 pub mod format;
 mod marks;
 pub mod node;

@@ -77,13 +77,39 @@ fn the_checker_finds_each_planted_breach() {
 fn idmint_modules_import_from_where_items_live() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idmint/src");
     let sources = read_modules(&src, &src);
-    for room in
-        ["segment", "snowflake", "sequence", "format", "uuid", "tinyid", "node", "clock", "marks"]
-    {
+    for room in [
+        "segment",
+        "snowflake",
+        "sequence",
+        "format",
+        "uuid",
+        "tinyid",
+        "node",
+        "clock",
+        "fence",
+        "marks",
+    ] {
         assert!(sources.contains_key(room), "no module {room}: {:?}", sources.keys());
     }
     let broken = through_root(&sources);
     assert!(broken.is_empty(), "imports through lib.rs:\n{}", broken.join("\n"));
+}
+
+/// Only the fence (`crates/idmint/src/fence.rs`) asks a store for leases, renews, raises
+/// their marks or releases them: a holder that did so itself could keep serving past a loss
+/// the fence never saw.
+#[test]
+fn only_the_fence_calls_the_lease_store() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idmint/src");
+    let sources = read_modules(&src, &src);
+    let calls = [".acquire_lease(", ".renew_lease(", ".raise_time_mark(", ".release_lease("];
+    let mut found = Vec::new();
+    for (module, text) in sources.iter().filter(|(m, _)| *m != "fence") {
+        let code = without_comments(text);
+        found.extend(calls.iter().filter(|c| code.contains(*c)).map(|c| format!("{module}: {c}")));
+    }
+    assert!(found.is_empty(), "lease calls outside the fence:\n{}", found.join("\n"));
+    assert!(calls.iter().all(|c| sources["fence"].contains(c)), "the fence makes no lease call");
 }
 
 #[test]

@@ -36,14 +36,15 @@
 //! by one CAS per id, so every core issues without a lock and a thread descheduled mid-issue
 //! holds no one up (under a lock it stalled every other caller). A lease lost, a shutdown or a
 //! new incarnation is one change of that word, so no id is issued after one returned. The
-//! fence is an atomic read beside it; the rest (lease, floor, reasons) sits behind a mutex
-//! taken only off the per-id path. A caller that finds the unit's sequence spent only reads
+//! fence (`crate::fence::Fence`, which holds the lease, renews it and closes on its loss) is
+//! an atomic read beside it; the rest (lease, floor, reasons, the worker id) sits behind the
+//! fence's mutex, taken only off the per-id path. A caller that finds the unit's sequence spent only reads
 //! the word and the clock until the next unit, so it does not take the shared line from the
 //! thread issuing.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use idmint_core::Tag;
@@ -54,6 +55,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
+use crate::fence::{Fence, Fenced};
 use crate::marks::{LocalMarks, MarksFile};
 
 /// Name of the snowflake time-mark file inside the state directory.
@@ -353,20 +355,16 @@ pub struct Snowflake {
     marks: Option<Arc<LocalMarks>>,
     /// The last id issued and the persisted mark, stepped by CAS (the per-id path).
     cell: IssueCell,
-    /// The clock (ms) from which the worker id is no longer proven; `u64::MAX` when it needs
-    /// no lease; 0 once the lease is lost or the generator stopped.
-    fence_ms: AtomicU64,
+    /// The worker id's lease (none for a worker id that needs none) and its gate, with the
+    /// state off the per-id path under its lock.
+    fence: Fence<State>,
     /// Ids are being refused because the clock is behind the last one: logged once when it
     /// starts and once when it ends, not once per refused request.
     clock_behind: AtomicBool,
-    /// Everything off the per-id path: lease, floor, reasons.
-    state: Mutex<State>,
     /// Serialises mark writes and lease changes.
     writer: tokio::sync::Mutex<()>,
     rollbacks: AtomicU64,
     waits: AtomicU64,
-    /// Leases lost so far: the cached ring discards its pre-made ids when this moves.
-    lease_losses: AtomicU64,
     /// This clock minus the store's at the last measurement (ms), once `offset_measured`.
     offset_ms: AtomicI64,
     offset_measured: AtomicBool,
@@ -386,24 +384,22 @@ impl std::fmt::Debug for Snowflake {
     }
 }
 
-/// The generator's state off the per-id path (the cell holds the rest).
+/// The generator's state off the per-id path, under the fence's lock beside the lease and
+/// its floor (no id's time lies at or below the floor: see [`settle_ms`]); the cell holds
+/// the rest.
 #[derive(Debug, Clone)]
 struct State {
     /// The worker id of the current incarnation (the cell's word carries it too).
     worker: u64,
-    lease: Option<Lease>,
-    /// Why the fence closed, for the error.
-    fence_reason: String,
     /// The layout's time is spent above the held lease's floor: the cell stays stopped and
     /// a take is refused as `Exhausted` (final), not as a lease not proven.
     spent: bool,
-    /// When the current lease was acquired and the floor it set (ms): no id's time lies at or
-    /// below `floor_ms` (see [`settle_ms`]); `(0, 0)` without a leased worker id.
-    acquired_ms: u64,
-    floor_ms: u64,
     /// Set by [`Snowflake::shutdown`] once the fence closed: no id and no mark write after.
     stopped: bool,
 }
+
+/// The fence's lock: the lease, its floor and the generator's [`State`].
+type Locked<'a> = MutexGuard<'a, Fenced<State>>;
 
 /// What [`Snowflake::status`] reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -507,7 +503,8 @@ impl Snowflake {
             }
             WorkerIdSource::Lease => {
                 let store = need(&store, "lease")?;
-                let lease = store.acquire_lease(&lease_request(&config, &space, now)).await?;
+                let lease =
+                    Fence::<State>::acquire(store, &lease_request(&config, &space, now)).await?;
                 (lease.worker_id, Some(lease))
             }
         };
@@ -525,11 +522,21 @@ impl Snowflake {
                  worker id inside the range, or use worker = \"lease\""
             )));
         }
-        // One TTL from before the store was asked: the store counts its expiry from later, by
-        // its own clock, so this fence closes first however far apart the clocks are, unless
-        // this one is stepped back meanwhile; then the time mark, which the next holder
-        // starts above, still keeps this node's ids below the next holder's.
-        let fence_ms = lease.as_ref().map_or(u64::MAX, |_| now + config.lease_ttl_ms);
+        // One TTL from before the store was asked (see `fence`), unless this clock is stepped
+        // back meanwhile; then the time mark, which the next holder starts above, still keeps
+        // this node's ids below the next holder's.
+        let state = State { worker, spent: false, stopped: false };
+        let fence = match (lease, &store) {
+            (Some(lease), Some(store)) => Fence::leased(
+                Arc::clone(store),
+                lease,
+                config.lease_ttl_ms,
+                settle_ms(&config),
+                now,
+                state,
+            ),
+            _ => Fence::unleased(state),
+        };
         let unmeasured = config.worker == WorkerIdSource::Lease && store.is_some();
         let generator = Arc::new(Snowflake {
             policy,
@@ -541,21 +548,11 @@ impl Snowflake {
             cell: IssueCell::new(&layout, worker).ok_or_else(|| {
                 bad(format!("worker id {worker} does not fit the layout {layout}"))
             })?,
-            fence_ms: AtomicU64::new(fence_ms),
+            fence,
             clock_behind: AtomicBool::new(false),
-            state: Mutex::new(State {
-                worker,
-                lease,
-                fence_reason: String::new(),
-                spent: false,
-                acquired_ms: 0,
-                floor_ms: 0,
-                stopped: false,
-            }),
             writer: tokio::sync::Mutex::new(()),
             rollbacks: AtomicU64::new(0),
             waits: AtomicU64::new(0),
-            lease_losses: AtomicU64::new(0),
             offset_ms: AtomicI64::new(0),
             offset_measured: AtomicBool::new(false),
             // With a leased worker id, unproven until the first measurement: the settling
@@ -692,7 +689,7 @@ impl Snowflake {
         self.refuse_while_skewed()?;
         let layout = &self.config.layout;
         let now_ms = self.clock.now_ms();
-        if now_ms >= self.fence_ms.load(Ordering::Acquire) {
+        if !self.fence.open_at(now_ms) {
             return Err(self.fence_closed(&self.lock()));
         }
         let now_units = layout.to_units(now_ms).unwrap_or(0);
@@ -736,14 +733,17 @@ impl Snowflake {
 
     /// The generator's worker id, lease and counters.
     pub fn status(&self) -> SnowflakeStatus {
-        let state = self.lock().clone();
+        let (worker, lease_until_ms) = {
+            let state = self.lock();
+            (state.holder.worker, self.fence.until_ms(&state))
+        };
         let layout = self.config.layout;
         SnowflakeStatus {
             space: self.config.space.clone(),
             layout,
-            worker: state.worker,
+            worker,
             mark_ms: layout.timestamp_ms(self.cell.mark_units()).unwrap_or(0),
-            lease_until_ms: state.lease.as_ref().map(|_| self.fence_ms.load(Ordering::Acquire)),
+            lease_until_ms,
             clock_offset_ms: self.clock_offset_ms(),
             rollbacks: self.rollbacks.load(Ordering::Relaxed),
             waits: self.waits.load(Ordering::Relaxed),
@@ -761,7 +761,7 @@ impl Snowflake {
         let layout = &self.config.layout;
         let state = self.lock();
         let now_ms = self.clock.now_ms();
-        if now_ms >= self.fence_ms.load(Ordering::Acquire) || self.cell.is_stopped() {
+        if !self.fence.open_at(now_ms) || self.cell.is_stopped() {
             return Err(self.fence_closed(&state));
         }
         let last_ms = layout.timestamp_ms(layout.unpack(self.cell.last(layout)).0).unwrap_or(0);
@@ -791,18 +791,15 @@ impl Snowflake {
         let _writing = self.writer.lock().await;
         let (lease, worker, last) = {
             let mut state = self.lock();
-            self.fence_ms.store(0, Ordering::Release);
-            state.fence_reason = "the node is shutting down".into();
-            state.stopped = true;
+            let lease = self.fence.close(&mut state, "the node is shutting down");
+            state.holder.stopped = true;
             // Once the cell is stopped nothing is issued: `last` is final.
             let last = self.cell.stop(&self.config.layout);
-            (state.lease.take(), state.worker, last)
+            (lease, state.holder.worker, last)
         };
         self.record_last_id(worker, last).await;
-        if let (Some(lease), Some(store)) = (lease, &self.store)
-            && let Err(error) = store.release_lease(&lease).await
-        {
-            tracing::warn!(%error, worker = lease.worker_id, "worker lease not released; it expires on its own");
+        if let Some(lease) = lease {
+            self.fence.release(lease).await;
         }
         self.release_marks();
     }
@@ -847,20 +844,16 @@ impl Snowflake {
     }
 
     /// The refusal once the clock has passed the fence, with the reason it closed.
-    fn fence_closed(&self, state: &State) -> SnowflakeError {
+    fn fence_closed(&self, state: &Fenced<State>) -> SnowflakeError {
         SnowflakeError::LeaseNotProven {
             space: self.config.space.clone(),
-            worker: state.worker,
-            reason: if state.fence_reason.is_empty() {
-                "the lease was not renewed in time".into()
-            } else {
-                state.fence_reason.clone()
-            },
+            worker: state.holder.worker,
+            reason: Fence::reason(state),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Locked<'_> {
+        self.fence.lock()
     }
 
     /// One try of the per-id path: one CAS on the cell, no lock (the lock only to build a
@@ -878,14 +871,14 @@ impl Snowflake {
         // A stopped cell read no clock: answered before the checks of the clock's reading.
         if let Issued::Stopped = issued {
             let state = self.lock();
-            if state.spent {
+            if state.holder.spent {
                 return Err(SnowflakeError::Exhausted(self.config.space.clone()));
             }
             return Err(self.fence_closed(&state));
         }
         // The fence against the clock read that made the id (an id made past it is dropped,
         // never handed out: skipping ids is safe).
-        if now_ms >= self.fence_ms.load(Ordering::Acquire) {
+        if !self.fence.open_at(now_ms) {
             return Err(self.fence_closed(&self.lock()));
         }
         if now_ms < layout.epoch_ms() {
@@ -947,7 +940,7 @@ impl Snowflake {
         let layout = self.config.layout;
         let state = self.lock();
         let local = match &self.marks {
-            Some(marks) => marks.get(&self.mark_key(state.worker)?).unwrap_or(0),
+            Some(marks) => marks.get(&self.mark_key(state.holder.worker)?).unwrap_or(0),
             None => 0,
         };
         let stored = state.lease.as_ref().map_or(0, |l| l.time_mark);
@@ -964,11 +957,11 @@ impl Snowflake {
                 return Err(SnowflakeError::Exhausted(self.config.space.clone()));
             }
             self.cell.raise_mark(units);
-            tracing::info!(space = %self.config.space, worker = state.worker, mark_ms, "snowflake resumes above its time mark");
+            tracing::info!(space = %self.config.space, worker = state.holder.worker, mark_ms, "snowflake resumes above its time mark");
             let behind_ms = mark_ms.saturating_sub(self.clock.now_ms());
             if mark_ms > state.floor_ms && behind_ms > self.config.tolerance_ms {
                 tracing::warn!(
-                    space = %self.config.space, worker = state.worker, mark_ms, behind_ms,
+                    space = %self.config.space, worker = state.holder.worker, mark_ms, behind_ms,
                     "the time mark of this worker id is ahead of the clock (a clock that jumped \
                      ahead left it): no id is issued until the clock passes it and /ready \
                      reports not ready. Fix: check the time sync; in lease mode stop this node \
@@ -987,12 +980,12 @@ impl Snowflake {
         let layout = self.config.layout;
         let (worker, lease, last) = {
             let state = self.lock();
-            if state.stopped {
+            if state.holder.stopped {
                 // The mark was brought down to the last id; raising it again would make a
                 // restart wait for nothing.
                 return Err(self.fence_closed(&state));
             }
-            (state.worker, state.lease.clone(), self.cell.last(&layout))
+            (state.holder.worker, state.lease.clone(), self.cell.last(&layout))
         };
         let now_ms = self.clock.now_ms();
         let ahead_ms = now_ms + self.config.time_window_ms;
@@ -1010,19 +1003,15 @@ impl Snowflake {
                 // Retryable (a full disk frees up): ids stop at the mark on disk until then.
                 .map_err(|e| SnowflakeError::Unavailable(e.to_string()))?;
         }
-        if let (Some(lease), Some(store)) = (&lease, &self.store) {
-            let raised = store.raise_time_mark(lease, mark_ms).await;
-            if let Err(StoreError::LeaseLost { .. }) = &raised {
-                // Another holder's row, or none: the row no longer proves this lease.
-                self.lose_lease(lease);
-            }
-            raised?;
+        if let Some(lease) = &lease {
+            // Another holder's row, or none: the row no longer proves this lease.
+            self.fence.raise_mark(lease, mark_ms, |_| self.stop_cell()).await?;
         }
         let units = layout.to_units(mark_ms).unwrap_or(0);
         // Under the lock: a new incarnation (which resets the mark) is one step with its
         // worker change, so a mark written for the old worker id never serves the new one.
         let state = self.lock();
-        if state.worker == worker && !state.stopped {
+        if state.holder.worker == worker && !state.holder.stopped {
             self.cell.raise_mark(units);
         }
         Ok(())
@@ -1031,65 +1020,27 @@ impl Snowflake {
     /// One lease renewal; when the lease is lost, closes the fence at once (a later round
     /// acquires a lease again, possibly another worker id, starting above its marks).
     async fn renew_once(&self) {
-        let Some(store) = self.store.clone() else { return };
-        let lease = self.lock().lease.clone();
-        let now = self.clock.now_ms();
-        let result = match &lease {
-            Some(lease) => store.renew_lease(lease, self.config.lease_ttl_ms).await,
-            None => store.acquire_lease(&lease_request(&self.config, &self.space, now)).await,
-        };
-        match result {
-            // The floor counts from the answer (a slow store must not eat into the margin);
-            // the fence from the question (the store's expiry counts from later).
-            Ok(renewed) => {
-                let fence_ms = now + self.config.lease_ttl_ms;
-                self.install_lease(renewed, self.clock.now_ms().max(now), fence_ms).await;
-            }
-            Err(StoreError::LeaseLost { .. }) => {
-                if let Some(lease) = &lease {
-                    self.lose_lease(lease);
-                }
-            }
-            Err(error) => {
-                // The fence stays where the store last confirmed: ids stop there if no
-                // renewal succeeds before.
-                tracing::warn!(space = %self.config.space, %error, "worker lease not renewed");
-            }
+        let request = |now_ms| lease_request(&self.config, &self.space, now_ms);
+        let renewal = self.fence.renew(request, &*self.clock, |_| self.stop_cell()).await;
+        if let Some(renewal) = renewal {
+            self.install_lease(renewal.lease, renewal.answered_ms, renewal.until_ms).await;
         }
     }
 
-    /// Closes the fence at once on `lease`, which the store no longer proves (its row holds
-    /// another holder id or token, or is gone): no id is issued until a lease is held again.
-    /// A lease already replaced by a newer one is left alone.
-    fn lose_lease(&self, lease: &Lease) {
-        let mut state = self.lock();
-        let same = |held: &Lease| {
-            (held.worker_id, held.token, held.holder_id)
-                == (lease.worker_id, lease.token, lease.holder_id)
-        };
-        if !state.lease.as_ref().is_some_and(same) {
-            return;
-        }
-        self.fence_ms.store(0, Ordering::Release);
+    /// Stops the cell, under the fence's lock as the lease is lost: nothing issues after.
+    fn stop_cell(&self) {
         let _ = self.cell.stop(&self.config.layout);
-        state.fence_reason = "the lease was lost: its row was taken over by another node, \
-                              deleted or restored from a backup"
-            .into();
-        state.lease = None;
-        self.lease_losses.fetch_add(1, Ordering::AcqRel);
-        tracing::error!(space = %self.config.space, worker = state.worker, "worker lease lost; ids stop until a lease is held again");
     }
 
     /// Sets the floor of a lease acquired at `acquired_ms` (see [`settle_ms`]).
     fn settle_from(&self, acquired_ms: u64) {
-        Self::set_floor(&self.config, &mut self.lock(), acquired_ms);
+        self.set_floor(&mut self.lock(), acquired_ms);
     }
 
-    fn set_floor(config: &SnowflakeConfig, state: &mut State, acquired_ms: u64) {
-        state.acquired_ms = acquired_ms;
-        state.floor_ms = acquired_ms.saturating_add(settle_ms(config));
+    fn set_floor(&self, state: &mut Fenced<State>, acquired_ms: u64) {
+        self.fence.settle(state, acquired_ms);
         tracing::info!(
-            space = %config.space, worker = state.worker, from_ms = state.floor_ms,
+            space = %self.config.space, worker = state.holder.worker, from_ms = state.floor_ms,
             settle_ms = state.floor_ms - acquired_ms,
             "worker id leased: ids are issued once any earlier holder's ids are behind \
              (time_window_ms + lease_margin_ms); until then snowflake requests answer 503 \
@@ -1099,17 +1050,17 @@ impl Snowflake {
 
     /// Whether a refusal at `now_ms` is the new lease's floor: the clock is below it and no
     /// id was issued above it (after one was, a clock below it is a clock that went back).
-    fn settling_at(&self, state: &State, now_ms: u64) -> bool {
+    fn settling_at(&self, state: &Fenced<State>, now_ms: u64) -> bool {
         let layout = &self.config.layout;
         let floor_units = layout.to_units(state.floor_ms).unwrap_or(0);
         now_ms < state.floor_ms && layout.unpack(self.cell.last(layout)).0 <= floor_units
     }
 
     /// The refusal at `now_ms` while the clock is below the floor of a lease just acquired.
-    fn settling(&self, state: &State, now_ms: u64) -> SnowflakeError {
+    fn settling(&self, state: &Fenced<State>, now_ms: u64) -> SnowflakeError {
         SnowflakeError::LeaseSettling {
             space: self.config.space.clone(),
-            worker: state.worker,
+            worker: state.holder.worker,
             acquired_ms: state.acquired_ms,
             from_ms: state.floor_ms,
             settle_ms: state.floor_ms - state.acquired_ms,
@@ -1198,7 +1149,7 @@ impl Snowflake {
     /// ring's) must be discarded: the row that proved it may have been deleted or restored,
     /// taking the mark that would keep the next owner above them.
     pub(crate) fn lease_losses(&self) -> u64 {
-        self.lease_losses.load(Ordering::Acquire)
+        self.fence.losses()
     }
 
     /// Installs a renewed or newly acquired lease, answered at `now_ms`, proven until
@@ -1207,26 +1158,24 @@ impl Snowflake {
         let layout = self.config.layout;
         let changed = {
             let mut state = self.lock();
-            let changed = state.worker != lease.worker_id || state.lease.is_none();
+            let changed = state.holder.worker != lease.worker_id || state.lease.is_none();
             if changed {
                 // A new incarnation: start above the previous owner's mark, our own, and the
                 // floor above any earlier holder that has not yet learnt it lost the row.
-                state.worker = lease.worker_id;
-                Self::set_floor(&self.config, &mut state, now_ms);
+                state.holder.worker = lease.worker_id;
+                self.set_floor(&mut state, now_ms);
                 let units = layout.to_units(lease.time_mark.max(state.floor_ms)).unwrap_or(0);
                 let floor = layout.pack(units, layout.max_sequence()).unwrap_or(u64::MAX);
                 // The mark goes to 0 with it (this worker id's is not written yet); a state
                 // that no longer fits the layout leaves the cell stopped (`Exhausted` is
                 // then answered by the mark's write, which finds nothing to issue).
-                state.spent = !self.cell.begin(&layout, lease.worker_id, floor);
-                if state.spent {
+                state.holder.spent = !self.cell.begin(&layout, lease.worker_id, floor);
+                if state.holder.spent {
                     tracing::error!(space = %self.config.space, worker = lease.worker_id, "the layout's time is spent above this lease's floor; no id is issued");
                 }
                 tracing::info!(space = %self.config.space, worker = lease.worker_id, "worker lease held again");
             }
-            self.fence_ms.store(fence_ms, Ordering::Release);
-            state.fence_reason.clear();
-            state.lease = Some(lease);
+            self.fence.install(&mut state, lease, fence_ms);
             changed
         };
         if changed && let Err(error) = self.extend_mark().await {
