@@ -12,12 +12,13 @@
 
 mod error;
 mod ready;
+mod slot;
 mod snowflake;
 mod start;
 mod text;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use idmint_core::encoding::Encoding;
@@ -42,6 +43,7 @@ use crate::uuid::Uuids;
 
 pub use error::{Feature, NodeError, NodeStartError};
 pub use ready::{Engine, EngineReadiness};
+use slot::{EngineSlot, Slotted, Standing};
 use snowflake::SnowflakeSlot;
 pub use snowflake::{
     SNOWFLAKE_RETRY_MS_MAX, SNOWFLAKE_RETRY_MS_MIN, SNOWFLAKE_START_ATTEMPT_MS_MAX,
@@ -66,7 +68,7 @@ pub const STATUS_WAIT_MS: u64 = 1_000;
 /// Built by [`NodeBuilder`]; stopped by [`Node::shutdown`] once the transports drained.
 pub struct Node {
     segments: Arc<Segments>,
-    tinyid: Option<Arc<Tinyid>>,
+    tinyid: TinyidSlot,
     batch_count_max: u64,
     /// The configured snowflake layout and its name, for decoding (the generator's, or the
     /// configuration's when the generator did not start).
@@ -376,7 +378,7 @@ impl Node {
 
     /// The ring of pre-made snowflake ids, when the node serves from one (and it runs).
     pub fn snowflake_ring(&self) -> Option<&Arc<CachedSnowflake>> {
-        self.snowflake.engines().and_then(|engines| engines.ring.as_ref())
+        self.snowflake.engine().and_then(|engines| engines.ring.as_ref())
     }
 
     /// The configured snowflake layout's name (its worker space), whether or not the
@@ -388,7 +390,7 @@ impl Node {
     /// Whether the snowflake generator's start failed for a reason that passes by itself and
     /// is being retried in the background (no generator yet).
     pub fn snowflake_starting(&self) -> bool {
-        self.snowflake.retrying()
+        self.snowflake.starting()
     }
 
     /// `count` snowflake ids: from the ring of pre-made ids when the node runs one, else from
@@ -540,7 +542,7 @@ impl Node {
             )) => error,
             Err(error) => return Err(error),
         };
-        let Some(tinyid) = &self.tinyid else { return Err(NodeError::Segment(missing)) };
+        let Some(tinyid) = self.tinyid.engine() else { return Err(NodeError::Segment(missing)) };
         match tinyid.biz_type(name).await {
             Ok(view) => Ok(NamedView::BizType(view)),
             Err(Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_))) => {
@@ -574,7 +576,7 @@ impl Node {
     async fn not_a_tag(&self, name: &Tag, error: Error) -> NodeError {
         let unknown =
             matches!(error, Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_)));
-        if let (true, Some(tinyid)) = (unknown, &self.tinyid)
+        if let (true, Some(tinyid)) = (unknown, self.tinyid.engine())
             && tinyid.biz_type(name).await.is_ok()
         {
             return NodeError::BizTypeNotAdministered(name.clone());
@@ -676,7 +678,7 @@ impl Node {
             })
             .collect();
         let sequences = tokio::time::timeout(wait, self.sequences_status()).await;
-        let tinyid = match &self.tinyid {
+        let tinyid = match self.tinyid.engine() {
             Some(tinyid) => Some(tinyid_status(tinyid, wait).await),
             None => None,
         };
@@ -685,7 +687,7 @@ impl Node {
             store: self.segments.store_description(),
             store_error,
             tags,
-            snowflake: match self.snowflake.engines() {
+            snowflake: match self.snowflake.engine() {
                 Some(engines) => Ok(engines.generator.status()),
                 None => Err(self.snowflake.reason().unwrap_or_default()),
             },
@@ -734,7 +736,7 @@ impl Node {
 
     /// The Tinyid engine, when the node serves a Tinyid database.
     pub fn tinyid(&self) -> Result<&Arc<Tinyid>, NodeError> {
-        self.tinyid.as_ref().ok_or(NodeError::TinyidNotServed)
+        self.tinyid.get()
     }
 
     /// Whether `token` opens `biz_type` in Tinyid's `tiny_id_token` (constant time).
@@ -769,7 +771,7 @@ impl Node {
     pub async fn shutdown(&self) {
         // Side by side: each gives back within its own bound, so together within one.
         let tinyid = async {
-            if let Some(tinyid) = &self.tinyid {
+            if let Some(tinyid) = self.tinyid.engine() {
                 tinyid.shutdown().await;
             }
         };
@@ -778,7 +780,7 @@ impl Node {
         self.cancel.cancel();
         self.tasks.close();
         self.tasks.wait().await;
-        if let Some(engines) = self.snowflake.engines() {
+        if let Some(engines) = self.snowflake.engine() {
             if let Some(ring) = &engines.ring {
                 ring.shutdown().await;
             }
@@ -823,49 +825,35 @@ fn checked_leases(leases: &[LeaseParts]) -> Result<Vec<RangeLease>, NodeError> {
 
 /// The node's sequence engine once it runs, or why it does not (yet): it starts after the
 /// node when Redis is not reachable at first.
-#[derive(Debug, Clone, Default)]
-struct SequenceSlot {
-    engine: Arc<OnceLock<Arc<Sequences>>>,
-    reason: Arc<Mutex<String>>,
-    /// Not configured (no Redis, a bad Redis URL, no SQL store for the ceilings): final.
-    unconfigured: Arc<std::sync::atomic::AtomicBool>,
+type SequenceSlot = EngineSlot<Arc<Sequences>>;
+
+impl Slotted for Arc<Sequences> {
+    type Failure = std::convert::Infallible;
+
+    fn refusal(standing: &Standing<Self::Failure>) -> NodeError {
+        match standing {
+            Standing::NotConfigured(reason) => {
+                NodeError::NotConfigured { feature: Feature::Sequences, reason: reason.clone() }
+            }
+            Standing::Starting(reason) => NodeError::SequencesNotRunning(reason.clone()),
+            Standing::ShutDown => NodeError::Segment(Error::ShuttingDown),
+            Standing::Failed(never) => match *never {},
+        }
+    }
 }
 
-impl SequenceSlot {
-    /// Not running yet (Redis is being retried).
-    fn not_running(reason: impl Into<String>) -> SequenceSlot {
-        let slot = SequenceSlot::default();
-        slot.set_reason(reason);
-        slot
-    }
+/// The node's Tinyid engine, when it serves Didi Tinyid's routes.
+type TinyidSlot = EngineSlot<Arc<Tinyid>>;
 
-    /// Not configured: every call answers [`NodeError::NotConfigured`].
-    fn not_configured(reason: impl Into<String>) -> SequenceSlot {
-        let slot = SequenceSlot::not_running(reason);
-        slot.set_unconfigured();
-        slot
-    }
+impl Slotted for Arc<Tinyid> {
+    type Failure = std::convert::Infallible;
 
-    fn set_unconfigured(&self) {
-        self.unconfigured.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    fn set(&self, engine: Arc<Sequences>) {
-        let _ = self.engine.set(engine);
-    }
-
-    fn set_reason(&self, reason: impl Into<String>) {
-        *self.reason.lock().unwrap_or_else(PoisonError::into_inner) = reason.into();
-    }
-
-    fn get(&self) -> Result<&Arc<Sequences>, NodeError> {
-        self.engine.get().ok_or_else(|| {
-            let reason = self.reason.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            match self.unconfigured.load(std::sync::atomic::Ordering::Acquire) {
-                true => NodeError::NotConfigured { feature: Feature::Sequences, reason },
-                false => NodeError::SequencesNotRunning(reason),
-            }
-        })
+    fn refusal(standing: &Standing<Self::Failure>) -> NodeError {
+        match standing {
+            Standing::ShutDown => NodeError::Segment(Error::ShuttingDown),
+            Standing::Failed(never) => match *never {},
+            Standing::NotConfigured(_) | Standing::Starting(_) => NodeError::TinyidNotServed,
+        }
     }
 }
 

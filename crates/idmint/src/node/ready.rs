@@ -149,7 +149,7 @@ impl Node {
         match state {
             Err(NodeError::NotConfigured { .. } | NodeError::TinyidNotServed) => Standing::Absent,
             // Refused at start for a reason only the operator ends: the generator never ran.
-            Err(error @ NodeError::Snowflake(_)) if self.snowflake.engines().is_none() => {
+            Err(error @ NodeError::Snowflake(_)) if self.snowflake.engine().is_none() => {
                 Standing::Final(error)
             }
             state => Standing::Live(state),

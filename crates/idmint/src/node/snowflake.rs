@@ -1,5 +1,5 @@
 //! The node's snowflake generator and its cached ring once they run, or why they do not (yet):
-//! [`SnowflakeSlot`], read by every snowflake request without a lock, and the start that fills
+//! [`SnowflakeSlot`] (an [`EngineSlot`]), read by every snowflake request without a lock, and the start that fills
 //! it: once during the node's start ([`attempt`]), then, while the failure is one that
 //! passes by itself (the worker store unreachable or slow, a clock or a lease that settles),
 //! again by a loop on the node's tracker ([`spawn_retry`]) with backoff, until it succeeds or
@@ -11,7 +11,7 @@
 //! after the shutdown began is stopped (its lease released) before the loop ends, and the
 //! shutdown waits for the loop. Knows no HTTP or status code.
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use idmint_store::{StoreError, StoreUrl, WorkerStore};
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::error::{Feature, NodeError};
+use super::slot::{EngineSlot, Slotted, Standing};
 use crate::clock::Clock;
 use crate::segment::Error;
 use crate::snowflake::{CachedConfig, SnowflakeConfig, SnowflakeError, WorkerIdSource};
@@ -48,91 +49,27 @@ pub(crate) struct SnowflakeEngines {
     pub(crate) ring: Option<Arc<CachedSnowflake>>,
 }
 
-/// Why the node serves no snowflake ids (yet).
-#[derive(Debug, Clone)]
-pub(crate) enum NotServed {
-    /// Disabled, a store that cannot hold worker leases, or a configuration that cannot run:
-    /// final until the configuration changes.
-    NotConfigured(String),
-    /// A start refused for a reason only the operator ends (every worker id taken, the
-    /// layout's time run out, a damaged marks file): every call answers this error, final.
-    Refused(SnowflakeError),
-    /// The last attempt failed for a reason that passes by itself: the start is retried.
-    Retrying(String),
-    /// The node shut down before a start succeeded.
-    ShutDown,
-}
+/// Why the node serves no snowflake ids (yet): a start refused for a reason only the operator
+/// ends (every worker id taken, the layout's time run out, a damaged marks file) carries the
+/// generator's error.
+pub(crate) type NotServed = Standing<SnowflakeError>;
 
 /// The node's snowflake engines once they run, or why they do not: filled once, by the
-/// node's start or by its retry loop. Reading a running generator is one acquire load.
-#[derive(Clone)]
-pub(crate) struct SnowflakeSlot {
-    inner: Arc<SlotInner>,
-}
+/// node's start or by its retry loop.
+pub(crate) type SnowflakeSlot = EngineSlot<SnowflakeEngines>;
 
-struct SlotInner {
-    engines: OnceLock<SnowflakeEngines>,
-    /// Read only when there is no generator (a refusal), never on the per-id path.
-    not_served: Mutex<NotServed>,
-}
+impl Slotted for SnowflakeEngines {
+    type Failure = SnowflakeError;
 
-impl SnowflakeSlot {
-    fn new(not_served: NotServed) -> SnowflakeSlot {
-        let inner = SlotInner { engines: OnceLock::new(), not_served: Mutex::new(not_served) };
-        SnowflakeSlot { inner: Arc::new(inner) }
-    }
-
-    /// A slot holding `engines`.
-    pub(crate) fn running(engines: SnowflakeEngines) -> SnowflakeSlot {
-        let slot = SnowflakeSlot::new(NotServed::ShutDown);
-        slot.publish(engines);
-        slot
-    }
-
-    fn publish(&self, engines: SnowflakeEngines) {
-        // The slot is filled once: by the start or by the one loop, never both.
-        let _ = self.inner.engines.set(engines);
-    }
-
-    fn set_not_served(&self, not_served: NotServed) {
-        *self.inner.not_served.lock().unwrap_or_else(PoisonError::into_inner) = not_served;
-    }
-
-    /// The running engines, or the refusal that says why there are none: the one place
-    /// that shapes "snowflake ids may not run" answers.
-    pub(crate) fn get(&self) -> Result<&SnowflakeEngines, NodeError> {
-        self.inner.engines.get().ok_or_else(|| self.refusal())
-    }
-
-    /// The running engines, if any.
-    pub(crate) fn engines(&self) -> Option<&SnowflakeEngines> {
-        self.inner.engines.get()
-    }
-
-    fn refusal(&self) -> NodeError {
-        match &*self.inner.not_served.lock().unwrap_or_else(PoisonError::into_inner) {
-            NotServed::NotConfigured(reason) => {
+    fn refusal(standing: &NotServed) -> NodeError {
+        match standing {
+            Standing::NotConfigured(reason) => {
                 NodeError::NotConfigured { feature: Feature::Snowflake, reason: reason.clone() }
             }
-            NotServed::Refused(error) => NodeError::Snowflake(error.clone()),
-            NotServed::Retrying(reason) => NodeError::SnowflakeNotRunning(reason.clone()),
-            NotServed::ShutDown => NodeError::Segment(Error::ShuttingDown),
+            Standing::Failed(error) => NodeError::Snowflake(error.clone()),
+            Standing::Starting(reason) => NodeError::SnowflakeNotRunning(reason.clone()),
+            Standing::ShutDown => NodeError::Segment(Error::ShuttingDown),
         }
-    }
-
-    /// Why there is no generator, as [`crate::node::NodeStatus`] shows it; `None` while one
-    /// runs.
-    pub(crate) fn reason(&self) -> Option<String> {
-        self.engines().is_none().then(|| self.refusal().to_string())
-    }
-
-    /// Whether the start is being retried (no generator yet, for a reason that passes).
-    pub(crate) fn retrying(&self) -> bool {
-        self.engines().is_none()
-            && matches!(
-                *self.inner.not_served.lock().unwrap_or_else(PoisonError::into_inner),
-                NotServed::Retrying(_)
-            )
     }
 }
 
@@ -157,7 +94,7 @@ pub(crate) async fn attempt(
 ) -> Attempt {
     let snowflake = match config.clone() {
         Ok(snowflake) => snowflake,
-        Err(reason) => return Attempt::Final(NotServed::NotConfigured(reason)),
+        Err(reason) => return Attempt::Final(Standing::NotConfigured(reason)),
     };
     let store = match (snowflake.worker.clone(), workers) {
         (WorkerIdSource::Static(_) | WorkerIdSource::Ordinal, _) => None,
@@ -167,7 +104,7 @@ pub(crate) async fn attempt(
             // The store cannot hold worker leases at all (Flicker, several databases, a
             // backend this build lacks): a configuration to change, not a failure to retry.
             Err(StoreError::BadUrl { reason: why, .. }) => {
-                return Attempt::Final(NotServed::NotConfigured(format!(
+                return Attempt::Final(Standing::NotConfigured(format!(
                     "snowflake ids are not served: worker-id leases cannot be kept on this \
                      store ({why}); set snowflake.worker = \"static:N\" or \"ordinal\" \
                      (no lease), or snowflake.enabled = false to say the node serves none"
@@ -194,7 +131,7 @@ fn final_refusal(error: SnowflakeError) -> Result<NotServed, SnowflakeError> {
     match error {
         SnowflakeError::Config(_)
         | SnowflakeError::Store(StoreError::InvalidValue(_) | StoreError::BadUrl { .. }) => {
-            Ok(NotServed::NotConfigured(format!(
+            Ok(Standing::NotConfigured(format!(
                 "snowflake ids are not served: {error}; fix the configuration and restart the node"
             )))
         }
@@ -205,14 +142,14 @@ fn final_refusal(error: SnowflakeError) -> Result<NotServed, SnowflakeError> {
             | StoreError::MissingTable { .. },
         )
         | SnowflakeError::Exhausted(_)
-        | SnowflakeError::LocalState(_) => Ok(NotServed::Refused(error)),
+        | SnowflakeError::LocalState(_) => Ok(Standing::Failed(error)),
         other => Err(other),
     }
 }
 
 /// The refusal while the start is retried: the last failure, and that it passes by itself.
 pub(crate) fn retrying(reason: &str) -> NotServed {
-    NotServed::Retrying(format!(
+    Standing::Starting(format!(
         "snowflake ids are not served yet: the generator did not start ({reason}); the start \
          is retried in the background every {} to {} s until it succeeds",
         SNOWFLAKE_RETRY_MS_MIN as f64 / 1000.0,
@@ -237,13 +174,13 @@ pub(crate) fn log_first(outcome: &Attempt, configured: bool) {
             let status = generator.status();
             tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
         }
-        Attempt::Final(NotServed::NotConfigured(reason)) if configured => {
+        Attempt::Final(Standing::NotConfigured(reason)) if configured => {
             tracing::warn!(%reason, "snowflake ids not served");
         }
-        Attempt::Final(NotServed::NotConfigured(reason)) => {
+        Attempt::Final(Standing::NotConfigured(reason)) => {
             tracing::info!(%reason, "snowflake ids not served");
         }
-        Attempt::Final(NotServed::Refused(error)) => {
+        Attempt::Final(Standing::Failed(error)) => {
             tracing::error!(%error, "snowflake ids not served (final until the node restarts)");
         }
         Attempt::Final(_) => {}
@@ -280,7 +217,7 @@ async fn retry(
     let mut pause_ms = SNOWFLAKE_RETRY_MS_MIN;
     loop {
         tokio::select! {
-            () = cancel.cancelled() => return slot.set_not_served(NotServed::ShutDown),
+            () = cancel.cancelled() => return slot.set(Standing::ShutDown),
             () = tokio::time::sleep(Duration::from_millis(pause_ms)) => {}
         }
         pause_ms = (pause_ms * 2).min(SNOWFLAKE_RETRY_MS_MAX);
@@ -300,11 +237,11 @@ async fn retry(
             Attempt::Final(not_served) => {
                 let reason = NotServedText(&not_served);
                 tracing::error!(%reason, "snowflake ids not served (final)");
-                return slot.set_not_served(not_served);
+                return slot.set(not_served);
             }
             Attempt::Failed(reason) => {
                 log.failed(reason);
-                slot.set_not_served(retrying(&log.reason));
+                slot.set(retrying(&log.reason));
             }
         }
     }
@@ -323,7 +260,7 @@ async fn install(
         Some(Err(error)) => {
             tracing::error!(%error, "the cached snowflake ring did not start (final)");
             generator.shutdown().await;
-            return slot.set_not_served(NotServed::Refused(error));
+            return slot.set(Standing::Failed(error));
         }
         started => started.and_then(Result::ok),
     };
@@ -332,7 +269,7 @@ async fn install(
             ring.shutdown().await;
         }
         generator.shutdown().await;
-        return slot.set_not_served(NotServed::ShutDown);
+        return slot.set(Standing::ShutDown);
     }
     let status = generator.status();
     let (space, worker, cached) = (status.space, status.worker, ring.is_some());
@@ -380,9 +317,9 @@ struct NotServedText<'a>(&'a NotServed);
 impl std::fmt::Display for NotServedText<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
-            NotServed::NotConfigured(reason) | NotServed::Retrying(reason) => f.write_str(reason),
-            NotServed::Refused(error) => write!(f, "{error}"),
-            NotServed::ShutDown => f.write_str("the node shut down"),
+            Standing::NotConfigured(reason) | Standing::Starting(reason) => f.write_str(reason),
+            Standing::Failed(error) => write!(f, "{error}"),
+            Standing::ShutDown => f.write_str("the node shut down"),
         }
     }
 }

@@ -20,8 +20,9 @@ use idmint_store::{
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::slot::Standing;
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
-use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats};
+use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats, TinyidSlot};
 use crate::clock::{Clock, SystemClock};
 use crate::format::IdFormat;
 use crate::format::claim_key;
@@ -293,11 +294,7 @@ impl NodeBuilder {
             slot::spawn_retry(&snowflake, parts, reason, &tasks, &cancel);
         }
         let sequences = match sequences {
-            Some(engine) => {
-                let slot = SequenceSlot::default();
-                slot.set(engine);
-                slot
-            }
+            Some(engine) => SequenceSlot::running(engine),
             None => {
                 let given = (sequence_store, sequence_marks);
                 start_sequences(&config, given, &clock, &tasks, &cancel).await
@@ -376,8 +373,10 @@ async fn claim_formats(
 async fn start_tinyid(
     config: &NodeConfig,
     given: Option<Arc<dyn TinyidStore>>,
-) -> Result<Option<Arc<Tinyid>>, NodeStartError> {
-    let Some(tinyid) = &config.tinyid else { return Ok(None) };
+) -> Result<TinyidSlot, NodeStartError> {
+    let Some(tinyid) = &config.tinyid else {
+        return Ok(TinyidSlot::new(Standing::NotConfigured("no [tinyid] section".into())));
+    };
     let store = match given {
         Some(store) => store,
         None => idmint_store::open_tinyid(&tinyid.store).await.map_err(|source| {
@@ -387,7 +386,7 @@ async fn start_tinyid(
     let engine =
         Tinyid::start(store, tinyid.engine.clone()).await.map_err(NodeStartError::Tinyid)?;
     tracing::info!(store = %engine.describe(), "tinyid biz_types served on /tinyid/id/*");
-    Ok(Some(engine))
+    Ok(TinyidSlot::running(engine))
 }
 
 /// The snowflake generator after the node's first attempt to start it.
@@ -469,7 +468,7 @@ async fn start_sequences(
         Ok(sequences) => sequences.clone(),
         Err(reason) => {
             tracing::info!(%reason, "sequences not served");
-            return SequenceSlot::not_configured(reason.clone());
+            return SequenceSlot::new(Standing::NotConfigured(reason.clone()));
         }
     };
     let opened = match given {
@@ -480,12 +479,12 @@ async fn start_sequences(
         Ok(store) => store,
         Err(error) => {
             tracing::error!(%error, "sequences not served");
-            return SequenceSlot::not_configured(format!(
+            return SequenceSlot::new(Standing::NotConfigured(format!(
                 "sequences are not served: their ceilings need one SQL store ({error})"
-            ));
+            )));
         }
     };
-    let slot = SequenceSlot::not_running("connecting to Redis");
+    let slot = SequenceSlot::new(Standing::Starting("connecting to Redis".into()));
     let installed = slot.clone();
     let clock = Arc::clone(clock);
     let cancel = cancel.clone();
@@ -505,18 +504,19 @@ async fn start_sequences(
                         marks,
                     );
                     tracing::info!(redis = %engine.describe(), "sequences served");
-                    installed.set(engine);
+                    installed.publish(engine);
                     return;
                 }
                 Err(StoreError::BadUrl { url, reason }) => {
                     tracing::error!(%url, %reason, "sequences not served: bad Redis URL");
-                    installed.set_reason(format!("bad Redis URL {url}: {reason}"));
-                    installed.set_unconfigured();
+                    installed
+                        .set(Standing::NotConfigured(format!("bad Redis URL {url}: {reason}")));
                     return;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "Redis not reachable; retrying in 2 s");
-                    installed.set_reason(format!("Redis is not reachable yet ({error})"));
+                    installed
+                        .set(Standing::Starting(format!("Redis is not reachable yet ({error})")));
                     tokio::select! {
                         () = cancel.cancelled() => return,
                         () = tokio::time::sleep(Duration::from_millis(REDIS_RETRY_MS)) => {}
