@@ -52,7 +52,9 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
-use crate::sql::{ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, denied, password, scrub};
+use crate::sql::{
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, TxConn, cas_backoff, denied, password, scrub,
+};
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
     TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
@@ -1207,43 +1209,6 @@ pub(crate) fn utf8mb4_literal(tag: &Tag) -> String {
 pub(crate) fn bytes_literal(tag: &Tag) -> String {
     let hex: String = tag.as_str().bytes().map(|b| format!("{b:02X}")).collect();
     format!("X'{hex}'")
-}
-
-/// A pooled connection taken for one transaction, which begins through [`TxConn::begin`].
-/// Dropped while `BEGIN` waits for its answer (an error, or the call's future dropped, as a
-/// give-back or a renewal cut off by its bound is), the connection is closed, which makes the
-/// server end the transaction: sqlx counts a transaction only once `BEGIN` was answered, so it
-/// would queue no `ROLLBACK`, and back in the pool the connection would run the next caller's
-/// statements inside the open transaction, holding their row locks and never committing their
-/// writes. Once begun, sqlx's own rollback on drop applies.
-pub(crate) struct TxConn {
-    conn: PoolConnection<MySql>,
-    beginning: bool,
-}
-
-impl TxConn {
-    /// A connection of `pool` for one transaction.
-    pub(crate) async fn acquire(pool: &MySqlPool) -> Result<TxConn, sqlx::Error> {
-        let conn = pool.acquire().await?;
-        Ok(TxConn { conn, beginning: false })
-    }
-
-    /// Begins the transaction; the connection is closed on drop until `BEGIN` is answered.
-    pub(crate) async fn begin(&mut self) -> Result<sqlx::Transaction<'_, MySql>, sqlx::Error> {
-        let TxConn { conn, beginning } = self;
-        *beginning = true;
-        let tx = conn.begin().await?;
-        *beginning = false;
-        Ok(tx)
-    }
-}
-
-impl Drop for TxConn {
-    fn drop(&mut self) {
-        if self.beginning {
-            self.conn.close_on_drop();
-        }
-    }
 }
 
 /// Holds the creators' named lock on a pooled connection. Dropped while held (an error, a

@@ -43,7 +43,9 @@ use idmint_core::{Step, Tag};
 use sqlx::postgres::{PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
-use crate::sql::{ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, denied, password, scrub};
+use crate::sql::{
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, TxConn, cas_backoff, denied, password, scrub,
+};
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
     TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
@@ -189,7 +191,8 @@ impl PgStore {
     /// starting on an empty database do not race to create it.
     async fn ensure_table(&self) -> Result<TimeColumn, StoreError> {
         let table = self.options.table.as_str();
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         self.lock(&mut tx).await?;
         // Checked first: a Leaf user may lack the right to create tables, and PostgreSQL
         // checks that right even for `CREATE TABLE IF NOT EXISTS` of an existing table.
@@ -263,7 +266,8 @@ impl PgStore {
     /// Creates the tombstone table when absent, as the first tag deletion needs it, under
     /// its own advisory lock (PostgreSQL's `IF NOT EXISTS` alone races).
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
             .bind(ADVISORY_LOCK_CLASS)
             .bind(TOMBSTONES_TABLE)
@@ -435,7 +439,8 @@ impl PgStore {
     /// tombstone table does not exist yet.
     async fn delete_once(&self, tag: &Tag) -> Result<bool, StoreError> {
         let t = self.options.table.as_str();
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         self.lock(&mut tx).await?;
         if !self.tombstones_exist(&mut tx).await? {
             let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.select_counters)))
@@ -541,7 +546,8 @@ impl SegmentStore for PgStore {
         // One transaction: a batch costs one commit, not one per row.
         let order = crate::batch_order(changes)?;
         let mut applied = vec![false; changes.len()];
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         for index in order {
             let change = &changes[index];
             // A row holds an i64: an `expected` beyond it matches no row.
@@ -562,7 +568,8 @@ impl SegmentStore for PgStore {
     }
 
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         // Without the lock, two creates could both count TAG_COUNT_MAX - 1 rows and insert.
         self.lock(&mut tx).await?;
         let count: i64 = sqlx::query_scalar(AssertSqlSafe(Arc::clone(&self.sql.count)))
@@ -642,7 +649,8 @@ impl SegmentStore for PgStore {
     }
 
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         let tomb = self.select_tombstone(&mut tx, tag, FEATURE_CREATE).await?;
         tx.commit().await.map_err(|e| self.unavailable(e))?;
         Ok(tomb)

@@ -1,5 +1,6 @@
-//! What the database backends (MySQL/MariaDB, PostgreSQL) share: the bounds, backoff and
-//! per-tag lock stripes of the `cas` allocation mode, scrubbing a password out of the
+//! What the database backends (MySQL/MariaDB, PostgreSQL) share: a transaction's connection
+//! that is closed when cut off before `BEGIN` was answered ([`TxConn`]), the bounds, backoff
+//! and per-tag lock stripes of the `cas` allocation mode, scrubbing a password out of the
 //! driver's messages, and telling a refused privilege from an outage (a refused privilege is
 //! final: [`StoreError::Denied`], never a retryable "unavailable").
 
@@ -136,6 +137,44 @@ fn percent_decode(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&decoded).into_owned()
+}
+
+/// A pooled connection taken for one transaction, which begins through [`TxConn::begin`].
+/// Dropped while `BEGIN` waits for its answer (an error, or the call's future dropped, as a
+/// give-back or a renewal cut off by its bound is), the connection is closed, which makes the
+/// server end the transaction: sqlx (0.9, MySQL and PostgreSQL alike) counts a transaction
+/// only once `BEGIN` was answered, so it would queue no `ROLLBACK`, and back in the pool the
+/// connection would run the next caller's statements inside the open transaction, holding
+/// their row locks and never committing their writes. Once begun, sqlx's own rollback on
+/// drop applies.
+pub(crate) struct TxConn<DB: sqlx::Database> {
+    conn: sqlx::pool::PoolConnection<DB>,
+    beginning: bool,
+}
+
+impl<DB: sqlx::Database> TxConn<DB> {
+    /// A connection of `pool` for one transaction.
+    pub(crate) async fn acquire(pool: &sqlx::Pool<DB>) -> Result<TxConn<DB>, sqlx::Error> {
+        let conn = pool.acquire().await?;
+        Ok(TxConn { conn, beginning: false })
+    }
+
+    /// Begins the transaction; the connection is closed on drop until `BEGIN` is answered.
+    pub(crate) async fn begin(&mut self) -> Result<sqlx::Transaction<'_, DB>, sqlx::Error> {
+        let TxConn { conn, beginning } = self;
+        *beginning = true;
+        let tx = sqlx::Connection::begin(&mut **conn).await?;
+        *beginning = false;
+        Ok(tx)
+    }
+}
+
+impl<DB: sqlx::Database> Drop for TxConn<DB> {
+    fn drop(&mut self) {
+        if self.beginning {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 #[cfg(test)]

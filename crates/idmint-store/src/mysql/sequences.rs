@@ -11,7 +11,7 @@
 //! MariaDB has no `UPDATE … RETURNING`. InnoDB's row lock makes concurrent raises queue, each
 //! adding to the value the previous one committed. Creating takes a named lock
 //! (`GET_LOCK`), so the count of sequences stays exact across nodes; deleting is one
-//! transaction.
+//! statement.
 //!
 //! It must not show a password: errors come from queries, which carry none.
 

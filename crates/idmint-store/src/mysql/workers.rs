@@ -25,7 +25,8 @@ use async_trait::async_trait;
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{MySqlStore, TxConn, refused, unavailable};
+use super::{MySqlStore, refused, unavailable};
+use crate::sql::TxConn;
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
     check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,

@@ -8,7 +8,7 @@
 //! PostgreSQL makes the insert-or-update atomic: of two racing raises the second waits for
 //! the first's row and adds to the value it committed. Creating counts and inserts under an
 //! advisory lock, so the count of sequences stays exact across nodes; deleting is one
-//! transaction.
+//! statement.
 //!
 //! It must not show a password: every error is scrubbed through the store's `unavailable`.
 
@@ -26,6 +26,7 @@ use crate::sequence::{
     bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
     stored_ceiling, stored_sequence, too_many_sequences,
 };
+use crate::sql::TxConn;
 use crate::{
     CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
 };
@@ -175,7 +176,8 @@ impl PgStore {
     /// as the segment table is: PostgreSQL checks the right to create even for
     /// `CREATE TABLE IF NOT EXISTS` of an existing table.
     async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         lock_sequences(&mut tx).await.map_err(|e| self.unavailable(e))?;
         let tables = [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())];
         self.create_missing_tables(&mut tx, &tables, "sequences").await?;
@@ -184,7 +186,8 @@ impl PgStore {
 
     /// One creation: count, then insert, under the sequences' advisory lock.
     async fn create_once(&self, spec: &SequenceSpec) -> Attempt<SequenceRecord> {
-        let mut tx = self.pool.begin().await?;
+        let mut conn = TxConn::acquire(&self.pool).await?;
+        let mut tx = conn.begin().await?;
         lock_sequences(&mut tx).await?;
         let count: i64 =
             sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {SEQUENCES_TABLE}")))

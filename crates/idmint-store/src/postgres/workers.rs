@@ -25,6 +25,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::{ADVISORY_LOCK_CLASS, PgStore};
+use crate::sql::TxConn;
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
     check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
@@ -92,7 +93,8 @@ impl WorkerStore for PgStore {
         let worker_node = self.options.worker_node_table.as_str();
         check_assign_request(req)?;
         self.ensure_worker_table(worker_node, worker_node_ddl(worker_node), FEATURE_ASSIGN).await?;
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         let id: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
             "INSERT INTO {worker_node} (space, host, port, launch_ms) \
              VALUES ($1, $2, $3, $4) RETURNING id"
@@ -271,7 +273,8 @@ impl PgStore {
         ddl: String,
         feature: &str,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.unavailable(e))?;
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
             .bind(ADVISORY_LOCK_CLASS)
             .bind(table)

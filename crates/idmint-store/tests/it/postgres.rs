@@ -596,3 +596,117 @@ async fn reported_commits(pool: &sqlx::PgPool, admin: &str, name: &str) -> u64 {
     }
     panic!("xact_commit of {name} kept moving");
 }
+
+/// A call dropped while its transaction's `BEGIN` waits for the answer (a give-back cut off
+/// by its bound) leaves no transaction open on a pooled connection: the next caller's write on
+/// the pool commits and is seen by every other session. sqlx counts a transaction only once
+/// `BEGIN` was answered, and its rollback guard queues nothing before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_while_begin_waits_leaves_no_transaction_open() {
+    let Some(db) = database_url().await else { return };
+    let stall = BeginStall::start(db).await;
+    let table = next_table("alloc_cut");
+    // In plain text, so the relay can read the queries.
+    let relayed = stall.url(db);
+    let separator = if relayed.contains('?') { '&' } else { '?' };
+    let url = sql_url(&format!("{relayed}{separator}sslmode=disable&table={table}&pool_max=1"));
+    let store: Arc<dyn SegmentStore> = Arc::new(PgStore::connect(&url).await.unwrap());
+    let tag = crate::conformance::create(&store, "cut", 1, 10).await;
+    let served = store.allocate(&tag, None).await.unwrap().range;
+    stall.arm(Duration::from_millis(600));
+    let give_back = [idmint_store::MaxIdChange {
+        tag: tag.clone(),
+        expected: served.end(),
+        new: served.start(),
+    }];
+    let cut = Duration::from_millis(200);
+    let cut_back = tokio::time::timeout(cut, store.compare_and_set_max_ids(&give_back)).await;
+    assert!(cut_back.is_err(), "the give-back did not wait for BEGIN's answer");
+    let next = store.allocate(&tag, None).await.unwrap().range;
+    let max_id = scalar_i64(db, &format!("SELECT max_id FROM {table} WHERE biz_tag = 'cut'")).await;
+    assert_eq!(max_id as u64, next.end(), "the allocation is not committed");
+}
+
+/// A TCP relay to a PostgreSQL server that, once armed, holds back the answer to the next
+/// simple query starting with `BEGIN`.
+struct BeginStall {
+    addr: std::net::SocketAddr,
+    armed: Arc<std::sync::Mutex<Option<Duration>>>,
+}
+
+impl BeginStall {
+    /// Relays to the server of `url`.
+    async fn start(url: &str) -> BeginStall {
+        let upstream = authority(url).to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let armed: Arc<std::sync::Mutex<Option<Duration>>> = Arc::default();
+        let shared = Arc::clone(&armed);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                tokio::spawn(stall_connection(client, server, Arc::clone(&shared)));
+            }
+        });
+        BeginStall { addr, armed }
+    }
+
+    /// `url` with the relay in place of the server.
+    fn url(&self, url: &str) -> String {
+        url.replacen(authority(url), &self.addr.to_string(), 1)
+    }
+
+    /// Holds back the answer to the next `BEGIN` by `delay`.
+    fn arm(&self, delay: Duration) {
+        *self.armed.lock().unwrap() = Some(delay);
+    }
+}
+
+/// The `host:port` of a `postgres://user@host:port/db` URL.
+fn authority(url: &str) -> &str {
+    let rest = &url[url.find("://").unwrap() + 3..];
+    let rest = &rest[rest.find('@').map_or(0, |at| at + 1)..];
+    &rest[..rest.find(['/', '?']).unwrap_or(rest.len())]
+}
+
+async fn stall_connection(
+    client: tokio::net::TcpStream,
+    server: tokio::net::TcpStream,
+    armed: Arc<std::sync::Mutex<Option<Duration>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let held: std::sync::Mutex<Option<Duration>> = std::sync::Mutex::new(None);
+    let up = async {
+        let mut buffer = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = client_read.read(&mut buffer).await {
+            // A simple query: 'Q', 4 bytes of length, the text (maybe after other messages).
+            let begin =
+                buffer[..n].windows(10).any(|w| w[0] == b'Q' && w[5..].starts_with(b"BEGIN"));
+            let delay = if begin { armed.lock().unwrap().take() } else { None };
+            if delay.is_some() {
+                *held.lock().unwrap() = delay;
+            }
+            if server_write.write_all(&buffer[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let down = async {
+        let mut buffer = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = server_read.read(&mut buffer).await {
+            let delay = held.lock().unwrap().take();
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            if client_write.write_all(&buffer[..n]).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+}
