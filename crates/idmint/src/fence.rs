@@ -28,6 +28,10 @@ use crate::clock::Clock;
 /// A lease and its gate, with the holder's state `T` under the same lock.
 pub(crate) struct Fence<T> {
     store: Option<Arc<dyn WorkerStore>>,
+    /// What the lease is, in log lines (`worker lease`: operators' alerts name its lines).
+    what: &'static str,
+    /// The lease space, in log lines.
+    space: String,
     ttl_ms: u64,
     settle_ms: u64,
     /// The clock (ms) from which the lease is no longer proven: `u64::MAX` while no lease is
@@ -73,33 +77,34 @@ impl<T> Fence<T> {
 
     /// A fence whose holder needs no lease: open until [`Fence::close`].
     pub(crate) fn unleased(holder: T) -> Fence<T> {
-        Fence::new(None, None, 0, 0, u64::MAX, holder)
+        Fence::new(None, None, ("lease", String::new()), (0, 0, u64::MAX), holder)
     }
 
-    /// A fence holding `lease` of `store`, asked for at `asked_ms`: open for `ttl_ms` from
-    /// then; [`Fence::settle`] sets its floor once the answer's time is known.
+    /// A fence holding `lease` of `store` (`what` in log lines), asked for at `asked_ms`: open
+    /// for `ttl_ms` from then; [`Fence::settle`] sets its floor once the answer's time is
+    /// known.
     pub(crate) fn leased(
-        store: Arc<dyn WorkerStore>,
+        (store, what): (Arc<dyn WorkerStore>, &'static str),
         lease: Lease,
-        ttl_ms: u64,
-        settle_ms: u64,
-        asked_ms: u64,
+        (ttl_ms, settle_ms, asked_ms): (u64, u64, u64),
         holder: T,
     ) -> Fence<T> {
         let until_ms = asked_ms.saturating_add(ttl_ms);
-        Fence::new(Some(store), Some(lease), ttl_ms, settle_ms, until_ms, holder)
+        let space = lease.space.to_string();
+        Fence::new(Some(store), Some(lease), (what, space), (ttl_ms, settle_ms, until_ms), holder)
     }
 
     fn new(
         store: Option<Arc<dyn WorkerStore>>,
         lease: Option<Lease>,
-        ttl_ms: u64,
-        settle_ms: u64,
-        until_ms: u64,
+        (what, space): (&'static str, String),
+        (ttl_ms, settle_ms, until_ms): (u64, u64, u64),
         holder: T,
     ) -> Fence<T> {
         Fence {
             store,
+            what,
+            space,
             ttl_ms,
             settle_ms,
             until_ms: AtomicU64::new(until_ms),
@@ -163,7 +168,7 @@ impl<T> Fence<T> {
     pub(crate) async fn release(&self, lease: Lease) {
         let Some(store) = &self.store else { return };
         if let Err(error) = store.release_lease(&lease).await {
-            tracing::warn!(%error, space = %lease.space, slot = lease.worker_id, "lease not released; it expires on its own");
+            tracing::warn!(%error, space = %lease.space, worker = lease.worker_id, "{} not released; it expires on its own", self.what);
         }
     }
 
@@ -186,7 +191,7 @@ impl<T> Fence<T> {
             .into();
         state.lease = None;
         self.losses.fetch_add(1, Ordering::AcqRel);
-        tracing::error!(space = %lease.space, slot = lease.worker_id, "lease lost; the holder stops until a lease is held again");
+        tracing::error!(space = %lease.space, worker = lease.worker_id, "{} lost; ids stop until a lease is held again", self.what);
         true
     }
 
@@ -236,7 +241,7 @@ impl<T> Fence<T> {
                 None
             }
             Err(error) => {
-                tracing::warn!(%error, "lease not renewed; the holder stops at the gate unless a renewal succeeds before");
+                tracing::warn!(space = %self.space, %error, "{} not renewed", self.what);
                 None
             }
         }
@@ -281,7 +286,8 @@ mod tests {
         (short.ttl_ms, short.margin_ms) = (5, 0);
         let lease = store.acquire_lease(&short).await.unwrap();
         let asked = clock.now_ms();
-        let fence = Fence::leased(Arc::clone(&store), lease.clone(), 1_000, 500, asked, 0_u32);
+        let fence =
+            Fence::leased((Arc::clone(&store), "lease"), lease.clone(), (1_000, 500, asked), 0_u32);
         fence.settle(&mut fence.lock(), asked + 5);
         let state = fence.lock().clone();
         assert_eq!((state.acquired_ms, state.floor_ms), (asked + 5, asked + 505));
@@ -315,7 +321,8 @@ mod tests {
         let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
         let space = WorkerSpace::parse("fence-mark").unwrap();
         let lease = store.acquire_lease(&request(&space, 0)).await.unwrap();
-        let fence = Fence::leased(Arc::clone(&store), lease.clone(), 60_000, 0, 0, false);
+        let fence =
+            Fence::leased((Arc::clone(&store), "lease"), lease.clone(), (60_000, 0, 0), false);
         fence.raise_mark(&lease, 7, |stopped| *stopped = true).await.unwrap();
         assert_eq!(store.list_leases(&space).await.unwrap()[0].time_mark, 7);
         let forged = Lease { token: lease.token + 1, ..lease.clone() };

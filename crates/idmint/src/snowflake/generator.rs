@@ -528,11 +528,9 @@ impl Snowflake {
         let state = State { worker, spent: false, stopped: false };
         let fence = match (lease, &store) {
             (Some(lease), Some(store)) => Fence::leased(
-                Arc::clone(store),
+                (Arc::clone(store), "worker lease"),
                 lease,
-                config.lease_ttl_ms,
-                settle_ms(&config),
-                now,
+                (config.lease_ttl_ms, settle_ms(&config), now),
                 state,
             ),
             _ => Fence::unleased(state),
