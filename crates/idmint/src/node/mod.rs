@@ -43,7 +43,7 @@ use crate::uuid::Uuids;
 
 pub use error::{Feature, NodeError, NodeStartError};
 pub use ready::{Engine, EngineReadiness};
-use slot::{EngineSlot, Slotted, Standing};
+use slot::{Absence, EngineSlot, Slotted};
 use snowflake::SnowflakeSlot;
 pub use snowflake::{
     SNOWFLAKE_RETRY_MS_MAX, SNOWFLAKE_RETRY_MS_MIN, SNOWFLAKE_START_ATTEMPT_MS_MAX,
@@ -830,14 +830,14 @@ type SequenceSlot = EngineSlot<Arc<Sequences>>;
 impl Slotted for Arc<Sequences> {
     type Failure = std::convert::Infallible;
 
-    fn refusal(standing: &Standing<Self::Failure>) -> NodeError {
+    fn refusal(standing: &Absence<Self::Failure>) -> NodeError {
         match standing {
-            Standing::NotConfigured(reason) => {
+            Absence::NotConfigured(reason) => {
                 NodeError::NotConfigured { feature: Feature::Sequences, reason: reason.clone() }
             }
-            Standing::Starting(reason) => NodeError::SequencesNotRunning(reason.clone()),
-            Standing::ShutDown => NodeError::Segment(Error::ShuttingDown),
-            Standing::Failed(never) => match *never {},
+            Absence::Starting(reason) => NodeError::SequencesNotRunning(reason.clone()),
+            Absence::ShutDown => NodeError::Segment(Error::ShuttingDown),
+            Absence::Failed(never) => match *never {},
         }
     }
 }
@@ -848,11 +848,11 @@ type TinyidSlot = EngineSlot<Arc<Tinyid>>;
 impl Slotted for Arc<Tinyid> {
     type Failure = std::convert::Infallible;
 
-    fn refusal(standing: &Standing<Self::Failure>) -> NodeError {
+    fn refusal(standing: &Absence<Self::Failure>) -> NodeError {
         match standing {
-            Standing::ShutDown => NodeError::Segment(Error::ShuttingDown),
-            Standing::Failed(never) => match *never {},
-            Standing::NotConfigured(_) | Standing::Starting(_) => NodeError::TinyidNotServed,
+            Absence::ShutDown => NodeError::Segment(Error::ShuttingDown),
+            Absence::Failed(never) => match *never {},
+            Absence::NotConfigured(_) | Absence::Starting(_) => NodeError::TinyidNotServed,
         }
     }
 }

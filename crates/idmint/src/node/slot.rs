@@ -11,7 +11,7 @@ use super::NodeError;
 
 /// Why an engine does not run (yet).
 #[derive(Debug, Clone)]
-pub(crate) enum Standing<F> {
+pub(crate) enum Absence<F> {
     /// Its start failed for a reason that passes by itself and is retried: the last failure.
     Starting(String),
     /// Disabled, or a configuration it cannot run: final until the configuration changes.
@@ -28,7 +28,7 @@ pub(crate) trait Slotted {
     type Failure: Clone;
 
     /// What a call answers while the engine does not run.
-    fn refusal(standing: &Standing<Self::Failure>) -> NodeError;
+    fn refusal(absence: &Absence<Self::Failure>) -> NodeError;
 }
 
 /// One engine of the node, or why it does not run.
@@ -39,7 +39,7 @@ pub(crate) struct EngineSlot<E: Slotted> {
 struct SlotInner<E: Slotted> {
     engine: OnceLock<E>,
     /// Read only when there is no engine (a refusal), never on a request's path to it.
-    standing: Mutex<Standing<E::Failure>>,
+    absence: Mutex<Absence<E::Failure>>,
 }
 
 impl<E: Slotted> Clone for EngineSlot<E> {
@@ -49,15 +49,15 @@ impl<E: Slotted> Clone for EngineSlot<E> {
 }
 
 impl<E: Slotted> EngineSlot<E> {
-    /// A slot without an engine, for `standing`'s reason.
-    pub(crate) fn new(standing: Standing<E::Failure>) -> EngineSlot<E> {
-        let inner = SlotInner { engine: OnceLock::new(), standing: Mutex::new(standing) };
+    /// A slot without an engine, for `absence`.
+    pub(crate) fn new(absence: Absence<E::Failure>) -> EngineSlot<E> {
+        let inner = SlotInner { engine: OnceLock::new(), absence: Mutex::new(absence) };
         EngineSlot { inner: Arc::new(inner) }
     }
 
     /// A slot holding `engine`.
     pub(crate) fn running(engine: E) -> EngineSlot<E> {
-        let slot = EngineSlot::new(Standing::ShutDown);
+        let slot = EngineSlot::new(Absence::ShutDown);
         slot.publish(engine);
         slot
     }
@@ -68,8 +68,8 @@ impl<E: Slotted> EngineSlot<E> {
     }
 
     /// Records why there is no engine.
-    pub(crate) fn set(&self, standing: Standing<E::Failure>) {
-        *self.inner.standing.lock().unwrap_or_else(PoisonError::into_inner) = standing;
+    pub(crate) fn set(&self, absence: Absence<E::Failure>) {
+        *self.inner.absence.lock().unwrap_or_else(PoisonError::into_inner) = absence;
     }
 
     /// The running engine, or the refusal that says why there is none.
@@ -83,7 +83,7 @@ impl<E: Slotted> EngineSlot<E> {
     }
 
     fn refusal(&self) -> NodeError {
-        E::refusal(&self.inner.standing.lock().unwrap_or_else(PoisonError::into_inner))
+        E::refusal(&self.inner.absence.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Why there is no engine, as the node's status shows it; `None` while one runs.
@@ -95,8 +95,8 @@ impl<E: Slotted> EngineSlot<E> {
     pub(crate) fn starting(&self) -> bool {
         self.engine().is_none()
             && matches!(
-                *self.inner.standing.lock().unwrap_or_else(PoisonError::into_inner),
-                Standing::Starting(_)
+                *self.inner.absence.lock().unwrap_or_else(PoisonError::into_inner),
+                Absence::Starting(_)
             )
     }
 }

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::error::{Feature, NodeError};
-use super::slot::{EngineSlot, Slotted, Standing};
+use super::slot::{Absence, EngineSlot, Slotted};
 use crate::clock::Clock;
 use crate::segment::Error;
 use crate::snowflake::{CachedConfig, SnowflakeConfig, SnowflakeError, WorkerIdSource};
@@ -52,7 +52,7 @@ pub(crate) struct SnowflakeEngines {
 /// Why the node serves no snowflake ids (yet): a start refused for a reason only the operator
 /// ends (every worker id taken, the layout's time run out, a damaged marks file) carries the
 /// generator's error.
-pub(crate) type NotServed = Standing<SnowflakeError>;
+pub(crate) type NotServed = Absence<SnowflakeError>;
 
 /// The node's snowflake engines once they run, or why they do not: filled once, by the
 /// node's start or by its retry loop.
@@ -63,12 +63,12 @@ impl Slotted for SnowflakeEngines {
 
     fn refusal(standing: &NotServed) -> NodeError {
         match standing {
-            Standing::NotConfigured(reason) => {
+            Absence::NotConfigured(reason) => {
                 NodeError::NotConfigured { feature: Feature::Snowflake, reason: reason.clone() }
             }
-            Standing::Failed(error) => NodeError::Snowflake(error.clone()),
-            Standing::Starting(reason) => NodeError::SnowflakeNotRunning(reason.clone()),
-            Standing::ShutDown => NodeError::Segment(Error::ShuttingDown),
+            Absence::Failed(error) => NodeError::Snowflake(error.clone()),
+            Absence::Starting(reason) => NodeError::SnowflakeNotRunning(reason.clone()),
+            Absence::ShutDown => NodeError::Segment(Error::ShuttingDown),
         }
     }
 }
@@ -94,7 +94,7 @@ pub(crate) async fn attempt(
 ) -> Attempt {
     let snowflake = match config.clone() {
         Ok(snowflake) => snowflake,
-        Err(reason) => return Attempt::Final(Standing::NotConfigured(reason)),
+        Err(reason) => return Attempt::Final(Absence::NotConfigured(reason)),
     };
     let store = match (snowflake.worker.clone(), workers) {
         (WorkerIdSource::Static(_) | WorkerIdSource::Ordinal, _) => None,
@@ -104,7 +104,7 @@ pub(crate) async fn attempt(
             // The store cannot hold worker leases at all (Flicker, several databases, a
             // backend this build lacks): a configuration to change, not a failure to retry.
             Err(StoreError::BadUrl { reason: why, .. }) => {
-                return Attempt::Final(Standing::NotConfigured(format!(
+                return Attempt::Final(Absence::NotConfigured(format!(
                     "snowflake ids are not served: worker-id leases cannot be kept on this \
                      store ({why}); set snowflake.worker = \"static:N\" or \"ordinal\" \
                      (no lease), or snowflake.enabled = false to say the node serves none"
@@ -131,7 +131,7 @@ fn final_refusal(error: SnowflakeError) -> Result<NotServed, SnowflakeError> {
     match error {
         SnowflakeError::Config(_)
         | SnowflakeError::Store(StoreError::InvalidValue(_) | StoreError::BadUrl { .. }) => {
-            Ok(Standing::NotConfigured(format!(
+            Ok(Absence::NotConfigured(format!(
                 "snowflake ids are not served: {error}; fix the configuration and restart the node"
             )))
         }
@@ -142,14 +142,14 @@ fn final_refusal(error: SnowflakeError) -> Result<NotServed, SnowflakeError> {
             | StoreError::MissingTable { .. },
         )
         | SnowflakeError::Exhausted(_)
-        | SnowflakeError::LocalState(_) => Ok(Standing::Failed(error)),
+        | SnowflakeError::LocalState(_) => Ok(Absence::Failed(error)),
         other => Err(other),
     }
 }
 
 /// The refusal while the start is retried: the last failure, and that it passes by itself.
 pub(crate) fn retrying(reason: &str) -> NotServed {
-    Standing::Starting(format!(
+    Absence::Starting(format!(
         "snowflake ids are not served yet: the generator did not start ({reason}); the start \
          is retried in the background every {} to {} s until it succeeds",
         SNOWFLAKE_RETRY_MS_MIN as f64 / 1000.0,
@@ -174,13 +174,13 @@ pub(crate) fn log_first(outcome: &Attempt, configured: bool) {
             let status = generator.status();
             tracing::info!(layout = %status.space, worker = status.worker, "snowflake ids served");
         }
-        Attempt::Final(Standing::NotConfigured(reason)) if configured => {
+        Attempt::Final(Absence::NotConfigured(reason)) if configured => {
             tracing::warn!(%reason, "snowflake ids not served");
         }
-        Attempt::Final(Standing::NotConfigured(reason)) => {
+        Attempt::Final(Absence::NotConfigured(reason)) => {
             tracing::info!(%reason, "snowflake ids not served");
         }
-        Attempt::Final(Standing::Failed(error)) => {
+        Attempt::Final(Absence::Failed(error)) => {
             tracing::error!(%error, "snowflake ids not served (final until the node restarts)");
         }
         Attempt::Final(_) => {}
@@ -217,7 +217,7 @@ async fn retry(
     let mut pause_ms = SNOWFLAKE_RETRY_MS_MIN;
     loop {
         tokio::select! {
-            () = cancel.cancelled() => return slot.set(Standing::ShutDown),
+            () = cancel.cancelled() => return slot.set(Absence::ShutDown),
             () = tokio::time::sleep(Duration::from_millis(pause_ms)) => {}
         }
         pause_ms = (pause_ms * 2).min(SNOWFLAKE_RETRY_MS_MAX);
@@ -260,7 +260,7 @@ async fn install(
         Some(Err(error)) => {
             tracing::error!(%error, "the cached snowflake ring did not start (final)");
             generator.shutdown().await;
-            return slot.set(Standing::Failed(error));
+            return slot.set(Absence::Failed(error));
         }
         started => started.and_then(Result::ok),
     };
@@ -269,7 +269,7 @@ async fn install(
             ring.shutdown().await;
         }
         generator.shutdown().await;
-        return slot.set(Standing::ShutDown);
+        return slot.set(Absence::ShutDown);
     }
     let status = generator.status();
     let (space, worker, cached) = (status.space, status.worker, ring.is_some());
@@ -317,9 +317,9 @@ struct NotServedText<'a>(&'a NotServed);
 impl std::fmt::Display for NotServedText<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
-            Standing::NotConfigured(reason) | Standing::Starting(reason) => f.write_str(reason),
-            Standing::Failed(error) => write!(f, "{error}"),
-            Standing::ShutDown => f.write_str("the node shut down"),
+            Absence::NotConfigured(reason) | Absence::Starting(reason) => f.write_str(reason),
+            Absence::Failed(error) => write!(f, "{error}"),
+            Absence::ShutDown => f.write_str("the node shut down"),
         }
     }
 }

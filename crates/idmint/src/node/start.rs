@@ -20,7 +20,7 @@ use idmint_store::{
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::slot::Standing;
+use super::slot::Absence;
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
 use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats, TinyidSlot};
 use crate::clock::{Clock, SystemClock};
@@ -375,7 +375,7 @@ async fn start_tinyid(
     given: Option<Arc<dyn TinyidStore>>,
 ) -> Result<TinyidSlot, NodeStartError> {
     let Some(tinyid) = &config.tinyid else {
-        return Ok(TinyidSlot::new(Standing::NotConfigured("no [tinyid] section".into())));
+        return Ok(TinyidSlot::new(Absence::NotConfigured("no [tinyid] section".into())));
     };
     let store = match given {
         Some(store) => store,
@@ -468,7 +468,7 @@ async fn start_sequences(
         Ok(sequences) => sequences.clone(),
         Err(reason) => {
             tracing::info!(%reason, "sequences not served");
-            return SequenceSlot::new(Standing::NotConfigured(reason.clone()));
+            return SequenceSlot::new(Absence::NotConfigured(reason.clone()));
         }
     };
     let opened = match given {
@@ -479,19 +479,19 @@ async fn start_sequences(
         Ok(store) => store,
         Err(error) => {
             tracing::error!(%error, "sequences not served");
-            return SequenceSlot::new(Standing::NotConfigured(format!(
+            return SequenceSlot::new(Absence::NotConfigured(format!(
                 "sequences are not served: their ceilings need one SQL store ({error})"
             )));
         }
     };
-    let slot = SequenceSlot::new(Standing::Starting("connecting to Redis".into()));
+    let slot = SequenceSlot::new(Absence::Starting("connecting to Redis".into()));
     let installed = slot.clone();
     let clock = Arc::clone(clock);
     let cancel = cancel.clone();
     tasks.spawn(async move {
         loop {
             let opened = tokio::select! {
-                () = cancel.cancelled() => return,
+                () = cancel.cancelled() => return installed.set(Absence::ShutDown),
                 opened = idmint_store::open_counters(&sequences.redis) => opened,
             };
             match opened {
@@ -509,16 +509,15 @@ async fn start_sequences(
                 }
                 Err(StoreError::BadUrl { url, reason }) => {
                     tracing::error!(%url, %reason, "sequences not served: bad Redis URL");
-                    installed
-                        .set(Standing::NotConfigured(format!("bad Redis URL {url}: {reason}")));
+                    installed.set(Absence::NotConfigured(format!("bad Redis URL {url}: {reason}")));
                     return;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "Redis not reachable; retrying in 2 s");
                     installed
-                        .set(Standing::Starting(format!("Redis is not reachable yet ({error})")));
+                        .set(Absence::Starting(format!("Redis is not reachable yet ({error})")));
                     tokio::select! {
-                        () = cancel.cancelled() => return,
+                        () = cancel.cancelled() => return installed.set(Absence::ShutDown),
                         () = tokio::time::sleep(Duration::from_millis(REDIS_RETRY_MS)) => {}
                     }
                 }

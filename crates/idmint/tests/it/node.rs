@@ -82,6 +82,9 @@ async fn the_redis_retry_loop_is_the_nodes_and_stops_at_shutdown() {
     let started = std::time::Instant::now();
     node.shutdown().await;
     assert!(started.elapsed() < Duration::from_millis(1_500), "{:?}", started.elapsed());
+    // Said as a shutdown, not as a Redis still being retried.
+    let refusal = node.sequences().expect_err("no engine after shutdown");
+    assert!(matches!(refusal, NodeError::Segment(idmint::Error::ShuttingDown)), "{refusal:?}");
     let after = attempts.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(idmint::node::REDIS_RETRY_MS + 1_000)).await;
     assert_eq!(attempts.load(Ordering::SeqCst), after, "the loop ran on after shutdown");
