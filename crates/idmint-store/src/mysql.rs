@@ -807,7 +807,7 @@ impl SegmentStore for MySqlStore {
         // the count's gap locks make concurrent creators deadlock, and a plain read lets two
         // of them pass the limit together. A named lock per table serializes idmint's
         // creators instead; creating a tag is rare and fast.
-        let mut locked = CreateLock::acquire(&self.pool, &self.sql).await?;
+        let mut locked = create_lock(&self.pool, &self.sql).await?;
         let outcome = match self.absent().await {
             // A Tinyid database gets the segment table with its first tag.
             Ok(true) => match self.create_segment_table(FEATURE_CREATE).await {
@@ -823,7 +823,7 @@ impl SegmentStore for MySqlStore {
         // After a database error the connection is suspect: drop it, which ends its session
         // and so releases the lock. Otherwise release the lock and keep the connection.
         if !matches!(outcome, Err(StoreError::Unavailable(_))) {
-            locked.release(&self.sql).await;
+            locked.release(&self.sql.create_unlock).await;
         }
         outcome
     }
@@ -910,10 +910,10 @@ impl SegmentStore for MySqlStore {
         }
         // The creators' lock: a create of this name cannot read the tombstone before this
         // delete writes it.
-        let mut locked = CreateLock::acquire(&self.pool, &self.sql).await?;
+        let mut locked = create_lock(&self.pool, &self.sql).await?;
         let outcome = self.delete_locked(&mut locked.conn, tag).await;
         if !matches!(outcome, Err(StoreError::Unavailable(_))) {
-            locked.release(&self.sql).await;
+            locked.release(&self.sql.create_unlock).await;
         }
         outcome
     }
@@ -1211,50 +1211,62 @@ pub(crate) fn bytes_literal(tag: &Tag) -> String {
     format!("X'{hex}'")
 }
 
-/// Holds the creators' named lock on a pooled connection. Dropped while held (an error, a
-/// cancelled call), it closes the connection, so the server releases the lock with the
-/// session instead of leaving it on a connection back in the pool.
-struct CreateLock {
-    conn: PoolConnection<MySql>,
+/// Holds a named lock (`GET_LOCK`, the creators' of tags or of sequences) on a pooled
+/// connection. Dropped while held (an error, a cancelled call), it closes the connection, so
+/// the server releases the lock with the session instead of leaving it on a connection back
+/// in the pool.
+pub(crate) struct NamedLock {
+    pub(crate) conn: PoolConnection<MySql>,
     held: bool,
 }
 
-impl CreateLock {
-    async fn acquire(pool: &MySqlPool, statements: &Statements) -> Result<CreateLock, StoreError> {
-        let conn = pool.acquire().await.map_err(unavailable)?;
+impl NamedLock {
+    /// Runs `get` (a `SELECT GET_LOCK(name, wait)`); `None` when another session kept the
+    /// lock past the wait.
+    pub(crate) async fn acquire(
+        pool: &MySqlPool,
+        get: &str,
+    ) -> Result<Option<NamedLock>, sqlx::Error> {
+        let conn = pool.acquire().await?;
         // Armed before asking, so a call cancelled while waiting cannot leak the lock.
-        let mut lock = CreateLock { conn, held: true };
-        let got: Option<i64> = sqlx::query(sql(&statements.create_lock))
-            .fetch_one(&mut *lock.conn)
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(unavailable)?;
+        let mut lock = NamedLock { conn, held: true };
+        let got: Option<i64> =
+            sqlx::query_scalar(AssertSqlSafe(get.to_string())).fetch_one(&mut *lock.conn).await?;
         if got == Some(1) {
-            return Ok(lock);
+            return Ok(Some(lock));
         }
         // 0: timed out; NULL: an error. Either way this session does not hold the lock.
         lock.held = false;
-        Err(StoreError::Unavailable(format!(
-            "MySQL: another node has been creating a tag in table {} for {CREATE_LOCK_WAIT_S} s; \
-             retry",
-            statements.table
-        )))
+        Ok(None)
     }
 
-    async fn release(&mut self, statements: &Statements) {
-        match sqlx::query(sql(&statements.create_unlock)).execute(&mut *self.conn).await {
+    /// Runs `release` (a `SELECT RELEASE_LOCK(name)`); on failure the lock stays held and
+    /// the drop closes the connection, which releases it.
+    pub(crate) async fn release(&mut self, release: &str) {
+        match sqlx::query(AssertSqlSafe(release.to_string())).execute(&mut *self.conn).await {
             Ok(_) => self.held = false,
-            // Still held: drop closes the connection, which releases it.
-            Err(error) => tracing::warn!(%error, "could not release the tag-creation lock"),
+            Err(error) => tracing::warn!(%error, "could not release a creators' lock"),
         }
     }
 }
 
-impl Drop for CreateLock {
+impl Drop for NamedLock {
     fn drop(&mut self) {
         if self.held {
             self.conn.close_on_drop();
         }
+    }
+}
+
+/// The tag creators' lock of `statements`' table, or why not.
+async fn create_lock(pool: &MySqlPool, statements: &Statements) -> Result<NamedLock, StoreError> {
+    match NamedLock::acquire(pool, &statements.create_lock).await.map_err(unavailable)? {
+        Some(lock) => Ok(lock),
+        None => Err(StoreError::Unavailable(format!(
+            "MySQL: another node has been creating a tag in table {} for {CREATE_LOCK_WAIT_S} s; \
+             retry",
+            statements.table
+        ))),
     }
 }
 

@@ -21,10 +21,11 @@ use async_trait::async_trait;
 use idmint_core::Tag;
 use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::mysql::MySqlRow;
-use sqlx::pool::PoolConnection;
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row};
+use sqlx::{AssertSqlSafe, Row};
 
-use super::{CREATE_LOCK_WAIT_S, MySqlStore, SQLSTATE_NO_TABLE, unavailable, utf8mb4_literal};
+use super::{
+    CREATE_LOCK_WAIT_S, MySqlStore, NamedLock, SQLSTATE_NO_TABLE, unavailable, utf8mb4_literal,
+};
 use crate::sequence::{
     CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
     bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
@@ -151,7 +152,8 @@ impl MySqlStore {
 
     /// One creation under the creators' named lock: count, then insert.
     async fn create_once(&self, spec: &SequenceSpec) -> Attempt<SequenceRecord> {
-        let Some(mut lock) = CreateLock::acquire(&self.pool).await? else {
+        let get = format!("SELECT GET_LOCK({CREATE_LOCK_NAME}, {CREATE_LOCK_WAIT_S})");
+        let Some(mut lock) = NamedLock::acquire(&self.pool, &get).await? else {
             return Ok(Err(StoreError::Unavailable(format!(
                 "MySQL: another node has been creating a sequence for {CREATE_LOCK_WAIT_S} s; \
                  retry"
@@ -185,7 +187,7 @@ impl MySqlStore {
                 Err(e) => return Err(e),
             }
         };
-        lock.release().await;
+        lock.release(&format!("SELECT RELEASE_LOCK({CREATE_LOCK_NAME})")).await;
         Ok(outcome)
     }
 
@@ -233,51 +235,6 @@ impl MySqlStore {
                 ),
             }),
         })
-    }
-}
-
-/// Holds the creators' named lock on a pooled connection. Dropped while held (a database
-/// error, a cancelled call), it closes the connection, so the server releases the lock with
-/// the session instead of leaving it on a connection back in the pool.
-struct CreateLock {
-    conn: PoolConnection<MySql>,
-    held: bool,
-}
-
-impl CreateLock {
-    /// Waits up to [`CREATE_LOCK_WAIT_S`] for the lock; `None` when another session kept it.
-    async fn acquire(pool: &MySqlPool) -> Result<Option<CreateLock>, sqlx::Error> {
-        let conn = pool.acquire().await?;
-        // Armed before asking, so a call cancelled while waiting cannot leak the lock.
-        let mut lock = CreateLock { conn, held: true };
-        let got: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT GET_LOCK({CREATE_LOCK_NAME}, {CREATE_LOCK_WAIT_S})"
-        )))
-        .fetch_one(&mut *lock.conn)
-        .await?;
-        if got == Some(1) {
-            return Ok(Some(lock));
-        }
-        // 0: timed out; NULL: an error. Either way this session does not hold the lock.
-        lock.held = false;
-        Ok(None)
-    }
-
-    async fn release(&mut self) {
-        let release = format!("SELECT RELEASE_LOCK({CREATE_LOCK_NAME})");
-        match sqlx::query(AssertSqlSafe(release)).execute(&mut *self.conn).await {
-            Ok(_) => self.held = false,
-            // Still held: drop closes the connection, which releases it.
-            Err(error) => tracing::warn!(%error, "could not release the sequence-creation lock"),
-        }
-    }
-}
-
-impl Drop for CreateLock {
-    fn drop(&mut self) {
-        if self.held {
-            self.conn.close_on_drop();
-        }
     }
 }
 
