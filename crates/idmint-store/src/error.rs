@@ -126,7 +126,7 @@ pub enum StoreError {
     /// the clock got there. Nothing was claimed.
     #[error(
         "every free worker id of space {space} has a time mark ahead of this node's clock (the \
-         earliest at {earliest_mark_ms} ms since the Unix epoch, past {time_mark_max_ms}): a \
+         earliest at {earliest_mark_ms} ms since the Unix epoch, past {mark_max}): a \
          clock that jumped ahead left them marked. Check the node's time sync; then wait until \
          the clock passes the mark, or stop nodes you no longer need so that ids free up (see \
          docs/operations.md, \"A clock that jumped ahead\")"
@@ -137,7 +137,7 @@ pub enum StoreError {
         /// The earliest time mark among the free ids passed over, in milliseconds.
         earliest_mark_ms: u64,
         /// The latest mark the request accepted.
-        time_mark_max_ms: u64,
+        mark_max: u64,
     },
     /// The lease no longer holds its worker id: it expired, was released, or another node
     /// took the id over (the row's fencing token changed). The holder must stop issuing ids

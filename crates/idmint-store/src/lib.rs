@@ -12,9 +12,9 @@
 //! residue: N segment databases, or N Flicker ticket databases (`flicker.rs`, feature
 //! `mysql`).
 //!
-//! It also owns the [`WorkerStore`] trait (`worker.rs`): worker ids for snowflake-style
-//! layouts, leased with a fencing token and a time high-water mark (table `idmint_workers`)
-//! or assigned once per start (table `idmint_worker_node`), on the same backends (the
+//! It also owns the [`LeaseStore`] and [`WorkerStore`] traits (`worker.rs`): worker ids for
+//! snowflake-style layouts, leased with a fencing token and a mark the next holder inherits
+//! (table `idmint_workers`) or assigned once per start (table `idmint_worker_node`), on the same backends (the
 //! per-backend code in `memory/`, `sqlite/`, `mysql/` and `postgres/`), checked by the
 //! worker suite (`tests/it/workers.rs`).
 //!
@@ -99,7 +99,7 @@ pub use url::{
 pub use worker::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_ID_COLUMN, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX,
     LEASE_TTL_MS_MAX, LEASE_TTL_MS_MIN, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest,
-    WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WorkerStore,
+    LeaseStore, WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WorkerStore,
 };
 
 /// The name of the segment table: Meituan Leaf's, so an existing Leaf database works as is.

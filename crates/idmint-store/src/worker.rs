@@ -1,5 +1,7 @@
-//! Worker ids for snowflake-style layouts: the [`WorkerStore`] trait, its request and answer
-//! types, their bounds, and the lease-acquisition walk the database backends share.
+//! Worker ids for snowflake-style layouts: the [`LeaseStore`] trait (keyed leases, which the
+//! `idmint` fence holds) and the [`WorkerStore`] trait (store-assigned ids) beside it, their
+//! request and answer types, their bounds, and the lease-acquisition walk the database
+//! backends share.
 //!
 //! Two ways to give a node its worker id, both kept in the same database as the segments:
 //!
@@ -29,7 +31,7 @@
 //! it (memory, SQLite: [`StoreClock`](crate::StoreClock)). So `expires_ms` is store time and
 //! no row is ever compared with a caller's clock: a node whose clock runs fast cannot find a
 //! live lease expired. What the rows carry *about ids* (`time_mark`, `launch_ms`,
-//! `time_mark_max_ms`) is the caller's time, as its ids are. [`WorkerStore::now_ms`] reads
+//! `mark_max`) is the caller's time, as its ids are. [`LeaseStore::now_ms`] reads
 //! the store's clock, so a node can measure how far its own is off. What the caller must do
 //! with a lease (stop issuing ids one TTL after it asked, by its own clock, even before a
 //! renewal fails; persist a mark before issuing up to it) is the `idmint` library's job; this
@@ -74,21 +76,24 @@ const _: () = assert!(LEASE_TTL_MS_MIN >= 1 && LEASE_TTL_MS_MIN <= LEASE_TTL_MS_
 const _: () = assert!(WORKER_TIME_MS_MAX + LEASE_TTL_MS_MAX < i64::MAX as u64);
 const _: () = assert!(LEASE_SCAN_PAGE >= 1);
 
-/// Durable worker-id allocation, shared by every node of every layout.
+/// Keyed leases: one holder at a time per slot (a worker id) of a lease space, with a
+/// fencing token and holder id, an expiry judged by the store's clock, and a monotone mark
+/// the next holder inherits. What the `idmint` library's fence holds; shared by every node of
+/// every layout.
 ///
-/// Implementations make [`acquire_lease`](WorkerStore::acquire_lease) atomic across nodes:
+/// Implementations make [`acquire_lease`](LeaseStore::acquire_lease) atomic across nodes:
 /// two acquirers never hold the same id of a space at once. A never-held id is claimed by
 /// inserting its row under the `(space, worker_id)` primary key; an expired one by a
 /// compare-and-set of its fencing token that also re-checks the expiry.
 #[async_trait]
-pub trait WorkerStore: Send + Sync + 'static {
+pub trait LeaseStore: Send + Sync + 'static {
     /// Claims the lowest worker id in `req.min_worker..=req.max_worker` of `req.space` that is
     /// free (an id outside the range is never claimed, whatever its row says): never
     /// held, or held by a lease that expired more than `req.margin_ms` ago
     /// (`expires_ms + margin_ms < now`, `now` the store's clock). The lease lasts until
     /// `now + ttl_ms` on the store's clock.
     ///
-    /// An id whose persisted time mark is above `req.time_mark_max_ms` is passed over: a
+    /// An id whose persisted time mark is above `req.mark_max` is passed over: a
     /// clock that once jumped ahead left it marked, and its owner could issue nothing until
     /// the clock got there. When the only free ids are such ids, the call is refused with
     /// [`StoreError::WorkerMarksAhead`], naming the earliest of their marks.
@@ -115,18 +120,13 @@ pub trait WorkerStore: Send + Sync + 'static {
     /// `lease.holder_id`, or is gone.
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
 
-    /// Persists "ids may be issued up to `mark_ms`" before the caller issues them: the row's
-    /// time mark becomes the larger of its own and `mark_ms`, never smaller.
+    /// Persists the holder's mark (the snowflake generator's: "ids may be issued up to
+    /// `mark` ms") before the holder acts up to it: the row's mark becomes the larger of its
+    /// own and `mark`, never smaller, and the next holder inherits it. At most
+    /// [`WORKER_TIME_MS_MAX`], the largest every backend stores exactly.
     /// [`StoreError::LeaseLost`] when the row no longer holds `lease.token` and
     /// `lease.holder_id`, or is gone.
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError>;
-
-    /// Assigns a fresh worker id for one start of a node (uid-generator's `WORKER_NODE`):
-    /// inserts `(space, host, port, launch_ms)` into [`WORKER_NODE_TABLE`](crate::WORKER_NODE_TABLE) and returns the
-    /// row's auto-increment id. Ids are never reused, start at 1 and come from one sequence
-    /// per database shared by all spaces. Refuses with [`StoreError::WorkersExhausted`],
-    /// keeping no row, when the id would exceed `req.max_worker`.
-    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError>;
+    async fn raise_mark(&self, lease: &Lease, mark: u64) -> Result<(), StoreError>;
 
     /// Every lease row of `space` (held, expired or released), ordered by worker id: at most
     /// [`LEASE_WORKER_ID_MAX`] + 1. For operators.
@@ -135,6 +135,17 @@ pub trait WorkerStore: Send + Sync + 'static {
     /// The store's clock, in milliseconds since the Unix epoch: the time leases are judged
     /// by. A caller measures its own clock's offset from it around this call.
     async fn now_ms(&self) -> Result<u64, StoreError>;
+}
+
+/// Worker ids a store hands out, besides leasing them: uid-generator's store-assigned ids.
+#[async_trait]
+pub trait WorkerStore: LeaseStore {
+    /// Assigns a fresh worker id for one start of a node (uid-generator's `WORKER_NODE`):
+    /// inserts `(space, host, port, launch_ms)` into [`WORKER_NODE_TABLE`](crate::WORKER_NODE_TABLE) and returns the
+    /// row's auto-increment id. Ids are never reused, start at 1 and come from one sequence
+    /// per database shared by all spaces. Refuses with [`StoreError::WorkersExhausted`],
+    /// keeping no row, when the id would exceed `req.max_worker`.
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError>;
 }
 
 /// Parsing lives here, beside the stores that refuse bad names; the type is in `names.rs`,
@@ -157,7 +168,7 @@ impl WorkerSpace {
     }
 }
 
-/// What [`WorkerStore::acquire_lease`] asks for.
+/// What [`LeaseStore::acquire_lease`] asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRequest {
     /// The space (layout) whose ids are claimed.
@@ -183,7 +194,7 @@ pub struct LeaseRequest {
     /// The latest time mark, in milliseconds, a claimed id may carry: the caller's clock plus
     /// the step back it waits out. A free id marked later is passed over (at most
     /// [`WORKER_TIME_MS_MAX`], which passes none over).
-    pub time_mark_max_ms: u64,
+    pub mark_max: u64,
 }
 
 /// A held lease on one worker id.
@@ -206,7 +217,7 @@ pub struct Lease {
     pub expires_ms: u64,
     /// The persisted time high-water mark, in milliseconds, carried over from earlier owners
     /// (0 if none): the owner must not issue ids at or below it.
-    pub time_mark: u64,
+    pub mark: u64,
 }
 
 /// One row of [`WORKERS_TABLE`](crate::WORKERS_TABLE), for operators.
@@ -221,7 +232,7 @@ pub struct LeaseRecord {
     /// When the lease ends or ended, on the store's clock, in milliseconds.
     pub expires_ms: u64,
     /// The persisted time high-water mark, in milliseconds.
-    pub time_mark: u64,
+    pub mark: u64,
 }
 
 /// What [`WorkerStore::assign_worker`] records for one start of a node.
@@ -256,7 +267,7 @@ pub(crate) fn check_lease_request(req: &LeaseRequest) -> Result<(), StoreError> 
         )));
     }
     check_text("holder", &req.holder)?;
-    check_time_ms("time_mark_max_ms", req.time_mark_max_ms)?;
+    check_time_ms("mark_max", req.mark_max)?;
     check_ttl_ms(req.ttl_ms)?;
     if req.margin_ms > LEASE_MARGIN_MS_MAX {
         return Err(StoreError::InvalidValue(format!(
@@ -337,7 +348,7 @@ pub(crate) struct ScanRow {
     /// Expired past the margin on the store's clock when the scan ran (the takeover checks
     /// again).
     pub(crate) free: bool,
-    pub(crate) time_mark: u64,
+    pub(crate) mark: u64,
 }
 
 /// The three atomic steps a database backend provides for [`acquire_from`].
@@ -377,11 +388,11 @@ pub(crate) trait LeaseTable: Send + Sync {
     ) -> Result<Option<Lease>, StoreError>;
 }
 
-/// [`WorkerStore::acquire_lease`] over a [`LeaseTable`]: walks the space's rows in id order,
+/// [`LeaseStore::acquire_lease`] over a [`LeaseTable`]: walks the space's rows in id order,
 /// a page at a time, and tries each free id it meets (a gap is a never-held id, an expired
 /// row one to take over) until one attempt wins. An attempt that loses went to another node,
 /// so the walk moves on; every id is tried at most once, which bounds the walk by
-/// `max_worker + 1` attempts. An expired row whose time mark is past `req.time_mark_max_ms`
+/// `max_worker + 1` attempts. An expired row whose time mark is past `req.mark_max`
 /// is passed over, and remembered for the refusal when nothing else is free.
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
@@ -410,8 +421,8 @@ pub(crate) async fn acquire_from<T: LeaseTable + ?Sized>(
                     return Ok(lease);
                 }
             }
-            if row.free && row.time_mark > req.time_mark_max_ms {
-                let earliest = earliest_ahead.map_or(row.time_mark, |e| e.min(row.time_mark));
+            if row.free && row.mark > req.mark_max {
+                let earliest = earliest_ahead.map_or(row.mark, |e| e.min(row.mark));
                 earliest_ahead = Some(earliest);
             } else if row.free
                 && let Some(lease) =
@@ -439,7 +450,7 @@ pub(crate) fn none_free(req: &LeaseRequest, earliest_ahead: Option<u64>) -> Stor
         Some(earliest_mark_ms) => StoreError::WorkerMarksAhead {
             space: req.space.clone(),
             earliest_mark_ms,
-            time_mark_max_ms: req.time_mark_max_ms,
+            mark_max: req.mark_max,
         },
         None => exhausted(req),
     }

@@ -21,13 +21,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use idmint_store::{Lease, LeaseRequest, StoreError, WorkerStore};
+use idmint_store::{Lease, LeaseRequest, LeaseStore, StoreError};
 
 use crate::clock::Clock;
 
 /// A lease and its gate, with the holder's state `T` under the same lock.
 pub(crate) struct Fence<T> {
-    store: Option<Arc<dyn WorkerStore>>,
+    store: Option<Arc<dyn LeaseStore>>,
     /// What the lease is, in log lines (`worker lease`: operators' alerts name its lines).
     what: &'static str,
     /// The lease space, in log lines.
@@ -69,7 +69,7 @@ impl<T> Fence<T> {
     /// Asks `store` for a lease by `request`, for [`Fence::leased`] (the holder checks it
     /// first: the slot it got must suit it).
     pub(crate) async fn acquire(
-        store: &Arc<dyn WorkerStore>,
+        store: &dyn LeaseStore,
         request: &LeaseRequest,
     ) -> Result<Lease, StoreError> {
         store.acquire_lease(request).await
@@ -84,7 +84,7 @@ impl<T> Fence<T> {
     /// for `ttl_ms` from then; [`Fence::settle`] sets its floor once the answer's time is
     /// known.
     pub(crate) fn leased(
-        (store, what): (Arc<dyn WorkerStore>, &'static str),
+        (store, what): (Arc<dyn LeaseStore>, &'static str),
         lease: Lease,
         (ttl_ms, settle_ms, asked_ms): (u64, u64, u64),
         holder: T,
@@ -95,7 +95,7 @@ impl<T> Fence<T> {
     }
 
     fn new(
-        store: Option<Arc<dyn WorkerStore>>,
+        store: Option<Arc<dyn LeaseStore>>,
         lease: Option<Lease>,
         (what, space): (&'static str, String),
         (ttl_ms, settle_ms, until_ms): (u64, u64, u64),
@@ -204,7 +204,7 @@ impl<T> Fence<T> {
         stop: impl FnOnce(&mut T),
     ) -> Result<(), StoreError> {
         let Some(store) = &self.store else { return Ok(()) };
-        let raised = store.raise_time_mark(lease, mark).await;
+        let raised = store.raise_mark(lease, mark).await;
         if let Err(StoreError::LeaseLost { .. }) = &raised {
             self.lose(lease, stop);
         }
@@ -270,7 +270,7 @@ mod tests {
             holder: "test".into(),
             ttl_ms: 1_000,
             margin_ms: 100,
-            time_mark_max_ms: now_ms + 10_000,
+            mark_max: now_ms + 10_000,
         }
     }
 
@@ -278,7 +278,7 @@ mod tests {
     /// closes a newer lease.
     #[tokio::test]
     async fn a_lost_lease_closes_the_gate_and_stops_the_holder_once() {
-        let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
         let clock = ManualClock::new(1_000_000);
         let space = WorkerSpace::parse("fence").unwrap();
         // Expiring in 5 ms by the store's clock (the memory store's is the machine's).
@@ -318,13 +318,13 @@ mod tests {
     /// proves is raised.
     #[tokio::test]
     async fn a_mark_raised_under_a_lost_lease_closes_the_gate() {
-        let store: Arc<dyn WorkerStore> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn LeaseStore> = Arc::new(MemoryStore::new());
         let space = WorkerSpace::parse("fence-mark").unwrap();
         let lease = store.acquire_lease(&request(&space, 0)).await.unwrap();
         let fence =
             Fence::leased((Arc::clone(&store), "lease"), lease.clone(), (60_000, 0, 0), false);
         fence.raise_mark(&lease, 7, |stopped| *stopped = true).await.unwrap();
-        assert_eq!(store.list_leases(&space).await.unwrap()[0].time_mark, 7);
+        assert_eq!(store.list_leases(&space).await.unwrap()[0].mark, 7);
         let forged = Lease { token: lease.token + 1, ..lease.clone() };
         fence.install(&mut fence.lock(), forged.clone(), u64::MAX - 1);
         let lost = fence.raise_mark(&forged, 9, |stopped| *stopped = true).await;

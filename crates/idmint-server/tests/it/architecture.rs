@@ -102,7 +102,7 @@ fn idmint_modules_import_from_where_items_live() {
 fn only_the_fence_calls_the_lease_store() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idmint/src");
     let sources = read_modules(&src, &src);
-    let calls = [".acquire_lease(", ".renew_lease(", ".raise_time_mark(", ".release_lease("];
+    let calls = [".acquire_lease(", ".renew_lease(", ".raise_mark(", ".release_lease("];
     let mut found = Vec::new();
     for (module, text) in sources.iter().filter(|(m, _)| *m != "fence") {
         let code = without_comments(text);

@@ -186,6 +186,16 @@ struct DownWorkers {
 
 #[async_trait::async_trait]
 impl idmint_store::WorkerStore for DownWorkers {
+    async fn assign_worker(
+        &self,
+        req: &idmint_store::AssignRequest,
+    ) -> Result<u64, idmint_store::StoreError> {
+        self.inner.assign_worker(req).await
+    }
+}
+
+#[async_trait::async_trait]
+impl idmint_store::LeaseStore for DownWorkers {
     async fn acquire_lease(
         &self,
         req: &idmint_store::LeaseRequest,
@@ -208,18 +218,12 @@ impl idmint_store::WorkerStore for DownWorkers {
     ) -> Result<(), idmint_store::StoreError> {
         self.inner.release_lease(lease).await
     }
-    async fn raise_time_mark(
+    async fn raise_mark(
         &self,
         lease: &idmint_store::Lease,
         mark_ms: u64,
     ) -> Result<(), idmint_store::StoreError> {
-        self.inner.raise_time_mark(lease, mark_ms).await
-    }
-    async fn assign_worker(
-        &self,
-        req: &idmint_store::AssignRequest,
-    ) -> Result<u64, idmint_store::StoreError> {
-        self.inner.assign_worker(req).await
+        self.inner.raise_mark(lease, mark_ms).await
     }
     async fn list_leases(
         &self,

@@ -18,7 +18,8 @@ use crate::worker::{
     new_holder_id, none_free, reusable_below,
 };
 use crate::{
-    AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
+    AssignRequest, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError, WorkerSpace,
+    WorkerStore,
 };
 
 /// The worker state of one memory store.
@@ -67,7 +68,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl WorkerStore for MemoryStore {
+impl LeaseStore for MemoryStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         check_lease_request(req)?;
         let holder_id = new_holder_id();
@@ -82,19 +83,23 @@ impl WorkerStore for MemoryStore {
             let (token, time_mark) = match workers.leases.get(&key).map(|row| &row.record) {
                 None => (1, 0),
                 Some(row) if below.is_some_and(|below| row.expires_ms < below) => {
-                    if row.time_mark > req.time_mark_max_ms {
-                        let earliest =
-                            earliest_ahead.map_or(row.time_mark, |e| e.min(row.time_mark));
+                    if row.mark > req.mark_max {
+                        let earliest = earliest_ahead.map_or(row.mark, |e| e.min(row.mark));
                         earliest_ahead = Some(earliest);
                         continue;
                     }
-                    (row.token + 1, row.time_mark)
+                    (row.token + 1, row.mark)
                 }
                 Some(_) => continue,
             };
             let expires_ms = now_ms + req.ttl_ms;
-            let record =
-                LeaseRecord { worker_id, holder: req.holder.clone(), token, expires_ms, time_mark };
+            let record = LeaseRecord {
+                worker_id,
+                holder: req.holder.clone(),
+                token,
+                expires_ms,
+                mark: time_mark,
+            };
             workers.leases.insert(key, Row { record, holder_id });
             return Ok(Lease {
                 space: req.space.clone(),
@@ -102,7 +107,7 @@ impl WorkerStore for MemoryStore {
                 token,
                 holder_id,
                 expires_ms,
-                time_mark,
+                mark: time_mark,
             });
         }
         Err(none_free(req, earliest_ahead))
@@ -115,7 +120,7 @@ impl WorkerStore for MemoryStore {
         let row = held(&mut workers, lease).filter(|row| row.expires_ms >= now_ms);
         let row = row.ok_or_else(|| lease_lost(lease))?;
         row.expires_ms = row.expires_ms.max(now_ms + ttl_ms);
-        Ok(Lease { expires_ms: row.expires_ms, time_mark: row.time_mark, ..lease.clone() })
+        Ok(Lease { expires_ms: row.expires_ms, mark: row.mark, ..lease.clone() })
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -126,14 +131,27 @@ impl WorkerStore for MemoryStore {
         Ok(())
     }
 
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+    async fn raise_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
         let mut workers = self.workers();
         let row = held(&mut workers, lease).ok_or_else(|| lease_lost(lease))?;
-        row.time_mark = row.time_mark.max(mark_ms);
+        row.mark = row.mark.max(mark_ms);
         Ok(())
     }
 
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let workers = self.workers();
+        let rows = workers.leases.range((space.clone(), 0)..=(space.clone(), u64::MAX));
+        Ok(rows.map(|(_, row)| row.record.clone()).collect())
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        Ok(self.clock_ms())
+    }
+}
+
+#[async_trait]
+impl WorkerStore for MemoryStore {
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
         check_assign_request(req)?;
         let mut workers = self.workers();
@@ -146,16 +164,6 @@ impl WorkerStore for MemoryStore {
         }
         workers.last_assigned = id;
         Ok(id)
-    }
-
-    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
-        let workers = self.workers();
-        let rows = workers.leases.range((space.clone(), 0)..=(space.clone(), u64::MAX));
-        Ok(rows.map(|(_, row)| row.record.clone()).collect())
-    }
-
-    async fn now_ms(&self) -> Result<u64, StoreError> {
-        Ok(self.clock_ms())
     }
 }
 

@@ -43,12 +43,12 @@ const FEATURE_ASSIGN: &str = "store-assigned worker ids";
 const NOW_MS: &str =
     "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
 use crate::{
-    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace,
-    WorkerStore,
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError,
+    WorkerSpace, WorkerStore,
 };
 
 #[async_trait]
-impl WorkerStore for MySqlStore {
+impl LeaseStore for MySqlStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         self.ensure_workers_table().await?;
         acquire_from(self, req).await
@@ -84,19 +84,47 @@ impl WorkerStore for MySqlStore {
         if token != lease.token {
             return Err(lease_lost(lease));
         }
-        Ok(Lease { expires_ms, time_mark, ..lease.clone() })
+        Ok(Lease { expires_ms, mark: time_mark, ..lease.clone() })
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
         self.update_held(lease, &format!("expires_ms = LEAST(expires_ms, {NOW_MS})"), None).await
     }
 
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+    async fn raise_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
         let set = "time_mark = GREATEST(time_mark, ?)";
         self.update_held(lease, set, Some(column(mark_ms))).await
     }
 
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let workers = self.workers_table.as_str();
+        self.ensure_workers_table().await?;
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT worker_id, holder, token, expires_ms, time_mark FROM {workers} \
+             WHERE space = ? ORDER BY worker_id LIMIT {}",
+            LEASE_WORKER_ID_MAX + 1
+        )))
+        .bind(space.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        rows.iter().map(|row| read_record(space, row)).collect()
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        u64::try_from(now).map_err(|_| {
+            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
+        })
+    }
+}
+
+#[async_trait]
+impl WorkerStore for MySqlStore {
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
         let worker_node = self.worker_node_table.as_str();
         check_assign_request(req)?;
@@ -124,31 +152,6 @@ impl WorkerStore for MySqlStore {
         }
         tx.commit().await.map_err(unavailable)?;
         Ok(id)
-    }
-
-    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
-        let workers = self.workers_table.as_str();
-        self.ensure_workers_table().await?;
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, holder, token, expires_ms, time_mark FROM {workers} \
-             WHERE space = ? ORDER BY worker_id LIMIT {}",
-            LEASE_WORKER_ID_MAX + 1
-        )))
-        .bind(space.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(unavailable)?;
-        rows.iter().map(|row| read_record(space, row)).collect()
-    }
-
-    async fn now_ms(&self) -> Result<u64, StoreError> {
-        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(unavailable)?;
-        u64::try_from(now).map_err(|_| {
-            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
-        })
     }
 }
 
@@ -182,7 +185,7 @@ impl LeaseTable for MySqlStore {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", token)?,
                     free: free == 1,
-                    time_mark: stored(space, worker_id, "time_mark", time_mark)?,
+                    mark: stored(space, worker_id, "time_mark", time_mark)?,
                 })
             })
             .collect()
@@ -224,7 +227,7 @@ impl LeaseTable for MySqlStore {
             token: 1,
             holder_id,
             expires_ms,
-            time_mark: 0,
+            mark: 0,
         }))
     }
 
@@ -268,7 +271,7 @@ impl LeaseTable for MySqlStore {
             token: new_token,
             holder_id,
             expires_ms,
-            time_mark,
+            mark: time_mark,
         }))
     }
 }
@@ -407,6 +410,6 @@ fn read_record(space: &WorkerSpace, row: &MySqlRow) -> Result<LeaseRecord, Store
         holder: row.try_get(1).map_err(unavailable)?,
         token: number(2, "token")?,
         expires_ms: number(3, "expires_ms")?,
-        time_mark: number(4, "time_mark")?,
+        mark: number(4, "time_mark")?,
     })
 }

@@ -32,8 +32,8 @@ use crate::worker::{
     stored,
 };
 use crate::{
-    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace,
-    WorkerStore,
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError,
+    WorkerSpace, WorkerStore,
 };
 
 /// The features named in refusals.
@@ -46,7 +46,7 @@ const FEATURE_ASSIGN: &str = "store-assigned worker ids";
 const NOW_MS: &str = "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint";
 
 #[async_trait]
-impl WorkerStore for PgStore {
+impl LeaseStore for PgStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         self.ensure_workers_table().await?;
         acquire_from(self, req).await
@@ -73,7 +73,7 @@ impl WorkerStore for PgStore {
         let (expires_ms, time_mark): (i64, i64) = (self.number(&row, 0)?, self.number(&row, 1)?);
         Ok(Lease {
             expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
-            time_mark: stored(&lease.space, id, "time_mark", time_mark)?,
+            mark: stored(&lease.space, id, "time_mark", time_mark)?,
             ..lease.clone()
         })
     }
@@ -84,11 +84,51 @@ impl WorkerStore for PgStore {
         self.update_held(lease, &set, 0).await
     }
 
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+    async fn raise_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
         self.update_held(lease, "time_mark = GREATEST(time_mark, $4)", column(mark_ms)).await
     }
 
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let workers = self.options.workers_table.as_str();
+        self.ensure_workers_table().await?;
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT worker_id, holder::text, token, expires_ms, time_mark FROM {workers} \
+             WHERE space = $1 ORDER BY worker_id LIMIT {}",
+            LEASE_WORKER_ID_MAX + 1
+        )))
+        .bind(space.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        rows.iter()
+            .map(|row| {
+                let worker_id: i64 = self.number(row, 0)?;
+                let number = |i, name| stored(space, worker_id, name, self.number(row, i)?);
+                Ok(LeaseRecord {
+                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
+                    holder: row.try_get(1).map_err(|e| self.unavailable(e))?,
+                    token: number(2, "token")?,
+                    expires_ms: number(3, "expires_ms")?,
+                    mark: number(4, "time_mark")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        u64::try_from(now).map_err(|_| {
+            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
+        })
+    }
+}
+
+#[async_trait]
+impl WorkerStore for PgStore {
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
         let worker_node = self.options.worker_node_table.as_str();
         check_assign_request(req)?;
@@ -116,43 +156,6 @@ impl WorkerStore for PgStore {
                 Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
             }
         }
-    }
-
-    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
-        let workers = self.options.workers_table.as_str();
-        self.ensure_workers_table().await?;
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT worker_id, holder::text, token, expires_ms, time_mark FROM {workers} \
-             WHERE space = $1 ORDER BY worker_id LIMIT {}",
-            LEASE_WORKER_ID_MAX + 1
-        )))
-        .bind(space.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| self.unavailable(e))?;
-        rows.iter()
-            .map(|row| {
-                let worker_id: i64 = self.number(row, 0)?;
-                let number = |i, name| stored(space, worker_id, name, self.number(row, i)?);
-                Ok(LeaseRecord {
-                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
-                    holder: row.try_get(1).map_err(|e| self.unavailable(e))?,
-                    token: number(2, "token")?,
-                    expires_ms: number(3, "expires_ms")?,
-                    time_mark: number(4, "time_mark")?,
-                })
-            })
-            .collect()
-    }
-
-    async fn now_ms(&self) -> Result<u64, StoreError> {
-        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        u64::try_from(now).map_err(|_| {
-            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
-        })
     }
 }
 
@@ -185,7 +188,7 @@ impl LeaseTable for PgStore {
                     worker_id: stored(space, worker_id, "worker_id", worker_id)?,
                     token: stored(space, worker_id, "token", self.number(row, 1)?)?,
                     free: row.try_get(2).map_err(|e| self.unavailable(e))?,
-                    time_mark: stored(space, worker_id, "time_mark", self.number(row, 3)?)?,
+                    mark: stored(space, worker_id, "time_mark", self.number(row, 3)?)?,
                 })
             })
             .collect()
@@ -221,7 +224,7 @@ impl LeaseTable for PgStore {
             token: 1,
             holder_id,
             expires_ms,
-            time_mark: 0,
+            mark: 0,
         }))
     }
 
@@ -257,7 +260,7 @@ impl LeaseTable for PgStore {
             token: stored(&req.space, id, "token", self.number(&row, 0)?)?,
             holder_id,
             expires_ms: stored(&req.space, id, "expires_ms", self.number(&row, 2)?)?,
-            time_mark: stored(&req.space, id, "time_mark", self.number(&row, 1)?)?,
+            mark: stored(&req.space, id, "time_mark", self.number(&row, 1)?)?,
         }))
     }
 }

@@ -27,7 +27,8 @@ use crate::worker::{
     holder_id_text, lease_lost, new_holder_id,
 };
 use crate::{
-    AssignRequest, Lease, LeaseRecord, LeaseRequest, StoreError, WorkerSpace, WorkerStore,
+    AssignRequest, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError, WorkerSpace,
+    WorkerStore,
 };
 
 /// Lua helpers for lease values: `lease(v)` splits one into token, expiry, mark, holder id
@@ -163,7 +164,7 @@ impl RedisStore {
         match reply.as_slice() {
             [status, expires_ms, time_mark] if status == "ok" => Ok(Lease {
                 expires_ms: stored_number(&lease.space, lease.worker_id, expires_ms)?,
-                time_mark: stored_number(&lease.space, lease.worker_id, time_mark)?,
+                mark: stored_number(&lease.space, lease.worker_id, time_mark)?,
                 ..lease.clone()
             }),
             [status] if status == "lost" => Err(lease_lost(lease)),
@@ -173,7 +174,7 @@ impl RedisStore {
 }
 
 #[async_trait]
-impl WorkerStore for RedisStore {
+impl LeaseStore for RedisStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         check_lease_request(req)?;
         let holder_id = new_holder_id();
@@ -184,7 +185,7 @@ impl WorkerStore for RedisStore {
             .arg(req.ttl_ms.to_string())
             .arg(req.margin_ms.to_string())
             .arg(holder_id_text(holder_id))
-            .arg(req.time_mark_max_ms.to_string())
+            .arg(req.mark_max.to_string())
             .arg(req.min_worker.to_string());
         let reply: Option<Vec<String>> = self.run(&invocation).await?;
         let Some(reply) = reply else {
@@ -194,7 +195,7 @@ impl WorkerStore for RedisStore {
             [status, earliest] if status == "ahead" => Err(StoreError::WorkerMarksAhead {
                 space: req.space.clone(),
                 earliest_mark_ms: stored_number(&req.space, u64::MAX, earliest)?,
-                time_mark_max_ms: req.time_mark_max_ms,
+                mark_max: req.mark_max,
             }),
             [status, id, value] if status == "corrupt" => {
                 Err(corrupt(&req.space, id.parse().unwrap_or(u64::MAX), value))
@@ -207,7 +208,7 @@ impl WorkerStore for RedisStore {
                     token: stored_number(&req.space, worker_id, token)?,
                     holder_id,
                     expires_ms: stored_number(&req.space, worker_id, expires_ms)?,
-                    time_mark: stored_number(&req.space, worker_id, time_mark)?,
+                    mark: stored_number(&req.space, worker_id, time_mark)?,
                 })
             }
             _ => Err(corrupt(&req.space, u64::MAX, &format!("{reply:?}"))),
@@ -223,26 +224,9 @@ impl WorkerStore for RedisStore {
         self.update_held(lease, "release", 0).await.map(drop)
     }
 
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+    async fn raise_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
         self.update_held(lease, "raise", mark_ms).await.map(drop)
-    }
-
-    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
-        check_assign_request(req)?;
-        let mut invocation = ASSIGN.key(self.conn().key("worker_node"));
-        invocation
-            .arg(req.max_worker.to_string())
-            .arg(format!("{} {} {} {}", req.space, req.port, req.launch_ms, req.host));
-        let assigned: Option<String> = self.run(&invocation).await?;
-        match assigned {
-            Some(id) => id.parse().map_err(|_| {
-                StoreError::Unavailable(format!("redis answered {id:?} for an assigned id"))
-            }),
-            None => {
-                Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
-            }
-        }
     }
 
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
@@ -266,7 +250,7 @@ impl WorkerStore for RedisStore {
                     holder: holder.to_string(),
                     token: number(token)?,
                     expires_ms: number(expires_ms)?,
-                    time_mark: number(time_mark)?,
+                    mark: number(time_mark)?,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
@@ -278,6 +262,26 @@ impl WorkerStore for RedisStore {
         let (seconds, micros): (u64, u64) =
             redis::cmd("TIME").query_async(&mut self.conn()).await.map_err(|e| self.fail(&e))?;
         Ok(seconds * 1_000 + micros / 1_000)
+    }
+}
+
+#[async_trait]
+impl WorkerStore for RedisStore {
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        check_assign_request(req)?;
+        let mut invocation = ASSIGN.key(self.conn().key("worker_node"));
+        invocation
+            .arg(req.max_worker.to_string())
+            .arg(format!("{} {} {} {}", req.space, req.port, req.launch_ms, req.host));
+        let assigned: Option<String> = self.run(&invocation).await?;
+        match assigned {
+            Some(id) => id.parse().map_err(|_| {
+                StoreError::Unavailable(format!("redis answered {id:?} for an assigned id"))
+            }),
+            None => {
+                Err(StoreError::WorkersExhausted { space: req.space.clone(), max: req.max_worker })
+            }
+        }
     }
 }
 

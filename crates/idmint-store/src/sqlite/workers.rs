@@ -26,12 +26,12 @@ use crate::worker::{
     stored,
 };
 use crate::{
-    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, StoreError,
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError,
     WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace, WorkerStore,
 };
 
 #[async_trait]
-impl WorkerStore for SqliteStore {
+impl LeaseStore for SqliteStore {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         let found = self.call(ensure_tables).await?;
         let store = self.path().display();
@@ -78,7 +78,7 @@ impl WorkerStore for SqliteStore {
         let (expires_ms, time_mark) = renewed.ok_or_else(|| lease_lost(lease))?;
         Ok(Lease {
             expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
-            time_mark: stored(&lease.space, id, "time_mark", time_mark)?,
+            mark: stored(&lease.space, id, "time_mark", time_mark)?,
             ..lease.clone()
         })
     }
@@ -88,12 +88,47 @@ impl WorkerStore for SqliteStore {
         self.update_held(lease, set, None).await
     }
 
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+    async fn raise_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         check_time_ms("mark_ms", mark_ms)?;
         let set = "time_mark = max(time_mark, ?4)";
         self.update_held(lease, set, Some(column(mark_ms))).await
     }
 
+    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
+        let space = space.clone();
+        self.call(move |conn| {
+            ensure_tables(conn)?;
+            let mut statement = conn
+                .prepare(&format!(
+                    "SELECT worker_id, holder, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
+                     WHERE space = ?1 ORDER BY worker_id LIMIT {}",
+                    LEASE_WORKER_ID_MAX + 1
+                ))
+                .map_err(unavailable)?;
+            let rows = statement.query_map([space.as_str()], read_record).map_err(unavailable)?;
+            let mut records = Vec::new();
+            for row in rows {
+                let (worker_id, holder, token, expires_ms, time_mark) = row.map_err(unavailable)?;
+                records.push(LeaseRecord {
+                    worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
+                    holder,
+                    token: stored(&space, worker_id, "token", token)?,
+                    expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
+                    mark: stored(&space, worker_id, "time_mark", time_mark)?,
+                });
+            }
+            Ok(records)
+        })
+        .await
+    }
+
+    async fn now_ms(&self) -> Result<u64, StoreError> {
+        Ok(self.clock.now_ms())
+    }
+}
+
+#[async_trait]
+impl WorkerStore for SqliteStore {
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
         check_assign_request(req)?;
         let req = req.clone();
@@ -123,38 +158,6 @@ impl WorkerStore for SqliteStore {
             }
         })
         .await
-    }
-
-    async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
-        let space = space.clone();
-        self.call(move |conn| {
-            ensure_tables(conn)?;
-            let mut statement = conn
-                .prepare(&format!(
-                    "SELECT worker_id, holder, token, expires_ms, time_mark FROM {WORKERS_TABLE} \
-                     WHERE space = ?1 ORDER BY worker_id LIMIT {}",
-                    LEASE_WORKER_ID_MAX + 1
-                ))
-                .map_err(unavailable)?;
-            let rows = statement.query_map([space.as_str()], read_record).map_err(unavailable)?;
-            let mut records = Vec::new();
-            for row in rows {
-                let (worker_id, holder, token, expires_ms, time_mark) = row.map_err(unavailable)?;
-                records.push(LeaseRecord {
-                    worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
-                    holder,
-                    token: stored(&space, worker_id, "token", token)?,
-                    expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
-                    time_mark: stored(&space, worker_id, "time_mark", time_mark)?,
-                });
-            }
-            Ok(records)
-        })
-        .await
-    }
-
-    async fn now_ms(&self) -> Result<u64, StoreError> {
-        Ok(self.clock.now_ms())
     }
 }
 
@@ -194,7 +197,7 @@ impl LeaseTable for SqliteStore {
                     worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
                     token: stored(&space, worker_id, "token", token)?,
                     free: free == 1,
-                    time_mark: stored(&space, worker_id, "time_mark", time_mark)?,
+                    mark: stored(&space, worker_id, "time_mark", time_mark)?,
                 });
             }
             Ok(scanned)
@@ -241,7 +244,7 @@ impl LeaseTable for SqliteStore {
             token: 1,
             holder_id,
             expires_ms,
-            time_mark: 0,
+            mark: 0,
         }))
     }
 
@@ -291,7 +294,7 @@ impl LeaseTable for SqliteStore {
             token: stored(&req.space, id, "token", token)?,
             holder_id,
             expires_ms: stored(&req.space, id, "expires_ms", expires_ms)?,
-            time_mark: stored(&req.space, id, "time_mark", time_mark)?,
+            mark: stored(&req.space, id, "time_mark", time_mark)?,
         }))
     }
 }

@@ -746,7 +746,7 @@ pub(crate) async fn assert_tables_compare_bytes(tables: &[&str]) {
 /// names sees none of them.
 #[tokio::test]
 async fn worker_tables_take_the_names_the_url_gives() {
-    use idmint_store::{WorkerSpace, WorkerStore};
+    use idmint_store::{LeaseStore, WorkerSpace, WorkerStore};
     let (workers, nodes) = (fresh_table("leases_named"), fresh_table("nodes_named"));
     let params = format!("workers_table={workers}&worker_node_table={nodes}");
     let Some(url) = table_url(&fresh_table("alloc"), &params).await else { return };
@@ -772,7 +772,7 @@ async fn worker_tables_take_the_names_the_url_gives() {
 /// whose writes begin a transaction on the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_dropped_while_begin_waits_leaves_no_transaction_open() {
-    use idmint_store::{WorkerSpace, WorkerStore};
+    use idmint_store::{LeaseStore, WorkerSpace};
     let Some(base) = database_url().await else { return };
     let relay = Relay::start(&base).await;
     let workers = fresh_table("leases_cut");
@@ -787,7 +787,7 @@ async fn a_call_dropped_while_begin_waits_leaves_no_transaction_open() {
     let renewal = tokio::time::timeout(cut, store.renew_lease(&lease, 10_000)).await;
     assert!(renewal.is_err(), "the renewal did not wait for BEGIN's answer");
     // Written without a transaction of its own, on the pool's one connection.
-    store.raise_time_mark(&lease, 1_234).await.unwrap();
+    store.raise_mark(&lease, 1_234).await.unwrap();
     let sql = format!("SELECT time_mark FROM {workers} WHERE space = 'begin-cut'");
     let mark: i64 = sqlx::query_scalar(AssertSqlSafe(sql)).fetch_one(&mut other).await.unwrap();
     assert_eq!(mark, 1_234, "the raised mark is not committed");

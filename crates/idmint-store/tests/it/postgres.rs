@@ -520,7 +520,7 @@ pub(crate) async fn suite_url(table: &str, pool_max: u32) -> Option<idmint_store
 /// names sees none of them.
 #[tokio::test]
 async fn worker_tables_take_the_names_the_url_gives() {
-    use idmint_store::{WorkerSpace, WorkerStore};
+    use idmint_store::{LeaseStore, WorkerSpace, WorkerStore};
     let (workers, nodes) = (next_table("leases_named"), next_table("nodes_named"));
     let params = format!("workers_table={workers}&worker_node_table={nodes}");
     let Some(url) = store_url(&params).await else { return };

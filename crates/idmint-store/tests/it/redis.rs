@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ::redis as driver;
 use idmint_core::limits::TAG_COUNT_MAX;
 use idmint_store::redis::{RedisConn, RedisStore, RedisUrl};
-use idmint_store::{SegmentStore, StoreError, StoreUrl, WorkerStore};
+use idmint_store::{LeaseStore, SegmentStore, StoreError, StoreUrl};
 
 use crate::conformance::{Subject, conformance_suite, range, spec, tag};
 
@@ -222,14 +222,14 @@ async fn a_lease_is_one_field_of_its_space_hash() {
         holder: "host:80/1 x".to_string(),
         ttl_ms: 500,
         margin_ms: 0,
-        time_mark_max_ms: 1_000,
+        mark_max: 1_000,
     };
     let before = store.now_ms().await.unwrap();
     let lease = store.acquire_lease(&request).await.unwrap();
     let after = store.now_ms().await.unwrap();
     // The expiry is the server's clock (TIME) plus the TTL.
     assert!((before + 500..=after + 500).contains(&lease.expires_ms), "{lease:?}");
-    store.raise_time_mark(&lease, 1_200).await.unwrap();
+    store.raise_mark(&lease, 1_200).await.unwrap();
     let mut raw = url.connect().await.unwrap();
     let value: String =
         query(driver::cmd("HGET").arg(raw.key("workers:{layout-a}")).arg("0"), &mut raw).await;
@@ -261,11 +261,11 @@ async fn a_lease_value_without_a_holder_id_proves_nothing_and_is_taken_over() {
         holder: "new".to_string(),
         ttl_ms: 500,
         margin_ms: 0,
-        time_mark_max_ms: 2_000,
+        mark_max: 2_000,
     };
     // Expired at 1 500 ms past the epoch, long before the server's clock.
     let lease = store.acquire_lease(&request).await.unwrap();
-    assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 5, 1_200));
+    assert_eq!((lease.worker_id, lease.token, lease.mark), (0, 5, 1_200));
     let value: String = query(driver::cmd("HGET").arg(&key).arg("0"), &mut raw).await;
     assert_eq!(value, format!("5 {} 1200 {:032x} new", lease.expires_ms, lease.holder_id));
     store.renew_lease(&lease, 500).await.unwrap();

@@ -4,7 +4,7 @@
 //! only one backend can make.
 //!
 //! **Time.** Lease expiry is the store's to judge, by its own clock, which the checks cannot
-//! set: they read it ([`WorkerStore::now_ms`]) to bracket the expiries the store writes, and
+//! set: they read it ([`LeaseStore::now_ms`]) to bracket the expiries the store writes, and
 //! move it through [`RowTamper::age_rows`], which makes a space's rows as old as they would
 //! be that much later (the database servers: every expiry moved back; memory and SQLite: their
 //! injected clock moved on). Boundaries are checked [`SLACK_MS`] either side, since a
@@ -105,7 +105,7 @@ macro_rules! worker_suite {
                 renew_after_expiry_is_lease_lost,
                 an_expired_id_is_reused_only_after_the_margin,
                 release_frees_the_id_after_the_margin,
-                raise_time_mark_only_grows,
+                raise_mark_only_grows,
                 rows_deleted_under_a_live_holder,
                 rows_restored_from_an_older_snapshot,
             ],
@@ -154,7 +154,7 @@ pub async fn acquirers_get_the_lowest_free_ids(store: Arc<dyn WorkerStore>) {
             token: 1,
             holder_id: lease.holder_id,
             expires_ms: lease.expires_ms,
-            time_mark: 0,
+            mark: 0,
         };
         assert_eq!(lease, expected);
         assert_eq!(store.list_leases(&space).await.unwrap()[worker_id], record_of(&lease, holder));
@@ -162,7 +162,7 @@ pub async fn acquirers_get_the_lowest_free_ids(store: Arc<dyn WorkerStore>) {
     let listed = store.list_leases(&space).await.unwrap();
     let holders: Vec<_> = listed.iter().map(|r| (r.worker_id, r.holder.as_str())).collect();
     assert_eq!(holders, [(0, "a:1/1"), (1, "b:2/2"), (2, "c:3/3")]);
-    assert!(listed.iter().all(|r| r.token == 1 && r.time_mark == 0));
+    assert!(listed.iter().all(|r| r.token == 1 && r.mark == 0));
 }
 
 /// Sixteen nodes acquiring a 4-bit space at once get the sixteen ids, each once; the
@@ -190,8 +190,7 @@ pub async fn a_live_lease_is_never_taken_by_a_caller_whose_marks_run_ahead(
 ) {
     let space = space("live");
     let holder = store.acquire_lease(&request(&space, 1, "holder")).await.unwrap();
-    let fast =
-        LeaseRequest { time_mark_max_ms: MARK_MAX_MS + 60_000, ..request(&space, 1, "fast") };
+    let fast = LeaseRequest { mark_max: MARK_MAX_MS + 60_000, ..request(&space, 1, "fast") };
     let other = store.acquire_lease(&fast).await.unwrap();
     assert_eq!((holder.worker_id, other.worker_id), (0, 1));
     assert_eq!(
@@ -272,14 +271,14 @@ pub async fn concurrent_takeovers_give_each_expired_id_once(
     for worker_id in 0..=max {
         let lease = store.acquire_lease(&request(&space, max, "old")).await.unwrap();
         assert_eq!(lease.worker_id, worker_id);
-        store.raise_time_mark(&lease, mark_of(worker_id)).await.unwrap();
+        store.raise_mark(&lease, mark_of(worker_id)).await.unwrap();
     }
     tamper.age_rows(&space, REUSABLE_AFTER_MS).await;
     let leases = acquire_concurrently(&store, &space, max, max + 1, 1).await;
     let ids: BTreeSet<u64> = leases.iter().map(|l| l.worker_id).collect();
     assert_eq!(ids, (0..=max).collect(), "{leases:?}");
     for lease in &leases {
-        assert_eq!((lease.token, lease.time_mark), (2, mark_of(lease.worker_id)), "{lease:?}");
+        assert_eq!((lease.token, lease.mark), (2, mark_of(lease.worker_id)), "{lease:?}");
     }
     let refused = store.acquire_lease(&request(&space, max, "late")).await;
     assert_eq!(refused, Err(StoreError::WorkersExhausted { space: space.clone(), max }));
@@ -326,26 +325,26 @@ pub async fn acquisition_passes_over_ids_marked_ahead_of_the_clock(
     for (worker_id, mark) in marks.into_iter().enumerate() {
         let lease = store.acquire_lease(&request(&space, 3, "jumped")).await.unwrap();
         assert_eq!(lease.worker_id, worker_id as u64);
-        store.raise_time_mark(&lease, mark).await.unwrap();
+        store.raise_mark(&lease, mark).await.unwrap();
         store.release_lease(&lease).await.unwrap();
     }
     tamper.age_rows(&space, MARGIN_MS + SLACK_MS).await;
     let taken = store.acquire_lease(&request(&space, 3, "b")).await.unwrap();
-    assert_eq!((taken.worker_id, taken.token, taken.time_mark), (1, 2, T0 + 1_000));
+    assert_eq!((taken.worker_id, taken.token, taken.mark), (1, 2, T0 + 1_000));
 
     let before = store.list_leases(&space).await.unwrap();
     let refused = store.acquire_lease(&request(&space, 3, "c")).await;
     let ahead = StoreError::WorkerMarksAhead {
         space: space.clone(),
         earliest_mark_ms: T0 + day_ms,
-        time_mark_max_ms: MARK_MAX_MS,
+        mark_max: MARK_MAX_MS,
     };
     assert_eq!(refused, Err(ahead));
     assert_eq!(store.list_leases(&space).await.unwrap(), before, "a refusal wrote");
 
-    let caught_up = LeaseRequest { time_mark_max_ms: T0 + day_ms, ..request(&space, 3, "c") };
+    let caught_up = LeaseRequest { mark_max: T0 + day_ms, ..request(&space, 3, "c") };
     let taken = store.acquire_lease(&caught_up).await.unwrap();
-    assert_eq!((taken.worker_id, taken.time_mark), (2, T0 + day_ms));
+    assert_eq!((taken.worker_id, taken.mark), (2, T0 + day_ms));
     let held = store.acquire_lease(&request(&space, 3, "d")).await;
     assert!(matches!(held, Err(StoreError::WorkerMarksAhead { .. })), "{held:?}");
 }
@@ -409,7 +408,7 @@ pub async fn renew_after_expiry_is_lease_lost(
     for forged in &forgeries {
         let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: forged.worker_id });
         assert_eq!(store.renew_lease(forged, TTL_MS).await, lost, "{forged:?}");
-        assert_eq!(store.raise_time_mark(forged, T0 + 1).await, lost.clone().map(drop));
+        assert_eq!(store.raise_mark(forged, T0 + 1).await, lost.clone().map(drop));
         assert_eq!(store.release_lease(forged).await, lost.map(drop));
     }
     assert_eq!(only_row(&store, &space).await, before);
@@ -426,7 +425,7 @@ pub async fn an_expired_id_is_reused_only_after_the_margin(
     let space = space("reuse");
     let old = store.acquire_lease(&request(&space, 3, "old")).await.unwrap();
     let mark = T0 + 3_000;
-    store.raise_time_mark(&old, mark).await.unwrap();
+    store.raise_mark(&old, mark).await.unwrap();
 
     tamper.age_rows(&space, WITHIN_MARGIN_MS).await;
     let other = store.acquire_lease(&request(&space, 3, "other")).await.unwrap();
@@ -444,7 +443,7 @@ pub async fn an_expired_id_is_reused_only_after_the_margin(
         token: old.token + 1,
         holder_id: new.holder_id,
         expires_ms: new.expires_ms,
-        time_mark: mark,
+        mark: mark,
     };
     assert_eq!(new, expected);
     let row = store.list_leases(&space).await.unwrap().remove(0);
@@ -452,12 +451,12 @@ pub async fn an_expired_id_is_reused_only_after_the_margin(
 
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
     assert_eq!(store.renew_lease(&old, TTL_MS).await, lost);
-    assert_eq!(store.raise_time_mark(&old, mark + 10_000).await, lost.clone().map(drop));
+    assert_eq!(store.raise_mark(&old, mark + 10_000).await, lost.clone().map(drop));
     assert_eq!(store.release_lease(&old).await, lost.map(drop));
     assert_eq!(store.list_leases(&space).await.unwrap().remove(0), row);
 
     let renewed = store.renew_lease(&new, TTL_MS).await.unwrap();
-    assert_eq!((renewed.token, renewed.time_mark), (2, mark));
+    assert_eq!((renewed.token, renewed.mark), (2, mark));
 }
 
 /// Releasing sets the expiry to the store's now (never later than it was) and keeps the time
@@ -468,12 +467,12 @@ pub async fn release_frees_the_id_after_the_margin(
 ) {
     let space = space("release");
     let lease = store.acquire_lease(&request(&space, 3, "a")).await.unwrap();
-    store.raise_time_mark(&lease, T0 + 500).await.unwrap();
+    store.raise_mark(&lease, T0 + 500).await.unwrap();
     let before = store_now(&store).await;
     store.release_lease(&lease).await.unwrap();
     let after = store_now(&store).await;
     let row = only_row(&store, &space).await;
-    assert_eq!((row.token, row.time_mark), (1, T0 + 500));
+    assert_eq!((row.token, row.mark), (1, T0 + 500));
     assert!((before..=after).contains(&row.expires_ms), "{row:?} not in {before}..={after}");
     // Releasing again, later, does not push the expiry back out.
     tamper.age_rows(&space, SLACK_MS).await;
@@ -486,28 +485,28 @@ pub async fn release_frees_the_id_after_the_margin(
     assert_eq!(early.unwrap().worker_id, 1, "a released id was reused within the margin");
     tamper.age_rows(&space, MARGIN_MS).await;
     let reused = store.acquire_lease(&request(&space, 3, "c")).await.unwrap();
-    assert_eq!((reused.worker_id, reused.token, reused.time_mark), (0, 2, T0 + 500));
+    assert_eq!((reused.worker_id, reused.token, reused.mark), (0, 2, T0 + 500));
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
     assert_eq!(store.release_lease(&lease).await, lost);
 }
 
 /// The time mark takes the larger of its value and the one raised to; a renewal reports it,
 /// and a takeover carries it over.
-pub async fn raise_time_mark_only_grows(store: Arc<dyn WorkerStore>, tamper: Arc<dyn RowTamper>) {
+pub async fn raise_mark_only_grows(store: Arc<dyn WorkerStore>, tamper: Arc<dyn RowTamper>) {
     let space = space("marks");
     let lease = store.acquire_lease(&request(&space, 3, "a")).await.unwrap();
     for (raise, expected) in [(T0 + 500, T0 + 500), (T0 + 300, T0 + 500), (T0 + 700, T0 + 700)] {
-        store.raise_time_mark(&lease, raise).await.unwrap();
-        assert_eq!(only_row(&store, &space).await.time_mark, expected, "after raising to {raise}");
+        store.raise_mark(&lease, raise).await.unwrap();
+        assert_eq!(only_row(&store, &space).await.mark, expected, "after raising to {raise}");
     }
     // Raising to the mark already held is accepted and changes nothing.
-    store.raise_time_mark(&lease, T0 + 700).await.unwrap();
+    store.raise_mark(&lease, T0 + 700).await.unwrap();
     let renewed = store.renew_lease(&lease, TTL_MS).await.unwrap();
-    assert_eq!(renewed.time_mark, T0 + 700);
+    assert_eq!(renewed.mark, T0 + 700);
 
     tamper.age_rows(&space, REUSABLE_AFTER_MS).await;
     let next = store.acquire_lease(&request(&space, 3, "b")).await.unwrap();
-    assert_eq!((next.worker_id, next.time_mark), (0, T0 + 700));
+    assert_eq!((next.worker_id, next.mark), (0, T0 + 700));
 }
 
 /// Assigned ids are distinct under concurrency and increase; once the next id would pass
@@ -555,7 +554,7 @@ pub async fn spaces_are_independent(store: Arc<dyn WorkerStore>) {
     let a = store.acquire_lease(&request(&upper, 1, "a")).await.unwrap();
     let b = store.acquire_lease(&request(&lower, 1, "b")).await.unwrap();
     assert_eq!((a.worker_id, b.worker_id), (0, 0));
-    store.raise_time_mark(&a, T0 + 900).await.unwrap();
+    store.raise_mark(&a, T0 + 900).await.unwrap();
     store.acquire_lease(&request(&upper, 1, "a2")).await.unwrap();
     assert_eq!(
         store.acquire_lease(&request(&upper, 1, "a3")).await,
@@ -566,7 +565,7 @@ pub async fn spaces_are_independent(store: Arc<dyn WorkerStore>) {
 
     let lower_rows = store.list_leases(&lower).await.unwrap();
     assert_eq!(lower_rows, [record_of(&b, "b"), record_of(&b2, "b2")]);
-    assert_eq!(store.list_leases(&upper).await.unwrap()[0].time_mark, T0 + 900);
+    assert_eq!(store.list_leases(&upper).await.unwrap()[0].mark, T0 + 900);
     assert_eq!(store.list_leases(&space("independent-unused")).await, Ok(Vec::new()));
 }
 
@@ -583,7 +582,7 @@ pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn 
         LeaseRequest { ttl_ms: 0, ..ok.clone() },
         LeaseRequest { ttl_ms: LEASE_TTL_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { margin_ms: LEASE_MARGIN_MS_MAX + 1, ..ok.clone() },
-        LeaseRequest { time_mark_max_ms: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
+        LeaseRequest { mark_max: WORKER_TIME_MS_MAX + 1, ..ok.clone() },
         LeaseRequest { holder: "h".repeat(HOLDER_LEN_MAX + 1), ..ok.clone() },
         LeaseRequest { holder: "two\nlines".to_string(), ..ok.clone() },
     ];
@@ -602,7 +601,7 @@ pub async fn invalid_requests_are_refused_and_nothing_is_written(store: Arc<dyn 
     let lease = store.acquire_lease(&widest).await.unwrap();
     assert!(invalid(store.renew_lease(&lease, 0).await));
     assert!(invalid(store.renew_lease(&lease, LEASE_TTL_MS_MAX + 1).await));
-    assert!(invalid(store.raise_time_mark(&lease, WORKER_TIME_MS_MAX + 1).await));
+    assert!(invalid(store.raise_mark(&lease, WORKER_TIME_MS_MAX + 1).await));
     assert_eq!(store.list_leases(&space).await.unwrap(), [record_of(&lease, &widest.holder)]);
 
     let base = assign(&space, 3, 1);
@@ -626,21 +625,21 @@ pub async fn rows_deleted_under_a_live_holder(
 ) {
     let space = space("deleted");
     let old = store.acquire_lease(&request(&space, 3, "old")).await.unwrap();
-    store.raise_time_mark(&old, T0 + 500).await.unwrap();
+    store.raise_mark(&old, T0 + 500).await.unwrap();
     tamper.delete_rows(&space).await;
 
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
     assert_eq!(store.renew_lease(&old, TTL_MS).await, lost, "renew with no row");
-    assert_eq!(store.raise_time_mark(&old, T0 + 900).await, lost.clone().map(drop));
+    assert_eq!(store.raise_mark(&old, T0 + 900).await, lost.clone().map(drop));
     assert_eq!(store.list_leases(&space).await.unwrap(), [], "a lost call wrote a row");
 
     let new = store.acquire_lease(&request(&space, 3, "new")).await.unwrap();
-    assert_eq!((new.worker_id, new.token, new.time_mark), (0, old.token, 0), "{new:?}");
+    assert_eq!((new.worker_id, new.token, new.mark), (0, old.token, 0), "{new:?}");
     let row = only_row(&store, &space).await;
     assert_eq!(row, record_of(&new, "new"));
 
     assert_eq!(store.renew_lease(&old, TTL_MS).await, lost, "old holder renewed");
-    assert_eq!(store.raise_time_mark(&old, T0 + 900).await, lost.clone().map(drop));
+    assert_eq!(store.raise_mark(&old, T0 + 900).await, lost.clone().map(drop));
     assert_eq!(store.release_lease(&old).await, lost.map(drop));
     assert_eq!(only_row(&store, &space).await, row, "a lost call changed the row");
 
@@ -648,7 +647,7 @@ pub async fn rows_deleted_under_a_live_holder(
     let renewed = store.renew_lease(&new, 2 * TTL_MS).await.unwrap();
     let after = store_now(&store).await;
     assert!((before + 2 * TTL_MS..=after + 2 * TTL_MS).contains(&renewed.expires_ms));
-    store.raise_time_mark(&renewed, T0 + 700).await.unwrap();
+    store.raise_mark(&renewed, T0 + 700).await.unwrap();
     store.release_lease(&renewed).await.unwrap();
 }
 
@@ -668,7 +667,7 @@ pub async fn rows_restored_from_an_older_snapshot(
 
     let holder = store.acquire_lease(&request(&space, 3, "holder")).await.unwrap();
     assert_eq!((holder.worker_id, holder.token), (0, 2), "{holder:?}");
-    store.raise_time_mark(&holder, T0 + 3_000).await.unwrap();
+    store.raise_mark(&holder, T0 + 3_000).await.unwrap();
     tamper.restore_rows(&space, &*backup).await;
 
     let lost = Err(StoreError::LeaseLost { space: space.clone(), worker_id: 0 });
@@ -681,14 +680,14 @@ pub async fn rows_restored_from_an_older_snapshot(
     assert_eq!(row, record_of(&third, "third"));
 
     assert_eq!(store.renew_lease(&holder, TTL_MS).await, lost, "old holder renewed");
-    assert_eq!(store.raise_time_mark(&holder, T0 + 9_000).await, lost.clone().map(drop));
+    assert_eq!(store.raise_mark(&holder, T0 + 9_000).await, lost.clone().map(drop));
     assert_eq!(store.release_lease(&holder).await, lost.map(drop));
     assert_eq!(only_row(&store, &space).await, row, "a lost call changed the row");
 
     let renewed = store.renew_lease(&third, 2 * TTL_MS).await.unwrap();
     assert_eq!(renewed.token, holder.token);
     assert!(renewed.expires_ms > third.expires_ms, "{renewed:?} after {third:?}");
-    store.raise_time_mark(&renewed, T0 + 3_000).await.unwrap();
+    store.raise_mark(&renewed, T0 + 3_000).await.unwrap();
 }
 
 /// Runs `tasks` tasks, each acquiring `per_task` leases of `space` in turn; returns them all.
@@ -728,7 +727,7 @@ pub fn request(space: &WorkerSpace, max_worker: u64, holder: &str) -> LeaseReque
         holder: holder.to_string(),
         ttl_ms: TTL_MS,
         margin_ms: MARGIN_MS,
-        time_mark_max_ms: MARK_MAX_MS,
+        mark_max: MARK_MAX_MS,
     }
 }
 
@@ -760,7 +759,7 @@ pub fn record_of(lease: &Lease, holder: &str) -> LeaseRecord {
         holder: holder.to_string(),
         token: lease.token,
         expires_ms: lease.expires_ms,
-        time_mark: lease.time_mark,
+        mark: lease.mark,
     }
 }
 
@@ -890,8 +889,8 @@ mod sqlite {
     use std::sync::Arc;
 
     use idmint_store::{
-        HOLDER_ID_COLUMN, SqliteStore, StoreError, StoreUrl, WORKER_NODE_TABLE, WORKERS_TABLE,
-        WorkerStore, open_workers,
+        HOLDER_ID_COLUMN, LeaseStore, SqliteStore, StoreError, StoreUrl, WORKER_NODE_TABLE,
+        WORKERS_TABLE, WorkerStore, open_workers,
     };
     use rusqlite::Connection;
     use tempfile::TempDir;
@@ -985,16 +984,16 @@ mod sqlite {
         let store = SqliteStore::open(&path).await.unwrap();
         let space = space("durable");
         let lease = store.acquire_lease(&request(&space, 7, "a")).await.unwrap();
-        store.raise_time_mark(&lease, T0 + 42).await.unwrap();
+        store.raise_mark(&lease, T0 + 42).await.unwrap();
         let assigned = store.assign_worker(&assign(&space, 100, 1)).await.unwrap();
         drop(store);
 
         let store = SqliteStore::open(&path).await.unwrap();
         let listed = store.list_leases(&space).await.unwrap();
         assert_eq!(listed.len(), 1);
-        assert_eq!((listed[0].token, listed[0].time_mark), (1, T0 + 42));
+        assert_eq!((listed[0].token, listed[0].mark), (1, T0 + 42));
         let renewed = store.renew_lease(&lease, TTL_MS).await.unwrap();
-        assert_eq!(renewed.time_mark, T0 + 42);
+        assert_eq!(renewed.mark, T0 + 42);
         let next = store.acquire_lease(&request(&space, 7, "b")).await.unwrap();
         assert_eq!(next.worker_id, 1);
         assert!(store.assign_worker(&assign(&space, 100, 1)).await.unwrap() > assigned);
@@ -1064,7 +1063,7 @@ mod sqlite {
         let space = space("foreign");
         // The row expired at T0, long before the store's clock.
         let lease = store.acquire_lease(&request(&space, 7, "a")).await.unwrap();
-        assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 4, 77));
+        assert_eq!((lease.worker_id, lease.token, lease.mark), (0, 4, 77));
         let layout: String = raw
             .query_row("SELECT sql FROM sqlite_master WHERE name = ?1", [WORKERS_TABLE], |r| {
                 r.get(0)
@@ -1112,7 +1111,7 @@ mod sqlite {
 
         raw.execute_batch(fix).unwrap();
         let lease = store.acquire_lease(&request(&space, 7, "a")).await.unwrap();
-        assert_eq!((lease.worker_id, lease.token, lease.time_mark), (0, 4, 77));
+        assert_eq!((lease.worker_id, lease.token, lease.mark), (0, 4, 77));
         store.renew_lease(&lease, TTL_MS).await.unwrap();
     }
 

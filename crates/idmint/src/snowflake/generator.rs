@@ -50,7 +50,9 @@ use std::time::Duration;
 use idmint_core::Tag;
 use idmint_core::snowflake::{ClockPolicy, Layout, LifetimeError, Parts};
 use idmint_core::snowflake_cell::{IssueCell, Issued, Reserved};
-use idmint_store::{AssignRequest, Lease, LeaseRequest, StoreError, WorkerSpace, WorkerStore};
+use idmint_store::{
+    AssignRequest, Lease, LeaseRequest, LeaseStore, StoreError, WorkerSpace, WorkerStore,
+};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -504,7 +506,7 @@ impl Snowflake {
             WorkerIdSource::Lease => {
                 let store = need(&store, "lease")?;
                 let lease =
-                    Fence::<State>::acquire(store, &lease_request(&config, &space, now)).await?;
+                    Fence::<State>::acquire(&**store, &lease_request(&config, &space, now)).await?;
                 (lease.worker_id, Some(lease))
             }
         };
@@ -528,7 +530,7 @@ impl Snowflake {
         let state = State { worker, spent: false, stopped: false };
         let fence = match (lease, &store) {
             (Some(lease), Some(store)) => Fence::leased(
-                (Arc::clone(store), "worker lease"),
+                (Arc::clone(store) as Arc<dyn LeaseStore>, "worker lease"),
                 lease,
                 (config.lease_ttl_ms, settle_ms(&config), now),
                 state,
@@ -941,7 +943,7 @@ impl Snowflake {
             Some(marks) => marks.get(&self.mark_key(state.holder.worker)?).unwrap_or(0),
             None => 0,
         };
-        let stored = state.lease.as_ref().map_or(0, |l| l.time_mark);
+        let stored = state.lease.as_ref().map_or(0, |l| l.mark);
         let mark_ms = local.max(stored).max(state.floor_ms);
         if mark_ms > 0 {
             // Ids at or below the mark's unit may have been issued: start as if its last
@@ -1162,7 +1164,7 @@ impl Snowflake {
                 // floor above any earlier holder that has not yet learnt it lost the row.
                 state.holder.worker = lease.worker_id;
                 self.set_floor(&mut state, now_ms);
-                let units = layout.to_units(lease.time_mark.max(state.floor_ms)).unwrap_or(0);
+                let units = layout.to_units(lease.mark.max(state.floor_ms)).unwrap_or(0);
                 let floor = layout.pack(units, layout.max_sequence()).unwrap_or(u64::MAX);
                 // The mark goes to 0 with it (this worker id's is not written yet); a state
                 // that no longer fits the layout leaves the cell stopped (`Exhausted` is
@@ -1270,7 +1272,7 @@ fn lease_request(config: &SnowflakeConfig, space: &WorkerSpace, now_ms: u64) -> 
         // that once jumped ahead leaves such marks): the store passes it over. Every new
         // holder waits out its floor anyway, and persists its mark one window above it, so a
         // mark up to there (an id a node held a moment ago) costs at most one window more.
-        time_mark_max_ms: now_ms
+        mark_max: now_ms
             .saturating_add(settle_ms(config))
             .saturating_add(config.time_window_ms)
             .saturating_add(config.tolerance_ms),

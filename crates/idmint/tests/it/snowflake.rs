@@ -12,7 +12,9 @@ use idmint::clock::{Clock, ManualClock, SystemClock};
 use idmint::snowflake::{SnowflakeConfig, SnowflakeError, WorkerIdRange, WorkerIdSource};
 use idmint::store::{MemoryStore, StoreError};
 use idmint_core::snowflake::Layout;
-use idmint_store::{AssignRequest, Lease, LeaseRecord, LeaseRequest, WorkerSpace, WorkerStore};
+use idmint_store::{
+    AssignRequest, Lease, LeaseRecord, LeaseRequest, LeaseStore, WorkerSpace, WorkerStore,
+};
 
 fn layout() -> Layout {
     Layout::preset("snowflake").unwrap()
@@ -196,7 +198,7 @@ struct Flaky {
 }
 
 #[async_trait]
-impl WorkerStore for Flaky {
+impl LeaseStore for Flaky {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         if let Some((clock, delay_ms)) = &self.slow {
             clock.advance(*delay_ms);
@@ -212,11 +214,8 @@ impl WorkerStore for Flaky {
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
         self.inner.release_lease(lease).await
     }
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
-        self.inner.raise_time_mark(lease, mark_ms).await
-    }
-    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
-        self.inner.assign_worker(req).await
+    async fn raise_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+        self.inner.raise_mark(lease, mark_ms).await
     }
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         self.inner.list_leases(space).await
@@ -226,6 +225,13 @@ impl WorkerStore for Flaky {
             return Err(StoreError::Unavailable("switched off".into()));
         }
         self.inner.now_ms().await
+    }
+}
+
+#[async_trait]
+impl WorkerStore for Flaky {
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        self.inner.assign_worker(req).await
     }
 }
 
@@ -627,7 +633,7 @@ async fn quick_restarts_find_a_worker_id_and_retake_the_one_just_held() {
     held.shutdown().await;
     clock.advance(cfg.lease_margin_ms + 1);
     let status = store.list_leases(&WorkerSpace::parse("snowflake").unwrap()).await.unwrap();
-    let mark = status.iter().find(|r| r.worker_id == worker).unwrap().time_mark;
+    let mark = status.iter().find(|r| r.worker_id == worker).unwrap().mark;
     assert!(
         mark > clock.now_ms() + idmint::snowflake::limits::TOLERANCE_MS_DEFAULT,
         "the mark is not ahead"
@@ -670,7 +676,7 @@ async fn no_time_mark_is_written_further_ahead_than_the_window_and_the_lead() {
     let space = idmint_store::WorkerSpace::parse("snowflake").unwrap();
     let marked_ms = |store: Arc<dyn WorkerStore>| {
         let space = space.clone();
-        async move { store.list_leases(&space).await.unwrap()[0].time_mark }
+        async move { store.list_leases(&space).await.unwrap()[0].mark }
     };
     // Below its own floor, a fresh holder's marks stay within a window of the clock.
     let generator =

@@ -16,8 +16,8 @@ use idmint::store::{MemoryStore, StoreError};
 use idmint::{Node, NodeBuilder, NodeConfig};
 use idmint_core::snowflake::{Layout, TimeUnit};
 use idmint_store::{
-    AssignRequest, Lease, LeaseRecord, LeaseRequest, SegmentStore, StoreUrl, WorkerSpace,
-    WorkerStore,
+    AssignRequest, Lease, LeaseRecord, LeaseRequest, LeaseStore, SegmentStore, StoreUrl,
+    WorkerSpace, WorkerStore,
 };
 use tokio::sync::Semaphore;
 
@@ -67,7 +67,7 @@ fn unreachable() -> StoreError {
 }
 
 #[async_trait]
-impl WorkerStore for Workers {
+impl LeaseStore for Workers {
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError> {
         self.acquires.fetch_add(1, Ordering::SeqCst);
         if take_one(&self.acquire_failures) {
@@ -85,21 +85,25 @@ impl WorkerStore for Workers {
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
         self.inner.release_lease(lease).await
     }
-    async fn raise_time_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
+    async fn raise_mark(&self, lease: &Lease, mark_ms: u64) -> Result<(), StoreError> {
         if take_one(&self.mark_failures) {
             return Err(unreachable());
         }
-        self.inner.raise_time_mark(lease, mark_ms).await
-    }
-    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
-        self.assigns.fetch_add(1, Ordering::SeqCst);
-        self.inner.assign_worker(req).await
+        self.inner.raise_mark(lease, mark_ms).await
     }
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         self.inner.list_leases(space).await
     }
     async fn now_ms(&self) -> Result<u64, StoreError> {
         self.inner.now_ms().await
+    }
+}
+
+#[async_trait]
+impl WorkerStore for Workers {
+    async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
+        self.assigns.fetch_add(1, Ordering::SeqCst);
+        self.inner.assign_worker(req).await
     }
 }
 
