@@ -197,7 +197,7 @@ impl<T> Fence<T> {
 
     /// Raises the space's mark of `lease` to `mark` under its token; a lease the store no
     /// longer proves is lost ([`Fence::lose`] with `stop`).
-    pub(crate) async fn raise_mark(
+    pub(crate) async fn raise(
         &self,
         lease: &Lease,
         mark: u64,
@@ -323,11 +323,11 @@ mod tests {
         let lease = store.acquire_lease(&request(&space, 0)).await.unwrap();
         let fence =
             Fence::leased((Arc::clone(&store), "lease"), lease.clone(), (60_000, 0, 0), false);
-        fence.raise_mark(&lease, 7, |stopped| *stopped = true).await.unwrap();
+        fence.raise(&lease, 7, |stopped| *stopped = true).await.unwrap();
         assert_eq!(store.list_leases(&space).await.unwrap()[0].mark, 7);
         let forged = Lease { token: lease.token + 1, ..lease.clone() };
         fence.install(&mut fence.lock(), forged.clone(), u64::MAX - 1);
-        let lost = fence.raise_mark(&forged, 9, |stopped| *stopped = true).await;
+        let lost = fence.raise(&forged, 9, |stopped| *stopped = true).await;
         assert!(matches!(lost, Err(StoreError::LeaseLost { .. })), "{lost:?}");
         assert!(fence.lock().holder && !fence.open_at(0));
     }

@@ -102,14 +102,24 @@ fn idmint_modules_import_from_where_items_live() {
 fn only_the_fence_calls_the_lease_store() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idmint/src");
     let sources = read_modules(&src, &src);
-    let calls = [".acquire_lease(", ".renew_lease(", ".raise_mark(", ".release_lease("];
+    // A store's `raise_mark` takes the lease first (the snowflake cell has a method of that
+    // name too, which takes a time).
+    let calls = [
+        ".acquire_lease(",
+        ".renew_lease(",
+        ".raise_mark(lease",
+        ".raise_mark(&",
+        ".release_lease(",
+    ];
     let mut found = Vec::new();
     for (module, text) in sources.iter().filter(|(m, _)| *m != "fence") {
         let code = without_comments(text);
         found.extend(calls.iter().filter(|c| code.contains(*c)).map(|c| format!("{module}: {c}")));
     }
     assert!(found.is_empty(), "lease calls outside the fence:\n{}", found.join("\n"));
-    assert!(calls.iter().all(|c| sources["fence"].contains(c)), "the fence makes no lease call");
+    let fence = &sources["fence"];
+    let made = [".acquire_lease(", ".renew_lease(", ".raise_mark(lease", ".release_lease("];
+    assert!(made.iter().all(|c| fence.contains(c)), "the fence makes no lease call");
 }
 
 #[test]

@@ -1005,7 +1005,7 @@ impl Snowflake {
         }
         if let Some(lease) = &lease {
             // Another holder's row, or none: the row no longer proves this lease.
-            self.fence.raise_mark(lease, mark_ms, |_| self.stop_cell()).await?;
+            self.fence.raise(lease, mark_ms, |_| self.stop_cell()).await?;
         }
         let units = layout.to_units(mark_ms).unwrap_or(0);
         // Under the lock: a new incarnation (which resets the mark) is one step with its
