@@ -443,7 +443,7 @@ pub async fn an_expired_id_is_reused_only_after_the_margin(
         token: old.token + 1,
         holder_id: new.holder_id,
         expires_ms: new.expires_ms,
-        mark: mark,
+        mark,
     };
     assert_eq!(new, expected);
     let row = store.list_leases(&space).await.unwrap().remove(0);
