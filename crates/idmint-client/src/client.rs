@@ -247,7 +247,7 @@ impl ClientBuilder {
             // again at once, so a tag created a moment ago is served on its next request.
             .map(SegmentConfig::with_unknown_tags_unbounded)
             .map_err(|e| bad_config("build", e.to_string()))?;
-        let segments = Segments::start(Arc::clone(&store) as _, config)
+        let segments = Segments::start_ranges(Arc::clone(&store) as _, config)
             .map_err(|e| bad_config("build", e.to_string()))?;
         tracing::debug!(servers = %endpoints.describe(), min_lease = self.min_lease, lease_s, timeout_ms, "idmint client started");
         let parts = Parts {

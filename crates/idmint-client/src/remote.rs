@@ -34,7 +34,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use idmint_core::limits::{BATCH_COUNT_MAX, TAG_COUNT_MAX};
 use idmint_core::{IdRange, Step, Tag};
-use idmint_store::{Allocation, SegmentStore, StoreError, TagRecord, TagSpec};
+use idmint_store::{Allocation, RangeStore, StoreError, TagRecord};
 use tokio::time::Instant;
 
 use crate::endpoints::Endpoints;
@@ -325,7 +325,7 @@ fn unreachable_range(start: u64, end: u64) -> IdRange {
 }
 
 #[async_trait]
-impl SegmentStore for RemoteStore {
+impl RangeStore for RemoteStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(StoreError::Unavailable("the client is closing".to_string()));
@@ -382,10 +382,6 @@ impl SegmentStore for RemoteStore {
         Ok(self.give_back(tag, new, expected).await)
     }
 
-    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        Err(admin_refused("create tags", &spec.tag))
-    }
-
     async fn get_tag(&self, _tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
         Ok(None)
     }
@@ -406,14 +402,6 @@ impl SegmentStore for RemoteStore {
         Ok(records)
     }
 
-    async fn set_step(&self, tag: &Tag, _step: Step) -> Result<TagRecord, StoreError> {
-        Err(admin_refused("change steps", tag))
-    }
-
-    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        Err(admin_refused("delete tags", tag))
-    }
-
     async fn tombstone(&self, _tag: &Tag) -> Result<Option<u64>, StoreError> {
         // Tombstones live in the servers' store; the client deletes and creates nothing.
         Ok(None)
@@ -430,11 +418,4 @@ impl SegmentStore for RemoteStore {
     fn describe(&self) -> String {
         self.endpoints.describe()
     }
-}
-
-fn admin_refused(what: &str, tag: &Tag) -> StoreError {
-    StoreError::InvalidValue(format!(
-        "the idmint client cannot {what} (tag {tag}); use the server's admin API: `idmint tag \
-         …` against its store, or /v1/tags with the admin token"
-    ))
 }

@@ -30,7 +30,9 @@ use idmint_core::{Step, Tag};
 use tokio::time::Instant;
 
 use crate::url::INTERLEAVE_SOURCES_MAX;
-use crate::{Allocation, SegmentStore, StoreError, TagRecord, TagSpec, check_new_max_id};
+use crate::{
+    Allocation, RangeStore, SegmentStore, StoreError, TagRecord, TagSpec, check_new_max_id,
+};
 
 /// Bound on one call to one source; a source that does not answer in time is skipped like
 /// one that is down.
@@ -305,7 +307,7 @@ fn split<T>(answers: Vec<Result<T, StoreError>>) -> (Vec<T>, Option<StoreError>)
 }
 
 #[async_trait]
-impl SegmentStore for InterleavedStore {
+impl RangeStore for InterleavedStore {
     /// Tickets and blocks are consumed when taken: a shutdown gives nothing back.
     fn gives_back(&self) -> bool {
         false
@@ -364,6 +366,52 @@ impl SegmentStore for InterleavedStore {
         }
     }
 
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        let (records, failure) = split(self.on_each(|source| source.get(tag)).await);
+        if records.is_empty() {
+            return Err(failure.unwrap_or_else(|| StoreError::TagNotFound(tag.clone())));
+        }
+        merge(tag, records.into_iter().flatten())
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        let (lists, failure) = split(self.on_each(|source| source.list()).await);
+        if lists.is_empty() {
+            return Err(failure.unwrap_or_else(|| StoreError::Unavailable("no store".into())));
+        }
+        let mut by_tag: BTreeMap<Tag, Vec<TagRecord>> = BTreeMap::new();
+        for record in lists.into_iter().flatten() {
+            by_tag.entry(record.tag.clone()).or_default().push(record);
+        }
+        by_tag.into_iter().filter_map(|(tag, records)| merge(&tag, records).transpose()).collect()
+    }
+
+    /// Each source's own store keeps, and enforces, the tombstones of its rows (Flicker's
+    /// ticket counter never goes back and needs none); the set as a whole reports none.
+    async fn tombstone(&self, _tag: &Tag) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // Serving needs one source: the store is up while any answers.
+        let mut failure = None;
+        for source in self.round(None) {
+            match self.call(source, self.sources[source].ping()).await {
+                Ok(()) => return Ok(()),
+                Err(error) => failure = Some(error),
+            }
+        }
+        Err(failure.unwrap_or_else(|| StoreError::Unavailable("no store".into())))
+    }
+
+    fn describe(&self) -> String {
+        let sources: Vec<String> = self.sources.iter().map(|s| s.describe()).collect();
+        format!("{}[{} mod {}]({})", self.kind, self.sources.len(), self.modulus, sources.join(" "))
+    }
+}
+
+#[async_trait]
+impl SegmentStore for InterleavedStore {
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         let answers = self.on_each(|source| source.create(spec)).await;
         let stores = answers.len();
@@ -397,26 +445,6 @@ impl SegmentStore for InterleavedStore {
         record.ok_or_else(|| StoreError::TagNotFound(spec.tag.clone()))
     }
 
-    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        let (records, failure) = split(self.on_each(|source| source.get(tag)).await);
-        if records.is_empty() {
-            return Err(failure.unwrap_or_else(|| StoreError::TagNotFound(tag.clone())));
-        }
-        merge(tag, records.into_iter().flatten())
-    }
-
-    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
-        let (lists, failure) = split(self.on_each(|source| source.list()).await);
-        if lists.is_empty() {
-            return Err(failure.unwrap_or_else(|| StoreError::Unavailable("no store".into())));
-        }
-        let mut by_tag: BTreeMap<Tag, Vec<TagRecord>> = BTreeMap::new();
-        for record in lists.into_iter().flatten() {
-            by_tag.entry(record.tag.clone()).or_default().push(record);
-        }
-        by_tag.into_iter().filter_map(|(tag, records)| merge(&tag, records).transpose()).collect()
-    }
-
     async fn set_step(&self, tag: &Tag, _step: Step) -> Result<TagRecord, StoreError> {
         Err(StoreError::InvalidValue(format!(
             "the step of {} tag {tag} is fixed: its ids are ticket × step, and a new step would \
@@ -440,29 +468,6 @@ impl SegmentStore for InterleavedStore {
                 deleted.len()
             ))),
         }
-    }
-
-    /// Each source's own store keeps, and enforces, the tombstones of its rows (Flicker's
-    /// ticket counter never goes back and needs none); the set as a whole reports none.
-    async fn tombstone(&self, _tag: &Tag) -> Result<Option<u64>, StoreError> {
-        Ok(None)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        // Serving needs one source: the store is up while any answers.
-        let mut failure = None;
-        for source in self.round(None) {
-            match self.call(source, self.sources[source].ping()).await {
-                Ok(()) => return Ok(()),
-                Err(error) => failure = Some(error),
-            }
-        }
-        Err(failure.unwrap_or_else(|| StoreError::Unavailable("no store".into())))
-    }
-
-    fn describe(&self) -> String {
-        let sources: Vec<String> = self.sources.iter().map(|s| s.describe()).collect();
-        format!("{}[{} mod {}]({})", self.kind, self.sources.len(), self.modulus, sources.join(" "))
     }
 }
 
@@ -681,7 +686,7 @@ impl LazyStore {
 }
 
 #[async_trait]
-impl SegmentStore for LazyStore {
+impl RangeStore for LazyStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         self.store().await?.allocate(tag, step).await
     }
@@ -695,24 +700,12 @@ impl SegmentStore for LazyStore {
         self.store().await?.compare_and_set_max_id(tag, expected, new).await
     }
 
-    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        self.store().await?.create_tag(spec).await
-    }
-
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
         self.store().await?.get_tag(tag).await
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
         self.store().await?.list_tags().await
-    }
-
-    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
-        self.store().await?.set_step(tag, step).await
-    }
-
-    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        self.store().await?.delete_tag(tag).await
     }
 
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
@@ -728,5 +721,20 @@ impl SegmentStore for LazyStore {
             Some(store) => store.describe(),
             None => self.url.to_string(),
         }
+    }
+}
+
+#[async_trait]
+impl SegmentStore for LazyStore {
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        self.store().await?.create_tag(spec).await
+    }
+
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        self.store().await?.set_step(tag, step).await
+    }
+
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        self.store().await?.delete_tag(tag).await
     }
 }

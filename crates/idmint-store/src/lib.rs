@@ -144,7 +144,7 @@ pub struct TagRecord {
     pub update_time_s: u64,
 }
 
-/// What one [`SegmentStore::allocate`] reserved.
+/// What one [`RangeStore::allocate`] reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allocation {
     /// The reserved ids, `[old max_id, new max_id)`: as long as the larger of the tag's step
@@ -155,7 +155,7 @@ pub struct Allocation {
     pub tag_step: u64,
 }
 
-/// One change of [`SegmentStore::compare_and_set_max_ids`]: `max_id := new` if it is still
+/// One change of [`RangeStore::compare_and_set_max_ids`]: `max_id := new` if it is still
 /// `expected`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MaxIdChange {
@@ -167,14 +167,16 @@ pub struct MaxIdChange {
     pub new: u64,
 }
 
-/// Durable storage of segment rows, shared by every idmint node.
+/// The range part of a segment store: what serving a tag needs (reserving ranges, giving a
+/// tail back, reading rows and tombstones). Shared by every idmint node; the idmint client's
+/// remote store is one, and holds no tag admin.
 ///
 /// Implementations must make `allocate` atomic: concurrent callers, in this process or any
 /// other node, always receive disjoint ranges, and `allocate` never decreases `max_id`. Only
-/// [`compare_and_set_max_id`](SegmentStore::compare_and_set_max_id) may lower it, and only
+/// [`compare_and_set_max_id`](RangeStore::compare_and_set_max_id) may lower it, and only
 /// while no other allocation has happened since the caller's own.
 #[async_trait]
-pub trait SegmentStore: Send + Sync + 'static {
+pub trait RangeStore: Send + Sync + 'static {
     /// Reserves the next ids of `tag` in one atomic update and returns them as
     /// `[old max_id, new max_id)` with the row's step.
     ///
@@ -187,7 +189,7 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// a row that cannot be served (negative `max_id`, step below 1).
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError>;
 
-    /// Whether [`SegmentStore::compare_and_set_max_id`] can lower `max_id`, so that a node
+    /// Whether [`RangeStore::compare_and_set_max_id`] can lower `max_id`, so that a node
     /// gives its unissued ids back at shutdown. Stores whose ids are consumed when taken
     /// (Flicker tickets, several interleaved databases) cannot; the engine then skips the
     /// give-back and says why, rather than blame another node.
@@ -216,7 +218,7 @@ pub trait SegmentStore: Send + Sync + 'static {
         new: u64,
     ) -> Result<bool, StoreError>;
 
-    /// [`SegmentStore::compare_and_set_max_id`] of many rows, as a shutdown gives unissued
+    /// [`RangeStore::compare_and_set_max_id`] of many rows, as a shutdown gives unissued
     /// ids back: one answer per change, in order, `true` when applied, `false` when the row
     /// holds another `max_id` or is gone. A store that can apply them in one transaction
     /// does (SQLite, MySQL, PostgreSQL), so a batch costs one commit; by default (Redis,
@@ -238,29 +240,12 @@ pub trait SegmentStore: Send + Sync + 'static {
         Ok(applied)
     }
 
-    /// Creates a tag row; refuses an existing tag and more than `TAG_COUNT_MAX` tags.
-    ///
-    /// A name with a tombstone (a tag of that name was deleted) starts at the tombstone's
-    /// `max_id` when `spec.start` is `None`; a lower `start` is refused with
-    /// [`StoreError::StartBelowIssued`] unless `spec.force`. The tombstone is read in the same
-    /// atomic step (transaction, lock or script) as the insert, and kept: a later delete only
-    /// raises it.
-    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError>;
-
     /// The row of `tag`, if it exists.
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError>;
 
     /// Every row, ordered by tag, at most `TAG_COUNT_MAX`. Rows whose `biz_tag` is not a
     /// valid tag name are skipped with a warning.
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError>;
-
-    /// Changes the step of `tag`; the next allocation uses it.
-    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError>;
-
-    /// Deletes the row of `tag`, leaving a tombstone with its `max_id` ([`TOMBSTONES_TABLE`])
-    /// in the same atomic step (one transaction or script), so a crash can never leave the
-    /// row gone without its tombstone. An existing tombstone is only raised, never lowered.
-    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError>;
 
     /// The tombstone of `tag`: the `max_id` a deleted tag of this name had reached (every id
     /// it handed out is below it), if a tag of this name was ever deleted through idmint.
@@ -279,6 +264,28 @@ pub trait SegmentStore: Send + Sync + 'static {
 
     /// Where the store lives, for logs: its URL with any password removed.
     fn describe(&self) -> String;
+}
+
+/// Durable storage of segment rows: the range part and the tag admin (create, change the
+/// step, delete with a tombstone), what a node and the CLI run on.
+#[async_trait]
+pub trait SegmentStore: RangeStore {
+    /// Creates a tag row; refuses an existing tag and more than `TAG_COUNT_MAX` tags.
+    ///
+    /// A name with a tombstone (a tag of that name was deleted) starts at the tombstone's
+    /// `max_id` when `spec.start` is `None`; a lower `start` is refused with
+    /// [`StoreError::StartBelowIssued`] unless `spec.force`. The tombstone is read in the same
+    /// atomic step (transaction, lock or script) as the insert, and kept: a later delete only
+    /// raises it.
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError>;
+
+    /// Changes the step of `tag`; the next allocation uses it.
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError>;
+
+    /// Deletes the row of `tag`, leaving a tombstone with its `max_id` ([`TOMBSTONES_TABLE`])
+    /// in the same atomic step (one transaction or script), so a crash can never leave the
+    /// row gone without its tombstone. An existing tombstone is only raised, never lowered.
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError>;
 }
 
 /// How far an allocation advances `max_id`: the row's step, or the requested one if larger.

@@ -19,8 +19,8 @@ use idmint_core::{Step, Tag};
 
 use crate::clock::{LocalClock, StoreClock};
 use crate::{
-    Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,
-    effective_step, initial_max_id,
+    Allocation, RangeStore, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range,
+    check_new_max_id, effective_step, initial_max_id,
 };
 
 /// Rows in process memory.
@@ -78,7 +78,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl SegmentStore for MemoryStore {
+impl RangeStore for MemoryStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         let mut rows = self.rows();
         let row = rows.get_mut(tag).ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
@@ -115,6 +115,30 @@ impl SegmentStore for MemoryStore {
         Ok(true)
     }
 
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        Ok(self.rows().get(tag).cloned())
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        Ok(self.rows().values().take(TAG_COUNT_MAX).cloned().collect())
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let _rows = self.rows();
+        Ok(self.tombstones().get(tag).copied())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "memory://".to_string()
+    }
+}
+
+#[async_trait]
+impl SegmentStore for MemoryStore {
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         let mut rows = self.rows();
         if rows.contains_key(&spec.tag) {
@@ -135,14 +159,6 @@ impl SegmentStore for MemoryStore {
         Ok(record)
     }
 
-    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        Ok(self.rows().get(tag).cloned())
-    }
-
-    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
-        Ok(self.rows().values().take(TAG_COUNT_MAX).cloned().collect())
-    }
-
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
         let mut rows = self.rows();
         let row = rows.get_mut(tag).ok_or_else(|| StoreError::TagNotFound(tag.clone()))?;
@@ -158,19 +174,6 @@ impl SegmentStore for MemoryStore {
         let tomb = tombstones.entry(tag.clone()).or_insert(row.max_id);
         *tomb = (*tomb).max(row.max_id);
         Ok(())
-    }
-
-    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
-        let _rows = self.rows();
-        Ok(self.tombstones().get(tag).copied())
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    fn describe(&self) -> String {
-        "memory://".to_string()
     }
 }
 

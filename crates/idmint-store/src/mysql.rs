@@ -56,9 +56,9 @@ use crate::sql::{
     ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, TxConn, cas_backoff, denied, password, scrub,
 };
 use crate::{
-    AllocMode, Allocation, CreateTables, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
-    TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
-    initial_max_id,
+    AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
+    StoreError, TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id,
+    effective_step, initial_max_id,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing as
@@ -717,7 +717,7 @@ impl MySqlStore {
 }
 
 #[async_trait]
-impl SegmentStore for MySqlStore {
+impl RangeStore for MySqlStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         // A tag the column cannot hold has no row: say why, in both modes.
         self.tag_charset.check(tag)?;
@@ -801,33 +801,6 @@ impl SegmentStore for MySqlStore {
         Ok(applied)
     }
 
-    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        self.tag_charset.check(&spec.tag)?;
-        // Counting and inserting in one InnoDB transaction does not keep the count exact:
-        // the count's gap locks make concurrent creators deadlock, and a plain read lets two
-        // of them pass the limit together. A named lock per table serializes idmint's
-        // creators instead; creating a tag is rare and fast.
-        let mut locked = create_lock(&self.pool, &self.sql).await?;
-        let outcome = match self.absent().await {
-            // A Tinyid database gets the segment table with its first tag.
-            Ok(true) => match self.create_segment_table(FEATURE_CREATE).await {
-                Ok(()) => {
-                    self.absent.store(false, Ordering::Release);
-                    self.create_locked(&mut locked.conn, spec).await
-                }
-                Err(error) => Err(error),
-            },
-            Ok(false) => self.create_locked(&mut locked.conn, spec).await,
-            Err(error) => Err(error),
-        };
-        // After a database error the connection is suspect: drop it, which ends its session
-        // and so releases the lock. Otherwise release the lock and keep the connection.
-        if !matches!(outcome, Err(StoreError::Unavailable(_))) {
-            locked.release(&self.sql.create_unlock).await;
-        }
-        outcome
-    }
-
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
         self.tag_charset.check(tag)?;
         if self.absent().await? {
@@ -880,6 +853,57 @@ impl SegmentStore for MySqlStore {
         Ok(times)
     }
 
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(unavailable)?;
+        self.select_tombstone(&mut conn, tag, FEATURE_CREATE).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        if self.absent().await? {
+            return Ok(());
+        }
+        // Reads the table, so a dropped table or a revoked grant fails the ping too.
+        sqlx::query(sql(&self.sql.probe))
+            .fetch_optional(&self.pool)
+            .await
+            .map(drop)
+            .map_err(unavailable)
+    }
+
+    fn describe(&self) -> String {
+        self.location.clone()
+    }
+}
+
+#[async_trait]
+impl SegmentStore for MySqlStore {
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        self.tag_charset.check(&spec.tag)?;
+        // Counting and inserting in one InnoDB transaction does not keep the count exact:
+        // the count's gap locks make concurrent creators deadlock, and a plain read lets two
+        // of them pass the limit together. A named lock per table serializes idmint's
+        // creators instead; creating a tag is rare and fast.
+        let mut locked = create_lock(&self.pool, &self.sql).await?;
+        let outcome = match self.absent().await {
+            // A Tinyid database gets the segment table with its first tag.
+            Ok(true) => match self.create_segment_table(FEATURE_CREATE).await {
+                Ok(()) => {
+                    self.absent.store(false, Ordering::Release);
+                    self.create_locked(&mut locked.conn, spec).await
+                }
+                Err(error) => Err(error),
+            },
+            Ok(false) => self.create_locked(&mut locked.conn, spec).await,
+            Err(error) => Err(error),
+        };
+        // After a database error the connection is suspect: drop it, which ends its session
+        // and so releases the lock. Otherwise release the lock and keep the connection.
+        if !matches!(outcome, Err(StoreError::Unavailable(_))) {
+            locked.release(&self.sql.create_unlock).await;
+        }
+        outcome
+    }
+
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
         self.tag_charset.check(tag)?;
         if self.absent().await? {
@@ -916,27 +940,6 @@ impl SegmentStore for MySqlStore {
             locked.release(&self.sql.create_unlock).await;
         }
         outcome
-    }
-
-    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(unavailable)?;
-        self.select_tombstone(&mut conn, tag, FEATURE_CREATE).await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        if self.absent().await? {
-            return Ok(());
-        }
-        // Reads the table, so a dropped table or a revoked grant fails the ping too.
-        sqlx::query(sql(&self.sql.probe))
-            .fetch_optional(&self.pool)
-            .await
-            .map(drop)
-            .map_err(unavailable)
-    }
-
-    fn describe(&self) -> String {
-        self.location.clone()
     }
 }
 

@@ -47,9 +47,9 @@ use crate::sql::{
     ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, TxConn, cas_backoff, denied, password, scrub,
 };
 use crate::{
-    AllocMode, Allocation, CreateTables, MaxIdChange, SegmentStore, SqlOptions, SqlUrl, StoreError,
-    TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step,
-    initial_max_id,
+    AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
+    StoreError, TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id,
+    effective_step, initial_max_id,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing
@@ -503,7 +503,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl SegmentStore for PgStore {
+impl RangeStore for PgStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         match self.options.alloc {
             AllocMode::Update => self.allocate_by_update(tag, step).await,
@@ -567,6 +567,49 @@ impl SegmentStore for PgStore {
         Ok(applied)
     }
 
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        self.select_row(tag).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        let rows = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.list)))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match self.read_row(row)? {
+                Ok(record) => records.push(record),
+                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
+        let tomb = self.select_tombstone(&mut tx, tag, FEATURE_CREATE).await?;
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        Ok(tomb)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // Through the table, so a dropped table or a revoked grant shows here too.
+        sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.ping)))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("{} (table {})", self.location, self.options.table)
+    }
+}
+
+#[async_trait]
+impl SegmentStore for PgStore {
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
         let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
@@ -602,25 +645,6 @@ impl SegmentStore for PgStore {
         Ok(record)
     }
 
-    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        self.select_row(tag).await
-    }
-
-    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
-        let rows = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.list)))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            match self.read_row(row)? {
-                Ok(record) => records.push(record),
-                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
-            }
-        }
-        Ok(records)
-    }
-
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
         let updated = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.set_step)))
             .bind(tag.as_str())
@@ -646,27 +670,6 @@ impl SegmentStore for PgStore {
         Err(StoreError::Unavailable(format!(
             "PostgreSQL: table {TOMBSTONES_TABLE} vanished while tag {tag} was deleted; retry"
         )))
-    }
-
-    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
-        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
-        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        let tomb = self.select_tombstone(&mut tx, tag, FEATURE_CREATE).await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))?;
-        Ok(tomb)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        // Through the table, so a dropped table or a revoked grant shows here too.
-        sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.ping)))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        Ok(())
-    }
-
-    fn describe(&self) -> String {
-        format!("{} (table {})", self.location, self.options.table)
     }
 }
 

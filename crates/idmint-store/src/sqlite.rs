@@ -26,8 +26,8 @@ use idmint_core::{Step, Tag};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Params, Row, params};
 
 use crate::{
-    Allocation, MaxIdChange, SegmentStore, StoreError, TABLE_NAME, TOMBSTONES_TABLE, TagRecord,
-    TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
+    Allocation, MaxIdChange, RangeStore, SegmentStore, StoreError, TABLE_NAME, TOMBSTONES_TABLE,
+    TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
 };
 
 use crate::clock::{LocalClock, StoreClock};
@@ -135,7 +135,7 @@ fn give_back_the_wal(conn: &Connection) {
 }
 
 #[async_trait]
-impl SegmentStore for SqliteStore {
+impl RangeStore for SqliteStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         let tag = tag.clone();
         // 0 lets the row's step win in `max(step, ?2)`; rows with a step below 1 are refused
@@ -244,6 +244,51 @@ impl SegmentStore for SqliteStore {
         .await
     }
 
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        let tag = tag.clone();
+        self.call(move |conn| select_row(conn, &tag)).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        self.call(|conn| {
+            let mut statement = conn
+                .prepare(&format!(
+                    "SELECT {COLUMNS} FROM {TABLE_NAME} ORDER BY biz_tag LIMIT {TAG_COUNT_MAX}"
+                ))
+                .map_err(unavailable)?;
+            let rows = statement.query_map([], read_row).map_err(unavailable)?;
+            let mut records = Vec::new();
+            for row in rows {
+                match row.map_err(unavailable)? {
+                    Ok(record) => records.push(record),
+                    Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
+                }
+            }
+            Ok(records)
+        })
+        .await
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let tag = tag.clone();
+        self.call(move |conn| select_tombstone(conn, &tag)).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.call(|conn| {
+            conn.query_row(&format!("SELECT count(*) FROM {TABLE_NAME}"), [], |_| Ok(()))
+                .map_err(unavailable)
+        })
+        .await
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+}
+
+#[async_trait]
+impl SegmentStore for SqliteStore {
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         let spec = spec.clone();
         self.call(move |conn| {
@@ -278,31 +323,6 @@ impl SegmentStore for SqliteStore {
             };
             tx.commit().map_err(unavailable)?;
             Ok(record)
-        })
-        .await
-    }
-
-    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        let tag = tag.clone();
-        self.call(move |conn| select_row(conn, &tag)).await
-    }
-
-    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
-        self.call(|conn| {
-            let mut statement = conn
-                .prepare(&format!(
-                    "SELECT {COLUMNS} FROM {TABLE_NAME} ORDER BY biz_tag LIMIT {TAG_COUNT_MAX}"
-                ))
-                .map_err(unavailable)?;
-            let rows = statement.query_map([], read_row).map_err(unavailable)?;
-            let mut records = Vec::new();
-            for row in rows {
-                match row.map_err(unavailable)? {
-                    Ok(record) => records.push(record),
-                    Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
-                }
-            }
-            Ok(records)
         })
         .await
     }
@@ -353,23 +373,6 @@ impl SegmentStore for SqliteStore {
             Ok(())
         })
         .await
-    }
-
-    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
-        let tag = tag.clone();
-        self.call(move |conn| select_tombstone(conn, &tag)).await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.call(|conn| {
-            conn.query_row(&format!("SELECT count(*) FROM {TABLE_NAME}"), [], |_| Ok(()))
-                .map_err(unavailable)
-        })
-        .await
-    }
-
-    fn describe(&self) -> String {
-        format!("sqlite://{}", self.path.display())
     }
 }
 

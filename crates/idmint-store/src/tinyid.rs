@@ -2,7 +2,7 @@
 //! `step`, `delta`, `remainder` and the optimistic `version`) and `tiny_id_token` (which
 //! token may take ids of which `biz_type`).
 //!
-//! [`TinyidStore`] is a [`SegmentStore`] in *index* space: the engine's double buffer hands
+//! [`TinyidStore`] is a [`RangeStore`] in *index* space: the engine's double buffer hands
 //! out indices `k`, and the `biz_type`'s [`Stride`] turns them into the ids
 //! `k * delta + remainder` (`idmint_core::stride`). An allocation is Tinyid's own: read the
 //! row, then `UPDATE … SET max_id = ?, update_time = now(), version = version + 1 WHERE id = ?
@@ -18,12 +18,10 @@
 //! It must not create, alter or administer Tinyid's tables (Tinyid's users manage rows with
 //! their own SQL), spawn tasks, or show a password.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use idmint_core::{Stride, Tag};
 
-use crate::{SegmentStore, StoreError};
+use crate::{RangeStore, StoreError};
 
 /// Tinyid's id table.
 pub const TINYID_INFO_TABLE: &str = "tiny_id_info";
@@ -74,7 +72,7 @@ pub struct TinyidRow {
 
 /// A Tinyid database seen as a segment store in index space, plus its tokens.
 #[async_trait]
-pub trait TinyidStore: SegmentStore {
+pub trait TinyidStore: RangeStore {
     /// Every `tiny_id_info` row idmint can serve, in ids, ordered by `biz_type`, at most
     /// `TAG_COUNT_MAX` (a row it cannot serve is left out; a request for it says why).
     async fn rows(&self) -> Result<Vec<TinyidRow>, StoreError>;
@@ -89,9 +87,6 @@ pub trait TinyidStore: SegmentStore {
 
     /// The stride `biz_type` is served with, pinned by this store's first allocation of it.
     fn stride(&self, biz_type: &Tag) -> Option<Stride>;
-
-    /// This store as a plain segment store (what the engine runs on).
-    fn as_segment_store(self: Arc<Self>) -> Arc<dyn SegmentStore>;
 }
 
 #[cfg(feature = "mysql")]

@@ -79,8 +79,8 @@ pub mod store {
     pub use idmint_store::{
         AllocMode, Allocation, AssignRequest, CounterKey, CounterState, CounterStore,
         DEFAULT_STORE_URL, FlickerUrl, InterleavedStore, Lease, LeaseRecord, LeaseRequest,
-        LeaseStore, MemoryStore, SegmentStore, SequenceRecord, SequenceSpec, SequenceStore,
-        SqlOptions, SqlUrl, StoreError, StoreUrl, TableName, TagRecord, TagSpec, Take, WorkerSpace,
-        WorkerStore, open, open_counters, open_sequences, open_workers,
+        LeaseStore, MemoryStore, RangeStore, SegmentStore, SequenceRecord, SequenceSpec,
+        SequenceStore, SqlOptions, SqlUrl, StoreError, StoreUrl, TableName, TagRecord, TagSpec,
+        Take, WorkerSpace, WorkerStore, open, open_counters, open_sequences, open_workers,
     };
 }

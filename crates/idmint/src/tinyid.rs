@@ -22,7 +22,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use idmint_core::limits::{BATCH_COUNT_MAX, ID_MAX};
 use idmint_core::{Count, IdRange, SegmentSnapshot, Stride, Tag};
-use idmint_store::{StoreError, TinyidRow, TinyidStore};
+use idmint_store::{RangeStore, StoreError, TinyidRow, TinyidStore};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -133,7 +133,7 @@ impl Tinyid {
                 .map_err(|e| Error::LocalState(format!("cannot create {}: {e}", dir.display())))?;
             segment = segment.with_state_dir(dir);
         }
-        let segments = Segments::start(Arc::clone(&store).as_segment_store(), segment)?;
+        let segments = Segments::start_ranges(Arc::clone(&store) as Arc<dyn RangeStore>, segment)?;
         let tinyid = Arc::new(Tinyid {
             store,
             batch_size_max,

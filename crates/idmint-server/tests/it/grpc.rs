@@ -419,7 +419,7 @@ async fn ids_given_back_across_a_segment_switch_come_back_from_the_current_segme
 /// the retryable 503 `unavailable`.
 #[tokio::test]
 async fn an_exhausted_tag_is_final_on_the_leaf_route_v1_and_grpc() {
-    use idmint_store::{MemoryStore, SegmentStore};
+    use idmint_store::{MemoryStore, RangeStore, SegmentStore};
     let store = Arc::new(MemoryStore::new());
     let tag = Tag::parse("spent").unwrap();
     let spec = idmint_store::TagSpec {

@@ -11,7 +11,7 @@ use idmint::{IdFormat, Tag};
 use idmint_core::permute::{Permutation, PermuteKey};
 use idmint_proto::v1::NextIdsRequest;
 use idmint_proto::v1::id_mint_client::IdMintClient;
-use idmint_store::SegmentStore;
+use idmint_store::RangeStore;
 use serde_json::{Value, json};
 use tonic::Code;
 

@@ -32,8 +32,8 @@ use redis::Script;
 
 use super::{RedisConn, RedisUrl, hash_tag, script, unavailable};
 use crate::{
-    Allocation, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range, check_new_max_id,
-    effective_step,
+    Allocation, RangeStore, SegmentStore, StoreError, TagRecord, TagSpec, allocated_range,
+    check_new_max_id, effective_step,
 };
 
 // The allocation script's bound is HINCRBY's: a signed 64-bit integer.
@@ -209,7 +209,7 @@ static SET_STEP: LazyLock<Script> = LazyLock::new(|| {
 });
 
 #[async_trait]
-impl SegmentStore for RedisStore {
+impl RangeStore for RedisStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         let requested = step.map_or(0, Step::get);
         let reply: Vec<String> =
@@ -258,6 +258,81 @@ impl SegmentStore for RedisStore {
         }
     }
 
+    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
+        self.read_tag(tag).await
+    }
+
+    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
+        let names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.tags_key())
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail(&e))?;
+        let mut tags: Vec<Tag> = names
+            .iter()
+            .filter_map(|name| match Tag::from_stored(name) {
+                Ok(tag) => Some(tag),
+                Err(e) => {
+                    tracing::warn!(name, error = ?e, "skipping a tag name idmint cannot serve");
+                    None
+                }
+            })
+            .collect();
+        tags.sort_unstable();
+        tags.truncate(TAG_COUNT_MAX);
+        if tags.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One request per tag, a bounded number in flight: in a cluster the hashes live on
+        // different nodes, and a pipeline may not span slots.
+        let mut rows: Vec<Vec<Option<String>>> = Vec::with_capacity(tags.len());
+        for chunk in tags.chunks(LIST_READS_IN_FLIGHT) {
+            let reads = chunk.iter().map(|tag| {
+                let (mut conn, key) = (self.conn(), self.tag_key(tag));
+                async move { redis::cmd("HMGET").arg(key).arg(&FIELDS).query_async(&mut conn).await }
+            });
+            for row in join_all(reads.collect()).await {
+                rows.push(row.map_err(|e| self.fail(&e))?);
+            }
+        }
+        let mut records = Vec::with_capacity(rows.len());
+        for (tag, fields) in tags.iter().zip(&rows) {
+            match record(tag.as_str(), fields) {
+                Ok(Some(record)) => records.push(record),
+                // A name whose hash is gone: a delete or create was interrupted.
+                Ok(None) => {}
+                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
+            }
+        }
+        Ok(records)
+    }
+
+    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
+        let tomb: Option<String> = redis::cmd("GET")
+            .arg(self.tomb_key(tag))
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.fail(&e))?;
+        tomb.map(|t| {
+            t.parse::<u64>().map_err(|_| StoreError::Corrupt {
+                tag: tag.to_string(),
+                reason: format!("its tombstone is {t:?}"),
+            })
+        })
+        .transpose()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.conn().ping().await
+    }
+
+    fn describe(&self) -> String {
+        self.conn.url().to_string()
+    }
+}
+
+#[async_trait]
+impl SegmentStore for RedisStore {
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         let name = spec.tag.as_str();
         let reserved: i64 =
@@ -310,55 +385,6 @@ impl SegmentStore for RedisStore {
         })
     }
 
-    async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        self.read_tag(tag).await
-    }
-
-    async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
-        let names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(self.tags_key())
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail(&e))?;
-        let mut tags: Vec<Tag> = names
-            .iter()
-            .filter_map(|name| match Tag::from_stored(name) {
-                Ok(tag) => Some(tag),
-                Err(e) => {
-                    tracing::warn!(name, error = ?e, "skipping a tag name idmint cannot serve");
-                    None
-                }
-            })
-            .collect();
-        tags.sort_unstable();
-        tags.truncate(TAG_COUNT_MAX);
-        if tags.is_empty() {
-            return Ok(Vec::new());
-        }
-        // One request per tag, a bounded number in flight: in a cluster the hashes live on
-        // different nodes, and a pipeline may not span slots.
-        let mut rows: Vec<Vec<Option<String>>> = Vec::with_capacity(tags.len());
-        for chunk in tags.chunks(LIST_READS_IN_FLIGHT) {
-            let reads = chunk.iter().map(|tag| {
-                let (mut conn, key) = (self.conn(), self.tag_key(tag));
-                async move { redis::cmd("HMGET").arg(key).arg(&FIELDS).query_async(&mut conn).await }
-            });
-            for row in join_all(reads.collect()).await {
-                rows.push(row.map_err(|e| self.fail(&e))?);
-            }
-        }
-        let mut records = Vec::with_capacity(rows.len());
-        for (tag, fields) in tags.iter().zip(&rows) {
-            match record(tag.as_str(), fields) {
-                Ok(Some(record)) => records.push(record),
-                // A name whose hash is gone: a delete or create was interrupted.
-                Ok(None) => {}
-                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
-            }
-        }
-        Ok(records)
-    }
-
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
         let mut invocation = SET_STEP.key(self.tag_key(tag));
         invocation.arg(step.get().to_string());
@@ -378,29 +404,6 @@ impl SegmentStore for RedisStore {
             .map_err(|e| self.fail(&e))?;
         let deleted: i64 = self.run(DELETE.key(self.tag_key(tag)).key(self.tomb_key(tag))).await?;
         if deleted == 0 { Err(StoreError::TagNotFound(tag.clone())) } else { Ok(()) }
-    }
-
-    async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
-        let tomb: Option<String> = redis::cmd("GET")
-            .arg(self.tomb_key(tag))
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|e| self.fail(&e))?;
-        tomb.map(|t| {
-            t.parse::<u64>().map_err(|_| StoreError::Corrupt {
-                tag: tag.to_string(),
-                reason: format!("its tombstone is {t:?}"),
-            })
-        })
-        .transpose()
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.conn().ping().await
-    }
-
-    fn describe(&self) -> String {
-        self.conn.url().to_string()
     }
 }
 

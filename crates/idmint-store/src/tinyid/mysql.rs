@@ -22,7 +22,7 @@ use super::{
 };
 use crate::mysql::{MYSQL_ACQUIRE_TIMEOUT_MS, pool_options, unavailable};
 use crate::sql::{cas_backoff, password, scrub};
-use crate::{Allocation, SegmentStore, SqlUrl, StoreError, TagRecord, TagSpec};
+use crate::{Allocation, RangeStore, SqlUrl, StoreError, TagRecord};
 
 /// The row of one `biz_type`, exactly: the comparison in the column's collation, which its
 /// unique index serves, then the bytes. Binds the name twice.
@@ -200,7 +200,7 @@ impl TinyidMySqlStore {
 }
 
 #[async_trait]
-impl SegmentStore for TinyidMySqlStore {
+impl RangeStore for TinyidMySqlStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         for attempt in 0..TINYID_CAS_ATTEMPTS_MAX {
             if let Some(allocation) = self.try_allocate(tag, step).await? {
@@ -248,10 +248,6 @@ impl SegmentStore for TinyidMySqlStore {
         self.read_row(tag).await.map(|_| false)
     }
 
-    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        Err(not_administered(&spec.tag))
-    }
-
     /// The row itself, read exactly; a row idmint cannot serve is [`StoreError::Corrupt`]
     /// with the reason, never "not found".
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
@@ -260,14 +256,6 @@ impl SegmentStore for TinyidMySqlStore {
 
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
         Ok(self.rows().await?.into_iter().map(record).collect())
-    }
-
-    async fn set_step(&self, tag: &Tag, _step: Step) -> Result<TagRecord, StoreError> {
-        Err(not_administered(tag))
-    }
-
-    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        Err(not_administered(tag))
     }
 
     async fn tombstone(&self, _tag: &Tag) -> Result<Option<u64>, StoreError> {
@@ -368,18 +356,6 @@ impl TinyidStore for TinyidMySqlStore {
     fn stride(&self, biz_type: &Tag) -> Option<Stride> {
         self.strides.get(biz_type)
     }
-
-    fn as_segment_store(self: Arc<Self>) -> Arc<dyn SegmentStore> {
-        self
-    }
-}
-
-/// idmint does not change Tinyid's rows but by allocating.
-fn not_administered(tag: &Tag) -> StoreError {
-    StoreError::InvalidValue(format!(
-        "biz_type {tag} lives in Tinyid's {TINYID_INFO_TABLE}, which idmint serves but does not \
-         administer: add or change rows with Tinyid's SQL"
-    ))
 }
 
 /// The strides pinned by first allocations, per `biz_type`.

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use idmint_core::{IdRange, Step, Tag};
 use idmint_store::{
-    Allocation, InterleavedStore, MemoryStore, SegmentStore, StoreError, StoreUrl, TagRecord,
-    TagSpec,
+    Allocation, InterleavedStore, MemoryStore, RangeStore, SegmentStore, StoreError, StoreUrl,
+    TagRecord, TagSpec,
 };
 
 use crate::conformance::{spec, tag};
@@ -36,7 +36,7 @@ impl Switch {
 }
 
 #[async_trait]
-impl SegmentStore for Switch {
+impl RangeStore for Switch {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         self.check()?;
         self.inner.allocate(tag, step).await
@@ -45,10 +45,6 @@ impl SegmentStore for Switch {
         self.check()?;
         self.inner.compare_and_set_max_id(t, e, n).await
     }
-    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        self.check()?;
-        self.inner.create_tag(spec).await
-    }
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
         self.check()?;
         self.inner.get_tag(tag).await
@@ -56,14 +52,6 @@ impl SegmentStore for Switch {
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
         self.check()?;
         self.inner.list_tags().await
-    }
-    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
-        self.check()?;
-        self.inner.set_step(tag, step).await
-    }
-    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.delete_tag(tag).await
     }
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
         self.check()?;
@@ -74,6 +62,24 @@ impl SegmentStore for Switch {
     }
     fn describe(&self) -> String {
         "switch".into()
+    }
+}
+
+#[async_trait]
+impl SegmentStore for Switch {
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        self.check()?;
+        self.inner.create_tag(spec).await
+    }
+
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        self.check()?;
+        self.inner.set_step(tag, step).await
+    }
+
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.delete_tag(tag).await
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use idmint_core::limits::TAG_COUNT_MAX;
-use idmint_store::{MemoryStore, SegmentStore, StoreError};
+use idmint_store::{MemoryStore, RangeStore, SegmentStore, StoreError};
 
 use crate::conformance::{Subject, conformance_suite, spec, tag};
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 use idmint_core::StartId;
 use idmint_core::limits::{STEP_MAX, TAG_COUNT_MAX};
 use idmint_store::{
-    AllocMode, Allocation, MySqlStore, SegmentStore, SqlOptions, SqlUrl, StoreError, StoreUrl,
-    TableName,
+    AllocMode, Allocation, MySqlStore, RangeStore, SegmentStore, SqlOptions, SqlUrl, StoreError,
+    StoreUrl, TableName,
 };
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Connection, MySqlConnection, Row};

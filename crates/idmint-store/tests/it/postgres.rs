@@ -16,7 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use idmint_core::IdRange;
 use idmint_core::limits::TAG_COUNT_MAX;
-use idmint_store::{PgStore, SegmentStore, SqlOptions, SqlUrl, StoreError, StoreUrl, TableName};
+use idmint_store::{
+    PgStore, RangeStore, SegmentStore, SqlOptions, SqlUrl, StoreError, StoreUrl, TableName,
+};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio::sync::OnceCell;

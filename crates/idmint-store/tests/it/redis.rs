@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ::redis as driver;
 use idmint_core::limits::TAG_COUNT_MAX;
 use idmint_store::redis::{RedisConn, RedisStore, RedisUrl};
-use idmint_store::{LeaseStore, SegmentStore, StoreError, StoreUrl};
+use idmint_store::{LeaseStore, RangeStore, SegmentStore, StoreError, StoreUrl};
 
 use crate::conformance::{Subject, conformance_suite, range, spec, tag};
 
@@ -289,7 +289,7 @@ mod sentinel {
     use std::sync::OnceLock;
 
     use idmint_store::redis::RedisStore;
-    use idmint_store::{SegmentStore, StoreError, StoreUrl};
+    use idmint_store::{RangeStore, SegmentStore, StoreError, StoreUrl};
 
     use super::servers::SentinelSet;
     use super::{Duration, Instant, RedisUrl, driver, fresh_prefix, query, range, spec};
@@ -380,7 +380,7 @@ mod cluster {
     use std::sync::OnceLock;
 
     use idmint_store::redis::RedisStore;
-    use idmint_store::{SegmentStore, StoreUrl};
+    use idmint_store::{RangeStore, SegmentStore, StoreUrl};
 
     use super::servers::Cluster;
     use super::{RedisUrl, driver, fresh_prefix, spec};

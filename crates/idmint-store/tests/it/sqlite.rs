@@ -12,7 +12,8 @@ use idmint_core::IdRange;
 use idmint_core::limits::TAG_COUNT_MAX;
 use idmint_core::{Step, Tag};
 use idmint_store::{
-    SQLITE_WAL_BYTES_MAX, SegmentStore, SequenceStore, SqliteStore, StoreError, TABLE_NAME,
+    RangeStore, SQLITE_WAL_BYTES_MAX, SegmentStore, SequenceStore, SqliteStore, StoreError,
+    TABLE_NAME,
 };
 use rusqlite::{Connection, params};
 use tempfile::TempDir;

@@ -30,7 +30,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use idmint_core::limits::{RATE_SAMPLE_MS, TAG_COUNT_MAX, UNKNOWN_TAG_LOOKUPS_PER_S_MAX};
 use idmint_core::{BufferSnapshot, Count, IdRange, Step, Tag, TagError, is_internal_name};
-use idmint_store::{SegmentStore, StoreError, TagRecord, TagSpec};
+use idmint_store::{RangeStore, SegmentStore, StoreError, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -208,6 +208,24 @@ impl Segments {
         store: Arc<dyn SegmentStore>,
         config: SegmentConfig,
     ) -> Result<Arc<Segments>, Error> {
+        Segments::start_with(Arc::clone(&store) as Arc<dyn RangeStore>, Some(store), config)
+    }
+
+    /// Starts serving the tags of a store that holds no tag admin (the idmint client's remote
+    /// store): creating a tag, changing its step or deleting it is refused, naming the
+    /// server's admin API; everything else is as with [`Segments::start`].
+    pub fn start_ranges(
+        store: Arc<dyn RangeStore>,
+        config: SegmentConfig,
+    ) -> Result<Arc<Segments>, Error> {
+        Segments::start_with(store, None, config)
+    }
+
+    fn start_with(
+        store: Arc<dyn RangeStore>,
+        admin: Option<Arc<dyn SegmentStore>>,
+        config: SegmentConfig,
+    ) -> Result<Arc<Segments>, Error> {
         let high_water = match config.state_dir() {
             Some(dir) => Some(Arc::new(LocalMarks::open(dir)?)),
             None => None,
@@ -217,6 +235,7 @@ impl Segments {
         }
         let shared = Arc::new(Shared {
             store,
+            admin,
             config,
             high_water,
             runtime: tokio::runtime::Handle::current(),
@@ -423,13 +442,25 @@ impl Segments {
             true => self.store_call(self.shared.store.tombstone(&spec.tag)).await?,
             false => None,
         };
-        let record = self.store_call(self.shared.store.create_tag(spec)).await?;
+        let record =
+            self.store_call(self.admin("create tags", &spec.tag)?.create_tag(spec)).await?;
         self.unknown.clear(&spec.tag);
         let forced = idmint_store::forced_below_tombstone(spec, tombstone);
         if let Some(warning) = &forced {
             tracing::warn!(tag = %spec.tag, "{warning}");
         }
         Ok(CreatedTag { record, forced })
+    }
+
+    /// The store's tag admin, or the refusal of `what` (on `tag`) when it has none.
+    fn admin(&self, what: &str, tag: &Tag) -> Result<&Arc<dyn SegmentStore>, Error> {
+        self.shared.admin.as_ref().ok_or_else(|| {
+            Error::from(StoreError::InvalidValue(format!(
+                "{} holds no tag admin and cannot {what} (tag {tag}); use the server's admin \
+                 API: `idmint tag …` against its store, or /v1/tags with the admin token",
+                self.shared.store.describe()
+            )))
+        })
     }
 
     /// The store row of `tag`.
@@ -454,7 +485,7 @@ impl Segments {
 
     /// Changes the step of `tag`; its next allocation uses it.
     pub async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, Error> {
-        self.store_call(self.shared.store.set_step(tag, step)).await
+        self.store_call(self.admin("change steps", tag)?.set_step(tag, step)).await
     }
 
     /// Deletes `tag` from the store, leaving its tombstone there, and stops serving it on this
@@ -464,7 +495,7 @@ impl Segments {
     /// forced below the tombstone, or after the row and tombstone were lost) never makes this
     /// node hand out an id it handed out before.
     pub async fn delete_tag(&self, tag: &Tag) -> Result<(), Error> {
-        self.store_call(self.shared.store.delete_tag(tag)).await?;
+        self.store_call(self.admin("delete tags", tag)?.delete_tag(tag)).await?;
         self.forget(tag, None);
         Ok(())
     }
@@ -763,6 +794,45 @@ mod tests {
         }
         let after = store.get_tag(&internal).await.unwrap().unwrap().max_id;
         assert_eq!(after, before, "the internal row was allocated from");
+        segments.shutdown().await;
+    }
+
+    /// An engine on a store without tag admin (the idmint client's remote store) serves its
+    /// tags, and refuses creating, changing or deleting one, naming the server's admin API,
+    /// without asking the store: the row is unchanged.
+    #[tokio::test]
+    async fn an_engine_without_tag_admin_serves_and_refuses_admin() {
+        let store = Arc::new(MemoryStore::new());
+        let order = Tag::parse("order").unwrap();
+        let spec = TagSpec {
+            tag: order.clone(),
+            step: Step::new(10).unwrap(),
+            start: Some(StartId::DEFAULT),
+            force: false,
+            description: Description::default(),
+        };
+        store.create_tag(&spec).await.unwrap();
+        let ranges = Arc::clone(&store) as Arc<dyn RangeStore>;
+        let segments = Segments::start_ranges(ranges, SegmentConfig::default()).unwrap();
+        assert_eq!(segments.next_id(&order).await, Ok(1));
+        let refusals = [
+            segments.create_tag(&spec).await.map(|_| ()),
+            segments.set_step(&order, Step::new(20).unwrap()).await.map(|_| ()),
+            segments.delete_tag(&order).await,
+        ];
+        for (refusal, what) in
+            refusals.into_iter().zip(["create tags", "change steps", "delete tags"])
+        {
+            let message = refusal.unwrap_err().to_string();
+            assert!(
+                message.contains(&format!("holds no tag admin and cannot {what}")),
+                "{message}"
+            );
+            assert!(message.contains("/v1/tags"), "{message}");
+        }
+        let row = store.get_tag(&order).await.unwrap().unwrap();
+        assert_eq!((row.step, row.max_id), (10, 11), "the store was changed");
+        assert_eq!(segments.next_id(&order).await, Ok(2));
         segments.shutdown().await;
     }
 }

@@ -38,7 +38,7 @@ use idmint_core::pacing::{
 use idmint_core::{
     BufferSnapshot, Count, DoubleBuffer, IdRange, InstallError, RateMeter, Step, Tag, Take,
 };
-use idmint_store::{Allocation, SegmentStore, StoreError};
+use idmint_store::{Allocation, RangeStore, SegmentStore, StoreError};
 use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -54,7 +54,10 @@ const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);
 
 /// What every generator of one [`Segments`](super::engine::Segments) shares.
 pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn SegmentStore>,
+    /// The store's range part: what serving needs.
+    pub(crate) store: Arc<dyn RangeStore>,
+    /// The same store's tag admin; `None` for a store without one (the client's remote store).
+    pub(crate) admin: Option<Arc<dyn SegmentStore>>,
     pub(crate) config: SegmentConfig,
     pub(crate) high_water: Option<Arc<LocalMarks>>,
     /// The runtime `Segments::start` ran in: refills spawn onto it from any thread, so

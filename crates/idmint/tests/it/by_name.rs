@@ -11,7 +11,7 @@ use idmint::sequence::time_zone;
 use idmint::{IdFormat, Node, NodeBuilder, NodeConfig, Segments, Tag};
 use idmint_core::limits::TAG_LEN_MAX;
 use idmint_core::{Description, StartId, Step};
-use idmint_store::{MemoryStore, SegmentStore, StoreUrl, TagSpec};
+use idmint_store::{MemoryStore, RangeStore, SegmentStore, StoreUrl, TagSpec};
 
 /// The tags both stores hold: plain and non-ASCII names, both 128 bytes long.
 fn served() -> Vec<String> {

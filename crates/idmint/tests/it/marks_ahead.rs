@@ -12,7 +12,7 @@ use idmint::segment::{Count, HIGH_WATER_FILE, SegmentConfig};
 use idmint::{Segments, Tag};
 use idmint_core::Step;
 use idmint_core::pacing::mark_lead;
-use idmint_store::SegmentStore;
+use idmint_store::RangeStore;
 
 use crate::simulation::{Rng, seeds};
 use crate::test_store::TestStore;

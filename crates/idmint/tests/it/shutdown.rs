@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use idmint::segment::{Count, HIGH_WATER_FILE, SegmentConfig};
 use idmint::{Error, Segments, Tag};
-use idmint_store::{SegmentStore, SqliteStore};
+use idmint_store::{RangeStore, SegmentStore, SqliteStore};
 
 use crate::test_store::{Mode, TestStore, create_tag};
 
@@ -77,7 +77,7 @@ async fn an_allocation_by_another_node_makes_the_give_back_a_no_op() {
     let mut served = take(&a, &tag, 150).await;
     assert_eq!(wait_for_next(&a, &tag).await.start(), 1_001);
     // Another node allocates after A's last allocation.
-    let other = SegmentStore::allocate(&*store, &tag, None).await.unwrap().range;
+    let other = RangeStore::allocate(&*store, &tag, None).await.unwrap().range;
     assert_eq!((other.start(), other.end()), (2_001, 3_001));
     a.shutdown().await;
     assert_eq!(store.max_id(&tag).await, 3_001, "the give-back was not refused");
@@ -99,7 +99,7 @@ async fn with_another_nodes_range_in_between_only_the_untouched_next_segment_goe
     let a = Segments::start(store.clone(), config.clone()).unwrap();
     assert_eq!(take(&a, &tag, 50).await, (1..=50).collect::<Vec<u64>>());
     // Another node takes [1001, 2001) before A preloads.
-    let other = SegmentStore::allocate(&*store, &tag, None).await.unwrap().range;
+    let other = RangeStore::allocate(&*store, &tag, None).await.unwrap().range;
     assert_eq!(other.start(), 1_001);
     // A crosses its preload point; its next segment lies above the other node's.
     assert_eq!(take(&a, &tag, 60).await, (51..=110).collect::<Vec<u64>>());
@@ -189,7 +189,7 @@ async fn a_second_shutdown_gives_nothing_back_again() {
     a.shutdown().await;
     assert_eq!(store.max_id(&tag).await, 101);
     // Another node is given the returned range, as it should be.
-    let other = SegmentStore::allocate(&*store, &tag, None).await.unwrap().range;
+    let other = RangeStore::allocate(&*store, &tag, None).await.unwrap().range;
     assert_eq!((other.start(), other.end()), (101, 201));
     a.shutdown().await;
     assert_eq!(store.max_id(&tag).await, 201, "the second shutdown lowered the store again");

@@ -10,7 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use idmint::Tag;
 use idmint_core::{Description, StartId, Step};
-use idmint_store::{Allocation, MemoryStore, SegmentStore, StoreError, TagRecord, TagSpec};
+use idmint_store::{
+    Allocation, MemoryStore, RangeStore, SegmentStore, StoreError, TagRecord, TagSpec,
+};
 
 /// How `allocate` and `compare_and_set_max_id` behave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +162,7 @@ pub async fn create_tag(store: &dyn SegmentStore, tag: &str, step: u64) -> Tag {
 }
 
 #[async_trait]
-impl SegmentStore for TestStore {
+impl RangeStore for TestStore {
     async fn allocate(&self, tag: &Tag, step: Option<Step>) -> Result<Allocation, StoreError> {
         self.allocations.fetch_add(1, Ordering::SeqCst);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -182,20 +184,11 @@ impl SegmentStore for TestStore {
         }
         Ok(applied)
     }
-    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
-        self.inner.create_tag(spec).await
-    }
     async fn get_tag(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
         self.inner.get_tag(tag).await
     }
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
         self.inner.list_tags().await
-    }
-    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
-        self.inner.set_step(tag, step).await
-    }
-    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
-        self.inner.delete_tag(tag).await
     }
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
         self.inner.tombstone(tag).await
@@ -205,5 +198,20 @@ impl SegmentStore for TestStore {
     }
     fn describe(&self) -> String {
         "test://".to_string()
+    }
+}
+
+#[async_trait]
+impl SegmentStore for TestStore {
+    async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
+        self.inner.create_tag(spec).await
+    }
+
+    async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
+        self.inner.set_step(tag, step).await
+    }
+
+    async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
+        self.inner.delete_tag(tag).await
     }
 }
