@@ -27,6 +27,11 @@
 //! `idmint_sequence_ceilings`), on the same four backends, checked by the sequence suite
 //! (`tests/it/sequences.rs`).
 //!
+//! And the [`TagMetaStore`] trait (`meta.rs`): small values per tag and name (the key
+//! guard's fingerprint), compared and set atomically, in idmint's own table `idmint_tag_meta`
+//! (a hash per tag on Redis), never in the segment table; on every single-database backend
+//! and Redis, checked by the metadata suite (`tests/it/meta.rs`).
+//!
 //! It must not spawn background tasks or read idmint's clock; it must not know HTTP. Its
 //! timing is the database's own: the `update_time` column, and worker leases judged by the
 //! store's clock (`clock.rs` for the stores on this machine), never the caller's.
@@ -38,6 +43,7 @@ mod error;
 mod flicker;
 mod interleave;
 mod memory;
+mod meta;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod names;
@@ -69,6 +75,7 @@ pub use interleave::{
     InterleavedStore, SOURCE_BACKOFF_MS_MAX, SOURCE_BACKOFF_MS_MIN, SOURCE_CALL_TIMEOUT_MS,
 };
 pub use memory::{MemoryStore, WorkerRowsSnapshot};
+pub use meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, TAG_META_TABLE, TagMetaStore};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};

@@ -1,9 +1,11 @@
 //! The memory backend: the reference implementation of [`SegmentStore`] (and, in
-//! `memory/workers.rs`, of [`WorkerStore`](crate::WorkerStore)).
+//! `memory/workers.rs`, of [`WorkerStore`](crate::WorkerStore); in `memory/meta.rs`, of
+//! [`TagMetaStore`](crate::TagMetaStore)).
 //!
 //! It keeps rows in a map behind one mutex, so every call is trivially atomic. It is what the
 //! conformance suite's expectations are written against; nothing persists across restarts.
 
+mod meta;
 mod sequences;
 mod workers;
 
@@ -34,6 +36,8 @@ pub struct MemoryStore {
     workers: Mutex<workers::Workers>,
     /// Sequence definitions and ceilings (`memory/sequences.rs`).
     sequences: Mutex<sequences::Sequences>,
+    /// Tag metadata: (tag, name) -> value (`memory/meta.rs`).
+    meta: Mutex<BTreeMap<(Tag, String), String>>,
     /// The store's clock: worker leases expire by it (`memory/workers.rs`).
     clock: Clock,
 }

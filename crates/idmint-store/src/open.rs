@@ -12,6 +12,7 @@ use crate::error::StoreError;
 use crate::flicker::open_flicker;
 use crate::interleave;
 use crate::memory::MemoryStore;
+use crate::meta::TagMetaStore;
 #[cfg(feature = "mysql")]
 use crate::mysql::MySqlStore;
 #[cfg(feature = "postgres")]
@@ -109,13 +110,15 @@ fn no_table(url: &StoreUrl, table: &str) -> StoreError {
 /// `pool_max=1` means one connection per node; Redis serves segments and worker leases from
 /// one connection. Sets of databases (Flicker, interleaved) serve segments only: worker
 /// leases and ceilings must live in one database ([`Backend::workers`] and
-/// [`Backend::sequences`] say why not).
+/// [`Backend::sequences`] say why not), and so must tag metadata ([`Backend::tag_meta`]:
+/// single databases and Redis).
 #[derive(Clone)]
 pub struct Backend {
     url: StoreUrl,
     segments: Arc<dyn SegmentStore>,
     workers: Option<Arc<dyn WorkerStore>>,
     sequences: Option<Arc<dyn SequenceStore>>,
+    meta: Option<Arc<dyn TagMetaStore>>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -128,24 +131,26 @@ impl Backend {
     /// Opens `url` once, as [`open`] opens it for segments (the segment table created or
     /// checked as `create_tables=` says).
     pub async fn open(url: &StoreUrl) -> Result<Backend, StoreError> {
-        let backend = |segments, workers, sequences| Backend {
+        let backend = |segments, workers, sequences, meta| Backend {
             url: url.clone(),
             segments,
             workers,
             sequences,
+            meta,
         };
         Ok(match url {
             #[cfg(feature = "redis")]
             StoreUrl::Redis(redis) => {
                 let store = Arc::new(crate::redis::RedisStore::connect(redis).await?);
-                backend(store.clone(), Some(store), None)
+                backend(store.clone(), Some(store.clone()), None, Some(store))
             }
             StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => {
-                backend(open(url).await?, None, None)
+                backend(open(url).await?, None, None, None)
             }
             single => {
                 let database = open_database(single, true).await?;
-                backend(database.clone(), Some(database.clone()), Some(database))
+                let meta = Some(database.clone() as Arc<dyn TagMetaStore>);
+                backend(database.clone(), Some(database.clone()), Some(database), meta)
             }
         })
     }
@@ -176,6 +181,13 @@ impl Backend {
             None => Err(one_database(&self.url, "sequence ceilings")),
         }
     }
+
+    /// The tag-metadata store on the same handle (a single database, or Redis), or `None` for
+    /// a set of databases (Flicker, interleaved), where a value would have no one home: there
+    /// the key guard keeps its legacy rows in the segment table.
+    pub fn tag_meta(&self) -> Option<Arc<dyn TagMetaStore>> {
+        self.meta.clone()
+    }
 }
 
 /// Why a set of databases cannot hold `what`.
@@ -205,10 +217,14 @@ fn open_boxed(url: &StoreUrl) -> interleave::Opening<'_> {
     Box::pin(open(url))
 }
 
-/// A store of one database: it keeps segment rows, worker ids and sequence ceilings alike.
-pub(crate) trait Database: SegmentStore + WorkerStore + SequenceStore {}
+/// A store of one database: it keeps segment rows, worker ids, sequence ceilings and tag
+/// metadata alike.
+pub(crate) trait Database:
+    SegmentStore + WorkerStore + SequenceStore + TagMetaStore
+{
+}
 
-impl<T: SegmentStore + WorkerStore + SequenceStore> Database for T {}
+impl<T: SegmentStore + WorkerStore + SequenceStore + TagMetaStore> Database for T {}
 
 /// Opens a single-database URL (memory, SQLite, MySQL, PostgreSQL); with `segments`, opens
 /// its segment table as [`open`] does (MySQL and PostgreSQL otherwise leave it alone: the

@@ -25,11 +25,14 @@
 //!
 //! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
 //! `postgres/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `postgres/sequences.rs`.
+//! ([`SequenceStore`](crate::SequenceStore)) in `postgres/sequences.rs`; tag metadata
+//! ([`TagMetaStore`](crate::TagMetaStore)) in `postgres/meta.rs`.
 
+mod meta;
 mod sequences;
 mod workers;
 
+pub(crate) use meta::meta_ddl;
 pub(crate) use sequences::{ceilings_ddl, sequences_ddl};
 pub(crate) use workers::{worker_node_ddl, workers_ddl};
 

@@ -8,7 +8,7 @@
 //! It must not connect to anything: it only reads the URL.
 
 #[cfg(any(feature = "mysql", feature = "postgres"))]
-use crate::{CEILINGS_TABLE, SEQUENCES_TABLE, TOMBSTONES_TABLE};
+use crate::{CEILINGS_TABLE, SEQUENCES_TABLE, TAG_META_TABLE, TOMBSTONES_TABLE};
 use crate::{StoreError, StoreUrl};
 
 /// One feature's part of the schema.
@@ -41,6 +41,7 @@ pub fn schema(url: &StoreUrl, account: Option<&str>) -> Result<Vec<SchemaPart>, 
                 worker_node: crate::mysql::worker_node_ddl(o.worker_node_table.as_str()),
                 sequences: crate::mysql::sequences_ddl(),
                 ceilings: crate::mysql::ceilings_ddl(),
+                meta: crate::mysql::meta_ddl(),
             };
             Ok(parts(sql, ddl, account.unwrap_or("'idmint'@'%'")))
         }
@@ -55,6 +56,7 @@ pub fn schema(url: &StoreUrl, account: Option<&str>) -> Result<Vec<SchemaPart>, 
                 worker_node: crate::postgres::worker_node_ddl(o.worker_node_table.as_str()),
                 sequences: crate::postgres::sequences_ddl(),
                 ceilings: crate::postgres::ceilings_ddl(),
+                meta: crate::postgres::meta_ddl(),
             };
             Ok(parts(sql, ddl, account.unwrap_or("idmint")))
         }
@@ -98,6 +100,7 @@ struct Ddl {
     worker_node: String,
     sequences: String,
     ceilings: String,
+    meta: String,
 }
 
 #[cfg(any(feature = "mysql", feature = "postgres"))]
@@ -155,6 +158,15 @@ fn parts(sql: &crate::SqlUrl, ddl: Ddl, account: &str) -> Vec<SchemaPart> {
                 grant("SELECT, INSERT, UPDATE, DELETE", SEQUENCES_TABLE),
                 grant("SELECT, INSERT, UPDATE, DELETE", CEILINGS_TABLE),
             ],
+        },
+        SchemaPart {
+            feature: format!(
+                "Public id formats with a key: the key guard (idmint creates {TAG_META_TABLE} at \
+                 the first start with a keyed format; moving a guard row idmint.key.TAG out of \
+                 {t}, once, needs the tag deletion's grants)"
+            ),
+            tables: vec![ddl.meta],
+            grants: vec![grant("SELECT, INSERT, UPDATE", TAG_META_TABLE)],
         },
     ]
 }

@@ -11,8 +11,10 @@
 //!
 //! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
 //! `sqlite/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `sqlite/sequences.rs`.
+//! ([`SequenceStore`](crate::SequenceStore)) in `sqlite/sequences.rs`; tag metadata
+//! ([`TagMetaStore`](crate::TagMetaStore)) in `sqlite/meta.rs`.
 
+mod meta;
 mod sequences;
 mod workers;
 

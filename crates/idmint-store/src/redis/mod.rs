@@ -2,7 +2,7 @@
 //! connection to it ([`RedisConn`]), and the server's `run_id`, which changes whenever the
 //! server restarts or another server takes over, so callers can tell that what Redis held
 //! may be gone. (The counters' scripts also compare `master_replid`, which a fail-back to an
-//! older copy changes while `run_id` stays: `counter.rs`.) [`RedisStore`] keeps segments (`segments.rs`) and worker ids (`workers.rs`)
+//! older copy changes while `run_id` stays: `counter.rs`.) [`RedisStore`] keeps segments (`segments.rs`), worker ids (`workers.rs`) and tag metadata (`meta.rs`)
 //! there; [`RedisCounters`] the counters behind sequences (`counter.rs`).
 //!
 //! URLs, each with idmint's own option `prefix` (default [`REDIS_PREFIX_DEFAULT`]), which
@@ -32,7 +32,7 @@
 //! Displaying a URL never shows a password.
 
 mod counter;
-
+mod meta;
 mod segments;
 mod sentinel;
 mod workers;

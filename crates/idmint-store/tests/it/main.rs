@@ -10,7 +10,8 @@
 //! database or key prefix, and are skipped, and reported in the run's summary, when neither
 //! is there. `workers` is the suite every `WorkerStore` must pass (worker
 //! leases and assigned ids), instantiated there for all four backends; `sequences` likewise
-//! for every `SequenceStore` (sequence definitions and their ceilings).
+//! for every `SequenceStore` (sequence definitions and their ceilings); `meta` for every
+//! `TagMetaStore` (per-tag values changed by compare-and-set).
 
 // Helpers outside `#[test]` functions are test code too: an unwrap that panics is a failing
 // check, reported with its line.
@@ -26,6 +27,7 @@ mod grants;
 mod inputs;
 mod interleave;
 mod memory;
+mod meta;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "postgres")]

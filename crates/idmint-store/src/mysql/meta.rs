@@ -1,0 +1,122 @@
+//! The MySQL / MariaDB backend's [`TagMetaStore`]: the metadata table in the store's database
+//! (InnoDB, `utf8mb4_bin`, so tags and names compare byte for byte), created on first use
+//! when absent and never altered.
+//!
+//! A compare-and-set is one statement: from no value, a plain `INSERT`, which the primary key
+//! refuses when a row is there (`false`); from a value, an `UPDATE … WHERE` the value's bytes
+//! are the expected ones (`CAST(… AS BINARY)`: `utf8mb4_bin` pads with spaces, so `'a'` would
+//! equal `'a '`). InnoDB's row lock queues racing calls, and the second finds the row changed.
+//! A compare-and-set to the value already there is a read: MySQL counts an `UPDATE` that
+//! changes nothing as no row.
+//!
+//! It must not show a password: errors come from queries, which carry none.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use idmint_core::Tag;
+use idmint_core::limits::TAG_LEN_MAX;
+use sqlx::AssertSqlSafe;
+
+use super::{MySqlStore, SQLSTATE_NO_TABLE, unavailable};
+use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name};
+use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
+
+/// What one attempt yields: a database error (perhaps a missing table, retried once the
+/// table exists), or the call's outcome.
+type Attempt<T> = Result<T, sqlx::Error>;
+
+#[async_trait]
+impl TagMetaStore for MySqlStore {
+    async fn meta(&self, tag: &Tag, name: &str) -> Result<Option<String>, StoreError> {
+        check_name(name)?;
+        self.with_meta_table(|| self.select_meta(tag, name)).await
+    }
+
+    async fn compare_and_set_meta(
+        &self,
+        tag: &Tag,
+        name: &str,
+        expected: Option<&str>,
+        new: &str,
+    ) -> Result<bool, StoreError> {
+        check_cas(name, expected, new)?;
+        self.with_meta_table(|| async {
+            match expected {
+                None => {
+                    let inserted = sqlx::query(AssertSqlSafe(format!(
+                        "INSERT INTO {TAG_META_TABLE} (tag, name, value) VALUES (?, ?, ?)"
+                    )))
+                    .bind(tag.as_str())
+                    .bind(name)
+                    .bind(new)
+                    .execute(&self.pool)
+                    .await;
+                    match inserted {
+                        Ok(_) => Ok(true),
+                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                }
+                Some(expected) if expected == new => {
+                    Ok(self.select_meta(tag, name).await?.as_deref() == Some(new))
+                }
+                Some(expected) => {
+                    let updated = sqlx::query(AssertSqlSafe(format!(
+                        "UPDATE {TAG_META_TABLE} SET value = ? WHERE tag = ? AND name = ? \
+                         AND CAST(value AS BINARY) = CAST(? AS BINARY)"
+                    )))
+                    .bind(new)
+                    .bind(tag.as_str())
+                    .bind(name)
+                    .bind(expected)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(updated.rows_affected() == 1)
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl MySqlStore {
+    /// Runs `attempt`; when it fails because the metadata table does not exist yet, creates
+    /// it and runs it once more.
+    async fn with_meta_table<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
+        match attempt().await {
+            Ok(outcome) => return Ok(outcome),
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
+            Err(e) => return Err(unavailable(e)),
+        }
+        self.create_missing_tables(&[(TAG_META_TABLE, meta_ddl())], "tag metadata").await?;
+        attempt().await.map_err(unavailable)
+    }
+
+    /// The value of `(tag, name)`, read as it is stored.
+    async fn select_meta(&self, tag: &Tag, name: &str) -> Attempt<Option<String>> {
+        sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT value FROM {TAG_META_TABLE} WHERE tag = ? AND name = ?"
+        )))
+        .bind(tag.as_str())
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+    }
+}
+
+/// The metadata table.
+pub(crate) fn meta_ddl() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {TAG_META_TABLE} (\
+         tag varchar({TAG_LEN_MAX}) NOT NULL, \
+         name varchar({META_NAME_LEN_MAX}) NOT NULL, \
+         value varchar({META_VALUE_LEN_MAX}) NOT NULL, \
+         PRIMARY KEY (tag, name)\
+         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    )
+}
