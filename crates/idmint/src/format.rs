@@ -1,7 +1,10 @@
 //! Public id formats of a tag: an output template such as
 //! `ORD-{date:%Y%m%d}-{id:base36:8}`, an optional keyed permutation that turns internal ids
 //! into non-guessable public ids, the exact inverse of both (`decode`), and the key guard in
-//! the store that refuses a key change for a tag that already issued ids.
+//! the store that refuses a key change for a tag that already issued ids: a value of the
+//! tag's metadata (`idmint_tag_meta`), or, on stores without tag metadata, the legacy guard
+//! row `idmint.key.TAG` in the segment table, which a store with metadata has moved out of
+//! that table at start ([`migrate_key_guards`]).
 //!
 //! A template is literal text with `{date:STRFTIME}` placeholders (the time of issue in the
 //! format's time zone) and exactly one `{id}`, `{id:ENCODING}` or `{id:ENCODING:WIDTH}`
@@ -21,7 +24,7 @@ use idmint_core::encoding::ENCODED_ID_MAX;
 pub use idmint_core::encoding::{Encoding, EncodingError};
 pub use idmint_core::permute::{Permutation, PermuteError, PermuteKey};
 use idmint_core::{Description, StartId, Step, Tag};
-use idmint_store::{StoreError, TagSpec};
+use idmint_store::{StoreError, TAG_META_TABLE, TagMetaStore, TagSpec};
 use jiff::Zoned;
 use jiff::tz::TimeZone;
 
@@ -36,13 +39,37 @@ pub mod limits {
 
 /// Longest template accepted, in bytes.
 pub const TEMPLATE_LEN_MAX: usize = 256;
-/// Prefix of the store row that records a tag's key fingerprint (the key guard).
+/// Prefix of the legacy store row that records a tag's key fingerprint (the key guard of
+/// stores without tag metadata, and of earlier versions).
 pub const KEY_GUARD_PREFIX: &str = idmint_core::INTERNAL_PREFIX;
+/// The tag-metadata name under which a tag's key fingerprint is recorded.
+pub const KEY_GUARD_NAME: &str = "key";
 /// The template of a tag configured without one: the public id in decimal.
 pub const TEMPLATE_DEFAULT: &str = "{id}";
 /// An instant inside the span the date check covers (2026-01-01T00:00:00Z), where widths
 /// are measured for decoding.
 const WIDTH_REFERENCE_MS: u64 = 1_767_225_600_000;
+
+/// Where a node records the keys of its keyed tags (the key guard).
+#[derive(Clone)]
+pub enum KeyGuard {
+    /// The store's tag metadata ([`TAG_META_TABLE`]; a hash per tag on Redis): single
+    /// databases and Redis.
+    Meta(Arc<dyn TagMetaStore>),
+    /// The legacy guard row [`KEY_GUARD_PREFIX`] + tag in the segment table: the fallback of
+    /// stores without tag metadata (Flicker, interleaved sets, a segment store handed in
+    /// alone).
+    Row,
+}
+
+impl fmt::Debug for KeyGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KeyGuard::Meta(_) => "KeyGuard::Meta",
+            KeyGuard::Row => "KeyGuard::Row",
+        })
+    }
+}
 
 /// A tag's public id format: template, time zone and optional permutation.
 #[derive(Debug, Clone)]
@@ -111,6 +138,24 @@ pub enum FormatError {
         tag: Tag,
         /// What the store records and what this node has.
         reason: String,
+    },
+    /// A tag's key is recorded both in the tag metadata and in a legacy guard row, and the
+    /// two differ: only an operator knows which key its public ids were issued under.
+    #[error(
+        "tag {tag}: its key guard in {TAG_META_TABLE} records {meta:?}, but the legacy guard \
+         row {row} in the segment table records {recorded:?}; find the key its public ids were \
+         issued under, delete the other record (the row, or the {TAG_META_TABLE} row of tag \
+         {tag}, name key) and start again"
+    )]
+    KeyGuardConflict {
+        /// The tag.
+        tag: Tag,
+        /// What the tag metadata records.
+        meta: String,
+        /// The legacy guard row.
+        row: Tag,
+        /// What the row records.
+        recorded: String,
     },
     /// The key guard could not be read or written.
     #[error("tag {tag}: cannot check its key in the store: {error}")]
@@ -371,51 +416,152 @@ impl fmt::Display for IdFormat {
 }
 
 /// Checks that `tag` may be served under `permutation`, recording it in the store on first
-/// use. The store keeps one row per keyed tag, named [`KEY_GUARD_PREFIX`] + tag, whose
-/// description holds the key's fingerprint and width (never the key). A different
-/// fingerprint, or a first key for a tag that already allocated ids, is refused unless
-/// `force`, which rewrites the row (and is logged as a warning).
+/// use. The record (the key's fingerprint and width, never the key) is the tag's metadata
+/// value [`KEY_GUARD_NAME`] where the store has tag metadata ([`KeyGuard::Meta`]), else the
+/// legacy guard row [`KEY_GUARD_PREFIX`] + tag in the segment table ([`KeyGuard::Row`]). A
+/// different fingerprint, or a first key for a tag that already allocated ids, is refused
+/// unless `force`, which rewrites the record (and is logged as a warning). A record another
+/// node made meanwhile must be this key's.
 pub async fn claim_key(
     segments: &Segments,
+    guard: &KeyGuard,
     tag: &Tag,
     permutation: &Permutation,
     force: bool,
 ) -> Result<(), FormatError> {
-    let guard_error = |error: Error| FormatError::KeyGuard { tag: tag.clone(), error };
-    let guard = key_guard_tag(tag)?;
     let want = format!(
         "idmint key guard of tag {tag}: fingerprint {:016x}, {} bits; do not edit or delete",
         permutation.fingerprint(),
         permutation.bits()
     );
+    match guard {
+        KeyGuard::Meta(meta) => claim_in_meta(segments, meta.as_ref(), tag, &want, force).await?,
+        KeyGuard::Row => claim_in_row(segments, tag, &want, force).await?,
+    }
+    Ok(())
+}
+
+/// The tag a legacy guard row ([`KEY_GUARD_PREFIX`] + tag, as earlier versions wrote it)
+/// guards, or `None` for another internal row (the prefix in another ASCII case, or a tag
+/// idmint cannot parse: not a row idmint wrote).
+pub fn guarded_tag(row: &Tag) -> Option<Tag> {
+    Tag::parse(row.as_str().strip_prefix(KEY_GUARD_PREFIX)?).ok()
+}
+
+/// Moves the legacy guard row `row` of `tag` (its record `recorded`) into the tag metadata,
+/// then deletes the row: what a node with tag metadata does at start for each guard row
+/// earlier versions left in the segment table. A tag whose metadata already records another
+/// key than its row is refused, naming both ([`FormatError::KeyGuardConflict`]): only an
+/// operator knows which key its public ids were issued under. The row is deleted through the
+/// store's tag deletion, like any tag: its tombstone lands in idmint's own table, and the
+/// row held no ids. An account refused the deletion leaves the row, with a warning: the
+/// metadata is the record from then on, and the next start tries again.
+pub async fn migrate_key_guard(
+    segments: &Segments,
+    meta: &dyn TagMetaStore,
+    tag: &Tag,
+    row: &Tag,
+    recorded: &str,
+) -> Result<(), FormatError> {
+    let store_error =
+        |e: StoreError| FormatError::KeyGuard { tag: tag.clone(), error: Error::Store(e) };
+    let mut current = meta.meta(tag, KEY_GUARD_NAME).await.map_err(store_error)?;
+    if current.is_none() {
+        let set = meta.compare_and_set_meta(tag, KEY_GUARD_NAME, None, recorded).await;
+        if !set.map_err(store_error)? {
+            // Another node moved it (or recorded a key) meanwhile.
+            current = meta.meta(tag, KEY_GUARD_NAME).await.map_err(store_error)?;
+        }
+    }
+    if let Some(current) = current.filter(|current| current != recorded) {
+        return Err(FormatError::KeyGuardConflict {
+            tag: tag.clone(),
+            meta: current,
+            row: row.clone(),
+            recorded: recorded.to_string(),
+        });
+    }
+    match segments.delete_tag(row).await {
+        Ok(()) | Err(Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_))) => {
+            tracing::info!(%tag, %row, "key guard moved from the segment table to {TAG_META_TABLE}");
+            Ok(())
+        }
+        Err(Error::Store(StoreError::Denied { feature, needs, .. })) => {
+            tracing::warn!(
+                %tag, %row, %feature, %needs,
+                "key guard copied to {TAG_META_TABLE}; its legacy row stays, the account may \
+                 not delete it"
+            );
+            Ok(())
+        }
+        Err(error) => Err(FormatError::KeyGuard { tag: tag.clone(), error }),
+    }
+}
+
+/// The store row that guards `tag`'s key: the internal row [`KEY_GUARD_PREFIX`] + tag,
+/// which no user input can name ([`Tag::internal`]).
+pub fn key_guard_tag(tag: &Tag) -> Result<Tag, FormatError> {
+    Tag::internal(tag).map_err(|e| FormatError::KeyChanged {
+        tag: tag.clone(),
+        reason: format!(
+            "its key guard row {KEY_GUARD_PREFIX}{tag} is not a valid row name ({e}); keyed \
+             tags are at most {} bytes",
+            idmint_core::limits::TAG_LEN_MAX - KEY_GUARD_PREFIX.len()
+        ),
+    })
+}
+
+/// [`claim_key`] on the tag metadata: read, decide, then one compare-and-set from what was
+/// read, so a racing node's record is seen instead of overwritten.
+async fn claim_in_meta(
+    segments: &Segments,
+    meta: &dyn TagMetaStore,
+    tag: &Tag,
+    want: &str,
+    force: bool,
+) -> Result<(), FormatError> {
+    let store_error =
+        |e: StoreError| FormatError::KeyGuard { tag: tag.clone(), error: Error::Store(e) };
+    let recorded = meta.meta(tag, KEY_GUARD_NAME).await.map_err(store_error)?;
+    let missing = format!("its key guard (in {TAG_META_TABLE}) is missing");
+    let reason = refusal(segments, tag, recorded.as_deref(), want, &missing).await?;
+    let Some(reason) = reason else { return Ok(()) };
+    permit(tag, reason, force)?;
+    if meta
+        .compare_and_set_meta(tag, KEY_GUARD_NAME, recorded.as_deref(), want)
+        .await
+        .map_err(store_error)?
+    {
+        tracing::info!(%tag, "key recorded for the tag");
+        return Ok(());
+    }
+    // Another node recorded its key first: it must be this one.
+    let now = meta.meta(tag, KEY_GUARD_NAME).await.map_err(store_error)?;
+    if now.as_deref() == Some(want) {
+        return Ok(());
+    }
+    let reason = format!("another node recorded {now:?} for it a moment ago, not {want:?}");
+    Err(FormatError::KeyChanged { tag: tag.clone(), reason })
+}
+
+/// [`claim_key`] on the legacy guard row: the fallback of stores without tag metadata.
+async fn claim_in_row(
+    segments: &Segments,
+    tag: &Tag,
+    want: &str,
+    force: bool,
+) -> Result<(), FormatError> {
+    let guard_error = |error: Error| FormatError::KeyGuard { tag: tag.clone(), error };
+    let guard = key_guard_tag(tag)?;
     let recorded = match segments.get_tag(&guard).await {
         Ok(record) => Some(record.description),
         Err(Error::UnknownTag(_)) => None,
         Err(error) => return Err(guard_error(error)),
     };
-    let reason = match &recorded {
-        Some(description) if *description == want => return Ok(()),
-        Some(description) => format!("its ids were issued under {description:?}, not {want:?}"),
-        None => match segments.get_tag(tag).await {
-            Ok(record) if record.max_id > StartId::DEFAULT.get() => format!(
-                "it has allocated ids up to {} but its key guard row {guard} is missing: \
-                 either the tag served ids before it had a key, or the row was deleted from \
-                 the store (a backup restored, a manual DELETE); under another key new ids \
-                 could map onto public ids already issued. If the key is the one its ids \
-                 were issued under, set force_key_change = true for one start to record it \
-                 again",
-                record.max_id - 1
-            ),
-            Ok(_) | Err(Error::UnknownTag(_)) => String::new(),
-            Err(error) => return Err(guard_error(error)),
-        },
-    };
-    if !reason.is_empty() && !force {
-        return Err(FormatError::KeyChanged { tag: tag.clone(), reason });
-    }
-    if !reason.is_empty() {
-        tracing::warn!(%tag, %reason, "key change forced (force_key_change = true)");
-    }
+    let missing = format!("its key guard row {guard} is missing");
+    let reason = refusal(segments, tag, recorded.as_deref(), want, &missing).await?;
+    let Some(reason) = reason else { return Ok(()) };
+    permit(tag, reason, force)?;
     if recorded.is_some() {
         segments.delete_tag(&guard).await.map_err(guard_error)?;
     }
@@ -425,12 +571,12 @@ pub async fn claim_key(
         // Above the guard's earlier lives, whose rows held no ids worth keeping.
         start: None,
         force: false,
-        description: Description::new(&want)
+        description: Description::new(want)
             .map_err(|e| guard_error(Error::Store(StoreError::InvalidValue(e.to_string()))))?,
     };
     match segments.create_tag(&spec).await {
         Ok(_created) => {
-            tracing::info!(%tag, bits = permutation.bits(), "key recorded for the tag");
+            tracing::info!(%tag, "key recorded for the tag");
             Ok(())
         }
         // Another node recorded its key first: it must be this one.
@@ -449,17 +595,45 @@ pub async fn claim_key(
     }
 }
 
-/// The store row that guards `tag`'s key: the internal row [`KEY_GUARD_PREFIX`] + tag,
-/// which no user input can name ([`Tag::internal`]).
-pub fn key_guard_tag(tag: &Tag) -> Result<Tag, FormatError> {
-    Tag::internal(tag).map_err(|e| FormatError::KeyChanged {
-        tag: tag.clone(),
-        reason: format!(
-            "its key guard row {KEY_GUARD_PREFIX}{tag} is not a valid row name ({e}); keyed \
-             tags are at most {} bytes",
-            idmint_core::limits::TAG_LEN_MAX - KEY_GUARD_PREFIX.len()
-        ),
-    })
+/// Why `want` may not simply be recorded for `tag`, or `None` when `recorded` already is
+/// `want`: another key recorded, or none recorded for a tag that allocated ids (`missing`
+/// says where the record should be).
+async fn refusal(
+    segments: &Segments,
+    tag: &Tag,
+    recorded: Option<&str>,
+    want: &str,
+    missing: &str,
+) -> Result<Option<String>, FormatError> {
+    Ok(Some(match recorded {
+        Some(recorded) if recorded == want => return Ok(None),
+        Some(recorded) => format!("its ids were issued under {recorded:?}, not {want:?}"),
+        None => match segments.get_tag(tag).await {
+            Ok(record) if record.max_id > StartId::DEFAULT.get() => format!(
+                "it has allocated ids up to {} but {missing}: either the tag served ids before \
+                 it had a key, or the record was deleted from the store (a backup restored, a \
+                 manual DELETE); under another key new ids could map onto public ids already \
+                 issued. If the key is the one its ids were issued under, set \
+                 force_key_change = true for one start to record it again",
+                record.max_id - 1
+            ),
+            Ok(_) | Err(Error::UnknownTag(_)) => String::new(),
+            Err(error) => return Err(FormatError::KeyGuard { tag: tag.clone(), error }),
+        },
+    }))
+}
+
+/// Lets a record be written: always for a first key of an unused tag (empty `reason`), and
+/// otherwise only when forced (logged as a warning).
+fn permit(tag: &Tag, reason: String, force: bool) -> Result<(), FormatError> {
+    if reason.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        return Err(FormatError::KeyChanged { tag: tag.clone(), reason });
+    }
+    tracing::warn!(%tag, %reason, "key change forced (force_key_change = true)");
+    Ok(())
 }
 
 /// The widest permutation whose ids all fit `width` digits of `encoding`.

@@ -1,6 +1,7 @@
 //! How a [`Node`] starts: its typed configuration ([`NodeConfig`]), the parts a caller may
 //! hand in ready-made ([`NodeBuilder`]: a store, a running generator or sequence engine, a
-//! clock), and the start order: segment store -> segments -> format keys claimed -> Tinyid
+//! clock), and the start order: segment store -> segments -> legacy key guard rows moved to
+//! the tag metadata (stores that have it) -> format keys claimed -> Tinyid
 //! (when configured) ->
 //! snowflake generator and its ring (retried in a tracked loop while the failure passes by
 //! itself) -> sequences (Redis retried in a tracked loop) -> UUIDs.
@@ -15,7 +16,8 @@ use std::time::Duration;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
 use idmint_store::{
-    Backend, SegmentStore, SequenceStore, StoreError, StoreUrl, TinyidStore, WorkerStore,
+    Backend, SegmentStore, SequenceStore, StoreError, StoreUrl, TagMetaStore, TinyidStore,
+    WorkerStore,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -24,8 +26,7 @@ use super::slot::Absence;
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
 use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats, TinyidSlot};
 use crate::clock::{Clock, SystemClock};
-use crate::format::IdFormat;
-use crate::format::claim_key;
+use crate::format::{IdFormat, KeyGuard, claim_key, guarded_tag, migrate_key_guard};
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
 use crate::sequence::Sequences;
@@ -131,6 +132,7 @@ pub struct NodeBuilder {
     store: Option<Arc<dyn SegmentStore>>,
     workers: Option<Arc<dyn WorkerStore>>,
     sequence_store: Option<Arc<dyn SequenceStore>>,
+    tag_meta: Option<Arc<dyn TagMetaStore>>,
     snowflake: Option<Arc<Snowflake>>,
     sequences: Option<Arc<Sequences>>,
     tinyid_store: Option<Arc<dyn TinyidStore>>,
@@ -145,6 +147,7 @@ impl NodeBuilder {
             store: None,
             workers: None,
             sequence_store: None,
+            tag_meta: None,
             snowflake: None,
             sequences: None,
             tinyid_store: None,
@@ -172,15 +175,24 @@ impl NodeBuilder {
         self
     }
 
-    /// `store` for the segments, the worker leases and the sequences alike: what an
-    /// embedder or a test with one in-memory store wants.
+    /// Records the keys of keyed tags in `store`'s tag metadata rather than in the one of
+    /// `config.store`. Without it, a node handed a segment store keeps them in legacy guard
+    /// rows of the segment table (`idmint.key.TAG`), as on stores without tag metadata.
+    pub fn tag_meta_store(mut self, store: Arc<dyn TagMetaStore>) -> NodeBuilder {
+        self.tag_meta = Some(store);
+        self
+    }
+
+    /// `store` for the segments, the worker leases, the sequences and the tag metadata
+    /// alike: what an embedder or a test with one in-memory store wants.
     pub fn stores<S>(self, store: Arc<S>) -> NodeBuilder
     where
-        S: SegmentStore + WorkerStore + SequenceStore + 'static,
+        S: SegmentStore + WorkerStore + SequenceStore + TagMetaStore + 'static,
     {
         self.segment_store(Arc::clone(&store) as Arc<dyn SegmentStore>)
             .worker_store(Arc::clone(&store) as Arc<dyn WorkerStore>)
-            .sequence_store(store)
+            .sequence_store(Arc::clone(&store) as Arc<dyn SequenceStore>)
+            .tag_meta_store(store)
     }
 
     /// Serves snowflake ids from `generator`, already started, rather than starting one
@@ -219,6 +231,7 @@ impl NodeBuilder {
             store,
             workers,
             sequence_store,
+            tag_meta,
             snowflake,
             sequences,
             tinyid_store,
@@ -255,9 +268,13 @@ impl NodeBuilder {
         };
         let workers = workers.or_else(|| backend.as_ref()?.workers().ok());
         let sequence_store = sequence_store.or_else(|| backend.as_ref()?.sequences().ok());
+        let key_guard = match tag_meta.or_else(|| backend.as_ref()?.tag_meta()) {
+            Some(meta) => KeyGuard::Meta(meta),
+            None => KeyGuard::Row,
+        };
         let segments = crate::segment::Segments::start(store, config.segment.clone())
             .map_err(NodeStartError::Segments)?;
-        let formats = match claim_formats(&segments, &config.formats).await {
+        let formats = match claim_formats(&segments, &key_guard, &config.formats).await {
             Ok(formats) => formats,
             Err(error) => {
                 // Nothing served yet: the segments stop (and give back nothing they took).
@@ -347,20 +364,33 @@ fn check_parts(
 }
 
 /// The tags' public id formats, each keyed one checked against the key recorded in the
-/// store (and recorded there on first use) before any id is served.
+/// store (and recorded there on first use) before any id is served. With tag metadata, the
+/// legacy guard rows of the segment table are moved there first, every one of them (a tag
+/// whose format was dropped too), so none is left in the segment table.
 async fn claim_formats(
     segments: &crate::segment::Segments,
+    guard: &KeyGuard,
     formats: &[FormatConfig],
 ) -> Result<TagFormats, NodeStartError> {
+    if let KeyGuard::Meta(meta) = guard {
+        let rows = segments.internal_rows().await.map_err(NodeStartError::Segments)?;
+        for row in rows {
+            let Some(tag) = guarded_tag(&row.tag) else {
+                tracing::warn!(row = %row.tag, "leaving an internal row idmint did not write");
+                continue;
+            };
+            migrate_key_guard(segments, meta.as_ref(), &tag, &row.tag, &row.description)
+                .await
+                .map_err(|source| NodeStartError::FormatKey { tag, source })?;
+        }
+    }
     let mut claimed = TagFormats::new();
     for tag_format in formats {
         if let Some(permutation) = tag_format.format.permutation() {
-            claim_key(segments, &tag_format.tag, permutation, tag_format.force_key_change)
-                .await
-                .map_err(|source| NodeStartError::FormatKey {
-                    tag: tag_format.tag.clone(),
-                    source,
-                })?;
+            let force = tag_format.force_key_change;
+            claim_key(segments, guard, &tag_format.tag, permutation, force).await.map_err(
+                |source| NodeStartError::FormatKey { tag: tag_format.tag.clone(), source },
+            )?;
         }
         tracing::info!(tag = %tag_format.tag, template = %tag_format.format, keyed = tag_format.format.permutation().is_some(), "public id format");
         claimed.insert(tag_format.tag.clone(), tag_format.format.clone());

@@ -477,6 +477,14 @@ impl Segments {
         Ok(records)
     }
 
+    /// idmint's internal rows alone ([`Tag::is_internal`]): the key guards earlier versions
+    /// kept in the segment table, found at start to be moved out of it.
+    pub async fn internal_rows(&self) -> Result<Vec<TagRecord>, Error> {
+        let mut records = self.store_call(self.shared.store.list_tags()).await?;
+        records.retain(|record| record.tag.is_internal());
+        Ok(records)
+    }
+
     /// Each row's `update_time` as the database writes it as text, by tag (empty for a store
     /// whose time has no text of its own): Leaf's `/db`.
     pub async fn update_times_text(&self) -> Result<Vec<(Tag, String)>, Error> {
