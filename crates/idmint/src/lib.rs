@@ -80,7 +80,8 @@ pub mod store {
         AllocMode, Allocation, AssignRequest, CounterKey, CounterState, CounterStore,
         DEFAULT_STORE_URL, FlickerUrl, InterleavedStore, Lease, LeaseRecord, LeaseRequest,
         LeaseStore, MemoryStore, RangeStore, SegmentStore, SequenceRecord, SequenceSpec,
-        SequenceStore, SqlOptions, SqlUrl, StoreError, StoreUrl, TableName, TagMetaStore, TagRecord,
-        TagSpec, Take, WorkerSpace, WorkerStore, open, open_counters, open_sequences, open_workers,
+        SequenceStore, SqlOptions, SqlUrl, StoreError, StoreUrl, TableName, TagMetaStore,
+        TagRecord, TagSpec, Take, WorkerSpace, WorkerStore, open, open_counters, open_sequences,
+        open_workers,
     };
 }
