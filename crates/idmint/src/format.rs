@@ -4,7 +4,7 @@
 //! the store that refuses a key change for a tag that already issued ids: a value of the
 //! tag's metadata (`idmint_tag_meta`), or, on stores without tag metadata, the legacy guard
 //! row `idmint.key.TAG` in the segment table, which a store with metadata has moved out of
-//! that table at start ([`migrate_key_guards`]).
+//! that table at start ([`migrate_key_guard`]).
 //!
 //! A template is literal text with `{date:STRFTIME}` placeholders (the time of issue in the
 //! format's time zone) and exactly one `{id}`, `{id:ENCODING}` or `{id:ENCODING:WIDTH}`
