@@ -235,6 +235,29 @@ const COLUMNS: &str = "biz_tag, CAST(max_id AS SIGNED), CAST(step AS SIGNED), de
                        CAST(UNIX_TIMESTAMP(update_time) AS SIGNED)";
 
 impl MySqlStore {
+    /// Runs `attempt`; when it fails because a table does not exist yet, runs `ensure` (which
+    /// creates the missing tables, never altering one) and `attempt` once more. The tables
+    /// idmint makes on first use (sequences, tag metadata) are reached through it.
+    pub(crate) async fn with_tables<T, F, Fut, E, EFut>(
+        &self,
+        ensure: E,
+        attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+        E: FnOnce() -> EFut,
+        EFut: std::future::Future<Output = Result<(), StoreError>>,
+    {
+        match attempt().await {
+            Ok(outcome) => return Ok(outcome),
+            Err(e) if is_no_table(&e) => {}
+            Err(e) => return Err(unavailable(e)),
+        }
+        ensure().await?;
+        attempt().await.map_err(unavailable)
+    }
+
     /// Opens a bounded pool (`pool_max` connections) to the database `url` names and opens
     /// the segment table: an existing table is used as it is, an absent one created as
     /// `create_tables=` allows ([`CreateTables`]).

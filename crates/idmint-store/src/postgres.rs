@@ -71,6 +71,9 @@ const ADVISORY_LOCK_CLASS: i32 = 0x6964_6d74;
 
 // Waiting for a connection must end before the engine's own call timeout gives up on us, and
 // so must a fully contended CAS allocation's pauses.
+/// PostgreSQL's SQLSTATE for "relation does not exist" (`undefined_table`).
+const SQLSTATE_UNDEFINED_TABLE: &str = "42P01";
+
 const _: () = assert!(PG_ACQUIRE_TIMEOUT_MS <= STORE_CALL_TIMEOUT_MS_DEFAULT);
 
 /// The features named in refusals.
@@ -116,6 +119,30 @@ pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, Stor
 }
 
 impl PgStore {
+    /// Runs `attempt`; when it fails because a table does not exist yet, runs `ensure` (which
+    /// creates the missing tables, never altering one) and `attempt` once more. The tables
+    /// idmint makes on first use (sequences, tag metadata) are reached through it.
+    pub(crate) async fn with_tables<T, F, Fut, E, EFut>(
+        &self,
+        ensure: E,
+        attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+        E: FnOnce() -> EFut,
+        EFut: std::future::Future<Output = Result<(), StoreError>>,
+    {
+        match attempt().await {
+            Ok(outcome) => return Ok(outcome),
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) => {}
+            Err(e) => return Err(self.unavailable(e)),
+        }
+        ensure().await?;
+        attempt().await.map_err(|e| self.unavailable(e))
+    }
+
     /// Connects with a pool of at most `pool_max` connections and opens the segment table,
     /// creating it when absent as `create_tables=` allows ([`CreateTables`]).
     pub async fn connect(url: &SqlUrl) -> Result<PgStore, StoreError> {

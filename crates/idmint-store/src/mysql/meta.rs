@@ -18,7 +18,7 @@ use idmint_core::Tag;
 use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::AssertSqlSafe;
 
-use super::{MySqlStore, SQLSTATE_NO_TABLE, unavailable};
+use super::MySqlStore;
 use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name};
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
 
@@ -81,20 +81,14 @@ impl TagMetaStore for MySqlStore {
 }
 
 impl MySqlStore {
-    /// Runs `attempt`; when it fails because the metadata table does not exist yet, creates
-    /// it and runs it once more.
+    /// Runs `attempt`, creating the metadata table first when it is missing.
     async fn with_meta_table<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Attempt<T>>,
     {
-        match attempt().await {
-            Ok(outcome) => return Ok(outcome),
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
-            Err(e) => return Err(unavailable(e)),
-        }
-        self.create_missing_tables(&[(TAG_META_TABLE, meta_ddl())], "tag metadata").await?;
-        attempt().await.map_err(unavailable)
+        let tables = [(TAG_META_TABLE, meta_ddl())];
+        self.with_tables(|| self.create_missing_tables(&tables, "tag metadata"), attempt).await
     }
 
     /// The value of `(tag, name)`, read as it is stored.

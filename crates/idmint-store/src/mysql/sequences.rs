@@ -23,9 +23,7 @@ use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{
-    CREATE_LOCK_WAIT_S, MySqlStore, NamedLock, SQLSTATE_NO_TABLE, unavailable, utf8mb4_literal,
-};
+use super::{CREATE_LOCK_WAIT_S, MySqlStore, NamedLock, unavailable, utf8mb4_literal};
 use crate::sequence::{
     CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
     bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
@@ -134,13 +132,7 @@ impl MySqlStore {
         F: Fn() -> Fut,
         Fut: Future<Output = Attempt<T>>,
     {
-        match attempt().await {
-            Ok(outcome) => return outcome,
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(SQLSTATE_NO_TABLE) => {}
-            Err(e) => return Err(unavailable(e)),
-        }
-        self.ensure_sequence_tables().await?;
-        attempt().await.map_err(unavailable)?
+        self.with_tables(|| self.ensure_sequence_tables(), attempt).await?
     }
 
     /// Creates each sequence table when absent; never alters one that exists. Probing first

@@ -21,9 +21,6 @@ use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name};
 use crate::sql::TxConn;
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
 
-/// PostgreSQL's SQLSTATE for "relation does not exist" (`undefined_table`).
-const SQLSTATE_UNDEFINED_TABLE: &str = "42P01";
-
 /// What one attempt yields: a database error (perhaps a missing table, retried once the
 /// table exists), or the call's outcome.
 type Attempt<T> = Result<T, sqlx::Error>;
@@ -82,14 +79,7 @@ impl PgStore {
         F: Fn() -> Fut,
         Fut: Future<Output = Attempt<T>>,
     {
-        match attempt().await {
-            Ok(outcome) => return Ok(outcome),
-            Err(sqlx::Error::Database(e))
-                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) => {}
-            Err(e) => return Err(self.unavailable(e)),
-        }
-        self.ensure_meta_table().await?;
-        attempt().await.map_err(|e| self.unavailable(e))
+        self.with_tables(|| self.ensure_meta_table(), attempt).await
     }
 
     /// Creates the metadata table when absent, under its advisory lock; checked first, as

@@ -31,9 +31,6 @@ use crate::{
     CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
 };
 
-/// PostgreSQL's SQLSTATE for "relation does not exist" (`undefined_table`).
-const SQLSTATE_UNDEFINED_TABLE: &str = "42P01";
-
 const COLUMNS: &str = "name::text, daily, format::text, time_zone::text, created_ms";
 
 /// What one attempt yields: a database error (perhaps a missing table, retried once the
@@ -162,14 +159,7 @@ impl PgStore {
         F: Fn() -> Fut,
         Fut: Future<Output = Attempt<T>>,
     {
-        match attempt().await {
-            Ok(outcome) => return outcome,
-            Err(sqlx::Error::Database(e))
-                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) => {}
-            Err(e) => return Err(self.unavailable(e)),
-        }
-        self.ensure_sequence_tables().await?;
-        attempt().await.map_err(|e| self.unavailable(e))?
+        self.with_tables(|| self.ensure_sequence_tables(), attempt).await?
     }
 
     /// Creates each sequence table when absent, never altering one that exists. Checked first,
