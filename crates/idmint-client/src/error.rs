@@ -165,6 +165,7 @@ pub(crate) fn from_code(code: &str, message: String, subject: &str) -> Failure {
         | "sequences_not_running"
         | "snowflake_not_configured"
         | "sequences_not_configured"
+        | "tag_policy_not_served"
         | "worker_ids_exhausted"
         | "layout_exhausted"
         | "clock_skew" => Failure::Retry { reason: message, down: false },

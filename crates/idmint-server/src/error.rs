@@ -345,6 +345,13 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          message says how to configure it",
     ),
     (
+        "tag_policy_not_served",
+        "501 (gRPC FAILED_PRECONDITION): the tag's policy recorded in the store is one this \
+         node cannot honour (a public id format other nodes have and this node's \
+         configuration lacks, or a policy of a later version); final until the node's \
+         configuration changes, the message says how",
+    ),
+    (
         "clock_out_of_range",
         "503: the clock reads past the 48-bit millisecond field of UUID v7 and ULID",
     ),
@@ -382,6 +389,9 @@ impl ApiError {
             }
             ApiError::NotConfigured { feature: Feature::Snowflake, .. } => {
                 (StatusCode::NOT_IMPLEMENTED, "snowflake_not_configured")
+            }
+            ApiError::NotConfigured { feature: Feature::TagPolicy, .. } => {
+                (StatusCode::NOT_IMPLEMENTED, "tag_policy_not_served")
             }
             ApiError::NotConfigured { .. } => {
                 (StatusCode::NOT_IMPLEMENTED, "sequences_not_configured")

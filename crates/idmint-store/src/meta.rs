@@ -44,6 +44,29 @@ pub trait TagMetaStore: Send + Sync + 'static {
         expected: Option<&str>,
         new: &str,
     ) -> Result<bool, StoreError>;
+
+    /// Every tag's value of `name`, in no particular order: how a node reads one setting of
+    /// all tags at start. Refuses a bad name ([`StoreError::InvalidValue`]).
+    async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError>;
+}
+
+/// Rows `(tag, value)` as a store read them, as tags: a tag no name rule admits is a
+/// corrupt row, refused rather than skipped (a setting read for every tag must not lose one).
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "mysql", feature = "postgres", feature = "redis")),
+    allow(dead_code)
+)]
+pub(crate) fn stored_values(
+    rows: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<(Tag, String)>, StoreError> {
+    rows.into_iter()
+        .map(|(tag, value)| match Tag::from_stored(&tag) {
+            Ok(parsed) => Ok((parsed, value)),
+            Err(e) => {
+                Err(StoreError::Corrupt { tag, reason: format!("its metadata names it: {e}") })
+            }
+        })
+        .collect()
 }
 
 /// Refuses a name other than 1 to [`META_NAME_LEN_MAX`] bytes of `[A-Za-z0-9_.-]`: names are

@@ -64,7 +64,9 @@ error_sets! {
         501 Missing: "The store's database account lacks a privilege this call needs \
             (`store_privilege_missing`: the message names the privilege and the table; `idmint \
             schema print` prints the GRANT statements), or a table it needs does not exist and the \
-            node creates none (`store_table_missing`, `create_tables=false`). gRPC: \
+            node creates none (`store_table_missing`, `create_tables=false`); or, taking a tag's \
+            ids, the tag's policy recorded in the store is one this node cannot honour \
+            (`tag_policy_not_served`: a public id format this node's configuration lacks). gRPC: \
             FAILED_PRECONDITION",
     }
     /// The 404 of routes that take a tag's ids or decode with its format.

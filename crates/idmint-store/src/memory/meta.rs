@@ -36,4 +36,11 @@ impl TagMetaStore for MemoryStore {
         values.insert(key, new.to_string());
         Ok(true)
     }
+
+    async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
+        check_name(name)?;
+        let values = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let named = values.iter().filter(|((_, n), _)| n == name);
+        Ok(named.map(|((tag, _), value)| (tag.clone(), value.clone())).collect())
+    }
 }

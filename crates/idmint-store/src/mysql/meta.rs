@@ -19,7 +19,7 @@ use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::AssertSqlSafe;
 
 use super::MySqlStore;
-use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name};
+use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name, stored_values};
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
 
 /// What one attempt yields: a database error (perhaps a missing table, retried once the
@@ -77,6 +77,21 @@ impl TagMetaStore for MySqlStore {
             }
         })
         .await
+    }
+
+    async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
+        check_name(name)?;
+        let rows: Vec<(String, String)> = self
+            .with_meta_table(|| async {
+                sqlx::query_as(AssertSqlSafe(format!(
+                    "SELECT tag, value FROM {TAG_META_TABLE} WHERE name = ?"
+                )))
+                .bind(name)
+                .fetch_all(&self.pool)
+                .await
+            })
+            .await?;
+        stored_values(rows)
     }
 }
 

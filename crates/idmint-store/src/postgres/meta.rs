@@ -17,7 +17,7 @@ use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::AssertSqlSafe;
 
 use super::{ADVISORY_LOCK_CLASS, PgStore};
-use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name};
+use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name, stored_values};
 use crate::sql::TxConn;
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
 
@@ -68,6 +68,21 @@ impl TagMetaStore for PgStore {
             Ok(query.execute(&self.pool).await?.rows_affected() == 1)
         })
         .await
+    }
+
+    async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
+        check_name(name)?;
+        let rows: Vec<(String, String)> = self
+            .with_meta_table(|| async {
+                sqlx::query_as(AssertSqlSafe(format!(
+                    "SELECT tag::text, value::text FROM {TAG_META_TABLE} WHERE name = $1"
+                )))
+                .bind(name)
+                .fetch_all(&self.pool)
+                .await
+            })
+            .await?;
+        stored_values(rows)
     }
 }
 

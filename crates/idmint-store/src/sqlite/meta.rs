@@ -11,7 +11,7 @@ use idmint_core::Tag;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, unavailable};
-use crate::meta::{check_cas, check_name};
+use crate::meta::{check_cas, check_name, stored_values};
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
 
 #[async_trait]
@@ -64,6 +64,21 @@ impl TagMetaStore for SqliteStore {
             Ok(changed == 1)
         })
         .await
+    }
+
+    async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
+        check_name(name)?;
+        let name = name.to_string();
+        let rows: Vec<(String, String)> = self
+            .call(move |conn| {
+                ensure_table(conn)?;
+                let sql = format!("SELECT tag, value FROM {TAG_META_TABLE} WHERE name = ?1");
+                let mut statement = conn.prepare(&sql).map_err(unavailable)?;
+                let rows = statement.query_map(params![name], |row| Ok((row.get(0)?, row.get(1)?)));
+                rows.and_then(Iterator::collect).map_err(unavailable)
+            })
+            .await?;
+        stored_values(rows)
     }
 }
 

@@ -41,9 +41,35 @@ macro_rules! meta_suite {
                 tags_names_and_values_compare_byte_for_byte,
                 bad_input_is_refused_and_nothing_is_written,
                 values_at_the_bounds_round_trip,
+                every_tags_value_of_a_name_is_listed,
             ],
         }
     };
+}
+
+/// Every tag holding a value of a name is listed with its value as it is now, and no tag
+/// without one (a compare-and-set that did not take leaves none), nor another name's values;
+/// a bad name is refused.
+pub async fn every_tags_value_of_a_name_is_listed(store: Arc<dyn TagMetaStore>) {
+    let (a, b, c, d) =
+        (tag("meta.list.a"), tag("meta.list.b"), tag("meta.list.c"), tag("meta.list.d"));
+    assert_eq!(store.compare_and_set_meta(&a, "listed", None, "1").await, Ok(true));
+    assert_eq!(store.compare_and_set_meta(&b, "listed", None, "2").await, Ok(true));
+    assert_eq!(store.compare_and_set_meta(&c, "unlisted", None, "3").await, Ok(true));
+    assert_eq!(store.compare_and_set_meta(&d, "listed", Some("x"), "4").await, Ok(false));
+    assert_eq!(store.compare_and_set_meta(&a, "listed", Some("1"), "5").await, Ok(true));
+    let mut listed: Vec<(String, String)> = store
+        .meta_of_every_tag("listed")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(tag, _)| tag.as_str().starts_with("meta.list."))
+        .map(|(tag, value)| (tag.as_str().to_string(), value))
+        .collect();
+    listed.sort();
+    let expected = [("meta.list.a", "5"), ("meta.list.b", "2")];
+    assert_eq!(listed, expected.map(|(t, v)| (t.to_string(), v.to_string())));
+    assert!(invalid(store.meta_of_every_tag("bad name").await));
 }
 
 /// A missing value reads as `None`; a set from `None` takes; a second set from `None`, or a

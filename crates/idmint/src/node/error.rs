@@ -135,6 +135,8 @@ pub enum Feature {
     Snowflake,
     /// Sequences (Redis counters under SQL ceilings).
     Sequences,
+    /// A tag whose recorded policy this node cannot honour ([`crate::node::TagPolicy`]).
+    TagPolicy,
 }
 
 /// Why a [`crate::NodeBuilder`] could not start a node.
@@ -162,6 +164,9 @@ pub enum NodeStartError {
         #[source]
         source: FormatError,
     },
+    /// The tags' policies could not be recorded or read in the store's tag metadata.
+    #[error("cannot record or read the tags' policies in the store")]
+    TagPolicies(#[source] StoreError),
     /// The ring of pre-made snowflake ids did not start.
     #[error("cannot start the cached snowflake ring")]
     CachedRing(#[source] SnowflakeError),

@@ -11,6 +11,7 @@
 //! no HTTP, gRPC or status code.
 
 mod error;
+mod policy;
 mod ready;
 mod slot;
 mod snowflake;
@@ -42,6 +43,7 @@ use crate::tinyid::{BizTypeView, Tinyid, TinyidSegment};
 use crate::uuid::Uuids;
 
 pub use error::{Feature, NodeError, NodeStartError};
+pub use policy::{POLICY_FORMATTED, POLICY_NAME, Policies, TagPolicy};
 pub use ready::{Engine, EngineReadiness};
 use slot::{Absence, EngineSlot, Slotted};
 use snowflake::SnowflakeSlot;
@@ -77,7 +79,8 @@ pub struct Node {
     /// retry loop), or why they do not.
     snowflake: SnowflakeSlot,
     sequences: SequenceSlot,
-    formats: Arc<TagFormats>,
+    /// Every tag's policy, read once per request.
+    policies: Policies,
     uuids: Arc<Uuids>,
     /// The engines whose readiness gates the node's ([`Node::ready`]).
     ready_engines: Vec<ready::Engine>,
@@ -241,7 +244,12 @@ impl Node {
 
     /// The public format of `tag`, if it has one.
     pub fn format(&self, tag: &Tag) -> Option<&IdFormat> {
-        self.formats.get(tag)
+        self.policies.format(tag)
+    }
+
+    /// How this node serves the tag named `name`.
+    pub fn policy(&self, name: &str) -> TagPolicy<'_> {
+        self.policies.of(name)
     }
 
     /// The next id of the tag named `name` as text: its public id as the tag's format renders
@@ -263,8 +271,10 @@ impl Node {
             move || self.try_public_decimal(name, || self.segments.try_next_id_by_name(name)),
             move || -> Waiting<'a, NodeError, PublicText> {
                 Box::pin(async move {
+                    let policy = self.policies.of(name);
+                    policy.served(name)?;
                     let id = self.segments.next_id_by_name(name).await?;
-                    self.public_text(name, id)
+                    self.public_text(policy, id)
                 })
             },
         )
@@ -291,20 +301,16 @@ impl Node {
         name: &str,
         take: impl FnOnce() -> Option<u64>,
     ) -> Option<PublicText> {
-        // `formats` is keyed by tags and looked up by the name (`Tag: Borrow<str>`); an empty
-        // map answers without hashing.
-        if self.formats.contains_key(name) {
-            return None;
+        match self.policies.of(name) {
+            TagPolicy::Plain => take().map(PublicText::decimal),
+            TagPolicy::Formatted(_) | TagPolicy::Refused(_) => None,
         }
-        take().map(PublicText::decimal)
     }
 
-    /// `id` of the tag named `name` as text.
+    /// `id` of a tag served under `policy`, as text.
     #[inline]
-    fn public_text(&self, name: &str, id: u64) -> Result<PublicText, NodeError> {
-        // `formats` is keyed by tags and looked up by the name (`Tag: Borrow<str>`); an empty
-        // map answers without hashing.
-        let Some(format) = self.formats.get(name) else {
+    fn public_text(&self, policy: TagPolicy<'_>, id: u64) -> Result<PublicText, NodeError> {
+        let TagPolicy::Formatted(format) = policy else {
             return Ok(PublicText::decimal(id));
         };
         Ok(PublicText::rendered(format.at(&format.zoned(self.clock.now_ms()))?.render(id)?))
@@ -313,14 +319,20 @@ impl Node {
     /// `count` public ids of `tag`: rendered by the tag's format if it has one (texts, or
     /// numbers for a numeric template), else the ids as they are.
     pub async fn next_public_ids(&self, tag: &Tag, count: Count) -> Result<PublicIds, NodeError> {
+        let policy = self.policies.of(tag.as_str());
+        policy.served(tag.as_str())?;
         let ranges = self.segments.next_ids(tag, count).await?;
-        self.public_ids(tag, &ranges)
+        self.public_ids(policy, &ranges)
     }
 
-    /// The public ids of `ranges` of `tag`.
-    fn public_ids(&self, tag: &Tag, ranges: &[IdRange]) -> Result<PublicIds, NodeError> {
+    /// The public ids of `ranges` of a tag served under `policy`.
+    fn public_ids(
+        &self,
+        policy: TagPolicy<'_>,
+        ranges: &[IdRange],
+    ) -> Result<PublicIds, NodeError> {
         let ids = ranges.iter().flat_map(|r| r.ids());
-        let Some(format) = self.formats.get(tag) else {
+        let TagPolicy::Formatted(format) = policy else {
             return Ok(PublicIds::Numbers(ids.collect()));
         };
         if format.is_numeric() {
@@ -337,8 +349,10 @@ impl Node {
     /// `count` ids of `tag` leased to a client as ranges with this node's proofs. A tag with
     /// a public id format is refused: its internal ids do not leave the node.
     pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<RangeLease>, NodeError> {
-        if self.formats.contains_key(tag) {
-            return Err(NodeError::FormattedTag(tag.clone()));
+        match self.policies.of(tag.as_str()) {
+            TagPolicy::Plain => {}
+            TagPolicy::Formatted(_) => return Err(NodeError::FormattedTag(tag.clone())),
+            refused @ TagPolicy::Refused(_) => refused.served(tag.as_str())?,
         }
         Ok(self.segments.lease(tag, count).await?)
     }
@@ -471,7 +485,7 @@ impl Node {
                     self.segments.get_tag(&tag).await?;
                 }
                 let plain = IdFormat::plain();
-                let format = self.formats.get(&tag).unwrap_or(&plain);
+                let format = self.policies.format(&tag).unwrap_or(&plain);
                 let decoded = format.decode(&text).map_err(|e| not_an_id(&e))?;
                 Ok(DecodedText {
                     text,
@@ -528,7 +542,7 @@ impl Node {
     pub async fn get_tag(&self, tag: &Tag) -> Result<TagView, NodeError> {
         let record = self.segments.get_tag(tag).await?;
         let status = self.segments.status(tag);
-        Ok(TagView { record, status, format: self.formats.get(tag).cloned() })
+        Ok(TagView { record, status, format: self.policies.format(tag).cloned() })
     }
 
     /// The tag of that name, or, when the store has none and the node serves a Tinyid

@@ -22,6 +22,7 @@ use idmint_store::{
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::policy::Policies;
 use super::slot::Absence;
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
 use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats, TinyidSlot};
@@ -274,8 +275,8 @@ impl NodeBuilder {
         };
         let segments = crate::segment::Segments::start(store, config.segment.clone())
             .map_err(NodeStartError::Segments)?;
-        let formats = match claim_formats(&segments, &key_guard, &config.formats).await {
-            Ok(formats) => formats,
+        let policies = match claim_policies(&segments, &key_guard, &config.formats).await {
+            Ok(policies) => policies,
             Err(error) => {
                 // Nothing served yet: the segments stop (and give back nothing they took).
                 segments.shutdown().await;
@@ -324,7 +325,7 @@ impl NodeBuilder {
             layout,
             snowflake,
             sequences,
-            formats: Arc::new(formats),
+            policies,
             uuids: Arc::new(Uuids::new(Arc::clone(&clock))),
             ready_engines: config.ready_engines.clone(),
             clock,
@@ -363,15 +364,16 @@ fn check_parts(
     Ok(())
 }
 
-/// The tags' public id formats, each keyed one checked against the key recorded in the
-/// store (and recorded there on first use) before any id is served. With tag metadata, the
-/// legacy guard rows of the segment table are moved there first, every one of them (a tag
-/// whose format was dropped too), so none is left in the segment table.
-async fn claim_formats(
+/// The tags' policies: their public id formats, each keyed one checked against the key
+/// recorded in the store (and recorded there on first use) before any id is served, and with
+/// tag metadata every tag's recorded policy. With tag metadata, the legacy guard rows of the
+/// segment table are moved there first, every one of them (a tag whose format was dropped
+/// too), so none is left in the segment table.
+async fn claim_policies(
     segments: &crate::segment::Segments,
     guard: &KeyGuard,
     formats: &[FormatConfig],
-) -> Result<TagFormats, NodeStartError> {
+) -> Result<Policies, NodeStartError> {
     if let KeyGuard::Meta(meta) = guard {
         let rows = segments.internal_rows().await.map_err(NodeStartError::Segments)?;
         for row in rows {
@@ -395,7 +397,12 @@ async fn claim_formats(
         tracing::info!(tag = %tag_format.tag, template = %tag_format.format, keyed = tag_format.format.permutation().is_some(), "public id format");
         claimed.insert(tag_format.tag.clone(), tag_format.format.clone());
     }
-    Ok(claimed)
+    match guard {
+        KeyGuard::Meta(meta) => {
+            Policies::recorded(claimed, meta.as_ref()).await.map_err(NodeStartError::TagPolicies)
+        }
+        KeyGuard::Row => Ok(Policies::new(claimed)),
+    }
 }
 
 /// Starts the Tinyid engine when configured: its store and tokens must answer, or the node

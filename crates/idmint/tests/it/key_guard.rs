@@ -148,6 +148,10 @@ impl TagMetaStore for ReadTogether {
     ) -> Result<bool, StoreError> {
         self.inner.compare_and_set_meta(tag, name, expected, new).await
     }
+
+    async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
+        self.inner.meta_of_every_tag(name).await
+    }
 }
 
 #[tokio::test]

@@ -42,6 +42,45 @@ async fn a_node_serves_plain_and_public_ids_and_refuses_to_lease_a_formatted_tag
     node.shutdown().await;
 }
 
+/// A tag's policy is the store's, not one node's: a node that serves a tag's format records
+/// it, and a later node on the same store without that format refuses the tag on every take
+/// and lease, final and naming the fix, taking nothing from the store, while it serves its
+/// other tags; a policy value this version does not know is refused the same way.
+#[tokio::test]
+async fn a_node_without_a_recorded_format_refuses_the_tag() {
+    use idmint::node::{Feature, POLICY_NAME};
+    use idmint_store::{RangeStore, TagMetaStore};
+
+    let store = Arc::new(MemoryStore::new());
+    create_tag(&*store, "plain", 100).await;
+    let code = create_tag(&*store, "code", 100).await;
+    let later = create_tag(&*store, "later", 100).await;
+    store.compare_and_set_meta(&later, POLICY_NAME, None, "strict").await.unwrap();
+    let mut config = NodeConfig::new(StoreUrl::Memory);
+    let format = IdFormat::new("C-{id}", time_zone("UTC").unwrap(), None).unwrap();
+    config.formats = vec![FormatConfig { tag: code.clone(), format, force_key_change: false }];
+    let formatted = start(config, Arc::clone(&store)).await;
+    assert_eq!(formatted.next_public_text_by_name("code").await.unwrap(), "C-1");
+    formatted.shutdown().await;
+
+    let node = start(NodeConfig::new(StoreUrl::Memory), Arc::clone(&store)).await;
+    let max_id = store.get_tag(&code).await.unwrap().unwrap().max_id;
+    let refused = |error: NodeError, value: &str| match error {
+        NodeError::NotConfigured { feature: Feature::TagPolicy, reason } => {
+            assert!(reason.contains(value), "{reason}");
+        }
+        other => panic!("{other}"),
+    };
+    refused(node.next_public_text_by_name("code").await.unwrap_err(), "[format.code]");
+    assert!(node.try_public_text_by_name("code").is_none());
+    refused(node.next_public_ids(&code, Count::ONE).await.unwrap_err(), "[format.code]");
+    refused(node.lease(&code, Count::ONE).await.unwrap_err(), "[format.code]");
+    refused(node.next_public_text_by_name("later").await.unwrap_err(), "`strict`");
+    assert_eq!(store.get_tag(&code).await.unwrap().unwrap().max_id, max_id, "nothing taken");
+    assert_eq!(node.next_public_text_by_name("plain").await.unwrap(), "1");
+    node.shutdown().await;
+}
+
 /// A Redis that refuses every connection: the node keeps retrying, on its own tracker, and
 /// stops at shutdown (no connection attempt after it, and the shutdown does not wait out
 /// the 2 s retry pause).
