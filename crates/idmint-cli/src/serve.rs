@@ -50,7 +50,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         tracing::warn!(%addr, "no admin token configured: serving on loopback only, where every local process may create and delete tags; set IDMINT_ADMIN_TOKEN to require a token");
     }
-    let node = NodeBuilder::new(idmint_server::node_config(&settings, addr)).start().await?;
+    let peers = idmint_server::GrpcPeerLink::new(settings.auth.admin_token().cloned());
+    let node = NodeBuilder::new(idmint_server::node_config(&settings, addr))
+        .peer_link(Arc::new(peers))
+        .start()
+        .await?;
     tracing::info!(%addr, store = %node.store_description(), "idmint serving");
     // The one line scripts read to learn the address (e.g. with --listen 127.0.0.1:0).
     println!("idmint listening on http://{addr}");

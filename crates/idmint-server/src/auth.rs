@@ -75,6 +75,11 @@ impl Token {
         let (ours, theirs) = (self.0.as_bytes(), given.as_bytes());
         ours.len() == theirs.len() && bool::from(ours.ct_eq(theirs))
     }
+
+    /// The token's text, to send it (a node to its peers); never for a log line.
+    pub(crate) fn secret(&self) -> &str {
+        &self.0
+    }
 }
 
 impl TryFrom<String> for Token {
@@ -146,6 +151,11 @@ impl Auth {
     /// Whether an admin token is configured.
     pub fn has_admin_token(&self) -> bool {
         self.admin.is_some()
+    }
+
+    /// The admin token, which a node presents to its peers (the nodes of a cluster share it).
+    pub fn admin_token(&self) -> Option<&Token> {
+        self.admin.as_ref()
     }
 
     /// The configured clients.

@@ -576,3 +576,94 @@ pub(crate) fn error_response(error: ApiError) -> axum::response::Response {
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     response
 }
+
+/// Longest a take on a peer may take, from connecting to the answer: a forwarded take is a
+/// request's part and must leave it time to answer.
+pub const PEER_CALL_TIMEOUT_MS: u64 = 2_000;
+
+/// [`idmint::node::PeerLink`] over the peers' gRPC API: `NextIds` on the peer's URL, with
+/// this node's admin token (the nodes of a cluster share it), one lazily connected channel
+/// per peer reused by every call, each call bounded by [`PEER_CALL_TIMEOUT_MS`].
+pub struct GrpcPeerLink {
+    token: Option<crate::Token>,
+    channels: std::sync::Mutex<HashMap<idmint::node::Peer, tonic::transport::Channel>>,
+}
+
+impl GrpcPeerLink {
+    /// A link presenting `token` (the admin token) to its peers, if any.
+    pub fn new(token: Option<crate::Token>) -> GrpcPeerLink {
+        GrpcPeerLink { token, channels: std::sync::Mutex::new(HashMap::new()) }
+    }
+
+    /// The channel to `peer`, made on first use (it connects on its first call).
+    fn channel(
+        &self,
+        peer: &idmint::node::Peer,
+    ) -> Result<tonic::transport::Channel, idmint::node::PeerError> {
+        let mut channels = self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(channel) = channels.get(peer) {
+            return Ok(channel.clone());
+        }
+        let timeout = Duration::from_millis(PEER_CALL_TIMEOUT_MS);
+        let endpoint = tonic::transport::Endpoint::from_shared(peer.grpc_url.clone())
+            .map_err(|e| unreachable(peer, &format!("not a gRPC URL: {e}")))?
+            .connect_timeout(timeout)
+            .timeout(timeout);
+        let channel = endpoint.connect_lazy();
+        channels.insert(peer.clone(), channel.clone());
+        Ok(channel)
+    }
+}
+
+#[async_trait::async_trait]
+impl idmint::node::PeerLink for GrpcPeerLink {
+    async fn next_ids(
+        &self,
+        peer: &idmint::node::Peer,
+        tag: &Tag,
+        count: Count,
+    ) -> Result<PublicIds, idmint::node::PeerError> {
+        let mut client = idmint_proto::v1::id_mint_client::IdMintClient::new(self.channel(peer)?);
+        let mut request = Request::new(NextIdsRequest { tag: tag.to_string(), count: count.get() });
+        request.set_timeout(Duration::from_millis(PEER_CALL_TIMEOUT_MS));
+        if let Some(token) = &self.token {
+            let bearer = format!("Bearer {}", token.secret());
+            let value = bearer.parse().map_err(|_| unreachable(peer, "the token is not ASCII"))?;
+            request.metadata_mut().insert("authorization", value);
+        }
+        let answer = client.next_ids(request).await.map_err(|status| peer_error(peer, &status))?;
+        let NextIdsResponse { ids, texts, .. } = answer.into_inner();
+        Ok(if texts.is_empty() { PublicIds::Numbers(ids) } else { PublicIds::Texts(texts) })
+    }
+}
+
+/// A peer's gRPC status as a [`idmint::node::PeerError`]: the statuses idmint answers for what
+/// passes by itself (and the transport's own failures) are `Unreachable`, the rest final.
+fn peer_error(peer: &idmint::node::Peer, status: &Status) -> idmint::node::PeerError {
+    use tonic::Code;
+    match status.code() {
+        Code::Unavailable
+        | Code::DeadlineExceeded
+        | Code::Cancelled
+        | Code::Unknown
+        | Code::ResourceExhausted
+        | Code::Aborted
+        | Code::Internal => {
+            unreachable(peer, &format!("{:?}: {}", status.code(), status.message()))
+        }
+        _ => idmint::node::PeerError::Refused {
+            peer: peer.grpc_url.clone(),
+            code: status
+                .metadata()
+                .get(crate::GRPC_CODE_KEY)
+                .and_then(|code| code.to_str().ok())
+                .map_or_else(|| format!("{:?}", status.code()), str::to_string),
+            message: status.message().to_string(),
+        },
+    }
+}
+
+/// An [`idmint::node::PeerError::Unreachable`] of `peer`.
+fn unreachable(peer: &idmint::node::Peer, reason: &str) -> idmint::node::PeerError {
+    idmint::node::PeerError::Unreachable { peer: peer.grpc_url.clone(), reason: reason.to_string() }
+}

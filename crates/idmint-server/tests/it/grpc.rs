@@ -588,3 +588,58 @@ async fn exhausted_store_assigned_worker_ids_are_final_with_the_fix() {
     assert!(status.message().contains("more worker bits"), "{status:?}");
     server.stop().await;
 }
+
+/// The gRPC peer link takes ids on another node as that node serves them: its ids (a keyed
+/// tag guarded by a client token included), with the admin token the nodes share; a peer's final refusal
+/// is `Refused` with the peer's code (an unknown tag, a token that is not the peer's), a peer
+/// that does not answer is `Unreachable`.
+#[tokio::test]
+async fn the_grpc_peer_link_takes_ids_on_a_peer() {
+    use idmint::node::{Peer, PeerError, PeerLink, PublicIds};
+    use idmint_core::Count;
+    use idmint_server::GrpcPeerLink;
+
+    let admin = Token::parse("peer-admin-token-0123456789abcdef").unwrap();
+    let shop = Client {
+        name: "shop".to_string(),
+        token: Token::parse("shop-shop-shop-shop1").unwrap(),
+        tags: vec![Tag::parse("order").unwrap()],
+    };
+    let auth = Auth::new(Some(admin.clone()), vec![shop]);
+    let server = TestServer::setup().auth(auth).start().await;
+    let created = reqwest::Client::new()
+        .post(server.url("/v1/tags"))
+        .bearer_auth("peer-admin-token-0123456789abcdef")
+        .json(&json!({"tag": "order", "step": 100}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let peer = Peer { grpc_url: server.base.clone() };
+    let order = Tag::parse("order").unwrap();
+    let three = Count::new(3).unwrap();
+
+    let link = GrpcPeerLink::new(Some(admin));
+    assert_eq!(link.next_ids(&peer, &order, three).await, Ok(PublicIds::Numbers(vec![1, 2, 3])));
+    assert_eq!(link.next_ids(&peer, &order, three).await, Ok(PublicIds::Numbers(vec![4, 5, 6])));
+    let unknown = link.next_ids(&peer, &Tag::parse("nope").unwrap(), three).await.unwrap_err();
+    assert!(
+        matches!(&unknown, PeerError::Refused { code, .. } if code == "unknown_tag"),
+        "{unknown}"
+    );
+
+    let stranger = GrpcPeerLink::new(Some(Token::parse("not-the-admin-token-0123456789").unwrap()));
+    let refused = stranger.next_ids(&peer, &order, three).await.unwrap_err();
+    assert!(
+        matches!(&refused, PeerError::Refused { code, .. } if code == "forbidden"),
+        "{refused}"
+    );
+
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gone = Peer { grpc_url: format!("http://{}", closed.local_addr().unwrap()) };
+    drop(closed);
+    let down = link.next_ids(&gone, &order, three).await.unwrap_err();
+    assert!(matches!(down, PeerError::Unreachable { .. }), "{down}");
+    let bad = link.next_ids(&Peer { grpc_url: "not a url".into() }, &order, three).await;
+    assert!(matches!(bad, Err(PeerError::Unreachable { .. })), "{bad:?}");
+}

@@ -11,6 +11,7 @@
 //! no HTTP, gRPC or status code.
 
 mod error;
+mod peer;
 mod policy;
 mod ready;
 mod slot;
@@ -43,6 +44,7 @@ use crate::tinyid::{BizTypeView, Tinyid, TinyidSegment};
 use crate::uuid::Uuids;
 
 pub use error::{Feature, NodeError, NodeStartError};
+pub use peer::{Peer, PeerError, PeerLink};
 pub use policy::{POLICY_FORMATTED, POLICY_NAME, Policies, TagPolicy};
 pub use ready::{Engine, EngineReadiness};
 use slot::{Absence, EngineSlot, Slotted};
@@ -81,6 +83,8 @@ pub struct Node {
     sequences: SequenceSlot,
     /// Every tag's policy, read once per request.
     policies: Policies,
+    /// How this node reaches its peers, if it was given a way.
+    peers: Option<Arc<dyn PeerLink>>,
     uuids: Arc<Uuids>,
     /// The engines whose readiness gates the node's ([`Node::ready`]).
     ready_engines: Vec<ready::Engine>,
@@ -245,6 +249,12 @@ impl Node {
     /// The public format of `tag`, if it has one.
     pub fn format(&self, tag: &Tag) -> Option<&IdFormat> {
         self.policies.format(tag)
+    }
+
+    /// How this node reaches the other nodes of its cluster, if its transport gave it a way
+    /// ([`NodeBuilder::peer_link`]).
+    pub fn peer_link(&self) -> Option<&Arc<dyn PeerLink>> {
+        self.peers.as_ref()
     }
 
     /// How this node serves the tag named `name`.

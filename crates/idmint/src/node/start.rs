@@ -22,6 +22,7 @@ use idmint_store::{
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::peer::PeerLink;
 use super::policy::Policies;
 use super::slot::Absence;
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
@@ -137,6 +138,7 @@ pub struct NodeBuilder {
     snowflake: Option<Arc<Snowflake>>,
     sequences: Option<Arc<Sequences>>,
     tinyid_store: Option<Arc<dyn TinyidStore>>,
+    peers: Option<Arc<dyn PeerLink>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -152,6 +154,7 @@ impl NodeBuilder {
             snowflake: None,
             sequences: None,
             tinyid_store: None,
+            peers: None,
             clock: Arc::new(SystemClock),
         }
     }
@@ -181,6 +184,12 @@ impl NodeBuilder {
     /// rows of the segment table (`idmint.key.TAG`), as on stores without tag metadata.
     pub fn tag_meta_store(mut self, store: Arc<dyn TagMetaStore>) -> NodeBuilder {
         self.tag_meta = Some(store);
+        self
+    }
+
+    /// `link` as the node's way to its peers (the server's is over gRPC).
+    pub fn peer_link(mut self, link: Arc<dyn PeerLink>) -> NodeBuilder {
+        self.peers = Some(link);
         self
     }
 
@@ -233,6 +242,7 @@ impl NodeBuilder {
             workers,
             sequence_store,
             tag_meta,
+            peers,
             snowflake,
             sequences,
             tinyid_store,
@@ -326,6 +336,7 @@ impl NodeBuilder {
             snowflake,
             sequences,
             policies,
+            peers,
             uuids: Arc::new(Uuids::new(Arc::clone(&clock))),
             ready_engines: config.ready_engines.clone(),
             clock,

@@ -1,0 +1,52 @@
+//! The [`PeerLink`] seam: how a node hands a take to another node of its cluster, so the
+//! library names no transport (the server implements it over the nodes' gRPC API). Nothing
+//! forwards yet; strict tags will (a node that does not own a strict tag forwards its takes
+//! to the owner).
+
+use async_trait::async_trait;
+use idmint_core::{Count, Tag};
+
+use super::PublicIds;
+
+/// Another node, as its peers reach it: the base URL of its gRPC API
+/// (`http://10.0.0.7:9090`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Peer {
+    /// The gRPC API's base URL.
+    pub grpc_url: String,
+}
+
+/// Why a take on a peer did not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerError {
+    /// The peer answered with a refusal that would not pass by asking again (an unknown tag,
+    /// a bad count, a policy it cannot honour): the code and message are the peer's.
+    #[error("the peer {peer} refused ({code}): {message}")]
+    Refused {
+        /// The peer.
+        peer: String,
+        /// The peer's code, as its transport names it.
+        code: String,
+        /// The peer's message.
+        message: String,
+    },
+    /// The peer did not answer, or answered that it cannot serve now (down, unreachable,
+    /// timed out, shutting down): another attempt, later or elsewhere, may succeed.
+    #[error("the peer {peer} did not serve: {reason}")]
+    Unreachable {
+        /// The peer.
+        peer: String,
+        /// What happened.
+        reason: String,
+    },
+}
+
+/// A node's way to its peers. Implementations bound every call in time and reuse their
+/// connections; they never retry a take on their own (a take that reached the peer may have
+/// been served even when its answer was lost: the caller decides).
+#[async_trait]
+pub trait PeerLink: Send + Sync + 'static {
+    /// `count` ids of `tag` taken on `peer` and answered as that node serves the tag (its
+    /// policy applies there).
+    async fn next_ids(&self, peer: &Peer, tag: &Tag, count: Count) -> Result<PublicIds, PeerError>;
+}
