@@ -220,6 +220,16 @@ pub struct Lease {
     pub mark: u64,
 }
 
+impl Lease {
+    /// The fencing token of this holding, never reused: its [`holder_id`](Lease::holder_id).
+    /// The row's [`token`](Lease::token) counts takeovers and starts again when a row is
+    /// deleted or restored from a backup; this one cannot repeat, so what carries it (a
+    /// request forwarded to the holder) names this very holding.
+    pub fn fence_token(&self) -> u128 {
+        self.holder_id
+    }
+}
+
 /// One row of [`WORKERS_TABLE`](crate::WORKERS_TABLE), for operators.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {

@@ -11,6 +11,9 @@
 //!   closed by an older one's loss.
 //! - A lease acquired at `t` settles: its floor is `t + settle_ms`, read when the store
 //!   answered, so a slow store never eats into the margin an earlier holder may still use.
+//! - A holding is named by its lease's fence token ([`Lease::fence_token`]), which is never
+//!   reused, not even when the row is deleted or restored: a loss reported for another
+//!   holding never closes this one.
 //! - Marks are raised under the held lease's token. A mark is a `u64` the store keeps
 //!   monotone and hands to the next holder; the fence does not say what it measures (the
 //!   snowflake generator's is a time).
@@ -177,10 +180,7 @@ impl<T> Fence<T> {
     /// left alone. Whether it closed.
     pub(crate) fn lose(&self, lease: &Lease, stop: impl FnOnce(&mut T)) -> bool {
         let mut state = self.lock();
-        let same = |held: &Lease| {
-            (held.worker_id, held.token, held.holder_id)
-                == (lease.worker_id, lease.token, lease.holder_id)
-        };
+        let same = |held: &Lease| held.fence_token() == lease.fence_token();
         if !state.lease.as_ref().is_some_and(same) {
             return false;
         }

@@ -435,7 +435,7 @@ pub async fn an_expired_id_is_reused_only_after_the_margin(
     let before = store_now(&store).await;
     let new = store.acquire_lease(&request(&space, 3, "new")).await.unwrap();
     let after = store_now(&store).await;
-    assert_ne!(new.holder_id, old.holder_id, "a takeover must draw a new holder id");
+    assert_ne!(new.fence_token(), old.fence_token(), "a takeover must draw a new token");
     assert_expires_one_ttl_after(new.expires_ms, before, after);
     let expected = Lease {
         space: space.clone(),
@@ -675,7 +675,7 @@ pub async fn rows_restored_from_an_older_snapshot(
 
     let third = store.acquire_lease(&request(&space, 3, "third")).await.unwrap();
     assert_eq!((third.worker_id, third.token), (0, holder.token), "{third:?}");
-    assert_ne!(third.holder_id, holder.holder_id);
+    assert_ne!(third.fence_token(), holder.fence_token(), "a fence token came back");
     let row = only_row(&store, &space).await;
     assert_eq!(row, record_of(&third, "third"));
 
