@@ -1215,7 +1215,9 @@ mod mysql {
     async fn the_worker_tables_compare_bytes() {
         let Some(url) = url().await else { return };
         let store = open_workers(&url).await.unwrap();
+        // Each table is created on its first use: a lease, then an assignment.
         store.acquire_lease(&request(&space("mysql-tables"), 3, "a")).await.unwrap();
+        store.assign_worker(&super::assign(&space("mysql-tables"), 3, 1)).await.unwrap();
         crate::mysql::assert_tables_compare_bytes(&[WORKERS_TABLE, WORKER_NODE_TABLE]).await;
     }
 }
