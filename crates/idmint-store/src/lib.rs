@@ -324,6 +324,46 @@ pub(crate) fn allocated_range(
     Ok(Allocation { range, tag_step })
 }
 
+/// A segment row as the SQL backends read it: `biz_tag`, `max_id`, `step`, `description` and
+/// `update_time` in Unix seconds (any of the last four may be NULL in a Leaf table).
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) type TagColumns = (String, Option<i64>, Option<i64>, Option<String>, Option<i64>);
+
+/// The [`TagRecord`] of a stored row, or why idmint cannot serve it. The time is for operators
+/// only: NULL (a Leaf row never stamped) or before 1970 reads as 0 rather than failing the row.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) fn stored_tag(
+    (biz_tag, max_id, step, description, update_time): TagColumns,
+) -> Result<TagRecord, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
+    let number = |name: &str, value: Option<i64>| {
+        value.and_then(|v| u64::try_from(v).ok()).ok_or_else(|| {
+            corrupt(format!("{name} is {}", value.map_or("NULL".into(), |v| v.to_string())))
+        })
+    };
+    Ok(TagRecord {
+        tag: Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?,
+        max_id: number("max_id", max_id)?,
+        step: number("step", step)?,
+        description: description.unwrap_or_default(),
+        update_time_s: update_time.and_then(|t| u64::try_from(t).ok()).unwrap_or(0),
+    })
+}
+
+/// The rows idmint can serve, in order; each other one is skipped with a warning naming
+/// `what` it is (a row, a sequence).
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) fn servable_rows<T>(
+    rows: impl IntoIterator<Item = Result<T, StoreError>>,
+    what: &str,
+) -> Vec<T> {
+    let servable = |row: Result<T, StoreError>| {
+        row.inspect_err(|skipped| tracing::warn!(%skipped, "skipping a {what} idmint cannot serve"))
+            .ok()
+    };
+    rows.into_iter().filter_map(servable).collect()
+}
+
 /// The `max_id` a new row of `spec` starts at, given the tombstone of its name: above every
 /// id a deleted tag of the same name handed out, unless the operator forces a lower start.
 pub(crate) fn initial_max_id(spec: &TagSpec, tombstone: Option<u64>) -> Result<u64, StoreError> {

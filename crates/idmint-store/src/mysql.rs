@@ -51,7 +51,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
@@ -60,8 +60,8 @@ use crate::sql::{
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
-    StoreError, TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id,
-    effective_step, initial_max_id,
+    StoreError, TOMBSTONES_TABLE, TagColumns, TagRecord, TagSpec, allocated_range,
+    check_new_max_id, effective_step, initial_max_id, servable_rows, stored_tag,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing as
@@ -223,14 +223,14 @@ const TINYID_INFO: &str = "tiny_id_info";
 /// Leaf-shaped tables named at most in a refusal.
 const LEAF_TABLES_SHOWN_MAX: usize = 16;
 
-/// The row as idmint reads it: every number cast to a signed 64-bit integer (whatever the
-/// column's integer type) and the time as Unix seconds, so a Leaf table with other column
-/// types or NULLs still reads.
 /// The row of one tag, exactly: the indexed comparison in the column's collation, then the
 /// bytes (a Leaf table's case-insensitive collation would match `Order` to the row `order`,
 /// and a PAD SPACE one `order ` too). Binds the tag twice.
 const EXACT: &str = "biz_tag = ? AND CAST(biz_tag AS BINARY) = CAST(? AS BINARY)";
 
+/// The row as idmint reads it ([`TagColumns`]): every number cast to a signed 64-bit integer
+/// (whatever the column's integer type) and the time as Unix seconds, so a Leaf table with
+/// other column types or NULLs still reads.
 const COLUMNS: &str = "biz_tag, CAST(max_id AS SIGNED), CAST(step AS SIGNED), description, \
                        CAST(UNIX_TIMESTAMP(update_time) AS SIGNED)";
 
@@ -839,16 +839,9 @@ impl RangeStore for MySqlStore {
         if self.absent().await? {
             return Ok(Vec::new());
         }
-        let rows =
-            sqlx::query(sql(&self.sql.list)).fetch_all(&self.pool).await.map_err(unavailable)?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            match read_row(row).map_err(unavailable)? {
-                Ok(record) => records.push(record),
-                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
-            }
-        }
-        Ok(records)
+        let rows: Vec<TagColumns> =
+            sqlx::query_as(sql(&self.sql.list)).fetch_all(&self.pool).await.map_err(unavailable)?;
+        Ok(servable_rows(rows.into_iter().map(stored_tag), "row"))
     }
 
     async fn update_times_text(&self) -> Result<Vec<(Tag, String)>, StoreError> {
@@ -1344,43 +1337,13 @@ async fn select_row<'c>(
     sql: &Statements,
     tag: &Tag,
 ) -> Result<Option<TagRecord>, StoreError> {
-    let row = sqlx::query(self::sql(&sql.select_row))
+    let row: Option<TagColumns> = sqlx::query_as(self::sql(&sql.select_row))
         .bind(tag.as_str())
         .bind(tag.as_str()) // the exact (binary) comparison
         .fetch_optional(executor)
         .await
         .map_err(unavailable)?;
-    match row {
-        Some(row) => read_row(&row).map_err(unavailable)?.map(Some),
-        None => Ok(None),
-    }
-}
-
-/// Reads a row of [`COLUMNS`]; the outer error is the driver's, the inner one a row idmint
-/// cannot serve.
-fn read_row(row: &MySqlRow) -> Result<Result<TagRecord, StoreError>, sqlx::Error> {
-    let biz_tag: String = row.try_get(0)?;
-    let max_id: Option<i64> = row.try_get(1)?;
-    let step: Option<i64> = row.try_get(2)?;
-    let description: Option<String> = row.try_get(3)?;
-    // The time is for operators only: NULL (a Leaf row never stamped) reads as 0.
-    let update_time: Option<i64> = row.try_get(4)?;
-    let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
-    let number = |name: &str, value: Option<i64>| {
-        value.and_then(|v| u64::try_from(v).ok()).ok_or_else(|| {
-            corrupt(format!("{name} is {}", value.map_or("NULL".into(), |v| v.to_string())))
-        })
-    };
-    let record = (|| {
-        Ok(TagRecord {
-            tag: Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?,
-            max_id: number("max_id", max_id)?,
-            step: number("step", step)?,
-            description: description.unwrap_or_default(),
-            update_time_s: update_time.and_then(|t| u64::try_from(t).ok()).unwrap_or(0),
-        })
-    })();
-    Ok(record)
+    row.map(stored_tag).transpose()
 }
 
 /// Whether the database `url` names holds table `table`, creating nothing: one connection,

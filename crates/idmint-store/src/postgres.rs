@@ -51,8 +51,8 @@ use crate::sql::{
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
-    StoreError, TOMBSTONES_TABLE, TagRecord, TagSpec, allocated_range, check_new_max_id,
-    effective_step, initial_max_id,
+    StoreError, TOMBSTONES_TABLE, TagColumns, TagRecord, TagSpec, allocated_range,
+    check_new_max_id, effective_step, initial_max_id, servable_rows, stored_tag,
 };
 
 /// How long a call waits for a pooled connection (or for a new one to open) before failing
@@ -434,34 +434,13 @@ impl PgStore {
     }
 
     async fn select_row(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
-        let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.select_row)))
-            .bind(tag.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        row.map(|row| self.read_row(&row)?).transpose()
-    }
-
-    /// Reads a row; the outer error is the database's, the inner one a row idmint cannot
-    /// serve.
-    fn read_row(&self, row: &PgRow) -> Result<Result<TagRecord, StoreError>, StoreError> {
-        let biz_tag: String = self.get(row, 0)?;
-        let max_id: Option<i64> = self.get(row, 1)?;
-        let step: Option<i64> = self.get(row, 2)?;
-        let description: Option<String> = self.get(row, 3)?;
-        let update_time: Option<i64> = self.get(row, 4)?;
-        let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
-        Ok((|| {
-            let tag = Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
-            Ok(TagRecord {
-                tag,
-                max_id: non_negative(max_id).map_err(|v| corrupt(format!("max_id is {v}")))?,
-                step: non_negative(step).map_err(|v| corrupt(format!("step is {v}")))?,
-                description: description.unwrap_or_default(),
-                // For operators only: a NULL or pre-1970 time reads as 0 rather than failing.
-                update_time_s: update_time.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
-            })
-        })())
+        let row: Option<TagColumns> =
+            sqlx::query_as(AssertSqlSafe(Arc::clone(&self.sql.select_row)))
+                .bind(tag.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+        row.map(stored_tag).transpose()
     }
 
     /// One transaction under the creators' lock: the row goes and its tombstone comes, or
@@ -602,18 +581,11 @@ impl RangeStore for PgStore {
     }
 
     async fn list_tags(&self) -> Result<Vec<TagRecord>, StoreError> {
-        let rows = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.list)))
+        let rows: Vec<TagColumns> = sqlx::query_as(AssertSqlSafe(Arc::clone(&self.sql.list)))
             .fetch_all(&self.pool)
             .await
             .map_err(|e| self.unavailable(e))?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            match self.read_row(row)? {
-                Ok(record) => records.push(record),
-                Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
-            }
-        }
-        Ok(records)
+        Ok(servable_rows(rows.into_iter().map(stored_tag), "row"))
     }
 
     async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, StoreError> {
@@ -655,20 +627,21 @@ impl SegmentStore for PgStore {
         // Under the advisory lock, which deletes take too: no tombstone is written meanwhile.
         let tomb = self.select_tombstone(&mut tx, &spec.tag, FEATURE_CREATE).await?;
         let max_id = initial_max_id(spec, tomb)?;
-        let inserted = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.insert)))
-            .bind(spec.tag.as_str())
-            // At most ID_MAX == i64::MAX: a tombstone is a row's max_id.
-            .bind(max_id as i64)
-            .bind(spec.step.get() as i64)
-            .bind(spec.description.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| {
-                let needs = format!("INSERT on {}", self.options.table);
-                self.refused(FEATURE_CREATE, Some(&needs), e)
-            })?;
+        let inserted: Option<TagColumns> =
+            sqlx::query_as(AssertSqlSafe(Arc::clone(&self.sql.insert)))
+                .bind(spec.tag.as_str())
+                // At most ID_MAX == i64::MAX: a tombstone is a row's max_id.
+                .bind(max_id as i64)
+                .bind(spec.step.get() as i64)
+                .bind(spec.description.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| {
+                    let needs = format!("INSERT on {}", self.options.table);
+                    self.refused(FEATURE_CREATE, Some(&needs), e)
+                })?;
         let record = match inserted {
-            Some(row) => self.read_row(&row)??,
+            Some(row) => stored_tag(row)?,
             None => return Err(StoreError::TagExists(spec.tag.clone())),
         };
         tx.commit().await.map_err(|e| self.unavailable(e))?;
@@ -676,16 +649,14 @@ impl SegmentStore for PgStore {
     }
 
     async fn set_step(&self, tag: &Tag, step: Step) -> Result<TagRecord, StoreError> {
-        let updated = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.set_step)))
-            .bind(tag.as_str())
-            .bind(step.get() as i64)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        match updated {
-            Some(row) => self.read_row(&row)?,
-            None => Err(StoreError::TagNotFound(tag.clone())),
-        }
+        let updated: Option<TagColumns> =
+            sqlx::query_as(AssertSqlSafe(Arc::clone(&self.sql.set_step)))
+                .bind(tag.as_str())
+                .bind(step.get() as i64)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+        updated.map_or_else(|| Err(StoreError::TagNotFound(tag.clone())), stored_tag)
     }
 
     async fn delete_tag(&self, tag: &Tag) -> Result<(), StoreError> {
@@ -895,13 +866,6 @@ pub(crate) fn tombstones_ddl() -> String {
     PRIMARY KEY (segment_table, biz_tag)
 )"
     )
-}
-
-fn non_negative(value: Option<i64>) -> Result<u64, String> {
-    match value {
-        Some(v) => u64::try_from(v).map_err(|_| v.to_string()),
-        None => Err("NULL".to_string()),
-    }
 }
 
 impl PgStore {

@@ -30,6 +30,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Params, Row, params};
 use crate::{
     Allocation, MaxIdChange, RangeStore, SegmentStore, StoreError, TABLE_NAME, TOMBSTONES_TABLE,
     TagRecord, TagSpec, allocated_range, check_new_max_id, effective_step, initial_max_id,
+    servable_rows, stored_tag,
 };
 
 use crate::clock::{LocalClock, StoreClock};
@@ -259,14 +260,8 @@ impl RangeStore for SqliteStore {
                 ))
                 .map_err(unavailable)?;
             let rows = statement.query_map([], read_row).map_err(unavailable)?;
-            let mut records = Vec::new();
-            for row in rows {
-                match row.map_err(unavailable)? {
-                    Ok(record) => records.push(record),
-                    Err(skipped) => tracing::warn!(%skipped, "skipping a row idmint cannot serve"),
-                }
-            }
-            Ok(records)
+            let rows = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)?;
+            Ok(servable_rows(rows, "row"))
         })
         .await
     }
@@ -538,28 +533,15 @@ fn select_row(conn: &Connection, tag: &Tag) -> Result<Option<TagRecord>, StoreEr
 
 /// Reads a row; the outer error is SQLite's, the inner one a row idmint cannot serve.
 fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<TagRecord, StoreError>> {
-    let biz_tag: String = row.get(0)?;
-    let max_id: i64 = row.get(1)?;
-    let step: i64 = row.get(2)?;
-    let description: Option<String> = row.get(3)?;
+    let (biz_tag, max_id, step, description): (String, i64, i64, Option<String>) =
+        (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
     // Leaf's MySQL column is a `timestamp`; a copied table may hold text there. The time is
     // for operators only, so anything but a number reads as 0 rather than failing the row.
     let update_time = match row.get_ref(4)? {
-        rusqlite::types::ValueRef::Integer(seconds) => u64::try_from(seconds).unwrap_or(0),
-        _ => 0,
+        rusqlite::types::ValueRef::Integer(seconds) => Some(seconds),
+        _ => None,
     };
-    let corrupt = |reason: String| StoreError::Corrupt { tag: biz_tag.clone(), reason };
-    let record = (|| {
-        let tag = Tag::from_stored(&biz_tag).map_err(|e| corrupt(e.to_string()))?;
-        Ok(TagRecord {
-            tag,
-            max_id: u64::try_from(max_id).map_err(|_| corrupt(format!("max_id is {max_id}")))?,
-            step: u64::try_from(step).map_err(|_| corrupt(format!("step is {step}")))?,
-            description: description.unwrap_or_default(),
-            update_time_s: update_time,
-        })
-    })();
-    Ok(record)
+    Ok(stored_tag((biz_tag, Some(max_id), Some(step), description, update_time)))
 }
 
 fn unavailable(e: rusqlite::Error) -> StoreError {
