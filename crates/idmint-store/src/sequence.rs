@@ -128,12 +128,21 @@ pub(crate) fn check_period(period: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The refusal of a raise that would pass [`CEILING_MAX`].
-pub(crate) fn ceiling_overflow(name: &Tag, period: &str, current: u64, by: u64) -> StoreError {
-    StoreError::InvalidValue(format!(
-        "sequence {name} (period {period:?}): raising the ceiling {current} by {by} passes \
-         {CEILING_MAX}; the sequence has run out"
-    ))
+/// The refusal of a raise that would pass [`CEILING_MAX`], given the ceiling as read (or
+/// why it could not be read, which is the answer then).
+pub(crate) fn ceiling_overflow(
+    name: &Tag,
+    period: &str,
+    current: Result<u64, StoreError>,
+    by: u64,
+) -> StoreError {
+    match current {
+        Ok(current) => StoreError::InvalidValue(format!(
+            "sequence {name} (period {period:?}): raising the ceiling {current} by {by} passes \
+             {CEILING_MAX}; the sequence has run out"
+        )),
+        Err(error) => error,
+    }
 }
 
 /// The refusal of a second sequence of one name.
@@ -144,21 +153,25 @@ pub(crate) fn sequence_exists(name: &Tag) -> StoreError {
     ))
 }
 
-/// The refusal of a sequence past [`SEQUENCE_COUNT_MAX`].
-pub(crate) fn too_many_sequences() -> StoreError {
-    StoreError::InvalidValue(format!(
-        "the store holds {SEQUENCE_COUNT_MAX} sequences, the most it may; delete one first"
-    ))
+/// Refuses a sequence past [`SEQUENCE_COUNT_MAX`] in a store that holds `count`.
+pub(crate) fn check_sequence_count(count: i64) -> Result<(), StoreError> {
+    if usize::try_from(count).is_ok_and(|count| count >= SEQUENCE_COUNT_MAX) {
+        return Err(StoreError::InvalidValue(format!(
+            "the store holds {SEQUENCE_COUNT_MAX} sequences, the most it may; delete one first"
+        )));
+    }
+    Ok(())
 }
+
+/// A definition row as the SQL backends read it: name, daily (0 or 1), format, time zone
+/// and `created_ms`.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) type DefinitionColumns = (String, i64, Option<String>, String, i64);
 
 /// A definition as the SQL backends store it, or why the row cannot be served.
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn stored_sequence(
-    name: String,
-    daily: bool,
-    format: Option<String>,
-    time_zone: String,
-    created_ms: i64,
+    (name, daily, format, time_zone, created_ms): DefinitionColumns,
 ) -> Result<SequenceRecord, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         tag: name.clone(),
@@ -166,7 +179,7 @@ pub(crate) fn stored_sequence(
     };
     Ok(SequenceSpec {
         name: Tag::from_stored(&name).map_err(|e| corrupt(e.to_string()))?,
-        daily,
+        daily: daily != 0,
         format,
         time_zone,
         created_ms: u64::try_from(created_ms)
@@ -174,9 +187,15 @@ pub(crate) fn stored_sequence(
     })
 }
 
-/// A stored ceiling, or why the row cannot be served: a negative one would let ids repeat.
+/// A stored ceiling (`None`: no row, a ceiling never raised, 0), or why the row cannot be
+/// served: a negative one would let ids repeat.
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
-pub(crate) fn stored_ceiling(name: &Tag, period: &str, value: i64) -> Result<u64, StoreError> {
+pub(crate) fn stored_ceiling(
+    name: &Tag,
+    period: &str,
+    value: Option<i64>,
+) -> Result<u64, StoreError> {
+    let Some(value) = value else { return Ok(0) };
     u64::try_from(value).map_err(|_| StoreError::Corrupt {
         tag: name.to_string(),
         reason: format!(

@@ -12,6 +12,10 @@ use idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT;
 
 use crate::StoreError;
 
+/// What one attempt of a call on a table made on first use yields: a database error (perhaps
+/// a missing table, retried once the tables exist), or the call's outcome, refusals included.
+pub(crate) type Attempt<T> = Result<Result<T, StoreError>, sqlx::Error>;
+
 /// Read-then-compare-and-set rounds one `alloc=cas` allocation makes before giving up as
 /// contended.
 pub(crate) const CAS_ATTEMPTS_MAX: u32 = 16;

@@ -9,8 +9,8 @@ use idmint_core::Tag;
 
 use super::MemoryStore;
 use crate::sequence::{
-    CEILING_MAX, SEQUENCE_COUNT_MAX, ceiling_overflow, check_period, check_raise, check_spec,
-    sequence_exists, too_many_sequences,
+    CEILING_MAX, ceiling_overflow, check_period, check_raise, check_sequence_count, check_spec,
+    sequence_exists,
 };
 use crate::{SequenceRecord, SequenceSpec, SequenceStore, StoreError};
 
@@ -37,9 +37,8 @@ impl SequenceStore for MemoryStore {
         if sequences.definitions.contains_key(&spec.name) {
             return Err(sequence_exists(&spec.name));
         }
-        if sequences.definitions.len() >= SEQUENCE_COUNT_MAX {
-            return Err(too_many_sequences());
-        }
+        // Lossless: the map holds at most SEQUENCE_COUNT_MAX definitions.
+        check_sequence_count(sequences.definitions.len() as i64)?;
         sequences.definitions.insert(spec.name.clone(), spec.clone());
         Ok(spec.clone())
     }
@@ -72,7 +71,7 @@ impl SequenceStore for MemoryStore {
         let raised = ceiling
             .checked_add(by)
             .filter(|raised| *raised <= CEILING_MAX)
-            .ok_or_else(|| ceiling_overflow(name, period, *ceiling, by))?;
+            .ok_or_else(|| ceiling_overflow(name, period, Ok(*ceiling), by))?;
         *ceiling = raised;
         Ok(raised)
     }

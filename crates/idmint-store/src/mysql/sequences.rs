@@ -20,27 +20,25 @@ use std::future::Future;
 use async_trait::async_trait;
 use idmint_core::Tag;
 use idmint_core::limits::TAG_LEN_MAX;
-use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{CREATE_LOCK_WAIT_S, MySqlStore, NamedLock, unavailable, utf8mb4_literal};
+use super::{CREATE_LOCK_WAIT_S, MySqlStore, NamedLock, utf8mb4_literal};
 use crate::sequence::{
-    CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
-    bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
-    stored_ceiling, stored_sequence, too_many_sequences,
+    CEILING_MAX, DefinitionColumns, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX,
+    TIME_ZONE_LEN_MAX, bigint, ceiling_overflow, check_period, check_raise, check_sequence_count,
+    check_spec, sequence_exists, stored_ceiling, stored_sequence,
 };
+use crate::sql::Attempt;
 use crate::{
     CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
+    servable_rows,
 };
 
-/// The definition columns as idmint reads them: numbers cast to signed 64-bit integers.
+/// The definition columns as idmint reads them ([`DefinitionColumns`]): numbers cast to
+/// signed 64-bit integers.
 const COLUMNS: &str = "name, CAST(daily AS SIGNED), format, time_zone, CAST(created_ms AS SIGNED)";
 /// The named lock that serializes creators, per database (64 characters at most).
 const CREATE_LOCK_NAME: &str = "CONCAT('idmint.sequences.', MD5(DATABASE()))";
-
-/// What one attempt yields: a database error (perhaps a missing table, retried once the
-/// tables exist), or the call's outcome, refusals included.
-type Attempt<T> = Result<Result<T, StoreError>, sqlx::Error>;
 
 #[async_trait]
 impl SequenceStore for MySqlStore {
@@ -51,24 +49,21 @@ impl SequenceStore for MySqlStore {
 
     async fn get_sequence(&self, name: &Tag) -> Result<Option<SequenceRecord>, StoreError> {
         self.with_sequence_tables(|| async {
-            let row = sqlx::query(AssertSqlSafe(format!(
+            let row: Option<DefinitionColumns> = sqlx::query_as(AssertSqlSafe(format!(
                 "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} WHERE name = ?"
             )))
             .bind(name.as_str())
             .fetch_optional(&self.pool)
             .await?;
-            Ok(match row {
-                Some(row) => read_definition(&row)?.map(Some),
-                None => Ok(None),
-            })
+            Ok(row.map(stored_sequence).transpose())
         })
         .await
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRecord>, StoreError> {
-        let rows = self
+        let rows: Vec<DefinitionColumns> = self
             .with_sequence_tables(|| async {
-                let rows = sqlx::query(AssertSqlSafe(format!(
+                let rows = sqlx::query_as(AssertSqlSafe(format!(
                     "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} \
                      ORDER BY CAST(name AS BINARY) LIMIT {SEQUENCE_COUNT_MAX}"
                 )))
@@ -77,14 +72,7 @@ impl SequenceStore for MySqlStore {
                 Ok(Ok(rows))
             })
             .await?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            match read_definition(row).map_err(unavailable)? {
-                Ok(record) => records.push(record),
-                Err(skipped) => tracing::warn!(%skipped, "skipping a sequence idmint cannot serve"),
-            }
-        }
-        Ok(records)
+        Ok(servable_rows(rows.into_iter().map(stored_sequence), "sequence"))
     }
 
     async fn delete_sequence(&self, name: &Tag) -> Result<(), StoreError> {
@@ -112,7 +100,7 @@ impl SequenceStore for MySqlStore {
             .bind(period)
             .fetch_optional(&self.pool)
             .await?;
-            Ok(value.map_or(Ok(0), |value| stored_ceiling(name, period, value)))
+            Ok(stored_ceiling(name, period, value))
         })
         .await
     }
@@ -157,8 +145,8 @@ impl MySqlStore {
             sqlx::query_scalar(AssertSqlSafe(format!("SELECT COUNT(*) FROM {SEQUENCES_TABLE}")))
                 .fetch_one(&mut *lock.conn)
                 .await?;
-        let outcome = if usize::try_from(count).is_ok_and(|count| count >= SEQUENCE_COUNT_MAX) {
-            Err(too_many_sequences())
+        let outcome = if let Err(refusal) = check_sequence_count(count) {
+            Err(refusal)
         } else {
             let inserted = sqlx::query(AssertSqlSafe(format!(
                 "INSERT INTO {SEQUENCES_TABLE} (name, daily, format, time_zone, created_ms) \
@@ -214,11 +202,8 @@ impl MySqlStore {
         Ok(match raised {
             // ROW_COUNT() = 1: this update set LAST_INSERT_ID() on this connection, from the
             // one row it changed, so the value is not stale.
-            1 => stored_ceiling(name, period, value),
-            0 => match current.map_or(Ok(0), |value| stored_ceiling(name, period, value)) {
-                Ok(current) => Err(ceiling_overflow(name, period, current, by)),
-                Err(corrupt) => Err(corrupt),
-            },
+            1 => stored_ceiling(name, period, Some(value)),
+            0 => Err(ceiling_overflow(name, period, stored_ceiling(name, period, current), by)),
             raised => Err(StoreError::Corrupt {
                 tag: name.to_string(),
                 reason: format!(
@@ -265,17 +250,4 @@ fn period_literal(period: &str) -> &str {
         "period {period:?} holds a character that is unsafe in SQL"
     );
     period
-}
-
-/// A definition row; the outer error is the driver's, the inner one a row idmint cannot
-/// serve.
-fn read_definition(row: &MySqlRow) -> Result<Result<SequenceRecord, StoreError>, sqlx::Error> {
-    let daily: i64 = row.try_get(1)?;
-    Ok(stored_sequence(
-        row.try_get(0)?,
-        daily != 0,
-        row.try_get(2)?,
-        row.try_get(3)?,
-        row.try_get(4)?,
-    ))
 }

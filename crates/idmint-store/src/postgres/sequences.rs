@@ -17,25 +17,31 @@ use std::future::Future;
 use async_trait::async_trait;
 use idmint_core::Tag;
 use idmint_core::limits::TAG_LEN_MAX;
-use sqlx::postgres::PgRow;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::AssertSqlSafe;
 
 use super::{ADVISORY_LOCK_CLASS, PgStore};
 use crate::sequence::{
     CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
-    bigint, ceiling_overflow, check_period, check_raise, check_spec, sequence_exists,
-    stored_ceiling, stored_sequence, too_many_sequences,
+    bigint, ceiling_overflow, check_period, check_raise, check_sequence_count, check_spec,
+    sequence_exists, stored_ceiling, stored_sequence,
 };
-use crate::sql::TxConn;
+use crate::sql::{Attempt, TxConn};
 use crate::{
     CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
+    servable_rows,
 };
 
 const COLUMNS: &str = "name::text, daily, format::text, time_zone::text, created_ms";
 
-/// What one attempt yields: a database error (perhaps a missing table, retried once the
-/// tables exist), or the call's outcome, refusals included.
-type Attempt<T> = Result<Result<T, StoreError>, sqlx::Error>;
+/// A definition row of [`COLUMNS`]: `daily` is a `boolean`.
+type Definition = (String, bool, Option<String>, String, i64);
+
+/// The record of a definition row, or why idmint cannot serve it.
+fn definition(
+    (name, daily, format, zone, created_ms): Definition,
+) -> Result<SequenceRecord, StoreError> {
+    stored_sequence((name, i64::from(daily), format, zone, created_ms))
+}
 
 #[async_trait]
 impl SequenceStore for PgStore {
@@ -46,25 +52,22 @@ impl SequenceStore for PgStore {
 
     async fn get_sequence(&self, name: &Tag) -> Result<Option<SequenceRecord>, StoreError> {
         self.with_sequence_tables(|| async {
-            let row = sqlx::query(AssertSqlSafe(format!(
+            let row: Option<Definition> = sqlx::query_as(AssertSqlSafe(format!(
                 "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} WHERE name = $1"
             )))
             .bind(name.as_str())
             .fetch_optional(&self.pool)
             .await?;
-            Ok(match row {
-                Some(row) => read_definition(&row)?.map(Some),
-                None => Ok(None),
-            })
+            Ok(row.map(definition).transpose())
         })
         .await
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRecord>, StoreError> {
-        let rows = self
+        let rows: Vec<Definition> = self
             .with_sequence_tables(|| async {
                 // COLLATE "C": byte order, which is how names order in every backend.
-                let rows = sqlx::query(AssertSqlSafe(format!(
+                let rows = sqlx::query_as(AssertSqlSafe(format!(
                     "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} \
                      ORDER BY name COLLATE \"C\" LIMIT {SEQUENCE_COUNT_MAX}"
                 )))
@@ -73,14 +76,7 @@ impl SequenceStore for PgStore {
                 Ok(Ok(rows))
             })
             .await?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            match read_definition(row).map_err(|e| self.unavailable(e))? {
-                Ok(record) => records.push(record),
-                Err(skipped) => tracing::warn!(%skipped, "skipping a sequence idmint cannot serve"),
-            }
-        }
-        Ok(records)
+        Ok(servable_rows(rows.into_iter().map(definition), "sequence"))
     }
 
     async fn delete_sequence(&self, name: &Tag) -> Result<(), StoreError> {
@@ -108,7 +104,7 @@ impl SequenceStore for PgStore {
             .bind(period)
             .fetch_optional(&self.pool)
             .await?;
-            Ok(value.map_or(Ok(0), |value| stored_ceiling(name, period, value)))
+            Ok(stored_ceiling(name, period, value))
         })
         .await
     }
@@ -132,7 +128,7 @@ impl SequenceStore for PgStore {
             .fetch_optional(&self.pool)
             .await?;
             if let Some(value) = raised {
-                return Ok(stored_ceiling(name, period, value));
+                return Ok(stored_ceiling(name, period, Some(value)));
             }
             let current: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
                 "SELECT max_value FROM {c} WHERE name = $1 AND period = $2"
@@ -141,10 +137,7 @@ impl SequenceStore for PgStore {
             .bind(period)
             .fetch_optional(&self.pool)
             .await?;
-            Ok(match current.map_or(Ok(0), |value| stored_ceiling(name, period, value)) {
-                Ok(current) => Err(ceiling_overflow(name, period, current, by)),
-                Err(corrupt) => Err(corrupt),
-            })
+            Ok(Err(ceiling_overflow(name, period, stored_ceiling(name, period, current), by)))
         })
         .await
     }
@@ -183,8 +176,8 @@ impl PgStore {
             sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {SEQUENCES_TABLE}")))
                 .fetch_one(&mut *tx)
                 .await?;
-        if usize::try_from(count).is_ok_and(|count| count >= SEQUENCE_COUNT_MAX) {
-            return Ok(Err(too_many_sequences()));
+        if let Err(refusal) = check_sequence_count(count) {
+            return Ok(Err(refusal));
         }
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {SEQUENCES_TABLE} (name, daily, format, time_zone, created_ms) \
@@ -240,16 +233,4 @@ pub(crate) fn ceilings_ddl() -> String {
             PRIMARY KEY (name, period)
         )"
     )
-}
-
-/// A definition row; the outer error is the driver's, the inner one a row idmint cannot
-/// serve.
-fn read_definition(row: &PgRow) -> Result<Result<SequenceRecord, StoreError>, sqlx::Error> {
-    Ok(stored_sequence(
-        row.try_get(0)?,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-        row.try_get(4)?,
-    ))
 }

@@ -14,9 +14,11 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::{SqliteStore, unavailable, write_returning};
 use crate::sequence::{
-    CEILING_MAX, SEQUENCE_COUNT_MAX, bigint, ceiling_overflow, check_period, check_raise,
-    check_spec, sequence_exists, stored_ceiling, stored_sequence, too_many_sequences,
+    CEILING_MAX, DefinitionColumns, SEQUENCE_COUNT_MAX, bigint, ceiling_overflow, check_period,
+    check_raise, check_sequence_count, check_spec, sequence_exists, stored_ceiling,
+    stored_sequence,
 };
+use crate::servable_rows;
 use crate::{
     CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
 };
@@ -38,9 +40,7 @@ impl SequenceStore for SqliteStore {
             let count: i64 = tx
                 .query_row(&format!("SELECT count(*) FROM {SEQUENCES_TABLE}"), [], |r| r.get(0))
                 .map_err(unavailable)?;
-            if usize::try_from(count).is_ok_and(|count| count >= SEQUENCE_COUNT_MAX) {
-                return Err(too_many_sequences());
-            }
+            check_sequence_count(count)?;
             let inserted = tx
                 .execute(
                     &format!(
@@ -77,7 +77,7 @@ impl SequenceStore for SqliteStore {
                 )
                 .optional()
                 .map_err(unavailable)?;
-            row.map(stored_columns).transpose()
+            row.map(stored_sequence).transpose()
         })
         .await
     }
@@ -92,16 +92,8 @@ impl SequenceStore for SqliteStore {
                 ))
                 .map_err(unavailable)?;
             let rows = statement.query_map([], read_columns).map_err(unavailable)?;
-            let mut records = Vec::new();
-            for row in rows {
-                match stored_columns(row.map_err(unavailable)?) {
-                    Ok(record) => records.push(record),
-                    Err(skipped) => {
-                        tracing::warn!(%skipped, "skipping a sequence idmint cannot serve");
-                    }
-                }
-            }
-            Ok(records)
+            let rows = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(unavailable)?;
+            Ok(servable_rows(rows.into_iter().map(stored_sequence), "sequence"))
         })
         .await
     }
@@ -157,10 +149,9 @@ impl SequenceStore for SqliteStore {
             )
             .map_err(unavailable)?;
             match raised {
-                Some(value) => stored_ceiling(&name, &period, value),
+                Some(value) => stored_ceiling(&name, &period, Some(value)),
                 None => {
-                    let current = select_ceiling(conn, &name, &period)?;
-                    Err(ceiling_overflow(&name, &period, current, by))
+                    Err(ceiling_overflow(&name, &period, select_ceiling(conn, &name, &period), by))
                 }
             }
         })
@@ -197,17 +188,9 @@ fn select_ceiling(conn: &Connection, name: &Tag, period: &str) -> Result<u64, St
         )
         .optional()
         .map_err(unavailable)?;
-    value.map_or(Ok(0), |value| stored_ceiling(name, period, value))
+    stored_ceiling(name, period, value)
 }
 
-type Columns = (String, i64, Option<String>, String, i64);
-
-fn read_columns(row: &Row<'_>) -> rusqlite::Result<Columns> {
+fn read_columns(row: &Row<'_>) -> rusqlite::Result<DefinitionColumns> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
-}
-
-fn stored_columns(
-    (name, daily, format, time_zone, created_ms): Columns,
-) -> Result<SequenceRecord, StoreError> {
-    stored_sequence(name, daily != 0, format, time_zone, created_ms)
 }
