@@ -522,6 +522,92 @@ pub(crate) fn outdated_workers_table(sql: &str) -> StoreError {
     }
 }
 
+/// The feature named in refusals of the lease table.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) const FEATURE_LEASES: &str = "snowflake worker-id leases";
+/// The feature named in refusals of the assignment table.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) const FEATURE_ASSIGN: &str = "store-assigned worker ids";
+
+/// A lease row as [`LeaseStore::list_leases`] reads it: `worker_id`, `holder`, `token`,
+/// `expires_ms`, `time_mark`.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) type RecordColumns = (i64, String, i64, i64, i64);
+
+/// The record of a lease row of `space`, or why the row is corrupt.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) fn stored_record(
+    space: &WorkerSpace,
+    (worker_id, holder, token, expires_ms, time_mark): RecordColumns,
+) -> Result<LeaseRecord, StoreError> {
+    Ok(LeaseRecord {
+        worker_id: stored(space, worker_id, "worker_id", worker_id)?,
+        holder,
+        token: stored(space, worker_id, "token", token)?,
+        expires_ms: stored(space, worker_id, "expires_ms", expires_ms)?,
+        mark: stored(space, worker_id, "time_mark", time_mark)?,
+    })
+}
+
+/// A row of `space` as [`LeaseTable::scan`] reads it: `(worker_id, token, free, time_mark)`,
+/// or why the row is corrupt.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) fn scan_row(
+    space: &WorkerSpace,
+    (worker_id, token, free, time_mark): (i64, i64, bool, i64),
+) -> Result<ScanRow, StoreError> {
+    Ok(ScanRow {
+        worker_id: stored(space, worker_id, "worker_id", worker_id)?,
+        token: stored(space, worker_id, "token", token)?,
+        free,
+        mark: stored(space, worker_id, "time_mark", time_mark)?,
+    })
+}
+
+/// The lease `req` won on `worker_id` with `holder_id`, from the `(token, expires_ms,
+/// time_mark)` its row holds after the winning write, or why the row is corrupt.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) fn won_lease(
+    req: &LeaseRequest,
+    worker_id: u64,
+    holder_id: u128,
+    (token, expires_ms, time_mark): (i64, i64, i64),
+) -> Result<Lease, StoreError> {
+    let (space, id) = (&req.space, column(worker_id));
+    Ok(Lease {
+        space: space.clone(),
+        worker_id,
+        token: stored(space, id, "token", token)?,
+        holder_id,
+        expires_ms: stored(space, id, "expires_ms", expires_ms)?,
+        mark: stored(space, id, "time_mark", time_mark)?,
+    })
+}
+
+/// `lease` renewed, from the `expires_ms` and `time_mark` its row holds after the renewal,
+/// or why the row is corrupt. `id` is the lease's worker id as its column holds it.
+#[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
+pub(crate) fn renewed_lease(
+    lease: &Lease,
+    id: i64,
+    (expires_ms, time_mark): (i64, i64),
+) -> Result<Lease, StoreError> {
+    Ok(Lease {
+        expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
+        mark: stored(&lease.space, id, "time_mark", time_mark)?,
+        ..lease.clone()
+    })
+}
+
+/// The database server's clock as read, in ms since the Unix epoch, or the refusal of a
+/// clock before 1970.
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) fn server_now_ms(now: i64) -> Result<u64, StoreError> {
+    u64::try_from(now).map_err(|_| {
+        StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
+    })
+}
+
 /// A stored number that must not be negative, or why the row is corrupt.
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn stored(

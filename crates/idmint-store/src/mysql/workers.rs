@@ -22,30 +22,25 @@
 //! It must not show a password: errors come from queries, which carry none.
 
 use async_trait::async_trait;
-use sqlx::mysql::MySqlRow;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::AssertSqlSafe;
 
 use super::{MySqlStore, refused, unavailable};
 use crate::sql::TxConn;
 use crate::worker::{
-    LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
-    stored,
+    FEATURE_ASSIGN, FEATURE_LEASES, LEASE_SCAN_PAGE, LeaseTable, RecordColumns, ScanRow,
+    acquire_from, check_assign_request, check_renewal, check_time_ms, column, held_columns,
+    holder_id_text, lease_lost, outdated_workers_table, renewed_lease, scan_row, server_now_ms,
+    stored, stored_record, won_lease,
 };
-
-/// The features named in refusals.
-const FEATURE_LEASES: &str = "snowflake worker-id leases";
-/// Store-assigned worker ids.
-const FEATURE_ASSIGN: &str = "store-assigned worker ids";
+use crate::{
+    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError,
+    WorkerSpace, WorkerStore,
+};
 
 /// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
 /// judged by. Arithmetic on a UTC datetime, so the session's time zone plays no part.
 const NOW_MS: &str =
     "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
-use crate::{
-    AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError,
-    WorkerSpace, WorkerStore,
-};
 
 #[async_trait]
 impl LeaseStore for MySqlStore {
@@ -78,13 +73,15 @@ impl LeaseStore for MySqlStore {
             // Dropping the transaction rolls it back.
             return Err(lease_lost(lease));
         }
-        let row = select_own_row(&mut tx, workers, &lease.space, lease.worker_id).await?;
+        let (new_token, expires_ms, time_mark) =
+            select_own_row(&mut tx, workers, &lease.space, lease.worker_id).await?;
+        let new_token = stored(&lease.space, id, "token", new_token)?;
+        let lease_renewed = renewed_lease(lease, id, (expires_ms, time_mark))?;
         tx.commit().await.map_err(unavailable)?;
-        let (token, expires_ms, time_mark) = row;
-        if token != lease.token {
+        if new_token != lease.token {
             return Err(lease_lost(lease));
         }
-        Ok(Lease { expires_ms, mark: time_mark, ..lease.clone() })
+        Ok(lease_renewed)
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -100,7 +97,7 @@ impl LeaseStore for MySqlStore {
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         let workers = self.workers_table.as_str();
         self.ensure_workers_table().await?;
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let rows: Vec<RecordColumns> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT worker_id, holder, token, expires_ms, time_mark FROM {workers} \
              WHERE space = ? ORDER BY worker_id LIMIT {}",
             LEASE_WORKER_ID_MAX + 1
@@ -109,17 +106,15 @@ impl LeaseStore for MySqlStore {
         .fetch_all(&self.pool)
         .await
         .map_err(unavailable)?;
-        rows.iter().map(|row| read_record(space, row)).collect()
+        rows.into_iter().map(|row| stored_record(space, row)).collect()
     }
 
     async fn now_ms(&self) -> Result<u64, StoreError> {
-        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+        let now = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
             .fetch_one(&self.pool)
             .await
             .map_err(unavailable)?;
-        u64::try_from(now).map_err(|_| {
-            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
-        })
+        server_now_ms(now)
     }
 }
 
@@ -165,7 +160,7 @@ impl LeaseTable for MySqlStore {
         margin_ms: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let workers = self.workers_table.as_str();
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let rows: Vec<(i64, i64, bool, i64)> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT worker_id, token, CAST(expires_ms < {NOW_MS} - ? AS SIGNED), time_mark \
              FROM {workers} WHERE space = ? AND worker_id >= ? AND worker_id <= ? \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
@@ -177,18 +172,7 @@ impl LeaseTable for MySqlStore {
         .fetch_all(&self.pool)
         .await
         .map_err(unavailable)?;
-        rows.iter()
-            .map(|row| {
-                let (worker_id, token, free) = three_numbers(row)?;
-                let time_mark: i64 = row.try_get(3).map_err(unavailable)?;
-                Ok(ScanRow {
-                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
-                    token: stored(space, worker_id, "token", token)?,
-                    free: free == 1,
-                    mark: stored(space, worker_id, "time_mark", time_mark)?,
-                })
-            })
-            .collect()
+        rows.into_iter().map(|row| scan_row(space, row)).collect()
     }
 
     async fn insert_lease(
@@ -219,16 +203,10 @@ impl LeaseTable for MySqlStore {
             Err(e) => return Err(unavailable(e)),
         }
         // The expiry the server gave it, read under the row lock the insert took.
-        let (_, expires_ms, _) = select_own_row(&mut tx, workers, &req.space, worker_id).await?;
+        let row = select_own_row(&mut tx, workers, &req.space, worker_id).await?;
+        let lease = won_lease(req, worker_id, holder_id, row)?;
         tx.commit().await.map_err(unavailable)?;
-        Ok(Some(Lease {
-            space: req.space.clone(),
-            worker_id,
-            token: 1,
-            holder_id,
-            expires_ms,
-            mark: 0,
-        }))
+        Ok(Some(lease))
     }
 
     async fn take_over(
@@ -262,17 +240,10 @@ impl LeaseTable for MySqlStore {
         }
         // Read under the row lock the update took: the token is `token + 1`, the time mark the
         // previous owner's last.
-        let (new_token, expires_ms, time_mark) =
-            select_own_row(&mut tx, workers, &req.space, worker_id).await?;
+        let row = select_own_row(&mut tx, workers, &req.space, worker_id).await?;
+        let lease = won_lease(req, worker_id, holder_id, row)?;
         tx.commit().await.map_err(unavailable)?;
-        Ok(Some(Lease {
-            space: req.space.clone(),
-            worker_id,
-            token: new_token,
-            holder_id,
-            expires_ms,
-            mark: time_mark,
-        }))
+        Ok(Some(lease))
     }
 }
 
@@ -368,15 +339,15 @@ pub(crate) fn worker_node_ddl(worker_node: &str) -> String {
     )
 }
 
-/// `(token, expires_ms, time_mark)` of a row this transaction has just updated, read under
-/// its row lock.
+/// `(token, expires_ms, time_mark)` of a row this transaction has just updated, as stored,
+/// read under its row lock.
 async fn select_own_row(
     tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
     workers: &str,
     space: &WorkerSpace,
     worker_id: u64,
-) -> Result<(u64, u64, u64), StoreError> {
-    let row = sqlx::query(AssertSqlSafe(format!(
+) -> Result<(i64, i64, i64), StoreError> {
+    sqlx::query_as(AssertSqlSafe(format!(
         "SELECT token, expires_ms, time_mark FROM {workers} \
          WHERE space = ? AND worker_id = ? FOR UPDATE"
     )))
@@ -384,32 +355,5 @@ async fn select_own_row(
     .bind(column(worker_id))
     .fetch_one(&mut **tx)
     .await
-    .map_err(unavailable)?;
-    let (token, expires_ms, time_mark) = three_numbers(&row)?;
-    let id = column(worker_id);
-    Ok((
-        stored(space, id, "token", token)?,
-        stored(space, id, "expires_ms", expires_ms)?,
-        stored(space, id, "time_mark", time_mark)?,
-    ))
-}
-
-fn three_numbers(row: &MySqlRow) -> Result<(i64, i64, i64), StoreError> {
-    let get = |i| row.try_get::<i64, _>(i).map_err(unavailable);
-    Ok((get(0)?, get(1)?, get(2)?))
-}
-
-fn read_record(space: &WorkerSpace, row: &MySqlRow) -> Result<LeaseRecord, StoreError> {
-    let worker_id: i64 = row.try_get(0).map_err(unavailable)?;
-    let number = |i, name| {
-        let value: i64 = row.try_get(i).map_err(unavailable)?;
-        stored(space, worker_id, name, value)
-    };
-    Ok(LeaseRecord {
-        worker_id: stored(space, worker_id, "worker_id", worker_id)?,
-        holder: row.try_get(1).map_err(unavailable)?,
-        token: number(2, "token")?,
-        expires_ms: number(3, "expires_ms")?,
-        mark: number(4, "time_mark")?,
-    })
+    .map_err(unavailable)
 }

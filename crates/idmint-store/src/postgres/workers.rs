@@ -21,25 +21,20 @@
 //! It must not show a password: every error is scrubbed through the store's `unavailable`.
 
 use async_trait::async_trait;
-use sqlx::postgres::PgRow;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::AssertSqlSafe;
 
 use super::{ADVISORY_LOCK_CLASS, PgStore};
 use crate::sql::TxConn;
 use crate::worker::{
-    LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
-    stored,
+    FEATURE_ASSIGN, FEATURE_LEASES, LEASE_SCAN_PAGE, LeaseTable, RecordColumns, ScanRow,
+    acquire_from, check_assign_request, check_renewal, check_time_ms, column, held_columns,
+    holder_id_text, lease_lost, outdated_workers_table, renewed_lease, scan_row, server_now_ms,
+    stored_record, won_lease,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError,
     WorkerSpace, WorkerStore,
 };
-
-/// The features named in refusals.
-const FEATURE_LEASES: &str = "snowflake worker-id leases";
-/// Store-assigned worker ids.
-const FEATURE_ASSIGN: &str = "store-assigned worker ids";
 
 /// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
 /// judged by.
@@ -56,7 +51,7 @@ impl LeaseStore for PgStore {
         let workers = self.options.workers_table.as_str();
         check_renewal(ttl_ms)?;
         let (id, token, holder_id) = held_columns(lease)?;
-        let renewed = sqlx::query(AssertSqlSafe(format!(
+        let row = sqlx::query_as(AssertSqlSafe(format!(
             "UPDATE {workers} SET expires_ms = GREATEST(expires_ms, {NOW_MS} + $4) \
              WHERE space = $1 AND worker_id = $2 AND token = $3 AND expires_ms >= {NOW_MS} \
              AND holder_id = $5 RETURNING expires_ms, time_mark"
@@ -69,13 +64,7 @@ impl LeaseStore for PgStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
-        let row = renewed.ok_or_else(|| lease_lost(lease))?;
-        let (expires_ms, time_mark): (i64, i64) = (self.number(&row, 0)?, self.number(&row, 1)?);
-        Ok(Lease {
-            expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
-            mark: stored(&lease.space, id, "time_mark", time_mark)?,
-            ..lease.clone()
-        })
+        renewed_lease(lease, id, row.ok_or_else(|| lease_lost(lease))?)
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -92,7 +81,7 @@ impl LeaseStore for PgStore {
     async fn list_leases(&self, space: &WorkerSpace) -> Result<Vec<LeaseRecord>, StoreError> {
         let workers = self.options.workers_table.as_str();
         self.ensure_workers_table().await?;
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let rows: Vec<RecordColumns> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT worker_id, holder::text, token, expires_ms, time_mark FROM {workers} \
              WHERE space = $1 ORDER BY worker_id LIMIT {}",
             LEASE_WORKER_ID_MAX + 1
@@ -101,29 +90,15 @@ impl LeaseStore for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
-        rows.iter()
-            .map(|row| {
-                let worker_id: i64 = self.number(row, 0)?;
-                let number = |i, name| stored(space, worker_id, name, self.number(row, i)?);
-                Ok(LeaseRecord {
-                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
-                    holder: row.try_get(1).map_err(|e| self.unavailable(e))?,
-                    token: number(2, "token")?,
-                    expires_ms: number(3, "expires_ms")?,
-                    mark: number(4, "time_mark")?,
-                })
-            })
-            .collect()
+        rows.into_iter().map(|row| stored_record(space, row)).collect()
     }
 
     async fn now_ms(&self) -> Result<u64, StoreError> {
-        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+        let now = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
             .fetch_one(&self.pool)
             .await
             .map_err(|e| self.unavailable(e))?;
-        u64::try_from(now).map_err(|_| {
-            StoreError::Unavailable(format!("the server's clock reads {now} ms, before 1970"))
-        })
+        server_now_ms(now)
     }
 }
 
@@ -169,7 +144,7 @@ impl LeaseTable for PgStore {
         margin_ms: u64,
     ) -> Result<Vec<ScanRow>, StoreError> {
         let workers = self.options.workers_table.as_str();
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let rows: Vec<(i64, i64, bool, i64)> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT worker_id, token, expires_ms < {NOW_MS} - $4, time_mark FROM {workers} \
              WHERE space = $1 AND worker_id >= $2 AND worker_id <= $3 \
              ORDER BY worker_id LIMIT {LEASE_SCAN_PAGE}"
@@ -181,17 +156,7 @@ impl LeaseTable for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
-        rows.iter()
-            .map(|row| {
-                let worker_id: i64 = self.number(row, 0)?;
-                Ok(ScanRow {
-                    worker_id: stored(space, worker_id, "worker_id", worker_id)?,
-                    token: stored(space, worker_id, "token", self.number(row, 1)?)?,
-                    free: row.try_get(2).map_err(|e| self.unavailable(e))?,
-                    mark: stored(space, worker_id, "time_mark", self.number(row, 3)?)?,
-                })
-            })
-            .collect()
+        rows.into_iter().map(|row| scan_row(space, row)).collect()
     }
 
     async fn insert_lease(
@@ -201,7 +166,7 @@ impl LeaseTable for PgStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.options.workers_table.as_str();
-        let inserted = sqlx::query(AssertSqlSafe(format!(
+        let inserted: Option<(i64,)> = sqlx::query_as(AssertSqlSafe(format!(
             "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
              VALUES ($1, $2, $3, 1, {NOW_MS} + $4, 0, $5) \
@@ -215,17 +180,8 @@ impl LeaseTable for PgStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
-        let Some(row) = inserted else { return Ok(None) };
-        let expires_ms =
-            stored(&req.space, column(worker_id), "expires_ms", self.number(&row, 0)?)?;
-        Ok(Some(Lease {
-            space: req.space.clone(),
-            worker_id,
-            token: 1,
-            holder_id,
-            expires_ms,
-            mark: 0,
-        }))
+        let Some((expires_ms,)) = inserted else { return Ok(None) };
+        won_lease(req, worker_id, holder_id, (1, expires_ms, 0)).map(Some)
     }
 
     async fn take_over(
@@ -236,11 +192,11 @@ impl LeaseTable for PgStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.options.workers_table.as_str();
-        let taken = sqlx::query(AssertSqlSafe(format!(
+        let taken = sqlx::query_as(AssertSqlSafe(format!(
             "UPDATE {workers} \
              SET holder = $3, token = token + 1, expires_ms = {NOW_MS} + $4, holder_id = $7 \
              WHERE space = $1 AND worker_id = $2 AND token = $5 \
-             AND expires_ms < {NOW_MS} - $6 RETURNING token, time_mark, expires_ms"
+             AND expires_ms < {NOW_MS} - $6 RETURNING token, expires_ms, time_mark"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
@@ -252,16 +208,7 @@ impl LeaseTable for PgStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
-        let Some(row) = taken else { return Ok(None) };
-        let id = column(worker_id);
-        Ok(Some(Lease {
-            space: req.space.clone(),
-            worker_id,
-            token: stored(&req.space, id, "token", self.number(&row, 0)?)?,
-            holder_id,
-            expires_ms: stored(&req.space, id, "expires_ms", self.number(&row, 2)?)?,
-            mark: stored(&req.space, id, "time_mark", self.number(&row, 1)?)?,
-        }))
+        taken.map(|row| won_lease(req, worker_id, holder_id, row)).transpose()
     }
 }
 
@@ -326,10 +273,6 @@ impl PgStore {
         .map_err(|e| self.unavailable(e))?
         .rows_affected();
         if updated == 1 { Ok(()) } else { Err(lease_lost(lease)) }
-    }
-
-    fn number(&self, row: &PgRow, index: usize) -> Result<i64, StoreError> {
-        row.try_get(index).map_err(|e| self.unavailable(e))
     }
 }
 

@@ -21,9 +21,9 @@ use rusqlite::{Connection, Row, params};
 
 use super::{SqliteStore, unavailable, write_returning};
 use crate::worker::{
-    LEASE_SCAN_PAGE, LeaseTable, ScanRow, acquire_from, check_assign_request, check_renewal,
-    check_time_ms, column, held_columns, holder_id_text, lease_lost, outdated_workers_table,
-    stored,
+    LEASE_SCAN_PAGE, LeaseTable, RecordColumns, ScanRow, acquire_from, check_assign_request,
+    check_renewal, check_time_ms, column, held_columns, holder_id_text, lease_lost,
+    outdated_workers_table, renewed_lease, scan_row, stored_record, won_lease,
 };
 use crate::{
     AssignRequest, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError,
@@ -75,12 +75,7 @@ impl LeaseStore for SqliteStore {
                 .map_err(unavailable)
             })
             .await?;
-        let (expires_ms, time_mark) = renewed.ok_or_else(|| lease_lost(lease))?;
-        Ok(Lease {
-            expires_ms: stored(&lease.space, id, "expires_ms", expires_ms)?,
-            mark: stored(&lease.space, id, "time_mark", time_mark)?,
-            ..lease.clone()
-        })
+        renewed_lease(lease, id, renewed.ok_or_else(|| lease_lost(lease))?)
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -106,18 +101,7 @@ impl LeaseStore for SqliteStore {
                 ))
                 .map_err(unavailable)?;
             let rows = statement.query_map([space.as_str()], read_record).map_err(unavailable)?;
-            let mut records = Vec::new();
-            for row in rows {
-                let (worker_id, holder, token, expires_ms, time_mark) = row.map_err(unavailable)?;
-                records.push(LeaseRecord {
-                    worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
-                    holder,
-                    token: stored(&space, worker_id, "token", token)?,
-                    expires_ms: stored(&space, worker_id, "expires_ms", expires_ms)?,
-                    mark: stored(&space, worker_id, "time_mark", time_mark)?,
-                });
-            }
-            Ok(records)
+            rows.map(|row| stored_record(&space, row.map_err(unavailable)?)).collect()
         })
         .await
     }
@@ -185,22 +169,9 @@ impl LeaseTable for SqliteStore {
             let bound =
                 params![space.as_str(), column(from), column(max), now_ms, column(margin_ms)];
             let rows = statement
-                .query_map(bound, |row| {
-                    let number = |i| row.get::<_, i64>(i);
-                    Ok((number(0)?, number(1)?, number(2)?, number(3)?))
-                })
+                .query_map(bound, |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
                 .map_err(unavailable)?;
-            let mut scanned = Vec::new();
-            for row in rows {
-                let (worker_id, token, free, time_mark) = row.map_err(unavailable)?;
-                scanned.push(ScanRow {
-                    worker_id: stored(&space, worker_id, "worker_id", worker_id)?,
-                    token: stored(&space, worker_id, "token", token)?,
-                    free: free == 1,
-                    mark: stored(&space, worker_id, "time_mark", time_mark)?,
-                });
-            }
-            Ok(scanned)
+            rows.map(|row| scan_row(&space, row.map_err(unavailable)?)).collect()
         })
         .await
     }
@@ -235,17 +206,11 @@ impl LeaseTable for SqliteStore {
                         ],
                     )
                     .map_err(unavailable)?;
-                Ok((inserted, expires_ms))
+                Ok((inserted, column(expires_ms)))
             })
             .await?;
-        Ok((inserted == 1).then(|| Lease {
-            space: req.space.clone(),
-            worker_id,
-            token: 1,
-            holder_id,
-            expires_ms,
-            mark: 0,
-        }))
+        let won = (inserted == 1).then(|| won_lease(req, worker_id, holder_id, (1, expires_ms, 0)));
+        won.transpose()
     }
 
     async fn take_over(
@@ -270,7 +235,7 @@ impl LeaseTable for SqliteStore {
                         "UPDATE {WORKERS_TABLE} \
                          SET holder = ?3, token = token + 1, expires_ms = ?4, holder_id = ?7 \
                          WHERE space = ?1 AND worker_id = ?2 AND token = ?5 \
-                         AND expires_ms < ?6 RETURNING token, time_mark, expires_ms"
+                         AND expires_ms < ?6 RETURNING token, expires_ms, time_mark"
                     ),
                     params![
                         space.as_str(),
@@ -281,21 +246,12 @@ impl LeaseTable for SqliteStore {
                         below,
                         id_text
                     ],
-                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?)),
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                 )
                 .map_err(unavailable)
             })
             .await?;
-        let Some((token, time_mark, expires_ms)) = taken else { return Ok(None) };
-        let id = column(worker_id);
-        Ok(Some(Lease {
-            space: req.space.clone(),
-            worker_id,
-            token: stored(&req.space, id, "token", token)?,
-            holder_id,
-            expires_ms: stored(&req.space, id, "expires_ms", expires_ms)?,
-            mark: stored(&req.space, id, "time_mark", time_mark)?,
-        }))
+        taken.map(|row| won_lease(req, worker_id, holder_id, row)).transpose()
     }
 }
 
@@ -375,8 +331,6 @@ fn create_tables(conn: &mut Connection) -> Result<(), StoreError> {
     ))
     .map_err(unavailable)
 }
-
-type RecordColumns = (i64, String, i64, i64, i64);
 
 fn read_record(row: &Row<'_>) -> rusqlite::Result<RecordColumns> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
