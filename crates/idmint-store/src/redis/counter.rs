@@ -236,6 +236,14 @@ impl RedisCounters {
         }
         unavailable(self.conn.url(), error)
     }
+
+    /// Runs a script invocation on a clone of the connection.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        invocation.invoke_async(&mut self.conn.clone()).await.map_err(|e| self.fail(&e))
+    }
 }
 
 /// A counter script as sent: [`EFFECTS`], then [`IDENTITY`] if `identity`, then `body`.
@@ -307,15 +315,8 @@ impl CounterStore for RedisCounters {
         if n == 0 || n > COUNTER_MAX {
             return Err(StoreError::InvalidValue(format!("take of {n} ids")));
         }
-        let mut conn = self.conn.clone();
-        let (kind, a, b): (i64, i64, i64) = self
-            .take
-            .key(self.hash(key))
-            .arg(n)
-            .arg(now_s)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
+        let (kind, a, b): (i64, i64, i64) =
+            self.run(self.take.key(self.hash(key)).arg(n).arg(now_s)).await?;
         Ok(match kind {
             0 => Take::Taken { last: counter_value(key, "cur", a)? },
             1 => Take::NoRoom {
@@ -339,33 +340,16 @@ impl CounterStore for RedisCounters {
             )));
         }
         let ttl = if key.period.is_empty() { 0 } else { DAILY_COUNTER_TTL_S };
-        let mut conn = self.conn.clone();
-        let _: i64 = self
-            .seed
-            .key(self.hash(key))
-            .key(self.periods(&key.name))
-            .arg(floor)
-            .arg(max)
-            .arg(&key.period)
-            .arg(ttl)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
-        Ok(())
+        let mut seed = self.seed.key(self.hash(key));
+        seed.key(self.periods(&key.name)).arg(floor).arg(max).arg(&key.period).arg(ttl);
+        self.run::<i64>(&seed).await.map(drop)
     }
 
     async fn raise_max(&self, key: &CounterKey, max: u64) -> Result<bool, StoreError> {
         if max > COUNTER_MAX {
             return Err(StoreError::InvalidValue(format!("a ceiling above {COUNTER_MAX}")));
         }
-        let mut conn = self.conn.clone();
-        let raised: i64 = self
-            .raise
-            .key(self.hash(key))
-            .arg(max)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
+        let raised: i64 = self.run(self.raise.key(self.hash(key)).arg(max)).await?;
         Ok(raised == 1)
     }
 
@@ -374,14 +358,7 @@ impl CounterStore for RedisCounters {
         key: &CounterKey,
         now_s: u64,
     ) -> Result<Option<CounterState>, StoreError> {
-        let mut conn = self.conn.clone();
-        let values: Vec<i64> = self
-            .state
-            .key(self.hash(key))
-            .arg(now_s)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
+        let values: Vec<i64> = self.run(self.state.key(self.hash(key)).arg(now_s)).await?;
         let [cur, max, recent, long_term, current] = values[..] else { return Ok(None) };
         Ok(Some(CounterState {
             cur: counter_value(key, "cur", cur)?,
@@ -393,15 +370,8 @@ impl CounterStore for RedisCounters {
     }
 
     async fn set_long_term(&self, key: &CounterKey, per_s: u64) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let _: i64 = self
-            .long_term
-            .key(self.hash(key))
-            .arg(per_s.min(COUNTER_MAX))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
-        Ok(())
+        let per_s = per_s.min(COUNTER_MAX);
+        self.run::<i64>(self.long_term.key(self.hash(key)).arg(per_s)).await.map(drop)
     }
 
     async fn try_lock(
@@ -424,15 +394,8 @@ impl CounterStore for RedisCounters {
     }
 
     async fn unlock(&self, key: &CounterKey, holder: &str) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let _: i64 = self
-            .unlock
-            .key(format!("{}:lock", self.hash(key)))
-            .arg(holder)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
-        Ok(())
+        let lock = format!("{}:lock", self.hash(key));
+        self.run::<i64>(self.unlock.key(lock).arg(holder)).await.map(drop)
     }
 
     async fn remove(&self, name: &Tag) -> Result<(), StoreError> {
