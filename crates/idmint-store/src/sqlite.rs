@@ -219,9 +219,7 @@ impl RangeStore for SqliteStore {
         let changes = changes.to_vec();
         // One transaction: a batch costs one commit (one fsync), not one per row.
         self.call(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
+            let tx = immediate(conn)?;
             let mut applied = Vec::with_capacity(changes.len());
             {
                 let mut update = tx
@@ -289,9 +287,7 @@ impl SegmentStore for SqliteStore {
     async fn create_tag(&self, spec: &TagSpec) -> Result<TagRecord, StoreError> {
         let spec = spec.clone();
         self.call(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
+            let tx = immediate(conn)?;
             let count: i64 = tx
                 .query_row(&format!("SELECT count(*) FROM {TABLE_NAME}"), [], |r| r.get(0))
                 .map_err(unavailable)?;
@@ -346,9 +342,7 @@ impl SegmentStore for SqliteStore {
         let tag = tag.clone();
         self.call(move |conn| {
             // The tombstone and the delete commit together, or neither does.
-            let tx = conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
+            let tx = immediate(conn)?;
             let tombs = tx
                 .execute(
                     &format!(
@@ -542,6 +536,12 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<TagRecord, StoreError>> {
         _ => None,
     };
     Ok(stored_tag((biz_tag, Some(max_id), Some(step), description, update_time)))
+}
+
+/// Begins an immediate transaction on `conn`: the write lock is taken first, so no other
+/// writer comes between its reads and its writes, and no write fails as busy halfway through.
+pub(crate) fn immediate(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, StoreError> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(unavailable)
 }
 
 fn unavailable(e: rusqlite::Error) -> StoreError {

@@ -10,9 +10,9 @@
 
 use async_trait::async_trait;
 use idmint_core::Tag;
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::{SqliteStore, unavailable, write_returning};
+use super::{SqliteStore, immediate, unavailable, write_returning};
 use crate::sequence::{
     CEILING_MAX, DefinitionColumns, SEQUENCE_COUNT_MAX, bigint, ceiling_overflow, check_period,
     check_raise, check_sequence_count, check_spec, sequence_exists, stored_ceiling,
@@ -34,9 +34,7 @@ impl SequenceStore for SqliteStore {
             ensure_tables(conn)?;
             // Immediate: the write lock is taken before counting, so the count holds until
             // the insert commits.
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
+            let tx = immediate(conn)?;
             let count: i64 = tx
                 .query_row(&format!("SELECT count(*) FROM {SEQUENCES_TABLE}"), [], |r| r.get(0))
                 .map_err(unavailable)?;
@@ -102,9 +100,7 @@ impl SequenceStore for SqliteStore {
         let name = name.clone();
         self.call(move |conn| {
             ensure_tables(conn)?;
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
+            let tx = immediate(conn)?;
             let deleted = tx
                 .execute(&format!("DELETE FROM {SEQUENCES_TABLE} WHERE name = ?1"), [name.as_str()])
                 .map_err(unavailable)?;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{Connection, Row, params};
 
-use super::{SqliteStore, unavailable, write_returning};
+use super::{SqliteStore, immediate, unavailable, write_returning};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, RecordColumns, ScanRow, acquire_from, check_assign_request,
     check_renewal, check_time_ms, column, held_columns, holder_id_text, lease_lost,
@@ -120,9 +120,7 @@ impl WorkerStore for SqliteStore {
             ensure_tables(conn)?;
             // Immediate: the write lock is taken first, so the insert cannot fail as busy
             // halfway through.
-            let tx = conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
+            let tx = immediate(conn)?;
             tx.execute(
                 &format!(
                     "INSERT INTO {WORKER_NODE_TABLE} (space, host, port, launch_ms) \
