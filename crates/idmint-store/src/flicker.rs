@@ -27,15 +27,15 @@ use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::residue::ticket_at_or_above;
 use idmint_core::{StartId, Tag, TagError};
-use sqlx::mysql::{MySqlConnectOptions, MySqlRow};
+use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Connection, Executor, MySqlPool, Row};
 
 use crate::interleave::{InterleavedStore, TicketSource};
 use crate::mysql::{
-    MYSQL_IDLE_PING_AFTER_MS, SQLSTATE_NO_TABLE, bytes_literal, pool_options, sql, unavailable,
-    with_table,
+    MYSQL_IDLE_PING_AFTER_MS, SQLSTATE_NO_TABLE, bytes_literal, connect_options, pool_options, sql,
+    unavailable, with_table,
 };
-use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff, password, scrub};
+use crate::sql::{CAS_ATTEMPTS_MAX, CasLocks, cas_backoff};
 use crate::{AutoIncrement, FlickerUrl, StoreError, TagRecord, TagSpec};
 
 /// How long opening a Flicker set waits for each database before deciding it is down.
@@ -197,12 +197,7 @@ impl FailureClock {
 impl FlickerSource {
     fn new(url: &FlickerUrl) -> Result<FlickerSource, StoreError> {
         let redacted = url.url.redacted();
-        let driver_url = url.url.driver_url();
-        let options =
-            driver_url.parse::<MySqlConnectOptions>().map_err(|e| StoreError::BadUrl {
-                url: redacted.clone(),
-                reason: scrub(&e.to_string(), password(driver_url)),
-            })?;
+        let options = connect_options(&url.url)?;
         let settings = Arc::new(OnceLock::new());
         let configured = url.auto_increment;
         if let Some(given) = configured {

@@ -56,7 +56,8 @@ use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
 use crate::sql::{
-    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, TxConn, cas_backoff, denied, password, scrub,
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, FEATURE_CREATE, FEATURE_DELETE, FEATURE_SEGMENTS,
+    LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside, password, scrub,
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
@@ -212,16 +213,8 @@ impl KnownSteps {
     }
 }
 
-/// The features named in refusals.
-pub(crate) const FEATURE_SEGMENTS: &str = "serving segment ids";
-/// Creating a tag.
-pub(crate) const FEATURE_CREATE: &str = "tag creation";
-/// Deleting a tag (its tombstone).
-pub(crate) const FEATURE_DELETE: &str = "tag deletion";
 /// Tinyid's own table, by which a Tinyid database is known.
 const TINYID_INFO: &str = "tiny_id_info";
-/// Leaf-shaped tables named at most in a refusal.
-const LEAF_TABLES_SHOWN_MAX: usize = 16;
 
 /// The row of one tag, exactly: the indexed comparison in the column's collation, then the
 /// bytes (a Leaf table's case-insensitive collation would match `Order` to the row `order`,
@@ -273,11 +266,7 @@ impl MySqlStore {
 
     async fn connect_for(url: &SqlUrl, segments: bool) -> Result<MySqlStore, StoreError> {
         let redacted = url.redacted();
-        let options =
-            url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| StoreError::BadUrl {
-                url: redacted.clone(),
-                reason: scrub(&e.to_string(), password(url.driver_url())),
-            })?;
+        let options = connect_options(url)?;
         let pool_max = url.options.pool_max;
         let pool = pool_options(pool_max).connect_with(options).await.map_err(|e| {
             let reason = match e {
@@ -360,16 +349,7 @@ impl MySqlStore {
         if self.create_tables != CreateTables::Always {
             let leaf = leaf_tables(&self.pool).await?;
             if !leaf.is_empty() {
-                return Err(StoreError::Absent {
-                    store: self.location.clone(),
-                    reason: format!(
-                        "the database has no table {t}, but it holds the Leaf table {} \
-                         (columns biz_tag, max_id, step): is table={t} mistyped? Name the \
-                         table to serve with table=, or add create_tables=true to the store \
-                         URL to create {t} beside it",
-                        leaf.join(", ")
-                    ),
-                });
+                return Err(leaf_table_beside(self.location.clone(), t, &leaf));
             }
             if table_in_database(&self.pool, TINYID_INFO).await? {
                 tracing::info!(table = %t, store = %self.location, "a Tinyid database without the segment table: it is created when a tag is first created");
@@ -422,24 +402,8 @@ impl MySqlStore {
     /// Creates idmint's tombstone table when absent, as the first tag deletion needs it
     /// (beside a Leaf table too); never alters one that exists.
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
-        let probe = sqlx::query(sql(&self.sql.tomb_probe)).fetch_optional(&self.pool).await;
-        match probe {
-            Ok(_) => return Ok(()),
-            Err(e) if is_no_table(&e) => {}
-            Err(e) => return Err(refused(FEATURE_DELETE, e)),
-        }
-        if !self.create_tables.allowed() {
-            return Err(StoreError::MissingTable {
-                feature: FEATURE_DELETE.to_string(),
-                table: TOMBSTONES_TABLE.to_string(),
-            });
-        }
-        sqlx::raw_sql(sql(&self.sql.tomb_create_table))
-            .execute(&self.pool)
-            .await
-            .map_err(|e| refused(FEATURE_DELETE, e))?;
-        tracing::info!(table = TOMBSTONES_TABLE, store = %self.location, "created the tombstone table");
-        Ok(())
+        let tables = [(TOMBSTONES_TABLE, tombstones_ddl())];
+        self.create_missing_tables(&tables, FEATURE_DELETE).await
     }
 
     /// The tombstone of `tag` in this table, read on `conn`; none while the tombstone table
@@ -678,15 +642,25 @@ impl MySqlStore {
         spec: &TagSpec,
     ) -> Result<(), StoreError> {
         let mut tx = conn.begin().await.map_err(unavailable)?;
+        // Dropping the transaction rolls the row back.
+        self.insert_row(&mut tx, spec, 1).await
+    }
+
+    /// Inserts the row of `spec` at `max_id` on `conn`; [`StoreError::TagExists`] when the
+    /// tag has one.
+    async fn insert_row(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+        spec: &TagSpec,
+        max_id: i64,
+    ) -> Result<(), StoreError> {
         let inserted = sqlx::query(sql(&self.sql.insert))
             .bind(spec.tag.as_str())
-            .bind(1_i64)
+            .bind(max_id)
             .bind(spec.step.get() as i64)
             .bind(spec.description.as_str())
-            .execute(&mut *tx)
+            .execute(conn)
             .await;
-        // Dropping the transaction rolls the row back.
-        drop(tx);
         match inserted {
             Ok(_) => Ok(()),
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
@@ -694,6 +668,30 @@ impl MySqlStore {
             }
             Err(e) => Err(refused(FEATURE_CREATE, e)),
         }
+    }
+
+    /// `max_id := new` on the row of `tag` if it still holds `expected`, on `executor`:
+    /// whether a row matched. A row holds an i64, so an `expected` beyond it matches none.
+    async fn set_max_id<'c>(
+        &self,
+        executor: impl sqlx::MySqlExecutor<'c>,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError> {
+        let Ok(expected) = i64::try_from(expected) else { return Ok(false) };
+        // The driver asks for CLIENT_FOUND_ROWS, so a matched row counts even when `new`
+        // equals `expected` and nothing changes.
+        let applied = sqlx::query(sql(&self.sql.compare_and_set))
+            // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
+            .bind(new as i64)
+            .bind(tag.as_str())
+            .bind(tag.as_str()) // the exact (binary) comparison
+            .bind(expected)
+            .execute(executor)
+            .await
+            .map_err(unavailable)?;
+        Ok(applied.rows_affected() > 0)
     }
 
     /// `create_tag` with the creators' lock held on `conn`.
@@ -721,21 +719,8 @@ impl MySqlStore {
             tomb => tomb?,
         };
         let max_id = initial_max_id(spec, tomb)?;
-        let inserted = sqlx::query(sql(&self.sql.insert))
-            .bind(spec.tag.as_str())
-            // At most ID_MAX == i64::MAX (a tombstone is a row's max_id); Step is bounded.
-            .bind(max_id as i64)
-            .bind(spec.step.get() as i64)
-            .bind(spec.description.as_str())
-            .execute(&mut **conn)
-            .await;
-        match inserted {
-            Ok(_) => {}
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(StoreError::TagExists(spec.tag.clone()));
-            }
-            Err(e) => return Err(refused(FEATURE_CREATE, e)),
-        }
+        // At most ID_MAX == i64::MAX (a tombstone is a row's max_id); Step is bounded.
+        self.insert_row(conn, spec, max_id as i64).await?;
         select_row(&mut **conn, &self.sql, &spec.tag).await?.ok_or_else(|| {
             StoreError::Unavailable(format!("MySQL: tag {} vanished as it was created", spec.tag))
         })
@@ -767,23 +752,8 @@ impl RangeStore for MySqlStore {
         if self.absent().await? {
             return Err(StoreError::TagNotFound(tag.clone()));
         }
-        // A row holds an i64, so an `expected` beyond it matches no row: skip the update.
-        if let Ok(expected) = i64::try_from(expected) {
-            // The driver asks for CLIENT_FOUND_ROWS, so a matched row counts even when `new`
-            // equals `expected` and nothing changes.
-            let applied = sqlx::query(sql(&self.sql.compare_and_set))
-                // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
-                .bind(new as i64)
-                .bind(tag.as_str())
-                .bind(tag.as_str()) // the exact (binary) comparison
-                .bind(expected)
-                .execute(&self.pool)
-                .await
-                .map_err(unavailable)?
-                .rows_affected();
-            if applied > 0 {
-                return Ok(true);
-            }
+        if self.set_max_id(&self.pool, tag, expected, new).await? {
+            return Ok(true);
         }
         let exists = sqlx::query(sql(&self.sql.exists))
             .bind(tag.as_str())
@@ -808,20 +778,8 @@ impl RangeStore for MySqlStore {
         let mut conn = TxConn::acquire(&self.pool).await.map_err(unavailable)?;
         let mut tx = conn.begin().await.map_err(unavailable)?;
         for index in order {
-            let change = &changes[index];
-            // A row holds an i64: an `expected` beyond it matches no row.
-            let Ok(expected) = i64::try_from(change.expected) else { continue };
-            // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
-            let rows = sqlx::query(sql(&self.sql.compare_and_set))
-                .bind(change.new as i64)
-                .bind(change.tag.as_str())
-                .bind(change.tag.as_str()) // the exact (binary) comparison
-                .bind(expected)
-                .execute(&mut *tx)
-                .await
-                .map_err(unavailable)?
-                .rows_affected();
-            applied[index] = rows > 0;
+            let MaxIdChange { tag, expected, new } = &changes[index];
+            applied[index] = self.set_max_id(&mut *tx, tag, *expected, *new).await?;
         }
         tx.commit().await.map_err(unavailable)?;
         Ok(applied)
@@ -982,8 +940,6 @@ struct Statements {
     create_lock: Arc<str>,
     create_unlock: Arc<str>,
     lock_row: Arc<str>,
-    tomb_probe: Arc<str>,
-    tomb_create_table: Arc<str>,
     tomb_select: Arc<str>,
     tomb_write: Arc<str>,
 }
@@ -1028,8 +984,6 @@ impl Statements {
             create_lock: s(format!("SELECT GET_LOCK({lock_name}, {CREATE_LOCK_WAIT_S})")),
             create_unlock: s(format!("SELECT RELEASE_LOCK({lock_name})")),
             lock_row: s(format!("SELECT CAST(max_id AS SIGNED) FROM {t} WHERE {EXACT} FOR UPDATE")),
-            tomb_probe: s(format!("SELECT 1 FROM {TOMBSTONES_TABLE} LIMIT 1")),
-            tomb_create_table: s(tombstones_ddl()),
             tomb_select: s(format!(
                 "SELECT CAST(max_id AS SIGNED) FROM {TOMBSTONES_TABLE} \
                  WHERE segment_table = ? AND biz_tag = ?"
@@ -1349,11 +1303,8 @@ async fn select_row<'c>(
 /// Whether the database `url` names holds table `table`, creating nothing: one connection,
 /// closed after the question.
 pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, StoreError> {
-    let redacted = url.redacted();
-    let secret = password(url.driver_url());
-    let options = url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| {
-        StoreError::BadUrl { url: redacted.clone(), reason: scrub(&e.to_string(), secret) }
-    })?;
+    let (redacted, secret) = (url.redacted(), password(url.driver_url()));
+    let options = connect_options(url)?;
     let fail =
         |e: sqlx::Error| StoreError::Unavailable(scrub(&format!("MySQL: {redacted}: {e}"), secret));
     let pool = pool_options(1).connect_with(options).await.map_err(fail)?;
@@ -1368,24 +1319,18 @@ pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, Stor
     Ok(count.map_err(fail)? > 0)
 }
 
+/// The connection options `url` names, or why it names none (scrubbed of its password).
+pub(crate) fn connect_options(url: &SqlUrl) -> Result<MySqlConnectOptions, StoreError> {
+    url.driver_url().parse().map_err(|e: sqlx::Error| StoreError::BadUrl {
+        url: url.redacted(),
+        reason: scrub(&e.to_string(), password(url.driver_url())),
+    })
+}
+
 /// The bounded pool idmint opens: `pool_max` connections, [`MYSQL_ACQUIRE_TIMEOUT_MS`] to
 /// get one, and a ping only for connections idle past [`MYSQL_IDLE_PING_AFTER_MS`].
 pub(crate) fn pool_options(pool_max: u32) -> MySqlPoolOptions {
-    MySqlPoolOptions::new()
-        .max_connections(pool_max)
-        .acquire_timeout(Duration::from_millis(MYSQL_ACQUIRE_TIMEOUT_MS))
-        // Pinging every connection before use would put a second round trip on each
-        // allocation's path; only connections idle long enough to have been dropped are
-        // checked.
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for >= Duration::from_millis(MYSQL_IDLE_PING_AFTER_MS) {
-                    conn.ping().await?;
-                }
-                Ok(true)
-            })
-        })
+    crate::sql::pool_options(pool_max, MYSQL_ACQUIRE_TIMEOUT_MS, MYSQL_IDLE_PING_AFTER_MS)
 }
 
 /// `url` (a URL without password) with the table named as its `table` parameter.

@@ -43,11 +43,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, STORE_CALL_TIMEOUT_MS_DEFAULT, TAG_COUNT_MAX};
 use idmint_core::{Step, Tag};
-use sqlx::postgres::{PgPoolOptions, PgRow};
-use sqlx::{AssertSqlSafe, PgPool, Row};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{AssertSqlSafe, PgPool};
 
 use crate::sql::{
-    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, TxConn, cas_backoff, denied, password, scrub,
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, FEATURE_CREATE, FEATURE_DELETE, FEATURE_SEGMENTS,
+    LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside, password, pool_options,
+    scrub,
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
@@ -75,15 +77,6 @@ const ADVISORY_LOCK_CLASS: i32 = 0x6964_6d74;
 const SQLSTATE_UNDEFINED_TABLE: &str = "42P01";
 
 const _: () = assert!(PG_ACQUIRE_TIMEOUT_MS <= STORE_CALL_TIMEOUT_MS_DEFAULT);
-
-/// The features named in refusals.
-const FEATURE_SEGMENTS: &str = "serving segment ids";
-/// Creating a tag.
-const FEATURE_CREATE: &str = "tag creation";
-/// Deleting a tag (its tombstone).
-const FEATURE_DELETE: &str = "tag deletion";
-/// Leaf-shaped tables named at most in a refusal.
-const LEAF_TABLES_SHOWN_MAX: usize = 16;
 
 /// A segment table in a PostgreSQL database.
 #[derive(Clone)]
@@ -157,20 +150,8 @@ impl PgStore {
 
     async fn connect_for(url: &SqlUrl, segments: bool) -> Result<PgStore, StoreError> {
         let secret = password(url.driver_url()).filter(|p| !p.is_empty()).map(Arc::from);
-        let pool = PgPoolOptions::new()
-            .max_connections(url.options.pool_max)
-            .acquire_timeout(Duration::from_millis(PG_ACQUIRE_TIMEOUT_MS))
-            // sqlx pings every connection before use by default: a second round trip on each
-            // allocation. Only connections idle long enough to have been dropped are checked.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= Duration::from_millis(PG_IDLE_PING_AFTER_MS) {
-                        sqlx::Connection::ping(conn).await?;
-                    }
-                    Ok(true)
-                })
-            })
+        let pool_max = url.options.pool_max;
+        let pool = pool_options(pool_max, PG_ACQUIRE_TIMEOUT_MS, PG_IDLE_PING_AFTER_MS)
             .connect(url.driver_url())
             .await
             .map_err(|e| {
@@ -226,12 +207,7 @@ impl PgStore {
         self.lock(&mut tx).await?;
         // Checked first: a Leaf user may lack the right to create tables, and PostgreSQL
         // checks that right even for `CREATE TABLE IF NOT EXISTS` of an existing table.
-        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-            .bind(table)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        if !exists {
+        if !self.has_table(&mut tx, table).await? {
             self.create_segment_table(&mut tx).await?;
         }
         let time_type: Option<String> = sqlx::query_scalar(
@@ -267,16 +243,8 @@ impl PgStore {
             .await
             .map_err(|e| self.refused(FEATURE_SEGMENTS, None, e))?;
             if !leaf.is_empty() {
-                return Err(StoreError::Absent {
-                    store: format!("{} (table {table})", self.location),
-                    reason: format!(
-                        "the database has no table {table}, but it holds the Leaf table {} \
-                         (columns biz_tag, max_id, step): is table={table} mistyped? Name the \
-                         table to serve with table=, or add create_tables=true to the store \
-                         URL to create {table} beside it",
-                        leaf.join(", ")
-                    ),
-                });
+                let store = format!("{} (table {table})", self.location);
+                return Err(leaf_table_beside(store, table, &leaf));
             }
         }
         if !self.options.create_tables.allowed() {
@@ -293,30 +261,20 @@ impl PgStore {
         Ok(())
     }
 
-    /// Creates the tombstone table when absent, as the first tag deletion needs it, under
-    /// its own advisory lock (PostgreSQL's `IF NOT EXISTS` alone races).
+    /// Creates the tombstone table when absent, as the first tag deletion needs it.
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
-        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
-        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-            .bind(ADVISORY_LOCK_CLASS)
-            .bind(TOMBSTONES_TABLE)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        self.create_missing_tables(
-            &mut tx,
-            &[(TOMBSTONES_TABLE, tombstones_ddl())],
-            FEATURE_DELETE,
-        )
-        .await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
+        let tables = [(TOMBSTONES_TABLE, tombstones_ddl())];
+        self.create_missing_tables_locked(TOMBSTONES_TABLE, &tables, FEATURE_DELETE).await
     }
 
-    /// Whether the tombstone table exists, asked in `tx`.
-    async fn tombstones_exist(&self, tx: &mut sqlx::PgTransaction<'_>) -> Result<bool, StoreError> {
+    /// Whether `table` exists (`to_regclass`: the search path applies), asked in `tx`.
+    async fn has_table(
+        &self,
+        tx: &mut sqlx::PgTransaction<'_>,
+        table: &str,
+    ) -> Result<bool, StoreError> {
         sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-            .bind(TOMBSTONES_TABLE)
+            .bind(table)
             .fetch_one(&mut **tx)
             .await
             .map_err(|e| self.unavailable(e))
@@ -330,7 +288,7 @@ impl PgStore {
         tag: &Tag,
         feature: &str,
     ) -> Result<Option<u64>, StoreError> {
-        if !self.tombstones_exist(tx).await? {
+        if !self.has_table(tx, TOMBSTONES_TABLE).await? {
             return Ok(None);
         }
         let tomb: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
@@ -348,13 +306,7 @@ impl PgStore {
     async fn lock(&self, tx: &mut sqlx::PgTransaction<'_>) -> Result<(), StoreError> {
         // PostgreSQL folds unquoted names to lower case; so does the key.
         let key = self.options.table.as_str().to_ascii_lowercase();
-        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-            .bind(ADVISORY_LOCK_CLASS)
-            .bind(key)
-            .execute(&mut **tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        Ok(())
+        advisory_lock(tx, &key).await.map_err(|e| self.unavailable(e))
     }
 
     /// `alloc=update`: one atomic statement, which also returns the row as it was when it
@@ -369,17 +321,17 @@ impl PgStore {
         // WHERE clause, so 0 is never the effective step.
         let requested = step.map_or(0, |s| s.get() as i64);
         for _ in 0..UPDATE_ATTEMPTS_MAX {
-            let answer = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.allocate)))
-                .bind(tag.as_str())
-                .bind(requested)
-                .bind(ID_MAX as i64)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-            let Some(row) = answer else { return Err(StoreError::TagNotFound(tag.clone())) };
-            let moved: bool = self.get(&row, 0)?;
-            let (max_id, tag_step): (Option<i64>, Option<i64>) =
-                (self.get(&row, 1)?, self.get(&row, 2)?);
+            let answer: Option<(bool, Option<i64>, Option<i64>)> =
+                sqlx::query_as(AssertSqlSafe(Arc::clone(&self.sql.allocate)))
+                    .bind(tag.as_str())
+                    .bind(requested)
+                    .bind(ID_MAX as i64)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| self.unavailable(e))?;
+            let Some((moved, max_id, tag_step)) = answer else {
+                return Err(StoreError::TagNotFound(tag.clone()));
+            };
             if moved && let (Some(max_id), Some(tag_step)) = (max_id, tag_step) {
                 return allocated_range(tag, max_id, tag_step, step);
             }
@@ -420,17 +372,37 @@ impl PgStore {
         Err(contended(tag, CAS_ATTEMPTS_MAX))
     }
 
+    /// `max_id := new` on the row of `tag` if it still holds `expected`, on `executor`:
+    /// whether a row matched. A row holds an i64, so an `expected` beyond it matches none.
+    async fn set_max_id<'c>(
+        &self,
+        executor: impl sqlx::PgExecutor<'c>,
+        tag: &Tag,
+        expected: u64,
+        new: u64,
+    ) -> Result<bool, StoreError> {
+        let Ok(expected) = i64::try_from(expected) else { return Ok(false) };
+        let applied = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.compare_and_set)))
+            .bind(tag.as_str())
+            .bind(expected)
+            // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
+            .bind(new as i64)
+            .execute(executor)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        Ok(applied.rows_affected() > 0)
+    }
+
     /// The row's `max_id` and `step` as stored (either may be NULL in a Leaf table).
     async fn read_counters(
         &self,
         tag: &Tag,
     ) -> Result<Option<(Option<i64>, Option<i64>)>, StoreError> {
-        let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.select_counters)))
+        sqlx::query_as(AssertSqlSafe(Arc::clone(&self.sql.select_counters)))
             .bind(tag.as_str())
             .fetch_optional(&self.pool)
             .await
-            .map_err(|e| self.unavailable(e))?;
-        row.map(|row| Ok((self.get(&row, 0)?, self.get(&row, 1)?))).transpose()
+            .map_err(|e| self.unavailable(e))
     }
 
     async fn select_row(&self, tag: &Tag) -> Result<Option<TagRecord>, StoreError> {
@@ -451,7 +423,7 @@ impl PgStore {
         let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
         let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         self.lock(&mut tx).await?;
-        if !self.tombstones_exist(&mut tx).await? {
+        if !self.has_table(&mut tx, TOMBSTONES_TABLE).await? {
             let row = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.select_counters)))
                 .bind(tag.as_str())
                 .fetch_optional(&mut *tx)
@@ -488,13 +460,6 @@ impl PgStore {
         Ok(true)
     }
 
-    fn get<'r, T>(&self, row: &'r PgRow, index: usize) -> Result<T, StoreError>
-    where
-        T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
-    {
-        row.try_get(index).map_err(|e| self.unavailable(e))
-    }
-
     /// A database error as [`StoreError::Unavailable`], its text scrubbed of the password.
     /// A driver error as [`StoreError::Unavailable`], or as [`StoreError::Denied`] when the
     /// server refused a privilege (final: retrying does not grant it).
@@ -527,20 +492,8 @@ impl RangeStore for PgStore {
         new: u64,
     ) -> Result<bool, StoreError> {
         check_new_max_id(new)?;
-        // A row holds an i64, so an `expected` beyond it matches no row: skip the update.
-        if let Ok(expected) = i64::try_from(expected) {
-            let applied = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.compare_and_set)))
-                .bind(tag.as_str())
-                .bind(expected)
-                // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
-                .bind(new as i64)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| self.unavailable(e))?
-                .rows_affected();
-            if applied > 0 {
-                return Ok(true);
-            }
+        if self.set_max_id(&self.pool, tag, expected, new).await? {
+            return Ok(true);
         }
         match self.read_counters(tag).await? {
             Some(_) => Ok(false),
@@ -558,19 +511,8 @@ impl RangeStore for PgStore {
         let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
         let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         for index in order {
-            let change = &changes[index];
-            // A row holds an i64: an `expected` beyond it matches no row.
-            let Ok(expected) = i64::try_from(change.expected) else { continue };
-            // In range: check_new_max_id bounds `new` by ID_MAX == i64::MAX.
-            let rows = sqlx::query(AssertSqlSafe(Arc::clone(&self.sql.compare_and_set)))
-                .bind(change.tag.as_str())
-                .bind(expected)
-                .bind(change.new as i64)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.unavailable(e))?
-                .rows_affected();
-            applied[index] = rows > 0;
+            let MaxIdChange { tag, expected, new } = &changes[index];
+            applied[index] = self.set_max_id(&mut *tx, tag, *expected, *new).await?;
         }
         tx.commit().await.map_err(|e| self.unavailable(e))?;
         Ok(applied)
@@ -868,7 +810,36 @@ pub(crate) fn tombstones_ddl() -> String {
     )
 }
 
+/// Takes the advisory lock of `key` (a table's name) until the end of `tx`: table setup and
+/// tag or sequence creation, one node at a time.
+pub(crate) async fn advisory_lock(
+    tx: &mut sqlx::PgTransaction<'_>,
+    key: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+        .bind(ADVISORY_LOCK_CLASS)
+        .bind(key)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+}
+
 impl PgStore {
+    /// [`PgStore::create_missing_tables`] in a transaction of its own under the advisory lock
+    /// of `key`, so nodes starting together do not race (`IF NOT EXISTS` alone races).
+    pub(crate) async fn create_missing_tables_locked(
+        &self,
+        key: &str,
+        tables: &[(&str, String)],
+        feature: &str,
+    ) -> Result<(), StoreError> {
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
+        advisory_lock(&mut tx, key).await.map_err(|e| self.unavailable(e))?;
+        self.create_missing_tables(&mut tx, tables, feature).await?;
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
     /// Creates each `(table, ddl)` that is absent within `tx`, never altering one that
     /// exists. Checked first, as the segment table is: PostgreSQL checks the right to create
     /// even for `CREATE TABLE IF NOT EXISTS` of an existing table. `what` names the tables in
@@ -880,12 +851,7 @@ impl PgStore {
         feature: &str,
     ) -> Result<(), StoreError> {
         for (table, ddl) in tables {
-            let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-                .bind(table)
-                .fetch_one(&mut **tx)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-            if exists {
+            if self.has_table(tx, table).await? {
                 continue;
             }
             if !self.options.create_tables.allowed() {

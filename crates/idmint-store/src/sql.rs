@@ -61,8 +61,54 @@ pub(crate) fn cas_backoff(attempt: u32) -> Duration {
     Duration::from_micros(random % (ceiling_us + 1))
 }
 
+/// A bounded pool's options: `pool_max` connections, `acquire_timeout_ms` to get one, and a
+/// ping before use only for a connection idle past `idle_ping_after_ms`, which the server or
+/// a proxy may have dropped: pinging every connection (sqlx's default) would put a second
+/// round trip on each allocation's path.
+pub(crate) fn pool_options<DB: sqlx::Database>(
+    pool_max: u32,
+    acquire_timeout_ms: u64,
+    idle_ping_after_ms: u64,
+) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(pool_max)
+        .acquire_timeout(Duration::from_millis(acquire_timeout_ms))
+        .test_before_acquire(false)
+        .before_acquire(move |conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= Duration::from_millis(idle_ping_after_ms) {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// The feature named by a refusal whose statement did not say which feature it served.
 pub(crate) const ANY_FEATURE: &str = "this call";
+/// The features of the segment table named in refusals: serving ids.
+pub(crate) const FEATURE_SEGMENTS: &str = "serving segment ids";
+/// Creating a tag.
+pub(crate) const FEATURE_CREATE: &str = "tag creation";
+/// Deleting a tag (its tombstone).
+pub(crate) const FEATURE_DELETE: &str = "tag deletion";
+/// Leaf-shaped tables named at most in a refusal.
+pub(crate) const LEAF_TABLES_SHOWN_MAX: usize = 16;
+
+/// The refusal to create the absent segment table `table` of `store` beside the Leaf-shaped
+/// tables `leaf` (columns `biz_tag`, `max_id`, `step`): a mistyped `table=` would otherwise
+/// serve `unknown tag` to every Leaf client.
+pub(crate) fn leaf_table_beside(store: String, table: &str, leaf: &[String]) -> StoreError {
+    StoreError::Absent {
+        store,
+        reason: format!(
+            "the database has no table {table}, but it holds the Leaf table {} (columns \
+             biz_tag, max_id, step): is table={table} mistyped? Name the table to serve with \
+             table=, or add create_tables=true to the store URL to create {table} beside it",
+            leaf.join(", ")
+        ),
+    }
+}
 
 /// The refusal of a privilege, when `e` is one: MySQL's and MariaDB's "command denied" and
 /// "access denied" (SQLSTATE 42000 with "denied" in the message), PostgreSQL's

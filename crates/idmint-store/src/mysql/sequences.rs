@@ -112,9 +112,7 @@ impl SequenceStore for MySqlStore {
 }
 
 impl MySqlStore {
-    /// Runs `attempt`; when it fails because a sequence table does not exist yet, creates the
-    /// tables and runs it once more. The tables are thus made on first use without a probe
-    /// on every call.
+    /// [`MySqlStore::with_tables`] for the sequence tables, made on first use.
     async fn with_sequence_tables<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
     where
         F: Fn() -> Fut,

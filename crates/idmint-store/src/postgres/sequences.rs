@@ -19,7 +19,7 @@ use idmint_core::Tag;
 use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::AssertSqlSafe;
 
-use super::{ADVISORY_LOCK_CLASS, PgStore};
+use super::{PgStore, advisory_lock};
 use crate::sequence::{
     CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX,
     bigint, ceiling_overflow, check_period, check_raise, check_sequence_count, check_spec,
@@ -144,9 +144,7 @@ impl SequenceStore for PgStore {
 }
 
 impl PgStore {
-    /// Runs `attempt`; when it fails because a sequence table does not exist yet, creates the
-    /// tables and runs it once more. The tables are thus made on first use without a check
-    /// on every call.
+    /// [`PgStore::with_tables`] for the sequence tables, made on first use.
     async fn with_sequence_tables<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
     where
         F: Fn() -> Fut,
@@ -155,23 +153,18 @@ impl PgStore {
         self.with_tables(|| self.ensure_sequence_tables(), attempt).await?
     }
 
-    /// Creates each sequence table when absent, never altering one that exists. Checked first,
-    /// as the segment table is: PostgreSQL checks the right to create even for
-    /// `CREATE TABLE IF NOT EXISTS` of an existing table.
+    /// Creates each sequence table when absent, never altering one that exists, under the
+    /// sequences' advisory lock.
     async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
-        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
-        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        lock_sequences(&mut tx).await.map_err(|e| self.unavailable(e))?;
         let tables = [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())];
-        self.create_missing_tables(&mut tx, &tables, "sequences").await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
+        self.create_missing_tables_locked(SEQUENCES_TABLE, &tables, "sequences").await
     }
 
     /// One creation: count, then insert, under the sequences' advisory lock.
     async fn create_once(&self, spec: &SequenceSpec) -> Attempt<SequenceRecord> {
         let mut conn = TxConn::acquire(&self.pool).await?;
         let mut tx = conn.begin().await?;
-        lock_sequences(&mut tx).await?;
+        advisory_lock(&mut tx, SEQUENCES_TABLE).await?;
         let count: i64 =
             sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {SEQUENCES_TABLE}")))
                 .fetch_one(&mut *tx)
@@ -197,17 +190,6 @@ impl PgStore {
         tx.commit().await?;
         Ok(Ok(spec.clone()))
     }
-}
-
-/// Takes the sequences' advisory lock until the end of the transaction: table setup and
-/// creation, one node at a time.
-async fn lock_sequences(tx: &mut sqlx::PgTransaction<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-        .bind(ADVISORY_LOCK_CLASS)
-        .bind(SEQUENCES_TABLE)
-        .execute(&mut **tx)
-        .await
-        .map(drop)
 }
 
 /// The definitions table.

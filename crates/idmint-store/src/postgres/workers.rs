@@ -23,7 +23,7 @@
 use async_trait::async_trait;
 use sqlx::AssertSqlSafe;
 
-use super::{ADVISORY_LOCK_CLASS, PgStore};
+use super::PgStore;
 use crate::sql::TxConn;
 use crate::worker::{
     FEATURE_ASSIGN, FEATURE_LEASES, LEASE_SCAN_PAGE, LeaseTable, RecordColumns, ScanRow,
@@ -107,7 +107,8 @@ impl WorkerStore for PgStore {
     async fn assign_worker(&self, req: &AssignRequest) -> Result<u64, StoreError> {
         let worker_node = self.options.worker_node_table.as_str();
         check_assign_request(req)?;
-        self.ensure_worker_table(worker_node, worker_node_ddl(worker_node), FEATURE_ASSIGN).await?;
+        let tables = [(worker_node, worker_node_ddl(worker_node))];
+        self.create_missing_tables_locked(worker_node, &tables, FEATURE_ASSIGN).await?;
         let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
         let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
         let id: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
@@ -213,33 +214,12 @@ impl LeaseTable for PgStore {
 }
 
 impl PgStore {
-    /// Creates `table` for `feature` when absent (under an advisory lock of its own, so two
-    /// nodes do not race), never altering one that exists. Checked first, as the segment
-    /// table is: PostgreSQL checks the right to create even for `CREATE TABLE IF NOT EXISTS`
-    /// of an existing table.
-    async fn ensure_worker_table(
-        &self,
-        table: &str,
-        ddl: String,
-        feature: &str,
-    ) -> Result<(), StoreError> {
-        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
-        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-            .bind(ADVISORY_LOCK_CLASS)
-            .bind(table)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        self.create_missing_tables(&mut tx, &[(table, ddl)], feature).await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
-    }
-
     /// Creates the lease table when absent (the assignment table is made only when an id is
     /// first assigned).
     async fn ensure_workers_table(&self) -> Result<(), StoreError> {
         let workers = self.options.workers_table.as_str();
-        self.ensure_worker_table(workers, workers_ddl(workers), FEATURE_LEASES).await?;
+        let tables = [(workers, workers_ddl(workers))];
+        self.create_missing_tables_locked(workers, &tables, FEATURE_LEASES).await?;
         // A lease table of an earlier idmint lacks the holder id; without it a deleted or
         // restored row would let two nodes prove one lease, so it is refused, naming the fix.
         let probe = sqlx::query(AssertSqlSafe(format!("SELECT holder_id FROM {workers} LIMIT 0")))

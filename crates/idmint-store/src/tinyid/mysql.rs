@@ -13,14 +13,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use idmint_core::limits::{ID_MAX, TAG_COUNT_MAX};
 use idmint_core::{Step, Stride, Tag};
-use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{MySqlPool, Row};
 
 use super::{
     TINYID_CAS_ATTEMPTS_MAX, TINYID_INFO_TABLE, TINYID_TOKEN_LEN_MAX, TINYID_TOKEN_TABLE,
     TINYID_TOKENS_MAX, TinyidRow, TinyidStore, TinyidToken,
 };
-use crate::mysql::{MYSQL_ACQUIRE_TIMEOUT_MS, pool_options, unavailable};
+use crate::mysql::{MYSQL_ACQUIRE_TIMEOUT_MS, connect_options, pool_options, unavailable};
 use crate::sql::{cas_backoff, password, scrub};
 use crate::{Allocation, RangeStore, SqlUrl, StoreError, TagRecord};
 
@@ -90,11 +89,7 @@ impl TinyidMySqlStore {
     /// there (they are never created: a Tinyid database is Tinyid's).
     pub async fn connect(url: &SqlUrl) -> Result<TinyidMySqlStore, StoreError> {
         let redacted = url.redacted();
-        let options =
-            url.driver_url().parse::<MySqlConnectOptions>().map_err(|e| StoreError::BadUrl {
-                url: redacted.clone(),
-                reason: scrub(&e.to_string(), password(url.driver_url())),
-            })?;
+        let options = connect_options(url)?;
         let pool = pool_options(url.options.pool_max).connect_with(options).await.map_err(|e| {
             let reason = match e {
                 sqlx::Error::PoolTimedOut => {
