@@ -33,7 +33,7 @@ use idmint_store::DEFAULT_STORE_URL;
 use serde::{Deserialize, Serialize};
 
 use super::auth::AuthSection;
-use super::origins::{FileSource, Layers, Sourced, flag};
+use super::origins::{FileSource, Layers, Origin, Sourced, flag};
 use super::secret::{Secret, SecretUrl};
 use crate::limits::HttpLimits;
 
@@ -214,6 +214,15 @@ macro_rules! keys {
                 #[doc = concat!("`", stringify!($field), "`.")]
                 pub(super) $field: Sourced<$ty>,
             )*
+        }
+
+        impl $keys {
+            /// Whether any key was set (by a flag, a variable or the file): every key of the
+            /// table, so a key added to it is counted.
+            #[allow(dead_code, reason = "asked of the `[snowflake]` keys only")]
+            pub(super) fn any_set(&self) -> bool {
+                [$( &self.$field.origin, )*].into_iter().any(|origin| *origin != Origin::Default)
+            }
         }
     };
     (@file_ty $ty:ty) => { Sourced<Option<$ty>> };

@@ -239,7 +239,7 @@ impl Settings {
         // An empty URL is none: no sequences.
         let redis = Some(redis.value).filter(|url| !url.expose().trim().is_empty());
         let snowflake_keys = eff.snowflake.layer(&mut l);
-        let snowflake_set = sections::snowflake_set(&snowflake_keys);
+        let snowflake_set = snowflake_keys.any_set();
         let snowflake_enabled = snowflake_keys.enabled.value;
         let (snowflake, snowflake_cached) = sections::snowflake_config(&mut l, snowflake_keys);
         let formats = format::tag_formats(&mut l, &mut eff.format);

@@ -6,12 +6,15 @@
 
 use idmint::node::{Engine, TinyidNodeConfig};
 use idmint::segment::SegmentConfig;
+use idmint::snowflake::limits::{
+    BORROW_LEAD_MS_MAX, TIME_WINDOW_MS_MAX, TIME_WINDOW_MS_MIN, TOLERANCE_MS_MAX,
+};
 use idmint::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdRange, WorkerIdSource};
 use idmint::tinyid::{TOKEN_REFRESH_MS_MAX, TOKEN_REFRESH_MS_MIN, TinyidConfig};
 use idmint_core::PreloadRatio;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::{ExpiryWarning, Layout, LayoutError, TimeUnit, UtcMs};
-use idmint_store::StoreUrl;
+use idmint_store::{LEASE_MARGIN_MS_MAX, LEASE_TTL_MS_MAX, LEASE_TTL_MS_MIN, StoreUrl};
 
 use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys, TinyidKeys};
 use super::origins::{Layers, Origin, Sourced};
@@ -113,48 +116,12 @@ pub(super) fn snowflake_config(
         ),
         (None, _) => None,
     };
-    if tolerance.value > idmint::snowflake::limits::TOLERANCE_MS_MAX {
-        let reason = format!(
-            "{} is above {} ms",
-            tolerance.value,
-            idmint::snowflake::limits::TOLERANCE_MS_MAX
-        );
-        l.refuse(&tolerance.origin, reason);
-    }
-    if lead.value > idmint::snowflake::limits::BORROW_LEAD_MS_MAX {
-        let reason = format!(
-            "{} is above {} ms (a restart waits out the lead); use a smaller lead, or 0 to \
-             never borrow",
-            lead.value,
-            idmint::snowflake::limits::BORROW_LEAD_MS_MAX
-        );
-        l.refuse(&lead.origin, reason);
-    }
-    let window_range = idmint::snowflake::limits::TIME_WINDOW_MS_MIN
-        ..=idmint::snowflake::limits::TIME_WINDOW_MS_MAX;
-    if !window_range.contains(&window.value) {
-        let reason = format!(
-            "{} is outside {}..={} ms",
-            window.value,
-            idmint::snowflake::limits::TIME_WINDOW_MS_MIN,
-            idmint::snowflake::limits::TIME_WINDOW_MS_MAX
-        );
-        l.refuse(&window.origin, reason);
-    }
-    let ttl_range = idmint_store::LEASE_TTL_MS_MIN..=idmint_store::LEASE_TTL_MS_MAX;
-    if !ttl_range.contains(&ttl.value) {
-        let reason = format!(
-            "{} is outside {}..={} ms",
-            ttl.value,
-            idmint_store::LEASE_TTL_MS_MIN,
-            idmint_store::LEASE_TTL_MS_MAX
-        );
-        l.refuse(&ttl.origin, reason);
-    }
-    if margin.value > idmint_store::LEASE_MARGIN_MS_MAX {
-        let reason = format!("{} is above {} ms", margin.value, idmint_store::LEASE_MARGIN_MS_MAX);
-        l.refuse(&margin.origin, reason);
-    }
+    refuse_above(l, &tolerance, TOLERANCE_MS_MAX, "");
+    let never_borrow = " (a restart waits out the lead); use a smaller lead, or 0 to never borrow";
+    refuse_above(l, &lead, BORROW_LEAD_MS_MAX, never_borrow);
+    refuse_outside(l, &window, TIME_WINDOW_MS_MIN, TIME_WINDOW_MS_MAX);
+    refuse_outside(l, &ttl, LEASE_TTL_MS_MIN, LEASE_TTL_MS_MAX);
+    refuse_above(l, &margin, LEASE_MARGIN_MS_MAX, "");
     let (Some(layout), Some(space)) = (layout, space) else { return (None, None) };
     let now_ms = idmint::Clock::now_ms(&idmint::SystemClock);
     if let Err(error) = layout.lifetime(now_ms) {
@@ -205,62 +172,25 @@ pub(super) fn snowflake_config(
     (Some(config), ring)
 }
 
-/// Whether any `[snowflake]` key was set, in the file or by an `IDMINT_SNOWFLAKE_*` variable:
-/// a deployment that says something about its snowflake ids uses them, so by default its
-/// readiness waits for the generator (see [`ready_engines`]).
-pub(super) fn snowflake_set(keys: &SnowflakeKeys) -> bool {
-    // Every key, destructured: a key added to the table must be added here.
-    let SnowflakeKeys {
-        enabled,
-        layout,
-        time_bits,
-        worker_bits,
-        sequence_bits,
-        time_unit,
-        epoch,
-        worker,
-        worker_ids,
-        tolerance_ms,
-        borrow_max_lead_ms,
-        max_vibration,
-        time_window_ms,
-        lease_ttl_ms,
-        lease_margin_ms,
-        refuse_expiring,
-        cached,
-        ring_capacity,
-        ring_max_lead_ms,
-        ring_max_age_ms,
-    } = keys;
-    [
-        &enabled.origin,
-        &layout.origin,
-        &time_bits.origin,
-        &worker_bits.origin,
-        &sequence_bits.origin,
-        &time_unit.origin,
-        &epoch.origin,
-        &worker.origin,
-        &worker_ids.origin,
-        &tolerance_ms.origin,
-        &borrow_max_lead_ms.origin,
-        &max_vibration.origin,
-        &time_window_ms.origin,
-        &lease_ttl_ms.origin,
-        &lease_margin_ms.origin,
-        &refuse_expiring.origin,
-        &cached.origin,
-        &ring_capacity.origin,
-        &ring_max_lead_ms.origin,
-        &ring_max_age_ms.origin,
-    ]
-    .into_iter()
-    .any(|origin| *origin != Origin::Default)
+/// Refuses `key`, in ms, above `max`; `fix` follows the reason.
+fn refuse_above(l: &mut Layers<'_>, key: &Sourced<u64>, max: u64, fix: &str) {
+    if key.value > max {
+        l.refuse(&key.origin, format!("{} is above {max} ms{fix}", key.value));
+    }
+}
+
+/// Refuses `key`, in ms, outside `min..=max`.
+fn refuse_outside(l: &mut Layers<'_>, key: &Sourced<u64>, min: u64, max: u64) {
+    if !(min..=max).contains(&key.value) {
+        l.refuse(&key.origin, format!("{} is outside {min}..={max} ms", key.value));
+    }
 }
 
 /// What the configuration runs, for [`ready_engines`].
 pub(super) struct EnginesUsed {
-    /// A `[snowflake]` key was set ([`snowflake_set`]).
+    /// A `[snowflake]` key was set, in the file or by an `IDMINT_SNOWFLAKE_*` variable: a
+    /// deployment that says something about its snowflake ids uses them, so by default its
+    /// readiness waits for the generator.
     pub(super) snowflake_set: bool,
     /// `snowflake.enabled`.
     pub(super) snowflake: bool,
