@@ -2,14 +2,13 @@
 //! an encoded id. Decoding is [`idmint::Node::decode_text`]'s; this file parses and renders.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::QueryTag;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{StoreErrors, TagName, UnknownTag};
+use crate::http::shared::{ApiQuery, StoreErrors, TagName, UnknownTag};
 use crate::state::SharedState;
 
 /// The query of `GET /v1/decode`: the text, and a tag or an encoding.
@@ -87,9 +86,8 @@ pub(crate) struct DecodeBody {
 pub(crate) async fn decode(
     State(app): State<SharedState>,
     QueryTag(tag): QueryTag,
-    query: Result<Query<DecodeQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<DecodeQuery>,
 ) -> Result<Json<DecodeBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let text = query.id.ok_or_else(|| {
         ApiError::bad_request("bad_query", "give the id to decode: ?id=TEXT&tag=TAG")
     })?;

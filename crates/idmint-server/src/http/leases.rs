@@ -7,15 +7,16 @@
 //! (checking the leases) are [`idmint::Node`]'s.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use idmint::node::LeaseParts;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{StoreErrors, TAG_PARAM, TagName, UnknownTag, parse_count};
+use crate::http::shared::{
+    ApiJson, ApiQuery, StoreErrors, TAG_PARAM, TagName, UnknownTag, parse_count,
+};
 use crate::state::SharedState;
 
 /// `count`, the query of the ranges route.
@@ -104,9 +105,8 @@ pub(crate) struct ReturnedBody {
 pub(crate) async fn lease_ranges(
     State(app): State<SharedState>,
     RouteTag(tag): RouteTag,
-    query: Result<Query<RangesQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<RangesQuery>,
 ) -> Result<Json<RangesBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
     let leases = app.node.lease(&tag, count).await?;
     let ranges = leases
@@ -143,9 +143,8 @@ pub(crate) async fn lease_ranges(
 pub(crate) async fn return_ranges(
     State(app): State<SharedState>,
     RouteTag(tag): RouteTag,
-    body: Result<Json<ReturnBody>, JsonRejection>,
+    ApiJson(body): ApiJson<ReturnBody>,
 ) -> Result<Json<ReturnedBody>, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
     let ranges: Vec<LeaseParts> = body
         .leases
         .iter()

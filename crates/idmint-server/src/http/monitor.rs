@@ -13,8 +13,7 @@
 use std::fmt::Write as _;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use idmint::segment::TagStatus;
@@ -24,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{AdminErrors, StoreErrors};
+use crate::http::shared::{AdminErrors, ApiQuery, StoreErrors};
 use crate::state::SharedState;
 
 #[derive(Deserialize, IntoParams)]
@@ -114,7 +113,7 @@ const CACHE_COLUMNS: [&str; 10] =
 pub(crate) async fn cache(
     State(app): State<SharedState>,
     headers: HeaderMap,
-    query: Result<Query<FormatQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<FormatQuery>,
 ) -> Result<Response, ApiError> {
     let json = wants_json(&headers, query)?;
     let buffers: Vec<CacheBufferBody> =
@@ -124,22 +123,11 @@ pub(crate) async fn cache(
     }
     let mut rows = String::new();
     for b in &buffers {
+        let flags =
+            [escape_html(&b.name), b.init.to_string(), b.next.to_string(), b.pos.to_string()];
         let numbers = [b.value0, b.max0, b.step0, b.value1, b.max1, b.step1].map(grouped);
-        row(
-            &mut rows,
-            &[
-                &escape_html(&b.name),
-                &b.init.to_string(),
-                &b.next.to_string(),
-                &b.pos.to_string(),
-                &numbers[0],
-                &numbers[1],
-                &numbers[2],
-                &numbers[3],
-                &numbers[4],
-                &numbers[5],
-            ],
-        );
+        let cells: Vec<&str> = flags.iter().chain(&numbers).map(String::as_str).collect();
+        row(&mut rows, &cells);
     }
     Ok(page("cache", &CACHE_COLUMNS, &rows))
 }
@@ -203,7 +191,7 @@ const DB_COLUMNS: [&str; 4] = ["tag", "max", "step", "update"];
 pub(crate) async fn db(
     State(app): State<SharedState>,
     headers: HeaderMap,
-    query: Result<Query<FormatQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<FormatQuery>,
 ) -> Result<Response, ApiError> {
     let json = wants_json(&headers, query)?;
     let rows: Vec<DbRowBody> = app
@@ -235,11 +223,7 @@ pub(crate) async fn db(
 
 /// Whether the answer is JSON: `?format=json`, or no `format` and an `Accept` naming
 /// `application/json` (and not `text/html` before it).
-fn wants_json(
-    headers: &HeaderMap,
-    query: Result<Query<FormatQuery>, QueryRejection>,
-) -> Result<bool, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
+fn wants_json(headers: &HeaderMap, query: FormatQuery) -> Result<bool, ApiError> {
     match query.format.as_deref() {
         Some("json") => Ok(true),
         Some("html") => Ok(false),

@@ -5,8 +5,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::HeaderValue;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
@@ -17,8 +16,8 @@ use utoipa::ToSchema;
 use crate::auth::{CheckedName, RouteTag};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    CountQuery, IdText, IdValues, IdsAs, StoreErrors, StoreNotSetUp, TAG_PARAM, TagIdsSpent,
-    TagName, UnknownTag, parse_count, public_values,
+    ApiQuery, CountQuery, IdText, IdValues, IdsAs, StoreErrors, StoreNotSetUp, TAG_PARAM,
+    TagIdsSpent, TagName, UnknownTag, parse_count, public_values,
 };
 use crate::state::SharedState;
 
@@ -97,9 +96,8 @@ pub(crate) struct IdsBody {
 pub(crate) async fn segment_ids(
     State(app): State<SharedState>,
     RouteTag(tag): RouteTag,
-    query: Result<Query<CountQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<CountQuery>,
 ) -> Result<Json<IdsBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
     let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
     let ids = public_values(app.node.next_public_ids(&tag, count).await?, ids_as);

@@ -5,8 +5,7 @@
 //! numbers.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use idmint::sequence::SequenceStatus;
@@ -18,7 +17,8 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    AdminErrors, IdValues, IdsAs, SEQ_PARAM, SequenceErrors, TagName, UnknownSequence, parse_count,
+    AdminErrors, ApiJson, ApiQuery, IdValues, IdsAs, SEQ_PARAM, SequenceErrors, TagName,
+    UnknownSequence, parse_count,
 };
 use crate::state::SharedState;
 
@@ -71,9 +71,8 @@ pub(crate) struct SeqIdsBody {
 pub(crate) async fn seq_ids(
     State(app): State<SharedState>,
     RouteTag(name): RouteTag,
-    query: Result<Query<SeqQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<SeqQuery>,
 ) -> Result<Json<SeqIdsBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.node.sequence_count_max())?;
     let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
     let ids = app.node.sequence_ids(&name, count).await?;
@@ -208,9 +207,8 @@ pub(crate) struct CreateSeq {
 )]
 pub(crate) async fn create_seq(
     State(app): State<SharedState>,
-    body: Result<Json<CreateSeq>, JsonRejection>,
+    ApiJson(body): ApiJson<CreateSeq>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
     let spec = SequenceSpec {
         name: Tag::parse(&body.name)?,
         daily: body.daily.unwrap_or(false),

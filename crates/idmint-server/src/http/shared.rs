@@ -2,9 +2,13 @@
 //! snippets of their parameters and answers in the OpenAPI document, the error answers of
 //! each route family as one set (`StoreErrors`, `SnowflakeErrors`, ...) that a route names in
 //! its `responses(...)` beside its own rows, the query parts every batch route takes
-//! (`count`, `ids_as`), and the bodies more than one route answers (a tag, its format). A
-//! leaf: it imports no other module of this crate but `error.rs`.
+//! (`count`, `ids_as`), the extractors of a query and a JSON body ([`ApiQuery`],
+//! [`ApiJson`]), and the bodies more than one route answers (a tag, its format). A leaf: it
+//! imports no other module of this crate but `error.rs`.
 
+use axum::Json;
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::request::Parts;
 use idmint::IdFormat;
 use idmint::node::PublicIds;
 use idmint::segment::TagStatus;
@@ -15,6 +19,7 @@ use idmint_core::limits::{
 };
 use idmint_core::{Count, SegmentSnapshot, StartId};
 use idmint_store::TagRecord;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, OneOfBuilder, Type};
 use utoipa::openapi::{RefOr, Schema, SchemaFormat};
@@ -35,6 +40,36 @@ pub(crate) const SEQ_PARAM: &str = "Sequence name, percent-encoded: 1-128 bytes 
 pub(crate) const STORE_500: &str = "The tag's store row holds impossible values \
     (`store_row_invalid`), the node's data directory failed (`local_state`), or another failure \
     (`internal`)";
+
+/// A route's query, parsed: a malformed one, or one with an unknown parameter where the
+/// query refuses them, is `400 bad_query` with the parser's reason.
+pub(crate) struct ApiQuery<T>(pub(crate) T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<ApiQuery<T>, ApiError> {
+        match Query::from_request_parts(parts, state).await {
+            Ok(Query(query)) => Ok(ApiQuery(query)),
+            Err(e) => Err(ApiError::bad_request("bad_query", e.body_text())),
+        }
+    }
+}
+
+/// A route's JSON body, parsed: one that is missing, malformed, too large, not sent as
+/// `application/json` or has unknown fields is `400 bad_body` with the parser's reason.
+pub(crate) struct ApiJson<T>(pub(crate) T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<ApiJson<T>, ApiError> {
+        match Json::from_request(request, state).await {
+            Ok(Json(body)) => Ok(ApiJson(body)),
+            Err(e) => Err(ApiError::bad_request("bad_body", e.body_text())),
+        }
+    }
+}
 
 /// Declares each set as an enum whose `IntoResponses` derive gives one answer per variant:
 /// the status, the description and [`ErrorBody`]. The enums are types only utoipa reads.

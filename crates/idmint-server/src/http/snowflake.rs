@@ -5,15 +5,16 @@
 //! the generator's) and every decoding rule are the node's.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use idmint_core::Count;
 use idmint_core::snowflake::UtcMs;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{CountQuery, DecimalId, IdValues, IdsAs, SnowflakeErrors, parse_count};
+use crate::http::shared::{
+    ApiQuery, CountQuery, DecimalId, IdValues, IdsAs, SnowflakeErrors, parse_count,
+};
 use crate::state::SharedState;
 
 /// Next snowflake id (Meituan Leaf compatible; the key does not change the id)
@@ -111,9 +112,8 @@ pub(crate) enum LeafDecodeAnswer {
 )]
 pub(crate) async fn leaf_decode(
     State(app): State<SharedState>,
-    query: Result<Query<LeafDecodeQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<LeafDecodeQuery>,
 ) -> Result<Json<LeafDecodeAnswer>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let text = query.snowflake_id.ok_or_else(|| {
         ApiError::bad_request("bad_query", "give the id to decode: ?snowflakeId=N")
     })?;
@@ -169,9 +169,8 @@ pub(crate) struct SnowflakeIdsBody {
 )]
 pub(crate) async fn snowflake_ids(
     State(app): State<SharedState>,
-    query: Result<Query<CountQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<CountQuery>,
 ) -> Result<Json<SnowflakeIdsBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
     let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
     let answer = app.node.snowflake_ids(count).await?;
@@ -241,9 +240,8 @@ pub(crate) struct DecodeBody {
 pub(crate) async fn snowflake_decode(
     State(app): State<SharedState>,
     Path(id): Path<String>,
-    query: Result<Query<DecodeQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<DecodeQuery>,
 ) -> Result<Json<DecodeBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let id = parse_id(&id)?;
     let decoded = app.node.decode_snowflake(id, query.layout.as_deref())?;
     let parts = decoded.parts;

@@ -15,8 +15,7 @@
 //! it holds no id logic and decides no status.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use idmint::node::{Engine, EngineReadiness, NodeError, SequencesStatus};
@@ -25,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, EngineState, ErrorBody, NotReadyBody, Refusal};
-use crate::http::shared::{STORE_500, TagBody};
+use crate::http::shared::{ApiQuery, STORE_500, TagBody};
 use crate::state::SharedState;
 
 /// The page, embedded at build time.
@@ -111,9 +110,8 @@ pub(crate) struct ReadyQuery {
 )]
 pub(crate) async fn ready(
     State(app): State<SharedState>,
-    query: Result<Query<ReadyQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<ReadyQuery>,
 ) -> Result<Json<ReadyBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let mut engines = Vec::new();
     let mut blocking = None;
     match query.engine {
@@ -224,6 +222,13 @@ struct StoreBody {
     error: Option<String>,
 }
 
+impl StoreBody {
+    /// A store of `description`, up unless it answered `error`.
+    fn new(description: String, error: Option<String>) -> StoreBody {
+        StoreBody { description, up: error.is_none(), error }
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 struct AuthBody {
     /// Whether admin routes need the admin token (else: loopback only, open).
@@ -240,7 +245,7 @@ struct LimitsBody {
     client_connections_max: usize,
 }
 
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, ToSchema, Default)]
 struct SnowflakeBody {
     running: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -301,24 +306,13 @@ struct SequenceItem {
 pub(crate) async fn status(State(app): State<SharedState>) -> Json<NodeStatusBody> {
     let status = app.node.status().await;
     let (tinyid_views, tinyid_store) = match status.tinyid {
-        Some(t) => (
-            t.biz_types,
-            Some(StoreBody {
-                description: t.store,
-                up: t.store_error.is_none(),
-                error: t.store_error,
-            }),
-        ),
+        Some(t) => (t.biz_types, Some(StoreBody::new(t.store, t.store_error))),
         None => (Vec::new(), None),
     };
     Json(NodeStatusBody {
         version: env!("CARGO_PKG_VERSION"),
         time_ms: status.time_ms,
-        store: StoreBody {
-            description: status.store,
-            up: status.store_error.is_none(),
-            error: status.store_error,
-        },
+        store: StoreBody::new(status.store, status.store_error),
         auth: AuthBody {
             admin_token: app.auth.has_admin_token(),
             clients: app.auth.clients().len(),
@@ -353,18 +347,7 @@ fn snowflake(status: Result<SnowflakeStatus, String>, ring_ids: Option<u64>) -> 
             waits: s.waits,
             ring_ids,
         },
-        Err(reason) => SnowflakeBody {
-            running: false,
-            reason: Some(reason),
-            layout: None,
-            worker: None,
-            lease_until_ms: None,
-            mark_ms: None,
-            clock_offset_ms: None,
-            rollbacks: 0,
-            waits: 0,
-            ring_ids: None,
-        },
+        Err(reason) => SnowflakeBody { reason: Some(reason), ..SnowflakeBody::default() },
     }
 }
 

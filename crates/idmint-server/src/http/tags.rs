@@ -5,7 +5,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use idmint::node::NamedView;
@@ -17,8 +16,8 @@ use utoipa::ToSchema;
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    AdminErrors, FormatBody, NotStorable, StoreErrors, StoreNotSetUp, TAG_PARAM, TagBody, TagName,
-    UnknownTagToChange,
+    AdminErrors, ApiJson, FormatBody, NotStorable, StoreErrors, StoreNotSetUp, TAG_PARAM, TagBody,
+    TagName, UnknownTagToChange,
 };
 use crate::state::SharedState;
 
@@ -87,9 +86,8 @@ pub(crate) struct CreateTag {
 )]
 pub(crate) async fn create_tag(
     State(app): State<SharedState>,
-    body: Result<Json<CreateTag>, JsonRejection>,
+    ApiJson(body): ApiJson<CreateTag>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
     let spec = TagSpec {
         tag: Tag::parse(&body.tag)?,
         step: body.step.map_or(Ok(Step::DEFAULT), Step::new)?,
@@ -167,9 +165,8 @@ pub(crate) struct SetStep {
 pub(crate) async fn set_step(
     State(app): State<SharedState>,
     RouteTag(tag): RouteTag,
-    body: Result<Json<SetStep>, JsonRejection>,
+    ApiJson(body): ApiJson<SetStep>,
 ) -> Result<Json<TagBody>, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::bad_request("bad_body", e.body_text()))?;
     let record = app.node.set_step(&tag, Step::new(body.step)?).await?;
     Ok(Json(TagBody::new(record, None)))
 }

@@ -11,15 +11,14 @@
 //! message naming the accepted values.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use idmint_core::uuid::{UuidFormat, ulid_encode};
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorBody};
-use crate::http::shared::{ClockOutOfRange, parse_count};
+use crate::http::shared::{ApiQuery, ClockOutOfRange, parse_count};
 use crate::state::SharedState;
 
 /// The query of `GET /v1/uuid`.
@@ -106,9 +105,8 @@ pub(crate) struct UlidsBody {
 )]
 pub(crate) async fn uuid_ids(
     State(app): State<SharedState>,
-    query: Result<Query<UuidQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<UuidQuery>,
 ) -> Result<Json<UuidsBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
     let format = match query.format.as_deref() {
         None => UuidFormat::Standard,
@@ -149,9 +147,8 @@ pub(crate) async fn uuid_ids(
 )]
 pub(crate) async fn ulid_ids(
     State(app): State<SharedState>,
-    query: Result<Query<UlidQuery>, QueryRejection>,
+    ApiQuery(query): ApiQuery<UlidQuery>,
 ) -> Result<Json<UlidsBody>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request("bad_query", e.body_text()))?;
     let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
     let ids = app.node.uuids().ulid(count)?;
     Ok(Json(UlidsBody { ids: ids.into_iter().map(ulid_encode).collect() }))
