@@ -166,40 +166,35 @@ impl Auth {
     /// Whether `headers` carry the admin token, when one is configured; with none, every
     /// caller is admin (loopback only).
     pub fn admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        if self.admin.is_none() {
-            return Ok(());
-        }
-        match self.prove(headers)? {
-            Proof::Admin => Ok(()),
-            Proof::None => Err(ApiError::Unauthorized(
-                "this route changes the store: send the admin token as `Authorization: Bearer \
-                 TOKEN`"
-                    .to_string(),
-            )),
-            Proof::Client(_) | Proof::Wrong => Err(ApiError::Forbidden(
-                "this route needs the admin token; the token sent is not it".to_string(),
-            )),
-        }
+        self.admin_or(
+            headers,
+            "this route changes the store: send the admin token as `Authorization: Bearer TOKEN`",
+            "this route needs the admin token; the token sent is not it",
+        )
     }
 
     /// Whether `headers` carry the admin token a monitor page needs, when one is configured
     /// (the route table's `monitor`); with none, every caller may read them (loopback only).
     pub fn monitor(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        self.admin_or(
+            headers,
+            "this page shows every tag's rows: send the admin token as `Authorization: Bearer \
+             TOKEN`",
+            "this page needs the admin token; the token sent is not it (a client token names \
+             some tags, this page shows all)",
+        )
+    }
+
+    /// Whether `headers` carry the admin token, when one is configured: else 401 saying
+    /// `missing` when they carry no token, 403 saying `wrong` when another one.
+    fn admin_or(&self, headers: &HeaderMap, missing: &str, wrong: &str) -> Result<(), ApiError> {
         if self.admin.is_none() {
             return Ok(());
         }
         match self.prove(headers)? {
             Proof::Admin => Ok(()),
-            Proof::None => Err(ApiError::Unauthorized(
-                "this page shows every tag's rows: send the admin token as `Authorization: \
-                 Bearer TOKEN`"
-                    .to_string(),
-            )),
-            Proof::Client(_) | Proof::Wrong => Err(ApiError::Forbidden(
-                "this page needs the admin token; the token sent is not it (a client token \
-                 names some tags, this page shows all)"
-                    .to_string(),
-            )),
+            Proof::None => Err(ApiError::Unauthorized(missing.to_string())),
+            Proof::Client(_) | Proof::Wrong => Err(ApiError::Forbidden(wrong.to_string())),
         }
     }
 

@@ -762,16 +762,23 @@ fn framework_code(status: StatusCode) -> &'static str {
     }
 }
 
-impl From<Error> for ApiError {
-    fn from(error: Error) -> ApiError {
-        ApiError::Library(error)
-    }
+/// `From` for each error an [`ApiError`] variant wraps as it is.
+macro_rules! wrapped_errors {
+    ($($error:ty => $variant:ident,)+) => {$(
+        impl From<$error> for ApiError {
+            fn from(error: $error) -> ApiError {
+                ApiError::$variant(error)
+            }
+        }
+    )+};
 }
 
-impl From<SnowflakeError> for ApiError {
-    fn from(error: SnowflakeError) -> ApiError {
-        ApiError::Snowflake(error)
-    }
+wrapped_errors! {
+    Error => Library,
+    SnowflakeError => Snowflake,
+    FormatError => Format,
+    UuidsError => Uuids,
+    SequenceError => Sequence,
 }
 
 impl From<TagError> for ApiError {
@@ -787,24 +794,6 @@ impl From<ValueError> for ApiError {
             _ => "bad_value",
         };
         ApiError::bad_request(code, error.to_string())
-    }
-}
-
-impl From<FormatError> for ApiError {
-    fn from(error: FormatError) -> ApiError {
-        ApiError::Format(error)
-    }
-}
-
-impl From<UuidsError> for ApiError {
-    fn from(error: UuidsError) -> ApiError {
-        ApiError::Uuids(error)
-    }
-}
-
-impl From<SequenceError> for ApiError {
-    fn from(error: SequenceError) -> ApiError {
-        ApiError::Sequence(error)
     }
 }
 
