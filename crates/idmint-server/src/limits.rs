@@ -513,10 +513,19 @@ impl IdleTimeout {
         }
     }
 
-    /// A write made progress: the answer is flowing.
-    fn progressed(&mut self) {
+    /// A write's poll: one that is ready made progress (the answer is flowing); a pending
+    /// one waits, or ends in the timeout error once a period ended without progress.
+    fn written(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        if poll.is_pending() {
+            return self.expired(cx);
+        }
         self.in_request = false;
         self.wrote = true;
+        poll
     }
 
     /// Pending, or the timeout error once a period ended without progress. A period with
@@ -567,13 +576,8 @@ impl AsyncWrite for IdleTimeout {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.stream).poll_write(cx, buf) {
-            Poll::Ready(result) => {
-                this.progressed();
-                Poll::Ready(result)
-            }
-            Poll::Pending => this.expired(cx),
-        }
+        let written = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.written(cx, written)
     }
 
     fn poll_write_vectored(
@@ -582,13 +586,8 @@ impl AsyncWrite for IdleTimeout {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.stream).poll_write_vectored(cx, bufs) {
-            Poll::Ready(result) => {
-                this.progressed();
-                Poll::Ready(result)
-            }
-            Poll::Pending => this.expired(cx),
-        }
+        let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.written(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
