@@ -136,19 +136,14 @@ impl Modify for BearerScheme {
                 "An admin token of the node, on admin routes: `Authorization: Bearer TOKEN`",
             ))
             .build();
-        openapi
-            .components
-            .get_or_insert_with(Default::default)
-            .add_security_scheme("bearer", SecurityScheme::Http(scheme));
         let tinyid = ApiKey::Query(ApiKeyValue::with_description(
             "token",
             "A token of Tinyid's tiny_id_token table for the request's bizType, on Tinyid's \
              routes only (the one place a token travels in the query string)",
         ));
-        openapi
-            .components
-            .get_or_insert_with(Default::default)
-            .add_security_scheme("tinyid_token", SecurityScheme::ApiKey(tinyid));
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        components.add_security_scheme("tinyid_token", SecurityScheme::ApiKey(tinyid));
     }
 }
 

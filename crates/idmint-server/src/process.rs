@@ -103,26 +103,25 @@ fn parse(
     let ticks = field(14)? + field(15)?;
     let start_ticks = field(22)?;
     let virtual_bytes = field(23)?;
-    let status_kb = |key: &str| -> Option<u64> {
-        let line = status.lines().find(|line| line.starts_with(key))?;
+    // The first number after `key` on the line of `text` that starts with it: `VmRSS:\t10240
+    // kB`, `Max open files            1024                 1048576              files`.
+    let number_after = |text: &str, key: &str| -> Option<u64> {
+        let line = text.lines().find(|line| line.starts_with(key))?;
         line[key.len()..].split_whitespace().next()?.parse().ok()
     };
     let boot_seconds: u64 = boot
         .lines()
         .find_map(|line| line.strip_prefix("btime "))
         .and_then(|value| value.trim().parse().ok())?;
-    let max_fds = limits.lines().find(|line| line.starts_with("Max open files")).and_then(|line| {
-        // "Max open files            1024                 1048576              files"
-        line["Max open files".len()..].split_whitespace().next()?.parse().ok()
-    });
+    let max_fds = number_after(limits, "Max open files");
     Some(ProcessStats {
         cpu_seconds: ticks as f64 / USER_HZ,
-        resident_bytes: status_kb("VmRSS:")? * 1024,
+        resident_bytes: number_after(status, "VmRSS:")? * 1024,
         virtual_bytes,
         open_fds,
         max_fds,
         start_time_seconds: boot_seconds as f64 + start_ticks as f64 / USER_HZ,
-        threads: status_kb("Threads:")?,
+        threads: number_after(status, "Threads:")?,
     })
 }
 

@@ -82,24 +82,21 @@ pub(super) trait ConfigValue: FromStr + Clone {
     const EXPECTED: &'static str;
 }
 
-impl ConfigValue for u64 {
-    const EXPECTED: &'static str = "a whole number (0 or more)";
+/// Declares each type a key can hold with what its text should be.
+macro_rules! config_values {
+    ($($ty:ty: $expected:literal,)+) => {$(
+        impl ConfigValue for $ty {
+            const EXPECTED: &'static str = $expected;
+        }
+    )+};
 }
 
-impl ConfigValue for f64 {
-    const EXPECTED: &'static str = "a number";
-}
-
-impl ConfigValue for bool {
-    const EXPECTED: &'static str = "true or false";
-}
-
-impl ConfigValue for String {
-    const EXPECTED: &'static str = "text";
-}
-
-impl ConfigValue for SecretUrl {
-    const EXPECTED: &'static str = "a URL";
+config_values! {
+    u64: "a whole number (0 or more)",
+    f64: "a number",
+    bool: "true or false",
+    String: "text",
+    SecretUrl: "a URL",
 }
 
 /// Resolution in progress: the origin of every key so far, and every problem so far.
