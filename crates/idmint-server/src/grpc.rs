@@ -585,13 +585,13 @@ pub const PEER_CALL_TIMEOUT_MS: u64 = 2_000;
 /// this node's admin token (the nodes of a cluster share it), one lazily connected channel
 /// per peer reused by every call, each call bounded by [`PEER_CALL_TIMEOUT_MS`].
 pub struct GrpcPeerLink {
-    token: Option<crate::Token>,
+    token: Option<crate::auth::Token>,
     channels: std::sync::Mutex<HashMap<idmint::node::Peer, tonic::transport::Channel>>,
 }
 
 impl GrpcPeerLink {
     /// A link presenting `token` (the admin token) to its peers, if any.
-    pub fn new(token: Option<crate::Token>) -> GrpcPeerLink {
+    pub fn new(token: Option<crate::auth::Token>) -> GrpcPeerLink {
         GrpcPeerLink { token, channels: std::sync::Mutex::new(HashMap::new()) }
     }
 
@@ -655,7 +655,7 @@ fn peer_error(peer: &idmint::node::Peer, status: &Status) -> idmint::node::PeerE
             peer: peer.grpc_url.clone(),
             code: status
                 .metadata()
-                .get(crate::GRPC_CODE_KEY)
+                .get(crate::error::GRPC_CODE_KEY)
                 .and_then(|code| code.to_str().ok())
                 .map_or_else(|| format!("{:?}", status.code()), str::to_string),
             message: status.message().to_string(),
