@@ -152,7 +152,8 @@ pub(crate) fn from_code(code: &str, message: String, subject: &str) -> Failure {
         | "key_changed"
         | "tag_exists"
         | "too_many_tags"
-        | "tag_not_storable" => caller(ClientError::Refused { code: code.to_string(), message }),
+        | "tag_not_storable"
+        | "strict_tag" => caller(ClientError::Refused { code: code.to_string(), message }),
         // A server without the route (an older idmint, or not idmint at all).
         "no_route" | "method_not_allowed" => {
             Failure::Protocol(format!("the server has no such route ({code}): {message}"))

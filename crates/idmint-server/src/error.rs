@@ -77,6 +77,8 @@ pub enum ApiError {
     /// Ranges of internal ids were asked of a tag with a public id format, whose internal
     /// ids do not leave the server (409).
     FormattedTag(idmint::Tag),
+    /// Ranges were asked of a strict tag, whose ids a client may not cache (409); the message.
+    StrictTag(String),
     /// A gRPC content type (`application/grpc…`) sent to an HTTP route (415): HTTP routes
     /// take JSON; gRPC methods live under `/idmint.v1.IdMint/`.
     UnsupportedMediaType(String),
@@ -256,6 +258,7 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
     ("public_ids_exhausted", "409: the tag's next id is past its public format's width"),
     ("key_changed", "409: the tag's format key differs from the one its ids were issued with"),
     ("formatted_tag", "409: ranges of a tag with a public id format (its internal ids stay here)"),
+    ("strict_tag", "409: ranges of a strict tag (ids a client cached would break its order)"),
     (
         "store_privilege_missing",
         "501 (gRPC FAILED_PRECONDITION): the store's database account lacks a privilege the \
@@ -406,6 +409,7 @@ impl ApiError {
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, "request_timeout"),
             ApiError::FormattedTag(_) => (StatusCode::CONFLICT, "formatted_tag"),
+            ApiError::StrictTag(_) => (StatusCode::CONFLICT, "strict_tag"),
             ApiError::UnsupportedMediaType(_) => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
@@ -623,6 +627,7 @@ impl ApiError {
             | ApiError::Timeout(message)
             | ApiError::UnsupportedMediaType(message)
             | ApiError::TinyidNotServed(message)
+            | ApiError::StrictTag(message)
             | ApiError::UnknownBizType(message)
             | ApiError::Internal(message) => message,
             ApiError::Unchecked(message) => message.to_string(),
@@ -813,6 +818,7 @@ impl From<NodeError> for ApiError {
             NodeError::Tag(error) => error.into(),
             NodeError::Value(error) => error.into(),
             NodeError::FormattedTag(tag) => ApiError::FormattedTag(tag),
+            error @ NodeError::StrictTag(_) => ApiError::StrictTag(error.to_string()),
             NodeError::BadId(message) => ApiError::bad_request("bad_id", message),
             NodeError::BadLayout(message) => ApiError::bad_request("bad_layout", message),
             NodeError::BadLease(message) => ApiError::bad_request("bad_lease", message),

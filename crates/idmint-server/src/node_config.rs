@@ -6,8 +6,9 @@
 use std::net::SocketAddr;
 
 use idmint::NodeConfig;
-use idmint::node::{FormatConfig, SequencesConfig};
+use idmint::node::{FormatConfig, Peer, SequencesConfig};
 use idmint::sequence::SequenceConfig;
+use idmint::strict::StrictConfig;
 use idmint_store::StoreUrl;
 
 use crate::config::Settings;
@@ -59,8 +60,19 @@ pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
             .collect(),
         sequences,
         tinyid: settings.tinyid.clone(),
+        strict: Some(StrictConfig::new(Peer { grpc_url: peer_url(settings, addr) })),
         ready_engines: settings.ready_engines.clone(),
     }
+}
+
+/// Where the node's peers reach its gRPC API: its own port (or `grpc_listen`'s), at the
+/// address it listens on, or at this machine's host name when it listens on every address.
+fn peer_url(settings: &Settings, addr: SocketAddr) -> String {
+    let grpc = settings.grpc_listen.filter(|g| g.port() != 0).unwrap_or(addr);
+    let host = if grpc.ip().is_unspecified() { host_name() } else { grpc.ip().to_string() };
+    let host =
+        if grpc.is_ipv6() && !grpc.ip().is_unspecified() { format!("[{host}]") } else { host };
+    format!("http://{host}:{}", grpc.port())
 }
 
 /// This machine's host name, for the store's worker rows (`idmint` when unknown).

@@ -75,7 +75,10 @@ pub use interleave::{
     InterleavedStore, SOURCE_BACKOFF_MS_MAX, SOURCE_BACKOFF_MS_MIN, SOURCE_CALL_TIMEOUT_MS,
 };
 pub use memory::{MemoryStore, WorkerRowsSnapshot};
-pub use meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, TAG_META_TABLE, TagMetaStore};
+pub use meta::{
+    META_NAME_LEN_MAX, META_VALUE_LEN_MAX, POLICY_FORMATTED, POLICY_NAME, POLICY_PLAIN,
+    POLICY_STRICT, TAG_META_TABLE, TagMetaStore,
+};
 #[cfg(feature = "mysql")]
 pub use mysql::MySqlStore;
 pub use names::{WORKER_NODE_TABLE, WORKERS_TABLE, WorkerSpace};

@@ -19,6 +19,15 @@ use crate::StoreError;
 
 /// The metadata table.
 pub const TAG_META_TABLE: &str = "idmint_tag_meta";
+/// The metadata name of a tag's policy: how every node serves the tag.
+pub const POLICY_NAME: &str = "policy";
+/// The policy of a tag with a public id format.
+pub const POLICY_FORMATTED: &str = "formatted";
+/// The policy of a strict tag (its ids increase in real time across the cluster).
+pub const POLICY_STRICT: &str = "strict";
+/// The policy of a tag served as it is, recorded where another was (a strict tag deleted, or
+/// a strict tag's creation that lost a race to a plain tag of its name).
+pub const POLICY_PLAIN: &str = "plain";
 /// Longest metadata name, in bytes.
 pub const META_NAME_LEN_MAX: usize = 64;
 /// Longest metadata value, in bytes.

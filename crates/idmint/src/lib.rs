@@ -47,9 +47,11 @@ mod fence;
 pub mod format;
 mod marks;
 pub mod node;
+pub mod peer;
 pub mod segment;
 pub mod sequence;
 pub mod snowflake;
+pub mod strict;
 pub mod tinyid;
 pub mod uuid;
 

@@ -341,6 +341,8 @@ pub(crate) struct TagBody {
     /// The tag, or the Tinyid `biz_type`.
     tag: String,
     /// `segment`: a tag of the segment store (Leaf's `leaf_alloc`, or idmint's table);
+    /// `strict`: a strict tag (its ids increase in real time across the cluster; `step` 0,
+    /// its owner reserves windows, and `max_id` is the first id no owner reserved);
     /// `tinyid`: a `biz_type` of Tinyid's `tiny_id_info` (with `[tinyid]` enabled), served on
     /// `/tinyid/id/*` and administered with Tinyid's SQL, not `/v1/tags`.
     #[schema(value_type = TagKind)]
@@ -434,6 +436,7 @@ pub(crate) struct SegmentBody {
 pub(crate) enum TagKind {
     Segment,
     Tinyid,
+    Strict,
 }
 
 impl TagBody {
@@ -451,6 +454,11 @@ impl TagBody {
             warning: None,
             segments: status.map(|s| SegmentsBody::new(s, 1)),
         }
+    }
+
+    /// A strict tag, as the node shows it.
+    pub(crate) fn strict(record: TagRecord) -> TagBody {
+        TagBody { kind: "strict", ..TagBody::new(record, None) }
     }
 
     /// A Tinyid `biz_type`: its row and this node's segments of it, in ids.

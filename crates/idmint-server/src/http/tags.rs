@@ -41,7 +41,9 @@ pub(crate) struct TagsBody {
 )]
 pub(crate) async fn list_tags(State(app): State<SharedState>) -> Result<Json<TagsBody>, ApiError> {
     let records = app.node.list_tags().await?;
-    Ok(Json(TagsBody { tags: records.into_iter().map(|r| TagBody::new(r, None)).collect() }))
+    let mut tags: Vec<TagBody> = records.into_iter().map(|r| TagBody::new(r, None)).collect();
+    tags.extend(app.node.list_strict_tags().await?.into_iter().map(TagBody::strict));
+    Ok(Json(TagsBody { tags }))
 }
 
 /// A new tag.
@@ -61,6 +63,11 @@ pub(crate) struct CreateTag {
     /// survives anywhere. The answer's `warning` says what was forced.
     #[serde(default)]
     force: bool,
+    /// A strict tag: its ids increase in real time across the cluster (one owner node at a
+    /// time serves them; the others forward). `step` and `force` do not apply; a `start`
+    /// raises its first id.
+    #[serde(default)]
+    strict: bool,
 }
 
 /// Create a tag
@@ -88,6 +95,12 @@ pub(crate) async fn create_tag(
     State(app): State<SharedState>,
     ApiJson(body): ApiJson<CreateTag>,
 ) -> Result<impl IntoResponse, ApiError> {
+    if body.strict {
+        let tag = Tag::parse(&body.tag)?;
+        let start = body.start.map(StartId::new).transpose()?;
+        let record = app.node.create_strict_tag(&tag, start).await?;
+        return Ok((StatusCode::CREATED, Json(TagBody::strict(record))));
+    }
     let spec = TagSpec {
         tag: Tag::parse(&body.tag)?,
         step: body.step.map_or(Ok(Step::DEFAULT), Step::new)?,
@@ -133,6 +146,7 @@ pub(crate) async fn get_tag(
             Ok(Json(body))
         }
         NamedView::BizType(view) => Ok(Json(TagBody::biz_type(view))),
+        NamedView::Strict(record) => Ok(Json(TagBody::strict(record))),
     }
 }
 

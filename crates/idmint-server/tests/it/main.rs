@@ -22,6 +22,7 @@ mod redis_keys;
 #[cfg(feature = "redis")]
 mod sequences;
 mod snowflake;
+mod strict;
 mod support;
 mod tags;
 mod tinyid;

@@ -68,6 +68,14 @@ pub enum NodeError {
          /v1/segment/{0}"
     )]
     FormattedTag(Tag),
+    /// Ranges were asked of a strict tag: a range held by a client would be handed out after
+    /// ids other nodes answered later, breaking the tag's real-time order.
+    #[error(
+        "tag {0} is strict (its ids increase in real time across the cluster): it is not \
+         leased in ranges, since ids cached by a client would be handed out out of order; \
+         take its ids with NextIds or GET /v1/segment/{0}"
+    )]
+    StrictTag(Tag),
     /// Not an id (above 2^63-1), or not an id of the layout.
     #[error("{0}")]
     BadId(String),

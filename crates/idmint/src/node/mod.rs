@@ -11,7 +11,6 @@
 //! no HTTP, gRPC or status code.
 
 mod error;
-mod peer;
 mod policy;
 mod ready;
 mod slot;
@@ -25,8 +24,8 @@ use std::time::Duration;
 
 use idmint_core::encoding::Encoding;
 use idmint_core::snowflake::{Layout, Parts, UtcMs};
-use idmint_core::{Count, IdRange, Step, Tag};
-use idmint_store::{SequenceRecord, SequenceSpec, StoreError, TagRecord, TagSpec};
+use idmint_core::{Count, IdRange, StartId, Step, Tag};
+use idmint_store::{SequenceRecord, SequenceSpec, StoreError, TagMetaStore, TagRecord, TagSpec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -43,9 +42,11 @@ use crate::snowflake::{CachedSnowflake, Snowflake};
 use crate::tinyid::{BizTypeView, Tinyid, TinyidSegment};
 use crate::uuid::Uuids;
 
+pub use crate::peer::{Peer, PeerError, PeerLink, PublicIds};
+use crate::strict::StrictTags;
 pub use error::{Feature, NodeError, NodeStartError};
-pub use peer::{Peer, PeerError, PeerLink};
-pub use policy::{POLICY_FORMATTED, POLICY_NAME, Policies, TagPolicy};
+pub use idmint_store::{POLICY_FORMATTED, POLICY_NAME, POLICY_PLAIN, POLICY_STRICT};
+pub use policy::{Policies, TagPolicy};
 pub use ready::{Engine, EngineReadiness};
 use slot::{Absence, EngineSlot, Slotted};
 use snowflake::SnowflakeSlot;
@@ -85,21 +86,16 @@ pub struct Node {
     policies: Policies,
     /// How this node reaches its peers, if it was given a way.
     peers: Option<Arc<dyn PeerLink>>,
+    /// The strict tags' engine, when the node's store holds leases and its peers can reach it.
+    strict: Option<Arc<StrictTags>>,
+    /// The store's tag metadata, where tags' policies are recorded (none on sets of databases).
+    meta: Option<Arc<dyn TagMetaStore>>,
     uuids: Arc<Uuids>,
     /// The engines whose readiness gates the node's ([`Node::ready`]).
     ready_engines: Vec<ready::Engine>,
     clock: Arc<dyn Clock>,
     tasks: TaskTracker,
     cancel: CancellationToken,
-}
-
-/// A batch of public ids: numbers (a plain tag, or a numeric template with a key) or texts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PublicIds {
-    /// Ids, or a keyed tag's permuted ids.
-    Numbers(Vec<u64>),
-    /// A text template's rendering of each id.
-    Texts(Vec<String>),
 }
 
 /// A lease as a client sends it back: the range and the proof, not yet checked.
@@ -199,6 +195,8 @@ pub enum NamedView {
     Tag(TagView),
     /// A Tinyid `biz_type`.
     BizType(BizTypeView),
+    /// A strict tag, as [`StrictTags::record`] shows it.
+    Strict(TagRecord),
 }
 
 /// The sequences of [`NodeStatus`].
@@ -281,8 +279,21 @@ impl Node {
             move || self.try_public_decimal(name, || self.segments.try_next_id_by_name(name)),
             move || -> Waiting<'a, NodeError, PublicText> {
                 Box::pin(async move {
-                    let policy = self.policies.of(name);
+                    let mut policy = self.policies.of(name);
+                    if let TagPolicy::Plain = policy {
+                        match self.segments.next_id_by_name(name).await {
+                            Ok(id) => return Ok(PublicText::decimal(id)),
+                            Err(error) => {
+                                let error = NodeError::from(error);
+                                policy = self.recorded_strict(name, error).await?;
+                            }
+                        }
+                    }
                     policy.served(name)?;
+                    if let TagPolicy::Strict = policy {
+                        let range = self.strict_ids(&Tag::parse(name)?, Count::ONE).await?;
+                        return Ok(PublicText::decimal(range.start()));
+                    }
                     let id = self.segments.next_id_by_name(name).await?;
                     self.public_text(policy, id)
                 })
@@ -313,7 +324,7 @@ impl Node {
     ) -> Option<PublicText> {
         match self.policies.of(name) {
             TagPolicy::Plain => take().map(PublicText::decimal),
-            TagPolicy::Formatted(_) | TagPolicy::Refused(_) => None,
+            TagPolicy::Formatted(_) | TagPolicy::Refused(_) | TagPolicy::Strict => None,
         }
     }
 
@@ -329,8 +340,18 @@ impl Node {
     /// `count` public ids of `tag`: rendered by the tag's format if it has one (texts, or
     /// numbers for a numeric template), else the ids as they are.
     pub async fn next_public_ids(&self, tag: &Tag, count: Count) -> Result<PublicIds, NodeError> {
-        let policy = self.policies.of(tag.as_str());
+        let mut policy = self.policies.of(tag.as_str());
+        if let TagPolicy::Plain = policy {
+            match self.segments.next_ids(tag, count).await {
+                Ok(ranges) => return self.public_ids(policy, &ranges),
+                Err(error) => policy = self.recorded_strict(tag.as_str(), error.into()).await?,
+            }
+        }
         policy.served(tag.as_str())?;
+        if let TagPolicy::Strict = policy {
+            let range = self.strict_ids(tag, count).await?;
+            return Ok(PublicIds::Numbers(range.ids().collect()));
+        }
         let ranges = self.segments.next_ids(tag, count).await?;
         self.public_ids(policy, &ranges)
     }
@@ -354,6 +375,49 @@ impl Node {
         Ok(PublicIds::Texts(texts))
     }
 
+    /// The policy of a tag the segment engine refused with `error`: strict when the store
+    /// records it so (a strict tag created after this node started, learnt here), else the
+    /// refusal as it was.
+    async fn recorded_strict(
+        &self,
+        name: &str,
+        error: NodeError,
+    ) -> Result<TagPolicy<'_>, NodeError> {
+        let unknown = matches!(
+            error,
+            NodeError::Segment(Error::UnknownTag(_) | Error::Store(StoreError::TagNotFound(_)))
+        );
+        let (true, Some(meta)) = (unknown, &self.meta) else { return Err(error) };
+        let Ok(tag) = Tag::parse(name) else { return Err(error) };
+        match meta.meta(&tag, POLICY_NAME).await {
+            Ok(Some(value)) if value == POLICY_STRICT => {
+                if self.strict.is_none() {
+                    return Ok(TagPolicy::Refused(POLICY_STRICT));
+                }
+                self.policies.learn_strict(tag);
+                Ok(TagPolicy::Strict)
+            }
+            _ => Err(error),
+        }
+    }
+
+    /// `count` ids of the strict tag `tag`, from this node when it owns the tag, else from
+    /// its owner.
+    async fn strict_ids(&self, tag: &Tag, count: Count) -> Result<IdRange, NodeError> {
+        let Some(strict) = &self.strict else {
+            return Err(policy::refusal(tag.as_str(), POLICY_STRICT));
+        };
+        match strict.next_ids(tag, count).await {
+            Ok(range) => Ok(range),
+            Err(error @ Error::UnknownTag(_)) => {
+                // Deleted on another node: no longer strict here either.
+                self.policies.forget_strict(tag);
+                Err(error.into())
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
     // ---- leases ---------------------------------------------------------------------
 
     /// `count` ids of `tag` leased to a client as ranges with this node's proofs. A tag with
@@ -362,6 +426,7 @@ impl Node {
         match self.policies.of(tag.as_str()) {
             TagPolicy::Plain => {}
             TagPolicy::Formatted(_) => return Err(NodeError::FormattedTag(tag.clone())),
+            TagPolicy::Strict => return Err(NodeError::StrictTag(tag.clone())),
             refused @ TagPolicy::Refused(_) => refused.served(tag.as_str())?,
         }
         Ok(self.segments.lease(tag, count).await?)
@@ -536,14 +601,41 @@ impl Node {
 
     // ---- tag admin ------------------------------------------------------------------
 
-    /// Every tag in the store.
+    /// Every tag in the store (the strict ones: [`Node::list_strict_tags`]).
     pub async fn list_tags(&self) -> Result<Vec<TagRecord>, NodeError> {
         Ok(self.segments.list_tags().await?)
     }
 
-    /// Creates a tag.
+    /// Every strict tag recorded in the store, as [`StrictTags::record`] shows it (none on a
+    /// node that serves no strict tags).
+    pub async fn list_strict_tags(&self) -> Result<Vec<TagRecord>, NodeError> {
+        let (Some(strict), Some(meta)) = (&self.strict, &self.meta) else { return Ok(Vec::new()) };
+        let recorded = meta.meta_of_every_tag(POLICY_NAME).await;
+        let recorded = recorded.map_err(|e| NodeError::Segment(Error::Store(e)))?;
+        let mut records = Vec::new();
+        for (tag, policy) in recorded {
+            if policy == POLICY_STRICT {
+                records.push(strict.record(&tag).await?);
+            }
+        }
+        records.sort_unstable_by(|a, b| a.tag.cmp(&b.tag));
+        Ok(records)
+    }
+
+    /// Creates a tag (a plain one: a row of the segment table). A name a strict tag holds is
+    /// refused as taken.
     pub async fn create_tag(&self, spec: &TagSpec) -> Result<CreatedTag, NodeError> {
+        let taken = || NodeError::Segment(Error::Store(StoreError::TagExists(spec.tag.clone())));
+        if self.recorded_policy(&spec.tag).await?.as_deref() == Some(POLICY_STRICT) {
+            return Err(taken());
+        }
         let created = self.segments.create_tag(spec).await?;
+        // A strict tag of the name recorded meanwhile: one of the two creations gives way (each
+        // writes first, then reads the other's record).
+        if self.recorded_policy(&spec.tag).await?.as_deref() == Some(POLICY_STRICT) {
+            self.segments.delete_tag(&spec.tag).await?;
+            return Err(taken());
+        }
         tracing::info!(tag = %spec.tag, step = spec.step.get(), max_id = created.record.max_id, "tag created");
         Ok(created)
     }
@@ -566,6 +658,11 @@ impl Node {
             )) => error,
             Err(error) => return Err(error),
         };
+        if let (Some(strict), Some(POLICY_STRICT)) =
+            (&self.strict, self.recorded_policy(name).await?.as_deref())
+        {
+            return Ok(NamedView::Strict(strict.record(name).await?));
+        }
         let Some(tinyid) = self.tinyid.engine() else { return Err(NodeError::Segment(missing)) };
         match tinyid.biz_type(name).await {
             Ok(view) => Ok(NamedView::BizType(view)),
@@ -586,8 +683,76 @@ impl Node {
         Ok(record)
     }
 
-    /// Deletes a tag.
+    /// Creates the strict tag `tag` (its ids increase in real time across the cluster), owned
+    /// by this node to begin with; its first id is at least `start` when given (a tag created
+    /// again under a deleted one's name starts above every id the old one had).
+    pub async fn create_strict_tag(
+        &self,
+        tag: &Tag,
+        start: Option<StartId>,
+    ) -> Result<TagRecord, NodeError> {
+        let (Some(strict), Some(meta)) = (&self.strict, &self.meta) else {
+            return Err(policy::refusal(tag.as_str(), POLICY_STRICT));
+        };
+        let taken = || NodeError::Segment(Error::Store(StoreError::TagExists(tag.clone())));
+        let store = |e: StoreError| NodeError::Segment(Error::Store(e));
+        if self.segments.get_tag(tag).await.is_ok() {
+            return Err(taken());
+        }
+        let recorded = match meta.compare_and_set_meta(tag, POLICY_NAME, None, POLICY_STRICT).await
+        {
+            Ok(true) => true,
+            Ok(false) => meta
+                .compare_and_set_meta(tag, POLICY_NAME, Some(POLICY_PLAIN), POLICY_STRICT)
+                .await
+                .map_err(store)?,
+            Err(error) => return Err(store(error)),
+        };
+        if !recorded {
+            return Err(taken());
+        }
+        // A plain tag of the name created meanwhile: this creation gives way.
+        if self.segments.get_tag(tag).await.is_ok() {
+            meta.compare_and_set_meta(tag, POLICY_NAME, Some(POLICY_STRICT), POLICY_PLAIN)
+                .await
+                .map_err(store)?;
+            return Err(taken());
+        }
+        self.policies.learn_strict(tag.clone());
+        strict.claim(tag, start.map(|s| s.get())).await?;
+        tracing::info!(%tag, "strict tag created");
+        Ok(strict.record(tag).await?)
+    }
+
+    /// The policy recorded for `tag` in the store's tag metadata (none without metadata).
+    async fn recorded_policy(&self, tag: &Tag) -> Result<Option<String>, NodeError> {
+        let Some(meta) = &self.meta else { return Ok(None) };
+        meta.meta(tag, POLICY_NAME).await.map_err(|e| NodeError::Segment(Error::Store(e)))
+    }
+
+    /// Deletes a tag (a strict one: its policy is set back to plain on the store, and this
+    /// node gives its lease back; the lease's mark stays).
     pub async fn delete_tag(&self, tag: &Tag) -> Result<(), NodeError> {
+        let strict = match self.policies.of(tag.as_str()) {
+            TagPolicy::Strict => true,
+            _ => self.recorded_policy(tag).await?.as_deref() == Some(POLICY_STRICT),
+        };
+        if let (Some(meta), true) = (&self.meta, strict) {
+            let store = |e: StoreError| NodeError::Segment(Error::Store(e));
+            let changed = meta
+                .compare_and_set_meta(tag, POLICY_NAME, Some(POLICY_STRICT), POLICY_PLAIN)
+                .await
+                .map_err(store)?;
+            self.policies.forget_strict(tag);
+            if let Some(strict) = &self.strict {
+                strict.release(tag).await;
+            }
+            if !changed {
+                return Err(NodeError::Segment(Error::UnknownTag(tag.clone())));
+            }
+            tracing::info!(%tag, "strict tag deleted");
+            return Ok(());
+        }
         if let Err(error) = self.segments.delete_tag(tag).await {
             return Err(self.not_a_tag(tag, error).await);
         }
@@ -799,7 +964,12 @@ impl Node {
                 tinyid.shutdown().await;
             }
         };
-        tokio::join!(self.segments.shutdown(), tinyid);
+        let strict = async {
+            if let Some(strict) = &self.strict {
+                strict.shutdown().await;
+            }
+        };
+        tokio::join!(self.segments.shutdown(), tinyid, strict);
         // Before the generator: once the loops ended, no generator appears in the slot.
         self.cancel.cancel();
         self.tasks.close();

@@ -16,24 +16,25 @@ use std::time::Duration;
 use idmint_core::limits::BATCH_COUNT_MAX;
 use idmint_core::snowflake::Layout;
 use idmint_store::{
-    Backend, SegmentStore, SequenceStore, StoreError, StoreUrl, TagMetaStore, TinyidStore,
-    WorkerStore,
+    Backend, LeaseStore, SegmentStore, SequenceStore, StoreError, StoreUrl, TagMetaStore,
+    TinyidStore, WorkerStore,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::peer::PeerLink;
 use super::policy::Policies;
 use super::slot::Absence;
 use super::snowflake::{self as slot, Attempt, RetryParts, SnowflakeEngines, SnowflakeSlot};
 use super::{Engine, Node, NodeStartError, SequenceSlot, TagFormats, TinyidSlot};
 use crate::clock::{Clock, SystemClock};
 use crate::format::{IdFormat, KeyGuard, claim_key, guarded_tag, migrate_key_guard};
+use crate::peer::PeerLink;
 use crate::segment::SegmentConfig;
 use crate::sequence::SequenceConfig;
 use crate::sequence::Sequences;
 use crate::snowflake::{CachedConfig, SnowflakeConfig, WorkerIdSource};
 use crate::snowflake::{CachedSnowflake, Snowflake};
+use crate::strict::{StrictConfig, StrictTags};
 use crate::tinyid::{Tinyid, TinyidConfig};
 use crate::uuid::Uuids;
 use idmint_core::Tag;
@@ -64,6 +65,9 @@ pub struct NodeConfig {
     pub sequences: Result<SequencesConfig, String>,
     /// Didi Tinyid's `biz_type`s, from a Tinyid database; `None`: not served.
     pub tinyid: Option<TinyidNodeConfig>,
+    /// Strict tags: how this node's peers reach it and its leases' timing; `None`: strict
+    /// tags are refused (a node its peers cannot reach cannot own one).
+    pub strict: Option<StrictConfig>,
     /// The engines whose readiness gates the node's ([`Node::ready`]): those the deployment
     /// uses. An engine listed that the node does not run is passed over.
     pub ready_engines: Vec<Engine>,
@@ -122,6 +126,7 @@ impl NodeConfig {
             formats: Vec::new(),
             sequences: Err("sequences are not configured on this node".to_string()),
             tinyid: None,
+            strict: None,
             ready_engines: vec![Engine::Segment, Engine::Snowflake],
         }
     }
@@ -285,7 +290,17 @@ impl NodeBuilder {
         };
         let segments = crate::segment::Segments::start(store, config.segment.clone())
             .map_err(NodeStartError::Segments)?;
-        let policies = match claim_policies(&segments, &key_guard, &config.formats).await {
+        let strict = match (&config.strict, &workers, &key_guard) {
+            (Some(strict), Some(leases), KeyGuard::Meta(meta)) => Some(StrictTags::new(
+                (Arc::clone(leases) as Arc<dyn LeaseStore>, Arc::clone(meta)),
+                Arc::clone(&clock),
+                strict.clone(),
+                peers.clone(),
+            )),
+            _ => None,
+        };
+        let served = strict.is_some();
+        let policies = match claim_policies(&segments, &key_guard, &config.formats, served).await {
             Ok(policies) => policies,
             Err(error) => {
                 // Nothing served yet: the segments stop (and give back nothing they took).
@@ -336,6 +351,11 @@ impl NodeBuilder {
             snowflake,
             sequences,
             policies,
+            strict,
+            meta: match key_guard {
+                KeyGuard::Meta(meta) => Some(meta),
+                KeyGuard::Row => None,
+            },
             peers,
             uuids: Arc::new(Uuids::new(Arc::clone(&clock))),
             ready_engines: config.ready_engines.clone(),
@@ -384,6 +404,7 @@ async fn claim_policies(
     segments: &crate::segment::Segments,
     guard: &KeyGuard,
     formats: &[FormatConfig],
+    strict_served: bool,
 ) -> Result<Policies, NodeStartError> {
     if let KeyGuard::Meta(meta) = guard {
         let rows = segments.internal_rows().await.map_err(NodeStartError::Segments)?;
@@ -410,7 +431,8 @@ async fn claim_policies(
     }
     match guard {
         KeyGuard::Meta(meta) => {
-            Policies::recorded(claimed, meta.as_ref()).await.map_err(NodeStartError::TagPolicies)
+            let recorded = Policies::recorded(claimed, meta.as_ref(), strict_served).await;
+            recorded.map_err(NodeStartError::TagPolicies)
         }
         KeyGuard::Row => Ok(Policies::new(claimed)),
     }

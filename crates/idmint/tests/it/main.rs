@@ -33,6 +33,7 @@ mod snowflake;
 mod snowflake_restart;
 mod snowflake_shards;
 mod snowflake_start;
+mod strict;
 mod test_store;
 #[path = "../../../idmint-store/tests/it/tmpfs.rs"]
 mod tmpfs;

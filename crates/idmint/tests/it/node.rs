@@ -55,7 +55,7 @@ async fn a_node_without_a_recorded_format_refuses_the_tag() {
     create_tag(&*store, "plain", 100).await;
     let code = create_tag(&*store, "code", 100).await;
     let later = create_tag(&*store, "later", 100).await;
-    store.compare_and_set_meta(&later, POLICY_NAME, None, "strict").await.unwrap();
+    store.compare_and_set_meta(&later, POLICY_NAME, None, "future").await.unwrap();
     let mut config = NodeConfig::new(StoreUrl::Memory);
     let format = IdFormat::new("C-{id}", time_zone("UTC").unwrap(), None).unwrap();
     config.formats = vec![FormatConfig { tag: code.clone(), format, force_key_change: false }];
@@ -75,7 +75,7 @@ async fn a_node_without_a_recorded_format_refuses_the_tag() {
     assert!(node.try_public_text_by_name("code").is_none());
     refused(node.next_public_ids(&code, Count::ONE).await.unwrap_err(), "[format.code]");
     refused(node.lease(&code, Count::ONE).await.unwrap_err(), "[format.code]");
-    refused(node.next_public_text_by_name("later").await.unwrap_err(), "`strict`");
+    refused(node.next_public_text_by_name("later").await.unwrap_err(), "`future`");
     assert_eq!(store.get_tag(&code).await.unwrap().unwrap().max_id, max_id, "nothing taken");
     assert_eq!(node.next_public_text_by_name("plain").await.unwrap(), "1");
     node.shutdown().await;

@@ -1,12 +1,19 @@
 //! The [`PeerLink`] seam: how a node hands a take to another node of its cluster, so the
-//! library names no transport (the server implements it over the nodes' gRPC API). Nothing
-//! forwards yet; strict tags will (a node that does not own a strict tag forwards its takes
-//! to the owner).
+//! library names no transport (the server implements it over the nodes' gRPC API). Strict
+//! tags use it: a node that does not own a strict tag forwards its takes to the owner.
 
 use async_trait::async_trait;
 use idmint_core::{Count, Tag};
 
-use super::PublicIds;
+/// A batch of public ids: numbers (a plain or strict tag, or a numeric template with a key)
+/// or texts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublicIds {
+    /// Ids, or a keyed tag's permuted ids.
+    Numbers(Vec<u64>),
+    /// A text template's rendering of each id.
+    Texts(Vec<String>),
+}
 
 /// Another node, as its peers reach it: the base URL of its gRPC API
 /// (`http://10.0.0.7:9090`).

@@ -1,0 +1,163 @@
+//! Takes of strict tags another node owns, forwarded to it and coalesced: per peer and tag,
+//! one call in flight at a time, carrying every take that arrived while the last one flew
+//! (at most [`FORWARD_BATCH_MAX`] ids); its ids are split among them in arrival order. A
+//! take sent after another was answered joins a later call, so it gets the greater ids.
+//!
+//! The flight runs on a task of its own: a caller that stops waiting never strands the
+//! takes queued behind it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use idmint_core::{Count, IdRange, Tag};
+use tokio::sync::oneshot;
+
+use crate::peer::{Peer, PeerError, PeerLink, PublicIds};
+use crate::segment::Error;
+
+/// The most ids one forwarded call asks for (at most a node's default batch limit).
+pub const FORWARD_BATCH_MAX: u64 = 1_000;
+
+/// A take waiting for its ids.
+type Waiter = (Count, oneshot::Sender<Result<IdRange, Error>>);
+
+/// The forwards of one node.
+pub(super) struct Forwards {
+    peers: Option<Arc<dyn PeerLink>>,
+    queues: Mutex<HashMap<(Peer, Tag), Arc<Queue>>>,
+}
+
+/// The takes of one tag waiting for one peer.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<Waiting>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    takes: Vec<Waiter>,
+    /// Whether a call is in flight (its task sends the next one).
+    flying: bool,
+}
+
+impl Forwards {
+    pub(super) fn new(peers: Option<Arc<dyn PeerLink>>) -> Forwards {
+        Forwards { peers, queues: Mutex::new(HashMap::new()) }
+    }
+
+    /// `count` ids of `tag` from `peer`, its owner.
+    pub(super) async fn take(
+        &self,
+        peer: &Peer,
+        tag: &Tag,
+        count: Count,
+    ) -> Result<IdRange, Error> {
+        let unavailable =
+            |reason: &str| Error::Unavailable { tag: tag.clone(), reason: reason.into() };
+        let Some(link) = &self.peers else {
+            return Err(unavailable(&format!(
+                "the tag is owned by {} and this node has no way to its peers",
+                peer.grpc_url
+            )));
+        };
+        if count.get() > FORWARD_BATCH_MAX {
+            return Err(unavailable(&format!(
+                "a take of more than {FORWARD_BATCH_MAX} ids of a strict tag is served by its \
+                 owner only ({}): ask it there",
+                peer.grpc_url
+            )));
+        }
+        let queue = {
+            let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(queues.entry((peer.clone(), tag.clone())).or_default())
+        };
+        let (sender, answer) = oneshot::channel();
+        let lead = {
+            let mut waiting = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+            waiting.takes.push((count, sender));
+            !std::mem::replace(&mut waiting.flying, true)
+        };
+        if lead {
+            let (link, peer, tag) = (Arc::clone(link), peer.clone(), tag.clone());
+            tokio::spawn(fly(link, peer, tag, queue));
+        }
+        answer.await.unwrap_or_else(|_| Err(unavailable("the forwarded take was dropped")))
+    }
+}
+
+/// Sends the queue's takes, a batch a call, until none waits.
+async fn fly(link: Arc<dyn PeerLink>, peer: Peer, tag: Tag, queue: Arc<Queue>) {
+    loop {
+        let batch = {
+            let mut waiting = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if waiting.takes.is_empty() {
+                waiting.flying = false;
+                return;
+            }
+            let mut total = 0;
+            let fits = waiting
+                .takes
+                .iter()
+                .take_while(|(count, _)| {
+                    total += count.get();
+                    total <= FORWARD_BATCH_MAX
+                })
+                .count()
+                .max(1);
+            waiting.takes.drain(..fits).collect::<Vec<_>>()
+        };
+        let total: u64 = batch.iter().map(|(count, _)| count.get()).sum();
+        let count = Count::new(total).expect("a batch of at least one id");
+        let answer = link.next_ids(&peer, &tag, count).await;
+        answer_in_order(&tag, &peer, batch, total, answer);
+    }
+}
+
+/// Splits a forwarded answer of `total` ids among `batch` in arrival order.
+fn answer_in_order(
+    tag: &Tag,
+    peer: &Peer,
+    batch: Vec<Waiter>,
+    total: u64,
+    answer: Result<PublicIds, PeerError>,
+) {
+    let unavailable = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
+    let range = match answer {
+        Ok(PublicIds::Numbers(ids)) => contiguous(&ids, total).ok_or_else(|| {
+            unavailable(format!(
+                "{} answered {} ids that are not one increasing run: it does not serve the tag \
+                 as strict",
+                peer.grpc_url,
+                ids.len()
+            ))
+        }),
+        Ok(PublicIds::Texts(_)) => {
+            Err(unavailable(format!("{} answered texts for a strict tag", peer.grpc_url)))
+        }
+        Err(PeerError::Refused { code, .. }) if code == "unknown_tag" => {
+            Err(Error::UnknownTag(tag.clone()))
+        }
+        Err(error) => Err(unavailable(error.to_string())),
+    };
+    let mut start = match range {
+        Ok(range) => range.start(),
+        Err(error) => {
+            for (_, sender) in batch {
+                let _ = sender.send(Err(error.clone()));
+            }
+            return;
+        }
+    };
+    for (count, sender) in batch {
+        let range = IdRange::new(start, start + count.get()).expect("a non-empty range");
+        start += count.get();
+        let _ = sender.send(Ok(range));
+    }
+}
+
+/// `ids` as one range, when they are `total` consecutive ids.
+fn contiguous(ids: &[u64], total: u64) -> Option<IdRange> {
+    let first = *ids.first()?;
+    let consecutive = ids.iter().enumerate().all(|(i, id)| *id == first + i as u64);
+    (consecutive && ids.len() as u64 == total).then(|| IdRange::new(first, first + total))?
+}

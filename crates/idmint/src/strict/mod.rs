@@ -1,0 +1,540 @@
+//! Strict tags: per-tag ids that increase in real time across every node of a cluster. An id
+//! answered before a take was sent is below every id that take answers, whichever nodes
+//! answered them.
+//!
+//! One node at a time owns a strict tag: it holds the tag's lease (slot 0 of the tag's own
+//! lease space, [`lease_space`]) through a [`Fence`]. The lease's mark is the tag's ceiling:
+//! the owner raises it a window ahead, under its token, before it hands out an id below it,
+//! and serves from memory under one lock, in order. A new owner inherits the mark and starts
+//! above it. The old owner's gate closes one TTL after it last asked to renew, on its own
+//! clock, before the store (counting from later, on its own clock, plus the margin) lets any
+//! other node take the slot; a mark raise or renewal the store refuses closes it at once.
+//!
+//! A node that does not own the tag finds the owner in the lease row (its holder is the
+//! owner's peer address) and forwards the take over its [`PeerLink`]; takes waiting for one
+//! tag are coalesced into one call for all their ids (one round trip per batch) and answered
+//! in arrival order, so a take sent after another was answered joins a later call. A tag no
+//! live node holds is taken by the first node that needs it. Ids stay below
+//! [`STRICT_ID_MAX`] (2^53 - 1, the largest mark every store keeps exactly).
+
+mod forward;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use idmint_core::{Count, IdRange, Tag};
+use idmint_store::{
+    Lease, LeaseRequest, LeaseStore, POLICY_NAME, POLICY_STRICT, StoreError, TagMetaStore,
+    TagRecord, WORKER_TIME_MS_MAX, WorkerSpace,
+};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::Clock;
+use crate::fence::Fence;
+use crate::peer::{Peer, PeerLink};
+use crate::segment::Error;
+use forward::Forwards;
+
+/// The largest id of a strict tag: the largest mark every store keeps exactly.
+pub const STRICT_ID_MAX: u64 = WORKER_TIME_MS_MAX;
+/// The fewest ids a ceiling raise reserves ahead.
+pub const WINDOW_MIN: u64 = 1_000;
+/// The most ids a ceiling raise reserves ahead (what a failover may skip).
+pub const WINDOW_MAX: u64 = 10_000_000;
+/// How long a window should last at the tag's measured rate, in milliseconds.
+pub const WINDOW_TARGET_MS: u64 = 10_000;
+/// How long a take waits before it looks for a tag's owner again, while the last owner's
+/// lease runs out.
+pub const ROUTE_RETRY_MS: u64 = 25;
+/// Default lease TTL of a strict tag, in milliseconds.
+pub const LEASE_TTL_MS_DEFAULT: u64 = 3_000;
+/// Default margin the store waits past a lease's expiry before another node takes it.
+pub const LEASE_MARGIN_MS_DEFAULT: u64 = 1_000;
+
+/// How strict tags are served.
+#[derive(Debug, Clone)]
+pub struct StrictConfig {
+    /// This node as its peers reach it (its gRPC API), recorded as the holder of the leases
+    /// it takes, so other nodes forward to it.
+    pub peer: Peer,
+    /// The lease's time to live, in milliseconds; renewed every third of it.
+    pub lease_ttl_ms: u64,
+    /// How long past a lease's expiry the store waits before another node may take it.
+    pub lease_margin_ms: u64,
+}
+
+impl StrictConfig {
+    /// The defaults, for a node reached at `peer`.
+    pub fn new(peer: Peer) -> StrictConfig {
+        StrictConfig {
+            peer,
+            lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
+            lease_margin_ms: LEASE_MARGIN_MS_DEFAULT,
+        }
+    }
+}
+
+/// The lease space of a strict tag: `strict:` and the tag's 128-bit SipHash-1-3 (fixed key)
+/// in hex, since a space name is at most 64 characters of `[A-Za-z0-9_.:-]` and a tag any
+/// text. Two tags that collided would share one lease and ceiling: never an id twice, only
+/// one of them served at a time.
+pub fn lease_space(tag: &Tag) -> WorkerSpace {
+    use std::hash::Hasher;
+    let mut hasher = siphasher::sip128::SipHasher13::new_with_keys(0, 0);
+    hasher.write(tag.as_str().as_bytes());
+    let hash = siphasher::sip128::Hasher128::finish128(&hasher).as_u128();
+    WorkerSpace::parse(&format!("strict:{hash:032x}")).expect("a valid space name")
+}
+
+/// The strict-tag engine of one node: the tags it owns and its forwards to the others.
+pub struct StrictTags {
+    store: Arc<dyn LeaseStore>,
+    /// Where tags' policies are recorded: an owner checks its tags are still strict.
+    meta: Arc<dyn TagMetaStore>,
+    clock: Arc<dyn Clock>,
+    config: StrictConfig,
+    owned: Mutex<HashMap<Tag, Arc<Owned>>>,
+    /// One acquisition at a time: two takes of an unowned tag acquire it once.
+    acquiring: tokio::sync::Mutex<()>,
+    forwards: Forwards,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// A tag this node owns.
+struct Owned {
+    tag: Tag,
+    fence: Fence<Window>,
+    /// One ceiling raise at a time.
+    raising: tokio::sync::Mutex<()>,
+}
+
+/// What the owner hands out: ids from `next` up to `ceiling`, the mark the store holds.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    next: u64,
+    ceiling: u64,
+    /// When the ceiling was last raised, and `next` then: the tag's measured rate.
+    raised_ms: u64,
+    raised_next: u64,
+    /// Set when the lease is lost or given up: nothing is handed out after.
+    stopped: bool,
+}
+
+/// Where a take of a strict tag goes.
+enum Route {
+    Here(Arc<Owned>),
+    Peer(Peer),
+}
+
+impl StrictTags {
+    /// The engine of a node holding strict tags' leases in `store` and their policies in
+    /// `meta`, reaching its peers by
+    /// `peers` (none: it serves only the tags it can own).
+    pub fn new(
+        (store, meta): (Arc<dyn LeaseStore>, Arc<dyn TagMetaStore>),
+        clock: Arc<dyn Clock>,
+        config: StrictConfig,
+        peers: Option<Arc<dyn PeerLink>>,
+    ) -> Arc<StrictTags> {
+        Arc::new(StrictTags {
+            store,
+            meta,
+            clock,
+            config,
+            owned: Mutex::new(HashMap::new()),
+            acquiring: tokio::sync::Mutex::new(()),
+            forwards: Forwards::new(peers),
+            cancel: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        })
+    }
+
+    /// `count` ids of the strict tag `tag`, greater than every id of it answered before this
+    /// call, on any node.
+    pub async fn next_ids(self: &Arc<Self>, tag: &Tag, count: Count) -> Result<IdRange, Error> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::ShuttingDown);
+        }
+        match self.route(tag).await? {
+            Route::Here(owned) => self.take_here(&owned, count).await,
+            Route::Peer(peer) => self.forwards.take(&peer, tag, count).await,
+        }
+    }
+
+    /// Owns the strict tag `tag` now (a tag just created here), its first id at least
+    /// `first`: the ceiling is raised to `first - 1` when it is below. Refused when another
+    /// node owns it and `first` is given.
+    pub async fn claim(self: &Arc<Self>, tag: &Tag, first: Option<u64>) -> Result<(), Error> {
+        let owned = match self.route(tag).await? {
+            Route::Here(owned) => owned,
+            Route::Peer(peer) if first.is_some() => {
+                return Err(Error::Unavailable {
+                    tag: tag.clone(),
+                    reason: format!(
+                        "the tag is owned by {}; create it without a start",
+                        peer.grpc_url
+                    ),
+                });
+            }
+            Route::Peer(_) => return Ok(()),
+        };
+        let Some(first) = first else { return Ok(()) };
+        let floor = first.saturating_sub(1);
+        let (lease, below) = {
+            let state = owned.fence.lock();
+            (state.lease.clone(), state.holder.ceiling < floor)
+        };
+        let (Some(lease), true) = (lease, below) else { return Ok(()) };
+        let unavailable =
+            |e: StoreError| Error::Unavailable { tag: tag.clone(), reason: e.to_string() };
+        owned
+            .fence
+            .raise(&lease, floor, |window| window.stopped = true)
+            .await
+            .map_err(unavailable)?;
+        let mut state = owned.fence.lock();
+        let window = &mut state.holder;
+        if window.ceiling < floor {
+            (window.ceiling, window.next, window.raised_next) = (floor, first, first);
+        }
+        Ok(())
+    }
+
+    /// Stops owning `tag` (deleted): its lease is given back, its mark stays, so a tag
+    /// created again under the name starts above every id it had.
+    pub async fn release(&self, tag: &Tag) {
+        let owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner).remove(tag);
+        if let Some(owned) = owned {
+            owned.give_up("the tag was deleted").await;
+        }
+    }
+
+    /// The strict tag `tag` as a row for operators: `max_id` the first id no owner has
+    /// reserved (its ceiling, the lease's mark, plus one), `step` 0 (owners reserve windows).
+    pub async fn record(&self, tag: &Tag) -> Result<TagRecord, Error> {
+        let leases = self.store.list_leases(&lease_space(tag)).await;
+        let leases =
+            leases.map_err(|e| Error::Unavailable { tag: tag.clone(), reason: e.to_string() })?;
+        let mark = leases.iter().map(|lease| lease.mark).max().unwrap_or(0);
+        Ok(TagRecord {
+            tag: tag.clone(),
+            max_id: mark + 1,
+            step: 0,
+            description: String::new(),
+            update_time_s: 0,
+        })
+    }
+
+    /// The tags this node owns now.
+    pub fn owned_tags(&self) -> Vec<Tag> {
+        let owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+        owned.values().filter(|o| o.serving(self.clock.now_ms())).map(|o| o.tag.clone()).collect()
+    }
+
+    /// Stops serving and gives every lease back (the marks stay, so the next owner starts
+    /// above them), then waits for the renewal tasks.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        let owned: Vec<Arc<Owned>> = {
+            let mut map = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+            map.drain().map(|(_, owned)| owned).collect()
+        };
+        for owned in owned {
+            owned.give_up("the node is shutting down").await;
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// Where a take of `tag` goes: here when this node owns it (acquiring it when no live
+    /// node does), else the owner.
+    async fn route(self: &Arc<Self>, tag: &Tag) -> Result<Route, Error> {
+        // A lease given back or expired is taken once the store's margin passed: the take
+        // waits that out (the failover gap), up to one TTL and margin more.
+        let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            let reason = match self.try_route(tag).await? {
+                Ok(route) => return Ok(route),
+                Err(reason) => reason,
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Unavailable { tag: tag.clone(), reason });
+            }
+            tokio::time::sleep(Duration::from_millis(ROUTE_RETRY_MS)).await;
+        }
+    }
+
+    /// One attempt of [`StrictTags::route`]: the route, or why to wait and try again.
+    async fn try_route(self: &Arc<Self>, tag: &Tag) -> Result<Result<Route, String>, Error> {
+        if let Some(owned) = self.owned_now(tag) {
+            return Ok(Ok(Route::Here(owned)));
+        }
+        let _one = self.acquiring.lock().await;
+        if let Some(owned) = self.owned_now(tag) {
+            return Ok(Ok(Route::Here(owned)));
+        }
+        let unavailable = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
+        let space = lease_space(tag);
+        let store_now = self.store.now_ms().await.map_err(|e| unavailable(e.to_string()))?;
+        let records =
+            self.store.list_leases(&space).await.map_err(|e| unavailable(e.to_string()))?;
+        // The store's clock decides whether a holder is live, never this node's.
+        if let Some(live) = records.iter().find(|r| r.expires_ms > store_now) {
+            if live.holder == self.config.peer.grpc_url {
+                return Ok(Err(format!(
+                    "an earlier run of this node ({}) still holds the tag's lease; it is served \
+                     again once that lease expires",
+                    live.holder
+                )));
+            }
+            return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() })));
+        }
+        // Only a tag still recorded strict is taken (it may have been deleted meanwhile).
+        match self.meta.meta(tag, POLICY_NAME).await {
+            Ok(Some(policy)) if policy == POLICY_STRICT => {}
+            Ok(_) => return Err(Error::UnknownTag(tag.clone())),
+            Err(error) => return Err(unavailable(error.to_string())),
+        }
+        let asked_ms = self.clock.now_ms();
+        let request = self.lease_request(space);
+        let lease = match Fence::<Window>::acquire(&*self.store, &request).await {
+            Ok(lease) => lease,
+            // Another node took it meanwhile, or the last holder's margin has not passed.
+            Err(StoreError::NoWorkerIdInRange { .. } | StoreError::WorkersExhausted { .. }) => {
+                return Ok(Err("the tag's last owner's lease has not passed its margin yet, or \
+                               another node is taking it over now"
+                    .to_string()));
+            }
+            Err(error) => return Err(unavailable(error.to_string())),
+        };
+        let owned = Arc::new(self.own(tag, lease, asked_ms));
+        self.owned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tag.clone(), owned.clone());
+        self.spawn_renewal(Arc::downgrade(&owned));
+        tracing::info!(%tag, holder = %self.config.peer.grpc_url, "strict tag owned here");
+        Ok(Ok(Route::Here(owned)))
+    }
+
+    /// The tag's lease acquired at `asked_ms` as an owned tag: it serves above the mark.
+    fn own(&self, tag: &Tag, lease: Lease, asked_ms: u64) -> Owned {
+        let mark = lease.mark;
+        let window = Window {
+            next: mark + 1,
+            ceiling: mark,
+            raised_ms: asked_ms,
+            raised_next: mark + 1,
+            stopped: false,
+        };
+        let ttl = self.config.lease_ttl_ms;
+        let fence = Fence::leased(
+            (Arc::clone(&self.store), "strict tag lease"),
+            lease,
+            (ttl, 0, asked_ms),
+            window,
+        );
+        Owned { tag: tag.clone(), fence, raising: tokio::sync::Mutex::new(()) }
+    }
+
+    fn lease_request(&self, space: WorkerSpace) -> LeaseRequest {
+        LeaseRequest {
+            space,
+            min_worker: 0,
+            max_worker: 0,
+            holder: self.config.peer.grpc_url.clone(),
+            ttl_ms: self.config.lease_ttl_ms,
+            margin_ms: self.config.lease_margin_ms,
+            mark_max: STRICT_ID_MAX,
+        }
+    }
+
+    /// The owned tag `tag`, while its gate is open.
+    fn owned_now(&self, tag: &Tag) -> Option<Arc<Owned>> {
+        let mut owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = owned.get(tag)?;
+        if entry.serving(self.clock.now_ms()) {
+            return Some(Arc::clone(entry));
+        }
+        // Lost or lapsed: forget it; the next take finds the tag's owner again.
+        owned.remove(tag);
+        None
+    }
+
+    /// Takes `count` ids on this node, raising the ceiling first when they pass it.
+    async fn take_here(&self, owned: &Arc<Owned>, count: Count) -> Result<IdRange, Error> {
+        let unavailable = |reason: String| Error::Unavailable { tag: owned.tag.clone(), reason };
+        loop {
+            let now_ms = self.clock.now_ms();
+            let need = {
+                let mut state = owned.fence.lock();
+                if !owned.fence.open_at(now_ms) || state.holder.stopped {
+                    return Err(unavailable(format!(
+                        "this node no longer owns the tag: {}",
+                        Fence::reason(&state)
+                    )));
+                }
+                let window = &mut state.holder;
+                let last = window.next.checked_add(count.get() - 1).filter(|l| *l <= STRICT_ID_MAX);
+                let Some(last) = last else {
+                    let (tag, max_id, step) = (owned.tag.clone(), window.next - 1, count.get());
+                    return Err(Error::Store(StoreError::Exhausted { tag, max_id, step }));
+                };
+                if last <= window.ceiling {
+                    let range = IdRange::new(window.next, last + 1).expect("a non-empty range");
+                    window.next = last + 1;
+                    let low = window.ceiling - last < window.size() / 2;
+                    drop(state);
+                    if low {
+                        self.raise_soon(owned);
+                    }
+                    return Ok(range);
+                }
+                last
+            };
+            self.raise(owned, need).await.map_err(|e| unavailable(e.to_string()))?;
+        }
+    }
+
+    /// Raises `owned`'s ceiling in the background (a take that passes it waits for it).
+    fn raise_soon(&self, owned: &Arc<Owned>) {
+        if owned.raising.try_lock().is_err() {
+            return;
+        }
+        let (owned, clock) = (Arc::clone(owned), Arc::clone(&self.clock));
+        self.tasks.spawn(async move {
+            let need = owned.fence.lock().holder.next;
+            if let Err(error) = raise_ceiling(&owned, need, &*clock).await {
+                tracing::warn!(tag = %owned.tag, %error, "strict tag's ceiling not raised ahead");
+            }
+        });
+    }
+
+    /// Raises `owned`'s ceiling to at least `need` plus a window.
+    async fn raise(&self, owned: &Owned, need: u64) -> Result<(), StoreError> {
+        raise_ceiling(owned, need, &*self.clock).await
+    }
+
+    /// Renews `owned`'s lease every third of its TTL until it is lost, given up or the
+    /// engine stops.
+    fn spawn_renewal(&self, owned: Weak<Owned>) {
+        let period = Duration::from_millis((self.config.lease_ttl_ms / 3).max(1));
+        let (cancel, clock) = (self.cancel.clone(), Arc::clone(&self.clock));
+        let meta = Arc::clone(&self.meta);
+        self.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(period) => {}
+                }
+                let Some(owned) = owned.upgrade() else { return };
+                if owned.fence.lock().lease.is_none() {
+                    return;
+                }
+                // A tag deleted on another node is given up here (a store that does not answer
+                // leaves it to the renewal, which fails alike).
+                if let Ok(policy) = meta.meta(&owned.tag, POLICY_NAME).await
+                    && policy.as_deref() != Some(POLICY_STRICT)
+                {
+                    owned.give_up("the tag is no longer strict: it was deleted").await;
+                    return;
+                }
+                // No lease to acquire here: a lost tag is found again by the next take.
+                let request = |_| unreachable_request();
+                let stop = |window: &mut Window| window.stopped = true;
+                let Some(renewal) = owned.fence.renew(request, &*clock, stop).await else {
+                    continue;
+                };
+                let mut state = owned.fence.lock();
+                if !state.holder.stopped {
+                    owned.fence.install(&mut state, renewal.lease, renewal.until_ms);
+                }
+            }
+        });
+    }
+}
+
+impl Drop for StrictTags {
+    /// Dropped without [`StrictTags::shutdown`] (as a crash would end it): the renewals stop,
+    /// so the leases run out and other nodes take the tags over.
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// The request a renewal never makes: a strict tag's lease is acquired only by a take.
+fn unreachable_request() -> LeaseRequest {
+    unreachable!("a renewal runs only while a lease is held")
+}
+
+/// Raises `owned`'s ceiling to at least `need` plus a window sized from the measured rate,
+/// under the lease's token; one raise at a time, and none when another already covered it.
+async fn raise_ceiling(owned: &Owned, need: u64, clock: &dyn Clock) -> Result<(), StoreError> {
+    let _one = owned.raising.lock().await;
+    let now_ms = clock.now_ms();
+    let (lease, target) = {
+        let state = owned.fence.lock();
+        let window = &state.holder;
+        if window.stopped {
+            return Err(StoreError::Unavailable("the tag's lease was given up".into()));
+        }
+        if need <= window.ceiling && window.ceiling - need >= window.size() / 2 {
+            return Ok(());
+        }
+        let Some(lease) = state.lease.clone() else {
+            return Err(StoreError::Unavailable(Fence::reason(&state)));
+        };
+        let target = need.max(window.ceiling).saturating_add(window.next_size(now_ms));
+        (lease, target.min(STRICT_ID_MAX))
+    };
+    owned.fence.raise(&lease, target, |window| window.stopped = true).await?;
+    let mut state = owned.fence.lock();
+    let held = state.lease.as_ref().is_some_and(|l| l.fence_token() == lease.fence_token());
+    let window = &mut state.holder;
+    // Raised under the token still held: the ids up to `target` are this holding's.
+    if held && !window.stopped {
+        window.ceiling = window.ceiling.max(target);
+        window.raised_ms = now_ms;
+        window.raised_next = window.next;
+    }
+    Ok(())
+}
+
+impl Owned {
+    /// Whether the owner may hand out ids at `now_ms`.
+    fn serving(&self, now_ms: u64) -> bool {
+        self.fence.open_at(now_ms) && !self.fence.lock().holder.stopped
+    }
+
+    /// Stops handing out ids and gives the lease back (its mark stays).
+    async fn give_up(&self, reason: &str) {
+        let lease = {
+            let mut state = self.fence.lock();
+            state.holder.stopped = true;
+            self.fence.close(&mut state, reason)
+        };
+        if let Some(lease) = lease {
+            self.fence.release(lease).await;
+        }
+    }
+}
+
+impl Window {
+    /// The ids the last raise reserved ahead (at least [`WINDOW_MIN`]).
+    fn size(&self) -> u64 {
+        (self.ceiling.saturating_sub(self.raised_next) + 1).max(WINDOW_MIN)
+    }
+
+    /// The next window: what the tag took since the last raise, scaled to
+    /// [`WINDOW_TARGET_MS`], within [`WINDOW_MIN`]..=[`WINDOW_MAX`].
+    fn next_size(&self, now_ms: u64) -> u64 {
+        let taken = self.next.saturating_sub(self.raised_next);
+        let elapsed = now_ms.saturating_sub(self.raised_ms).max(1);
+        let at_rate = taken.saturating_mul(WINDOW_TARGET_MS) / elapsed;
+        at_rate.clamp(WINDOW_MIN, WINDOW_MAX)
+    }
+}

@@ -1,0 +1,201 @@
+//! Strict tags across nodes on one store: one owner at a time, takes elsewhere forwarded to
+//! it and coalesced, every id answered before a take was sent below that take's ids (checked
+//! with takes in turn on alternating nodes and with many at once), failover to a new owner
+//! above the old one's ids (after a shutdown and after an owner vanished without one), a
+//! strict tag created after a node started learnt from the store, and deletion.
+//!
+//! Nodes reach each other through [`Direct`], a `PeerLink` that calls the other `Node` in
+//! this process: what the server's gRPC link does, without the transport.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use idmint::node::{NodeError, Peer, PeerError, PeerLink, PublicIds};
+use idmint::segment::{Count, Error};
+use idmint::strict::StrictConfig;
+use idmint::{Node, NodeBuilder, NodeConfig, Tag};
+use idmint_core::StartId;
+use idmint_store::{MemoryStore, StoreError, StoreUrl};
+
+/// A lease short enough for a test to wait out.
+const TTL_MS: u64 = 600;
+const MARGIN_MS: u64 = 200;
+
+/// Nodes by address, called in-process.
+#[derive(Default)]
+struct Direct {
+    nodes: Mutex<HashMap<String, Weak<Node>>>,
+    /// Calls made, to see coalescing.
+    calls: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl PeerLink for Direct {
+    async fn next_ids(&self, peer: &Peer, tag: &Tag, count: Count) -> Result<PublicIds, PeerError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let node = self.nodes.lock().unwrap().get(&peer.grpc_url).and_then(Weak::upgrade);
+        let Some(node) = node else {
+            let reason = "no such node".to_string();
+            return Err(PeerError::Unreachable { peer: peer.grpc_url.clone(), reason });
+        };
+        node.next_public_ids(tag, count).await.map_err(|error| match error {
+            NodeError::Segment(Error::UnknownTag(_)) => PeerError::Refused {
+                peer: peer.grpc_url.clone(),
+                code: "unknown_tag".into(),
+                message: error.to_string(),
+            },
+            other => {
+                PeerError::Unreachable { peer: peer.grpc_url.clone(), reason: other.to_string() }
+            }
+        })
+    }
+}
+
+/// A node named `name` on `store`, reached through `link`.
+async fn node(name: &str, store: &Arc<MemoryStore>, link: &Arc<Direct>) -> Arc<Node> {
+    let mut config = NodeConfig::new(StoreUrl::Memory);
+    let mut strict = StrictConfig::new(Peer { grpc_url: name.to_string() });
+    (strict.lease_ttl_ms, strict.lease_margin_ms) = (TTL_MS, MARGIN_MS);
+    config.strict = Some(strict);
+    let node = NodeBuilder::new(config)
+        .stores(Arc::clone(store))
+        .peer_link(Arc::clone(link) as Arc<dyn PeerLink>)
+        .start()
+        .await
+        .unwrap();
+    let node = Arc::new(node);
+    link.nodes.lock().unwrap().insert(name.to_string(), Arc::downgrade(&node));
+    node
+}
+
+async fn take(node: &Node, name: &str) -> u64 {
+    node.next_public_text_by_name(name).await.unwrap().to_string().parse().unwrap()
+}
+
+/// Takes in turn on two nodes, each sent after the last was answered, increase; the first
+/// node owns the tag it created and the other forwards; ranges are refused, and the name is
+/// taken for plain and strict tags alike.
+#[tokio::test]
+async fn takes_in_turn_on_two_nodes_increase() {
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    let tag = Tag::parse("chat").unwrap();
+    a.create_strict_tag(&tag, None).await.unwrap();
+    let mut last = 0;
+    for round in 0..200 {
+        let node = if round % 3 == 0 { &a } else { &b };
+        let id = take(node, "chat").await;
+        assert!(id > last, "round {round}: {id} after {last}");
+        last = id;
+    }
+    assert_eq!(b.next_public_ids(&tag, Count::new(5).unwrap()).await.unwrap(), {
+        PublicIds::Numbers((last + 1..last + 6).collect())
+    });
+    let refused = b.lease(&tag, Count::ONE).await.unwrap_err();
+    assert!(matches!(refused, NodeError::StrictTag(_)), "{refused}");
+    let exists =
+        |e: NodeError| matches!(e, NodeError::Segment(Error::Store(StoreError::TagExists(_))));
+    assert!(exists(b.create_strict_tag(&tag, None).await.unwrap_err()));
+    let spec = idmint_store::TagSpec {
+        tag: tag.clone(),
+        step: idmint_core::Step::new(10).unwrap(),
+        start: None,
+        description: idmint_core::Description::default(),
+        force: false,
+    };
+    assert!(exists(b.create_tag(&spec).await.unwrap_err()));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Many takes at once on a forwarding node: every id once, each caller's ids in the order
+/// it was answered, and fewer calls to the owner than takes (coalesced).
+#[tokio::test]
+async fn concurrent_forwarded_takes_are_coalesced_and_unique() {
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    a.create_strict_tag(&Tag::parse("feed").unwrap(), None).await.unwrap();
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for _ in 0..100 {
+                    ids.push(take(&b, "feed").await);
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        let ids = task.await.unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "a caller's ids went back");
+        all.extend(ids);
+    }
+    let count = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), count, "an id was answered twice");
+    let calls = link.calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(calls < count as u64, "{calls} calls for {count} takes: nothing coalesced");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The owner shut down: the next take elsewhere owns the tag and starts above every id the
+/// old owner answered. The new owner vanished without a shutdown (its lease left to expire):
+/// another node waits out the lease and the margin, then serves above it.
+#[tokio::test]
+async fn a_new_owner_starts_above_the_old_ones_ids() {
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    a.create_strict_tag(&Tag::parse("ord").unwrap(), Some(StartId::new(1_000).unwrap()))
+        .await
+        .unwrap();
+    let first = take(&a, "ord").await;
+    assert_eq!(first, 1_000);
+    a.shutdown().await;
+    link.nodes.lock().unwrap().remove("a");
+    let on_b = take(&b, "ord").await;
+    assert!(on_b > first, "{on_b} after {first}");
+
+    let c = node("c", &store, &link).await;
+    assert!(take(&c, "ord").await > on_b);
+    // b vanishes as a crash would end it: its lease is neither released nor renewed.
+    link.nodes.lock().unwrap().remove("b");
+    drop(b);
+    let vanished_at = std::time::Instant::now();
+    let after = loop {
+        match c.next_public_text_by_name("ord").await {
+            Ok(text) => break text.to_string().parse::<u64>().unwrap(),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    assert!(after > on_b);
+    assert!(vanished_at.elapsed() < Duration::from_millis(TTL_MS * 4), "failover took too long");
+    c.shutdown().await;
+}
+
+/// A strict tag created after a node started is learnt from the store at its first take
+/// there; deleting it stops it everywhere.
+#[tokio::test]
+async fn a_later_strict_tag_is_learnt_and_a_deleted_one_is_unknown() {
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    let tag = Tag::parse("late").unwrap();
+    let unknown = b.next_public_text_by_name("late").await.unwrap_err();
+    assert!(matches!(unknown, NodeError::Segment(Error::UnknownTag(_))), "{unknown}");
+    a.create_strict_tag(&tag, None).await.unwrap();
+    let x = take(&b, "late").await;
+    assert!(take(&a, "late").await > x);
+    a.delete_tag(&tag).await.unwrap();
+    let gone = b.next_public_text_by_name("late").await.unwrap_err();
+    assert!(matches!(gone, NodeError::Segment(Error::UnknownTag(_))), "{gone}");
+    // Created again: above every id the deleted tag had.
+    b.create_strict_tag(&tag, None).await.unwrap();
+    assert!(take(&a, "late").await > x + 1);
+    a.shutdown().await;
+    b.shutdown().await;
+}
