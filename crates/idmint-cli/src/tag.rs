@@ -34,6 +34,11 @@ pub enum TagCommand {
         /// Free text for operators (at most 256 characters).
         #[arg(long, default_value = "")]
         description: String,
+        /// A strict tag: its ids increase in real time across every node of the store (one
+        /// owner node at a time serves them, the others forward). Created through a running
+        /// node (--server), which owns it first; --step and --force do not apply.
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -72,7 +77,7 @@ pub enum TagCommand {
 /// Runs a `tag` command.
 pub async fn run(command: TagCommand) -> anyhow::Result<()> {
     match command {
-        TagCommand::Create { tag, step, start, force, description, target } => {
+        TagCommand::Create { tag, step, start, force, description, strict, target } => {
             let spec = TagSpec {
                 tag: Tag::parse(&tag)?,
                 step: Step::new(step)?,
@@ -81,9 +86,14 @@ pub async fn run(command: TagCommand) -> anyhow::Result<()> {
                 force,
             };
             let output = target.output;
-            match target.resolve(true).await? {
+            match target.resolve(!strict).await? {
+                Target::Store(store) if strict => anyhow::bail!(
+                    "a strict tag is created through a running node, which owns it first: add \
+                     --server URL (store {} untouched)",
+                    store.name()
+                ),
                 Target::Store(store) => create_on_store(&store, &spec, output).await?,
-                Target::Server(server) => create_on_server(&server, &spec, output).await?,
+                Target::Server(server) => create_on_server(&server, &spec, strict, output).await?,
             }
         }
         TagCommand::List { target } => {
@@ -220,13 +230,22 @@ async fn create_on_store(
     Ok(())
 }
 
-async fn create_on_server(server: &Server, spec: &TagSpec, output: Output) -> anyhow::Result<()> {
+async fn create_on_server(
+    server: &Server,
+    spec: &TagSpec,
+    strict: bool,
+    output: Output,
+) -> anyhow::Result<()> {
     let mut body = json!({
         "tag": spec.tag.as_str(),
         "step": spec.step.get(),
         "description": spec.description.as_str(),
         "force": spec.force,
     });
+    if strict {
+        // Only a name and a start: a strict tag has no step, description or tombstone.
+        body = json!({ "tag": spec.tag.as_str(), "strict": true });
+    }
     if let Some(start) = spec.start {
         body["start"] = json!(start.get());
     }

@@ -301,3 +301,32 @@ fn seq_commands_act_through_a_running_server() {
     assert!(err.contains("404") && err.contains("POST /v1/seqs"), "{err}");
     stop(server);
 }
+
+/// A strict tag through the binary: created with `--strict` through one server (a store named
+/// directly is refused, untouched), its ids taken on the other server of the same SQLite
+/// file (forwarded to the owner over gRPC) and then on the owner, increasing from `--start`.
+#[test]
+fn a_strict_tag_is_created_through_a_server_and_served_by_both() {
+    let dir = TempDir::new().unwrap();
+    let d = dir.path();
+    let url = format!("sqlite://{}", d.join("shared.db").display());
+    run_ok(idmint(d).args(["tag", "create", "plain", "--store", &url]));
+    let refused = run_err(idmint(d).args(["tag", "create", "chat", "--strict", "--store", &url]));
+    assert!(refused.contains("--server URL"), "{refused}");
+    let serve_on = |data: &str| {
+        serve(d, &["--listen", "127.0.0.1:0", "--store", &url, "--data-dir", data], &[])
+    };
+    let (a, b) = (serve_on("a"), serve_on("b"));
+    let created = run_ok(
+        idmint(d).args(["tag", "create", "chat", "--strict", "--start", "50", "--server", &a.url]),
+    );
+    assert!(created.contains("chat"), "{created}");
+    let on_b = next_ids(d, &b, "chat", 3);
+    assert_eq!(on_b, vec![50, 51, 52]);
+    let on_a = next_ids(d, &a, "chat", 2);
+    assert_eq!(on_a, vec![53, 54]);
+    let listed = run_ok(idmint(d).args(["tag", "list", "--server", &b.url, "--output", "json"]));
+    assert!(listed.contains("\"strict\""), "{listed}");
+    stop(a);
+    stop(b);
+}

@@ -84,10 +84,12 @@ fn idmint_modules_import_from_where_items_live() {
         "format",
         "uuid",
         "tinyid",
+        "strict",
         "node",
         "clock",
         "fence",
         "marks",
+        "peer",
     ] {
         assert!(sources.contains_key(room), "no module {room}: {:?}", sources.keys());
     }
