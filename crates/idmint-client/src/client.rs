@@ -120,6 +120,9 @@ struct Inner {
     deadline: Duration,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
+    /// The strict tags met so far: their ids are asked of the servers one call at a time,
+    /// never cached here (a cache would hand ids out after ids other clients got later).
+    strict: std::sync::Mutex<std::collections::HashSet<Tag>>,
     /// Held by the close, so a second close waits for the first.
     close_lock: tokio::sync::Mutex<bool>,
 }
@@ -264,6 +267,7 @@ impl ClientBuilder {
                 deadline,
                 runtime,
                 closed: AtomicBool::new(false),
+                strict: std::sync::Mutex::default(),
                 close_lock: tokio::sync::Mutex::new(false),
             }),
         })
@@ -342,12 +346,40 @@ impl Client {
     /// library's waiting path.
     async fn next_id_waiting(&self, name: &str) -> Result<u64, ClientError> {
         let tag = name.as_tag()?;
-        self.inner.parts.segments.next_id(&tag).await.map_err(|e| self.inner.error(e))
+        if !self.inner.is_strict(&tag) {
+            match self.inner.parts.segments.next_id(&tag).await.map_err(|e| self.inner.error(e)) {
+                Err(error) if is_strict_refusal(&error) => self.inner.learn_strict(&tag),
+                answer => return answer,
+            }
+        }
+        let ids = self.strict_ids(&tag, 1).await?;
+        ids.first()
+            .copied()
+            .ok_or_else(|| ClientError::Unavailable { reason: "a server answered no id".into() })
     }
 
-    /// `count` ids of `tag` (1 to `BATCH_COUNT_MAX`), increasing.
+    /// `count` ids of `tag` (1 to `BATCH_COUNT_MAX`), increasing. A strict tag's come from
+    /// the servers in one call (its ids are never cached here).
     pub async fn next_ids(&self, tag: impl AsTag, count: u64) -> Result<Vec<u64>, ClientError> {
-        self.tag(tag)?.next_ids(count).await
+        let tag = tag.as_tag()?;
+        if !self.inner.is_strict(&tag) {
+            match self.tag(tag.as_ref())?.next_ids(count).await {
+                Err(error) if is_strict_refusal(&error) => self.inner.learn_strict(&tag),
+                answer => return answer,
+            }
+        }
+        self.strict_ids(&tag, count).await
+    }
+
+    /// `count` ids of the strict tag `tag`, from a server (the tag's owner there, or a node
+    /// that forwards to it).
+    async fn strict_ids(&self, tag: &Tag, count: u64) -> Result<Vec<u64>, ClientError> {
+        match self.public_ids(tag.as_str(), count).await? {
+            PublicIds::Numbers(ids) => Ok(ids),
+            PublicIds::Texts(_) => Err(ClientError::Unavailable {
+                reason: "a server answered texts for a strict tag".into(),
+            }),
+        }
     }
 
     /// A handle on `tag`'s ids: no parsing or lookup per id, and a synchronous
@@ -532,6 +564,16 @@ impl Inner {
 
     /// The engine's error as the client's: an "unknown tag" may stand for the caller error
     /// the store recorded (formatted tag, no token, …).
+    fn is_strict(&self, tag: &Tag) -> bool {
+        let strict = self.strict.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        !strict.is_empty() && strict.contains(tag)
+    }
+
+    fn learn_strict(&self, tag: &Tag) {
+        let mut strict = self.strict.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        strict.insert(tag.clone());
+    }
+
     fn error(&self, error: idmint::Error) -> ClientError {
         match error {
             idmint::Error::UnknownTag(tag) => self
@@ -607,4 +649,9 @@ fn checked_count(count: u64) -> Result<u64, ClientError> {
 
 fn bad_config(field: &'static str, reason: String) -> ClientError {
     ClientError::BadConfig { field, reason }
+}
+
+/// Whether a server refused ranges of a tag because it is strict.
+fn is_strict_refusal(error: &ClientError) -> bool {
+    matches!(error, ClientError::Refused { code, .. } if code == "strict_tag")
 }

@@ -158,3 +158,34 @@ fn a_guarded_tag_needs_its_token_on_every_transport() {
         }
     });
 }
+
+/// A strict tag: the server refuses it ranges, and the client then asks every id of it of
+/// the servers, never caching one: ids taken through the client and on the node itself, in
+/// turn, increase.
+#[test]
+fn a_strict_tag_is_asked_of_the_servers_never_cached() {
+    let memory = std::sync::Arc::new(idmint_store::MemoryStore::new());
+    let node = Node::memory_with(Extras { strict: Some(memory), ..Extras::default() });
+    let runtime = client_runtime();
+    runtime.block_on(async {
+        let owner = std::sync::Arc::clone(&node.node);
+        let tag = Tag::parse("chat").expect("tag");
+        node.run(async move { owner.create_strict_tag(&tag, None).await.expect("created") }).await;
+        let client = Client::connect([node.url.clone()]).await.expect("client");
+        let mut last = 0;
+        for round in 0..20 {
+            let id = if round % 2 == 0 {
+                client.next_id("chat").await.expect("client id")
+            } else {
+                node.next_id("chat").await
+            };
+            assert!(id > last, "round {round}: {id} after {last}");
+            last = id;
+        }
+        assert_eq!(
+            client.next_ids("chat", 3).await.expect("ids"),
+            vec![last + 1, last + 2, last + 3]
+        );
+        client.close().await;
+    });
+}

@@ -31,6 +31,9 @@ pub struct Extras {
     pub formats: idmint::node::TagFormats,
     pub snowflake: bool,
     pub auth: Option<idmint_server::Auth>,
+    /// Serve strict tags, on this store (for leases and tag metadata too) rather than the
+    /// segment store given.
+    pub strict: Option<Arc<idmint_store::MemoryStore>>,
 }
 
 impl Node {
@@ -77,7 +80,13 @@ impl Node {
                     force_key_change: false,
                 })
                 .collect();
-            let mut builder = idmint::NodeBuilder::new(config).segment_store(store);
+            let url = format!("http://{}", listener.local_addr().expect("address"));
+            let peer = idmint::node::Peer { grpc_url: url };
+            config.strict = Some(idmint::strict::StrictConfig::new(peer));
+            let mut builder = match extras.strict {
+                Some(memory) => idmint::NodeBuilder::new(config).stores(memory),
+                None => idmint::NodeBuilder::new(config).segment_store(store),
+            };
             if extras.snowflake {
                 builder = builder.snowflake(snowflake().await);
             }
