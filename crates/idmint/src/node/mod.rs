@@ -390,6 +390,11 @@ impl Node {
         let (true, Some(meta)) = (unknown, &self.meta) else { return Err(error) };
         let Ok(tag) = Tag::parse(name) else { return Err(error) };
         match meta.meta(&tag, POLICY_NAME).await {
+            // The name may be a strict tag: unavailable, not unknown, until the store answers.
+            Err(store) => {
+                let reason = store.to_string();
+                Err(NodeError::Segment(Error::Unavailable { tag, reason }))
+            }
             Ok(Some(value)) if value == POLICY_STRICT => {
                 if self.strict.is_none() {
                     return Ok(TagPolicy::Refused(POLICY_STRICT));
@@ -629,6 +634,21 @@ impl Node {
         if self.recorded_policy(&spec.tag).await?.as_deref() == Some(POLICY_STRICT) {
             return Err(taken());
         }
+        // A strict tag deleted under this name leaves its ceiling: start above it.
+        let mut spec = spec.clone();
+        if let Some(ceiling) = self.strict_ceiling(&spec.tag).await? {
+            let above = ceiling.saturating_add(1);
+            match spec.start {
+                Some(start) if start.get() < above && !spec.force => {
+                    let (tag, start, tomb) = (spec.tag.clone(), start.get(), above);
+                    let below = StoreError::StartBelowIssued { tag, start, tomb };
+                    return Err(NodeError::Segment(Error::Store(below)));
+                }
+                Some(_) => {}
+                None => spec.start = Some(StartId::new(above)?),
+            }
+        }
+        let spec = &spec;
         let created = self.segments.create_tag(spec).await?;
         // A strict tag of the name recorded meanwhile: one of the two creations gives way (each
         // writes first, then reads the other's record).
@@ -711,6 +731,14 @@ impl Node {
         if !recorded {
             return Err(taken());
         }
+        // Above where a plain tag deleted under this name stopped, and above `start`.
+        let first = match self.segments.tombstone(tag).await {
+            Ok(tomb) => tomb.unwrap_or(0).max(start.map_or(0, StartId::get)),
+            Err(error) => {
+                self.unrecord_strict(meta, tag).await;
+                return Err(error.into());
+            }
+        };
         // A plain tag of the name created meanwhile: this creation gives way.
         if self.segments.get_tag(tag).await.is_ok() {
             meta.compare_and_set_meta(tag, POLICY_NAME, Some(POLICY_STRICT), POLICY_PLAIN)
@@ -719,9 +747,32 @@ impl Node {
             return Err(taken());
         }
         self.policies.learn_strict(tag.clone());
-        strict.claim(tag, start.map(|s| s.get())).await?;
+        if let Err(error) = strict.claim(tag, (first > 0).then_some(first)).await {
+            // Not created: a retry must find the name free and apply its start.
+            self.policies.forget_strict(tag);
+            self.unrecord_strict(meta, tag).await;
+            return Err(error.into());
+        }
         tracing::info!(%tag, "strict tag created");
         Ok(strict.record(tag).await?)
+    }
+
+    /// Sets `tag`'s recorded policy back from strict to plain (a creation that did not
+    /// complete); a failure is logged (the tag then stays strict, with no id served yet).
+    async fn unrecord_strict(&self, meta: &Arc<dyn TagMetaStore>, tag: &Tag) {
+        let undo = meta.compare_and_set_meta(tag, POLICY_NAME, Some(POLICY_STRICT), POLICY_PLAIN);
+        if let Err(error) = undo.await {
+            tracing::warn!(%tag, %error, "a strict tag's creation failed and its policy stays");
+        }
+    }
+
+    /// The ceiling recorded for a strict tag of this name, deleted or not (every id it
+    /// handed out is at or below it).
+    async fn strict_ceiling(&self, tag: &Tag) -> Result<Option<u64>, NodeError> {
+        let Some(meta) = &self.meta else { return Ok(None) };
+        let value = meta.meta(tag, crate::strict::CEILING_META_NAME).await;
+        let value = value.map_err(|e| NodeError::Segment(Error::Store(e)))?;
+        Ok(value.and_then(|v| v.parse().ok()))
     }
 
     /// The policy recorded for `tag` in the store's tag metadata (none without metadata).

@@ -291,12 +291,12 @@ impl NodeBuilder {
         let segments = crate::segment::Segments::start(store, config.segment.clone())
             .map_err(NodeStartError::Segments)?;
         let strict = match (&config.strict, &workers, &key_guard) {
-            (Some(strict), Some(leases), KeyGuard::Meta(meta)) => Some(StrictTags::new(
-                (Arc::clone(leases) as Arc<dyn LeaseStore>, Arc::clone(meta)),
-                Arc::clone(&clock),
-                strict.clone(),
-                peers.clone(),
-            )),
+            (Some(strict), Some(leases), KeyGuard::Meta(meta)) => {
+                let mut strict = strict.clone();
+                strict.forward_batch_max = strict.forward_batch_max.min(config.batch_count_max);
+                let stores = (Arc::clone(leases) as Arc<dyn LeaseStore>, Arc::clone(meta));
+                Some(StrictTags::new(stores, strict, peers.clone()))
+            }
             _ => None,
         };
         let served = strict.is_some();

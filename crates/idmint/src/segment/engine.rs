@@ -470,6 +470,12 @@ impl Segments {
             .ok_or_else(|| Error::UnknownTag(tag.clone()))
     }
 
+    /// Where a deleted tag of this name stopped (every id it handed out is below), if one
+    /// was deleted through idmint.
+    pub async fn tombstone(&self, tag: &Tag) -> Result<Option<u64>, Error> {
+        self.store_call(self.shared.store.tombstone(tag)).await
+    }
+
     /// Every tag in the store, without idmint's internal rows ([`Tag::is_internal`]).
     pub async fn list_tags(&self) -> Result<Vec<TagRecord>, Error> {
         let mut records = self.store_call(self.shared.store.list_tags()).await?;

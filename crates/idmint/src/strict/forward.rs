@@ -24,6 +24,8 @@ type Waiter = (Count, oneshot::Sender<Result<IdRange, Error>>);
 /// The forwards of one node.
 pub(super) struct Forwards {
     peers: Option<Arc<dyn PeerLink>>,
+    /// The most ids one call asks for.
+    batch_max: u64,
     queues: Mutex<HashMap<(Peer, Tag), Arc<Queue>>>,
 }
 
@@ -41,8 +43,8 @@ struct Waiting {
 }
 
 impl Forwards {
-    pub(super) fn new(peers: Option<Arc<dyn PeerLink>>) -> Forwards {
-        Forwards { peers, queues: Mutex::new(HashMap::new()) }
+    pub(super) fn new(peers: Option<Arc<dyn PeerLink>>, batch_max: u64) -> Forwards {
+        Forwards { peers, batch_max: batch_max.max(1), queues: Mutex::new(HashMap::new()) }
     }
 
     /// `count` ids of `tag` from `peer`, its owner.
@@ -60,11 +62,11 @@ impl Forwards {
                 peer.grpc_url
             )));
         };
-        if count.get() > FORWARD_BATCH_MAX {
+        if count.get() > self.batch_max {
             return Err(unavailable(&format!(
-                "a take of more than {FORWARD_BATCH_MAX} ids of a strict tag is served by its \
-                 owner only ({}): ask it there",
-                peer.grpc_url
+                "a take of more than {} ids of a strict tag is served by its owner only ({}): \
+                 ask it there",
+                self.batch_max, peer.grpc_url
             )));
         }
         let queue = {
@@ -79,14 +81,14 @@ impl Forwards {
         };
         if lead {
             let (link, peer, tag) = (Arc::clone(link), peer.clone(), tag.clone());
-            tokio::spawn(fly(link, peer, tag, queue));
+            tokio::spawn(fly(link, (peer, tag), queue, self.batch_max));
         }
         answer.await.unwrap_or_else(|_| Err(unavailable("the forwarded take was dropped")))
     }
 }
 
 /// Sends the queue's takes, a batch a call, until none waits.
-async fn fly(link: Arc<dyn PeerLink>, peer: Peer, tag: Tag, queue: Arc<Queue>) {
+async fn fly(link: Arc<dyn PeerLink>, (peer, tag): (Peer, Tag), queue: Arc<Queue>, batch_max: u64) {
     loop {
         let batch = {
             let mut waiting = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -100,7 +102,7 @@ async fn fly(link: Arc<dyn PeerLink>, peer: Peer, tag: Tag, queue: Arc<Queue>) {
                 .iter()
                 .take_while(|(count, _)| {
                     total += count.get();
-                    total <= FORWARD_BATCH_MAX
+                    total <= batch_max
                 })
                 .count()
                 .max(1);
@@ -136,6 +138,15 @@ fn answer_in_order(
         }
         Err(PeerError::Refused { code, .. }) if code == "unknown_tag" => {
             Err(Error::UnknownTag(tag.clone()))
+        }
+        // Final on the owner, final here: the tag's ids are spent.
+        Err(PeerError::Refused { code, .. }) if code == "tag_exhausted" => {
+            let (max_id, step) = (super::STRICT_ID_MAX, total);
+            Err(Error::Store(idmint_store::StoreError::Exhausted {
+                tag: tag.clone(),
+                max_id,
+                step,
+            }))
         }
         Err(error) => Err(unavailable(error.to_string())),
     };

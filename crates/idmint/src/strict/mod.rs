@@ -45,6 +45,10 @@ pub const WINDOW_MIN: u64 = 1_000;
 pub const WINDOW_MAX: u64 = 10_000_000;
 /// How long a window should last at the tag's measured rate, in milliseconds.
 pub const WINDOW_TARGET_MS: u64 = 10_000;
+/// The tag-metadata name of a strict tag's ceiling, recorded beside the lease's mark at every
+/// raise: a lease row deleted later leaves it, so a new owner still starts above it, and a
+/// plain tag created again under a deleted strict tag's name starts above it.
+pub const CEILING_META_NAME: &str = "ceiling";
 /// How long a take waits before it looks for a tag's owner again, while the last owner's
 /// lease runs out.
 pub const ROUTE_RETRY_MS: u64 = 25;
@@ -63,6 +67,8 @@ pub struct StrictConfig {
     pub lease_ttl_ms: u64,
     /// How long past a lease's expiry the store waits before another node may take it.
     pub lease_margin_ms: u64,
+    /// The most ids one forwarded call asks for: at most every node's batch limit.
+    pub forward_batch_max: u64,
 }
 
 impl StrictConfig {
@@ -72,6 +78,7 @@ impl StrictConfig {
             peer,
             lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
             lease_margin_ms: LEASE_MARGIN_MS_DEFAULT,
+            forward_batch_max: forward::FORWARD_BATCH_MAX,
         }
     }
 }
@@ -123,6 +130,63 @@ struct Window {
     stopped: bool,
 }
 
+/// Milliseconds on the monotonic clock (from 1 at the engine's start): the owner's gate and
+/// the window's pacing never move with the wall clock, so a clock stepped back cannot keep
+/// an old owner's gate open past its lease.
+#[derive(Debug)]
+struct Monotonic(std::time::Instant);
+
+impl Clock for Monotonic {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX).saturating_add(1)
+    }
+}
+
+/// Bounds a store call of the engine: a store that does not answer is unavailable, and a
+/// take waiting on it ends.
+async fn bounded<T>(
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let limit = Duration::from_millis(idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT);
+    tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+        let ms = limit.as_millis();
+        Err(StoreError::Unavailable(format!("the store did not answer within {ms} ms")))
+    })
+}
+
+/// The ceiling recorded for `tag` in the tag metadata (0 without one).
+async fn recorded_ceiling(meta: &dyn TagMetaStore, tag: &Tag) -> Result<u64, StoreError> {
+    let value = bounded(meta.meta(tag, CEILING_META_NAME)).await?;
+    Ok(value.and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
+/// Raises the ceiling recorded for `tag` to `ceiling` (never lowers it).
+async fn record_ceiling(
+    meta: &dyn TagMetaStore,
+    tag: &Tag,
+    ceiling: u64,
+) -> Result<(), StoreError> {
+    loop {
+        let current = bounded(meta.meta(tag, CEILING_META_NAME)).await?;
+        let parsed = current.as_deref().and_then(|v| v.parse::<u64>().ok());
+        if parsed.is_some_and(|c| c >= ceiling) {
+            return Ok(());
+        }
+        let new = ceiling.to_string();
+        let set = meta.compare_and_set_meta(tag, CEILING_META_NAME, current.as_deref(), &new);
+        if bounded(set).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// Whether this node holds a tag's lease.
+enum Held {
+    Serving(Arc<Owned>),
+    Renewing,
+    No,
+}
+
 /// Where a take of a strict tag goes.
 enum Route {
     Here(Arc<Owned>),
@@ -135,18 +199,17 @@ impl StrictTags {
     /// `peers` (none: it serves only the tags it can own).
     pub fn new(
         (store, meta): (Arc<dyn LeaseStore>, Arc<dyn TagMetaStore>),
-        clock: Arc<dyn Clock>,
         config: StrictConfig,
         peers: Option<Arc<dyn PeerLink>>,
     ) -> Arc<StrictTags> {
         Arc::new(StrictTags {
             store,
             meta,
-            clock,
-            config,
+            clock: Arc::new(Monotonic(std::time::Instant::now())),
             owned: Mutex::new(HashMap::new()),
             acquiring: tokio::sync::Mutex::new(()),
-            forwards: Forwards::new(peers),
+            forwards: Forwards::new(peers, config.forward_batch_max),
+            config,
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
         })
@@ -158,9 +221,21 @@ impl StrictTags {
         if self.cancel.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
-        match self.route(tag).await? {
-            Route::Here(owned) => self.take_here(&owned, count).await,
-            Route::Peer(peer) => self.forwards.take(&peer, tag, count).await,
+        // An owner that does not answer (dead, or its lease restored from a backup) is
+        // routed around once its lease ends: a take waits up to one TTL and margin for that.
+        let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        loop {
+            let answer = match self.route(tag).await? {
+                Route::Here(owned) => return self.take_here(&owned, count).await,
+                Route::Peer(peer) => self.forwards.take(&peer, tag, count).await,
+            };
+            match answer {
+                Err(Error::Unavailable { .. }) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(ROUTE_RETRY_MS)).await;
+                }
+                answer => return answer,
+            }
         }
     }
 
@@ -257,6 +332,9 @@ impl StrictTags {
         let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         loop {
+            if self.cancel.is_cancelled() {
+                return Err(Error::ShuttingDown);
+            }
             let reason = match self.try_route(tag).await? {
                 Ok(route) => return Ok(route),
                 Err(reason) => reason,
@@ -270,18 +348,24 @@ impl StrictTags {
 
     /// One attempt of [`StrictTags::route`]: the route, or why to wait and try again.
     async fn try_route(self: &Arc<Self>, tag: &Tag) -> Result<Result<Route, String>, Error> {
-        if let Some(owned) = self.owned_now(tag) {
+        if let Held::Serving(owned) = self.owned_now(tag) {
             return Ok(Ok(Route::Here(owned)));
         }
         let _one = self.acquiring.lock().await;
-        if let Some(owned) = self.owned_now(tag) {
-            return Ok(Ok(Route::Here(owned)));
+        match self.owned_now(tag) {
+            Held::Serving(owned) => return Ok(Ok(Route::Here(owned))),
+            Held::Renewing => {
+                return Ok(Err("this node's lease of the tag is being renewed".to_string()));
+            }
+            Held::No => {}
         }
         let unavailable = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
         let space = lease_space(tag);
-        let store_now = self.store.now_ms().await.map_err(|e| unavailable(e.to_string()))?;
-        let records =
-            self.store.list_leases(&space).await.map_err(|e| unavailable(e.to_string()))?;
+        let store_now =
+            bounded(self.store.now_ms()).await.map_err(|e| unavailable(e.to_string()))?;
+        let records = bounded(self.store.list_leases(&space))
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
         // The store's clock decides whether a holder is live, never this node's.
         if let Some(live) = records.iter().find(|r| r.expires_ms > store_now) {
             if live.holder == self.config.peer.grpc_url {
@@ -294,14 +378,16 @@ impl StrictTags {
             return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() })));
         }
         // Only a tag still recorded strict is taken (it may have been deleted meanwhile).
-        match self.meta.meta(tag, POLICY_NAME).await {
+        match bounded(self.meta.meta(tag, POLICY_NAME)).await {
             Ok(Some(policy)) if policy == POLICY_STRICT => {}
             Ok(_) => return Err(Error::UnknownTag(tag.clone())),
             Err(error) => return Err(unavailable(error.to_string())),
         }
+        let floor =
+            recorded_ceiling(&*self.meta, tag).await.map_err(|e| unavailable(e.to_string()))?;
         let asked_ms = self.clock.now_ms();
         let request = self.lease_request(space);
-        let lease = match Fence::<Window>::acquire(&*self.store, &request).await {
+        let lease = match bounded(Fence::<Window>::acquire(&*self.store, &request)).await {
             Ok(lease) => lease,
             // Another node took it meanwhile, or the last holder's margin has not passed.
             Err(StoreError::NoWorkerIdInRange { .. } | StoreError::WorkersExhausted { .. }) => {
@@ -311,7 +397,11 @@ impl StrictTags {
             }
             Err(error) => return Err(unavailable(error.to_string())),
         };
-        let owned = Arc::new(self.own(tag, lease, asked_ms));
+        let owned = Arc::new(self.own(tag, lease, asked_ms, floor));
+        if self.cancel.is_cancelled() {
+            owned.give_up("the node is shutting down").await;
+            return Err(Error::ShuttingDown);
+        }
         self.owned
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -321,16 +411,14 @@ impl StrictTags {
         Ok(Ok(Route::Here(owned)))
     }
 
-    /// The tag's lease acquired at `asked_ms` as an owned tag: it serves above the mark.
-    fn own(&self, tag: &Tag, lease: Lease, asked_ms: u64) -> Owned {
+    /// The tag's lease acquired at `asked_ms` as an owned tag: it serves above the lease's
+    /// mark and above `floor`, the ceiling recorded in the tag metadata (a lease row deleted
+    /// since keeps that one), raising the mark past both before its first id.
+    fn own(&self, tag: &Tag, lease: Lease, asked_ms: u64, floor: u64) -> Owned {
         let mark = lease.mark;
-        let window = Window {
-            next: mark + 1,
-            ceiling: mark,
-            raised_ms: asked_ms,
-            raised_next: mark + 1,
-            stopped: false,
-        };
+        let next = mark.max(floor) + 1;
+        let window =
+            Window { next, ceiling: mark, raised_ms: asked_ms, raised_next: next, stopped: false };
         let ttl = self.config.lease_ttl_ms;
         let fence = Fence::leased(
             (Arc::clone(&self.store), "strict tag lease"),
@@ -353,16 +441,24 @@ impl StrictTags {
         }
     }
 
-    /// The owned tag `tag`, while its gate is open.
-    fn owned_now(&self, tag: &Tag) -> Option<Arc<Owned>> {
+    /// Whether this node holds `tag`: serving (the gate open), renewing (the gate closed by
+    /// time while the lease is still held: its renewal may open it again), or not.
+    fn owned_now(&self, tag: &Tag) -> Held {
         let mut owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = owned.get(tag)?;
+        let Some(entry) = owned.get(tag) else { return Held::No };
         if entry.serving(self.clock.now_ms()) {
-            return Some(Arc::clone(entry));
+            return Held::Serving(Arc::clone(entry));
         }
-        // Lost or lapsed: forget it; the next take finds the tag's owner again.
+        let renewing = {
+            let state = entry.fence.lock();
+            state.lease.is_some() && !state.holder.stopped
+        };
+        if renewing {
+            return Held::Renewing;
+        }
+        // Lost or given up: forget it; the next take finds the tag's owner again.
         owned.remove(tag);
-        None
+        Held::No
     }
 
     /// Takes `count` ids on this node, raising the ceiling first when they pass it.
@@ -406,9 +502,10 @@ impl StrictTags {
             return;
         }
         let (owned, clock) = (Arc::clone(owned), Arc::clone(&self.clock));
+        let meta = Arc::clone(&self.meta);
         self.tasks.spawn(async move {
             let need = owned.fence.lock().holder.next;
-            if let Err(error) = raise_ceiling(&owned, need, &*clock).await {
+            if let Err(error) = raise_ceiling(&owned, &*meta, need, &*clock).await {
                 tracing::warn!(tag = %owned.tag, %error, "strict tag's ceiling not raised ahead");
             }
         });
@@ -416,7 +513,7 @@ impl StrictTags {
 
     /// Raises `owned`'s ceiling to at least `need` plus a window.
     async fn raise(&self, owned: &Owned, need: u64) -> Result<(), StoreError> {
-        raise_ceiling(owned, need, &*self.clock).await
+        raise_ceiling(owned, &*self.meta, need, &*self.clock).await
     }
 
     /// Renews `owned`'s lease every third of its TTL until it is lost, given up or the
@@ -446,12 +543,27 @@ impl StrictTags {
                 // No lease to acquire here: a lost tag is found again by the next take.
                 let request = |_| unreachable_request();
                 let stop = |window: &mut Window| window.stopped = true;
-                let Some(renewal) = owned.fence.renew(request, &*clock, stop).await else {
+                let renewal = owned.fence.renew(request, &*clock, stop);
+                let limit = Duration::from_millis(idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT);
+                let Ok(Some(renewal)) = tokio::time::timeout(limit, renewal).await else {
                     continue;
                 };
-                let mut state = owned.fence.lock();
-                if !state.holder.stopped {
+                let behind = {
+                    let mut state = owned.fence.lock();
+                    if state.holder.stopped {
+                        continue;
+                    }
+                    let ceiling = state.holder.ceiling;
+                    let lease = renewal.lease.clone();
                     owned.fence.install(&mut state, renewal.lease, renewal.until_ms);
+                    (lease.mark < ceiling).then_some((lease, ceiling))
+                };
+                // The row's mark went back under this holding (restored from a backup): put
+                // it back before a later owner could inherit it.
+                if let Some((lease, ceiling)) = behind {
+                    tracing::error!(tag = %owned.tag, mark = lease.mark, ceiling, "strict tag's lease mark went back; raising it again");
+                    let raised = owned.fence.raise(&lease, ceiling, |w| w.stopped = true);
+                    let _ = bounded(raised).await;
                 }
             }
         });
@@ -473,7 +585,12 @@ fn unreachable_request() -> LeaseRequest {
 
 /// Raises `owned`'s ceiling to at least `need` plus a window sized from the measured rate,
 /// under the lease's token; one raise at a time, and none when another already covered it.
-async fn raise_ceiling(owned: &Owned, need: u64, clock: &dyn Clock) -> Result<(), StoreError> {
+async fn raise_ceiling(
+    owned: &Owned,
+    meta: &dyn TagMetaStore,
+    need: u64,
+    clock: &dyn Clock,
+) -> Result<(), StoreError> {
     let _one = owned.raising.lock().await;
     let now_ms = clock.now_ms();
     let (lease, target) = {
@@ -491,7 +608,10 @@ async fn raise_ceiling(owned: &Owned, need: u64, clock: &dyn Clock) -> Result<()
         let target = need.max(window.ceiling).saturating_add(window.next_size(now_ms));
         (lease, target.min(STRICT_ID_MAX))
     };
-    owned.fence.raise(&lease, target, |window| window.stopped = true).await?;
+    bounded(owned.fence.raise(&lease, target, |window| window.stopped = true)).await?;
+    // Recorded beside the mark before any id below it is served: a lease row deleted later
+    // still leaves it.
+    record_ceiling(meta, &owned.tag, target).await?;
     let mut state = owned.fence.lock();
     let held = state.lease.as_ref().is_some_and(|l| l.fence_token() == lease.fence_token());
     let window = &mut state.holder;

@@ -199,3 +199,77 @@ async fn a_later_strict_tag_is_learnt_and_a_deleted_one_is_unknown() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+async fn takes(node: &Node, name: &str, n: usize) -> Vec<u64> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(take(node, name).await);
+    }
+    ids
+}
+
+fn plain_spec(tag: &Tag) -> idmint_store::TagSpec {
+    idmint_store::TagSpec {
+        tag: tag.clone(),
+        step: idmint_core::Step::new(10).unwrap(),
+        start: None,
+        description: idmint_core::Description::default(),
+        force: false,
+    }
+}
+
+/// The tag's lease row deleted, or restored from a backup taken before the owner's takes:
+/// the ceiling recorded beside it in the tag metadata keeps the next owner above every id.
+#[tokio::test]
+async fn a_lease_row_deleted_or_restored_older_never_brings_ids_back() {
+    use idmint::strict::lease_space;
+
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b, c) = (
+        node("a", &store, &link).await,
+        node("b", &store, &link).await,
+        node("c", &store, &link).await,
+    );
+    let tag = Tag::parse("ord").unwrap();
+    a.create_strict_tag(&tag, None).await.unwrap();
+    let backup = store.snapshot_worker_rows();
+    let on_a = takes(&a, "ord", 3).await;
+    a.shutdown().await;
+    link.nodes.lock().unwrap().remove("a");
+    store.delete_worker_rows(&lease_space(&tag));
+    let on_b = takes(&b, "ord", 3).await;
+    assert!(on_b[0] > on_a[2], "{on_b:?} after {on_a:?}");
+    b.shutdown().await;
+    link.nodes.lock().unwrap().remove("b");
+    store.restore_worker_rows(&backup);
+    let on_c = takes(&c, "ord", 1).await;
+    assert!(on_c[0] > on_b[2], "{on_c:?} after {on_b:?}");
+    c.shutdown().await;
+}
+
+/// A plain tag deleted and created again as strict starts above its tombstone; a strict tag
+/// deleted and created again as plain starts above its ceiling (a start below it refused).
+#[tokio::test]
+async fn a_name_changing_policy_never_brings_ids_back() {
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let a = node("a", &store, &link).await;
+    let (plain, strict) = (Tag::parse("pl").unwrap(), Tag::parse("st").unwrap());
+    a.create_tag(&plain_spec(&plain)).await.unwrap();
+    let as_plain = takes(&a, "pl", 3).await;
+    a.delete_tag(&plain).await.unwrap();
+    a.create_strict_tag(&plain, None).await.unwrap();
+    let as_strict = takes(&a, "pl", 1).await;
+    assert!(as_strict[0] > as_plain[2], "{as_strict:?} after {as_plain:?}");
+
+    a.create_strict_tag(&strict, None).await.unwrap();
+    let as_strict = takes(&a, "st", 3).await;
+    a.delete_tag(&strict).await.unwrap();
+    let mut below = plain_spec(&strict);
+    below.start = Some(StartId::new(1).unwrap());
+    let refused = a.create_tag(&below).await.unwrap_err();
+    assert!(refused.to_string().contains("below"), "{refused}");
+    a.create_tag(&plain_spec(&strict)).await.unwrap();
+    let as_plain = takes(&a, "st", 1).await;
+    assert!(as_plain[0] > as_strict[2], "{as_plain:?} after {as_strict:?}");
+    a.shutdown().await;
+}
