@@ -30,7 +30,12 @@ type Attempt<T> = Result<T, sqlx::Error>;
 impl TagMetaStore for MySqlStore {
     async fn meta(&self, tag: &Tag, name: &str) -> Result<Option<String>, StoreError> {
         check_name(name)?;
-        self.with_meta_table(|| self.select_meta(tag, name)).await
+        // A read: an absent table holds no value, and is not created for it.
+        match self.select_meta(tag, name).await {
+            Ok(value) => Ok(value),
+            Err(e) if super::is_no_table(&e) => Ok(None),
+            Err(e) => Err(super::unavailable(e)),
+        }
     }
 
     async fn compare_and_set_meta(
@@ -81,17 +86,19 @@ impl TagMetaStore for MySqlStore {
 
     async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
         check_name(name)?;
-        let rows: Vec<(String, String)> = self
-            .with_meta_table(|| async {
-                sqlx::query_as(AssertSqlSafe(format!(
-                    "SELECT tag, value FROM {TAG_META_TABLE} WHERE name = ?"
-                )))
-                .bind(name)
-                .fetch_all(&self.pool)
-                .await
-            })
-            .await?;
-        stored_values(rows)
+        // A read: an absent table holds no value, and is not created for it (a Leaf or Tinyid
+        // account may not be allowed to).
+        let rows: Result<Vec<(String, String)>, _> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT tag, value FROM {TAG_META_TABLE} WHERE name = ?"
+        )))
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await;
+        match rows {
+            Ok(rows) => stored_values(rows),
+            Err(e) if super::is_no_table(&e) => Ok(Vec::new()),
+            Err(e) => Err(super::unavailable(e)),
+        }
     }
 }
 

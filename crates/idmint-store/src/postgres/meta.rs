@@ -16,7 +16,7 @@ use idmint_core::Tag;
 use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::AssertSqlSafe;
 
-use super::{ADVISORY_LOCK_CLASS, PgStore};
+use super::{ADVISORY_LOCK_CLASS, PgStore, SQLSTATE_UNDEFINED_TABLE};
 use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name, stored_values};
 use crate::sql::TxConn;
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
@@ -29,16 +29,23 @@ type Attempt<T> = Result<T, sqlx::Error>;
 impl TagMetaStore for PgStore {
     async fn meta(&self, tag: &Tag, name: &str) -> Result<Option<String>, StoreError> {
         check_name(name)?;
-        self.with_meta_table(|| async {
-            sqlx::query_scalar(AssertSqlSafe(format!(
-                "SELECT value::text FROM {TAG_META_TABLE} WHERE tag = $1 AND name = $2"
-            )))
-            .bind(tag.as_str())
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await
-        })
-        .await
+        // A read: an absent table holds no value, and is not created for it.
+        let value = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT value::text FROM {TAG_META_TABLE} WHERE tag = $1 AND name = $2"
+        )))
+        .bind(tag.as_str())
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await;
+        match value {
+            Ok(value) => Ok(value),
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(self.unavailable(e)),
+        }
     }
 
     async fn compare_and_set_meta(
@@ -72,17 +79,23 @@ impl TagMetaStore for PgStore {
 
     async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
         check_name(name)?;
-        let rows: Vec<(String, String)> = self
-            .with_meta_table(|| async {
-                sqlx::query_as(AssertSqlSafe(format!(
-                    "SELECT tag::text, value::text FROM {TAG_META_TABLE} WHERE name = $1"
-                )))
-                .bind(name)
-                .fetch_all(&self.pool)
-                .await
-            })
-            .await?;
-        stored_values(rows)
+        // A read: an absent table holds no value, and is not created for it (a Leaf account
+        // may not be allowed to).
+        let rows: Result<Vec<(String, String)>, _> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT tag::text, value::text FROM {TAG_META_TABLE} WHERE name = $1"
+        )))
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await;
+        match rows {
+            Ok(rows) => stored_values(rows),
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) =>
+            {
+                Ok(Vec::new())
+            }
+            Err(e) => Err(self.unavailable(e)),
+        }
     }
 }
 

@@ -327,7 +327,8 @@ mod mysql {
     async fn the_metadata_table_compares_bytes() {
         let Some(url) = url().await else { return };
         let store = Backend::open(&url).await.unwrap().tag_meta().unwrap();
-        store.meta(&tag("meta.mysql-table"), "key").await.unwrap();
+        // A read creates no table; the first write does.
+        store.compare_and_set_meta(&tag("meta.mysql-table"), "key", None, "x").await.unwrap();
         crate::mysql::assert_tables_compare_bytes(&[TAG_META_TABLE]).await;
     }
 

@@ -64,13 +64,33 @@ impl Policies {
         meta: &dyn TagMetaStore,
         strict_served: bool,
     ) -> Result<Policies, StoreError> {
+        // An account without idmint's metadata table (Leaf's or Tinyid's own grants, or
+        // `create_tables=false`) records and reads no policy: this node then serves what its
+        // configuration says, as before policies were recorded.
+        let unrecorded = |error: &StoreError| {
+            matches!(error, StoreError::Denied { .. } | StoreError::MissingTable { .. })
+        };
         for tag in formats.keys() {
             // `false`: a value is there already, read below with every other tag's.
-            meta.compare_and_set_meta(tag, POLICY_NAME, None, POLICY_FORMATTED).await?;
+            match meta.compare_and_set_meta(tag, POLICY_NAME, None, POLICY_FORMATTED).await {
+                Err(error) if unrecorded(&error) => {
+                    tracing::warn!(%tag, %error, "the tag's policy is not recorded in the store: other nodes will not refuse it without its format");
+                }
+                other => {
+                    other?;
+                }
+            }
         }
+        let recorded = match meta.meta_of_every_tag(POLICY_NAME).await {
+            Err(error) if unrecorded(&error) => {
+                tracing::warn!(%error, "the tags' recorded policies cannot be read: strict tags and other nodes' formats are not known to this node");
+                Vec::new()
+            }
+            other => other?,
+        };
         let policies = Policies::new(formats);
         let mut refused = HashMap::new();
-        for (tag, value) in meta.meta_of_every_tag(POLICY_NAME).await? {
+        for (tag, value) in recorded {
             match value.as_str() {
                 POLICY_FORMATTED if policies.formats.contains_key(&tag) => {}
                 POLICY_PLAIN => {}
