@@ -3,7 +3,7 @@
 //! answered them.
 //!
 //! One node at a time owns a strict tag: it holds the tag's lease (slot 0 of the tag's own
-//! lease space, [`lease_space`]) through a [`Fence`]. The lease's mark is the tag's ceiling:
+//! lease space, [`lease_space`]) through a fence (`fence.rs`). The lease's mark is the tag's ceiling:
 //! the owner raises it a window ahead, under its token, before it hands out an id below it,
 //! and serves from memory under one lock, in order. A new owner inherits the mark and starts
 //! above it. The old owner's gate closes one TTL after it last asked to renew, on its own
