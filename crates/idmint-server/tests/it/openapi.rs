@@ -426,7 +426,8 @@ async fn fuzz_server(dir: &Path) -> TestServer {
     let engine =
         idmint::Sequences::start(store.clone(), counters, clock, Default::default()).unwrap();
     let server = TestServer::setup()
-        .store(store)
+        .store(store.clone())
+        .strict(store)
         .formats(formats)
         .snowflake(snowflake)
         .sequences(engine)

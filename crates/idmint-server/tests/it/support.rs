@@ -31,6 +31,7 @@ pub struct NodeSetup {
     config: NodeConfig,
     snowflake: Option<Arc<idmint::Snowflake>>,
     workers: Option<Arc<dyn idmint_store::WorkerStore>>,
+    tag_meta: Option<Arc<dyn idmint_store::TagMetaStore>>,
     sequences: Option<Arc<idmint::Sequences>>,
     auth: idmint_server::Auth,
     limits: idmint_server::HttpLimits,
@@ -97,6 +98,18 @@ impl NodeSetup {
     /// Sequences from `engine`.
     pub fn sequences(mut self, engine: Arc<idmint::Sequences>) -> NodeSetup {
         self.sequences = Some(engine);
+        self
+    }
+
+    /// Strict tags, their leases and policies in `store` (the node's only peer itself).
+    pub fn strict<S>(mut self, store: Arc<S>) -> NodeSetup
+    where
+        S: idmint_store::WorkerStore + idmint_store::TagMetaStore + 'static,
+    {
+        self.workers = Some(Arc::clone(&store) as Arc<dyn idmint_store::WorkerStore>);
+        self.tag_meta = Some(store);
+        let peer = idmint::node::Peer { grpc_url: "http://this-node".to_string() };
+        self.config.strict = Some(idmint::strict::StrictConfig::new(peer));
         self
     }
 
@@ -171,6 +184,9 @@ impl NodeSetup {
         if let Some(workers) = self.workers {
             builder = builder.worker_store(workers);
         }
+        if let Some(meta) = self.tag_meta {
+            builder = builder.tag_meta_store(meta);
+        }
         if let Some(engine) = self.sequences {
             builder = builder.sequences(engine);
         }
@@ -198,6 +214,7 @@ impl TestServer {
             config,
             snowflake: None,
             workers: None,
+            tag_meta: None,
             sequences: None,
             auth: idmint_server::Auth::open(),
             limits: idmint_server::HttpLimits::default(),

@@ -714,6 +714,13 @@ impl Node {
         let (Some(strict), Some(meta)) = (&self.strict, &self.meta) else {
             return Err(policy::refusal(tag.as_str(), POLICY_STRICT));
         };
+        if let Some(start) = start.filter(|s| s.get() > crate::strict::STRICT_ID_MAX) {
+            return Err(NodeError::BadId(format!(
+                "start {} is above the largest id of a strict tag, {} (2^53 - 1)",
+                start.get(),
+                crate::strict::STRICT_ID_MAX
+            )));
+        }
         let taken = || NodeError::Segment(Error::Store(StoreError::TagExists(tag.clone())));
         let store = |e: StoreError| NodeError::Segment(Error::Store(e));
         if self.segments.get_tag(tag).await.is_ok() {
