@@ -1,7 +1,8 @@
 //! `idmint decode TEXT`: what an id stands for, offline. By default the parts of a
 //! snowflake-style id under the configured `[snowflake]` layout (or `--layout NAME`); with `--tag TAG` the internal id behind a public id
 //! of the tag's `[format.TAG]` section (template and key, from `--config FILE`); with
-//! `--encoding NAME` the number behind a plain encoded id.
+//! `--encoding NAME` the number behind a plain encoded id; with `--tso` the parts of a
+//! timestamp of the oracle (`GET /v1/tso`).
 
 use std::path::PathBuf;
 
@@ -19,15 +20,18 @@ pub struct DecodeArgs {
     /// The layout the id was made with: snowflake, sonyflake, uid or js-safe. Without it,
     /// the `[snowflake]` layout of the configuration (`--config`, `IDMINT_SNOWFLAKE_*`), a
     /// custom one included; `snowflake` when none is configured.
-    #[arg(long, conflicts_with_all = ["tag", "encoding"])]
+    #[arg(long, conflicts_with_all = ["tag", "encoding", "tso"])]
     pub layout: Option<String>,
     /// Decode a public id of this tag, with the template and key of its `[format.TAG]`
     /// section in the config file.
-    #[arg(long, value_name = "TAG", conflicts_with = "encoding")]
+    #[arg(long, value_name = "TAG", conflicts_with_all = ["encoding", "tso"])]
     pub tag: Option<String>,
     /// Decode a plain encoded id: decimal, base36, base62 or crockford32.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "tso")]
     pub encoding: Option<String>,
+    /// Decode a timestamp of the oracle (`physical_ms << 18 | logical`).
+    #[arg(long)]
+    pub tso: bool,
     /// TOML config file with the tag's `[format.TAG]` section (the key may come from the
     /// variable its key_env names).
     #[arg(long, value_name = "FILE", env = "IDMINT_CONFIG")]
@@ -36,6 +40,16 @@ pub struct DecodeArgs {
 
 /// Prints what the id stands for.
 pub fn run(args: &DecodeArgs) -> anyhow::Result<()> {
+    if args.tso {
+        let digits = args.id.bytes().all(|b| b.is_ascii_digit());
+        let Some(timestamp) = args.id.parse::<u64>().ok().filter(|_| digits) else {
+            bail!("{:?} is not a timestamp; give a decimal number from 0 to {}", args.id, u64::MAX);
+        };
+        let parts = idmint_core::tso::decode(timestamp);
+        println!("time       {} ({} ms)", parts.time, parts.physical_ms);
+        println!("logical    {}", parts.logical);
+        return Ok(());
+    }
     if let Some(tag) = &args.tag {
         return decode_public(args, tag);
     }

@@ -43,9 +43,10 @@ use idmint_proto::v1::id_mint_client::IdMintClient;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
 use idmint_proto::v1::{
     DecodeIdRequest, DecodeIdResponse, DecodeSnowflakeRequest, DecodeSnowflakeResponse,
-    NextIdsRequest, NextIdsResponse, NextRangeRequest, NextRangeResponse, NextSequenceIdsRequest,
-    NextSequenceIdsResponse, NextSnowflakeIdsRequest, NextSnowflakeIdsResponse, ReturnRangeRequest,
-    ReturnRangeResponse, StreamIdsRequest, StreamIdsResponse,
+    DecodeTsoRequest, DecodeTsoResponse, NextIdsRequest, NextIdsResponse, NextRangeRequest,
+    NextRangeResponse, NextSequenceIdsRequest, NextSequenceIdsResponse, NextSnowflakeIdsRequest,
+    NextSnowflakeIdsResponse, ReturnRangeRequest, ReturnRangeResponse, StreamIdsRequest,
+    StreamIdsResponse, TsoRequest, TsoResponse,
 };
 use idmint_store::{MemoryStore, TagSpec};
 use tokio::runtime::Runtime;
@@ -527,6 +528,14 @@ impl IdMint for BareCounter {
     }
 
     async fn decode_id(&self, _: Request<DecodeIdRequest>) -> Answer<DecodeIdResponse> {
+        Err(Status::unimplemented("bare counter"))
+    }
+
+    async fn tso(&self, _: Request<TsoRequest>) -> Answer<TsoResponse> {
+        Err(Status::unimplemented("bare counter"))
+    }
+
+    async fn decode_tso(&self, _: Request<DecodeTsoRequest>) -> Answer<DecodeTsoResponse> {
         Err(Status::unimplemented("bare counter"))
     }
 }

@@ -10,7 +10,8 @@
 //! the lock-free [`Ring`] of pre-made ids behind the cached generator (`ring.rs`), the
 //! string encodings of ids (`encoding.rs`), the keyed permutation behind non-guessable
 //! public ids (`permute.rs`), and UUID v4/v7 and ULID: monotonic states, text forms and
-//! parsing (`uuid.rs`), and Didi Tinyid's `delta`/`remainder` arithmetic (`stride.rs`).
+//! parsing (`uuid.rs`), and Didi Tinyid's `delta`/`remainder` arithmetic (`stride.rs`), and the timestamp
+//! oracle's layout and step (`tso.rs`).
 //!
 //! It must not do I/O, await, spawn, or read a clock: time and store answers arrive as
 //! arguments, decisions leave as return values. That is what lets one simulation drive every
@@ -28,6 +29,7 @@ pub mod snowflake;
 pub mod snowflake_cell;
 pub mod stride;
 pub mod tag;
+pub mod tso;
 pub mod uuid;
 pub mod values;
 

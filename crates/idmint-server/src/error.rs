@@ -42,6 +42,9 @@ pub enum ApiError {
     /// Sequences are not served by this node yet: Redis has not answered so far and is
     /// retried (503), with the reason.
     SequencesNotRunning(String),
+    /// The timestamp oracle did not answer in time (503): its owner is not reachable, its
+    /// lease is passing to another node, or the store does not answer.
+    TsoUnavailable(String),
     /// The node is not configured to serve this kind of id (501, gRPC `FAILED_PRECONDITION`):
     /// final until its configuration changes, so not worth retrying on this node.
     NotConfigured {
@@ -327,6 +330,18 @@ pub(crate) const ERROR_CODES: &[(&str, &str)] = &[
          cannot run); final, the message says how to configure it",
     ),
     (
+        "tso_not_configured",
+        "501 (gRPC FAILED_PRECONDITION): this node serves no timestamp oracle (a store that \
+         holds no leases, such as Flicker or several databases, or no gRPC listener for its \
+         peers); final, the message says how to configure it",
+    ),
+    (
+        "tso_unavailable",
+        "503: the timestamp oracle did not answer in time: its owner is not reachable, its \
+         lease is passing to another node (at most the lease's TTL and margin), or the store \
+         does not answer",
+    ),
+    (
         "worker_ids_exhausted",
         "501 (gRPC FAILED_PRECONDITION): no snowflake worker id was free when this node \
          started (every id of the layout or of `snowflake.worker_ids` held or assigned); final \
@@ -396,6 +411,10 @@ impl ApiError {
             ApiError::NotConfigured { feature: Feature::TagPolicy, .. } => {
                 (StatusCode::NOT_IMPLEMENTED, "tag_policy_not_served")
             }
+            ApiError::NotConfigured { feature: Feature::Tso, .. } => {
+                (StatusCode::NOT_IMPLEMENTED, "tso_not_configured")
+            }
+            ApiError::TsoUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "tso_unavailable"),
             ApiError::NotConfigured { .. } => {
                 (StatusCode::NOT_IMPLEMENTED, "sequences_not_configured")
             }
@@ -614,7 +633,9 @@ impl ApiError {
             ApiError::Library(error) => library_message(&error),
             ApiError::Snowflake(error) => error.to_string(),
             ApiError::Sequence(error) => sequence_message(&error),
-            ApiError::SnowflakeNotRunning(reason) | ApiError::SequencesNotRunning(reason) => reason,
+            ApiError::SnowflakeNotRunning(reason)
+            | ApiError::SequencesNotRunning(reason)
+            | ApiError::TsoUnavailable(reason) => reason,
             ApiError::NotConfigured { reason, .. } => reason,
             ApiError::UnknownService(message) => message,
             ApiError::Format(error) => error.to_string(),
@@ -810,6 +831,7 @@ impl From<NodeError> for ApiError {
             NodeError::Sequence(error) => ApiError::Sequence(error),
             NodeError::SnowflakeNotRunning(reason) => ApiError::SnowflakeNotRunning(reason),
             NodeError::SequencesNotRunning(reason) => ApiError::SequencesNotRunning(reason),
+            error @ NodeError::TsoUnavailable(_) => ApiError::TsoUnavailable(error.to_string()),
             NodeError::NotConfigured { feature, reason } => {
                 ApiError::NotConfigured { feature, reason }
             }

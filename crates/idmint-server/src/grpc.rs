@@ -38,9 +38,10 @@ use idmint_core::snowflake::UtcMs;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
 use idmint_proto::v1::{
     DecodeIdRequest, DecodeIdResponse, DecodeSnowflakeRequest, DecodeSnowflakeResponse,
-    NextIdsRequest, NextIdsResponse, NextRangeRequest, NextRangeResponse, NextSequenceIdsRequest,
-    NextSequenceIdsResponse, NextSnowflakeIdsRequest, NextSnowflakeIdsResponse, Range,
-    ReturnRangeRequest, ReturnRangeResponse, StreamIdsRequest, StreamIdsResponse,
+    DecodeTsoRequest, DecodeTsoResponse, NextIdsRequest, NextIdsResponse, NextRangeRequest,
+    NextRangeResponse, NextSequenceIdsRequest, NextSequenceIdsResponse, NextSnowflakeIdsRequest,
+    NextSnowflakeIdsResponse, Range, ReturnRangeRequest, ReturnRangeResponse, StreamIdsRequest,
+    StreamIdsResponse, TsoRequest, TsoResponse,
 };
 use tonic::{Request, Response, Status};
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -344,6 +345,28 @@ impl IdMint for GrpcApi {
         respond(answer.map_err(ApiError::from))
     }
 
+    async fn tso(&self, request: Request<TsoRequest>) -> Answer<TsoResponse> {
+        let count = count(request.get_ref().count, self.app.node.tso_count_max());
+        let answer = async {
+            let count = count?;
+            let first = self.app.node.timestamps(count).await?.start();
+            let (physical_ms, logical) = idmint_core::tso::split(first);
+            Ok(TsoResponse { first, count: count.get(), physical_ms, logical })
+        };
+        respond(answer.await)
+    }
+
+    async fn decode_tso(&self, request: Request<DecodeTsoRequest>) -> Answer<DecodeTsoResponse> {
+        let timestamp = request.into_inner().timestamp;
+        let parts = self.app.node.decode_timestamp(timestamp);
+        respond(Ok(DecodeTsoResponse {
+            timestamp,
+            physical_ms: parts.physical_ms,
+            logical: parts.logical,
+            time: parts.time.to_string(),
+        }))
+    }
+
     async fn decode_id(&self, request: Request<DecodeIdRequest>) -> Answer<DecodeIdResponse> {
         let (headers, body) = parts(request);
         let answer = async {
@@ -613,6 +636,22 @@ impl GrpcPeerLink {
         channels.insert(peer.clone(), channel.clone());
         Ok(channel)
     }
+
+    /// `message` as a call to `peer`: bounded in time, with the admin token.
+    fn request<T>(
+        &self,
+        peer: &idmint::node::Peer,
+        message: T,
+    ) -> Result<Request<T>, idmint::node::PeerError> {
+        let mut request = Request::new(message);
+        request.set_timeout(Duration::from_millis(PEER_CALL_TIMEOUT_MS));
+        if let Some(token) = &self.token {
+            let bearer = format!("Bearer {}", token.secret());
+            let value = bearer.parse().map_err(|_| unreachable(peer, "the token is not ASCII"))?;
+            request.metadata_mut().insert("authorization", value);
+        }
+        Ok(request)
+    }
 }
 
 #[async_trait::async_trait]
@@ -624,16 +663,26 @@ impl idmint::node::PeerLink for GrpcPeerLink {
         count: Count,
     ) -> Result<PublicIds, idmint::node::PeerError> {
         let mut client = idmint_proto::v1::id_mint_client::IdMintClient::new(self.channel(peer)?);
-        let mut request = Request::new(NextIdsRequest { tag: tag.to_string(), count: count.get() });
-        request.set_timeout(Duration::from_millis(PEER_CALL_TIMEOUT_MS));
-        if let Some(token) = &self.token {
-            let bearer = format!("Bearer {}", token.secret());
-            let value = bearer.parse().map_err(|_| unreachable(peer, "the token is not ASCII"))?;
-            request.metadata_mut().insert("authorization", value);
-        }
+        let request =
+            self.request(peer, NextIdsRequest { tag: tag.to_string(), count: count.get() })?;
         let answer = client.next_ids(request).await.map_err(|status| peer_error(peer, &status))?;
         let NextIdsResponse { ids, texts, .. } = answer.into_inner();
         Ok(if texts.is_empty() { PublicIds::Numbers(ids) } else { PublicIds::Texts(texts) })
+    }
+
+    async fn timestamps(
+        &self,
+        peer: &idmint::node::Peer,
+        count: Count,
+    ) -> Result<u64, idmint::node::PeerError> {
+        let mut client = idmint_proto::v1::id_mint_client::IdMintClient::new(self.channel(peer)?);
+        let request = self.request(peer, TsoRequest { count: count.get() })?;
+        let answer = client.tso(request).await.map_err(|status| peer_error(peer, &status))?;
+        let answer = answer.into_inner();
+        if answer.count != count.get() {
+            return Err(unreachable(peer, &format!("answered {} timestamps", answer.count)));
+        }
+        Ok(answer.first)
     }
 }
 

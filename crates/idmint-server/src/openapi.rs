@@ -53,6 +53,8 @@ use utoipa::{Modify, OpenApi};
         crate::http::tags::delete_tag,
         crate::http::snowflake::snowflake_ids,
         crate::http::snowflake::snowflake_decode,
+        crate::http::tso::timestamps,
+        crate::http::tso::decode,
         crate::http::uuids::uuid_ids,
         crate::http::uuids::ulid_ids,
         crate::http::sequences::seq_ids,
@@ -85,6 +87,8 @@ use utoipa::{Modify, OpenApi};
         (name = "snowflake", description = "Snowflake-style ids: time | worker | sequence."),
         (name = "sequences", description = "Sequences on Redis below a ceiling kept in the \
             store; plain or daily."),
+        (name = "tso", description = "The timestamp oracle: 64-bit timestamps \
+            `physical_ms << 18 | logical`, strictly increasing across the cluster."),
         (name = "uuid", description = "UUID v4/v7 and ULID made by the node, no store."),
         (name = "service", description = "Liveness, readiness and this document."),
         (name = "operations", description = "Prometheus metrics, the dashboard and its status."),

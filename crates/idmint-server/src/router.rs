@@ -16,7 +16,7 @@ use axum::routing::{MethodFilter, MethodRouter, get_service};
 
 use crate::error::ApiError;
 use crate::http::{
-    decode, leases, monitor, segment, sequences, snowflake, status, tags, tinyid, uuids,
+    decode, leases, monitor, segment, sequences, snowflake, status, tags, tinyid, tso, uuids,
 };
 use crate::middleware::{Guarded, On, RouteInfo};
 use crate::routes::ROUTES;
@@ -117,6 +117,8 @@ fn handlers(path: &str) -> fn(&On) -> MethodRouter {
                 m.delete_service(on.bounded(sequences::delete_seq))
             })
         },
+        "/v1/tso" => |on| on.get(tso::timestamps),
+        "/v1/tso/{timestamp}" => |on| on.get(tso::decode),
         "/v1/uuid" => |on| on.get(uuids::uuid_ids),
         "/v1/ulid" => |on| on.get(uuids::ulid_ids),
         "/tinyid/id/nextId" => |on| any_but_head(on, tinyid::next_id),

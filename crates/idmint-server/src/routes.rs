@@ -95,6 +95,8 @@ pub const ROUTES: &[Route] = &[
     of_tag("/v1/seq/{name}", "name"),
     Route { admin: &[Method::POST], ..reads("/v1/seqs") },
     Route { admin: &[Method::DELETE], tag: Some("name"), ..reads("/v1/seqs/{name}") },
+    issues("/v1/tso"),
+    reads("/v1/tso/{timestamp}"),
     issues("/v1/uuid"),
     issues("/v1/ulid"),
     tinyid("/tinyid/id/nextId"),

@@ -1,6 +1,7 @@
 //! The [`PeerLink`] seam: how a node hands a take to another node of its cluster, so the
 //! library names no transport (the server implements it over the nodes' gRPC API). Strict
-//! tags use it: a node that does not own a strict tag forwards its takes to the owner.
+//! tags and the timestamp oracle use it: a node that does not own a strict tag (or the oracle)
+//! forwards its takes to the owner.
 
 use async_trait::async_trait;
 use idmint_core::{Count, Tag};
@@ -56,4 +57,8 @@ pub trait PeerLink: Send + Sync + 'static {
     /// `count` ids of `tag` taken on `peer` and answered as that node serves the tag (its
     /// policy applies there).
     async fn next_ids(&self, peer: &Peer, tag: &Tag, count: Count) -> Result<PublicIds, PeerError>;
+
+    /// `count` timestamps of the oracle taken on `peer`: the first of them (the others follow
+    /// it one by one).
+    async fn timestamps(&self, peer: &Peer, count: Count) -> Result<u64, PeerError>;
 }

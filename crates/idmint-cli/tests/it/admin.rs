@@ -327,6 +327,21 @@ fn a_strict_tag_is_created_through_a_server_and_served_by_both() {
     assert_eq!(on_a, vec![53, 54]);
     let listed = run_ok(idmint(d).args(["tag", "list", "--server", &b.url, "--output", "json"]));
     assert!(listed.contains("\"strict\""), "{listed}");
+    // The timestamp oracle on the same two nodes, one forwarding to the other, and a
+    // timestamp decoded offline.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let tso = |server: &Server| -> u64 {
+        let body = runtime.block_on(async {
+            reqwest::get(format!("{}/v1/tso", server.url)).await.unwrap().text().await.unwrap()
+        });
+        json(&body)["first"].as_u64().unwrap_or_else(|| panic!("{body}"))
+    };
+    let (on_a, on_b) = (tso(&a), tso(&b));
+    assert!(on_b > on_a, "{on_b} after {on_a}");
+    let decoded = run_ok(idmint(d).args(["decode", "--tso", &on_b.to_string()]));
+    let physical = on_b >> 18;
+    assert!(decoded.contains(&format!("({physical} ms)")), "{decoded}");
+    assert!(decoded.contains(&format!("logical    {}", on_b & 0x3FFFF)), "{decoded}");
     stop(a);
     stop(b);
 }

@@ -13,4 +13,5 @@ pub(crate) mod snowflake;
 pub(crate) mod status;
 pub(crate) mod tags;
 pub(crate) mod tinyid;
+pub(crate) mod tso;
 pub(crate) mod uuids;

@@ -88,3 +88,82 @@ async fn a_strict_tag_increases_across_two_servers() {
     let refused: Value = ranges.json().await.unwrap();
     assert_eq!(refused["error"]["code"], "strict_tag", "{refused}");
 }
+
+/// A batch of the oracle over HTTP: its first and last timestamps, checked against the
+/// answer's own parts.
+async fn tso(http: &reqwest::Client, base: &str, count: u64) -> (u64, u64) {
+    let answer = http.get(format!("{base}/v1/tso?count={count}")).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    let body: Value = answer.json().await.unwrap();
+    let (first, last) = (body["first"].as_u64().unwrap(), body["last"].as_u64().unwrap());
+    assert_eq!(last - first + 1, count, "{body}");
+    assert_eq!(body["physical_ms"].as_u64(), Some(first >> 18), "{body}");
+    assert_eq!(body["logical"].as_u64(), Some(first & 0x3FFFF), "{body}");
+    (first, last)
+}
+
+/// The timestamp oracle on two servers: `GET /v1/tso` and gRPC `Tso` in turn on either node,
+/// each asked after the last was answered, increase (the second node forwards over gRPC);
+/// `ids_as=string`, the decode route and gRPC `DecodeTso` agree; a bad count or timestamp is
+/// a 400.
+#[tokio::test]
+async fn the_oracle_increases_across_two_servers_over_http_and_grpc() {
+    use idmint_proto::v1::id_mint_client::IdMintClient;
+    use idmint_proto::v1::{DecodeTsoRequest, TsoRequest};
+
+    let store = Arc::new(MemoryStore::new());
+    let ((a, _stop_a), (b, _stop_b)) = (node(&store).await, node(&store).await);
+    let http = reqwest::Client::new();
+    let channel = tonic::transport::Endpoint::from_shared(b.clone()).unwrap();
+    let mut grpc = IdMintClient::new(channel.connect().await.unwrap());
+    let mut last = 0;
+    for round in 0..90_u64 {
+        let count = [1, 1_000, 3][(round % 3) as usize];
+        let (first, end) = match round % 3 {
+            0 => tso(&http, &a, count).await,
+            1 => tso(&http, &b, count).await,
+            _ => {
+                let answer = grpc.tso(TsoRequest { count }).await.unwrap().into_inner();
+                assert_eq!(answer.count, count);
+                assert_eq!(
+                    (answer.physical_ms, answer.logical),
+                    (answer.first >> 18, answer.first & 0x3FFFF)
+                );
+                (answer.first, answer.first + count - 1)
+            }
+        };
+        assert!(first > last, "round {round}: {first} after {last}");
+        last = end;
+    }
+    let texts: Value =
+        http.get(format!("{b}/v1/tso?ids_as=string")).send().await.unwrap().json().await.unwrap();
+    let text = texts["first"].as_str().unwrap();
+    assert!(text.parse::<u64>().unwrap() > last, "{texts}");
+
+    let decoded: Value =
+        http.get(format!("{a}/v1/tso/{text}")).send().await.unwrap().json().await.unwrap();
+    let over_grpc = grpc
+        .decode_tso(DecodeTsoRequest { timestamp: text.parse().unwrap() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(decoded["physical_ms"].as_u64(), Some(over_grpc.physical_ms), "{decoded}");
+    assert_eq!(decoded["logical"].as_u64(), Some(over_grpc.logical), "{decoded}");
+    assert_eq!(decoded["time"].as_str(), Some(over_grpc.time.as_str()), "{decoded}");
+    assert!(over_grpc.time.starts_with("20"), "{over_grpc:?}");
+
+    for (path, code) in [
+        ("/v1/tso?count=0", "bad_count"),
+        ("/v1/tso?count=100001", "bad_count"),
+        ("/v1/tso?ids_as=hex", "bad_ids_as"),
+        ("/v1/tso/+5", "bad_id"),
+        ("/v1/tso/18446744073709551616", "bad_id"),
+    ] {
+        let answer = http.get(format!("{a}{path}")).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{path}");
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{path}: {body}");
+    }
+    let refused = grpc.tso(TsoRequest { count: 0 }).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}

@@ -76,6 +76,10 @@ pub enum NodeError {
          take its ids with NextIds or GET /v1/segment/{0}"
     )]
     StrictTag(Tag),
+    /// The timestamp oracle did not answer in time: its owner is not reachable, or its
+    /// lease is passing to another node, or the store does not answer. Passes by itself.
+    #[error("the timestamp oracle is unavailable: {0}")]
+    TsoUnavailable(String),
     /// Not an id (above 2^63-1), or not an id of the layout.
     #[error("{0}")]
     BadId(String),
@@ -145,6 +149,8 @@ pub enum Feature {
     Sequences,
     /// A tag whose recorded policy this node cannot honour ([`crate::node::TagPolicy`]).
     TagPolicy,
+    /// The timestamp oracle.
+    Tso,
 }
 
 /// Why a [`crate::NodeBuilder`] could not start a node.

@@ -423,6 +423,47 @@ impl Node {
         }
     }
 
+    // ---- the timestamp oracle ------------------------------------------------------------
+
+    /// Largest `count` a timestamp batch may ask for: the batch limit, at most
+    /// [`idmint_core::tso::BATCH_MAX`] (a batch shares one millisecond).
+    pub fn tso_count_max(&self) -> u64 {
+        self.batch_count_max.min(idmint_core::tso::BATCH_MAX)
+    }
+
+    /// `count` timestamps of the cluster's oracle, `[first, first + count)`, in one
+    /// millisecond, greater than every timestamp answered before this call on any node; from
+    /// this node when it owns the oracle, else from its owner.
+    pub async fn timestamps(&self, count: Count) -> Result<IdRange, NodeError> {
+        let Some(strict) = &self.strict else {
+            return Err(NodeError::NotConfigured {
+                feature: Feature::Tso,
+                reason: "this node serves no timestamp oracle: it needs a store that holds \
+                         leases and tag metadata (SQLite, MySQL, PostgreSQL or Redis, not \
+                         several databases or Flicker) and a gRPC listener its peers reach \
+                         (grpc_listen)"
+                    .to_string(),
+            });
+        };
+        let max = self.tso_count_max();
+        if count.get() > max {
+            return Err(NodeError::Value(idmint_core::ValueError::Count { got: count.get(), max }));
+        }
+        strict.timestamps(count).await.map_err(|error| match error {
+            Error::ShuttingDown => NodeError::Segment(Error::ShuttingDown),
+            Error::Unavailable { reason, .. } => NodeError::TsoUnavailable(reason),
+            Error::Store(StoreError::Exhausted { .. }) => NodeError::TsoUnavailable(
+                "the oracle's time is spent (past the year 4199)".to_string(),
+            ),
+            other => NodeError::TsoUnavailable(other.to_string()),
+        })
+    }
+
+    /// A timestamp's parts (physical milliseconds, logical counter, time).
+    pub fn decode_timestamp(&self, timestamp: u64) -> idmint_core::tso::Parts {
+        idmint_core::tso::decode(timestamp)
+    }
+
     // ---- leases ---------------------------------------------------------------------
 
     /// `count` ids of `tag` leased to a client as ranges with this node's proofs. A tag with

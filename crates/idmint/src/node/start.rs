@@ -295,7 +295,7 @@ impl NodeBuilder {
                 let mut strict = strict.clone();
                 strict.forward_batch_max = strict.forward_batch_max.min(config.batch_count_max);
                 let stores = (Arc::clone(leases) as Arc<dyn LeaseStore>, Arc::clone(meta));
-                Some(StrictTags::new(stores, strict, peers.clone()))
+                Some(StrictTags::new(stores, strict, peers.clone(), Arc::clone(&clock)))
             }
             _ => None,
         };

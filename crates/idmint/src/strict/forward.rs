@@ -110,21 +110,31 @@ async fn fly(link: Arc<dyn PeerLink>, (peer, tag): (Peer, Tag), queue: Arc<Queue
         };
         let total: u64 = batch.iter().map(|(count, _)| count.get()).sum();
         let count = Count::new(total).expect("a batch of at least one id");
-        let answer = link.next_ids(&peer, &tag, count).await;
-        answer_in_order(&tag, &peer, batch, total, answer);
+        let answer = if tag == super::tso_tag() {
+            link.timestamps(&peer, count).await.map_err(|error| refusal(&tag, error)).and_then(
+                |first| {
+                    IdRange::new(first, first.saturating_add(total)).ok_or_else(|| {
+                        let reason = format!("{} answered {first}: not a timestamp", peer.grpc_url);
+                        Error::Unavailable { tag: tag.clone(), reason }
+                    })
+                },
+            )
+        } else {
+            numbers(&tag, &peer, total, link.next_ids(&peer, &tag, count).await)
+        };
+        answer_in_order(batch, answer);
     }
 }
 
-/// Splits a forwarded answer of `total` ids among `batch` in arrival order.
-fn answer_in_order(
+/// A forwarded take's answer of `total` ids as one range.
+fn numbers(
     tag: &Tag,
     peer: &Peer,
-    batch: Vec<Waiter>,
     total: u64,
     answer: Result<PublicIds, PeerError>,
-) {
+) -> Result<IdRange, Error> {
     let unavailable = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
-    let range = match answer {
+    match answer {
         Ok(PublicIds::Numbers(ids)) => contiguous(&ids, total).ok_or_else(|| {
             unavailable(format!(
                 "{} answered {} ids that are not one increasing run: it does not serve the tag \
@@ -136,20 +146,25 @@ fn answer_in_order(
         Ok(PublicIds::Texts(_)) => {
             Err(unavailable(format!("{} answered texts for a strict tag", peer.grpc_url)))
         }
-        Err(PeerError::Refused { code, .. }) if code == "unknown_tag" => {
-            Err(Error::UnknownTag(tag.clone()))
-        }
+        Err(error) => Err(refusal(tag, error)),
+    }
+}
+
+/// A peer's refusal as this node answers it.
+fn refusal(tag: &Tag, error: PeerError) -> Error {
+    match error {
+        PeerError::Refused { code, .. } if code == "unknown_tag" => Error::UnknownTag(tag.clone()),
         // Final on the owner, final here: the tag's ids are spent.
-        Err(PeerError::Refused { code, .. }) if code == "tag_exhausted" => {
-            let (max_id, step) = (super::STRICT_ID_MAX, total);
-            Err(Error::Store(idmint_store::StoreError::Exhausted {
-                tag: tag.clone(),
-                max_id,
-                step,
-            }))
+        PeerError::Refused { code, .. } if code == "tag_exhausted" => {
+            let (max_id, step) = (super::STRICT_ID_MAX, 1);
+            Error::Store(idmint_store::StoreError::Exhausted { tag: tag.clone(), max_id, step })
         }
-        Err(error) => Err(unavailable(error.to_string())),
-    };
+        error => Error::Unavailable { tag: tag.clone(), reason: error.to_string() },
+    }
+}
+
+/// Splits a forwarded answer among `batch` in arrival order.
+fn answer_in_order(batch: Vec<Waiter>, range: Result<IdRange, Error>) {
     let mut start = match range {
         Ok(range) => range.start(),
         Err(error) => {

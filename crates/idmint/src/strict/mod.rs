@@ -16,6 +16,11 @@
 //! in arrival order, so a take sent after another was answered joins a later call. A tag no
 //! live node holds is taken by the first node that needs it. Ids stay below
 //! [`STRICT_ID_MAX`] (2^53 - 1, the largest mark every store keeps exactly).
+//!
+//! The timestamp oracle is served by the same machinery under an internal name
+//! ([`tso_tag`], its own lease space `tso`): its ceiling is a time in milliseconds, its values
+//! `physical_ms << 18 | logical` (`idmint_core::tso`) from the node's clock, never below
+//! the last one or the inherited ceiling.
 
 mod forward;
 
@@ -23,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use idmint_core::{Count, IdRange, Tag};
+use idmint_core::{Count, IdRange, Tag, tso};
 use idmint_store::{
     Lease, LeaseRequest, LeaseStore, POLICY_NAME, POLICY_STRICT, StoreError, TagMetaStore,
     TagRecord, WORKER_TIME_MS_MAX, WorkerSpace,
@@ -56,6 +61,16 @@ pub const ROUTE_RETRY_MS: u64 = 25;
 pub const LEASE_TTL_MS_DEFAULT: u64 = 3_000;
 /// Default margin the store waits past a lease's expiry before another node takes it.
 pub const LEASE_MARGIN_MS_DEFAULT: u64 = 1_000;
+/// How far ahead of its clock the oracle's owner reserves time (PD's 3 s): what a failover
+/// may move the oracle ahead of the clock.
+pub const TSO_WINDOW_MS: u64 = 3_000;
+
+/// The internal name the timestamp oracle is served under: in idmint's reserved namespace,
+/// so no user's tag (strict or not) can share its lease, ceiling or forwards.
+pub fn tso_tag() -> Tag {
+    let name = Tag::parse("tso").expect("a valid name");
+    Tag::internal(&name).expect("a valid internal name")
+}
 
 /// How strict tags are served.
 #[derive(Debug, Clone)]
@@ -89,6 +104,9 @@ impl StrictConfig {
 /// one of them served at a time.
 pub fn lease_space(tag: &Tag) -> WorkerSpace {
     use std::hash::Hasher;
+    if *tag == tso_tag() {
+        return WorkerSpace::parse("tso").expect("a valid space name");
+    }
     let mut hasher = siphasher::sip128::SipHasher13::new_with_keys(0, 0);
     hasher.write(tag.as_str().as_bytes());
     let hash = siphasher::sip128::Hasher128::finish128(&hasher).as_u128();
@@ -101,6 +119,8 @@ pub struct StrictTags {
     /// Where tags' policies are recorded: an owner checks its tags are still strict.
     meta: Arc<dyn TagMetaStore>,
     clock: Arc<dyn Clock>,
+    /// The node's clock: the oracle's physical part.
+    wall: Arc<dyn Clock>,
     config: StrictConfig,
     owned: Mutex<HashMap<Tag, Arc<Owned>>>,
     /// One acquisition at a time: two takes of an unowned tag acquire it once.
@@ -118,9 +138,12 @@ struct Owned {
     raising: tokio::sync::Mutex<()>,
 }
 
-/// What the owner hands out: ids from `next` up to `ceiling`, the mark the store holds.
+/// What the owner hands out: ids from `next` up to `ceiling`, the mark the store holds; for
+/// the oracle (`time`), timestamps from `next` whose physical part is at most `ceiling`, a
+/// time in milliseconds.
 #[derive(Debug, Clone, Copy)]
 struct Window {
+    time: bool,
     next: u64,
     ceiling: u64,
     /// When the ceiling was last raised, and `next` then: the tag's measured rate.
@@ -197,15 +220,18 @@ impl StrictTags {
     /// The engine of a node holding strict tags' leases in `store` and their policies in
     /// `meta`, reaching its peers by
     /// `peers` (none: it serves only the tags it can own).
+    /// `wall` is the node's clock, the oracle's physical part.
     pub fn new(
         (store, meta): (Arc<dyn LeaseStore>, Arc<dyn TagMetaStore>),
         config: StrictConfig,
         peers: Option<Arc<dyn PeerLink>>,
+        wall: Arc<dyn Clock>,
     ) -> Arc<StrictTags> {
         Arc::new(StrictTags {
             store,
             meta,
             clock: Arc::new(Monotonic(std::time::Instant::now())),
+            wall,
             owned: Mutex::new(HashMap::new()),
             acquiring: tokio::sync::Mutex::new(()),
             forwards: Forwards::new(peers, config.forward_batch_max),
@@ -237,6 +263,12 @@ impl StrictTags {
                 answer => return answer,
             }
         }
+    }
+
+    /// `count` (1 to [`tso::BATCH_MAX`]) timestamps of the oracle, consecutive and in one
+    /// millisecond, greater than every timestamp answered before this call, on any node.
+    pub async fn timestamps(self: &Arc<Self>, count: Count) -> Result<IdRange, Error> {
+        self.next_ids(&tso_tag(), count).await
     }
 
     /// Owns the strict tag `tag` now (a tag just created here), its first id at least
@@ -377,11 +409,14 @@ impl StrictTags {
             }
             return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() })));
         }
-        // Only a tag still recorded strict is taken (it may have been deleted meanwhile).
-        match bounded(self.meta.meta(tag, POLICY_NAME)).await {
-            Ok(Some(policy)) if policy == POLICY_STRICT => {}
-            Ok(_) => return Err(Error::UnknownTag(tag.clone())),
-            Err(error) => return Err(unavailable(error.to_string())),
+        // Only a tag still recorded strict is taken (it may have been deleted meanwhile); the
+        // oracle has no record.
+        if *tag != tso_tag() {
+            match bounded(self.meta.meta(tag, POLICY_NAME)).await {
+                Ok(Some(policy)) if policy == POLICY_STRICT => {}
+                Ok(_) => return Err(Error::UnknownTag(tag.clone())),
+                Err(error) => return Err(unavailable(error.to_string())),
+            }
         }
         let floor =
             recorded_ceiling(&*self.meta, tag).await.map_err(|e| unavailable(e.to_string()))?;
@@ -397,7 +432,7 @@ impl StrictTags {
             }
             Err(error) => return Err(unavailable(error.to_string())),
         };
-        let owned = Arc::new(self.own(tag, lease, asked_ms, floor));
+        let owned = Arc::new(self.own(tag, lease, asked_ms, floor)?);
         if self.cancel.is_cancelled() {
             owned.give_up("the node is shutting down").await;
             return Err(Error::ShuttingDown);
@@ -414,11 +449,25 @@ impl StrictTags {
     /// The tag's lease acquired at `asked_ms` as an owned tag: it serves above the lease's
     /// mark and above `floor`, the ceiling recorded in the tag metadata (a lease row deleted
     /// since keeps that one), raising the mark past both before its first id.
-    fn own(&self, tag: &Tag, lease: Lease, asked_ms: u64, floor: u64) -> Owned {
+    /// The oracle's ceiling is a time: it starts at the first timestamp above it.
+    fn own(&self, tag: &Tag, lease: Lease, asked_ms: u64, floor: u64) -> Result<Owned, Error> {
         let mark = lease.mark;
-        let next = mark.max(floor) + 1;
-        let window =
-            Window { next, ceiling: mark, raised_ms: asked_ms, raised_next: next, stopped: false };
+        let time = *tag == tso_tag();
+        let next = match time {
+            false => mark.max(floor) + 1,
+            true => tso::first_above(mark.max(floor)).ok_or_else(|| {
+                let (max_id, step) = (mark.max(floor), 1);
+                Error::Store(StoreError::Exhausted { tag: tag.clone(), max_id, step })
+            })?,
+        };
+        let window = Window {
+            time,
+            next,
+            ceiling: mark,
+            raised_ms: asked_ms,
+            raised_next: next,
+            stopped: false,
+        };
         let ttl = self.config.lease_ttl_ms;
         let fence = Fence::leased(
             (Arc::clone(&self.store), "strict tag lease"),
@@ -426,7 +475,7 @@ impl StrictTags {
             (ttl, 0, asked_ms),
             window,
         );
-        Owned { tag: tag.clone(), fence, raising: tokio::sync::Mutex::new(()) }
+        Ok(Owned { tag: tag.clone(), fence, raising: tokio::sync::Mutex::new(()) })
     }
 
     fn lease_request(&self, space: WorkerSpace) -> LeaseRequest {
@@ -475,22 +524,39 @@ impl StrictTags {
                     )));
                 }
                 let window = &mut state.holder;
-                let last = window.next.checked_add(count.get() - 1).filter(|l| *l <= STRICT_ID_MAX);
-                let Some(last) = last else {
+                let exhausted = |window: &Window| {
                     let (tag, max_id, step) = (owned.tag.clone(), window.next - 1, count.get());
-                    return Err(Error::Store(StoreError::Exhausted { tag, max_id, step }));
+                    Err(Error::Store(StoreError::Exhausted { tag, max_id, step }))
                 };
-                if last <= window.ceiling {
-                    let range = IdRange::new(window.next, last + 1).expect("a non-empty range");
-                    window.next = last + 1;
-                    let low = window.ceiling - last < window.size() / 2;
-                    drop(state);
-                    if low {
-                        self.raise_soon(owned);
+                let granted = if window.time {
+                    let now_ms = self.wall.now_ms();
+                    match tso::take(window.next, window.ceiling, now_ms, count.get()) {
+                        tso::Take::Granted { first } => Ok(first),
+                        tso::Take::Raise { need_ms } => Err(need_ms),
+                        tso::Take::Exhausted => return exhausted(window),
                     }
-                    return Ok(range);
+                } else {
+                    let last = window.next.checked_add(count.get() - 1);
+                    let Some(last) = last.filter(|l| *l <= STRICT_ID_MAX) else {
+                        return exhausted(window);
+                    };
+                    if last <= window.ceiling { Ok(window.next) } else { Err(last) }
+                };
+                match granted {
+                    Ok(first) => {
+                        let range = IdRange::new(first, first + count.get()).ok_or_else(|| {
+                            unavailable(format!("{first} + {} passes the largest id", count.get()))
+                        })?;
+                        window.next = range.end();
+                        let low = window.low();
+                        drop(state);
+                        if low {
+                            self.raise_soon(owned);
+                        }
+                        return Ok(range);
+                    }
+                    Err(need) => need,
                 }
-                last
             };
             self.raise(owned, need).await.map_err(|e| unavailable(e.to_string()))?;
         }
@@ -501,11 +567,12 @@ impl StrictTags {
         if owned.raising.try_lock().is_err() {
             return;
         }
-        let (owned, clock) = (Arc::clone(owned), Arc::clone(&self.clock));
+        let owned = Arc::clone(owned);
+        let (clock, wall) = (Arc::clone(&self.clock), Arc::clone(&self.wall));
         let meta = Arc::clone(&self.meta);
         self.tasks.spawn(async move {
-            let need = owned.fence.lock().holder.next;
-            if let Err(error) = raise_ceiling(&owned, &*meta, need, &*clock).await {
+            let need = owned.fence.lock().holder.need_next();
+            if let Err(error) = raise_ceiling(&owned, &*meta, need, (&*clock, &*wall)).await {
                 tracing::warn!(tag = %owned.tag, %error, "strict tag's ceiling not raised ahead");
             }
         });
@@ -513,7 +580,7 @@ impl StrictTags {
 
     /// Raises `owned`'s ceiling to at least `need` plus a window.
     async fn raise(&self, owned: &Owned, need: u64) -> Result<(), StoreError> {
-        raise_ceiling(owned, &*self.meta, need, &*self.clock).await
+        raise_ceiling(owned, &*self.meta, need, (&*self.clock, &*self.wall)).await
     }
 
     /// Renews `owned`'s lease every third of its TTL until it is lost, given up or the
@@ -534,7 +601,9 @@ impl StrictTags {
                 }
                 // A tag deleted on another node is given up here (a store that does not answer
                 // leaves it to the renewal, which fails alike).
-                if let Ok(policy) = meta.meta(&owned.tag, POLICY_NAME).await
+                let time = owned.fence.lock().holder.time;
+                if !time
+                    && let Ok(policy) = meta.meta(&owned.tag, POLICY_NAME).await
                     && policy.as_deref() != Some(POLICY_STRICT)
                 {
                     owned.give_up("the tag is no longer strict: it was deleted").await;
@@ -583,13 +652,14 @@ fn unreachable_request() -> LeaseRequest {
     unreachable!("a renewal runs only while a lease is held")
 }
 
-/// Raises `owned`'s ceiling to at least `need` plus a window sized from the measured rate,
-/// under the lease's token; one raise at a time, and none when another already covered it.
+/// Raises `owned`'s ceiling to at least `need` plus a window sized from the measured rate
+/// (the oracle's: a time, at least the node's clock, plus [`TSO_WINDOW_MS`]), under the
+/// lease's token; one raise at a time, and none when another already covered it.
 async fn raise_ceiling(
     owned: &Owned,
     meta: &dyn TagMetaStore,
     need: u64,
-    clock: &dyn Clock,
+    (clock, wall): (&dyn Clock, &dyn Clock),
 ) -> Result<(), StoreError> {
     let _one = owned.raising.lock().await;
     let now_ms = clock.now_ms();
@@ -599,13 +669,15 @@ async fn raise_ceiling(
         if window.stopped {
             return Err(StoreError::Unavailable("the tag's lease was given up".into()));
         }
+        let need = if window.time { need.max(wall.now_ms()) } else { need };
         if need <= window.ceiling && window.ceiling - need >= window.size() / 2 {
             return Ok(());
         }
         let Some(lease) = state.lease.clone() else {
             return Err(StoreError::Unavailable(Fence::reason(&state)));
         };
-        let target = need.max(window.ceiling).saturating_add(window.next_size(now_ms));
+        let ahead = if window.time { TSO_WINDOW_MS } else { window.next_size(now_ms) };
+        let target = need.max(window.ceiling).saturating_add(ahead);
         (lease, target.min(STRICT_ID_MAX))
     };
     bounded(owned.fence.raise(&lease, target, |window| window.stopped = true)).await?;
@@ -644,9 +716,25 @@ impl Owned {
 }
 
 impl Window {
-    /// The ids the last raise reserved ahead (at least [`WINDOW_MIN`]).
+    /// The ids the last raise reserved ahead (at least [`WINDOW_MIN`]); the oracle's
+    /// milliseconds, [`TSO_WINDOW_MS`].
     fn size(&self) -> u64 {
+        if self.time {
+            return TSO_WINDOW_MS;
+        }
         (self.ceiling.saturating_sub(self.raised_next) + 1).max(WINDOW_MIN)
+    }
+
+    /// What the next take needs under the ceiling: its first id, or the oracle's millisecond.
+    fn need_next(&self) -> u64 {
+        if self.time { tso::split(self.next).0 } else { self.next }
+    }
+
+    /// Whether less than half a window is left above what was handed out: a raise starts in
+    /// the background.
+    fn low(&self) -> bool {
+        let used = self.need_next().saturating_sub(1);
+        self.ceiling.saturating_sub(used) < self.size() / 2
     }
 
     /// The next window: what the tag took since the last raise, scaled to

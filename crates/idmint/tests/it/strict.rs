@@ -2,7 +2,9 @@
 //! it and coalesced, every id answered before a take was sent below that take's ids (checked
 //! with takes in turn on alternating nodes and with many at once), failover to a new owner
 //! above the old one's ids (after a shutdown and after an owner vanished without one), a
-//! strict tag created after a node started learnt from the store, and deletion.
+//! strict tag created after a node started learnt from the store, and deletion. The
+//! timestamp oracle on the same machinery: increasing across nodes and owners, whatever the
+//! nodes' clocks do.
 //!
 //! Nodes reach each other through [`Direct`], a `PeerLink` that calls the other `Node` in
 //! this process: what the server's gRPC link does, without the transport.
@@ -11,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use idmint::node::{NodeError, Peer, PeerError, PeerLink, PublicIds};
+use idmint::clock::{Clock, ManualClock, SystemClock};
+use idmint::node::{Feature, NodeError, Peer, PeerError, PeerLink, PublicIds};
 use idmint::segment::{Count, Error};
 use idmint::strict::StrictConfig;
 use idmint::{Node, NodeBuilder, NodeConfig, Tag};
@@ -50,10 +53,34 @@ impl PeerLink for Direct {
             }
         })
     }
+
+    async fn timestamps(&self, peer: &Peer, count: Count) -> Result<u64, PeerError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let node = self.nodes.lock().unwrap().get(&peer.grpc_url).and_then(Weak::upgrade);
+        let Some(node) = node else {
+            let reason = "no such node".to_string();
+            return Err(PeerError::Unreachable { peer: peer.grpc_url.clone(), reason });
+        };
+        let range = node.timestamps(count).await.map_err(|error| PeerError::Unreachable {
+            peer: peer.grpc_url.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(range.start())
+    }
 }
 
 /// A node named `name` on `store`, reached through `link`.
 async fn node(name: &str, store: &Arc<MemoryStore>, link: &Arc<Direct>) -> Arc<Node> {
+    node_on_clock(name, store, link, Arc::new(SystemClock)).await
+}
+
+/// [`node`] on `clock` (the oracle's physical part).
+async fn node_on_clock(
+    name: &str,
+    store: &Arc<MemoryStore>,
+    link: &Arc<Direct>,
+    clock: Arc<dyn Clock>,
+) -> Arc<Node> {
     let mut config = NodeConfig::new(StoreUrl::Memory);
     let mut strict = StrictConfig::new(Peer { grpc_url: name.to_string() });
     (strict.lease_ttl_ms, strict.lease_margin_ms) = (TTL_MS, MARGIN_MS);
@@ -61,6 +88,7 @@ async fn node(name: &str, store: &Arc<MemoryStore>, link: &Arc<Direct>) -> Arc<N
     let node = NodeBuilder::new(config)
         .stores(Arc::clone(store))
         .peer_link(Arc::clone(link) as Arc<dyn PeerLink>)
+        .clock(clock)
         .start()
         .await
         .unwrap();
@@ -272,4 +300,78 @@ async fn a_name_changing_policy_never_brings_ids_back() {
     let as_plain = takes(&a, "st", 1).await;
     assert!(as_plain[0] > as_strict[2], "{as_plain:?} after {as_strict:?}");
     a.shutdown().await;
+}
+
+/// One batch of the oracle on `node`: its first and last timestamps.
+async fn stamps(node: &Node, count: u64) -> (u64, u64) {
+    let range = node.timestamps(Count::new(count).unwrap()).await.unwrap();
+    (range.start(), range.end() - 1)
+}
+
+/// The oracle on two nodes whose clocks differ and jump: batches in turn on either node, each
+/// asked after the last was answered, increase, never span a millisecond, follow the clock
+/// when it is ahead, and never go back when it steps back (the logical part carries them). A
+/// new owner (the old one shut down, then one vanished without a shutdown) starts above
+/// every timestamp of the old one even with its clock far behind.
+#[tokio::test]
+async fn the_oracle_increases_across_nodes_clocks_and_owners() {
+    use idmint_core::tso::split;
+
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let a_clock = Arc::new(ManualClock::at_system_time());
+    let b_clock = Arc::new(ManualClock::new(a_clock.now_ms() - 60_000));
+    let a = node_on_clock("a", &store, &link, a_clock.clone()).await;
+    let b = node_on_clock("b", &store, &link, b_clock.clone()).await;
+    let mut last = 0;
+    let mut check = |(first, end): (u64, u64), count: u64, what: &str| {
+        assert!(first > last, "{what}: {first} after {last}");
+        assert_eq!(end - first + 1, count, "{what}");
+        assert_eq!(split(first).0, split(end).0, "{what}: a batch spans a millisecond");
+        last = end;
+        first
+    };
+    let first = check(stamps(&a, 1).await, 1, "first");
+    assert_eq!(split(first).0, a_clock.now_ms(), "the owner's clock is the physical part");
+    for round in 0..300_u64 {
+        let (node, clock) = if round % 2 == 0 { (&a, &a_clock) } else { (&b, &b_clock) };
+        match round % 5 {
+            0 => clock.advance(7),
+            1 => clock.set(clock.now_ms() - 2_000),
+            _ => {}
+        }
+        let count = [1, 1_000, 7][(round % 3) as usize];
+        check(stamps(node, count).await, count, &format!("round {round}"));
+    }
+    // The owner's clock jumps a minute ahead: the oracle follows it.
+    a_clock.advance(60_000);
+    let ahead = check(stamps(&b, 1).await, 1, "ahead");
+    assert_eq!(split(ahead).0, a_clock.now_ms());
+    // The owner shut down: b, its clock a minute behind a's, owns the oracle next, above a's
+    // ceiling (up to 3 s ahead of a's clock).
+    a.shutdown().await;
+    link.nodes.lock().unwrap().remove("a");
+    let on_b = check(stamps(&b, 1).await, 1, "after the owner's shutdown");
+    assert!(split(on_b).0 > a_clock.now_ms(), "b's timestamp is below a's clock");
+    // b vanishes (its lease left to expire): c, its clock behind too, serves above it.
+    let c = node_on_clock("c", &store, &link, b_clock.clone()).await;
+    check(stamps(&c, 1).await, 1, "forwarded to b");
+    link.nodes.lock().unwrap().remove("b");
+    drop(b);
+    let on_c = loop {
+        match c.timestamps(Count::ONE).await {
+            Ok(range) => break range.start(),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    check((on_c, on_c), 1, "after the owner vanished");
+    // A node with no oracle refuses for good.
+    c.shutdown().await;
+    let plain = NodeBuilder::new(NodeConfig::new(StoreUrl::Memory))
+        .stores(Arc::clone(&store))
+        .start()
+        .await
+        .unwrap();
+    let none = plain.timestamps(Count::ONE).await.unwrap_err();
+    assert!(matches!(none, NodeError::NotConfigured { feature: Feature::Tso, .. }), "{none}");
+    plain.shutdown().await;
 }
