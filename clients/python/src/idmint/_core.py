@@ -35,7 +35,8 @@ from .errors import BadConfig, BadTag, IdmintError, InvalidArgument
 #: Whether takes may rely on the GIL (every build but the free-threaded ones).
 GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Bidirectional marks and overrides a tag may not hold (the server's TagName rule).
+_BIDI = frozenset("\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class Settings:
@@ -103,7 +104,7 @@ def checked_url(url: str) -> str:
 
 def checked_tag(tag: str) -> str:
     """The tag if idmint accepts it (1-128 UTF-8 bytes, no control or bidi-override
-    character, no leading or trailing whitespace, not ``idmint.key.*``), else
+    character, no leading or trailing whitespace, not ``idmint.key.*`` in any case), else
     :class:`BadTag` before any call."""
     if not isinstance(tag, str):
         raise BadTag(repr(tag), "a tag is a str")
@@ -116,7 +117,7 @@ def checked_tag(tag: str) -> str:
         reason = "leading or trailing whitespace"
     elif any(unicodedata.category(c) in ("Cc", "Cs") or c in _BIDI for c in tag):
         reason = "a control, surrogate or bidi-override character"
-    elif tag.startswith("idmint.key."):
+    elif tag[:11].encode("utf-8", "surrogatepass").lower() == b"idmint.key.":
         reason = "names starting with idmint.key. are reserved"
     if reason:
         raise BadTag(tag, reason)

@@ -269,6 +269,7 @@ class AsyncClient:
             except InvalidArgument as e:
                 if e.code != "bad_count" or count <= 1:
                     raise
+                # A server with a lower batch limit: learn it, ask for less.
                 count = max(1, count // 4)
                 self._count_max = min(self._count_max, count)
                 continue
