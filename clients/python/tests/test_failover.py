@@ -41,9 +41,9 @@ def test_a_node_killed_with_minus_9_mid_run_costs_no_repeat_and_no_error(mysql_n
         for t in threads:
             t.join()
     assert not errors, errors
+    assert assert_unique(lists) == TOTAL
     for n, ids in enumerate(lists):
         assert_increasing(ids, f"thread {n}")
-    assert assert_unique(lists) == TOTAL
     status, shown = second.call("GET", f"/v1/tags/{tag}")
     before = (issued_before.get("segments") or {}).get("ids_issued", 0) if isinstance(issued_before, dict) else 0
     assert shown["segments"]["ids_issued"] > before, f"no failover to the second node: {shown}"
@@ -76,9 +76,9 @@ def test_tasks_fail_over_too(mysql_nodes):
             return results[1:]
 
     lists = asyncio.run(run())
+    assert assert_unique(lists) == TOTAL
     for n, ids in enumerate(lists):
         assert_increasing(ids, f"task {n}")
-    assert assert_unique(lists) == TOTAL
     assert first.process.poll() is not None, "the first node was not killed"
     status, shown = second.call("GET", f"/v1/tags/{tag}")
     assert shown["segments"]["ids_issued"] > 0, f"no failover to the second node: {shown}"
