@@ -98,6 +98,8 @@ def test_a_closed_client_raises_client_closed_never_an_id(node):
 
 
 class _Unavailable(BaseHTTPRequestHandler):
+    """A server whose store is down: every GET answers idmint's 503 with its reason."""
+
     def do_GET(self):  # noqa: N802 - http.server's name
         body = json.dumps({"error": {"code": "unavailable", "message": "the store did not answer in time"}})
         self.send_response(503)

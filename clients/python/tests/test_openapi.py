@@ -20,6 +20,7 @@ from conftest import unique
 
 @pytest.fixture(scope="module")
 def document(node) -> Dict[str, Any]:
+    """The OpenAPI document of the server under test."""
     status, doc = node.call("GET", "/openapi.json")
     assert status == 200 and doc["openapi"].startswith("3."), doc
     return doc
@@ -36,6 +37,7 @@ def operation(document: Dict[str, Any], request: _wire.Request) -> Tuple[str, Di
 
 
 def resolve(document: Dict[str, Any], schema: Dict[str, Any]) -> Dict[str, Any]:
+    """The schema a ``$ref`` names (followed until it names none)."""
     while "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
         schema = document["components"]["schemas"][name]
@@ -93,6 +95,7 @@ def validate(document: Dict[str, Any], schema: Dict[str, Any], value: Any, at: s
 
 
 def answer_schema(document: Dict[str, Any], op: Dict[str, Any]) -> Dict[str, Any]:
+    """The schema of an operation's 200 JSON answer."""
     return op["responses"]["200"]["content"]["application/json"]["schema"]
 
 
