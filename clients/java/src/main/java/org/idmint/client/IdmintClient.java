@@ -191,6 +191,11 @@ public final class IdmintClient implements AutoCloseable {
                 (body, server) -> Wire.ulids(body, count));
     }
 
+    /** Attempts on servers that failed so far (for tests). */
+    long failedAttemptsForTests() {
+        return core.endpoints.failedAttempts.get();
+    }
+
     /** The servers, as given (normalised). */
     public List<String> endpoints() {
         return core.endpoints.urls();
