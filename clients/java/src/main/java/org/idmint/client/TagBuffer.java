@@ -10,7 +10,9 @@
 // ids over the time it lasted, times the lease duration), within [min lease, BATCH_COUNT_MAX]
 // and at most LEASE_GROWTH_MAX times the one before.
 //
-// Ids of a tag from one client increase: leases wholly below the highest lease end installed
+// A tag's lease requests go to the server that answered the last one while it is up (tags
+// spread round robin): ranges of two servers are not ordered. Ids of a tag from one client
+// increase: leases wholly below the highest lease end installed
 // (the mark; a failover to a node that holds older ranges) are skipped, never served. A lease
 // is installed once and never fetched twice; a fetch that failed is not replayed (a range
 // the server leased in an answer that never arrived is lost for good, never served).
@@ -92,6 +94,8 @@ final class TagBuffer {
     private volatile long leaseSize;
     private volatile long lastLeaseNanos;
     private volatile long lastLeaseLen;
+    /** The server that answered the tag's last lease request, asked first next time; -1 for none. */
+    private volatile int server = -1;
 
     TagBuffer(String tag, IdmintClient.Core core) {
         this.tag = tag;
@@ -294,8 +298,9 @@ final class TagBuffer {
         long count = leaseSize();
         for (int round = 0; round < Limits.ALLOCATE_ROUNDS_MAX; round++) {
             long asked = count;
-            List<Wire.Lease> leases = core.endpoints.call("GET", Wire.path(Wire.RANGES, tag, asked), null, tag,
-                    (body, server) -> Wire.leases(body, asked, server));
+            List<Wire.Lease> leases = core.endpoints.call(server, "GET", Wire.path(Wire.RANGES, tag, asked), null,
+                    tag, (body, answered) -> Wire.leases(body, asked, answered));
+            server = leases.get(0).server;
             Wire.Lease first = null;
             for (Wire.Lease lease : leases) {
                 if (lease.end <= mark) {
@@ -338,6 +343,11 @@ final class TagBuffer {
 
     /** Puts a lease into the buffer: as the current range if that is spent, else as the next. */
     private void install(Wire.Lease lease) {
+        if (lease.end <= mark) {
+            // nextLease() never answers one: serving it would break the order, never skip it silently.
+            throw new IllegalStateException("lease [" + lease.start + ", " + lease.end + ") of tag " + tag
+                    + " lies below the ids already served (" + mark + ")");
+        }
         long start = Math.max(lease.start, mark);
         Segment segment = new Segment(start, lease.end - start, lease);
         mark = lease.end;
