@@ -60,6 +60,8 @@ public final class IdmintClient implements AutoCloseable {
         /** Longest a take waits for its tag's fetch. */
         final long waitMs;
         final ThreadPoolExecutor loaders;
+        /** Runs a fetch's extra lease calls (a consumption past one batch per lease duration). */
+        final ThreadPoolExecutor leaseCalls;
         volatile boolean closed;
 
         Core(Endpoints endpoints, long minLease, long leaseDurationS) {
@@ -70,6 +72,10 @@ public final class IdmintClient implements AutoCloseable {
             // One fetch per tag at a time, so the queue holds at most one task per tag.
             this.loaders = new ThreadPoolExecutor(Limits.LOADER_THREADS, Limits.LOADER_THREADS, 0,
                     TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(Limits.TAGS_MAX), daemons("idmint-fetch"));
+            // At most QUEUED_LEASES_MAX extra calls per fetch, and LOADER_THREADS fetches at once.
+            this.leaseCalls = new ThreadPoolExecutor(Limits.QUEUED_LEASES_MAX, Limits.QUEUED_LEASES_MAX, 0,
+                    TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(Limits.QUEUED_LEASES_MAX * Limits.LOADER_THREADS),
+                    daemons("idmint-lease"));
         }
 
         /** Runs a fetch on the fetch threads; false when they are stopped. */
@@ -230,6 +236,7 @@ public final class IdmintClient implements AutoCloseable {
                 pieces.addAll(entry.getKey().drainQueued());
                 giveBack(entry.getKey().tag, pieces);
             }
+            core.leaseCalls.shutdown();
             core.endpoints.close();
             closeDone = true;
         }

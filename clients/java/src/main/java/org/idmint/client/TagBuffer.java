@@ -24,6 +24,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -94,6 +95,8 @@ final class TagBuffer {
     private volatile long leaseSize;
     private volatile long lastLeaseNanos;
     private volatile long lastLeaseLen;
+    /** The ids the next fetch wants in all (past BATCH_COUNT_MAX: several calls). */
+    private volatile long wantedIds;
     /** The server that answered the tag's last lease request, asked first next time; -1 for none. */
     private volatile int server = -1;
 
@@ -298,9 +301,26 @@ final class TagBuffer {
         long count = leaseSize();
         for (int round = 0; round < Limits.ALLOCATE_ROUNDS_MAX; round++) {
             long asked = count;
-            List<Wire.Lease> leases = core.endpoints.call(server, "GET", Wire.path(Wire.RANGES, tag, asked), null,
-                    tag, (body, answered) -> Wire.leases(body, asked, answered));
+            // Past the batch limit the consumption wants more than one call brings: the extra
+            // calls run beside this one and their ranges wait in the queue.
+            List<CompletableFuture<List<Wire.Lease>>> extra = new ArrayList<>();
+            for (long more = wantedIds - asked; more > 0 && extra.size() < Limits.QUEUED_LEASES_MAX; more -= asked) {
+                int at = server;
+                extra.add(CompletableFuture.supplyAsync(() -> core.endpoints.call(at, "GET",
+                        Wire.path(Wire.RANGES, tag, asked), null, tag, (body, s) -> Wire.leases(body, asked, s)),
+                        core.leaseCalls));
+            }
+            List<Wire.Lease> leases = new ArrayList<>(core.endpoints.call(server, "GET",
+                    Wire.path(Wire.RANGES, tag, asked), null, tag, (body, answered) -> Wire.leases(body, asked, answered)));
             server = leases.get(0).server;
+            for (CompletableFuture<List<Wire.Lease>> call : extra) {
+                try {
+                    leases.addAll(call.get(core.endpoints.deadlineMs() + 500, TimeUnit.MILLISECONDS));
+                } catch (Exception e) {
+                    // Fewer ranges queued; a range an unanswered call leased is lost, never served.
+                }
+            }
+            leases.sort(Comparator.comparingLong((Wire.Lease l) -> l.start));
             Wire.Lease first = null;
             for (Wire.Lease lease : leases) {
                 if (lease.end <= mark) {
@@ -335,6 +355,9 @@ final class TagBuffer {
             long grown = Math.max(core.minLease, leaseSize * Limits.LEASE_GROWTH_MAX);
             size = (long) Math.min(Math.min(wanted, grown), Limits.BATCH_COUNT_MAX);
             size = Math.max(size, core.minLease);
+            wantedIds = (long) Math.min(Math.min(wanted, (double) grown), Limits.BATCH_COUNT_MAX * 8.0);
+        } else {
+            wantedIds = size;
         }
         lastLeaseNanos = now;
         leaseSize = size;
