@@ -84,6 +84,10 @@ pub struct StrictConfig {
     pub lease_margin_ms: u64,
     /// The most ids one forwarded call asks for: at most every node's batch limit.
     pub forward_batch_max: u64,
+    /// **Unsafe**, for the chaos suite's control only: an owner that can no longer prove its
+    /// lease keeps serving from the window it raised (never above its ceiling, so no id
+    /// repeats), which breaks real-time order once another node owns the tag. Off by default.
+    pub unsafe_ignore_lease_loss: bool,
 }
 
 impl StrictConfig {
@@ -94,6 +98,7 @@ impl StrictConfig {
             lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
             lease_margin_ms: LEASE_MARGIN_MS_DEFAULT,
             forward_batch_max: forward::FORWARD_BATCH_MAX,
+            unsafe_ignore_lease_loss: false,
         }
     }
 }
@@ -495,7 +500,7 @@ impl StrictTags {
     fn owned_now(&self, tag: &Tag) -> Held {
         let mut owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(entry) = owned.get(tag) else { return Held::No };
-        if entry.serving(self.clock.now_ms()) {
+        if entry.serving(self.clock.now_ms()) || self.serves_unproven(entry) {
             return Held::Serving(Arc::clone(entry));
         }
         let renewing = {
@@ -510,6 +515,13 @@ impl StrictTags {
         Held::No
     }
 
+    /// Whether `owned` is served although its lease is not proven: only with the unsafe
+    /// setting, and only while its window has room below the ceiling.
+    fn serves_unproven(&self, owned: &Owned) -> bool {
+        let window = owned.fence.lock().holder;
+        self.config.unsafe_ignore_lease_loss && window.need_next() <= window.ceiling
+    }
+
     /// Takes `count` ids on this node, raising the ceiling first when they pass it.
     async fn take_here(&self, owned: &Arc<Owned>, count: Count) -> Result<IdRange, Error> {
         let unavailable = |reason: String| Error::Unavailable { tag: owned.tag.clone(), reason };
@@ -517,7 +529,8 @@ impl StrictTags {
             let now_ms = self.clock.now_ms();
             let need = {
                 let mut state = owned.fence.lock();
-                if !owned.fence.open_at(now_ms) || state.holder.stopped {
+                let unproven = !owned.fence.open_at(now_ms) || state.holder.stopped;
+                if unproven && !self.config.unsafe_ignore_lease_loss {
                     return Err(unavailable(format!(
                         "this node no longer owns the tag: {}",
                         Fence::reason(&state)
