@@ -60,7 +60,10 @@ pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
             .collect(),
         sequences,
         tinyid: settings.tinyid.clone(),
-        strict: Some(StrictConfig::new(Peer { grpc_url: peer_url(settings, addr) })),
+        strict: Some(StrictConfig {
+            unsafe_ignore_lease_loss: settings.strict_unsafe_ignore_lease_loss,
+            ..StrictConfig::new(Peer { grpc_url: peer_url(settings, addr) })
+        }),
         ready_engines: settings.ready_engines.clone(),
     }
 }
@@ -78,4 +81,43 @@ fn peer_url(settings: &Settings, addr: SocketAddr) -> String {
 /// This machine's host name, for the store's worker rows (`idmint` when unknown).
 fn host_name() -> String {
     Some(idmint_store::host_name()).filter(|h| !h.is_empty()).unwrap_or_else(|| "idmint".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::config::{FileConfig, Overrides};
+
+    fn strict_of(file: &str, vars: &[(&str, &str)]) -> StrictConfig {
+        let vars: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let file = FileConfig::parse(file, "t.toml").unwrap();
+        let settings =
+            Settings::resolve(&file, &|name| vars.get(name).cloned(), &Overrides::default())
+                .unwrap();
+        let addr = "127.0.0.1:8080".parse().unwrap();
+        node_config(&settings, addr).strict.expect("strict tags are served")
+    }
+
+    /// The fence of strict tags is on unless the unsafe key turns it off, by file or variable.
+    #[test]
+    fn the_strict_fence_is_on_by_default_and_off_only_when_asked() {
+        assert!(!strict_of("", &[]).unsafe_ignore_lease_loss);
+        assert!(
+            !StrictConfig::new(Peer { grpc_url: "http://x:1".into() }).unsafe_ignore_lease_loss
+        );
+        assert!(
+            strict_of("[strict]\nunsafe_ignore_lease_loss = true\n", &[]).unsafe_ignore_lease_loss
+        );
+        let vars = [("IDMINT_STRICT_UNSAFE_IGNORE_LEASE_LOSS", "true")];
+        assert!(strict_of("", &vars).unsafe_ignore_lease_loss);
+        let printed = {
+            let file = FileConfig::default();
+            let s = Settings::resolve(&file, &|_| None, &Overrides::default()).unwrap();
+            s.effective.to_toml()
+        };
+        assert!(printed.contains("unsafe_ignore_lease_loss = false"), "{printed}");
+    }
 }

@@ -277,6 +277,9 @@ keys! {
         /// `[tinyid]`: Didi Tinyid's routes on a Tinyid database.
         #[serde(default)]
         pub tinyid: TinyidSection,
+        /// `[strict]`: strict tags and the timestamp oracle.
+        #[serde(default)]
+        pub strict: StrictSection,
         /// Which file the keys came from and on which lines, for messages; not a key.
         #[serde(skip)]
         pub(super) source: FileSource,
@@ -351,6 +354,18 @@ keys! {
             token_refresh_ms: u64 = TOKEN_REFRESH_MS_DEFAULT;
             /// Largest `batchSize`; a larger one is cut to it, as Tinyid's `batch.size.max`.
             batch_size_max: u64 = BATCH_SIZE_MAX_DEFAULT;
+        }
+    }
+}
+
+keys! {
+    /// The `[strict]` section.
+    pub struct StrictSection in "strict" {
+        /// Strict tags and the timestamp oracle.
+        keys StrictKeys by layer {
+            /// **Unsafe**: an owner that can no longer prove its lease keeps serving from its
+            /// window, which breaks real-time order (the chaos suite's control); never set it.
+            unsafe_ignore_lease_loss: bool = false;
         }
     }
 }
@@ -448,6 +463,7 @@ pub(super) fn plain_keys() -> impl Iterator<Item = &'static str> {
         LimitsSection::KEYS,
         SnowflakeSection::KEYS,
         TinyidSection::KEYS,
+        StrictSection::KEYS,
     ]
     .into_iter()
     .flatten()

@@ -98,6 +98,9 @@ pub struct Settings {
     pub formats: Vec<TagFormat>,
     /// Didi Tinyid's routes on a Tinyid database (`[tinyid]`); `None`: not served.
     pub tinyid: Option<idmint::node::TinyidNodeConfig>,
+    /// **Unsafe** (`strict.unsafe_ignore_lease_loss`, off by default): a strict tag's owner
+    /// that can no longer prove its lease keeps serving from its window.
+    pub strict_unsafe_ignore_lease_loss: bool,
     /// The engines `/ready` and gRPC health wait for (`ready_engines`).
     pub ready_engines: Vec<idmint::node::Engine>,
     /// The admin token and client tokens (`[auth]`, `IDMINT_ADMIN_TOKEN`).
@@ -253,6 +256,13 @@ impl Settings {
             sequences: redis.is_some(),
         };
         let ready_engines = sections::ready_engines(&mut l, &ready_engines, &used);
+        let keys::StrictKeys { unsafe_ignore_lease_loss } = eff.strict.layer(&mut l);
+        if unsafe_ignore_lease_loss.value {
+            tracing::warn!(
+                "strict.unsafe_ignore_lease_loss is set: strict tags lose real-time order when \
+                 an owner loses its lease (a test control only)"
+            );
+        }
         let auth = auth::auth_config(&mut l, &mut eff.auth);
         let http_keys = eff.limits.layer_http(&mut l);
         let http_limits = sections::http_limits(&mut l, http_keys);
@@ -284,6 +294,7 @@ impl Settings {
                     snowflake_cached,
                     formats,
                     tinyid,
+                    strict_unsafe_ignore_lease_loss: unsafe_ignore_lease_loss.value,
                     ready_engines,
                     auth,
                     http_limits,
