@@ -10,13 +10,17 @@
 //! - **One owner per worker id** (snowflake layouts): the time spans of the ids two nodes made
 //!   with one worker id do not overlap. Two nodes on one worker id at once breach this even
 //!   when no id happens to collide.
+//! - **Real-time order** (strict tags and the timestamp oracle, the tags a scenario names):
+//!   a request answered before another was sent, on any node, got values below all of the
+//!   later one's; no value answered twice, batches kept as ranges included ([`crate::order`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use idmint_core::snowflake::Layout;
 
-use crate::load::Op;
+use crate::load::{Op, Outcome};
+use crate::order::{self, Answer};
 
 /// Examples kept per kind of breach.
 const EXAMPLES_MAX: usize = 5;
@@ -39,6 +43,12 @@ pub struct Checked {
     pub not_increasing: u64,
     /// Pairs of nodes whose ids of one worker id overlap in time (snowflake only).
     pub owner_overlaps: u64,
+    /// Values of the tags checked for real-time order (strict tags, the oracle).
+    pub ordered_values: u64,
+    /// Requests of those tags that got a value at or below one answered before they were sent.
+    pub order_violations: u64,
+    /// Requests of those tags that got a value another request got too.
+    pub repeats: u64,
     /// The first examples of each breach, for people.
     pub examples: Vec<String>,
 }
@@ -53,19 +63,63 @@ impl Checked {
 
     /// Did the history breach any promise?
     pub fn flagged(&self) -> bool {
-        self.duplicates + self.zeros + self.not_increasing + self.owner_overlaps > 0
+        let order = self.order_violations + self.repeats;
+        self.duplicates + self.zeros + self.not_increasing + self.owner_overlaps + order > 0
     }
 }
 
-/// Checks `history`; `nodes` names the node indices, `layout` is given for snowflake ids.
-pub fn check(history: &[Op], nodes: &[String], layout: Option<Layout>) -> Checked {
+/// Checks `history`; `nodes` names the node indices, `layout` is given for snowflake ids,
+/// `ordered` names the tags whose values must increase in real time across the cluster.
+pub fn check(
+    history: &[Op],
+    nodes: &[String],
+    layout: Option<Layout>,
+    ordered: &[&str],
+) -> Checked {
     let mut checked = Checked { ops: history.len() as u64, ..Checked::default() };
     check_unique(history, nodes, &mut checked);
     check_increasing(history, nodes, &mut checked);
     if let Some(layout) = layout {
         check_owners(history, nodes, layout, &mut checked);
     }
+    for tag in ordered {
+        check_real_time(history, nodes, tag, &mut checked);
+    }
     checked
+}
+
+/// The real-time order and repeats of one tag's answers (lists and ranges alike).
+fn check_real_time(history: &[Op], nodes: &[String], tag: &str, checked: &mut Checked) {
+    let ops: Vec<&Op> = history.iter().filter(|op| &*op.tag == tag && op.count() > 0).collect();
+    let answers: Vec<Answer> = ops
+        .iter()
+        .filter_map(|op| {
+            let (first, last) = op.span()?;
+            Some(Answer { sent_us: op.sent_us, done_us: op.done_us(), first, last })
+        })
+        .collect();
+    checked.ordered_values += ops.iter().map(|op| op.count()).sum::<u64>();
+    let found = order::check(&answers, EXAMPLES_MAX);
+    checked.order_violations += found.violations;
+    checked.repeats += found.repeats;
+    let show = |op: &Op| {
+        let (first, last) = op.span().unwrap_or_default();
+        format!(
+            "{first}..={last} from {} (client {}, sent {:.3} ms, answered {:.3} ms)",
+            nodes[op.node],
+            op.client,
+            op.sent_us as f64 / 1e3,
+            op.done_us() as f64 / 1e3
+        )
+    };
+    for (a, b) in found.violation_examples {
+        let (a, b) = (show(ops[a]), show(ops[b]));
+        checked.examples.push(format!("real-time order broken on {tag}: {a}, then {b}"));
+    }
+    for (a, b) in found.repeat_examples {
+        let (a, b) = (show(ops[a]), show(ops[b]));
+        checked.examples.push(format!("value of {tag} answered twice: {a} and {b}"));
+    }
 }
 
 fn check_unique(history: &[Op], nodes: &[String], checked: &mut Checked) {
@@ -79,10 +133,11 @@ fn check_unique(history: &[Op], nodes: &[String], checked: &mut Checked) {
         if tag == next {
             counts.push(0);
         }
-        counts[tag as usize] += op.ids().len() as u64;
+        counts[tag as usize] += op.count();
+        // Ranges are judged by the real-time checker's repeat sweep, never expanded here.
         all.extend(op.ids().iter().map(|&id| (tag, id, index as u32)));
     }
-    checked.ids = all.len() as u64;
+    checked.ids = counts.iter().sum();
     checked.ids_by_tag =
         tags.into_iter().map(|(name, tag)| (name.to_string(), counts[tag as usize])).collect();
     all.sort_unstable();
@@ -100,7 +155,10 @@ fn check_unique(history: &[Op], nodes: &[String], checked: &mut Checked) {
             }
         }
     }
+    let zero_ranges =
+        history.iter().filter(|op| matches!(op.outcome, Outcome::Range { first: 0, .. }));
     checked.zeros = all.iter().filter(|(_, id, _)| *id == 0).count() as u64;
+    checked.zeros += zero_ranges.count() as u64;
     if checked.zeros > 0 {
         checked.examples.push(format!("{} ids were 0", checked.zeros));
     }
@@ -110,7 +168,16 @@ fn check_increasing(history: &[Op], nodes: &[String], checked: &mut Checked) {
     let mut last: HashMap<(&str, u32, usize), u64> = HashMap::new();
     let mut shown = 0;
     for op in history {
-        for &id in op.ids() {
+        // A range increases within itself: its first and last value stand for it.
+        let span;
+        let values = match &op.outcome {
+            Outcome::Range { first, last } => {
+                span = [*first, *last];
+                &span[..if first == last { 1 } else { 2 }]
+            }
+            _ => op.ids(),
+        };
+        for &id in values {
             let previous = last.insert((&op.tag, op.client, op.node), id);
             if previous.is_some_and(|p| id <= p) {
                 checked.not_increasing += 1;
@@ -207,7 +274,8 @@ mod tests {
             let ids = (*next..*next + count).collect();
             *next += count + rng.next() % 3;
             let (tag, outcome) = (Arc::clone(&tags[tag]), Outcome::Ids(ids));
-            ops.push(Op { client, node, tag, at_ms, latency_us: 300, outcome });
+            let sent_us = at_ms * 1000;
+            ops.push(Op { client, node, tag, at_ms, sent_us, latency_us: 300, outcome });
         }
         ops
     }
@@ -229,7 +297,7 @@ mod tests {
         for seed in 0..200 {
             let mut rng = Rng(seed);
             let history = clean_history(&mut rng);
-            let clean = check(&history, &names(), None);
+            let clean = check(&history, &names(), None, &[]);
             assert!(!clean.flagged(), "seed {seed}: {:?}", clean.examples);
             assert_eq!(clean.ids, history.iter().map(|op| op.ids().len() as u64).sum::<u64>());
             assert!(tags_share_an_id(&history), "seed {seed}: the tags share no id");
@@ -240,7 +308,10 @@ mod tests {
             let (id, tag) = (repeated[from].ids()[0], Arc::clone(&repeated[from].tag));
             repeated[to].outcome = Outcome::Ids(vec![id]);
             repeated[to].tag = tag;
-            assert!(check(&repeated, &names(), None).duplicates >= 1, "seed {seed}: repeat missed");
+            assert!(
+                check(&repeated, &names(), None, &[]).duplicates >= 1,
+                "seed {seed}: repeat missed"
+            );
 
             // A node going back by one id of a tag for a client (and nothing else).
             let mut back = history.clone();
@@ -255,7 +326,7 @@ mod tests {
                     at + 1,
                     Op { outcome: Outcome::Ids(vec![earlier]), ..back[at].clone() },
                 );
-                let found = check(&back, &names(), None);
+                let found = check(&back, &names(), None, &[]);
                 assert!(found.not_increasing >= 1, "seed {seed}: regression missed");
             }
         }
@@ -266,7 +337,7 @@ mod tests {
         let mut history = clean_history(&mut Rng(7));
         history[150].outcome = Outcome::Ids(vec![0]);
         history[150].client = 99;
-        let found = check(&history, &names(), None);
+        let found = check(&history, &names(), None, &[]);
         assert_eq!((found.zeros, found.duplicates), (1, 0), "{:?}", found.examples);
     }
 
@@ -279,17 +350,18 @@ mod tests {
             node,
             tag: Arc::from("snowflake"),
             at_ms,
+            sent_us: at_ms * 1000,
             latency_us: 100,
             outcome: Outcome::Ids(ids),
         };
         // Worker 7 on n1 for units 100..=110, then n2 from 111: a handover, clean.
         let handover =
             vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(111, 7, 0)])];
-        assert!(!check(&handover, &names(), Some(layout)).flagged());
+        assert!(!check(&handover, &names(), Some(layout), &[]).flagged());
         // n2 makes worker 7's ids at unit 105, inside n1's span, with another sequence.
         let shared =
             vec![op(0, 0, vec![id(100, 7, 0), id(110, 7, 0)]), op(1, 1, vec![id(105, 7, 3)])];
-        let found = check(&shared, &names(), Some(layout));
+        let found = check(&shared, &names(), Some(layout), &[]);
         assert_eq!((found.duplicates, found.owner_overlaps), (0, 1), "{:?}", found.examples);
     }
 }

@@ -5,7 +5,9 @@
 //! processes (`kill -9`, SIGSTOP, a stopped database, a flushed Redis, a Redis failed back to
 //! a copy that was behind, a restored backup, a
 //! wall clock stepped back by libfaketime, lease rows deleted, a full data disk, a tag deleted
-//! and created again), and a checker that reads the history.
+//! and created again; for strict tags and the timestamp oracle, the owner killed, paused
+//! past its lease, cut off from its store in a network namespace, and nodes joining and
+//! leaving), and a checker that reads the history, real-time order included.
 //!
 //! `cargo run -p idmint-chaos -- --scenario NAME` runs one scenario ([`scenarios::SCENARIOS`]);
 //! the short profile of every scenario runs in CI (`idmint-cli`'s `chaos` test). Nothing here
@@ -13,9 +15,12 @@
 
 pub mod check;
 pub mod load;
+pub mod netns;
 pub mod node;
+pub mod order;
 pub mod scenario;
 pub mod scenarios;
+pub mod strict;
 
 /// The private database servers the scenarios run beside and fault: the test kit's.
 pub use idmint_testkit::servers;
@@ -34,6 +39,7 @@ pub fn missing_tools() -> Vec<&'static str> {
         ("mariadb-dump", "mariadb-client"),
         ("redis-server", "redis-server"),
         ("redis-cli", "redis-tools"),
+        ("ip", "iproute2"),
     ] {
         if installed::find(program).is_none() {
             missing.push(package);

@@ -1,7 +1,8 @@
 //! The clients: concurrent HTTP callers that go round the nodes like a load balancer (and
-//! round the workload's tags), one request at a time each, and record every answer,
-//! acknowledged ids included, with the client, the node, the tag, the time and the latency.
-//! The history is what the checker reads.
+//! round the workload's tags and batch sizes), one request at a time each, and record every
+//! answer, acknowledged ids included, with the client, the node, the tag, the send time and
+//! the latency (µs, on the harness's monotonic clock). The history is what the checker reads.
+//! A strict tag's batch and the oracle's answer (`first`..`last`) are kept as a range.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,14 @@ use std::time::{Duration, Instant};
 pub enum Outcome {
     /// 200 with these ids, in the order served.
     Ids(Vec<u64>),
+    /// 200 with the consecutive values `first..=last` (a strict tag's batch, the oracle's
+    /// timestamps): kept as a range, since the long profile answers 10^7 and more.
+    Range {
+        /// The first value.
+        first: u64,
+        /// The last value (at least `first`).
+        last: u64,
+    },
     /// An error answer: the HTTP status and the body's `error.code`.
     Refused {
         /// The HTTP status.
@@ -35,6 +44,9 @@ pub struct Op {
     pub tag: Arc<str>,
     /// When it was sent, in ms since the scenario started.
     pub at_ms: u64,
+    /// When it was sent, in µs since the scenario started (the real-time order check's
+    /// clock).
+    pub sent_us: u64,
     /// How long the answer took, in µs.
     pub latency_us: u64,
     /// The answer.
@@ -47,11 +59,35 @@ impl Op {
         self.at_ms + self.latency_us / 1000
     }
 
-    /// The ids acknowledged, if any.
+    /// When the answer was read, in µs since the scenario started.
+    pub fn done_us(&self) -> u64 {
+        self.sent_us + self.latency_us
+    }
+
+    /// The ids acknowledged as a list, if any ([`Outcome::Range`]: none here, see
+    /// [`Op::span`]).
     pub fn ids(&self) -> &[u64] {
         match &self.outcome {
             Outcome::Ids(ids) => ids,
             _ => &[],
+        }
+    }
+
+    /// How many values were acknowledged.
+    pub fn count(&self) -> u64 {
+        match &self.outcome {
+            Outcome::Ids(ids) => ids.len() as u64,
+            Outcome::Range { first, last } => last - first + 1,
+            _ => 0,
+        }
+    }
+
+    /// The smallest and largest value acknowledged, if any.
+    pub fn span(&self) -> Option<(u64, u64)> {
+        match &self.outcome {
+            Outcome::Ids(ids) => Some((*ids.iter().min()?, *ids.iter().max()?)),
+            Outcome::Range { first, last } => Some((*first, *last)),
+            _ => None,
         }
     }
 }
@@ -62,8 +98,8 @@ pub struct Workload {
     /// The tags and, for each, its path without `count`, e.g. `("order", "/v1/segment/order")`;
     /// each client goes round them.
     pub tags: Vec<(Arc<str>, String)>,
-    /// Ids per request.
-    pub count: u64,
+    /// Ids per request: each client goes round these batch sizes.
+    pub counts: Vec<u64>,
     /// Concurrent clients.
     pub clients: u32,
     /// Ids per second asked for by all clients together (each paces its requests to its
@@ -71,6 +107,9 @@ pub struct Workload {
     pub rate_ids_per_s: u64,
     /// A request without an answer after this is recorded as [`Outcome::Unreachable`].
     pub timeout_ms: u64,
+    /// Record a batch of consecutive ids as [`Outcome::Range`] (strict tags: their batches
+    /// are ranges, and the order checker reads ranges).
+    pub ranges: bool,
 }
 
 /// The timeout of a request unless a scenario sets another.
@@ -83,11 +122,21 @@ impl Workload {
         assert!(!tags.is_empty() && clients > 0, "a workload has a tag and a client");
         Workload {
             tags: tags.iter().map(|(tag, path)| (Arc::from(*tag), path.to_string())).collect(),
-            count,
+            counts: vec![count],
             clients,
             rate_ids_per_s,
             timeout_ms: TIMEOUT_MS_DEFAULT,
+            ranges: false,
         }
+    }
+
+    /// The same clients going round the batch sizes `counts`, recording ranges (strict tags
+    /// and the oracle).
+    pub fn strict(mut self, counts: &[u64]) -> Workload {
+        assert!(counts.iter().all(|&c| c > 0), "a batch has an id");
+        self.counts = counts.to_vec();
+        self.ranges = true;
+        self
     }
 }
 
@@ -150,31 +199,25 @@ async fn run_client(
     let mut ops = Vec::new();
     let mut turn = client as usize;
     // This client's share of the rate: one request every `interval`, never in bursts.
+    let count_mean = workload.counts.iter().sum::<u64>() as f64 / workload.counts.len() as f64;
     let interval = Duration::from_secs_f64(
-        (workload.count * u64::from(workload.clients)) as f64
-            / workload.rate_ids_per_s.max(1) as f64,
+        count_mean * f64::from(workload.clients) / workload.rate_ids_per_s.max(1) as f64,
     );
     let mut next_send = tokio::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let (node, tag, url) = {
-            let targets = targets.lock().expect("targets lock");
-            let node = turn % targets.len();
-            // The tag turns once per round of the nodes, so every node serves every tag.
-            let (tag, path) = &workload.tags[(turn / targets.len()) % workload.tags.len()];
-            (node, Arc::clone(tag), format!("{}{path}?count={}", targets[node], workload.count))
+        let Some((node, tag, url)) = next_request(targets, workload, &mut turn) else {
+            // Every node has left: wait for one to join.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
         };
-        turn += 1;
         let sent = Instant::now();
-        let outcome = request(http, &url).await;
-        let ok = matches!(outcome, Outcome::Ids(_));
-        ops.push(Op {
-            client,
-            node,
-            tag,
-            at_ms: sent.duration_since(t0).as_millis() as u64,
-            latency_us: sent.elapsed().as_micros() as u64,
-            outcome,
-        });
+        let outcome = request(http, &url, workload.ranges).await;
+        let ok = matches!(outcome, Outcome::Ids(_) | Outcome::Range { .. });
+        // The answer's time is read before the send time is turned into numbers: both on one
+        // monotonic clock.
+        let latency_us = sent.elapsed().as_micros() as u64;
+        let sent_us = sent.duration_since(t0).as_micros() as u64;
+        ops.push(Op { client, node, tag, at_ms: sent_us / 1000, sent_us, latency_us, outcome });
         // Behind schedule (slow answers): go on at once, but never catch up in a burst.
         next_send = (next_send + interval).max(tokio::time::Instant::now());
         // Refusals and dead nodes answer at once: a short pause keeps a client from spinning.
@@ -186,7 +229,33 @@ async fn run_client(
     ops
 }
 
-async fn request(http: &reqwest::Client, url: &str) -> Outcome {
+/// The node, tag and URL of a client's next request, going round the nodes that are in
+/// (a node that left is an empty URL), then the tags, then the batch sizes; `None` when every
+/// node has left.
+fn next_request(
+    targets: &Targets,
+    workload: &Workload,
+    turn: &mut usize,
+) -> Option<(usize, Arc<str>, String)> {
+    let targets = targets.lock().expect("targets lock");
+    for _ in 0..targets.len() {
+        let (node, round) = (*turn % targets.len(), *turn / targets.len());
+        *turn += 1;
+        if targets[node].is_empty() {
+            continue;
+        }
+        // The tag turns once per round of the nodes, so every node serves every tag, and the
+        // batch size once per round of the tags.
+        let (tag, path) = &workload.tags[round % workload.tags.len()];
+        let count = workload.counts[(round / workload.tags.len()) % workload.counts.len()];
+        return Some((node, Arc::clone(tag), format!("{}{path}?count={count}", targets[node])));
+    }
+    None
+}
+
+/// One request: its ids (as a range with `ranges` when they are consecutive, and always for
+/// the oracle's `first`..`last`), or the refusal.
+async fn request(http: &reqwest::Client, url: &str, ranges: bool) -> Outcome {
     let Ok(response) = http.get(url).send().await else {
         return Outcome::Unreachable;
     };
@@ -200,10 +269,16 @@ async fn request(http: &reqwest::Client, url: &str) -> Outcome {
     };
     if status == 200 {
         // Every element must be a number: one that is not is a wrong answer, never skipped.
+        if body.get("ids").is_none() {
+            return timestamps(&body);
+        }
         let ids = body["ids"].as_array().and_then(|ids| {
             ids.iter().map(serde_json::Value::as_u64).collect::<Option<Vec<u64>>>()
         });
         match ids {
+            Some(ids) if ranges && consecutive(&ids) => {
+                Outcome::Range { first: ids[0], last: ids[ids.len() - 1] }
+            }
             Some(ids) => Outcome::Ids(ids),
             None => Outcome::Refused { status, code: "not_ids".into() },
         }
@@ -211,4 +286,22 @@ async fn request(http: &reqwest::Client, url: &str) -> Outcome {
         let code = body["error"]["code"].as_str().unwrap_or("?").to_string();
         Outcome::Refused { status, code }
     }
+}
+
+/// The oracle's answer, `{"first", "last", "count", …}`, as a range; one whose `count` does
+/// not match `first..=last` is a wrong answer, never skipped.
+fn timestamps(body: &serde_json::Value) -> Outcome {
+    let (first, last, count) =
+        (body["first"].as_u64(), body["last"].as_u64(), body["count"].as_u64());
+    match (first, last, count) {
+        (Some(first), Some(last), Some(count)) if last >= first && last - first + 1 == count => {
+            Outcome::Range { first, last }
+        }
+        _ => Outcome::Refused { status: 200, code: "not_ids".into() },
+    }
+}
+
+/// Whether `ids` is one run of consecutive values (and not empty).
+fn consecutive(ids: &[u64]) -> bool {
+    !ids.is_empty() && ids.windows(2).all(|w| w[0].checked_add(1) == Some(w[1]))
 }

@@ -151,21 +151,23 @@ fn beside_this_program() -> Result<PathBuf> {
 /// The results as a Markdown table and, per scenario, its criteria and faults.
 fn markdown(reports: &[Report], profile: Profile) -> String {
     let mut md = format!("Profile: {profile:?}\n\n");
-    md.push_str("| scenario | ids checked | requests | faults | duplicates | out of order | worker ids shared | result |\n");
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---|\n");
+    md.push_str("| scenario | ids checked | requests | faults | duplicates | out of order | worker ids shared | order violations | repeats | result |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in reports {
         let c = &r.checked;
         let result = if r.passed() { "pass" } else { "FAIL" };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {result} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {result} |",
             r.scenario,
             c.ids,
             c.ops,
             r.faults.len(),
             c.duplicates,
             c.not_increasing,
-            c.owner_overlaps
+            c.owner_overlaps,
+            c.order_violations,
+            c.repeats
         );
     }
     for r in reports {

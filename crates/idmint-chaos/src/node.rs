@@ -3,7 +3,9 @@
 //! coming back. A node may run under libfaketime, whose offset file the harness rewrites to
 //! step the node's wall clock: the server has no code path of its own for it. A node's data
 //! directory may be a small tmpfs of its own ([`SmallDisk`]), which the harness fills to the
-//! last byte and frees again.
+//! last byte and frees again. A node may listen on another address than loopback and run in
+//! a network namespace of its own ([`crate::netns`]), so the harness can cut it off from its
+//! store and not from its clients.
 
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
@@ -50,7 +52,10 @@ pub struct Node {
     pub name: String,
     idmint: PathBuf,
     dir: PathBuf,
+    host: String,
     port: u16,
+    /// The network namespace it runs in (`ip netns exec`), if any.
+    netns: Option<String>,
     args: Vec<String>,
     envs: Vec<(String, String)>,
     faketime: Option<PathBuf>,
@@ -75,7 +80,9 @@ impl Node {
             name: name.to_string(),
             idmint: idmint.to_path_buf(),
             dir,
+            host: "127.0.0.1".to_string(),
             port: free_port()?,
+            netns: None,
             args: args.to_vec(),
             envs: envs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
             faketime: None,
@@ -90,15 +97,36 @@ impl Node {
         self
     }
 
+    /// Listens on `host` (an address of this machine or of the node's namespace) instead of
+    /// 127.0.0.1: its peers reach its gRPC API there too.
+    pub fn with_host(mut self, host: &str) -> Node {
+        self.host = host.to_string();
+        self
+    }
+
+    /// Runs the node in the network namespace `netns` (`ip netns exec`: the same process,
+    /// so signals reach it).
+    pub fn in_netns(mut self, netns: &str) -> Node {
+        self.netns = Some(netns.to_string());
+        self
+    }
+
     /// Starts the node and waits for the line that announces its address.
     pub fn start(&mut self) -> Result<()> {
         let log = self.log_path();
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
-        let mut command = Command::new(&self.idmint);
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns]).arg(&self.idmint);
+                command
+            }
+            None => Command::new(&self.idmint),
+        };
         command
             .current_dir(&self.dir)
             .arg("serve")
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--listen", &format!("{}:{}", self.host, self.port)])
             .arg("--data-dir")
             .arg(self.data_dir())
             .args(&self.args)
@@ -149,6 +177,23 @@ impl Node {
         Ok(())
     }
 
+    /// SIGTERM and wait (at most 30 s, then `kill -9`): the node leaves the cluster in order,
+    /// giving its leases back.
+    pub fn stop(&mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else { return Ok(()) };
+        signal(child.id(), "TERM")?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while child.try_wait()?.is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill()?;
+                child.wait()?;
+                bail!("node {} did not stop within 30 s of SIGTERM", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
     /// SIGSTOP: the process is frozen (timers, leases and connections as they were).
     pub fn pause(&self) -> Result<()> {
         signal(self.pid()?, "STOP")
@@ -159,9 +204,10 @@ impl Node {
         signal(self.pid()?, "CONT")
     }
 
-    /// The base URL, `http://127.0.0.1:PORT`.
+    /// The base URL, `http://HOST:PORT` (127.0.0.1 unless [`Node::with_host`]); also where
+    /// its peers reach its gRPC API, as the node records it as a lease's holder.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// Is the process running (started and not exited)?

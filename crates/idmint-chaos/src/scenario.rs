@@ -263,6 +263,13 @@ impl fmt::Display for Report {
             c.owner_overlaps,
             self.faults.len()
         )?;
+        if c.ordered_values > 0 {
+            writeln!(
+                f,
+                "  real-time order: {} values checked; {} order violations, {} repeats",
+                c.ordered_values, c.order_violations, c.repeats
+            )?;
+        }
         if !self.refusals.is_empty() {
             let refusals: Vec<String> =
                 self.refusals.iter().map(|(k, v)| format!("{k}: {v}")).collect();
@@ -283,7 +290,7 @@ pub fn refusals(history: &[Op]) -> BTreeMap<String, u64> {
     let mut kinds = BTreeMap::new();
     for op in history {
         let kind = match &op.outcome {
-            Outcome::Ids(_) => continue,
+            Outcome::Ids(_) | Outcome::Range { .. } => continue,
             Outcome::Refused { status, code } => format!("{status} {code}"),
             Outcome::Unreachable => "unreachable".to_string(),
         };
@@ -312,6 +319,18 @@ pub fn standard_criteria(checked: &Checked, min_ids: u64, snowflake: bool) -> Ve
             checked.ids >= min_ids,
         ),
     ];
+    if checked.ordered_values > 0 {
+        criteria.push(criterion(
+            "real-time order: a value answered before a request was sent is below its values",
+            format!("{} violations in {} values", checked.order_violations, checked.ordered_values),
+            checked.order_violations == 0,
+        ));
+        criteria.push(criterion(
+            "no strict id or timestamp answered twice",
+            format!("{} repeats", checked.repeats),
+            checked.repeats == 0,
+        ));
+    }
     if snowflake {
         criteria.push(criterion(
             "a worker id has one owner at a time",
@@ -340,7 +359,7 @@ pub fn only_refusals(refusals: &BTreeMap<String, u64>, allowed: &[&str]) -> Crit
 pub fn first_ids_after(history: &[Op], node: usize, after_ms: u64) -> Option<u64> {
     history
         .iter()
-        .filter(|op| op.node == node && op.at_ms >= after_ms && !op.ids().is_empty())
+        .filter(|op| op.node == node && op.at_ms >= after_ms && op.count() > 0)
         .map(Op::done_ms)
         .min()
 }

@@ -16,6 +16,7 @@ use crate::scenario::{
     sleep, standard_criteria,
 };
 use crate::servers::{PrivateMariaDb, PrivatePostgres, PrivateRedis, free_port};
+use crate::strict;
 
 /// A scenario: its name, the guarantee it tests, and how to run it.
 pub struct Scenario {
@@ -27,7 +28,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in the order `--scenario all` runs them.
-pub const SCENARIOS: [Scenario; 12] = [
+pub const SCENARIOS: [Scenario; 17] = [
     Scenario {
         name: "kill9",
         guarantee: "segment ids never repeat while nodes of one MariaDB store are killed with -9 and restarted under load",
@@ -79,6 +80,26 @@ pub const SCENARIOS: [Scenario; 12] = [
         run: tag_recreate,
     },
     Scenario {
+        name: "strict-kill9",
+        guarantee: "strict ids and oracle timestamps increase in real time across 3 nodes while each one's owner is killed with -9 under load; the failover gap is measured",
+        run: strict::owner_kill9,
+    },
+    Scenario {
+        name: "strict-sigstop",
+        guarantee: "an owner of a strict tag and the oracle paused with SIGSTOP past its lease, then resumed, never answers below what the new owner answered",
+        run: strict::owner_sigstop,
+    },
+    Scenario {
+        name: "strict-partition",
+        guarantee: "an owner cut off from its store but not from its clients (its own network namespace) stops serving before another node takes over; real-time order holds",
+        run: strict::owner_partition,
+    },
+    Scenario {
+        name: "strict-membership",
+        guarantee: "strict ids and oracle timestamps keep real-time order while nodes join and leave under load, owners included",
+        run: strict::membership,
+    },
+    Scenario {
         name: "unsafe-static-worker",
         guarantee: "the checker can fail: two nodes forced onto one static worker id must be flagged",
         run: unsafe_static_worker,
@@ -87,6 +108,11 @@ pub const SCENARIOS: [Scenario; 12] = [
         name: "unsafe-restore-without-marks",
         guarantee: "the checker can fail: a store rolled back while the node's marks are lost must be flagged",
         run: unsafe_restore_without_marks,
+    },
+    Scenario {
+        name: "unsafe-strict-lease-ignored",
+        guarantee: "the checker can fail: an owner that keeps serving strict ids after losing its lease (strict.unsafe_ignore_lease_loss) must be flagged for real-time order",
+        run: strict::unsafe_lease_ignored,
     },
 ];
 
@@ -99,13 +125,15 @@ pub fn scenario(name: &str) -> Option<&'static Scenario> {
 /// (snowflake) and its own criteria.
 #[derive(Default)]
 pub struct Outcomes {
-    history: Vec<Op>,
-    nodes: Vec<String>,
-    layout: Option<Layout>,
-    min_ids: u64,
-    criteria: Vec<crate::scenario::Criterion>,
+    pub(crate) history: Vec<Op>,
+    pub(crate) nodes: Vec<String>,
+    pub(crate) layout: Option<Layout>,
+    /// The tags checked for real-time order (strict tags, the oracle).
+    pub(crate) ordered: Vec<&'static str>,
+    pub(crate) min_ids: u64,
+    pub(crate) criteria: Vec<crate::scenario::Criterion>,
     /// An unsafe scenario: passes when the checker flags the history.
-    expect_flagged: bool,
+    pub(crate) expect_flagged: bool,
 }
 
 impl Scenario {
@@ -115,16 +143,24 @@ impl Scenario {
         let mut run = Run::new(settings)?;
         let mut out = Outcomes::default();
         (self.run)(&mut run, &mut out).with_context(|| format!("scenario {}", self.name))?;
-        let checked = check(&out.history, &out.nodes, out.layout);
+        let checked = check(&out.history, &out.nodes, out.layout, &out.ordered);
         let refusals = refusals(&out.history);
         let criteria = if out.expect_flagged {
             let mut criteria = vec![criterion(
-                "the checker flags the run (duplicates or a worker id held twice)",
+                "the checker flags the run (duplicates, a worker id held twice, or real-time order)",
                 format!(
-                    "{} duplicates, {} overlapping worker spans",
-                    checked.duplicates, checked.owner_overlaps
+                    "{} duplicates, {} overlapping worker spans, {} order violations, {} repeats",
+                    checked.duplicates,
+                    checked.owner_overlaps,
+                    checked.order_violations,
+                    checked.repeats
                 ),
-                checked.flagged(),
+                // A strict scenario's control must fail the real-time order check itself.
+                if out.ordered.is_empty() {
+                    checked.flagged()
+                } else {
+                    checked.order_violations > 0
+                },
             )];
             criteria.extend(out.criteria);
             criteria
@@ -145,7 +181,7 @@ impl Scenario {
     }
 }
 
-fn targets(nodes: &[&Node]) -> Targets {
+pub(crate) fn targets(nodes: &[&Node]) -> Targets {
     Arc::new(Mutex::new(nodes.iter().map(|n| n.url()).collect()))
 }
 
@@ -154,11 +190,11 @@ fn two(nodes: Vec<Node>) -> [Node; 2] {
     nodes.try_into().unwrap_or_else(|_| unreachable!("start_nodes(2, …) starts two nodes"))
 }
 
-fn names(nodes: &[&Node]) -> Vec<String> {
+pub(crate) fn names(nodes: &[&Node]) -> Vec<String> {
     nodes.iter().map(|n| n.name.clone()).collect()
 }
 
-fn env(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+pub(crate) fn env(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
     pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
 }
 
@@ -755,7 +791,7 @@ fn worker_rows_deleted(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let last: Vec<&Op> = h.iter().filter(|op| op.node == 0 && op.at_ms + 2_000 >= end).collect();
     let serving = last.iter().filter(|op| !op.ids().is_empty()).count();
     let typed = last.iter().all(|op| match &op.outcome {
-        Outcome::Ids(_) => true,
+        Outcome::Ids(_) | Outcome::Range { .. } => true,
         Outcome::Refused { status, .. } => *status == 503,
         Outcome::Unreachable => false,
     });

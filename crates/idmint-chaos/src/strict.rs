@@ -1,0 +1,473 @@
+//! The scenarios of strict tags and the timestamp oracle: three or more nodes on one private
+//! MariaDB serving one strict tag (`order`) and the oracle, clients on every node (so most
+//! takes are forwarded to the owner), batches of 1 and 100, every answer checked for
+//! real-time order across the cluster. Faults: the owner killed with -9, paused with SIGSTOP
+//! past its lease, cut off from the store but not from its clients (a network namespace),
+//! nodes joining and leaving; and the unsafe control, the fence disabled by configuration,
+//! which the checker must flag.
+//!
+//! The owner is read from the store's lease rows (`idmint_workers`, space `tso` for the
+//! oracle and `strict:…` for the tag; the holder is the owner's peer address, its URL here),
+//! never guessed. The nodes run with the library's lease defaults (TTL 3 s, margin 1 s).
+//!
+//! TODO(witness): `strict-restore-witness`, a store restored from a backup with a witness
+//! configured (issue 35 item 5, being built on main). The hook: a scenario like
+//! [`owner_kill9`] whose nodes run with the witness store, the MariaDB's `idmint_workers` and
+//! `idmint_tag_meta` restored from a `PrivateMariaDb::dump` taken early (under load and
+//! across a restart of every node), and its `unsafe-` twin without the witness, which the
+//! checker must flag (repeats and order violations). Register both in
+//! [`crate::scenarios::SCENARIOS`].
+
+use std::time::Duration;
+
+use anyhow::{Result, bail, ensure};
+
+use crate::load::{Op, Outcome, Workload};
+use crate::netns::Partition;
+use crate::node::Node;
+use crate::scenario::{
+    Run, all_serving_at_end, criterion, first_ids_after, only_refusals, refusals, sleep,
+};
+use crate::scenarios::{Outcomes, env, names, targets};
+use crate::servers::PrivateMariaDb;
+
+/// The strict tag the scenarios serve.
+const TAG: &str = "order";
+/// What the clients ask for: the strict tag and the oracle.
+const TAGS: [(&str, &str); 2] = [(TAG, "/v1/segment/order"), ("tso", "/v1/tso")];
+/// The tags checked for real-time order.
+const ORDERED: [&str; 2] = [TAG, "tso"];
+/// Batch sizes the clients go round.
+const COUNTS: [u64; 2] = [1, 100];
+/// The strict lease's TTL and margin (the library's defaults, which the nodes run with).
+const LEASE_TTL_MS: u64 = 3_000;
+const LEASE_MARGIN_MS: u64 = 1_000;
+/// The longest failover gap allowed after a `kill -9` of the owner: TTL + margin + 1 s.
+const GAP_MS_MAX: u64 = LEASE_TTL_MS + LEASE_MARGIN_MS + 1_000;
+/// The nodes' admin token: it also authorises forwarded takes between them.
+const ADMIN_TOKEN: &str = "chaos-strict-admin-token-0123456789";
+/// The answers other than ids a strict scenario expects: a take waiting out a failover past
+/// its bound, and a node that is down.
+const ALLOWED: [&str; 3] = ["503 unavailable", "503 tso_unavailable", "unreachable"];
+
+/// The owner of the strict tag killed with -9, then the owner of the oracle, each started
+/// again once another node serves; the failover gap after each kill is reported.
+pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    let db = mariadb()?;
+    let args = vec!["--store".to_string(), db.url("chaos")];
+    let mut nodes = run.start_nodes(3, &args, &envs(false))?;
+    // n1 owns the tag (it created it), n2 the oracle (its first take): two owners to kill.
+    place(run, &nodes, 0, 1)?;
+    let (targets, node_names) =
+        (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
+    let rate = run.pick(10_000, 40_000);
+    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let warm = run.main_phase(3, 30);
+    sleep(warm);
+    let mut gaps = Vec::new();
+    let mut moved = Vec::new();
+    for round in 0..run.pick(2, 8) {
+        let what = ORDERED[round % 2];
+        let Some(owner) = owner_of(&db, &nodes, what)? else { bail!("no node owns {what}") };
+        let killed_us = now_us(run);
+        nodes[owner].kill9()?;
+        run.fault(format!("kill -9 {} (owner of {what})", nodes[owner].name));
+        gaps.push((what, killed_us));
+        sleep(Duration::from_millis(GAP_MS_MAX + 1_000));
+        let now = owner_of(&db, &nodes, what)?;
+        moved.push(format!("{what}: {} -> {}", nodes[owner].name, node_name(&nodes, now)));
+        if now.is_none_or(|n| n == owner) {
+            bail!("{what} did not move from the killed {}", nodes[owner].name);
+        }
+        nodes[owner].start()?;
+        run.fault(format!("{} started again", nodes[owner].name));
+        sleep(Duration::from_secs(run.pick(2, 6)));
+    }
+    sleep(Duration::from_secs(2));
+    out.history = load.stop(run.runtime.handle());
+    let h = &out.history;
+    out.criteria.push(criterion(
+        "each killed owner's tag moved to another node",
+        moved.join("; "),
+        true,
+    ));
+    out.criteria.push(gap_criterion(h, &gaps, "kill -9"));
+    out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
+    out.criteria.push(all_serving_at_end(h, &[0, 1, 2], 1_500));
+    out.nodes = node_names;
+    out.ordered = ORDERED.to_vec();
+    out.min_ids = rate * warm.as_secs() / 2;
+    Ok(())
+}
+
+/// The owner of the tag and the oracle paused with SIGSTOP past its lease (TTL + margin +
+/// 1 s), then resumed: another node owns both meanwhile, and the old owner must not answer
+/// from its old window.
+pub fn owner_sigstop(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    sigstop_with(run, out, false)
+}
+
+/// As `strict-sigstop`, with `strict.unsafe_ignore_lease_loss`: the resumed owner serves from
+/// its old window below the new owner's ids, which the checker must flag.
+pub fn unsafe_lease_ignored(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    sigstop_with(run, out, true)
+}
+
+fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result<()> {
+    let db = mariadb()?;
+    let args = vec!["--store".to_string(), db.url("chaos")];
+    let nodes = run.start_nodes(3, &args, &envs(unsafe_fence))?;
+    place(run, &nodes, 0, 0)?;
+    let (targets, node_names) =
+        (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
+    let rate = run.pick(10_000, 40_000);
+    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let warm = run.main_phase(3, 30);
+    sleep(warm);
+    let rounds = run.pick(1, 4);
+    let mut moved = Vec::new();
+    let mut gaps = Vec::new();
+    let mut resumed_ms = 0;
+    for _ in 0..rounds {
+        // Pause whoever owns the tag now (n1 at first).
+        let Some(owner) = owner_of(&db, &nodes, TAG)? else { bail!("no node owns {TAG}") };
+        let paused_us = now_us(run);
+        nodes[owner].pause()?;
+        run.fault(format!("{} (owner of {TAG}) paused with SIGSTOP", nodes[owner].name));
+        gaps.extend([(TAG, paused_us), ("tso", paused_us)]);
+        sleep(Duration::from_millis(LEASE_TTL_MS + LEASE_MARGIN_MS + 1_000));
+        for what in ORDERED {
+            let now = owner_of(&db, &nodes, what)?;
+            moved.push(format!("{what}: {}", node_name(&nodes, now)));
+            ensure!(now.is_some_and(|n| n != owner), "{what} did not move from the paused owner");
+        }
+        nodes[owner].resume()?;
+        resumed_ms = run.now_ms();
+        run.fault(format!("{} resumed with SIGCONT", nodes[owner].name));
+        sleep(Duration::from_secs(run.pick(6, 20)));
+    }
+    out.history = load.stop(run.runtime.handle());
+    let h = &out.history;
+    out.criteria.push(criterion(
+        "while the owner was paused another node owned the tag and the oracle (the fault was real)",
+        moved.join("; "),
+        true,
+    ));
+    out.nodes = node_names;
+    out.ordered = ORDERED.to_vec();
+    if unsafe_fence {
+        out.expect_flagged = true;
+        return Ok(());
+    }
+    out.criteria.push(gap_criterion(h, &gaps, "SIGSTOP"));
+    out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
+    let nodes_all: Vec<usize> = (0..nodes.len()).collect();
+    let back = (0..nodes.len())
+        .map(|n| first_ids_after(h, n, resumed_ms).map(|t| t - resumed_ms))
+        .max()
+        .flatten();
+    out.criteria.push(criterion(
+        "every node serves within 10 s of the last resume",
+        back.map_or("never".to_string(), |t| format!("{t} ms")),
+        back.is_some_and(|t| t <= 10_000),
+    ));
+    out.criteria.push(all_serving_at_end(h, &nodes_all, 1_500));
+    out.min_ids = rate * warm.as_secs() / 2;
+    Ok(())
+}
+
+/// The owner of the tag and the oracle (n1) in a network namespace of its own: its store
+/// link is taken down for TTL + margin + 4 s (30 s in the long profile) while its clients and
+/// peers still reach it, then brought up again.
+pub fn owner_partition(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    // Declared first, so the nodes (and the namespace's process) are gone when it is removed.
+    let mut partition = Partition::new(run.runtime.handle())?;
+    let db = mariadb()?;
+    let relay = partition.relay(([127, 0, 0, 1], db.port()).into())?;
+    let envs = envs(false);
+    let inner_args = vec!["--store".to_string(), format!("mysql://root@{relay}/chaos")];
+    let mut n1 = run
+        .node("n1", &inner_args, &envs)?
+        .with_host(&partition.inner_host)
+        .in_netns(partition.netns());
+    n1.start()?;
+    let args = vec!["--store".to_string(), db.url("chaos")];
+    let mut nodes = vec![n1];
+    for name in ["n2", "n3"] {
+        let mut node = run.node(name, &args, &envs)?.with_host(&partition.outer_host);
+        node.start()?;
+        nodes.push(node);
+    }
+    place(run, &nodes, 0, 0)?;
+    let (targets, node_names) =
+        (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
+    let rate = run.pick(10_000, 40_000);
+    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let warm = run.main_phase(3, 30);
+    sleep(warm);
+    let cut = Duration::from_millis(run.pick(LEASE_TTL_MS + LEASE_MARGIN_MS + 4_000, 30_000));
+    let cut_us = now_us(run);
+    partition.cut_store()?;
+    run.fault(format!(
+        "n1 (owner of both) cut off from the store for {} s; its clients still reach it",
+        cut.as_secs()
+    ));
+    sleep(cut);
+    let mut moved = Vec::new();
+    for what in ORDERED {
+        let now = owner_of(&db, &nodes, what)?;
+        moved.push(format!("{what}: {}", node_name(&nodes, now)));
+        ensure!(now.is_some_and(|n| n != 0), "{what} did not move from the cut-off owner");
+    }
+    partition.heal_store()?;
+    let healed_ms = run.now_ms();
+    run.fault("n1's store link up again");
+    sleep(Duration::from_secs(run.pick(10, 20)));
+    out.history = load.stop(run.runtime.handle());
+    let h = &out.history;
+    let cut_ms = cut_us / 1000;
+    let during =
+        h.iter().filter(|op| op.node == 0 && op.at_ms > cut_ms + 1_000 && op.done_ms() < healed_ms);
+    let (mut refused, mut unreachable) = (0, 0);
+    for op in during {
+        match op.outcome {
+            Outcome::Refused { .. } => refused += 1,
+            Outcome::Unreachable => unreachable += 1,
+            _ => {}
+        }
+    }
+    out.criteria.push(criterion(
+        "another node owned both while n1 was cut off (the fault was real)",
+        moved.join("; "),
+        true,
+    ));
+    out.criteria.push(criterion(
+        "n1 stayed reachable while cut off: it answered its clients with typed refusals",
+        format!("{refused} refusals, {unreachable} unanswered"),
+        refused > 0,
+    ));
+    out.criteria.push(gap_criterion_within(
+        h,
+        &[(TAG, cut_us), ("tso", cut_us)],
+        "the cut",
+        GAP_MS_MAX + 3_000,
+    ));
+    let back = first_ids_after(h, 0, healed_ms).map(|t| t - healed_ms);
+    out.criteria.push(criterion(
+        "n1 serves again within 15 s of the store link coming back, not restarted",
+        format!(
+            "{}, started {} time(s)",
+            back.map_or("never".to_string(), |t| format!("{t} ms")),
+            nodes[0].starts
+        ),
+        back.is_some_and(|t| t <= 15_000) && nodes[0].starts == 1,
+    ));
+    out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
+    out.criteria.push(all_serving_at_end(h, &[0, 1, 2], 1_500));
+    out.nodes = node_names;
+    out.ordered = ORDERED.to_vec();
+    out.min_ids = rate * warm.as_secs() / 2;
+    Ok(())
+}
+
+/// Nodes joining and leaving under load: two nodes at first (n1 owns both), then in turn a
+/// node joins (a new one, or one that left, started again) and the owner of the tag or of
+/// the oracle leaves (SIGTERM: it gives its leases back); a node that left takes no client
+/// requests, as a load balancer would drain it.
+pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    let db = mariadb()?;
+    let args = vec!["--store".to_string(), db.url("chaos")];
+    let envs = envs(false);
+    let mut nodes = run.start_nodes(2, &args, &envs)?;
+    place(run, &nodes, 0, 0)?;
+    let targets = targets(&nodes.iter().collect::<Vec<_>>());
+    let rate = run.pick(10_000, 40_000);
+    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let warm = run.main_phase(3, 30);
+    sleep(warm);
+    let interval = Duration::from_millis(run.pick(3_000, 8_000));
+    let mut leaves = Vec::new();
+    let mut moved = Vec::new();
+    for step in 0..run.pick(4, 16) {
+        if step % 2 == 0 {
+            // Join: a node that left comes back, or a new one (at most 4).
+            let left = (0..nodes.len()).find(|&n| !nodes[n].running());
+            let n = match left {
+                Some(n) if nodes.len() >= 4 || step % 4 == 2 => n,
+                _ => {
+                    let node = run.node(&format!("n{}", nodes.len() + 1), &args, &envs)?;
+                    nodes.push(node);
+                    nodes.len() - 1
+                }
+            };
+            nodes[n].start()?;
+            set_target(&targets, n, &nodes[n].url());
+            run.fault(format!("{} joins", nodes[n].name));
+        } else {
+            let what = ORDERED[(step / 2) % 2];
+            let Some(owner) = owner_of(&db, &nodes, what)? else { bail!("no node owns {what}") };
+            let live = (0..nodes.len()).filter(|&n| nodes[n].running()).count();
+            ensure!(live >= 2, "one node left: none may leave");
+            set_target(&targets, owner, "");
+            let left_us = now_us(run);
+            nodes[owner].stop()?;
+            run.fault(format!("{} (owner of {what}) leaves (SIGTERM)", nodes[owner].name));
+            leaves.push((what, left_us));
+            sleep(Duration::from_millis(LEASE_MARGIN_MS + 1_000));
+            let now = owner_of(&db, &nodes, what)?;
+            moved.push(format!("{what}: {} -> {}", nodes[owner].name, node_name(&nodes, now)));
+        }
+        sleep(interval);
+    }
+    sleep(Duration::from_secs(2));
+    out.history = load.stop(run.runtime.handle());
+    let h = &out.history;
+    out.criteria.push(criterion(
+        "nodes joined and owners left under load (the faults were real)",
+        moved.join("; "),
+        !moved.is_empty(),
+    ));
+    out.criteria.push(gap_criterion(h, &leaves, "a leave"));
+    out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
+    let live: Vec<usize> = (0..nodes.len()).filter(|&n| nodes[n].running()).collect();
+    out.criteria.push(all_serving_at_end(h, &live, 1_500));
+    out.nodes = names(&nodes.iter().collect::<Vec<_>>());
+    out.ordered = ORDERED.to_vec();
+    out.min_ids = rate * warm.as_secs() / 2;
+    Ok(())
+}
+
+/// A private MariaDB with the database `chaos`.
+fn mariadb() -> Result<PrivateMariaDb> {
+    let db = PrivateMariaDb::start()?;
+    db.sql("mysql", "CREATE DATABASE chaos")?;
+    Ok(db)
+}
+
+/// The nodes' environment: the admin token (forwarded takes carry it), no snowflake engine
+/// (its worker leases would only add store traffic), and the unsafe fence when asked.
+fn envs(unsafe_fence: bool) -> Vec<(&'static str, String)> {
+    let mut envs =
+        env(&[("IDMINT_ADMIN_TOKEN", ADMIN_TOKEN), ("IDMINT_SNOWFLAKE_ENABLED", "false")]);
+    if unsafe_fence {
+        envs.push(("IDMINT_STRICT_UNSAFE_IGNORE_LEASE_LOSS", "true".into()));
+    }
+    envs
+}
+
+/// The workload: `clients` clients on every node asking for the tag and the oracle in
+/// batches of 1 and 100, at `rate` values per second together; a take may wait out a
+/// failover (TTL + margin), so the timeout is above that.
+fn workload(clients: u32, rate: u64) -> Workload {
+    let mut workload = Workload::new(&TAGS, 1, clients, rate).strict(&COUNTS);
+    workload.timeout_ms = GAP_MS_MAX + 1_000;
+    workload
+}
+
+/// Creates the strict tag on node `tag_owner` (the creating node owns it) and takes the
+/// oracle's first timestamp on node `tso_owner`; checks the lease rows say so, and that every
+/// node serves both.
+fn place(run: &Run, nodes: &[Node], tag_owner: usize, tso_owner: usize) -> Result<()> {
+    let url = format!("{}/v1/tags", nodes[tag_owner].url());
+    let body = serde_json::json!({"tag": TAG, "strict": true});
+    let (status, code) = run.admin(reqwest::Method::POST, &url, ADMIN_TOKEN, Some(body))?;
+    ensure!(status == 201, "POST {url} (a strict tag): {status} {code}");
+    run.await_ids(&nodes[tso_owner].url(), "/v1/tso?count=1")?;
+    for node in nodes {
+        run.await_ids(&node.url(), "/v1/segment/order")?;
+        run.await_ids(&node.url(), "/v1/tso?count=1")?;
+    }
+    Ok(())
+}
+
+/// The node holding the live lease of `what` (`tso`, or the strict tag) by the store's lease
+/// rows and clock: its holder is the node's peer address, its URL here.
+fn owner_of(db: &PrivateMariaDb, nodes: &[Node], what: &str) -> Result<Option<usize>> {
+    let space = if what == "tso" { "space = 'tso'" } else { "space LIKE 'strict:%'" };
+    let sql = format!(
+        "SELECT holder FROM idmint_workers WHERE {space} AND expires_ms > \
+         (TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+    );
+    let holders = db.sql("chaos", &sql)?;
+    let holder = holders.lines().map(str::trim).find(|h| !h.is_empty());
+    Ok(holder.and_then(|h| nodes.iter().position(|n| n.url() == h)))
+}
+
+fn node_name(nodes: &[Node], index: Option<usize>) -> String {
+    index.map_or("nobody".to_string(), |n| nodes[n].name.clone())
+}
+
+fn set_target(targets: &crate::load::Targets, node: usize, url: &str) {
+    let mut targets = targets.lock().expect("targets lock");
+    if targets.len() <= node {
+        targets.resize(node + 1, String::new());
+    }
+    targets[node] = url.to_string();
+}
+
+fn now_us(run: &Run) -> u64 {
+    run.t0.elapsed().as_micros() as u64
+}
+
+/// The failover gap after a fault at `from_us` on `tag`: until the first answer to a request
+/// sent after the fault, on any node (ms).
+pub fn failover_gap_ms(history: &[Op], tag: &str, from_us: u64) -> Option<u64> {
+    history
+        .iter()
+        .filter(|op| &*op.tag == tag && op.sent_us >= from_us && op.count() > 0)
+        .map(|op| op.done_us() - from_us)
+        .min()
+        .map(|us| us / 1000)
+}
+
+/// The longest time from `from_us` to `to_us` in which no request of `tag` was answered
+/// values (ms): between answers, and from `from_us` to the first.
+pub fn longest_silence_ms(history: &[Op], tag: &str, from_us: u64, to_us: u64) -> u64 {
+    let mut done: Vec<u64> = history
+        .iter()
+        .filter(|op| &*op.tag == tag && op.count() > 0)
+        .map(Op::done_us)
+        .filter(|&t| t >= from_us && t <= to_us)
+        .collect();
+    done.sort_unstable();
+    let mut last = from_us;
+    let mut longest = 0;
+    for t in done.into_iter().chain([to_us]) {
+        longest = longest.max(t - last);
+        last = t;
+    }
+    longest / 1000
+}
+
+/// Each gap after `faults` (tag, time) at most [`GAP_MS_MAX`] (TTL + margin + 1 s).
+fn gap_criterion(
+    history: &[Op],
+    faults: &[(&str, u64)],
+    after: &str,
+) -> crate::scenario::Criterion {
+    gap_criterion_within(history, faults, after, GAP_MS_MAX)
+}
+
+fn gap_criterion_within(
+    history: &[Op],
+    faults: &[(&str, u64)],
+    after: &str,
+    limit_ms: u64,
+) -> crate::scenario::Criterion {
+    let gaps: Vec<(&str, Option<u64>)> =
+        faults.iter().map(|&(tag, at)| (tag, failover_gap_ms(history, tag, at))).collect();
+    let text: Vec<String> = gaps
+        .iter()
+        .map(|(tag, gap)| {
+            format!("{tag} {}", gap.map_or("never".into(), |g| format!("{:.1} s", g as f64 / 1e3)))
+        })
+        .collect();
+    criterion(
+        format!(
+            "failover gap after {after} (no fresh id or timestamp) at most {:.0} s (lease TTL 3 s, margin 1 s)",
+            limit_ms as f64 / 1e3
+        ),
+        text.join(", "),
+        gaps.iter().all(|(_, gap)| gap.is_some_and(|g| g <= limit_ms)),
+    )
+}
