@@ -364,4 +364,37 @@ mod tests {
         let found = check(&shared, &names(), Some(layout), &[]);
         assert_eq!((found.duplicates, found.owner_overlaps), (0, 1), "{:?}", found.examples);
     }
+
+    /// A strict tag's ranges from three nodes: in order they pass; a later request answered
+    /// below an earlier answer, or a value answered twice, is flagged, on the named tags only.
+    #[test]
+    fn real_time_order_and_repeats_are_checked_on_ranges_of_the_named_tags() {
+        let op = |node: usize, sent_us: u64, latency_us: u64, first: u64, last: u64| Op {
+            client: node as u32,
+            node,
+            tag: Arc::from("order"),
+            at_ms: sent_us / 1000,
+            sent_us,
+            latency_us,
+            outcome: Outcome::Range { first, last },
+        };
+        let clean =
+            vec![op(0, 0, 500, 1, 100), op(1, 1_000, 500, 101, 101), op(2, 2_000, 500, 102, 201)];
+        let found = check(&clean, &names(), None, &["order"]);
+        assert!(!found.flagged(), "{:?}", found.examples);
+        assert_eq!((found.ids, found.ordered_values), (201, 201));
+        // n3 answers below what n1 answered before n3's request was sent.
+        let mut late = clean.clone();
+        late.push(op(2, 3_000, 500, 50, 50));
+        let found = check(&late, &names(), None, &["order"]);
+        assert_eq!((found.order_violations, found.repeats), (1, 1), "{:?}", found.examples);
+        assert!(found.flagged());
+        // Unnamed, the tag is judged per node only: no order check.
+        assert_eq!(check(&late, &names(), None, &[]).order_violations, 0);
+        // Concurrent requests answered out of order are fine; a shared value is not.
+        let concurrent = vec![op(0, 0, 5_000, 200, 299), op(1, 1_000, 500, 100, 199)];
+        assert!(!check(&concurrent, &names(), None, &["order"]).flagged());
+        let shared = vec![op(0, 0, 5_000, 200, 299), op(1, 1_000, 500, 150, 200)];
+        assert_eq!(check(&shared, &names(), None, &["order"]).repeats, 1);
+    }
 }
