@@ -44,6 +44,12 @@ const LEASE_TTL_MS: u64 = 3_000;
 const LEASE_MARGIN_MS: u64 = 1_000;
 /// The longest failover gap allowed after a `kill -9` of the owner: TTL + margin + 1 s.
 const GAP_MS_MAX: u64 = LEASE_TTL_MS + LEASE_MARGIN_MS + 1_000;
+/// The longest failover gap allowed after the owner is paused: a take forwarded to a paused
+/// owner holds on for the peer call's bound (2 s) before it is routed again, so that on top.
+const GAP_PAUSED_MS_MAX: u64 = GAP_MS_MAX + 2_000;
+/// The longest silence allowed while the owner is cut off from its store: its renewal
+/// waits out a store call's bound (3 s) before the gate's end counts, so that on top.
+const GAP_CUT_MS_MAX: u64 = GAP_MS_MAX + 3_000;
 /// The nodes' admin token: it also authorises forwarded takes between them.
 const ADMIN_TOKEN: &str = "chaos-strict-admin-token-0123456789";
 /// The answers other than ids a strict scenario expects: a take waiting out a failover past
@@ -73,12 +79,8 @@ pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         nodes[owner].kill9()?;
         run.fault(format!("kill -9 {} (owner of {what})", nodes[owner].name));
         gaps.push((what, killed_us));
-        sleep(Duration::from_millis(GAP_MS_MAX + 1_000));
-        let now = owner_of(&db, &nodes, what)?;
-        moved.push(format!("{what}: {} -> {}", nodes[owner].name, node_name(&nodes, now)));
-        if now.is_none_or(|n| n == owner) {
-            bail!("{what} did not move from the killed {}", nodes[owner].name);
-        }
+        let now = await_moved(&db, &nodes, &[what], owner, GAP_MS_MAX + 1_000)?;
+        moved.push(format!("{} -> {}", nodes[owner].name, now.join(", ")));
         nodes[owner].start()?;
         run.fault(format!("{} started again", nodes[owner].name));
         sleep(Duration::from_secs(run.pick(2, 6)));
@@ -91,7 +93,7 @@ pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         moved.join("; "),
         true,
     ));
-    out.criteria.push(gap_criterion(h, &gaps, "kill -9"));
+    out.criteria.push(gap_criterion(h, &gaps, "kill -9", GAP_MS_MAX));
     out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
     out.criteria.push(all_serving_at_end(h, &[0, 1, 2], 1_500));
     out.nodes = node_names;
@@ -135,15 +137,13 @@ fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result
         nodes[owner].pause()?;
         run.fault(format!("{} (owner of {TAG}) paused with SIGSTOP", nodes[owner].name));
         gaps.extend([(TAG, paused_us), ("tso", paused_us)]);
-        sleep(Duration::from_millis(LEASE_TTL_MS + LEASE_MARGIN_MS + 1_000));
-        for what in ORDERED {
-            let now = owner_of(&db, &nodes, what)?;
-            moved.push(format!("{what}: {}", node_name(&nodes, now)));
-            ensure!(now.is_some_and(|n| n != owner), "{what} did not move from the paused owner");
-        }
+        let past_lease_ms = LEASE_TTL_MS + LEASE_MARGIN_MS + 1_000;
+        let now = await_moved(&db, &nodes, &ORDERED, owner, past_lease_ms)?;
+        moved.push(format!("{}: {}", nodes[owner].name, now.join(", ")));
         nodes[owner].resume()?;
         resumed_ms = run.now_ms();
-        run.fault(format!("{} resumed with SIGCONT", nodes[owner].name));
+        let paused_s = (resumed_ms * 1000 - paused_us) as f64 / 1e6;
+        run.fault(format!("{} resumed with SIGCONT after {paused_s:.1} s", nodes[owner].name));
         sleep(Duration::from_secs(run.pick(6, 20)));
     }
     out.history = load.stop(run.runtime.handle());
@@ -159,7 +159,7 @@ fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result
         out.expect_flagged = true;
         return Ok(());
     }
-    out.criteria.push(gap_criterion(h, &gaps, "SIGSTOP"));
+    out.criteria.push(gap_criterion(h, &gaps, "SIGSTOP", GAP_PAUSED_MS_MAX));
     out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
     let nodes_all: Vec<usize> = (0..nodes.len()).collect();
     let back = (0..nodes.len())
@@ -212,13 +212,7 @@ pub fn owner_partition(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         "n1 (owner of both) cut off from the store for {} s; its clients still reach it",
         cut.as_secs()
     ));
-    sleep(cut);
-    let mut moved = Vec::new();
-    for what in ORDERED {
-        let now = owner_of(&db, &nodes, what)?;
-        moved.push(format!("{what}: {}", node_name(&nodes, now)));
-        ensure!(now.is_some_and(|n| n != 0), "{what} did not move from the cut-off owner");
-    }
+    let moved = await_moved(&db, &nodes, &ORDERED, 0, cut.as_millis() as u64)?;
     partition.heal_store()?;
     let healed_ms = run.now_ms();
     run.fault("n1's store link up again");
@@ -238,7 +232,7 @@ pub fn owner_partition(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     }
     out.criteria.push(criterion(
         "another node owned both while n1 was cut off (the fault was real)",
-        moved.join("; "),
+        moved.join(", "),
         true,
     ));
     out.criteria.push(criterion(
@@ -246,11 +240,22 @@ pub fn owner_partition(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         format!("{refused} refusals, {unreachable} unanswered"),
         refused > 0,
     ));
-    out.criteria.push(gap_criterion_within(
-        h,
-        &[(TAG, cut_us), ("tso", cut_us)],
-        "the cut",
-        GAP_MS_MAX + 3_000,
+    // The owner serves from memory until its gate closes: the gap is the longest silence
+    // between the cut and the heal, not the time to the first answer after the cut.
+    let silences: Vec<(&str, u64)> = ORDERED
+        .iter()
+        .map(|tag| (*tag, longest_silence_ms(h, tag, cut_us, healed_ms * 1000)))
+        .collect();
+    let text: Vec<String> =
+        silences.iter().map(|(tag, ms)| format!("{tag} {:.1} s", *ms as f64 / 1e3)).collect();
+    out.criteria.push(criterion(
+        format!(
+            "failover gap during the cut (longest time without a fresh id or timestamp) at most \
+             {} s (lease TTL 3 s, margin 1 s, store calls bounded to 3 s)",
+            GAP_CUT_MS_MAX / 1000
+        ),
+        text.join(", "),
+        silences.iter().all(|(_, ms)| *ms <= GAP_CUT_MS_MAX),
     ));
     let back = first_ids_after(h, 0, healed_ms).map(|t| t - healed_ms);
     out.criteria.push(criterion(
@@ -313,9 +318,8 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
             nodes[owner].stop()?;
             run.fault(format!("{} (owner of {what}) leaves (SIGTERM)", nodes[owner].name));
             leaves.push((what, left_us));
-            sleep(Duration::from_millis(LEASE_MARGIN_MS + 1_000));
-            let now = owner_of(&db, &nodes, what)?;
-            moved.push(format!("{what}: {} -> {}", nodes[owner].name, node_name(&nodes, now)));
+            let now = await_moved(&db, &nodes, &[what], owner, LEASE_MARGIN_MS)?;
+            moved.push(format!("{} -> {}", nodes[owner].name, now.join(", ")));
         }
         sleep(interval);
     }
@@ -327,7 +331,7 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
         moved.join("; "),
         !moved.is_empty(),
     ));
-    out.criteria.push(gap_criterion(h, &leaves, "a leave"));
+    out.criteria.push(gap_criterion(h, &leaves, "a leave", GAP_MS_MAX));
     out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
     let live: Vec<usize> = (0..nodes.len()).filter(|&n| nodes[n].running()).collect();
     out.criteria.push(all_serving_at_end(h, &live, 1_500));
@@ -393,6 +397,36 @@ fn owner_of(db: &PrivateMariaDb, nodes: &[Node], what: &str) -> Result<Option<us
     Ok(holder.and_then(|h| nodes.iter().position(|n| n.url() == h)))
 }
 
+/// Waits at least `min_ms`, then until the store's lease rows name a node other than `from`
+/// as the owner of each of `what` (at most 20 s more); their names as `what: node`.
+fn await_moved(
+    db: &PrivateMariaDb,
+    nodes: &[Node],
+    what: &[&str],
+    from: usize,
+    min_ms: u64,
+) -> Result<Vec<String>> {
+    sleep(Duration::from_millis(min_ms));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let owners: Vec<Option<usize>> =
+            what.iter().map(|w| owner_of(db, nodes, w)).collect::<Result<_>>()?;
+        if owners.iter().all(|o| o.is_some_and(|n| n != from)) {
+            return Ok(what
+                .iter()
+                .zip(owners)
+                .map(|(w, o)| format!("{w}: {}", node_name(nodes, o)))
+                .collect());
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "{what:?} did not move from {} within 20 s of the fault's minimum ({min_ms} ms)",
+            nodes[from].name
+        );
+        sleep(Duration::from_millis(100));
+    }
+}
+
 fn node_name(nodes: &[Node], index: Option<usize>) -> String {
     index.map_or("nobody".to_string(), |n| nodes[n].name.clone())
 }
@@ -439,16 +473,8 @@ pub fn longest_silence_ms(history: &[Op], tag: &str, from_us: u64, to_us: u64) -
     longest / 1000
 }
 
-/// Each gap after `faults` (tag, time) at most [`GAP_MS_MAX`] (TTL + margin + 1 s).
+/// Each gap after `faults` (tag, time) at most `limit_ms`.
 fn gap_criterion(
-    history: &[Op],
-    faults: &[(&str, u64)],
-    after: &str,
-) -> crate::scenario::Criterion {
-    gap_criterion_within(history, faults, after, GAP_MS_MAX)
-}
-
-fn gap_criterion_within(
     history: &[Op],
     faults: &[(&str, u64)],
     after: &str,
