@@ -62,6 +62,7 @@ pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
         tinyid: settings.tinyid.clone(),
         strict: Some(StrictConfig::new(Peer { grpc_url: peer_url(settings, addr) })),
         ready_engines: settings.ready_engines.clone(),
+        witness: settings.witness.clone(),
     }
 }
 

@@ -84,6 +84,8 @@ pub struct StrictConfig {
     pub lease_margin_ms: u64,
     /// The most ids one forwarded call asks for: at most every node's batch limit.
     pub forward_batch_max: u64,
+    /// The witness every ceiling raise is raised in too, and a new owner starts above.
+    pub witness: Option<crate::witness::Witness>,
 }
 
 impl StrictConfig {
@@ -94,6 +96,7 @@ impl StrictConfig {
             lease_ttl_ms: LEASE_TTL_MS_DEFAULT,
             lease_margin_ms: LEASE_MARGIN_MS_DEFAULT,
             forward_batch_max: forward::FORWARD_BATCH_MAX,
+            witness: None,
         }
     }
 }
@@ -418,8 +421,13 @@ impl StrictTags {
                 Err(error) => return Err(unavailable(error.to_string())),
             }
         }
-        let floor =
+        let mut floor =
             recorded_ceiling(&*self.meta, tag).await.map_err(|e| unavailable(e.to_string()))?;
+        // The witness saw every ceiling of every owner, whatever became of this store.
+        if let Some(witness) = &self.config.witness {
+            let witnessed = bounded(witness.raise(tag, 0)).await;
+            floor = floor.max(witnessed.map_err(|e| unavailable(format!("the witness: {e}")))?);
+        }
         let asked_ms = self.clock.now_ms();
         let request = self.lease_request(space);
         let lease = match bounded(Fence::<Window>::acquire(&*self.store, &request)).await {
@@ -569,10 +577,11 @@ impl StrictTags {
         }
         let owned = Arc::clone(owned);
         let (clock, wall) = (Arc::clone(&self.clock), Arc::clone(&self.wall));
-        let meta = Arc::clone(&self.meta);
+        let (meta, witness) = (Arc::clone(&self.meta), self.config.witness.clone());
         self.tasks.spawn(async move {
             let need = owned.fence.lock().holder.need_next();
-            if let Err(error) = raise_ceiling(&owned, &*meta, need, (&*clock, &*wall)).await {
+            let stores = (&*meta, witness.as_ref());
+            if let Err(error) = raise_ceiling(&owned, stores, need, (&*clock, &*wall)).await {
                 tracing::warn!(tag = %owned.tag, %error, "strict tag's ceiling not raised ahead");
             }
         });
@@ -580,7 +589,8 @@ impl StrictTags {
 
     /// Raises `owned`'s ceiling to at least `need` plus a window.
     async fn raise(&self, owned: &Owned, need: u64) -> Result<(), StoreError> {
-        raise_ceiling(owned, &*self.meta, need, (&*self.clock, &*self.wall)).await
+        let stores = (&*self.meta, self.config.witness.as_ref());
+        raise_ceiling(owned, stores, need, (&*self.clock, &*self.wall)).await
     }
 
     /// Renews `owned`'s lease every third of its TTL until it is lost, given up or the
@@ -657,7 +667,7 @@ fn unreachable_request() -> LeaseRequest {
 /// lease's token; one raise at a time, and none when another already covered it.
 async fn raise_ceiling(
     owned: &Owned,
-    meta: &dyn TagMetaStore,
+    (meta, witness): (&dyn TagMetaStore, Option<&crate::witness::Witness>),
     need: u64,
     (clock, wall): (&dyn Clock, &dyn Clock),
 ) -> Result<(), StoreError> {
@@ -682,8 +692,11 @@ async fn raise_ceiling(
     };
     bounded(owned.fence.raise(&lease, target, |window| window.stopped = true)).await?;
     // Recorded beside the mark before any id below it is served: a lease row deleted later
-    // still leaves it.
+    // still leaves it; and in the witness, which a restored store does not take back.
     record_ceiling(meta, &owned.tag, target).await?;
+    if let Some(witness) = witness {
+        bounded(witness.raise(&owned.tag, target)).await?;
+    }
     let mut state = owned.fence.lock();
     let held = state.lease.as_ref().is_some_and(|l| l.fence_token() == lease.fence_token());
     let window = &mut state.holder;

@@ -17,6 +17,7 @@ use idmint::clock::{Clock, ManualClock, SystemClock};
 use idmint::node::{Feature, NodeError, Peer, PeerError, PeerLink, PublicIds};
 use idmint::segment::{Count, Error};
 use idmint::strict::StrictConfig;
+use idmint::witness::{MetaMarks, Witness};
 use idmint::{Node, NodeBuilder, NodeConfig, Tag};
 use idmint_core::StartId;
 use idmint_store::{MemoryStore, StoreError, StoreUrl};
@@ -81,7 +82,21 @@ async fn node_on_clock(
     link: &Arc<Direct>,
     clock: Arc<dyn Clock>,
 ) -> Arc<Node> {
+    node_witnessed(name, store, link, clock, None).await
+}
+
+/// [`node_on_clock`] with `witness`, if any.
+async fn node_witnessed(
+    name: &str,
+    store: &Arc<MemoryStore>,
+    link: &Arc<Direct>,
+    clock: Arc<dyn Clock>,
+    witness: Option<Witness>,
+) -> Arc<Node> {
     let mut config = NodeConfig::new(StoreUrl::Memory);
+    if let Some(witness) = witness {
+        config.segment = config.segment.with_witness(witness);
+    }
     let mut strict = StrictConfig::new(Peer { grpc_url: name.to_string() });
     (strict.lease_ttl_ms, strict.lease_margin_ms) = (TTL_MS, MARGIN_MS);
     config.strict = Some(strict);
@@ -374,4 +389,40 @@ async fn the_oracle_increases_across_nodes_clocks_and_owners() {
     let none = plain.timestamps(Count::ONE).await.unwrap_err();
     assert!(matches!(none, NodeError::NotConfigured { feature: Feature::Tso, .. }), "{none}");
     plain.shutdown().await;
+}
+
+/// The whole store restored from a backup taken before a strict tag's ids and the oracle's
+/// timestamps (lease rows and metadata together, as a new store holding only the tag): with
+/// a witness, the next owner starts above every id and timestamp answered before; without
+/// one it repeats them (the documented limit, shown here so the test fails if the witness
+/// does nothing).
+#[tokio::test]
+async fn with_a_witness_a_store_restored_whole_never_brings_strict_ids_back() {
+    let clock = Arc::new(ManualClock::at_system_time());
+    let witness = Witness::new(Arc::new(MetaMarks::new(Arc::new(MemoryStore::new()))), "w");
+    for witnessed in [false, true] {
+        let link = Arc::new(Direct::default());
+        let tag = Tag::parse("ord").unwrap();
+        let witness = witnessed.then(|| witness.clone());
+        let before = Arc::new(MemoryStore::new());
+        let a = node_witnessed("a", &before, &link, clock.clone(), witness.clone()).await;
+        a.create_strict_tag(&tag, None).await.unwrap();
+        let ids = takes(&a, "ord", 5).await;
+        let (_, stamp) = stamps(&a, 10).await;
+        a.shutdown().await;
+        link.nodes.lock().unwrap().remove("a");
+        // The backup: the tag created, nothing taken.
+        let restored = Arc::new(MemoryStore::new());
+        let b = node_witnessed("b", &restored, &link, clock.clone(), witness.clone()).await;
+        b.create_strict_tag(&tag, None).await.unwrap();
+        let after = take(&b, "ord").await;
+        let (again, _) = stamps(&b, 1).await;
+        b.shutdown().await;
+        if witnessed {
+            assert!(after > ids[4], "{after} after {ids:?}");
+            assert!(again > stamp, "{again} after {stamp}");
+        } else {
+            assert!(after <= ids[4] && again <= stamp, "the limit without a witness is gone");
+        }
+    }
 }
