@@ -38,7 +38,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
 use crate::fence::Fence;
-use crate::peer::{Peer, PeerLink};
+use crate::peer::{FenceToken, Peer, PeerLink};
 use crate::segment::Error;
 use forward::Forwards;
 
@@ -216,7 +216,8 @@ enum Held {
 /// Where a take of a strict tag goes.
 enum Route {
     Here(Arc<Owned>),
-    Peer(Peer),
+    /// The owner and the token of the lease row it holds.
+    Peer(Peer, FenceToken),
 }
 
 impl StrictTags {
@@ -257,7 +258,7 @@ impl StrictTags {
         loop {
             let answer = match self.route(tag).await? {
                 Route::Here(owned) => return self.take_here(&owned, count).await,
-                Route::Peer(peer) => self.forwards.take(&peer, tag, count).await,
+                Route::Peer(peer, fence) => self.forwards.take(&peer, tag, count, fence).await,
             };
             match answer {
                 Err(Error::Unavailable { .. }) if tokio::time::Instant::now() < deadline => {
@@ -274,13 +275,40 @@ impl StrictTags {
         self.next_ids(&tso_tag(), count).await
     }
 
+    /// `count` ids of `tag` taken here for a peer that found this node holding the tag's
+    /// lease under `fence` (the row's token): served only while this node still holds that
+    /// very lease and its gate is open, else refused as unavailable (the peer looks for the
+    /// owner again). Never forwarded on: a forwarded take makes one hop.
+    pub async fn next_ids_held(
+        self: &Arc<Self>,
+        tag: &Tag,
+        count: Count,
+        fence: FenceToken,
+    ) -> Result<IdRange, Error> {
+        let refused = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
+        let Held::Serving(owned) = self.owned_now(tag) else {
+            return Err(refused(format!(
+                "this node ({}) does not hold the tag's lease: ask its owner",
+                self.config.peer.grpc_url
+            )));
+        };
+        let token = owned.fence.lock().lease.as_ref().map(|lease| lease.token);
+        if token != Some(fence) {
+            return Err(refused(format!(
+                "this node holds the tag's lease under token {token:?}, not {fence}: the lease \
+                 was taken over since; ask its owner"
+            )));
+        }
+        self.take_here(&owned, count).await
+    }
+
     /// Owns the strict tag `tag` now (a tag just created here), its first id at least
     /// `first`: the ceiling is raised to `first - 1` when it is below. Refused when another
     /// node owns it and `first` is given.
     pub async fn claim(self: &Arc<Self>, tag: &Tag, first: Option<u64>) -> Result<(), Error> {
         let owned = match self.route(tag).await? {
             Route::Here(owned) => owned,
-            Route::Peer(peer) if first.is_some() => {
+            Route::Peer(peer, _) if first.is_some() => {
                 return Err(Error::Unavailable {
                     tag: tag.clone(),
                     reason: format!(
@@ -289,7 +317,7 @@ impl StrictTags {
                     ),
                 });
             }
-            Route::Peer(_) => return Ok(()),
+            Route::Peer(..) => return Ok(()),
         };
         let Some(first) = first else { return Ok(()) };
         let floor = first.saturating_sub(1);
@@ -410,7 +438,7 @@ impl StrictTags {
                     live.holder
                 )));
             }
-            return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() })));
+            return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() }, live.token)));
         }
         // Only a tag still recorded strict is taken (it may have been deleted meanwhile); the
         // oracle has no record.

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use idmint::clock::{Clock, ManualClock, SystemClock};
 use idmint::node::{Feature, NodeError, Peer, PeerError, PeerLink, PublicIds};
+use idmint::peer::FenceToken;
 use idmint::segment::{Count, Error};
 use idmint::strict::StrictConfig;
 use idmint::witness::{MetaMarks, Witness};
@@ -36,14 +37,27 @@ struct Direct {
 
 #[async_trait::async_trait]
 impl PeerLink for Direct {
-    async fn next_ids(&self, peer: &Peer, tag: &Tag, count: Count) -> Result<PublicIds, PeerError> {
+    async fn next_ids(
+        &self,
+        peer: &Peer,
+        tag: &Tag,
+        count: Count,
+        fence: Option<FenceToken>,
+    ) -> Result<PublicIds, PeerError> {
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let node = self.nodes.lock().unwrap().get(&peer.grpc_url).and_then(Weak::upgrade);
         let Some(node) = node else {
             let reason = "no such node".to_string();
             return Err(PeerError::Unreachable { peer: peer.grpc_url.clone(), reason });
         };
-        node.next_public_ids(tag, count).await.map_err(|error| match error {
+        let ids = match fence {
+            Some(fence) => node
+                .forwarded_ids(tag, count, fence)
+                .await
+                .map(|r| PublicIds::Numbers(r.ids().collect())),
+            None => node.next_public_ids(tag, count).await,
+        };
+        ids.map_err(|error| match error {
             NodeError::Segment(Error::UnknownTag(_)) => PeerError::Refused {
                 peer: peer.grpc_url.clone(),
                 code: "unknown_tag".into(),
@@ -55,14 +69,23 @@ impl PeerLink for Direct {
         })
     }
 
-    async fn timestamps(&self, peer: &Peer, count: Count) -> Result<u64, PeerError> {
+    async fn timestamps(
+        &self,
+        peer: &Peer,
+        count: Count,
+        fence: Option<FenceToken>,
+    ) -> Result<u64, PeerError> {
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let node = self.nodes.lock().unwrap().get(&peer.grpc_url).and_then(Weak::upgrade);
         let Some(node) = node else {
             let reason = "no such node".to_string();
             return Err(PeerError::Unreachable { peer: peer.grpc_url.clone(), reason });
         };
-        let range = node.timestamps(count).await.map_err(|error| PeerError::Unreachable {
+        let range = match fence {
+            Some(fence) => node.forwarded_timestamps(count, fence).await,
+            None => node.timestamps(count).await,
+        };
+        let range = range.map_err(|error| PeerError::Unreachable {
             peer: peer.grpc_url.clone(),
             reason: error.to_string(),
         })?;
@@ -425,4 +448,29 @@ async fn with_a_witness_a_store_restored_whole_never_brings_strict_ids_back() {
             assert!(after <= ids[4] && again <= stamp, "the limit without a witness is gone");
         }
     }
+}
+
+/// A forwarded take carries the token of the lease row the forwarder found: the owner serves
+/// it only under that very holding; a node that does not hold the tag, or holds it under
+/// another token (taken over since), refuses, and the forwarder looks for the owner again.
+#[tokio::test]
+async fn a_forwarded_take_is_served_only_under_the_lease_it_found() {
+    use idmint::strict::lease_space;
+    use idmint_store::LeaseStore;
+
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    let tag = Tag::parse("fenced").unwrap();
+    a.create_strict_tag(&tag, None).await.unwrap();
+    let rows = store.list_leases(&lease_space(&tag)).await.unwrap();
+    let token = rows.iter().find(|r| r.holder == "a").map(|r| r.token).unwrap();
+    let served = a.forwarded_ids(&tag, Count::ONE, token).await.unwrap();
+    let stale = a.forwarded_ids(&tag, Count::ONE, token + 1).await.unwrap_err();
+    assert!(matches!(&stale, NodeError::Segment(Error::Unavailable { .. })), "{stale}");
+    let elsewhere = b.forwarded_ids(&tag, Count::ONE, token).await.unwrap_err();
+    assert!(matches!(&elsewhere, NodeError::Segment(Error::Unavailable { .. })), "{elsewhere}");
+    // b's own takes find the owner and its token, and continue above.
+    assert!(take(&b, "fenced").await > served.start());
+    a.shutdown().await;
+    b.shutdown().await;
 }
