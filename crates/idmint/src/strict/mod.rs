@@ -23,6 +23,7 @@
 //! the last one or the inherited ceiling.
 
 mod forward;
+mod members;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -41,6 +42,13 @@ use crate::fence::Fence;
 use crate::peer::{FenceToken, Peer, PeerLink};
 use crate::segment::Error;
 use forward::Forwards;
+use members::Members;
+
+pub use members::{MEMBERS_MAX, MEMBERS_SPACE};
+
+/// The token a forwarded take carries to a tag's home when no node holds the tag: take the
+/// lease if it is free, then serve (lease rows' tokens start at 1).
+pub const CLAIM_TOKEN: FenceToken = 0;
 
 /// The largest id of a strict tag: the largest mark every store keeps exactly.
 pub const STRICT_ID_MAX: u64 = WORKER_TIME_MS_MAX;
@@ -129,6 +137,8 @@ pub struct StrictTags {
     /// One acquisition at a time: two takes of an unowned tag acquire it once.
     acquiring: tokio::sync::Mutex<()>,
     forwards: Forwards,
+    /// The live nodes, and which of them each tag belongs to.
+    members: Arc<Members>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -136,6 +146,8 @@ pub struct StrictTags {
 /// A tag this node owns.
 struct Owned {
     tag: Tag,
+    /// When this node took the lease, on the engine's monotonic clock.
+    since_ms: u64,
     fence: Fence<Window>,
     /// One ceiling raise at a time.
     raising: tokio::sync::Mutex<()>,
@@ -231,7 +243,13 @@ impl StrictTags {
         peers: Option<Arc<dyn PeerLink>>,
         wall: Arc<dyn Clock>,
     ) -> Arc<StrictTags> {
-        Arc::new(StrictTags {
+        let members = Members::new(
+            Arc::clone(&store),
+            config.peer.grpc_url.clone(),
+            config.lease_ttl_ms,
+            config.lease_margin_ms,
+        );
+        let engine = Arc::new(StrictTags {
             store,
             meta,
             clock: Arc::new(Monotonic(std::time::Instant::now())),
@@ -239,10 +257,33 @@ impl StrictTags {
             owned: Mutex::new(HashMap::new()),
             acquiring: tokio::sync::Mutex::new(()),
             forwards: Forwards::new(peers, config.forward_batch_max),
+            members: Arc::new(members),
             config,
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
-        })
+        });
+        engine.spawn_membership();
+        engine
+    }
+
+    /// Keeps this node's membership and its view of the others fresh: every third of a
+    /// lease TTL, until the engine stops.
+    fn spawn_membership(&self) {
+        let period = Duration::from_millis((self.config.lease_ttl_ms / 3).max(1));
+        let (members, clock, cancel) =
+            (Arc::clone(&self.members), Arc::clone(&self.clock), self.cancel.clone());
+        self.tasks.spawn(async move {
+            loop {
+                let refresh = members.refresh(&*clock);
+                let limit =
+                    Duration::from_millis(idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT);
+                let _ = tokio::time::timeout(limit, refresh).await;
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(period) => {}
+                }
+            }
+        });
     }
 
     /// `count` ids of the strict tag `tag`, greater than every id of it answered before this
@@ -256,7 +297,7 @@ impl StrictTags {
         let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         loop {
-            let answer = match self.route(tag).await? {
+            let answer = match self.route(tag, false).await? {
                 Route::Here(owned) => return self.take_here(&owned, count).await,
                 Route::Peer(peer, fence) => self.forwards.take(&peer, tag, count, fence).await,
             };
@@ -286,6 +327,20 @@ impl StrictTags {
         fence: FenceToken,
     ) -> Result<IdRange, Error> {
         let refused = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
+        if fence == CLAIM_TOKEN {
+            // Sent here as the tag's home: take the lease if it is free (one attempt; the
+            // sender tries again), else refuse.
+            if self.cancel.is_cancelled() {
+                return Err(Error::ShuttingDown);
+            }
+            return match self.try_route(tag, true).await? {
+                Ok(Route::Here(owned)) => self.take_here(&owned, count).await,
+                Ok(Route::Peer(peer, _)) => {
+                    Err(refused(format!("the tag is held by {}: ask it", peer.grpc_url)))
+                }
+                Err(reason) => Err(refused(reason)),
+            };
+        }
         let Held::Serving(owned) = self.owned_now(tag) else {
             return Err(refused(format!(
                 "this node ({}) does not hold the tag's lease: ask its owner",
@@ -306,7 +361,7 @@ impl StrictTags {
     /// `first`: the ceiling is raised to `first - 1` when it is below. Refused when another
     /// node owns it and `first` is given.
     pub async fn claim(self: &Arc<Self>, tag: &Tag, first: Option<u64>) -> Result<(), Error> {
-        let owned = match self.route(tag).await? {
+        let owned = match self.route(tag, true).await? {
             Route::Here(owned) => owned,
             Route::Peer(peer, _) if first.is_some() => {
                 return Err(Error::Unavailable {
@@ -383,13 +438,14 @@ impl StrictTags {
         for owned in owned {
             owned.give_up("the node is shutting down").await;
         }
+        self.members.leave().await;
         self.tasks.close();
         self.tasks.wait().await;
     }
 
     /// Where a take of `tag` goes: here when this node owns it (acquiring it when no live
     /// node does), else the owner.
-    async fn route(self: &Arc<Self>, tag: &Tag) -> Result<Route, Error> {
+    async fn route(self: &Arc<Self>, tag: &Tag, claiming: bool) -> Result<Route, Error> {
         // A lease given back or expired is taken once the store's margin passed: the take
         // waits that out (the failover gap), up to one TTL and margin more.
         let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
@@ -398,7 +454,7 @@ impl StrictTags {
             if self.cancel.is_cancelled() {
                 return Err(Error::ShuttingDown);
             }
-            let reason = match self.try_route(tag).await? {
+            let reason = match self.try_route(tag, claiming).await? {
                 Ok(route) => return Ok(route),
                 Err(reason) => reason,
             };
@@ -409,8 +465,14 @@ impl StrictTags {
         }
     }
 
-    /// One attempt of [`StrictTags::route`]: the route, or why to wait and try again.
-    async fn try_route(self: &Arc<Self>, tag: &Tag) -> Result<Result<Route, String>, Error> {
+    /// One attempt of [`StrictTags::route`]: the route, or why to wait and try again. A tag
+    /// no live node holds is taken here when this node is its home, or `claiming` (sent
+    /// here as its home), else its home is asked to take it.
+    async fn try_route(
+        self: &Arc<Self>,
+        tag: &Tag,
+        claiming: bool,
+    ) -> Result<Result<Route, String>, Error> {
         if let Held::Serving(owned) = self.owned_now(tag) {
             return Ok(Ok(Route::Here(owned)));
         }
@@ -439,6 +501,10 @@ impl StrictTags {
                 )));
             }
             return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() }, live.token)));
+        }
+        let home = self.members.home(tag);
+        if !claiming && home != self.config.peer.grpc_url && self.members.is_live(&home) {
+            return Ok(Ok(Route::Peer(Peer { grpc_url: home }, CLAIM_TOKEN)));
         }
         // Only a tag still recorded strict is taken (it may have been deleted meanwhile); the
         // oracle has no record.
@@ -511,7 +577,8 @@ impl StrictTags {
             (ttl, 0, asked_ms),
             window,
         );
-        Ok(Owned { tag: tag.clone(), fence, raising: tokio::sync::Mutex::new(()) })
+        let since_ms = self.clock.now_ms();
+        Ok(Owned { tag: tag.clone(), since_ms, fence, raising: tokio::sync::Mutex::new(()) })
     }
 
     fn lease_request(&self, space: WorkerSpace) -> LeaseRequest {
@@ -627,6 +694,10 @@ impl StrictTags {
         let period = Duration::from_millis((self.config.lease_ttl_ms / 3).max(1));
         let (cancel, clock) = (self.cancel.clone(), Arc::clone(&self.clock));
         let meta = Arc::clone(&self.meta);
+        let (members, me) = (Arc::clone(&self.members), self.config.peer.grpc_url.clone());
+        // A tag stays at least two TTLs with an owner before it moves home: views of the
+        // members that differ for a moment do not bounce it.
+        let settled_ms = self.config.lease_ttl_ms * 2;
         self.tasks.spawn(async move {
             loop {
                 tokio::select! {
@@ -634,6 +705,15 @@ impl StrictTags {
                     () = tokio::time::sleep(period) => {}
                 }
                 let Some(owned) = owned.upgrade() else { return };
+                let home = members.home(&owned.tag);
+                if home != me
+                    && members.is_live(&home)
+                    && clock.now_ms().saturating_sub(owned.since_ms) >= settled_ms
+                {
+                    tracing::info!(tag = %owned.tag, %home, "strict tag handed over to its home");
+                    owned.give_up("the tag moves to its home node").await;
+                    return;
+                }
                 if owned.fence.lock().lease.is_none() {
                     return;
                 }

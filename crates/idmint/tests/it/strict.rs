@@ -474,3 +474,67 @@ async fn a_forwarded_take_is_served_only_under_the_lease_it_found() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The holder of each tag's lease, per the store.
+async fn holders(store: &MemoryStore, tags: &[Tag]) -> Vec<String> {
+    use idmint::strict::lease_space;
+    use idmint_store::LeaseStore;
+    let now = store.now_ms().await.unwrap();
+    let mut holders = Vec::new();
+    for tag in tags {
+        let rows = store.list_leases(&lease_space(tag)).await.unwrap();
+        holders.extend(rows.into_iter().filter(|r| r.expires_ms > now).map(|r| r.holder));
+    }
+    holders
+}
+
+/// Ownership spreads over the live nodes: tags created on one node move to their homes
+/// (hashed over the members), a node that joins takes its share, a node that leaves hands
+/// its tags on; every tag's ids increase throughout, one owner at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ownership_spreads_over_the_live_nodes_as_they_join_and_leave() {
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    let tags: Vec<Tag> = (0..24).map(|i| Tag::parse(&format!("p{i}")).unwrap()).collect();
+    for tag in &tags {
+        a.create_strict_tag(tag, None).await.unwrap();
+    }
+    let mut last: HashMap<Tag, u64> = HashMap::new();
+    let settle = || tokio::time::sleep(Duration::from_millis(TTL_MS * 3));
+    round(&tags, &[&a, &b], &mut last).await;
+    settle().await;
+    round(&tags, &[&a, &b], &mut last).await;
+    let owners = holders(&store, &tags).await;
+    assert_eq!(owners.len(), tags.len(), "{owners:?}");
+    for name in ["a", "b"] {
+        assert!(owners.iter().any(|o| o == name), "no tag moved to {name}: {owners:?}");
+    }
+    // c joins: it takes its share.
+    let c = node("c", &store, &link).await;
+    for _ in 0..3 {
+        settle().await;
+        round(&tags, &[&a, &b, &c], &mut last).await;
+    }
+    let owners = holders(&store, &tags).await;
+    assert!(owners.iter().any(|o| o == "c"), "no tag moved to c: {owners:?}");
+    // b leaves: its tags go on elsewhere, above their ids.
+    b.shutdown().await;
+    link.nodes.lock().unwrap().remove("b");
+    for _ in 0..2 {
+        round(&tags, &[&a, &c], &mut last).await;
+        settle().await;
+    }
+    let owners = holders(&store, &tags).await;
+    assert!(owners.iter().all(|o| o != "b"), "{owners:?}");
+    a.shutdown().await;
+    c.shutdown().await;
+}
+
+/// One take of every tag, spread over `nodes`: each above the tag's last id.
+async fn round(tags: &[Tag], nodes: &[&Arc<Node>], last: &mut HashMap<Tag, u64>) {
+    for (i, tag) in tags.iter().enumerate() {
+        let id = take(nodes[i % nodes.len()], tag.as_str()).await;
+        let before = last.insert(tag.clone(), id).unwrap_or(0);
+        assert!(id > before, "{tag}: {id} after {before}");
+    }
+}
