@@ -72,6 +72,11 @@ struct ServeArgs {
     /// ceilings live in the store) [default: none, no sequences]
     #[arg(long, value_name = "URL", env = "IDMINT_REDIS", hide_env_values = true)]
     redis: Option<String>,
+    /// A second, independent store (sqlite://, mysql://, postgres:// or redis:// with an
+    /// append-only file) every allocation's end is raised in before it is served: ids other
+    /// nodes were given before a restored backup are never served again [default: none]
+    #[arg(long, value_name = "URL", env = "IDMINT_WITNESS", hide_env_values = true)]
+    witness: Option<String>,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -188,6 +193,7 @@ impl Command {
             ("grpc_listen", &mut serve.grpc_listen),
             ("data_dir", &mut serve.data_dir),
             ("redis", &mut serve.redis),
+            ("witness", &mut serve.witness),
             ("store", &mut serve.store.store),
         ] {
             if from_env(id) {
@@ -212,6 +218,7 @@ impl ServeArgs {
             store: self.store.store.clone(),
             data_dir: self.data_dir.clone(),
             redis: self.redis.clone(),
+            witness: self.witness.clone(),
         };
         let env = |name: &str| std::env::var(name).ok();
         let names = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());

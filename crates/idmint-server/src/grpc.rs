@@ -224,6 +224,12 @@ impl IdMint for GrpcApi {
         let answer = async {
             let tag = self.tag(&headers, &body.tag)?;
             let count = count(body.count, self.app.node.batch_count_max())?;
+            // A peer's forwarded take of a strict tag: served only under the lease it found.
+            if let Some(fence) = fence_token(&headers)? {
+                let range = self.app.node.forwarded_ids(&tag, count, fence).await?;
+                let ids = range.ids().collect();
+                return Ok(NextIdsResponse { tag: tag.to_string(), ids, texts: Vec::new() });
+            }
             let (ids, texts) = split(self.app.node.next_public_ids(&tag, count).await?);
             Ok(NextIdsResponse { tag: tag.to_string(), ids, texts })
         };
@@ -346,10 +352,14 @@ impl IdMint for GrpcApi {
     }
 
     async fn tso(&self, request: Request<TsoRequest>) -> Answer<TsoResponse> {
-        let count = count(request.get_ref().count, self.app.node.tso_count_max());
+        let (headers, body) = parts(request);
         let answer = async {
-            let count = count?;
-            let first = self.app.node.timestamps(count).await?.start();
+            let count = count(body.count, self.app.node.tso_count_max())?;
+            let range = match fence_token(&headers)? {
+                Some(fence) => self.app.node.forwarded_timestamps(count, fence).await?,
+                None => self.app.node.timestamps(count).await?,
+            };
+            let first = range.start();
             let (physical_ms, logical) = idmint_core::tso::split(first);
             Ok(TsoResponse { first, count: count.get(), physical_ms, logical })
         };
@@ -580,6 +590,22 @@ fn split(ids: PublicIds) -> (Vec<u64>, Vec<String>) {
     }
 }
 
+/// The metadata entry a peer's forwarded take carries: the token of the lease row it found
+/// this node holding (`idmint::peer::FenceToken`).
+pub const FENCE_TOKEN_KEY: &str = "idmint-fence-token";
+
+/// The fence token of a forwarded take, if the request carries one.
+fn fence_token(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(FENCE_TOKEN_KEY) else { return Ok(None) };
+    let token = value.to_str().ok().and_then(|text| text.parse::<u64>().ok());
+    token.map(Some).ok_or_else(|| {
+        ApiError::bad_request(
+            "bad_query",
+            format!("{FENCE_TOKEN_KEY} is not a decimal number (a lease row's token)"),
+        )
+    })
+}
+
 /// The request's metadata as HTTP headers (where the tokens are), and its message.
 fn parts<T>(request: Request<T>) -> (HeaderMap, T) {
     let (metadata, _extensions, body) = request.into_parts();
@@ -637,14 +663,20 @@ impl GrpcPeerLink {
         Ok(channel)
     }
 
-    /// `message` as a call to `peer`: bounded in time, with the admin token.
+    /// `message` as a call to `peer`: bounded in time, with the admin token and the fence
+    /// token, if any.
     fn request<T>(
         &self,
         peer: &idmint::node::Peer,
         message: T,
+        fence: Option<idmint::peer::FenceToken>,
     ) -> Result<Request<T>, idmint::node::PeerError> {
         let mut request = Request::new(message);
         request.set_timeout(Duration::from_millis(PEER_CALL_TIMEOUT_MS));
+        if let Some(fence) = fence {
+            let value = fence.to_string().parse().map_err(|_| unreachable(peer, "a bad token"))?;
+            request.metadata_mut().insert(FENCE_TOKEN_KEY, value);
+        }
         if let Some(token) = &self.token {
             let bearer = format!("Bearer {}", token.secret());
             let value = bearer.parse().map_err(|_| unreachable(peer, "the token is not ASCII"))?;
@@ -661,10 +693,11 @@ impl idmint::node::PeerLink for GrpcPeerLink {
         peer: &idmint::node::Peer,
         tag: &Tag,
         count: Count,
+        fence: Option<idmint::peer::FenceToken>,
     ) -> Result<PublicIds, idmint::node::PeerError> {
         let mut client = idmint_proto::v1::id_mint_client::IdMintClient::new(self.channel(peer)?);
-        let request =
-            self.request(peer, NextIdsRequest { tag: tag.to_string(), count: count.get() })?;
+        let message = NextIdsRequest { tag: tag.to_string(), count: count.get() };
+        let request = self.request(peer, message, fence)?;
         let answer = client.next_ids(request).await.map_err(|status| peer_error(peer, &status))?;
         let NextIdsResponse { ids, texts, .. } = answer.into_inner();
         Ok(if texts.is_empty() { PublicIds::Numbers(ids) } else { PublicIds::Texts(texts) })
@@ -674,9 +707,10 @@ impl idmint::node::PeerLink for GrpcPeerLink {
         &self,
         peer: &idmint::node::Peer,
         count: Count,
+        fence: Option<idmint::peer::FenceToken>,
     ) -> Result<u64, idmint::node::PeerError> {
         let mut client = idmint_proto::v1::id_mint_client::IdMintClient::new(self.channel(peer)?);
-        let request = self.request(peer, TsoRequest { count: count.get() })?;
+        let request = self.request(peer, TsoRequest { count: count.get() }, fence)?;
         let answer = client.tso(request).await.map_err(|status| peer_error(peer, &status))?;
         let answer = answer.into_inner();
         if answer.count != count.get() {

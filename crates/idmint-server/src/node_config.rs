@@ -65,6 +65,7 @@ pub fn node_config(settings: &Settings, addr: SocketAddr) -> NodeConfig {
             ..StrictConfig::new(Peer { grpc_url: peer_url(settings, addr) })
         }),
         ready_engines: settings.ready_engines.clone(),
+        witness: settings.witness.clone(),
     }
 }
 

@@ -54,6 +54,7 @@ pub mod snowflake;
 pub mod strict;
 pub mod tinyid;
 pub mod uuid;
+pub mod witness;
 
 pub use clock::{Clock, SystemClock};
 pub use format::IdFormat;

@@ -49,16 +49,33 @@ pub enum PeerError {
     },
 }
 
+/// The fence token a forwarded take carries: the token of the lease row the forwarder found
+/// `peer` holding. The peer serves the take only under that very holding (a holder that lost
+/// it, or a row taken over since, refuses), so a take never reaches a stale owner's ids.
+pub type FenceToken = u64;
+
 /// A node's way to its peers. Implementations bound every call in time and reuse their
 /// connections; they never retry a take on their own (a take that reached the peer may have
 /// been served even when its answer was lost: the caller decides).
 #[async_trait]
 pub trait PeerLink: Send + Sync + 'static {
     /// `count` ids of `tag` taken on `peer` and answered as that node serves the tag (its
-    /// policy applies there).
-    async fn next_ids(&self, peer: &Peer, tag: &Tag, count: Count) -> Result<PublicIds, PeerError>;
+    /// policy applies there); with `fence`, only while `peer` holds the tag's lease under
+    /// that token.
+    async fn next_ids(
+        &self,
+        peer: &Peer,
+        tag: &Tag,
+        count: Count,
+        fence: Option<FenceToken>,
+    ) -> Result<PublicIds, PeerError>;
 
-    /// `count` timestamps of the oracle taken on `peer`: the first of them (the others follow
-    /// it one by one).
-    async fn timestamps(&self, peer: &Peer, count: Count) -> Result<u64, PeerError>;
+    /// `count` timestamps of the oracle taken on `peer` while it holds the oracle's lease
+    /// under `fence`: the first of them (the others follow it one by one).
+    async fn timestamps(
+        &self,
+        peer: &Peer,
+        count: Count,
+        fence: Option<FenceToken>,
+    ) -> Result<u64, PeerError>;
 }

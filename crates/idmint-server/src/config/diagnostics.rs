@@ -150,7 +150,7 @@ fn quote_hint(text: &str, offset: usize) -> String {
     let quoted = format!("{key} = \"{value}\"");
     // A value that may be a secret (a token, a key, a URL with a password) is never repeated:
     // the hint goes to stderr and the logs.
-    let secret = ["token", "key", "secret", "password", "store", "redis"]
+    let secret = ["token", "key", "secret", "password", "store", "redis", "witness"]
         .iter()
         .any(|word| key.to_ascii_lowercase().contains(word))
         || value.contains('@')

@@ -250,6 +250,9 @@ keys! {
         /// `redis`: the Redis that serves sequences (`redis://HOST:PORT[/DB][?prefix=P]`); empty
         /// means none.
         redis: SecretUrl = SecretUrl::default(), flag "--redis";
+        /// `witness`: a second, independent store (SQL or Redis with an append-only file)
+        /// every allocation's end is raised in before its range is served; empty means none.
+        witness: SecretUrl = SecretUrl::default(), flag "--witness";
         /// `data_dir`: this node's directory (high-water marks; one node per directory).
         data_dir: String = DEFAULT_DATA_DIR.to_string(), flag "--data-dir";
         /// `ready_engines`: the engines `/ready` and gRPC health wait for, `auto` or a list

@@ -82,6 +82,8 @@ pub struct Settings {
     pub store: StoreUrl,
     /// The Redis that serves sequences; `None`: no sequences.
     pub redis: Option<SecretUrl>,
+    /// The witness: a second store every allocation's end is raised in; `None`: none.
+    pub witness: Option<StoreUrl>,
     /// This node's directory.
     pub data_dir: PathBuf,
     /// Segment serving tunables (with the state directory set, unless the store is
@@ -194,7 +196,8 @@ impl Settings {
         let segment = eff.segment.layer(&mut l);
         let segment = sections::segment_config(&mut l, segment);
         let batch = eff.limits.layer_batch(&mut l);
-        let keys::TopKeys { listen, grpc_listen, store, redis, data_dir, ready_engines } = top;
+        let keys::TopKeys { listen, grpc_listen, store, redis, witness, data_dir, ready_engines } =
+            top;
 
         let listen_addr = l.check(
             &listen.origin,
@@ -230,6 +233,7 @@ impl Settings {
             );
         }
         let store_url = l.check(&store.origin, StoreUrl::parse(store.value.expose()));
+        let witness_url = sections::witness_url(&mut l, &witness, store_url.as_ref());
         if data_dir.value.trim().is_empty() {
             l.refuse(&data_dir.origin, "the data directory is empty; name a directory");
         }
@@ -287,6 +291,7 @@ impl Settings {
                     grpc_listen,
                     store,
                     redis,
+                    witness: witness_url.flatten(),
                     data_dir: data_dir_path,
                     segment,
                     batch_count_max,

@@ -18,6 +18,7 @@ use idmint_store::{LEASE_MARGIN_MS_MAX, LEASE_TTL_MS_MAX, LEASE_TTL_MS_MIN, Stor
 
 use super::keys::{BatchKeys, HttpLimitKeys, SegmentKeys, SnowflakeKeys, TinyidKeys};
 use super::origins::{Layers, Origin, Sourced};
+use super::secret::SecretUrl;
 use crate::limits::HttpLimits;
 
 /// A checked setter of [`SegmentConfig`] taking a number.
@@ -456,4 +457,41 @@ pub(super) fn tinyid_config(
         batch_size_max: batch.value.clamp(1, BATCH_COUNT_MAX),
     };
     Some(TinyidNodeConfig { store: url, engine })
+}
+
+/// The `witness` URL resolved: `Some(None)` when empty, `None` after a problem. A witness is
+/// another single store than the main one (a restore that took both back would leave it
+/// nothing to tell), and one that keeps tag metadata and survives a restart.
+pub(super) fn witness_url(
+    l: &mut Layers<'_>,
+    witness: &Sourced<SecretUrl>,
+    store: Option<&StoreUrl>,
+) -> Option<Option<StoreUrl>> {
+    let text = witness.value.expose().trim();
+    if text.is_empty() {
+        return Some(None);
+    }
+    let url = l.check(&witness.origin, StoreUrl::parse(text))?;
+    let refused = match &url {
+        StoreUrl::Memory => Some("memory:// keeps nothing across restarts".to_string()),
+        StoreUrl::Flicker(_) | StoreUrl::Interleaved(_) => {
+            Some("a set of databases has no single home for a tag's mark".to_string())
+        }
+        url if Some(url) == store => Some(
+            "it is the main store: a backup restored there takes the witness back with it"
+                .to_string(),
+        ),
+        _ => None,
+    };
+    if let Some(reason) = refused {
+        l.refuse(
+            &witness.origin,
+            format!(
+                "{url} cannot be the witness: {reason}; name a second, independent SQLite, \
+                 MySQL, PostgreSQL or Redis store (with an append-only file)"
+            ),
+        );
+        return None;
+    }
+    Some(Some(url))
 }

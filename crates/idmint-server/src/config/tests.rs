@@ -828,7 +828,7 @@ fn the_plain_keys_are_every_key_with_a_variable() {
     listed.sort_unstable();
     assert_eq!(listed, resolved);
     let flags: Vec<&str> = FLAG_KEYS.iter().map(|(key, _)| *key).collect();
-    assert_eq!(flags, ["listen", "grpc_listen", "store", "redis", "data_dir"]);
+    assert_eq!(flags, ["listen", "grpc_listen", "store", "redis", "witness", "data_dir"]);
 }
 
 /// `ready_engines = "auto"` waits for segments, and for snowflake only once a `[snowflake]`
@@ -864,5 +864,26 @@ fn readiness_waits_for_the_engines_the_configuration_uses() {
     ] {
         let error = engines(text, &[]).unwrap_err().to_string();
         assert!(error.contains("ready_engines") && error.contains(wanted), "{text}: {error}");
+    }
+}
+
+/// `witness` (issue 35): empty is none; another single store is taken; the main store
+/// itself and `memory://` are refused with the reason.
+#[test]
+fn a_witness_is_another_single_store_that_keeps_its_marks() {
+    let resolve = |vars: &[(&str, &str)]| {
+        Settings::resolve(&FileConfig::default(), &env(vars), &Overrides::default())
+    };
+    assert_eq!(resolve(&[]).unwrap().witness, None);
+    let taken = resolve(&[("IDMINT_WITNESS", "sqlite:///var/lib/idmint/witness.db")]).unwrap();
+    assert!(matches!(taken.witness, Some(StoreUrl::Sqlite(_))), "{:?}", taken.witness);
+    for (store, witness, says) in [
+        ("sqlite://./idmint-data/idmint.db", "sqlite://./idmint-data/idmint.db", "the main store"),
+        ("sqlite://a.db", "memory://", "keeps nothing"),
+    ] {
+        let problems = resolve(&[("IDMINT_STORE", store), ("IDMINT_WITNESS", witness)])
+            .unwrap_err()
+            .to_string();
+        assert!(problems.contains(says) && problems.contains("IDMINT_WITNESS"), "{problems}");
     }
 }

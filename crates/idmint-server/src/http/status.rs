@@ -202,7 +202,8 @@ pub(crate) struct NodeStatusBody {
     auth: AuthBody,
     limits: LimitsBody,
     /// Every tag of the store, with this node's segments for the tags it serves (`kind`
-    /// `segment`), then, with `[tinyid]` enabled, every `biz_type` of Tinyid's
+    /// `segment`), the strict tags (`kind` `strict`, `max_id` the first id above their
+    /// ceiling), then, with `[tinyid]` enabled, every `biz_type` of Tinyid's
     /// `tiny_id_info` alike (`kind` `tinyid`, with `delta` and `remainder`).
     tags: Vec<TagBody>,
     /// The Tinyid database, when the node serves one (`[tinyid]`).
@@ -305,6 +306,10 @@ struct SequenceItem {
 )]
 pub(crate) async fn status(State(app): State<SharedState>) -> Json<NodeStatusBody> {
     let status = app.node.status().await;
+    // Strict tags have no segment row: listed from their leases, bounded as the rest.
+    let limit = std::time::Duration::from_secs(1);
+    let strict = tokio::time::timeout(limit, app.node.list_strict_tags());
+    let strict = strict.await.ok().and_then(Result::ok).unwrap_or_default();
     let (tinyid_views, tinyid_store) = match status.tinyid {
         Some(t) => (t.biz_types, Some(StoreBody::new(t.store, t.store_error))),
         None => (Vec::new(), None),
@@ -325,6 +330,7 @@ pub(crate) async fn status(State(app): State<SharedState>) -> Json<NodeStatusBod
             .tags
             .into_iter()
             .map(|(record, tag)| TagBody::new(record, tag))
+            .chain(strict.into_iter().map(TagBody::strict))
             .chain(tinyid_views.into_iter().map(TagBody::biz_type))
             .collect(),
         tinyid: tinyid_store,

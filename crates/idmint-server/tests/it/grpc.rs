@@ -620,16 +620,28 @@ async fn the_grpc_peer_link_takes_ids_on_a_peer() {
     let three = Count::new(3).unwrap();
 
     let link = GrpcPeerLink::new(Some(admin));
-    assert_eq!(link.next_ids(&peer, &order, three).await, Ok(PublicIds::Numbers(vec![1, 2, 3])));
-    assert_eq!(link.next_ids(&peer, &order, three).await, Ok(PublicIds::Numbers(vec![4, 5, 6])));
-    let unknown = link.next_ids(&peer, &Tag::parse("nope").unwrap(), three).await.unwrap_err();
+    assert_eq!(
+        link.next_ids(&peer, &order, three, None).await,
+        Ok(PublicIds::Numbers(vec![1, 2, 3]))
+    );
+    assert_eq!(
+        link.next_ids(&peer, &order, three, None).await,
+        Ok(PublicIds::Numbers(vec![4, 5, 6]))
+    );
+    let unknown =
+        link.next_ids(&peer, &Tag::parse("nope").unwrap(), three, None).await.unwrap_err();
     assert!(
         matches!(&unknown, PeerError::Refused { code, .. } if code == "unknown_tag"),
         "{unknown}"
     );
 
+    // A forwarded take (with a fence token) is served only by a strict tag's owner: this
+    // node serves no strict tags, so the plain tag's ids are never handed out that way.
+    let fenced = link.next_ids(&peer, &order, three, Some(1)).await.unwrap_err();
+    assert!(matches!(&fenced, PeerError::Refused { .. }), "{fenced}");
+
     let stranger = GrpcPeerLink::new(Some(Token::parse("not-the-admin-token-0123456789").unwrap()));
-    let refused = stranger.next_ids(&peer, &order, three).await.unwrap_err();
+    let refused = stranger.next_ids(&peer, &order, three, None).await.unwrap_err();
     assert!(
         matches!(&refused, PeerError::Refused { code, .. } if code == "forbidden"),
         "{refused}"
@@ -638,8 +650,8 @@ async fn the_grpc_peer_link_takes_ids_on_a_peer() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gone = Peer { grpc_url: format!("http://{}", closed.local_addr().unwrap()) };
     drop(closed);
-    let down = link.next_ids(&gone, &order, three).await.unwrap_err();
+    let down = link.next_ids(&gone, &order, three, None).await.unwrap_err();
     assert!(matches!(down, PeerError::Unreachable { .. }), "{down}");
-    let bad = link.next_ids(&Peer { grpc_url: "not a url".into() }, &order, three).await;
+    let bad = link.next_ids(&Peer { grpc_url: "not a url".into() }, &order, three, None).await;
     assert!(matches!(bad, Err(PeerError::Unreachable { .. })), "{bad:?}");
 }

@@ -83,6 +83,12 @@ async fn a_strict_tag_increases_across_two_servers() {
         http.get(format!("{b}/v1/tags/chat")).send().await.unwrap().json().await.unwrap();
     assert_eq!(shown["kind"], "strict", "{shown}");
 
+    // The dashboard's status lists it too, as strict.
+    let status: Value =
+        http.get(format!("{b}/v1/status")).send().await.unwrap().json().await.unwrap();
+    let listed = status["tags"].as_array().unwrap().iter().find(|t| t["tag"] == "chat").cloned();
+    assert_eq!(listed.map(|t| t["kind"].clone()), Some(json!("strict")), "{status}");
+
     let ranges = http.get(format!("{b}/v1/segment/chat/ranges?count=1")).send().await.unwrap();
     assert_eq!(ranges.status().as_u16(), 409);
     let refused: Value = ranges.json().await.unwrap();

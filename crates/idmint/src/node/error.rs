@@ -166,6 +166,15 @@ pub enum NodeStartError {
         #[source]
         source: StoreError,
     },
+    /// The witness store did not open, or cannot keep marks.
+    #[error("cannot open the witness {url}")]
+    OpenWitness {
+        /// The witness's URL, password removed.
+        url: String,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
     /// The segment engine did not start (its data directory is damaged or locked).
     #[error("cannot start serving")]
     Segments(#[source] Error),

@@ -375,6 +375,21 @@ impl Node {
         Ok(PublicIds::Texts(texts))
     }
 
+    /// `count` ids of the strict tag `tag` for a peer that found this node holding the tag's
+    /// lease under `fence`: served only under that very holding, never forwarded on
+    /// ([`StrictTags::next_ids_held`]).
+    pub async fn forwarded_ids(
+        &self,
+        tag: &Tag,
+        count: Count,
+        fence: crate::peer::FenceToken,
+    ) -> Result<IdRange, NodeError> {
+        let Some(strict) = &self.strict else {
+            return Err(policy::refusal(tag.as_str(), POLICY_STRICT));
+        };
+        Ok(strict.next_ids_held(tag, count, fence).await?)
+    }
+
     /// The policy of a tag the segment engine refused with `error`: strict when the store
     /// records it so (a strict tag created after this node started, learnt here), else the
     /// refusal as it was.
@@ -455,6 +470,23 @@ impl Node {
             Error::Store(StoreError::Exhausted { .. }) => NodeError::TsoUnavailable(
                 "the oracle's time is spent (past the year 4199)".to_string(),
             ),
+            other => NodeError::TsoUnavailable(other.to_string()),
+        })
+    }
+
+    /// [`Node::timestamps`] for a peer that found this node holding the oracle's lease under
+    /// `fence`: served only under that very holding, never forwarded on.
+    pub async fn forwarded_timestamps(
+        &self,
+        count: Count,
+        fence: crate::peer::FenceToken,
+    ) -> Result<IdRange, NodeError> {
+        let Some(strict) = &self.strict else {
+            return Err(NodeError::TsoUnavailable("this node serves no oracle".to_string()));
+        };
+        let tso = crate::strict::tso_tag();
+        strict.next_ids_held(&tso, count, fence).await.map_err(|error| match error {
+            Error::Unavailable { reason, .. } => NodeError::TsoUnavailable(reason),
             other => NodeError::TsoUnavailable(other.to_string()),
         })
     }

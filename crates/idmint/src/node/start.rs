@@ -37,6 +37,7 @@ use crate::snowflake::{CachedSnowflake, Snowflake};
 use crate::strict::{StrictConfig, StrictTags};
 use crate::tinyid::{Tinyid, TinyidConfig};
 use crate::uuid::Uuids;
+use crate::witness::{MetaMarks, Witness};
 use idmint_core::Tag;
 
 /// The sequence engine's marks file, opened at start.
@@ -71,6 +72,11 @@ pub struct NodeConfig {
     /// The engines whose readiness gates the node's ([`Node::ready`]): those the deployment
     /// uses. An engine listed that the node does not run is passed over.
     pub ready_engines: Vec<Engine>,
+    /// The witness: a second, independent store in whose tag metadata every segment
+    /// allocation's end and every strict ceiling is raised before it is served, opened at
+    /// start (unless `segment` already has one, [`SegmentConfig::with_witness`]); `None`:
+    /// none.
+    pub witness: Option<StoreUrl>,
 }
 
 /// Where and how a node serves Didi Tinyid's `biz_type`s.
@@ -128,6 +134,7 @@ impl NodeConfig {
             tinyid: None,
             strict: None,
             ready_engines: vec![Engine::Segment, Engine::Snowflake],
+            witness: None,
         }
     }
 }
@@ -288,12 +295,20 @@ impl NodeBuilder {
             Some(meta) => KeyGuard::Meta(meta),
             None => KeyGuard::Row,
         };
-        let segments = crate::segment::Segments::start(store, config.segment.clone())
+        let witness = open_witness(&config).await?;
+        let segment_config = match &witness {
+            Some(witness) if config.segment.witness().is_none() => {
+                config.segment.clone().with_witness(witness.clone())
+            }
+            _ => config.segment.clone(),
+        };
+        let segments = crate::segment::Segments::start(store, segment_config)
             .map_err(NodeStartError::Segments)?;
         let strict = match (&config.strict, &workers, &key_guard) {
             (Some(strict), Some(leases), KeyGuard::Meta(meta)) => {
                 let mut strict = strict.clone();
                 strict.forward_batch_max = strict.forward_batch_max.min(config.batch_count_max);
+                strict.witness = strict.witness.or_else(|| witness.clone());
                 let stores = (Arc::clone(leases) as Arc<dyn LeaseStore>, Arc::clone(meta));
                 Some(StrictTags::new(stores, strict, peers.clone(), Arc::clone(&clock)))
             }
@@ -595,4 +610,25 @@ async fn start_sequences(
         }
     });
     slot
+}
+
+/// The node's witness: the segment configuration's, or the store `config.witness` names,
+/// opened here (it must keep tag metadata: a single database or Redis).
+async fn open_witness(config: &NodeConfig) -> Result<Option<Witness>, NodeStartError> {
+    if let Some(witness) = config.segment.witness() {
+        return Ok(Some(witness.clone()));
+    }
+    let Some(url) = &config.witness else { return Ok(None) };
+    let opened = Backend::open(url).await.and_then(|backend| {
+        backend.tag_meta().ok_or_else(|| StoreError::BadUrl {
+            url: url.to_string(),
+            reason: "a witness keeps its marks in one database's tag metadata: name one \
+                     sqlite://, mysql://, postgres:// or redis:// URL"
+                .to_string(),
+        })
+    });
+    let meta =
+        opened.map_err(|source| NodeStartError::OpenWitness { url: url.to_string(), source })?;
+    tracing::info!(witness = %url, "cluster-wide regression guard: every allocation is witnessed there");
+    Ok(Some(Witness::new(Arc::new(MetaMarks::new(meta)), url.to_string())))
 }

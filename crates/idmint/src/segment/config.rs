@@ -12,6 +12,8 @@ use idmint_core::limits::{
 };
 use idmint_core::pacing::IDLE_AFTER;
 
+use crate::witness::Witness;
+
 /// How segment serving behaves. Build with [`SegmentConfig::default`] and the checked setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentConfig {
@@ -26,6 +28,7 @@ pub struct SegmentConfig {
     bound_unknown_tags: bool,
     metrics_source: Option<&'static str>,
     idle_after: Duration,
+    witness: Option<Witness>,
 }
 
 /// A tunable outside its bound.
@@ -55,6 +58,7 @@ impl Default for SegmentConfig {
             state_dir: None,
             bound_unknown_tags: true,
             metrics_source: None,
+            witness: None,
             idle_after: IDLE_AFTER,
         }
     }
@@ -198,6 +202,19 @@ impl SegmentConfig {
     /// Where the high-water marks persist, if anywhere.
     pub fn state_dir(&self) -> Option<&Path> {
         self.state_dir.as_deref()
+    }
+
+    /// Raises `witness`'s mark of a tag to the end of every range before the range is
+    /// served, and refuses a range below it (the store moved past it): ranges any node was
+    /// given before the store was restored from an older backup are never served again.
+    pub fn with_witness(mut self, witness: Witness) -> SegmentConfig {
+        self.witness = Some(witness);
+        self
+    }
+
+    /// The witness, if any ([`SegmentConfig::with_witness`]).
+    pub fn witness(&self) -> Option<&Witness> {
+        self.witness.as_ref()
     }
 }
 

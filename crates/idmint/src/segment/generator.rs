@@ -71,6 +71,17 @@ pub(crate) struct Shared {
 /// through the `metrics` facade on every successful store allocation.
 pub const REFILL_DURATION_METRIC: &str = "idmint_segment_refill_duration_seconds";
 
+/// Why a range is refused and the store moved past a mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Jump {
+    /// The lead this node's mark was written ahead by before a restart.
+    Ahead,
+    /// Ids this node served.
+    Served,
+    /// Ids the witness saw given to a node.
+    Witness,
+}
+
 /// Serves one tag's ids from its double buffer.
 pub struct TagGenerator {
     tag: Tag,
@@ -631,16 +642,19 @@ impl TagGenerator {
         self.shared.tracker.spawn_on(task, &self.shared.runtime);
     }
 
-    /// A range from the store that lies above every id this node served: a range wholly
-    /// below the mark is refused and the store jumped past it, one overlapping it is cut to
-    /// the part above.
+    /// A range from the store that lies above every id this node served, and above every
+    /// id the witness saw any node given: a range wholly below a mark is refused and the
+    /// store jumped past it, one overlapping it is cut to the part above.
     async fn allocate_above_mark(&self, requested: Option<Step>) -> Result<IdRange, Error> {
         for _ in 0..=REGRESSION_JUMPS_MAX {
             let allocation = self.allocate(requested).await?;
             let range = allocation.range;
             let high_water = self.buffer.snapshot().high_water;
             if range.start() >= high_water {
-                return Ok(range);
+                match self.witnessed(range).await? {
+                    Some(range) => return Ok(range),
+                    None => continue,
+                }
             }
             let ahead = self.written_ahead(range, high_water, allocation.tag_step);
             if let Some(above) = IdRange::new(high_water, range.end()) {
@@ -651,15 +665,60 @@ impl TagGenerator {
                 } else {
                     tracing::error!(tag = %self.tag, start = range.start(), end = range.end(), high_water, "the store returned a range overlapping ids this node already served; serving only the ids above them");
                 }
-                return Ok(above);
+                match self.witnessed(above).await? {
+                    Some(range) => return Ok(range),
+                    None => continue,
+                }
             }
-            self.jump_past(range, high_water, ahead).await?;
+            let why = if ahead { Jump::Ahead } else { Jump::Served };
+            self.jump_past(range, high_water, why).await?;
         }
         Err(self.unavailable(format_args!(
             "the store kept returning ranges below ids this node already served, {} jumps in a \
              row; retrying",
             REGRESSION_JUMPS_MAX + 1
         )))
+    }
+
+    /// `range` checked with the witness, if any: its mark raised to the range's end before
+    /// the range is served. A mark above the range's start means ids of it were given to a
+    /// node before (the store went back, or another node's later range raised the mark
+    /// first): the part above the mark is served, or, with none, the store is moved past the
+    /// mark and `None` asks for another range. Ids are skipped, never served twice.
+    async fn witnessed(&self, range: IdRange) -> Result<Option<IdRange>, Error> {
+        let Some(witness) = self.shared.config.witness() else { return Ok(Some(range)) };
+        let timeout = self.shared.config.store_call_timeout();
+        let before =
+            match tokio::time::timeout(timeout, witness.raise(&self.tag, range.end())).await {
+                Ok(Ok(before)) => before,
+                // Not served: the witness may not hold the range's end. Its ids are skipped.
+                Ok(Err(error)) => {
+                    return Err(
+                        self.unavailable(format_args!("the witness {}: {error}", witness.name()))
+                    );
+                }
+                Err(_elapsed) => {
+                    return Err(self.unavailable(format_args!(
+                        "the witness {} did not answer within {} ms",
+                        witness.name(),
+                        timeout.as_millis()
+                    )));
+                }
+            };
+        if before <= range.start() {
+            return Ok(Some(range));
+        }
+        tracing::warn!(
+            tag = %self.tag, start = range.start(), end = range.end(), witness_mark = before,
+            "the store returned a range below the witness's mark: ids up to it were given to a \
+             node before (a store restored from an older backup, or another node's later range \
+             raised the mark first); skipping them"
+        );
+        if let Some(above) = IdRange::new(before, range.end()) {
+            return Ok(Some(above));
+        }
+        self.jump_past(range, before, Jump::Witness).await?;
+        Ok(None)
     }
 
     /// Whether `range`, below the floor `high_water`, is the lead a mark was written ahead
@@ -761,24 +820,27 @@ impl TagGenerator {
     }
 
     /// The store returned `range`, entirely below `high_water`: ids this node already served,
-    /// or (`ahead`) ids under the lead its mark was written ahead by before a restart.
+    /// ids under the lead its mark was written ahead by before a restart, or ids the witness
+    /// saw given to a node (`why`).
     /// Moves the store's `max_id` from the range's end up to the mark with a compare-and-set
     /// (if another node allocated meanwhile the store moved anyway; the caller allocates
     /// again and checks again).
-    async fn jump_past(&self, range: IdRange, high_water: u64, ahead: bool) -> Result<(), Error> {
-        if ahead {
-            tracing::info!(
+    async fn jump_past(&self, range: IdRange, high_water: u64, why: Jump) -> Result<(), Error> {
+        let ahead = why == Jump::Ahead;
+        match why {
+            Jump::Ahead => tracing::info!(
                 tag = %self.tag, start = range.start(), end = range.end(), high_water,
                 "skipping ids below the mark written ahead before the restart: moving the \
                  store up to it"
-            );
-        } else {
-            tracing::error!(
+            ),
+            Jump::Served => tracing::error!(
                 tag = %self.tag, start = range.start(), end = range.end(), high_water,
                 "the store went backwards: it returned ids this node already served \
                  (restored backup? lagging replica?); refusing them and moving the store \
                  past them"
-            );
+            ),
+            // Logged by the witness check.
+            Jump::Witness => {}
         }
         let timeout = self.shared.config.store_call_timeout();
         let cas = self.shared.store.compare_and_set_max_id(&self.tag, range.end(), high_water);

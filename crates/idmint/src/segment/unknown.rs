@@ -7,7 +7,9 @@
 //! stream of store calls:
 //! - a negative cache: a name the store did not hold answers `UnknownTag` without a store
 //!   call for `UNKNOWN_TAG_TTL_MS`, so a tag created behind the node's back (another node, the
-//!   CLI) is served within about that long; a create through this node clears it at once;
+//!   CLI) is served within about that long; a create through this node clears it at once,
+//!   and a lookup that was in flight during the create (it asked the store before the row
+//!   existed) does not put the name back;
 //! - a budget: at most `UNKNOWN_TAG_LOOKUPS_PER_S_MAX` lookups per second may turn out
 //!   unknown; past it, names the node has not seen are refused as unavailable (retryable,
 //!   never guessed as unknown) until the second is over. Tags the store holds never spend
@@ -49,13 +51,19 @@ struct State {
     window_start: Instant,
     /// Lookups in the current window that found no tag.
     unknown_in_window: u64,
+    /// Name -> when it was created through this node. At most `UNKNOWN_TAGS_MAX`.
+    created: HashMap<Tag, Instant>,
 }
 
 impl UnknownTags {
     /// No name known unknown, a full budget.
     pub(crate) fn new() -> UnknownTags {
-        let state =
-            State { names: HashMap::new(), window_start: Instant::now(), unknown_in_window: 0 };
+        let state = State {
+            names: HashMap::new(),
+            window_start: Instant::now(),
+            unknown_in_window: 0,
+            created: HashMap::new(),
+        };
         UnknownTags { state: Mutex::new(state) }
     }
 
@@ -84,6 +92,12 @@ impl UnknownTags {
         let now = Instant::now();
         let mut state = self.state();
         state.unknown_in_window += 1;
+        // Created through this node since a lookup could have started: that lookup asked
+        // before the row existed, and the tag is served on its next request.
+        if state.created.get(tag).is_some_and(|at| now.saturating_duration_since(*at) < in_flight())
+        {
+            return;
+        }
         if state.names.len() >= UNKNOWN_TAGS_MAX {
             state.names.retain(|_, at| now.saturating_duration_since(*at) < ttl());
         }
@@ -95,7 +109,15 @@ impl UnknownTags {
 
     /// `tag` was created through this node: serve it on its next request.
     pub(crate) fn clear(&self, tag: &Tag) {
-        self.state().names.remove(tag);
+        let now = Instant::now();
+        let mut state = self.state();
+        state.names.remove(tag);
+        if state.created.len() >= UNKNOWN_TAGS_MAX {
+            state.created.retain(|_, at| now.saturating_duration_since(*at) < in_flight());
+        }
+        if state.created.len() < UNKNOWN_TAGS_MAX {
+            state.created.insert(tag.clone(), now);
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -106,4 +128,30 @@ impl UnknownTags {
 
 fn ttl() -> Duration {
     Duration::from_millis(UNKNOWN_TAG_TTL_MS)
+}
+
+/// The longest a store lookup may be in flight: a lookup that started before a create ends
+/// at most this long after it.
+fn in_flight() -> Duration {
+    Duration::from_millis(idmint_core::limits::STORE_CALL_TIMEOUT_MS_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lookup that started before a create through this node and found no row ends after
+    /// it: the name is not remembered as unknown, so its next request is served. A name
+    /// found unknown with no create is remembered.
+    #[test]
+    fn a_lookup_in_flight_during_a_create_does_not_hide_the_new_tag() {
+        let unknown = UnknownTags::new();
+        let (created, other) = (Tag::parse("fresh").unwrap(), Tag::parse("ghost").unwrap());
+        assert_eq!(unknown.admit(&created), Admission::Lookup);
+        unknown.clear(&created); // the create, while the lookup is in flight
+        unknown.record(&created); // the lookup ends: no row when it asked
+        assert_eq!(unknown.admit(&created), Admission::Lookup);
+        unknown.record(&other);
+        assert_eq!(unknown.admit(&other), Admission::Unknown);
+    }
 }

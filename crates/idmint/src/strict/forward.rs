@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use idmint_core::{Count, IdRange, Tag};
 use tokio::sync::oneshot;
 
-use crate::peer::{Peer, PeerError, PeerLink, PublicIds};
+use crate::peer::{FenceToken, Peer, PeerError, PeerLink, PublicIds};
 use crate::segment::Error;
 
 /// The most ids one forwarded call asks for (at most a node's default batch limit).
@@ -26,7 +26,7 @@ pub(super) struct Forwards {
     peers: Option<Arc<dyn PeerLink>>,
     /// The most ids one call asks for.
     batch_max: u64,
-    queues: Mutex<HashMap<(Peer, Tag), Arc<Queue>>>,
+    queues: Mutex<HashMap<(Peer, Tag, FenceToken), Arc<Queue>>>,
 }
 
 /// The takes of one tag waiting for one peer.
@@ -47,12 +47,13 @@ impl Forwards {
         Forwards { peers, batch_max: batch_max.max(1), queues: Mutex::new(HashMap::new()) }
     }
 
-    /// `count` ids of `tag` from `peer`, its owner.
+    /// `count` ids of `tag` from `peer`, its owner under the lease row's token `fence`.
     pub(super) async fn take(
         &self,
         peer: &Peer,
         tag: &Tag,
         count: Count,
+        fence: FenceToken,
     ) -> Result<IdRange, Error> {
         let unavailable =
             |reason: &str| Error::Unavailable { tag: tag.clone(), reason: reason.into() };
@@ -71,7 +72,7 @@ impl Forwards {
         }
         let queue = {
             let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(queues.entry((peer.clone(), tag.clone())).or_default())
+            Arc::clone(queues.entry((peer.clone(), tag.clone(), fence)).or_default())
         };
         let (sender, answer) = oneshot::channel();
         let lead = {
@@ -81,14 +82,19 @@ impl Forwards {
         };
         if lead {
             let (link, peer, tag) = (Arc::clone(link), peer.clone(), tag.clone());
-            tokio::spawn(fly(link, (peer, tag), queue, self.batch_max));
+            tokio::spawn(fly(link, (peer, tag, fence), queue, self.batch_max));
         }
         answer.await.unwrap_or_else(|_| Err(unavailable("the forwarded take was dropped")))
     }
 }
 
 /// Sends the queue's takes, a batch a call, until none waits.
-async fn fly(link: Arc<dyn PeerLink>, (peer, tag): (Peer, Tag), queue: Arc<Queue>, batch_max: u64) {
+async fn fly(
+    link: Arc<dyn PeerLink>,
+    (peer, tag, fence): (Peer, Tag, FenceToken),
+    queue: Arc<Queue>,
+    batch_max: u64,
+) {
     loop {
         let batch = {
             let mut waiting = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -111,16 +117,17 @@ async fn fly(link: Arc<dyn PeerLink>, (peer, tag): (Peer, Tag), queue: Arc<Queue
         let total: u64 = batch.iter().map(|(count, _)| count.get()).sum();
         let count = Count::new(total).expect("a batch of at least one id");
         let answer = if tag == super::tso_tag() {
-            link.timestamps(&peer, count).await.map_err(|error| refusal(&tag, error)).and_then(
-                |first| {
+            link.timestamps(&peer, count, Some(fence))
+                .await
+                .map_err(|error| refusal(&tag, error))
+                .and_then(|first| {
                     IdRange::new(first, first.saturating_add(total)).ok_or_else(|| {
                         let reason = format!("{} answered {first}: not a timestamp", peer.grpc_url);
                         Error::Unavailable { tag: tag.clone(), reason }
                     })
-                },
-            )
+                })
         } else {
-            numbers(&tag, &peer, total, link.next_ids(&peer, &tag, count).await)
+            numbers(&tag, &peer, total, link.next_ids(&peer, &tag, count, Some(fence)).await)
         };
         answer_in_order(batch, answer);
     }

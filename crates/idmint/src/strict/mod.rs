@@ -23,6 +23,7 @@
 //! the last one or the inherited ceiling.
 
 mod forward;
+mod members;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -38,9 +39,16 @@ use tokio_util::task::TaskTracker;
 
 use crate::clock::Clock;
 use crate::fence::Fence;
-use crate::peer::{Peer, PeerLink};
+use crate::peer::{FenceToken, Peer, PeerLink};
 use crate::segment::Error;
 use forward::Forwards;
+use members::Members;
+
+pub use members::{MEMBERS_MAX, MEMBERS_SPACE};
+
+/// The token a forwarded take carries to a tag's home when no node holds the tag: take the
+/// lease if it is free, then serve (lease rows' tokens start at 1).
+pub const CLAIM_TOKEN: FenceToken = 0;
 
 /// The largest id of a strict tag: the largest mark every store keeps exactly.
 pub const STRICT_ID_MAX: u64 = WORKER_TIME_MS_MAX;
@@ -88,6 +96,8 @@ pub struct StrictConfig {
     /// lease keeps serving from the window it raised (never above its ceiling, so no id
     /// repeats), which breaks real-time order once another node owns the tag. Off by default.
     pub unsafe_ignore_lease_loss: bool,
+    /// The witness every ceiling raise is raised in too, and a new owner starts above.
+    pub witness: Option<crate::witness::Witness>,
 }
 
 impl StrictConfig {
@@ -99,6 +109,7 @@ impl StrictConfig {
             lease_margin_ms: LEASE_MARGIN_MS_DEFAULT,
             forward_batch_max: forward::FORWARD_BATCH_MAX,
             unsafe_ignore_lease_loss: false,
+            witness: None,
         }
     }
 }
@@ -131,6 +142,8 @@ pub struct StrictTags {
     /// One acquisition at a time: two takes of an unowned tag acquire it once.
     acquiring: tokio::sync::Mutex<()>,
     forwards: Forwards,
+    /// The live nodes, and which of them each tag belongs to.
+    members: Arc<Members>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -138,6 +151,8 @@ pub struct StrictTags {
 /// A tag this node owns.
 struct Owned {
     tag: Tag,
+    /// When this node took the lease, on the engine's monotonic clock.
+    since_ms: u64,
     fence: Fence<Window>,
     /// One ceiling raise at a time.
     raising: tokio::sync::Mutex<()>,
@@ -218,7 +233,8 @@ enum Held {
 /// Where a take of a strict tag goes.
 enum Route {
     Here(Arc<Owned>),
-    Peer(Peer),
+    /// The owner and the token of the lease row it holds.
+    Peer(Peer, FenceToken),
 }
 
 impl StrictTags {
@@ -232,7 +248,13 @@ impl StrictTags {
         peers: Option<Arc<dyn PeerLink>>,
         wall: Arc<dyn Clock>,
     ) -> Arc<StrictTags> {
-        Arc::new(StrictTags {
+        let members = Members::new(
+            Arc::clone(&store),
+            config.peer.grpc_url.clone(),
+            config.lease_ttl_ms,
+            config.lease_margin_ms,
+        );
+        let engine = Arc::new(StrictTags {
             store,
             meta,
             clock: Arc::new(Monotonic(std::time::Instant::now())),
@@ -240,10 +262,33 @@ impl StrictTags {
             owned: Mutex::new(HashMap::new()),
             acquiring: tokio::sync::Mutex::new(()),
             forwards: Forwards::new(peers, config.forward_batch_max),
+            members: Arc::new(members),
             config,
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
-        })
+        });
+        engine.spawn_membership();
+        engine
+    }
+
+    /// Keeps this node's membership and its view of the others fresh: every third of a
+    /// lease TTL, until the engine stops.
+    fn spawn_membership(&self) {
+        let period = Duration::from_millis((self.config.lease_ttl_ms / 3).max(1));
+        let (members, clock, cancel) =
+            (Arc::clone(&self.members), Arc::clone(&self.clock), self.cancel.clone());
+        self.tasks.spawn(async move {
+            loop {
+                let refresh = members.refresh(&*clock);
+                let limit =
+                    Duration::from_millis(idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT);
+                let _ = tokio::time::timeout(limit, refresh).await;
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(period) => {}
+                }
+            }
+        });
     }
 
     /// `count` ids of the strict tag `tag`, greater than every id of it answered before this
@@ -257,9 +302,9 @@ impl StrictTags {
         let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         loop {
-            let answer = match self.route(tag).await? {
+            let answer = match self.route(tag, false).await? {
                 Route::Here(owned) => return self.take_here(&owned, count).await,
-                Route::Peer(peer) => self.forwards.take(&peer, tag, count).await,
+                Route::Peer(peer, fence) => self.forwards.take(&peer, tag, count, fence).await,
             };
             match answer {
                 Err(Error::Unavailable { .. }) if tokio::time::Instant::now() < deadline => {
@@ -276,13 +321,54 @@ impl StrictTags {
         self.next_ids(&tso_tag(), count).await
     }
 
+    /// `count` ids of `tag` taken here for a peer that found this node holding the tag's
+    /// lease under `fence` (the row's token): served only while this node still holds that
+    /// very lease and its gate is open, else refused as unavailable (the peer looks for the
+    /// owner again). Never forwarded on: a forwarded take makes one hop.
+    pub async fn next_ids_held(
+        self: &Arc<Self>,
+        tag: &Tag,
+        count: Count,
+        fence: FenceToken,
+    ) -> Result<IdRange, Error> {
+        let refused = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
+        if fence == CLAIM_TOKEN {
+            // Sent here as the tag's home: take the lease if it is free (one attempt; the
+            // sender tries again), else refuse.
+            if self.cancel.is_cancelled() {
+                return Err(Error::ShuttingDown);
+            }
+            return match self.try_route(tag, true).await? {
+                Ok(Route::Here(owned)) => self.take_here(&owned, count).await,
+                Ok(Route::Peer(peer, _)) => {
+                    Err(refused(format!("the tag is held by {}: ask it", peer.grpc_url)))
+                }
+                Err(reason) => Err(refused(reason)),
+            };
+        }
+        let Held::Serving(owned) = self.owned_now(tag) else {
+            return Err(refused(format!(
+                "this node ({}) does not hold the tag's lease: ask its owner",
+                self.config.peer.grpc_url
+            )));
+        };
+        let token = owned.fence.lock().lease.as_ref().map(|lease| lease.token);
+        if token != Some(fence) {
+            return Err(refused(format!(
+                "this node holds the tag's lease under token {token:?}, not {fence}: the lease \
+                 was taken over since; ask its owner"
+            )));
+        }
+        self.take_here(&owned, count).await
+    }
+
     /// Owns the strict tag `tag` now (a tag just created here), its first id at least
     /// `first`: the ceiling is raised to `first - 1` when it is below. Refused when another
     /// node owns it and `first` is given.
     pub async fn claim(self: &Arc<Self>, tag: &Tag, first: Option<u64>) -> Result<(), Error> {
-        let owned = match self.route(tag).await? {
+        let owned = match self.route(tag, true).await? {
             Route::Here(owned) => owned,
-            Route::Peer(peer) if first.is_some() => {
+            Route::Peer(peer, _) if first.is_some() => {
                 return Err(Error::Unavailable {
                     tag: tag.clone(),
                     reason: format!(
@@ -291,7 +377,7 @@ impl StrictTags {
                     ),
                 });
             }
-            Route::Peer(_) => return Ok(()),
+            Route::Peer(..) => return Ok(()),
         };
         let Some(first) = first else { return Ok(()) };
         let floor = first.saturating_sub(1);
@@ -357,13 +443,14 @@ impl StrictTags {
         for owned in owned {
             owned.give_up("the node is shutting down").await;
         }
+        self.members.leave().await;
         self.tasks.close();
         self.tasks.wait().await;
     }
 
     /// Where a take of `tag` goes: here when this node owns it (acquiring it when no live
     /// node does), else the owner.
-    async fn route(self: &Arc<Self>, tag: &Tag) -> Result<Route, Error> {
+    async fn route(self: &Arc<Self>, tag: &Tag, claiming: bool) -> Result<Route, Error> {
         // A lease given back or expired is taken once the store's margin passed: the take
         // waits that out (the failover gap), up to one TTL and margin more.
         let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
@@ -372,7 +459,7 @@ impl StrictTags {
             if self.cancel.is_cancelled() {
                 return Err(Error::ShuttingDown);
             }
-            let reason = match self.try_route(tag).await? {
+            let reason = match self.try_route(tag, claiming).await? {
                 Ok(route) => return Ok(route),
                 Err(reason) => reason,
             };
@@ -383,8 +470,14 @@ impl StrictTags {
         }
     }
 
-    /// One attempt of [`StrictTags::route`]: the route, or why to wait and try again.
-    async fn try_route(self: &Arc<Self>, tag: &Tag) -> Result<Result<Route, String>, Error> {
+    /// One attempt of [`StrictTags::route`]: the route, or why to wait and try again. A tag
+    /// no live node holds is taken here when this node is its home, or `claiming` (sent
+    /// here as its home), else its home is asked to take it.
+    async fn try_route(
+        self: &Arc<Self>,
+        tag: &Tag,
+        claiming: bool,
+    ) -> Result<Result<Route, String>, Error> {
         if let Held::Serving(owned) = self.owned_now(tag) {
             return Ok(Ok(Route::Here(owned)));
         }
@@ -412,7 +505,11 @@ impl StrictTags {
                     live.holder
                 )));
             }
-            return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() })));
+            return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() }, live.token)));
+        }
+        let home = self.members.home(tag);
+        if !claiming && home != self.config.peer.grpc_url && self.members.is_live(&home) {
+            return Ok(Ok(Route::Peer(Peer { grpc_url: home }, CLAIM_TOKEN)));
         }
         // Only a tag still recorded strict is taken (it may have been deleted meanwhile); the
         // oracle has no record.
@@ -423,8 +520,13 @@ impl StrictTags {
                 Err(error) => return Err(unavailable(error.to_string())),
             }
         }
-        let floor =
+        let mut floor =
             recorded_ceiling(&*self.meta, tag).await.map_err(|e| unavailable(e.to_string()))?;
+        // The witness saw every ceiling of every owner, whatever became of this store.
+        if let Some(witness) = &self.config.witness {
+            let witnessed = bounded(witness.raise(tag, 0)).await;
+            floor = floor.max(witnessed.map_err(|e| unavailable(format!("the witness: {e}")))?);
+        }
         let asked_ms = self.clock.now_ms();
         let request = self.lease_request(space);
         let lease = match bounded(Fence::<Window>::acquire(&*self.store, &request)).await {
@@ -480,7 +582,8 @@ impl StrictTags {
             (ttl, 0, asked_ms),
             window,
         );
-        Ok(Owned { tag: tag.clone(), fence, raising: tokio::sync::Mutex::new(()) })
+        let since_ms = self.clock.now_ms();
+        Ok(Owned { tag: tag.clone(), since_ms, fence, raising: tokio::sync::Mutex::new(()) })
     }
 
     fn lease_request(&self, space: WorkerSpace) -> LeaseRequest {
@@ -582,10 +685,11 @@ impl StrictTags {
         }
         let owned = Arc::clone(owned);
         let (clock, wall) = (Arc::clone(&self.clock), Arc::clone(&self.wall));
-        let meta = Arc::clone(&self.meta);
+        let (meta, witness) = (Arc::clone(&self.meta), self.config.witness.clone());
         self.tasks.spawn(async move {
             let need = owned.fence.lock().holder.need_next();
-            if let Err(error) = raise_ceiling(&owned, &*meta, need, (&*clock, &*wall)).await {
+            let stores = (&*meta, witness.as_ref());
+            if let Err(error) = raise_ceiling(&owned, stores, need, (&*clock, &*wall)).await {
                 tracing::warn!(tag = %owned.tag, %error, "strict tag's ceiling not raised ahead");
             }
         });
@@ -593,7 +697,8 @@ impl StrictTags {
 
     /// Raises `owned`'s ceiling to at least `need` plus a window.
     async fn raise(&self, owned: &Owned, need: u64) -> Result<(), StoreError> {
-        raise_ceiling(owned, &*self.meta, need, (&*self.clock, &*self.wall)).await
+        let stores = (&*self.meta, self.config.witness.as_ref());
+        raise_ceiling(owned, stores, need, (&*self.clock, &*self.wall)).await
     }
 
     /// Renews `owned`'s lease every third of its TTL until it is lost, given up or the
@@ -602,6 +707,10 @@ impl StrictTags {
         let period = Duration::from_millis((self.config.lease_ttl_ms / 3).max(1));
         let (cancel, clock) = (self.cancel.clone(), Arc::clone(&self.clock));
         let meta = Arc::clone(&self.meta);
+        let (members, me) = (Arc::clone(&self.members), self.config.peer.grpc_url.clone());
+        // A tag stays at least two TTLs with an owner before it moves home: views of the
+        // members that differ for a moment do not bounce it.
+        let settled_ms = self.config.lease_ttl_ms * 2;
         self.tasks.spawn(async move {
             loop {
                 tokio::select! {
@@ -609,6 +718,15 @@ impl StrictTags {
                     () = tokio::time::sleep(period) => {}
                 }
                 let Some(owned) = owned.upgrade() else { return };
+                let home = members.home(&owned.tag);
+                if home != me
+                    && members.is_live(&home)
+                    && clock.now_ms().saturating_sub(owned.since_ms) >= settled_ms
+                {
+                    tracing::info!(tag = %owned.tag, %home, "strict tag handed over to its home");
+                    owned.give_up("the tag moves to its home node").await;
+                    return;
+                }
                 if owned.fence.lock().lease.is_none() {
                     return;
                 }
@@ -670,7 +788,7 @@ fn unreachable_request() -> LeaseRequest {
 /// lease's token; one raise at a time, and none when another already covered it.
 async fn raise_ceiling(
     owned: &Owned,
-    meta: &dyn TagMetaStore,
+    (meta, witness): (&dyn TagMetaStore, Option<&crate::witness::Witness>),
     need: u64,
     (clock, wall): (&dyn Clock, &dyn Clock),
 ) -> Result<(), StoreError> {
@@ -695,8 +813,11 @@ async fn raise_ceiling(
     };
     bounded(owned.fence.raise(&lease, target, |window| window.stopped = true)).await?;
     // Recorded beside the mark before any id below it is served: a lease row deleted later
-    // still leaves it.
+    // still leaves it; and in the witness, which a restored store does not take back.
     record_ceiling(meta, &owned.tag, target).await?;
+    if let Some(witness) = witness {
+        bounded(witness.raise(&owned.tag, target)).await?;
+    }
     let mut state = owned.fence.lock();
     let held = state.lease.as_ref().is_some_and(|l| l.fence_token() == lease.fence_token());
     let window = &mut state.holder;

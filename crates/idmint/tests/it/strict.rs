@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use idmint::clock::{Clock, ManualClock, SystemClock};
 use idmint::node::{Feature, NodeError, Peer, PeerError, PeerLink, PublicIds};
+use idmint::peer::FenceToken;
 use idmint::segment::{Count, Error};
 use idmint::strict::StrictConfig;
+use idmint::witness::{MetaMarks, Witness};
 use idmint::{Node, NodeBuilder, NodeConfig, Tag};
 use idmint_core::StartId;
 use idmint_store::{MemoryStore, StoreError, StoreUrl};
@@ -35,14 +37,27 @@ struct Direct {
 
 #[async_trait::async_trait]
 impl PeerLink for Direct {
-    async fn next_ids(&self, peer: &Peer, tag: &Tag, count: Count) -> Result<PublicIds, PeerError> {
+    async fn next_ids(
+        &self,
+        peer: &Peer,
+        tag: &Tag,
+        count: Count,
+        fence: Option<FenceToken>,
+    ) -> Result<PublicIds, PeerError> {
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let node = self.nodes.lock().unwrap().get(&peer.grpc_url).and_then(Weak::upgrade);
         let Some(node) = node else {
             let reason = "no such node".to_string();
             return Err(PeerError::Unreachable { peer: peer.grpc_url.clone(), reason });
         };
-        node.next_public_ids(tag, count).await.map_err(|error| match error {
+        let ids = match fence {
+            Some(fence) => node
+                .forwarded_ids(tag, count, fence)
+                .await
+                .map(|r| PublicIds::Numbers(r.ids().collect())),
+            None => node.next_public_ids(tag, count).await,
+        };
+        ids.map_err(|error| match error {
             NodeError::Segment(Error::UnknownTag(_)) => PeerError::Refused {
                 peer: peer.grpc_url.clone(),
                 code: "unknown_tag".into(),
@@ -54,14 +69,23 @@ impl PeerLink for Direct {
         })
     }
 
-    async fn timestamps(&self, peer: &Peer, count: Count) -> Result<u64, PeerError> {
+    async fn timestamps(
+        &self,
+        peer: &Peer,
+        count: Count,
+        fence: Option<FenceToken>,
+    ) -> Result<u64, PeerError> {
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let node = self.nodes.lock().unwrap().get(&peer.grpc_url).and_then(Weak::upgrade);
         let Some(node) = node else {
             let reason = "no such node".to_string();
             return Err(PeerError::Unreachable { peer: peer.grpc_url.clone(), reason });
         };
-        let range = node.timestamps(count).await.map_err(|error| PeerError::Unreachable {
+        let range = match fence {
+            Some(fence) => node.forwarded_timestamps(count, fence).await,
+            None => node.timestamps(count).await,
+        };
+        let range = range.map_err(|error| PeerError::Unreachable {
             peer: peer.grpc_url.clone(),
             reason: error.to_string(),
         })?;
@@ -81,7 +105,21 @@ async fn node_on_clock(
     link: &Arc<Direct>,
     clock: Arc<dyn Clock>,
 ) -> Arc<Node> {
+    node_witnessed(name, store, link, clock, None).await
+}
+
+/// [`node_on_clock`] with `witness`, if any.
+async fn node_witnessed(
+    name: &str,
+    store: &Arc<MemoryStore>,
+    link: &Arc<Direct>,
+    clock: Arc<dyn Clock>,
+    witness: Option<Witness>,
+) -> Arc<Node> {
     let mut config = NodeConfig::new(StoreUrl::Memory);
+    if let Some(witness) = witness {
+        config.segment = config.segment.with_witness(witness);
+    }
     let mut strict = StrictConfig::new(Peer { grpc_url: name.to_string() });
     (strict.lease_ttl_ms, strict.lease_margin_ms) = (TTL_MS, MARGIN_MS);
     config.strict = Some(strict);
@@ -374,4 +412,129 @@ async fn the_oracle_increases_across_nodes_clocks_and_owners() {
     let none = plain.timestamps(Count::ONE).await.unwrap_err();
     assert!(matches!(none, NodeError::NotConfigured { feature: Feature::Tso, .. }), "{none}");
     plain.shutdown().await;
+}
+
+/// The whole store restored from a backup taken before a strict tag's ids and the oracle's
+/// timestamps (lease rows and metadata together, as a new store holding only the tag): with
+/// a witness, the next owner starts above every id and timestamp answered before; without
+/// one it repeats them (the documented limit, shown here so the test fails if the witness
+/// does nothing).
+#[tokio::test]
+async fn with_a_witness_a_store_restored_whole_never_brings_strict_ids_back() {
+    let clock = Arc::new(ManualClock::at_system_time());
+    let witness = Witness::new(Arc::new(MetaMarks::new(Arc::new(MemoryStore::new()))), "w");
+    for witnessed in [false, true] {
+        let link = Arc::new(Direct::default());
+        let tag = Tag::parse("ord").unwrap();
+        let witness = witnessed.then(|| witness.clone());
+        let before = Arc::new(MemoryStore::new());
+        let a = node_witnessed("a", &before, &link, clock.clone(), witness.clone()).await;
+        a.create_strict_tag(&tag, None).await.unwrap();
+        let ids = takes(&a, "ord", 5).await;
+        let (_, stamp) = stamps(&a, 10).await;
+        a.shutdown().await;
+        link.nodes.lock().unwrap().remove("a");
+        // The backup: the tag created, nothing taken.
+        let restored = Arc::new(MemoryStore::new());
+        let b = node_witnessed("b", &restored, &link, clock.clone(), witness.clone()).await;
+        b.create_strict_tag(&tag, None).await.unwrap();
+        let after = take(&b, "ord").await;
+        let (again, _) = stamps(&b, 1).await;
+        b.shutdown().await;
+        if witnessed {
+            assert!(after > ids[4], "{after} after {ids:?}");
+            assert!(again > stamp, "{again} after {stamp}");
+        } else {
+            assert!(after <= ids[4] && again <= stamp, "the limit without a witness is gone");
+        }
+    }
+}
+
+/// A forwarded take carries the token of the lease row the forwarder found: the owner serves
+/// it only under that very holding; a node that does not hold the tag, or holds it under
+/// another token (taken over since), refuses, and the forwarder looks for the owner again.
+#[tokio::test]
+async fn a_forwarded_take_is_served_only_under_the_lease_it_found() {
+    use idmint::strict::lease_space;
+    use idmint_store::LeaseStore;
+
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    let tag = Tag::parse("fenced").unwrap();
+    a.create_strict_tag(&tag, None).await.unwrap();
+    let rows = store.list_leases(&lease_space(&tag)).await.unwrap();
+    let token = rows.iter().find(|r| r.holder == "a").map(|r| r.token).unwrap();
+    let served = a.forwarded_ids(&tag, Count::ONE, token).await.unwrap();
+    let stale = a.forwarded_ids(&tag, Count::ONE, token + 1).await.unwrap_err();
+    assert!(matches!(&stale, NodeError::Segment(Error::Unavailable { .. })), "{stale}");
+    let elsewhere = b.forwarded_ids(&tag, Count::ONE, token).await.unwrap_err();
+    assert!(matches!(&elsewhere, NodeError::Segment(Error::Unavailable { .. })), "{elsewhere}");
+    // b's own takes find the owner and its token, and continue above.
+    assert!(take(&b, "fenced").await > served.start());
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The holder of each tag's lease, per the store.
+async fn holders(store: &MemoryStore, tags: &[Tag]) -> Vec<String> {
+    use idmint::strict::lease_space;
+    use idmint_store::LeaseStore;
+    let now = store.now_ms().await.unwrap();
+    let mut holders = Vec::new();
+    for tag in tags {
+        let rows = store.list_leases(&lease_space(tag)).await.unwrap();
+        holders.extend(rows.into_iter().filter(|r| r.expires_ms > now).map(|r| r.holder));
+    }
+    holders
+}
+
+/// Ownership spreads over the live nodes: tags created on one node move to their homes
+/// (hashed over the members), a node that joins takes its share, a node that leaves hands
+/// its tags on; every tag's ids increase throughout, one owner at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ownership_spreads_over_the_live_nodes_as_they_join_and_leave() {
+    let (store, link) = (Arc::new(MemoryStore::new()), Arc::new(Direct::default()));
+    let (a, b) = (node("a", &store, &link).await, node("b", &store, &link).await);
+    let tags: Vec<Tag> = (0..24).map(|i| Tag::parse(&format!("p{i}")).unwrap()).collect();
+    for tag in &tags {
+        a.create_strict_tag(tag, None).await.unwrap();
+    }
+    let mut last: HashMap<Tag, u64> = HashMap::new();
+    let settle = || tokio::time::sleep(Duration::from_millis(TTL_MS * 3));
+    round(&tags, &[&a, &b], &mut last).await;
+    settle().await;
+    round(&tags, &[&a, &b], &mut last).await;
+    let owners = holders(&store, &tags).await;
+    assert_eq!(owners.len(), tags.len(), "{owners:?}");
+    for name in ["a", "b"] {
+        assert!(owners.iter().any(|o| o == name), "no tag moved to {name}: {owners:?}");
+    }
+    // c joins: it takes its share.
+    let c = node("c", &store, &link).await;
+    for _ in 0..3 {
+        settle().await;
+        round(&tags, &[&a, &b, &c], &mut last).await;
+    }
+    let owners = holders(&store, &tags).await;
+    assert!(owners.iter().any(|o| o == "c"), "no tag moved to c: {owners:?}");
+    // b leaves: its tags go on elsewhere, above their ids.
+    b.shutdown().await;
+    link.nodes.lock().unwrap().remove("b");
+    for _ in 0..2 {
+        round(&tags, &[&a, &c], &mut last).await;
+        settle().await;
+    }
+    let owners = holders(&store, &tags).await;
+    assert!(owners.iter().all(|o| o != "b"), "{owners:?}");
+    a.shutdown().await;
+    c.shutdown().await;
+}
+
+/// One take of every tag, spread over `nodes`: each above the tag's last id.
+async fn round(tags: &[Tag], nodes: &[&Arc<Node>], last: &mut HashMap<Tag, u64>) {
+    for (i, tag) in tags.iter().enumerate() {
+        let id = take(nodes[i % nodes.len()], tag.as_str()).await;
+        let before = last.insert(tag.clone(), id).unwrap_or(0);
+        assert!(id > before, "{tag}: {id} after {before}");
+    }
 }
