@@ -6,8 +6,11 @@
 //! (rendezvous hashing: SipHash of the tag and the member), so tags spread over the members
 //! and a join or a leave moves only the tags of the member that came or went. Membership
 //! only places tags: who serves a tag is still decided by the tag's own lease alone, so a
-//! stale view costs a handover, never two owners.
+//! stale view costs a handover, never two owners. A node joins at its first strict take (or
+//! the oracle's): a node that serves none touches no lease table (a Tinyid node on Tinyid's
+//! database creates nothing there).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use idmint_core::Tag;
@@ -31,6 +34,8 @@ pub(super) struct Members {
     slot: tokio::sync::Mutex<Option<Fence<()>>>,
     /// The live members' peer URLs, this node's among them, as last read.
     live: Mutex<Vec<String>>,
+    /// Whether this node has joined (at its first strict take).
+    joined: AtomicBool,
 }
 
 impl Members {
@@ -41,7 +46,8 @@ impl Members {
         margin_ms: u64,
     ) -> Members {
         let live = Mutex::new(vec![me.clone()]);
-        Members { store, me, ttl_ms, margin_ms, slot: tokio::sync::Mutex::new(None), live }
+        let slot = tokio::sync::Mutex::new(None);
+        Members { store, me, ttl_ms, margin_ms, slot, live, joined: AtomicBool::new(false) }
     }
 
     fn space() -> WorkerSpace {
@@ -60,9 +66,17 @@ impl Members {
         }
     }
 
-    /// Renews (or takes) this node's slot and reads the live members again. A store that
-    /// does not answer leaves the last view.
+    /// Joins the members (at the next [`Members::refresh`]); whether this node had joined.
+    pub(super) fn join(&self) -> bool {
+        self.joined.swap(true, Ordering::AcqRel)
+    }
+
+    /// Renews (or takes) this node's slot and reads the live members again, once joined. A
+    /// store that does not answer leaves the last view.
     pub(super) async fn refresh(&self, clock: &dyn Clock) {
+        if !self.joined.load(Ordering::Acquire) {
+            return;
+        }
         {
             let mut slot = self.slot.lock().await;
             match &*slot {

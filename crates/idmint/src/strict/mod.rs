@@ -144,6 +144,8 @@ pub struct StrictTags {
     forwards: Forwards,
     /// The live nodes, and which of them each tag belongs to.
     members: Arc<Members>,
+    /// Wakes the membership task when this node joins.
+    joined: Arc<tokio::sync::Notify>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -263,6 +265,7 @@ impl StrictTags {
             acquiring: tokio::sync::Mutex::new(()),
             forwards: Forwards::new(peers, config.forward_batch_max),
             members: Arc::new(members),
+            joined: Arc::new(tokio::sync::Notify::new()),
             config,
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -277,6 +280,7 @@ impl StrictTags {
         let period = Duration::from_millis((self.config.lease_ttl_ms / 3).max(1));
         let (members, clock, cancel) =
             (Arc::clone(&self.members), Arc::clone(&self.clock), self.cancel.clone());
+        let joined = Arc::clone(&self.joined);
         self.tasks.spawn(async move {
             loop {
                 let refresh = members.refresh(&*clock);
@@ -286,9 +290,20 @@ impl StrictTags {
                 tokio::select! {
                     () = cancel.cancelled() => return,
                     () = tokio::time::sleep(period) => {}
+                    () = joined.notified() => {}
                 }
             }
         });
+    }
+
+    /// Joins the members at this node's first strict take: its view is read before the
+    /// take places the tag.
+    async fn join(&self) {
+        if !self.members.join() {
+            let limit = Duration::from_millis(idmint_core::limits::STORE_CALL_TIMEOUT_MS_DEFAULT);
+            let _ = tokio::time::timeout(limit, self.members.refresh(&*self.clock)).await;
+            self.joined.notify_one();
+        }
     }
 
     /// `count` ids of the strict tag `tag`, greater than every id of it answered before this
@@ -332,6 +347,7 @@ impl StrictTags {
         fence: FenceToken,
     ) -> Result<IdRange, Error> {
         let refused = |reason: String| Error::Unavailable { tag: tag.clone(), reason };
+        self.join().await;
         if fence == CLAIM_TOKEN {
             // Sent here as the tag's home: take the lease if it is free (one attempt; the
             // sender tries again), else refuse.
@@ -451,6 +467,7 @@ impl StrictTags {
     /// Where a take of `tag` goes: here when this node owns it (acquiring it when no live
     /// node does), else the owner.
     async fn route(self: &Arc<Self>, tag: &Tag, claiming: bool) -> Result<Route, Error> {
+        self.join().await;
         // A lease given back or expired is taken once the store's margin passed: the take
         // waits that out (the failover gap), up to one TTL and margin more.
         let wait_ms = self.config.lease_ttl_ms + self.config.lease_margin_ms;
