@@ -246,6 +246,19 @@ pub async fn allocate_concurrently(
         .collect()
 }
 
+/// One allocation of `tag`, asked again while the store answers that it lost its
+/// compare-and-set to other allocations every time (`alloc=cas` under contention: retryable
+/// by contract, and a loaded machine makes it likely).
+async fn allocate_retrying(store: &dyn SegmentStore, tag: &Tag, step: Option<Step>) -> Allocation {
+    for _ in 0..100 {
+        match store.allocate(tag, step).await {
+            Err(idmint_store::StoreError::Unavailable(reason)) if reason.contains("contended") => {}
+            answer => return answer.unwrap(),
+        }
+    }
+    panic!("tag {tag} stayed contended for 100 allocations in a row")
+}
+
 /// Runs one task per `(store, requested step)` of `callers`, each making `allocations`
 /// allocations of `tag` on its store, asking for its step; returns each task's allocations in
 /// the order it received them.
@@ -261,7 +274,7 @@ pub async fn allocate_concurrently_with_steps(
             tokio::spawn(async move {
                 let mut got = Vec::with_capacity(allocations);
                 for _ in 0..allocations {
-                    got.push(store.allocate(&tag, step).await.unwrap());
+                    got.push(allocate_retrying(&*store, &tag, step).await);
                 }
                 got
             })
