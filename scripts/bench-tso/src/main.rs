@@ -196,7 +196,10 @@ fn report(results: &BTreeMap<(u32, usize, Target), Vec<f64>>, loads: &[f64], arg
             let ours = &results[&(count, callers, Target::Idmint)];
             let theirs = &results[&(count, callers, Target::Tsoracle)];
             let range = |v: &[f64]| {
-                let (lo, hi) = (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max));
+                let (lo, hi) = (
+                    v.iter().copied().fold(f64::INFINITY, f64::min),
+                    v.iter().copied().fold(0.0, f64::max),
+                );
                 format!("{lo:.0} - {hi:.0}")
             };
             println!(
@@ -228,7 +231,9 @@ fn parse_args() -> Args {
         rounds: 5,
     };
     let list = |text: &str| -> Vec<u64> {
-        text.split(',').map(|v| v.parse().unwrap_or_else(|_| fail(&format!("not a number: {v}")))).collect()
+        text.split(',')
+            .map(|v| v.parse().unwrap_or_else(|_| fail(&format!("not a number: {v}"))))
+            .collect()
     };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
