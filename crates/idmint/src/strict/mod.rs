@@ -139,6 +139,11 @@ pub struct StrictTags {
     wall: Arc<dyn Clock>,
     config: StrictConfig,
     owned: Mutex<HashMap<Tag, Arc<Owned>>>,
+    /// The owner and lease token each tag's takes were last forwarded to: kept while the
+    /// owner serves them (the token makes a stale entry harmless: the old owner refuses), and
+    /// dropped at the first forward that does not answer, so a busy forwarding node reads
+    /// the lease row once per owner, not once per take.
+    routes: Mutex<HashMap<Tag, (Peer, FenceToken)>>,
     /// One acquisition at a time: two takes of an unowned tag acquire it once.
     acquiring: tokio::sync::Mutex<()>,
     forwards: Forwards,
@@ -262,6 +267,7 @@ impl StrictTags {
             clock: Arc::new(Monotonic(std::time::Instant::now())),
             wall,
             owned: Mutex::new(HashMap::new()),
+            routes: Mutex::new(HashMap::new()),
             acquiring: tokio::sync::Mutex::new(()),
             forwards: Forwards::new(peers, config.forward_batch_max),
             members: Arc::new(members),
@@ -319,7 +325,13 @@ impl StrictTags {
         loop {
             let answer = match self.route(tag, false).await? {
                 Route::Here(owned) => return self.take_here(&owned, count).await,
-                Route::Peer(peer, fence) => self.forwards.take(&peer, tag, count, fence).await,
+                Route::Peer(peer, fence) => {
+                    let answer = self.forwards.take(&peer, tag, count, fence).await;
+                    if answer.is_err() {
+                        self.routes.lock().unwrap_or_else(PoisonError::into_inner).remove(tag);
+                    }
+                    answer
+                }
             };
             match answer {
                 Err(Error::Unavailable { .. }) if tokio::time::Instant::now() < deadline => {
@@ -498,6 +510,13 @@ impl StrictTags {
         if let Held::Serving(owned) = self.owned_now(tag) {
             return Ok(Ok(Route::Here(owned)));
         }
+        if !claiming {
+            let known =
+                self.routes.lock().unwrap_or_else(PoisonError::into_inner).get(tag).cloned();
+            if let Some((peer, fence)) = known {
+                return Ok(Ok(Route::Peer(peer, fence)));
+            }
+        }
         let _one = self.acquiring.lock().await;
         match self.owned_now(tag) {
             Held::Serving(owned) => return Ok(Ok(Route::Here(owned))),
@@ -522,7 +541,10 @@ impl StrictTags {
                     live.holder
                 )));
             }
-            return Ok(Ok(Route::Peer(Peer { grpc_url: live.holder.clone() }, live.token)));
+            let peer = Peer { grpc_url: live.holder.clone() };
+            let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+            routes.insert(tag.clone(), (peer.clone(), live.token));
+            return Ok(Ok(Route::Peer(peer, live.token)));
         }
         let home = self.members.home(tag);
         if !claiming && home != self.config.peer.grpc_url && self.members.is_live(&home) {
