@@ -40,9 +40,9 @@ public final class Limits {
      * consumption): a take switches to the next on its own thread, so a consumption of
      * several batches per call's latency never waits for a thread to wake up.
      */
-    public static final int READY_LEASES_MAX = 8;
+    public static final int READY_LEASES_MAX = 15;
     /** Lease calls one fetch makes at once (one on the fetch thread, the others beside it). */
-    public static final int LEASE_CALLS_MAX = 5;
+    public static final int LEASE_CALLS_MAX = 8;
     /** Lease requests in a row whose ranges lie below the ids already served, before giving up. */
     public static final int ALLOCATE_ROUNDS_MAX = 16;
     /** Leases one give-back carries (the server's limit). */
