@@ -34,7 +34,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
-/** One tag's double buffer of leased ranges. */
+/** One tag's leased ranges: the current one and a chain of ranges ahead. */
 final class TagBuffer {
     /** What {@link #take()} answers when nothing is local; internal only, never handed to a caller. */
     static final long NONE = -1;
