@@ -60,7 +60,7 @@ public final class IdmintClient implements AutoCloseable {
         /** Longest a take waits for its tag's fetch. */
         final long waitMs;
         final ThreadPoolExecutor loaders;
-        /** Runs a fetch's extra lease calls (a consumption past one batch per lease duration). */
+        /** Runs a fetch's extra lease calls (a consumption of several batches ahead). */
         final ThreadPoolExecutor leaseCalls;
         volatile boolean closed;
 
@@ -72,9 +72,10 @@ public final class IdmintClient implements AutoCloseable {
             // One fetch per tag at a time, so the queue holds at most one task per tag.
             this.loaders = new ThreadPoolExecutor(Limits.LOADER_THREADS, Limits.LOADER_THREADS, 0,
                     TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(Limits.TAGS_MAX), daemons("idmint-fetch"));
-            // At most QUEUED_LEASES_MAX extra calls per fetch, and LOADER_THREADS fetches at once.
-            this.leaseCalls = new ThreadPoolExecutor(Limits.QUEUED_LEASES_MAX, Limits.QUEUED_LEASES_MAX, 0,
-                    TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(Limits.QUEUED_LEASES_MAX * Limits.LOADER_THREADS),
+            // At most LEASE_CALLS_MAX - 1 extra calls per fetch, and LOADER_THREADS fetches at once.
+            int extra = Limits.LEASE_CALLS_MAX - 1;
+            this.leaseCalls = new ThreadPoolExecutor(Math.max(1, extra), Math.max(1, extra), 0,
+                    TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(Math.max(1, extra * Limits.LOADER_THREADS)),
                     daemons("idmint-lease"));
         }
 

@@ -35,8 +35,14 @@ public final class Limits {
     public static final long LEASE_GROWTH_MAX = 2;
     /** The next range is asked for once this percentage of the current one is handed out. */
     public static final int PRELOAD_PERCENT = 10;
-    /** Leases of one tag kept for later when a server answers several ranges; beyond, wasted. */
-    public static final int QUEUED_LEASES_MAX = 4;
+    /**
+     * Ranges of one tag leased ahead of the current one, at most (how many depends on the
+     * consumption): a take switches to the next on its own thread, so a consumption of
+     * several batches per call's latency never waits for a thread to wake up.
+     */
+    public static final int READY_LEASES_MAX = 15;
+    /** Lease calls one fetch makes at once (one on the fetch thread, the others beside it). */
+    public static final int LEASE_CALLS_MAX = 8;
     /** Lease requests in a row whose ranges lie below the ids already served, before giving up. */
     public static final int ALLOCATE_ROUNDS_MAX = 16;
     /** Leases one give-back carries (the server's limit). */
@@ -66,7 +72,10 @@ public final class Limits {
         check(1 <= MIN_LEASE_DEFAULT && MIN_LEASE_DEFAULT <= BATCH_COUNT_MAX);
         check(1 <= LEASE_DURATION_S_DEFAULT && LEASE_DURATION_S_DEFAULT <= LEASE_DURATION_S_MAX);
         check(LEASE_GROWTH_MAX >= 2 && 0 < PRELOAD_PERCENT && PRELOAD_PERCENT < 100);
-        check(QUEUED_LEASES_MAX >= 1 && GIVE_BACK_LEASES_MAX >= 2 && ALLOCATE_ROUNDS_MAX >= 1);
+        check(1 <= LEASE_CALLS_MAX && LEASE_CALLS_MAX <= READY_LEASES_MAX);
+        check(GIVE_BACK_LEASES_MAX >= 2 && ALLOCATE_ROUNDS_MAX >= 1);
+        // The current range and every range ahead go back in one give-back when contiguous.
+        check(READY_LEASES_MAX + 1 <= GIVE_BACK_LEASES_MAX);
         // A batch of BATCH_COUNT_MAX ids as decimal text fits an answer.
         check(BATCH_COUNT_MAX * 40 <= ANSWER_BYTES_MAX);
     }

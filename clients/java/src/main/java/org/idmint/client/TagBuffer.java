@@ -1,25 +1,30 @@
-// TagBuffer: one tag's ids in the caller's process, a double buffer of ranges leased from the
-// servers.
+// TagBuffer: one tag's ids in the caller's process: the current range and a short chain of
+// ranges leased ahead from the servers.
 //
-// The take path is lock-free: one volatile read of the pair (current, next), one
-// getAndIncrement of the current range's AtomicLong cursor, one compare. A take that finds
-// the current range spent switches to the next with one compareAndSet of the pair. Crossing
-// PRELOAD_PERCENT of a range starts the one background fetch of the tag (single flight), so
-// the next range is usually there before it is needed; only a take that finds both spent
-// waits, bounded, for that fetch. The fetch size follows the consumption (the last lease's
-// ids over the time it lasted, times the lease duration), within [min lease, BATCH_COUNT_MAX]
-// and at most LEASE_GROWTH_MAX times the one before.
+// The take path is lock-free: one volatile read of the buffers (current, ready chain), one
+// getAndIncrement of the current range's cursor, one compare. A take that finds the current
+// range spent switches to the chain's first range with one compareAndSet of the buffers, on
+// the caller's thread: no thread has to wake up for it. Crossing PRELOAD_PERCENT of a range
+// starts the tag's one background fetch (single flight) when the chain holds less than the
+// consumption wants ahead; the fetch tops the chain up, with several lease calls at once when
+// the consumption is past one batch per call, so the ranges are there long before they are
+// needed. Only a take that finds every range spent waits, bounded, for the fetch. The ids
+// wanted ahead follow the consumption (its rate times the lease duration), within
+// [min lease, READY_LEASES_MAX batches] and at most LEASE_GROWTH_MAX times the last wish.
 //
 // A tag's lease requests go to the server that answered the last one while it is up (tags
 // spread round robin): ranges of two servers are not ordered. Ids of a tag from one client
-// increase: leases wholly below the highest lease end installed
-// (the mark; a failover to a node that holds older ranges) are skipped, never served. A lease
-// is installed once and never fetched twice; a fetch that failed is not replayed (a range
-// the server leased in an answer that never arrived is lost for good, never served).
-// freeze() stops the buffer for the close: each range's cursor is moved to its end in one
-// atomic step, so an id is either handed out before it or given back after it, never both.
+// increase: ranges are chained in increasing order, and leases wholly below the highest lease
+// end installed (the mark; a failover to a node that holds older ranges) are skipped, never
+// served. A lease is installed once and never fetched twice; a fetch that failed is not
+// replayed (a range the server leased in an answer that never arrived is lost for good, never
+// served). freeze() stops the buffer for the close: the buffers are swapped for CLOSED in one
+// atomic step and each range's cursor moved to its end in one more, so an id is either handed
+// out before it or given back after it, never both.
 package org.idmint.client;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -27,20 +32,31 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
-/** One tag's double buffer of leased ranges. */
+/** One tag's leased ranges: the current one and a chain of ranges ahead. */
 final class TagBuffer {
     /** What {@link #take()} answers when nothing is local; internal only, never handed to a caller. */
     static final long NONE = -1;
 
     /** A leased range in the buffer: ids {@code start .. start + len - 1}, an index cursor over them. */
     static final class Segment {
+        private static final VarHandle TAKEN;
+
+        static {
+            try {
+                TAKEN = MethodHandles.lookup().findVarHandle(Segment.class, "taken", long.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
         final long start;
         final long len;
         final long preloadIndex;
-        final AtomicLong taken = new AtomicLong();
+        /** Ids handed out of the range (past len: spent); only through TAKEN, atomically. */
+        @SuppressWarnings("unused")
+        private volatile long taken;
         final Wire.Lease lease;
 
         Segment(long start, long len, Wire.Lease lease) {
@@ -49,14 +65,53 @@ final class TagBuffer {
             this.preloadIndex = len * Limits.PRELOAD_PERCENT / 100;
             this.lease = lease;
         }
+
+        /** The cursor before adding {@code n} (the field is the cursor: no AtomicLong to reach through). */
+        long takeIndex(long n) {
+            return (long) TAKEN.getAndAdd(this, n);
+        }
+
+        long taken() {
+            return (long) TAKEN.getVolatile(this);
+        }
+
+        /** Moves the cursor past the end; the cursor before. */
+        long spend() {
+            return (long) TAKEN.getAndSet(this, len);
+        }
+
+        /** Ids not handed out yet. */
+        long left() {
+            return Math.max(0, len - taken());
+        }
     }
 
-    /** The current range and the next one (or null); replaced whole, never changed. */
+    /** Ranges leased ahead, in increasing order: an immutable list, replaced whole. */
+    static final class Ready {
+        final Segment first;
+        final Ready rest;
+        final int count;
+        final long ids;
+
+        Ready(Segment first, Ready rest) {
+            this.first = first;
+            this.rest = rest;
+            this.count = 1 + (rest == null ? 0 : rest.count);
+            this.ids = first.len + (rest == null ? 0 : rest.ids);
+        }
+
+        /** This chain with {@code last} at its end. */
+        static Ready append(Ready chain, Segment last) {
+            return chain == null ? new Ready(last, null) : new Ready(chain.first, append(chain.rest, last));
+        }
+    }
+
+    /** The current range and the chain of ranges ahead (or null); replaced whole, never changed. */
     static final class Buffers {
         final Segment current;
-        final Segment next;
+        final Ready next;
 
-        Buffers(Segment current, Segment next) {
+        Buffers(Segment current, Ready next) {
             this.current = current;
             this.next = next;
         }
@@ -83,20 +138,21 @@ final class TagBuffer {
     private final AtomicReference<Buffers> buffers = new AtomicReference<>(EMPTY);
     /** Set while the tag's one fetch runs. */
     private final AtomicBoolean loading = new AtomicBoolean();
-    /** Leases answered beyond the one installed, for the next fetches. Guarded by itself. */
+    /** Leases answered beyond the chain's room, or after the close, for the next fetches. Guarded by itself. */
     private final ArrayDeque<Wire.Lease> queued = new ArrayDeque<>();
-    /** The last fetch's failure, cleared by a fetch that installed a range. */
+    /** The last fetch's failure, cleared by a fetch that succeeded. */
     private volatile IdmintException failure;
     /** Fetches finished; waiters wait for it to change. Guarded by {@link #signal}. */
     private long fetches;
     private final Object signal = new Object();
     // Written by the fetch only (one at a time; volatile for the next fetch's thread).
     private volatile long mark;
-    private volatile long leaseSize;
-    private volatile long lastLeaseNanos;
-    private volatile long lastLeaseLen;
-    /** The ids the next fetch wants in all (past BATCH_COUNT_MAX: several calls). */
-    private volatile long wantedIds;
+    /** Ids installed in all, and how many of them were handed out at the last fetch, and when. */
+    private volatile long installedIds;
+    private volatile long consumedAtFetch;
+    private volatile long fetchNanos;
+    /** Ids the chain should hold ahead (the consumption times the lease duration, bounded). */
+    private volatile long aheadIds;
     /** The server that answered the tag's last lease request, asked first next time; -1 for none. */
     private volatile int server = -1;
 
@@ -105,24 +161,24 @@ final class TagBuffer {
         this.core = core;
     }
 
-    /** The next id from the local ranges, or NONE when both are spent (a fetch is then started). */
+    /** The next id from the local ranges, or NONE when all are spent (a fetch is then started). */
     long take() {
         while (true) {
             Buffers b = buffers.get();
             Segment s = b.current;
-            long i = s.taken.getAndIncrement();
+            long i = s.takeIndex(1);
             if (i < s.len) {
                 if (i == s.preloadIndex) {
-                    startFetch();
+                    preload(b);
                 }
                 return s.start + i;
             }
-            Segment n = b.next;
+            Ready n = b.next;
             if (n == null) {
                 startFetch();
                 return NONE;
             }
-            buffers.compareAndSet(b, new Buffers(n, null));
+            buffers.compareAndSet(b, new Buffers(n.first, n.rest));
         }
     }
 
@@ -131,23 +187,23 @@ final class TagBuffer {
         while (true) {
             Buffers b = buffers.get();
             Segment s = b.current;
-            long i = s.taken.getAndAdd(max);
+            long i = s.takeIndex(max);
             if (i < s.len) {
                 int k = (int) Math.min(max, s.len - i);
                 for (int j = 0; j < k; j++) {
                     out[from + j] = s.start + i + j;
                 }
                 if (i <= s.preloadIndex && s.preloadIndex < i + k) {
-                    startFetch();
+                    preload(b);
                 }
                 return k;
             }
-            Segment n = b.next;
+            Ready n = b.next;
             if (n == null) {
                 startFetch();
                 return 0;
             }
-            buffers.compareAndSet(b, new Buffers(n, null));
+            buffers.compareAndSet(b, new Buffers(n.first, n.rest));
         }
     }
 
@@ -217,20 +273,26 @@ final class TagBuffer {
     boolean isUnknownAndEmpty() {
         Buffers b = buffers.get();
         return failure instanceof UnknownTagException && b.next == null
-                && b.current.taken.get() >= b.current.len && !loading.get();
+                && b.current.taken() >= b.current.len && !loading.get();
     }
 
     /**
-     * Stops the buffer: after this no id is handed out. Answers the unused ids of its two ranges:
-     * each cursor is moved past its range's end in one atomic step, so every id was either
-     * handed out before (and is not given back) or is given back (and never handed out).
+     * Stops the buffer: after this no id is handed out. Answers the unused ids of its ranges:
+     * the buffers are swapped for CLOSED (no range can be switched to after it) and each cursor
+     * is moved past its range's end in one atomic step, so every id was either handed out
+     * before (and is not given back) or is given back (and never handed out).
      */
     List<Piece> freeze() {
         Buffers old = buffers.getAndSet(CLOSED);
         List<Piece> pieces = new ArrayList<>();
-        for (Segment s : new Segment[] {old.current, old.next}) {
-            if (s != null && s.lease != null) {
-                long taken = s.taken.getAndSet(s.len);
+        List<Segment> segments = new ArrayList<>();
+        segments.add(old.current);
+        for (Ready r = old.next; r != null; r = r.rest) {
+            segments.add(r.first);
+        }
+        for (Segment s : segments) {
+            if (s.lease != null) {
+                long taken = s.spend();
                 if (taken < s.len) {
                     pieces.add(new Piece(s.start + taken, s.start + s.len, s.lease));
                 }
@@ -251,6 +313,13 @@ final class TagBuffer {
         return pieces;
     }
 
+    /** At a range's preload point: a fetch when the chain holds under half of what is wanted ahead. */
+    private void preload(Buffers b) {
+        if (b.next == null || b.next.ids < aheadIds / 2) {
+            startFetch();
+        }
+    }
+
     /** Starts the tag's one fetch unless one runs, the client is closed or the tag is spent. */
     private void startFetch() {
         if (core.closed || isFinal(failure) || !loading.compareAndSet(false, true)) {
@@ -261,11 +330,11 @@ final class TagBuffer {
         }
     }
 
-    /** One fetch: a queued lease, else a lease from the servers; installed, then waiters woken. */
+    /** One fetch: the chain topped up (queued leases first, then the servers); then waiters woken. */
     private void fetch() {
         IdmintException error = null;
         try {
-            install(nextLease());
+            topUp();
             failure = null;
         } catch (IdmintException e) {
             error = e;
@@ -281,30 +350,60 @@ final class TagBuffer {
                 signal.notifyAll();
             }
         }
-        // A take may have passed the preload point while this fetch ran: fetch again.
+        // Takes may have spent ranges while this fetch ran: fetch again if the chain ran low.
         Buffers b = buffers.get();
-        if (error == null && b != CLOSED && b.next == null && b.current.taken.get() > b.current.preloadIndex) {
+        if (error == null && b != CLOSED && (b.next == null
+                ? b.current.taken() > b.current.preloadIndex : b.next.ids < aheadIds / 2)) {
             startFetch();
         }
     }
 
-    /** A lease above the mark: a queued one, else one from the servers (skipping those below it). */
-    private Wire.Lease nextLease() {
-        synchronized (queued) {
-            while (!queued.isEmpty()) {
-                Wire.Lease lease = queued.pollFirst();
-                if (lease.end > mark) {
-                    return lease;
+    /** Installs queued leases, then leases from the servers, until the chain holds what is wanted ahead. */
+    private void topUp() {
+        long ahead = aheadWanted();
+        while (true) {
+            Wire.Lease lease;
+            synchronized (queued) {
+                lease = queued.pollFirst();
+            }
+            if (lease == null) {
+                break;
+            }
+            if (lease.end > mark && !install(lease)) {
+                synchronized (queued) {
+                    queued.addFirst(lease); // closed, or the chain is full: kept, in order
+                }
+                return;
+            }
+        }
+        Buffers b = buffers.get();
+        long have = b.next == null ? 0 : b.next.ids;
+        int room = Limits.READY_LEASES_MAX - (b.next == null ? 0 : b.next.count);
+        if (room <= 0 || have >= ahead) {
+            return;
+        }
+        long size = Math.max(core.minLease, Math.min(ahead, Limits.BATCH_COUNT_MAX));
+        long calls = Math.max(1, Math.min(Math.min((ahead - have + size - 1) / size, room), Limits.LEASE_CALLS_MAX));
+        for (Wire.Lease l : leases(size, (int) calls)) {
+            if (!install(l)) {
+                synchronized (queued) {
+                    queued.addLast(l); // closed, or the chain is full: for the give-back or the next fetch
                 }
             }
         }
-        long count = leaseSize();
+    }
+
+    /**
+     * Leases above the mark, in increasing order, from {@code calls} lease calls at once (one here,
+     * the others on the lease threads); rounds whose ranges all lie below the mark (a failover)
+     * are asked again, bounded.
+     */
+    private List<Wire.Lease> leases(long size, int calls) {
+        long count = size;
         for (int round = 0; round < Limits.ALLOCATE_ROUNDS_MAX; round++) {
             long asked = count;
-            // Past the batch limit the consumption wants more than one call brings: the extra
-            // calls run beside this one and their ranges wait in the queue.
             List<CompletableFuture<List<Wire.Lease>>> extra = new ArrayList<>();
-            for (long more = wantedIds - asked; more > 0 && extra.size() < Limits.QUEUED_LEASES_MAX; more -= asked) {
+            for (int k = 1; k < calls; k++) {
                 int at = server;
                 extra.add(CompletableFuture.supplyAsync(() -> core.endpoints.call(at, "GET",
                         Wire.path(Wire.RANGES, tag, asked), null, tag, (body, s) -> Wire.leases(body, asked, s)),
@@ -317,27 +416,13 @@ final class TagBuffer {
                 try {
                     leases.addAll(call.get(core.endpoints.deadlineMs() + 500, TimeUnit.MILLISECONDS));
                 } catch (Exception e) {
-                    // Fewer ranges queued; a range an unanswered call leased is lost, never served.
+                    // Fewer ranges; a range an unanswered call leased is lost, never served.
                 }
             }
             leases.sort(Comparator.comparingLong((Wire.Lease l) -> l.start));
-            Wire.Lease first = null;
-            for (Wire.Lease lease : leases) {
-                if (lease.end <= mark) {
-                    continue; // below ids already served (a failover): skipped, never served
-                }
-                if (first == null) {
-                    first = lease;
-                } else {
-                    synchronized (queued) {
-                        if (queued.size() < Limits.QUEUED_LEASES_MAX) {
-                            queued.addLast(lease);
-                        }
-                    }
-                }
-            }
-            if (first != null) {
-                return first;
+            leases.removeIf(l -> l.end <= mark); // below ids already served (a failover): skipped, never served
+            if (!leases.isEmpty()) {
+                return leases;
             }
             count = Limits.BATCH_COUNT_MAX; // pass the older ranges fast
         }
@@ -345,49 +430,55 @@ final class TagBuffer {
                 + " in a row answered ranges below the ids this client already served; retrying later");
     }
 
-    /** The next lease's size: the last lease's rate times the lease duration, bounded. */
-    private long leaseSize() {
+    /**
+     * The ids the chain should hold ahead: the consumption since the last fetch (ids handed out
+     * over the time) times the lease duration, within [min lease, READY_LEASES_MAX batches] and
+     * at most LEASE_GROWTH_MAX times the last wish, so no burst sets it alone.
+     */
+    private long aheadWanted() {
         long now = System.nanoTime();
-        long size = core.minLease;
-        if (lastLeaseNanos != 0) {
-            double seconds = Math.max(now - lastLeaseNanos, 1) / 1e9;
-            double wanted = lastLeaseLen / seconds * core.leaseDurationS;
-            long grown = Math.max(core.minLease, leaseSize * Limits.LEASE_GROWTH_MAX);
-            size = (long) Math.min(Math.min(wanted, grown), Limits.BATCH_COUNT_MAX);
-            size = Math.max(size, core.minLease);
-            wantedIds = (long) Math.min(Math.min(wanted, (double) grown), Limits.BATCH_COUNT_MAX * 8.0);
-        } else {
-            wantedIds = size;
+        Buffers b = buffers.get();
+        long left = b.current.left() + (b.next == null ? 0 : b.next.ids);
+        long consumed = Math.max(0, installedIds - left);
+        long wanted = core.minLease;
+        if (fetchNanos != 0) {
+            double seconds = Math.max(now - fetchNanos, 1) / 1e9;
+            double rate = (consumed - consumedAtFetch) / seconds;
+            long grown = Math.max(core.minLease, aheadIds * Limits.LEASE_GROWTH_MAX);
+            wanted = (long) Math.min(Math.min(rate * core.leaseDurationS, (double) grown),
+                    (double) Limits.READY_LEASES_MAX * Limits.BATCH_COUNT_MAX);
+            wanted = Math.max(wanted, core.minLease);
         }
-        lastLeaseNanos = now;
-        leaseSize = size;
-        return size;
+        fetchNanos = now;
+        consumedAtFetch = consumed;
+        aheadIds = wanted;
+        return wanted;
     }
 
-    /** Puts a lease into the buffer: as the current range if that is spent, else as the next. */
-    private void install(Wire.Lease lease) {
+    /**
+     * Puts a lease above the mark into the buffer: as the current range if that is spent and
+     * nothing is ahead, else at the chain's end. False (not installed, the mark unchanged) when
+     * the client is closed or the chain is full.
+     */
+    private boolean install(Wire.Lease lease) {
         if (lease.end <= mark) {
-            // nextLease() never answers one: serving it would break the order, never skip it silently.
+            // Callers never pass one: serving it would break the order, never skip it silently.
             throw new IllegalStateException("lease [" + lease.start + ", " + lease.end + ") of tag " + tag
                     + " lies below the ids already served (" + mark + ")");
         }
         long start = Math.max(lease.start, mark);
         Segment segment = new Segment(start, lease.end - start, lease);
-        mark = lease.end;
-        lastLeaseLen = segment.len;
         while (true) {
             Buffers b = buffers.get();
-            if (b == CLOSED || b.next != null) {
-                // Closed meanwhile (given back by the close), or a next range already there.
-                synchronized (queued) {
-                    queued.addFirst(lease);
-                }
-                return;
+            if (b == CLOSED || (b.next != null && b.next.count >= Limits.READY_LEASES_MAX)) {
+                return false; // closed meanwhile, or no room ahead: the caller queues it
             }
-            Buffers replaced = b.current.taken.get() >= b.current.len
-                    ? new Buffers(segment, null) : new Buffers(b.current, segment);
+            Buffers replaced = b.next == null && b.current.taken() >= b.current.len
+                    ? new Buffers(segment, null) : new Buffers(b.current, Ready.append(b.next, segment));
             if (buffers.compareAndSet(b, replaced)) {
-                return;
+                mark = lease.end;
+                installedIds += segment.len;
+                return true;
             }
         }
     }
