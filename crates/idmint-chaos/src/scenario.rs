@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+
+use idmint_core::snowflake::Layout;
 
 use crate::check::Checked;
 use crate::load::{Load, Op, Outcome, Targets, Workload};
@@ -377,4 +380,34 @@ pub fn all_serving_at_end(history: &[Op], nodes: &[usize], window_ms: u64) -> Cr
         if silent.is_empty() { "all".to_string() } else { format!("silent: {silent:?}") },
         silent.is_empty(),
     )
+}
+
+/// What a scenario hands back to [`Scenario::run`]: the history, the node names, the layout
+/// (snowflake) and its own criteria.
+#[derive(Default)]
+pub struct Outcomes {
+    pub(crate) history: Vec<Op>,
+    pub(crate) nodes: Vec<String>,
+    pub(crate) layout: Option<Layout>,
+    /// The tags checked for real-time order (strict tags, the oracle).
+    pub(crate) ordered: Vec<&'static str>,
+    pub(crate) min_ids: u64,
+    pub(crate) criteria: Vec<Criterion>,
+    /// An unsafe scenario: passes when the checker flags the history.
+    pub(crate) expect_flagged: bool,
+}
+
+/// The nodes' base URLs, as the load's targets.
+pub(crate) fn targets(nodes: &[&Node]) -> Targets {
+    Arc::new(Mutex::new(nodes.iter().map(|n| n.url()).collect()))
+}
+
+/// The nodes' names.
+pub(crate) fn names(nodes: &[&Node]) -> Vec<String> {
+    nodes.iter().map(|n| n.name.clone()).collect()
+}
+
+/// `pairs` as a node's environment.
+pub(crate) fn env(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
 }

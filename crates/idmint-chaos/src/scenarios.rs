@@ -2,15 +2,15 @@
 //! history and judges numeric criteria. The unsafe scenarios pass only when the checker
 //! flags their history.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use idmint_core::snowflake::Layout;
 
 use crate::check::check;
-use crate::load::{Op, Outcome, Targets, Workload};
+use crate::load::{Op, Outcome, Workload};
 use crate::node::{FakeClock, Node, SmallDisk};
+use crate::scenario::{Outcomes, env, names, targets};
 use crate::scenario::{
     Report, Run, Settings, all_serving_at_end, criterion, first_ids_after, only_refusals, refusals,
     sleep, standard_criteria,
@@ -121,21 +121,6 @@ pub fn scenario(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
 }
 
-/// What a scenario hands back to [`Scenario::run`]: the history, the node names, the layout
-/// (snowflake) and its own criteria.
-#[derive(Default)]
-pub struct Outcomes {
-    pub(crate) history: Vec<Op>,
-    pub(crate) nodes: Vec<String>,
-    pub(crate) layout: Option<Layout>,
-    /// The tags checked for real-time order (strict tags, the oracle).
-    pub(crate) ordered: Vec<&'static str>,
-    pub(crate) min_ids: u64,
-    pub(crate) criteria: Vec<crate::scenario::Criterion>,
-    /// An unsafe scenario: passes when the checker flags the history.
-    pub(crate) expect_flagged: bool,
-}
-
 impl Scenario {
     /// Runs the scenario and judges it.
     pub fn run(&self, settings: &Settings) -> Result<Report> {
@@ -181,21 +166,9 @@ impl Scenario {
     }
 }
 
-pub(crate) fn targets(nodes: &[&Node]) -> Targets {
-    Arc::new(Mutex::new(nodes.iter().map(|n| n.url()).collect()))
-}
-
 /// The two nodes of a two-node scenario.
 fn two(nodes: Vec<Node>) -> [Node; 2] {
     nodes.try_into().unwrap_or_else(|_| unreachable!("start_nodes(2, …) starts two nodes"))
-}
-
-pub(crate) fn names(nodes: &[&Node]) -> Vec<String> {
-    nodes.iter().map(|n| n.name.clone()).collect()
-}
-
-pub(crate) fn env(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-    pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
 }
 
 /// Three nodes on one private MariaDB serving two tags, each node killed with -9 in turn and

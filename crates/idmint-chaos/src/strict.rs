@@ -25,10 +25,10 @@ use anyhow::{Result, bail, ensure};
 use crate::load::{Op, Outcome, Workload};
 use crate::netns::Partition;
 use crate::node::Node;
+use crate::scenario::{Outcomes, env, names, targets};
 use crate::scenario::{
     Run, all_serving_at_end, criterion, first_ids_after, only_refusals, refusals, sleep,
 };
-use crate::scenarios::{Outcomes, env, names, targets};
 use crate::servers::PrivateMariaDb;
 
 /// The strict tag the scenarios serve.
