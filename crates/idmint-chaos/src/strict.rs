@@ -74,7 +74,7 @@ pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let mut moved = Vec::new();
     for round in 0..run.pick(2, 8) {
         let what = ORDERED[round % 2];
-        let Some(owner) = owner_of(&db, &nodes, what)? else { bail!("no node owns {what}") };
+        let owner = await_owner(&db, &nodes, what)?;
         let killed_us = now_us(run);
         nodes[owner].kill9()?;
         run.fault(format!("kill -9 {} (owner of {what})", nodes[owner].name));
@@ -134,7 +134,7 @@ fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result
     let mut resumed_ms = 0;
     for _ in 0..rounds {
         // Pause whoever owns the tag now (n1 at first).
-        let Some(owner) = owner_of(&db, &nodes, TAG)? else { bail!("no node owns {TAG}") };
+        let owner = await_owner(&db, &nodes, TAG)?;
         let paused_us = now_us(run);
         nodes[owner].pause()?;
         run.fault(format!("{} (owner of {TAG}) paused with SIGSTOP", nodes[owner].name));
@@ -312,7 +312,7 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
             run.fault(format!("{} joins", nodes[n].name));
         } else {
             let what = ORDERED[(step / 2) % 2];
-            let Some(owner) = owner_of(&db, &nodes, what)? else { bail!("no node owns {what}") };
+            let owner = await_owner(&db, &nodes, what)?;
             let live = (0..nodes.len()).filter(|&n| nodes[n].running()).count();
             ensure!(live >= 2, "one node left: none may leave");
             set_target(&targets, owner, "");
@@ -397,6 +397,21 @@ fn owner_of(db: &PrivateMariaDb, nodes: &[Node], what: &str) -> Result<Option<us
     let holders = db.sql("chaos", &sql)?;
     let holder = holders.lines().map(str::trim).find(|h| !h.is_empty());
     Ok(holder.and_then(|h| nodes.iter().position(|n| n.url() == h)))
+}
+
+/// The node that owns `what` by the store's lease rows, waiting up to 10 s while none does
+/// (a tag moving to its home node is held by nobody for the store's margin).
+fn await_owner(db: &PrivateMariaDb, nodes: &[Node], what: &str) -> Result<usize> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(owner) = owner_of(db, nodes, what)? {
+            return Ok(owner);
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!("no node owns {what}");
+        }
+        sleep(Duration::from_millis(100));
+    }
 }
 
 /// Waits at least `min_ms`, then until the store's lease rows name a node other than `from`
