@@ -382,8 +382,8 @@ pub fn all_serving_at_end(history: &[Op], nodes: &[usize], window_ms: u64) -> Cr
     )
 }
 
-/// What a scenario hands back to [`Scenario::run`]: the history, the node names, the layout
-/// (snowflake) and its own criteria.
+/// What a scenario hands back to [`Scenario::run`](crate::scenarios::Scenario::run): the
+/// history, the node names, the layout (snowflake) and its own criteria.
 #[derive(Default)]
 pub struct Outcomes {
     pub(crate) history: Vec<Op>,
