@@ -467,9 +467,8 @@ impl Node {
         strict.timestamps(count).await.map_err(|error| match error {
             Error::ShuttingDown => NodeError::Segment(Error::ShuttingDown),
             Error::Unavailable { reason, .. } => NodeError::TsoUnavailable(reason),
-            Error::Store(StoreError::Exhausted { .. }) => NodeError::TsoUnavailable(
-                "the oracle's time is spent (past the year 4199)".to_string(),
-            ),
+            // Final: the oracle's time is spent (past the year 4199), 409 as a spent tag.
+            spent @ Error::Store(StoreError::Exhausted { .. }) => NodeError::Segment(spent),
             other => NodeError::TsoUnavailable(other.to_string()),
         })
     }
