@@ -228,12 +228,20 @@ impl IdMint for GrpcApi {
             if let Some(fence) = fence_token(&headers)? {
                 let range = self.app.node.forwarded_ids(&tag, count, fence).await?;
                 let ids = range.ids().collect();
-                return Ok(NextIdsResponse { tag: tag.to_string(), ids, texts: Vec::new() });
+                return Ok((NextIdsResponse { tag: tag.to_string(), ids, texts: Vec::new() }, tag));
             }
             let (ids, texts) = split(self.app.node.next_public_ids(&tag, count).await?);
-            Ok(NextIdsResponse { tag: tag.to_string(), ids, texts })
+            Ok((NextIdsResponse { tag: tag.to_string(), ids, texts }, tag))
         };
-        respond(answer.await)
+        let (answer, tag) = answer.await.map_err(ApiError::into_grpc_status)?;
+        let mut response = Response::new(answer);
+        // A strict tag's answering node and owner, so that a client asks the owner directly.
+        for (key, value) in self.app.strict_owner(tag.as_str()).into_iter().flatten() {
+            if let Ok(value) = value.parse() {
+                response.metadata_mut().insert(key, value);
+            }
+        }
+        Ok(response)
     }
 
     async fn next_range(&self, request: Request<NextRangeRequest>) -> Answer<NextRangeResponse> {

@@ -9,6 +9,15 @@ use idmint::Node;
 use crate::auth::Auth;
 use crate::limits::HttpLimits;
 
+/// The answer header (HTTP) and metadata key (gRPC) naming the node that answered a take of
+/// a strict tag, as its peers reach it (its gRPC URL).
+pub const NODE_KEY: &str = "idmint-node";
+
+/// The answer header (HTTP) and metadata key (gRPC) naming a strict tag's owner as the
+/// answering node knows it, in the form of [`NODE_KEY`]: a client that has seen a server
+/// name itself so asks that server directly.
+pub const OWNER_KEY: &str = "idmint-owner";
+
 /// The state as the router holds it: one `Arc`, cloned once per request and extractor.
 pub type SharedState = Arc<AppState>;
 
@@ -37,5 +46,12 @@ impl AppState {
             http_limits: HttpLimits::default(),
             draining: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
+    }
+
+    /// For a strict tag named `name`: the [`NODE_KEY`] and [`OWNER_KEY`] pairs an answer
+    /// carries (a hint: `None` for other tags and while the owner is unknown).
+    pub fn strict_owner(&self, name: &str) -> Option<[(&'static str, String); 2]> {
+        let (node, owner) = self.node.strict_owner(name)?;
+        Some([(NODE_KEY, node.grpc_url.clone()), (OWNER_KEY, owner.grpc_url)])
     }
 }

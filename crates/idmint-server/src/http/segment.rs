@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::HeaderValue;
 use axum::http::header::CONTENT_TYPE;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use idmint::node::PublicText;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -36,7 +36,12 @@ use crate::state::SharedState;
     responses(
         (status = 200, description = "The id in decimal; for a tag with a [format.TAG] section, \
             its public id as the template renders it (a permuted number with a key)",
-            body = IdText, content_type = "text/plain"),
+            body = IdText, content_type = "text/plain", headers(
+                ("idmint-node" = String, description = "A strict tag only: the node \
+                    that answered, as its peers reach it (its gRPC URL)"),
+                ("idmint-owner" = String, description = "A strict tag only, when the \
+                    answering node knows it: the owner, as `idmint-node` names nodes. Ask the \
+                    server that named itself so directly (a hint: owners move)"))),
         (status = 400, description = "A bad tag (`bad_tag`)", body = ErrorBody),
         UnknownTag, TagIdsSpent, StoreErrors, StoreNotSetUp,
     )
@@ -44,14 +49,33 @@ use crate::state::SharedState;
 pub(crate) async fn leaf_segment(
     State(app): State<SharedState>,
     request: Request,
-) -> Result<TextId, ApiError> {
+) -> Result<(OwnerHeaders, TextId), ApiError> {
     // By name as the path holds it: a tag the node serves is found without a `Tag` being
     // made; the take that finds an id now answers without the awaited take's `Result`.
     let name = CheckedName::of(&request)?.name(request.uri())?;
     if let Some(text) = app.node.try_public_text_by_name(&name) {
-        return Ok(TextId(text));
+        return Ok((OwnerHeaders(None), TextId(text)));
     }
-    Ok(TextId(app.node.next_public_text_by_name(&name).await?))
+    let text = app.node.next_public_text_by_name(&name).await?;
+    Ok((OwnerHeaders(app.strict_owner(&name)), TextId(text)))
+}
+
+/// A strict tag's answering node and owner as headers ([`crate::state::NODE_KEY`],
+/// [`crate::state::OWNER_KEY`]); nothing for other tags.
+pub(crate) struct OwnerHeaders(Option<[(&'static str, String); 2]>);
+
+impl IntoResponseParts for OwnerHeaders {
+    type Error = std::convert::Infallible;
+
+    fn into_response_parts(self, mut parts: ResponseParts) -> Result<ResponseParts, Self::Error> {
+        for (key, value) in self.0.into_iter().flatten() {
+            // A peer URL is ASCII; one that is not a header value is left out (a hint only).
+            if let Ok(value) = HeaderValue::try_from(value) {
+                parts.headers_mut().insert(key, value);
+            }
+        }
+        Ok(parts)
+    }
 }
 
 /// One id as Leaf's `text/plain` answer (as a `String` answers: `text/plain; charset=utf-8`).
@@ -87,7 +111,12 @@ pub(crate) struct IdsBody {
     responses(
         (status = 200, description = "Ids increasing, or for a tag with a [format.TAG] section \
             its public ids: permuted numbers with a key, strings with a text template",
-            body = IdsBody),
+            body = IdsBody, headers(
+                ("idmint-node" = String, description = "A strict tag only: the node \
+                    that answered, as its peers reach it (its gRPC URL)"),
+                ("idmint-owner" = String, description = "A strict tag only, when the \
+                    answering node knows it: the owner, as `idmint-node` names nodes. Ask the \
+                    server that named itself so directly (a hint: owners move)"))),
         (status = 400, description = "A bad tag (`bad_tag`), `count` (`bad_count`), `ids_as` \
             (`bad_ids_as`) or query (`bad_query`)", body = ErrorBody),
         UnknownTag, TagIdsSpent, StoreErrors, StoreNotSetUp,
@@ -97,9 +126,10 @@ pub(crate) async fn segment_ids(
     State(app): State<SharedState>,
     RouteTag(tag): RouteTag,
     ApiQuery(query): ApiQuery<CountQuery>,
-) -> Result<Json<IdsBody>, ApiError> {
+) -> Result<(OwnerHeaders, Json<IdsBody>), ApiError> {
     let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
     let ids_as = IdsAs::parse(query.ids_as.as_deref())?;
     let ids = public_values(app.node.next_public_ids(&tag, count).await?, ids_as);
-    Ok(Json(IdsBody { tag: tag.to_string(), ids }))
+    let owner = OwnerHeaders(app.strict_owner(tag.as_str()));
+    Ok((owner, Json(IdsBody { tag: tag.to_string(), ids })))
 }

@@ -173,3 +173,59 @@ async fn the_oracle_increases_across_two_servers_over_http_and_grpc() {
     let refused = grpc.tso(TsoRequest { count: 0 }).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 }
+
+/// The headers of a take over HTTP: `idmint-node` and `idmint-owner`.
+fn named(answer: &reqwest::Response) -> (Option<String>, Option<String>) {
+    let header =
+        |key: &str| answer.headers().get(key).map(|v| v.to_str().expect("ASCII").to_string());
+    (header("idmint-node"), header("idmint-owner"))
+}
+
+/// A strict tag's takes name the node that answered and the tag's owner (HTTP headers on the
+/// Leaf route and `/v1/segment`, gRPC metadata on `NextIds`), so that a client can ask the
+/// owner directly; both nodes name the same owner, which names itself. A plain tag's takes
+/// carry neither.
+#[tokio::test]
+async fn a_strict_take_names_the_node_and_the_owner() {
+    use idmint_proto::v1::NextIdsRequest;
+    use idmint_proto::v1::id_mint_client::IdMintClient;
+
+    let store = Arc::new(MemoryStore::new());
+    let ((a, _stop_a), (b, _stop_b)) = (node(&store).await, node(&store).await);
+    let http = reqwest::Client::new();
+    let created = http
+        .post(format!("{a}/v1/tags"))
+        .json(&json!({"tag": "chat", "strict": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let plain = http.post(format!("{a}/v1/tags")).json(&json!({"tag": "plain"})).send();
+    assert_eq!(plain.await.unwrap().status().as_u16(), 201);
+
+    let mut owners = Vec::new();
+    for base in [&a, &b, &a, &b] {
+        for path in ["/api/segment/get/chat", "/v1/segment/chat?count=2"] {
+            let answer = http.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(answer.status().as_u16(), 200, "{path}");
+            let (node, owner) = named(&answer);
+            assert_eq!(node.as_deref(), Some(base.as_str()), "{path}");
+            owners.push(owner.expect("an owner named"));
+        }
+        let channel = tonic::transport::Endpoint::from_shared(base.to_string()).unwrap();
+        let mut grpc = IdMintClient::new(channel.connect().await.unwrap());
+        let answer = grpc.next_ids(NextIdsRequest { tag: "chat".into(), count: 1 }).await.unwrap();
+        let key = |k: &str| answer.metadata().get(k).map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(key("idmint-node").as_deref(), Some(base.as_str()), "gRPC");
+        owners.push(key("idmint-owner").expect("an owner named over gRPC"));
+    }
+    owners.dedup();
+    assert_eq!(owners.len(), 1, "one owner named throughout: {owners:?}");
+    assert!(owners[0] == a || owners[0] == b, "{owners:?}");
+
+    for path in ["/api/segment/get/plain", "/v1/segment/plain?count=2"] {
+        let answer = http.get(format!("{b}{path}")).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), 200, "{path}");
+        assert_eq!(named(&answer), (None, None), "{path}: a plain tag names no owner");
+    }
+}

@@ -255,6 +255,16 @@ impl Node {
         self.peers.as_ref()
     }
 
+    /// For a strict tag, this node and the tag's owner as far as this node knows
+    /// ([`StrictTags::owner`]): what the transports tell clients so that they can ask the
+    /// owner directly. `None` for any other tag, or while the owner is unknown.
+    pub fn strict_owner(&self, name: &str) -> Option<(&Peer, Peer)> {
+        let strict = self.strict.as_ref()?;
+        let TagPolicy::Strict = self.policies.of(name) else { return None };
+        let owner = strict.owner(&Tag::parse(name).ok()?)?;
+        Some((strict.peer(), owner))
+    }
+
     /// How this node serves the tag named `name`.
     pub fn policy(&self, name: &str) -> TagPolicy<'_> {
         self.policies.of(name)

@@ -454,6 +454,22 @@ impl StrictTags {
         })
     }
 
+    /// Who serves `tag` as far as this node knows: this node while it holds the tag's lease,
+    /// else the owner its last forward went to. A hint for clients (the owner may change at
+    /// any time; any node still answers in order), never a decision: `None` when unknown.
+    pub fn owner(&self, tag: &Tag) -> Option<Peer> {
+        if let Held::Serving(_) = self.owned_now(tag) {
+            return Some(self.config.peer.clone());
+        }
+        let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
+        routes.get(tag).filter(|(_, token)| *token != CLAIM_TOKEN).map(|(peer, _)| peer.clone())
+    }
+
+    /// This node as its peers reach it.
+    pub fn peer(&self) -> &Peer {
+        &self.config.peer
+    }
+
     /// The tags this node owns now.
     pub fn owned_tags(&self) -> Vec<Tag> {
         let owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
