@@ -30,6 +30,7 @@ use crate::limits::{
     CALL_TIMEOUT_MS_MIN, ENDPOINTS_MAX, LEASE_DURATION_S_DEFAULT, LEASE_DURATION_S_MAX,
     MIN_LEASE_DEFAULT, STORE_CALL_MARGIN_MS, STREAM_COUNT_MAX, TOKEN_LEN_MAX,
 };
+use crate::owners::Owners;
 use crate::remote::RemoteStore;
 use crate::snowflake::SnowflakeCache;
 use crate::stream::IdStream;
@@ -123,6 +124,8 @@ struct Inner {
     /// The strict tags met so far: their ids are asked of the servers one call at a time,
     /// never cached here (a cache would hand ids out after ids other clients got later).
     strict: std::sync::Mutex<std::collections::HashSet<Tag>>,
+    /// Which server is each strict tag's owner, as the servers named it.
+    owners: Owners,
     /// Held by the close, so a second close waits for the first.
     close_lock: tokio::sync::Mutex<bool>,
 }
@@ -259,6 +262,7 @@ impl ClientBuilder {
             tracker: TaskTracker::new(),
             cancel: CancellationToken::new(),
         };
+        let owners = Owners::new(endpoints.len());
         Ok(Client {
             inner: Arc::new(Inner {
                 parts,
@@ -268,6 +272,7 @@ impl ClientBuilder {
                 runtime,
                 closed: AtomicBool::new(false),
                 strict: std::sync::Mutex::default(),
+                owners,
                 close_lock: tokio::sync::Mutex::new(false),
             }),
         })
@@ -359,7 +364,8 @@ impl Client {
     }
 
     /// `count` ids of `tag` (1 to `BATCH_COUNT_MAX`), increasing. A strict tag's come from
-    /// the servers in one call (its ids are never cached here).
+    /// the servers in one call (its ids are never cached here), from its owner once a
+    /// server's answer named which of the client's servers that is.
     pub async fn next_ids(&self, tag: impl AsTag, count: u64) -> Result<Vec<u64>, ClientError> {
         let tag = tag.as_tag()?;
         if !self.inner.is_strict(&tag) {
@@ -371,10 +377,33 @@ impl Client {
         self.strict_ids(&tag, count).await
     }
 
-    /// `count` ids of the strict tag `tag`, from a server (the tag's owner there, or a node
-    /// that forwards to it).
+    /// `count` ids of the strict tag `tag`, from its owner when a server named which of
+    /// them that is (`owners.rs`), else from any server (which forwards to the owner).
     async fn strict_ids(&self, tag: &Tag, count: u64) -> Result<Vec<u64>, ClientError> {
-        match self.public_ids(tag.as_str(), count).await? {
+        self.inner.check_open()?;
+        let count = checked_count(count)?;
+        let (inner, op) = (&self.inner, NextIds { tag: tag.as_str(), count });
+        let deadline = Instant::now() + inner.deadline;
+        let up = |index| inner.endpoints.is_up(index);
+        let asked = match inner.owners.route(tag, up) {
+            Some(index) => match inner.endpoints.call_at(index, &op, deadline).await {
+                Ok(answer) => Some((answer, index)),
+                // Only the owner's ask failed: the tag goes the failover way, this take too
+                // (a take is lost at worst, never repeated; every node answers in order).
+                Err(ClientError::Unavailable { .. }) => {
+                    inner.owners.forget(tag);
+                    None
+                }
+                Err(error) => return Err(error),
+            },
+            None => None,
+        };
+        let ((ids, named), index) = match asked {
+            Some(asked) => asked,
+            None => inner.endpoints.call(&op, deadline).await?,
+        };
+        inner.owners.learn(tag, index, &named, up);
+        match ids {
             PublicIds::Numbers(ids) => Ok(ids),
             PublicIds::Texts(_) => Err(ClientError::Unavailable {
                 reason: "a server answered texts for a strict tag".into(),
@@ -449,7 +478,7 @@ impl Client {
         self.inner.check_open()?;
         let tag = tag.as_tag()?;
         let count = checked_count(count)?;
-        self.inner.call(&NextIds { tag: tag.as_str(), count }).await
+        Ok(self.inner.call(&NextIds { tag: tag.as_str(), count }).await?.0)
     }
 
     /// `count` public ids of `tag` (1 to [`STREAM_COUNT_MAX`]) in chunks: one StreamIds call

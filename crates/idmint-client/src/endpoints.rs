@@ -317,6 +317,16 @@ impl Endpoints {
     /// The servers in the order a call tries them: from the preferred one round the list,
     /// the ones marked down last (soonest back first; still tried, so a client whose servers
     /// all failed recovers at once).
+    /// Whether server `index` is not marked down now.
+    pub(crate) fn is_up(&self, index: usize) -> bool {
+        self.health(index).down_until.is_none_or(|until| until <= Instant::now())
+    }
+
+    /// How many servers there are.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
     fn order(&self) -> Vec<usize> {
         let n = self.list.len();
         let first = self.preferred.load(Ordering::Relaxed) % n;

@@ -43,6 +43,7 @@ mod endpoints;
 mod error;
 mod ids;
 mod limits;
+mod owners;
 mod remote;
 mod snowflake;
 mod stream;

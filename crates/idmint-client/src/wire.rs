@@ -57,6 +57,22 @@ pub(crate) struct ReturnRange<'a> {
     pub(crate) leases: &'a [WireLease],
 }
 
+/// What a server named with a strict tag's ids (`idmint-node`, `idmint-owner`): itself and
+/// the tag's owner as it knows them, each as the nodes reach one another. Empty for other
+/// tags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Named {
+    pub(crate) node: Option<String>,
+    pub(crate) owner: Option<String>,
+}
+
+impl Named {
+    /// Read by `key` from an answer's headers or metadata.
+    fn read(key: impl Fn(&str) -> Option<String>) -> Named {
+        Named { node: key("idmint-node"), owner: key("idmint-owner") }
+    }
+}
+
 /// NextIds: `count` public ids of a tag.
 pub(crate) struct NextIds<'a> {
     pub(crate) tag: &'a str,
@@ -185,30 +201,34 @@ impl ReturnRange<'_> {
 }
 
 impl Op for NextIds<'_> {
-    type Output = PublicIds;
+    type Output = (PublicIds, Named);
 
     async fn grpc(
         &self,
         mut client: IdMintClient<Channel>,
         auth: Option<MetadataValue<Ascii>>,
-    ) -> Result<PublicIds, Failure> {
+    ) -> Result<(PublicIds, Named), Failure> {
         let request = pb::NextIdsRequest { tag: self.tag.to_string(), count: self.count };
         let answer = client
             .next_ids(grpc_request(request, auth))
             .await
-            .map_err(|s| from_status(&s, self.tag))?
-            .into_inner();
-        checked_ids(answer.ids, answer.texts, self.count)
+            .map_err(|s| from_status(&s, self.tag))?;
+        let metadata = answer.metadata();
+        let named = Named::read(|key| Some(metadata.get(key)?.to_str().ok()?.to_string()));
+        let answer = answer.into_inner();
+        Ok((checked_ids(answer.ids, answer.texts, self.count)?, named))
     }
 
-    async fn http(&self, http: Http<'_>) -> Result<PublicIds, Failure> {
+    async fn http(&self, http: Http<'_>) -> Result<(PublicIds, Named), Failure> {
         #[derive(Deserialize)]
         struct Answer {
             ids: Vec<JsonId>,
         }
         let path = format!("/v1/segment/{}?count={}", segment(self.tag), self.count);
-        let answer: Answer = get(http, &path, self.tag).await?;
-        checked_json_ids(answer.ids, self.count)
+        let request = with_token(http.client.get(format!("{}{path}", http.base)), http);
+        let (answer, headers): (Answer, _) = answer_with_headers(request, self.tag).await?;
+        let named = Named::read(|key| Some(headers.get(key)?.to_str().ok()?.to_string()));
+        Ok((checked_json_ids(answer.ids, self.count)?, named))
     }
 }
 
@@ -302,7 +322,7 @@ impl Op for OpenStream<'_> {
 
     async fn http(&self, http: Http<'_>) -> Result<Opened, Failure> {
         let batch = NextIds { tag: self.tag, count: self.count.min(self.batch) };
-        Ok(Opened::Batch(batch.http(http).await?))
+        Ok(Opened::Batch(batch.http(http).await?.0))
     }
 }
 
@@ -454,13 +474,24 @@ async fn answer<T: DeserializeOwned>(
     request: reqwest::RequestBuilder,
     subject: &str,
 ) -> Result<T, Failure> {
+    Ok(answer_with_headers(request, subject).await?.0)
+}
+
+/// [`answer`] with the answer's headers.
+async fn answer_with_headers<T: DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+    subject: &str,
+) -> Result<(T, reqwest::header::HeaderMap), Failure> {
     let response =
         request.send().await.map_err(|e| Failure::down(format!("HTTP request failed: {e}")))?;
     let status = response.status().as_u16();
+    let headers = response.headers().clone();
     let body =
         response.bytes().await.map_err(|e| Failure::down(format!("HTTP answer cut off: {e}")))?;
     if !(200..300).contains(&status) {
         return Err(from_http(status, &body, subject));
     }
-    serde_json::from_slice(&body).map_err(|e| Failure::down(format!("malformed HTTP answer: {e}")))
+    let answer = serde_json::from_slice(&body)
+        .map_err(|e| Failure::down(format!("malformed HTTP answer: {e}")))?;
+    Ok((answer, headers))
 }

@@ -8,5 +8,6 @@ mod failover;
 mod give_back;
 mod http;
 mod public;
+mod strict;
 mod support;
 mod tasks;

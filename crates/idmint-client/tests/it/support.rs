@@ -82,9 +82,14 @@ impl Node {
                 .collect();
             let url = format!("http://{}", listener.local_addr().expect("address"));
             let peer = idmint::node::Peer { grpc_url: url };
-            config.strict = Some(idmint::strict::StrictConfig::new(peer));
+            let mut strict = idmint::strict::StrictConfig::new(peer);
+            // Long enough that no strict tag moves home during a test.
+            strict.lease_ttl_ms = 60_000;
+            config.strict = Some(strict);
             let mut builder = match extras.strict {
-                Some(memory) => idmint::NodeBuilder::new(config).stores(memory),
+                Some(memory) => idmint::NodeBuilder::new(config)
+                    .stores(memory)
+                    .peer_link(Arc::new(idmint_server::GrpcPeerLink::new(None))),
                 None => idmint::NodeBuilder::new(config).segment_store(store),
             };
             if extras.snowflake {
@@ -272,6 +277,49 @@ impl Http1Proxy {
             }
         });
         Http1Proxy { url, h2_refused, forwarded }
+    }
+}
+
+/// A proxy passing every byte to `target`, counting those sent to it (requests), so a test
+/// sees whether a client still talks to the server behind it.
+pub struct CountingProxy {
+    pub url: String,
+    pub sent: Arc<AtomicU64>,
+}
+
+impl CountingProxy {
+    /// Starts on the current runtime.
+    pub async fn start(target: &str) -> CountingProxy {
+        let target: SocketAddr =
+            target.trim_start_matches("http://").parse().expect("target address");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let sent = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&sent);
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let counter = Arc::clone(&counter);
+                tokio::spawn(async move {
+                    let Ok(upstream) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let ((mut from_client, mut to_client), (mut from_up, mut to_up)) =
+                        (socket.into_split(), upstream.into_split());
+                    let answers = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut from_up, &mut to_client).await;
+                    });
+                    let mut buffer = vec![0u8; 16 * 1024];
+                    while let Ok(read) = from_client.read(&mut buffer).await {
+                        if read == 0 || to_up.write_all(&buffer[..read]).await.is_err() {
+                            break;
+                        }
+                        counter.fetch_add(read as u64, Ordering::Relaxed);
+                    }
+                    answers.abort();
+                });
+            }
+        });
+        CountingProxy { url, sent }
     }
 }
 

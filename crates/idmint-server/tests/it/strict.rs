@@ -202,6 +202,12 @@ async fn a_strict_take_names_the_node_and_the_owner() {
     assert_eq!(created.status().as_u16(), 201);
     let plain = http.post(format!("{a}/v1/tags")).json(&json!({"tag": "plain"})).send();
     assert_eq!(plain.await.unwrap().status().as_u16(), 201);
+    // Ranges asked first of the node that has not met the tag: refused as strict (final, and
+    // what tells a client to ask each id), not as unknown.
+    let ranges = http.get(format!("{b}/v1/segment/chat/ranges?count=5")).send().await.unwrap();
+    assert_eq!(ranges.status().as_u16(), 409);
+    let refused: Value = ranges.json().await.unwrap();
+    assert_eq!(refused["error"]["code"], "strict_tag", "{refused}");
 
     let mut owners = Vec::new();
     for base in [&a, &b, &a, &b] {

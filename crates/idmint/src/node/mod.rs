@@ -510,13 +510,23 @@ impl Node {
     /// `count` ids of `tag` leased to a client as ranges with this node's proofs. A tag with
     /// a public id format is refused: its internal ids do not leave the node.
     pub async fn lease(&self, tag: &Tag, count: Count) -> Result<Vec<RangeLease>, NodeError> {
-        match self.policies.of(tag.as_str()) {
-            TagPolicy::Plain => {}
-            TagPolicy::Formatted(_) => return Err(NodeError::FormattedTag(tag.clone())),
-            TagPolicy::Strict => return Err(NodeError::StrictTag(tag.clone())),
-            refused @ TagPolicy::Refused(_) => refused.served(tag.as_str())?,
+        let mut policy = self.policies.of(tag.as_str());
+        if let TagPolicy::Plain = policy {
+            match self.segments.lease(tag, count).await {
+                Ok(leases) => return Ok(leases),
+                // A strict tag this node has not met yet is refused as strict, not unknown.
+                Err(error) => policy = self.recorded_strict(tag.as_str(), error.into()).await?,
+            }
         }
-        Ok(self.segments.lease(tag, count).await?)
+        match policy {
+            TagPolicy::Formatted(_) => Err(NodeError::FormattedTag(tag.clone())),
+            TagPolicy::Strict => Err(NodeError::StrictTag(tag.clone())),
+            refused @ TagPolicy::Refused(_) => {
+                refused.served(tag.as_str())?;
+                Ok(self.segments.lease(tag, count).await?)
+            }
+            TagPolicy::Plain => Ok(self.segments.lease(tag, count).await?),
+        }
     }
 
     /// Takes back `[start, end)`, unused ids of `leases` (at most [`RETURN_LEASES_MAX`],
