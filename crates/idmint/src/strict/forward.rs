@@ -4,7 +4,8 @@
 //! take sent after another was answered joins a later call, so it gets the greater ids.
 //!
 //! The flight runs on a task of its own: a caller that stops waiting never strands the
-//! takes queued behind it.
+//! takes queued behind it. A queue leaves the map when its flight finds it empty, so the map
+//! holds only the queues in use, however often owners and tokens change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,8 +27,11 @@ pub(super) struct Forwards {
     peers: Option<Arc<dyn PeerLink>>,
     /// The most ids one call asks for.
     batch_max: u64,
-    queues: Mutex<HashMap<(Peer, Tag, FenceToken), Arc<Queue>>>,
+    queues: Arc<Mutex<Queues>>,
 }
+
+/// The queues, by owner, tag and the owner's lease token.
+type Queues = HashMap<(Peer, Tag, FenceToken), Arc<Queue>>;
 
 /// The takes of one tag waiting for one peer.
 #[derive(Default)]
@@ -44,7 +48,7 @@ struct Waiting {
 
 impl Forwards {
     pub(super) fn new(peers: Option<Arc<dyn PeerLink>>, batch_max: u64) -> Forwards {
-        Forwards { peers, batch_max: batch_max.max(1), queues: Mutex::new(HashMap::new()) }
+        Forwards { peers, batch_max: batch_max.max(1), queues: Arc::default() }
     }
 
     /// `count` ids of `tag` from `peer`, its owner under the lease row's token `fence`.
@@ -82,17 +86,20 @@ impl Forwards {
         };
         if lead {
             let (link, peer, tag) = (Arc::clone(link), peer.clone(), tag.clone());
-            tokio::spawn(fly(link, (peer, tag, fence), queue, self.batch_max));
+            let queues = Arc::clone(&self.queues);
+            tokio::spawn(fly(link, (peer, tag, fence), (queues, queue), self.batch_max));
         }
         answer.await.unwrap_or_else(|_| Err(unavailable("the forwarded take was dropped")))
     }
 }
 
-/// Sends the queue's takes, a batch a call, until none waits.
+/// Sends the queue's takes, a batch a call, until none waits; then takes the queue out of
+/// the map unless a take came meanwhile (a take holding the queue already finds it not
+/// flying and flies it itself; the next take makes a new one).
 async fn fly(
     link: Arc<dyn PeerLink>,
     (peer, tag, fence): (Peer, Tag, FenceToken),
-    queue: Arc<Queue>,
+    (queues, queue): (Arc<Mutex<Queues>>, Arc<Queue>),
     batch_max: u64,
 ) {
     loop {
@@ -100,6 +107,17 @@ async fn fly(
             let mut waiting = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
             if waiting.takes.is_empty() {
                 waiting.flying = false;
+                drop(waiting);
+                // The map's lock before the queue's: `take` never holds both.
+                let mut map = queues.lock().unwrap_or_else(PoisonError::into_inner);
+                let key = (peer, tag, fence);
+                let idle = map.get(&key).is_some_and(|held| {
+                    let waiting = held.state.lock().unwrap_or_else(PoisonError::into_inner);
+                    Arc::ptr_eq(held, &queue) && waiting.takes.is_empty() && !waiting.flying
+                });
+                if idle {
+                    map.remove(&key);
+                }
                 return;
             }
             let mut total = 0;
@@ -193,4 +211,67 @@ fn contiguous(ids: &[u64], total: u64) -> Option<IdRange> {
     let first = *ids.first()?;
     let consecutive = ids.iter().enumerate().all(|(i, id)| *id == first + i as u64);
     (consecutive && ids.len() as u64 == total).then(|| IdRange::new(first, first + total))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer answering every take with the next ids of one counter.
+    #[derive(Default)]
+    struct Counter(std::sync::atomic::AtomicU64);
+
+    #[async_trait::async_trait]
+    impl PeerLink for Counter {
+        async fn next_ids(
+            &self,
+            _: &Peer,
+            _: &Tag,
+            count: Count,
+            _: Option<FenceToken>,
+        ) -> Result<PublicIds, PeerError> {
+            tokio::task::yield_now().await;
+            let first = self.0.fetch_add(count.get(), std::sync::atomic::Ordering::SeqCst) + 1;
+            Ok(PublicIds::Numbers((first..first + count.get()).collect()))
+        }
+
+        async fn timestamps(
+            &self,
+            _: &Peer,
+            _: Count,
+            _: Option<FenceToken>,
+        ) -> Result<u64, PeerError> {
+            unreachable!("no oracle here")
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn the_queues_leave_the_map_once_idle() {
+        let forwards = Arc::new(Forwards::new(Some(Arc::new(Counter::default())), 1_000));
+        let tag = Tag::parse("feed").unwrap();
+        // Many owners' tokens (as after failovers), many takes each, all at once.
+        let takes: Vec<_> = (0..64_u64)
+            .map(|i| {
+                let (forwards, tag) = (Arc::clone(&forwards), tag.clone());
+                tokio::spawn(async move {
+                    let peer = Peer { grpc_url: format!("http://n{}", i % 4) };
+                    let mut last = 0;
+                    for _ in 0..20 {
+                        let range =
+                            forwards.take(&peer, &tag, Count::ONE, 1 + i % 8).await.unwrap();
+                        assert!(range.start() > last);
+                        last = range.start();
+                    }
+                })
+            })
+            .collect();
+        for take in takes {
+            take.await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !forwards.queues.lock().unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "idle queues stayed in the map");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
 }
