@@ -637,7 +637,7 @@ fn restore_with(run: &mut Run, out: &mut Outcomes, keep_marks: bool) -> Result<(
     let workload = Workload::new(&[("order", "/v1/segment/order")], run.pick(50, 500), 4, rate);
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(3, 30);
-    let backup = db.dump("chaos", "leaf_alloc")?;
+    let backup = db.dump("chaos", &["leaf_alloc"])?;
     run.fault("backup of leaf_alloc taken");
     sleep(phase);
     let jumps = |node: &Node| node.log().matches("the store went backwards").count();
