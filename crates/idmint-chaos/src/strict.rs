@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail, ensure};
 
-use crate::load::{Op, Outcome, Workload};
+use crate::load::{Load, Op, Outcome, Targets, Workload};
 use crate::netns::Partition;
 use crate::node::Node;
 use crate::scenario::{Outcomes, env, names, targets};
@@ -60,14 +60,9 @@ const ALLOWED: [&str; 3] = ["503 unavailable", "503 tso_unavailable", "unreachab
 /// again once another node serves; the failover gap after each kill is reported.
 pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let db = mariadb()?;
-    let args = vec!["--store".to_string(), db.url("chaos")];
-    let mut nodes = run.start_nodes(3, &args, &envs(false))?;
     // n1 owns the tag (it created it), n2 the oracle (its first take): two owners to kill.
-    place(run, &nodes, 0, 1)?;
-    let (targets, node_names) =
-        (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (mut nodes, targets) = three_nodes(run, &db, &[], &envs(false), 1)?;
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     let mut gaps = Vec::new();
@@ -96,7 +91,7 @@ pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     out.criteria.push(gap_criterion(h, &gaps, "kill -9", GAP_MS_MAX));
     out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
     out.criteria.push(all_serving_at_end(h, &[0, 1, 2], 1_500));
-    out.nodes = node_names;
+    out.nodes = names(&nodes.iter().collect::<Vec<_>>());
     out.ordered = ORDERED.to_vec();
     out.min_ids = rate * warm.as_secs() / 2;
     Ok(())
@@ -117,13 +112,8 @@ pub fn unsafe_lease_ignored(run: &mut Run, out: &mut Outcomes) -> Result<()> {
 
 fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result<()> {
     let db = mariadb()?;
-    let args = vec!["--store".to_string(), db.url("chaos")];
-    let nodes = run.start_nodes(3, &args, &envs(unsafe_fence))?;
-    place(run, &nodes, 0, 0)?;
-    let (targets, node_names) =
-        (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (nodes, targets) = three_nodes(run, &db, &[], &envs(unsafe_fence), 0)?;
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     // One pause is enough to catch the unsafe control; after it the stale owners keep
@@ -155,7 +145,7 @@ fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result
         moved.join("; "),
         true,
     ));
-    out.nodes = node_names;
+    out.nodes = names(&nodes.iter().collect::<Vec<_>>());
     out.ordered = ORDERED.to_vec();
     if unsafe_fence {
         out.expect_flagged = true;
@@ -203,8 +193,7 @@ pub fn owner_partition(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     place(run, &nodes, 0, 0)?;
     let (targets, node_names) =
         (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     let cut = Duration::from_millis(run.pick(LEASE_TTL_MS + LEASE_MARGIN_MS + 4_000, 30_000));
@@ -288,8 +277,7 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let mut nodes = run.start_nodes(2, &args, &envs)?;
     place(run, &nodes, 0, 0)?;
     let targets = targets(&nodes.iter().collect::<Vec<_>>());
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     let interval = Duration::from_millis(run.pick(3_000, 8_000));
@@ -341,6 +329,30 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     out.ordered = ORDERED.to_vec();
     out.min_ids = rate * warm.as_secs() / 2;
     Ok(())
+}
+
+/// The strict scenarios' cluster: three nodes on `db`'s database `chaos`, run with `args` after
+/// the store's and with `envs`; n1 owns the tag and node `tso_owner` the oracle. Also the
+/// load's targets, every node.
+fn three_nodes(
+    run: &Run,
+    db: &PrivateMariaDb,
+    args: &[String],
+    envs: &[(&'static str, String)],
+    tso_owner: usize,
+) -> Result<(Vec<Node>, Targets)> {
+    let mut all = vec!["--store".to_string(), db.url("chaos")];
+    all.extend_from_slice(args);
+    let nodes = run.start_nodes(3, &all, envs)?;
+    place(run, &nodes, 0, tso_owner)?;
+    let targets = targets(&nodes.iter().collect::<Vec<_>>());
+    Ok((nodes, targets))
+}
+
+/// The strict scenarios' load on `targets` at the profile's rate; and the rate.
+fn strict_load(run: &Run, targets: &Targets) -> (Load, u64) {
+    let rate = run.pick(10_000, 40_000);
+    (run.load(targets, &workload(run.pick(6, 8), rate)), rate)
 }
 
 /// A private MariaDB with the database `chaos`.
