@@ -6,8 +6,9 @@
 //! a copy that was behind, a restored backup, a
 //! wall clock stepped back by libfaketime, lease rows deleted, a full data disk, a tag deleted
 //! and created again; for strict tags and the timestamp oracle, the owner killed, paused
-//! past its lease, cut off from its store in a network namespace, and nodes joining and
-//! leaving), and a checker that reads the history, real-time order included.
+//! past its lease, cut off from its store in a network namespace, nodes joining and leaving,
+//! and the store restored from a backup with and without a witness), and a checker that
+//! reads the history, real-time order included.
 //!
 //! `cargo run -p idmint-chaos -- --scenario NAME` runs one scenario ([`scenarios::SCENARIOS`]);
 //! the short profile of every scenario runs in CI (`idmint-cli`'s `chaos` test). Nothing here

@@ -186,6 +186,25 @@ impl Load {
         history.sort_by_key(|op| (op.at_ms, op.client));
         history
     }
+
+    /// Stops loads run side by side and returns one history, ordered by send time; each
+    /// load's clients are numbered after the loads' before it, so no two share a number.
+    pub fn stop_all(loads: Vec<Load>, runtime: &tokio::runtime::Handle) -> Vec<Op> {
+        for load in &loads {
+            load.stop.store(true, Ordering::Relaxed);
+        }
+        let mut history = Vec::new();
+        let mut first_client = 0;
+        for load in loads {
+            let clients = load.clients.len() as u32;
+            let mut ops = load.stop(runtime);
+            ops.iter_mut().for_each(|op| op.client += first_client);
+            history.extend(ops);
+            first_client += clients;
+        }
+        history.sort_by_key(|op| (op.at_ms, op.client));
+        history
+    }
 }
 
 async fn run_client(

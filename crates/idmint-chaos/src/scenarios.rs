@@ -28,7 +28,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in the order `--scenario all` runs them.
-pub const SCENARIOS: [Scenario; 17] = [
+pub const SCENARIOS: [Scenario; 19] = [
     Scenario {
         name: "kill9",
         guarantee: "segment ids never repeat while nodes of one MariaDB store are killed with -9 and restarted under load",
@@ -100,6 +100,11 @@ pub const SCENARIOS: [Scenario; 17] = [
         run: strict::membership,
     },
     Scenario {
+        name: "strict-restore-witness",
+        guarantee: "with a witness, a MariaDB store restored from an older backup (segment rows, leases, tag metadata) while 3 nodes serve, and again across a kill -9 of every node, never makes a node repeat a plain id another node served, nor a strict id or timestamp answered before",
+        run: strict::restore_witness,
+    },
+    Scenario {
         name: "unsafe-static-worker",
         guarantee: "the checker can fail: two nodes forced onto one static worker id must be flagged",
         run: unsafe_static_worker,
@@ -113,6 +118,11 @@ pub const SCENARIOS: [Scenario; 17] = [
         name: "unsafe-strict-lease-ignored",
         guarantee: "the checker can fail: an owner that keeps serving strict ids after losing its lease (strict.unsafe_ignore_lease_loss) must be flagged for real-time order",
         run: strict::unsafe_lease_ignored,
+    },
+    Scenario {
+        name: "unsafe-strict-restore-without-witness",
+        guarantee: "the checker can fail: strict-restore-witness without the witness must be flagged (strict ids answered again, out of real-time order)",
+        run: strict::unsafe_restore_without_witness,
     },
 ];
 
@@ -637,7 +647,7 @@ fn restore_with(run: &mut Run, out: &mut Outcomes, keep_marks: bool) -> Result<(
     let workload = Workload::new(&[("order", "/v1/segment/order")], run.pick(50, 500), 4, rate);
     let load = run.load(&targets, &workload);
     let phase = run.main_phase(3, 30);
-    let backup = db.dump("chaos", "leaf_alloc")?;
+    let backup = db.dump("chaos", &["leaf_alloc"])?;
     run.fault("backup of leaf_alloc taken");
     sleep(phase);
     let jumps = |node: &Node| node.log().matches("the store went backwards").count();

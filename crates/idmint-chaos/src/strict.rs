@@ -10,19 +10,18 @@
 //! oracle and `strict:…` for the tag; the holder is the owner's peer address, its URL here),
 //! never guessed. The nodes run with the library's lease defaults (TTL 3 s, margin 1 s).
 //!
-//! TODO(witness): `strict-restore-witness`, a store restored from a backup with a witness
-//! configured (issue 35 item 5, being built on main). The hook: a scenario like
-//! [`owner_kill9`] whose nodes run with the witness store, the MariaDB's `idmint_workers` and
-//! `idmint_tag_meta` restored from a `PrivateMariaDb::dump` taken early (under load and
-//! across a restart of every node), and its `unsafe-` twin without the witness, which the
-//! checker must flag (repeats and order violations). Register both in
-//! [`crate::scenarios::SCENARIOS`].
+//! The restore scenarios run the same cluster beside a plain tag served by every node, and
+//! restore the store's segment rows, leases and tag metadata from an early backup while the
+//! nodes serve and across a `kill -9` of every node: `strict-restore-witness` with a witness
+//! (a second database no restore touches), which must show no repeat and no order violation,
+//! and its `unsafe-` twin without one, which the checker must flag.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 
-use crate::load::{Op, Outcome, Workload};
+use crate::load::{Load, Op, Outcome, Targets, Workload};
 use crate::netns::Partition;
 use crate::node::Node;
 use crate::scenario::{Outcomes, env, names, targets};
@@ -33,6 +32,17 @@ use crate::servers::PrivateMariaDb;
 
 /// The strict tag the scenarios serve.
 const TAG: &str = "order";
+/// The plain tag the restore scenarios serve beside the strict one, from every node.
+const PLAIN: &str = "plain";
+const PLAIN_PATH: &str = "/v1/segment/plain";
+/// The tables a restore takes back: the segment rows, the leases (the strict tag's and the
+/// oracle's marks) and the tag metadata (their recorded ceilings).
+const RESTORED: [&str; 3] = ["leaf_alloc", "idmint_workers", "idmint_tag_meta"];
+/// What a node logs when the witness refuses a range the store handed it, when its own marks
+/// do, and when it loses a strict tag's lease.
+const WITNESS_REFUSED: &str = "the store returned a range below the witness's mark";
+const STORE_WENT_BACK: &str = "the store went backwards";
+const STRICT_LEASE_LOST: &str = "strict tag lease lost";
 /// What the clients ask for: the strict tag and the oracle.
 const TAGS: [(&str, &str); 2] = [(TAG, "/v1/segment/order"), ("tso", "/v1/tso")];
 /// The tags checked for real-time order.
@@ -60,14 +70,9 @@ const ALLOWED: [&str; 3] = ["503 unavailable", "503 tso_unavailable", "unreachab
 /// again once another node serves; the failover gap after each kill is reported.
 pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let db = mariadb()?;
-    let args = vec!["--store".to_string(), db.url("chaos")];
-    let mut nodes = run.start_nodes(3, &args, &envs(false))?;
     // n1 owns the tag (it created it), n2 the oracle (its first take): two owners to kill.
-    place(run, &nodes, 0, 1)?;
-    let (targets, node_names) =
-        (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (mut nodes, targets) = three_nodes(run, &db, &[], &envs(false), 1)?;
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     let mut gaps = Vec::new();
@@ -96,7 +101,7 @@ pub fn owner_kill9(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     out.criteria.push(gap_criterion(h, &gaps, "kill -9", GAP_MS_MAX));
     out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
     out.criteria.push(all_serving_at_end(h, &[0, 1, 2], 1_500));
-    out.nodes = node_names;
+    out.nodes = names(&nodes.iter().collect::<Vec<_>>());
     out.ordered = ORDERED.to_vec();
     out.min_ids = rate * warm.as_secs() / 2;
     Ok(())
@@ -117,13 +122,8 @@ pub fn unsafe_lease_ignored(run: &mut Run, out: &mut Outcomes) -> Result<()> {
 
 fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result<()> {
     let db = mariadb()?;
-    let args = vec!["--store".to_string(), db.url("chaos")];
-    let nodes = run.start_nodes(3, &args, &envs(unsafe_fence))?;
-    place(run, &nodes, 0, 0)?;
-    let (targets, node_names) =
-        (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (nodes, targets) = three_nodes(run, &db, &[], &envs(unsafe_fence), 0)?;
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     // One pause is enough to catch the unsafe control; after it the stale owners keep
@@ -155,7 +155,7 @@ fn sigstop_with(run: &mut Run, out: &mut Outcomes, unsafe_fence: bool) -> Result
         moved.join("; "),
         true,
     ));
-    out.nodes = node_names;
+    out.nodes = names(&nodes.iter().collect::<Vec<_>>());
     out.ordered = ORDERED.to_vec();
     if unsafe_fence {
         out.expect_flagged = true;
@@ -203,8 +203,7 @@ pub fn owner_partition(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     place(run, &nodes, 0, 0)?;
     let (targets, node_names) =
         (targets(&nodes.iter().collect::<Vec<_>>()), names(&nodes.iter().collect::<Vec<_>>()));
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     let cut = Duration::from_millis(run.pick(LEASE_TTL_MS + LEASE_MARGIN_MS + 4_000, 30_000));
@@ -288,8 +287,7 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     let mut nodes = run.start_nodes(2, &args, &envs)?;
     place(run, &nodes, 0, 0)?;
     let targets = targets(&nodes.iter().collect::<Vec<_>>());
-    let rate = run.pick(10_000, 40_000);
-    let load = run.load(&targets, &workload(run.pick(6, 8), rate));
+    let (load, rate) = strict_load(run, &targets);
     let warm = run.main_phase(3, 30);
     sleep(warm);
     let interval = Duration::from_millis(run.pick(3_000, 8_000));
@@ -341,6 +339,257 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
     out.ordered = ORDERED.to_vec();
     out.min_ids = rate * warm.as_secs() / 2;
     Ok(())
+}
+
+/// A store restored from a backup under a witness: three nodes serving the strict tag and
+/// the oracle, and a plain tag ([`PLAIN`], step 1 000, adaptive step off) whose ranges go to
+/// every node, each node run with `--witness` (the database `witness` on the same MariaDB,
+/// which no restore touches). The tables [`RESTORED`] are backed up once every node holds a
+/// range and the tag and the oracle have owners, then restored while the nodes serve, and
+/// again while every node is down after a `kill -9`, before they all start again.
+pub fn restore_witness(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    restore_with(run, out, true)
+}
+
+/// As `strict-restore-witness`, without the witness: a new owner starts above the restored
+/// ceiling, below strict ids already answered (and in some runs a node serves plain ids
+/// another node served), which the checker must flag.
+pub fn unsafe_restore_without_witness(run: &mut Run, out: &mut Outcomes) -> Result<()> {
+    restore_with(run, out, false)
+}
+
+fn restore_with(run: &mut Run, out: &mut Outcomes, witness: bool) -> Result<()> {
+    let db = mariadb()?;
+    db.sql("mysql", "CREATE DATABASE witness")?;
+    run.idmint(&["tag", "create", PLAIN, "--step", "1000", "--store", &db.url("chaos")])?;
+    let args = if witness { vec!["--witness".to_string(), db.url("witness")] } else { vec![] };
+    let mut envs = envs(false);
+    envs.push(("IDMINT_SEGMENT_ADAPTIVE_STEP", "false".to_string()));
+    let (mut nodes, targets) = three_nodes(run, &db, &args, &envs, 1)?;
+    for node in &nodes {
+        run.await_ids(&node.url(), PLAIN_PATH)?;
+    }
+    // Every node holds a range of the plain tag, and the tag and the oracle have owners. The
+    // backup comes before the load: a strict ceiling is raised a window (10 s of ids at the
+    // measured rate) ahead, so one backed up under load would still be above what the short
+    // phase answers.
+    let backup = Backup::take(&db)?;
+    run.fault(format!("backup of {} taken: {backup}", RESTORED.join(", ")));
+    let (load, rate) = strict_load(run, &targets);
+    let plain = Workload::new(&[(PLAIN, PLAIN_PATH)], 50, run.pick(6, 8), rate);
+    let plain_load = run.load(&targets, &plain);
+    let phase = run.main_phase(3, 30);
+    sleep(phase);
+    let logs = log_ends(&nodes);
+    let live = restore(run, &db, &backup, "while every node serves")?;
+    sleep(phase);
+    let guarded = Guarded::since(&nodes, &logs, live.max_id.0);
+    for node in &mut nodes {
+        node.kill9()?;
+    }
+    run.fault("every node killed with -9");
+    let restart = restore(run, &db, &backup, "while every node is down")?;
+    for node in &mut nodes {
+        node.start()?;
+    }
+    let started_ms = run.now_ms();
+    run.fault("every node started again");
+    sleep(phase);
+    out.history = Load::stop_all(vec![load, plain_load], run.runtime.handle());
+    let h = &out.history;
+    let (live_text, live_real) = live.below_answered(h);
+    let (restart_text, restart_real) = restart.below_answered(h);
+    out.criteria.push(criterion(
+        "each restore took the store below ids already answered (the faults were real)",
+        format!("while serving: {live_text}; across the restart: {restart_text}"),
+        live_real && restart_real,
+    ));
+    out.nodes = names(&nodes.iter().collect::<Vec<_>>());
+    out.ordered = ORDERED.to_vec();
+    if !witness {
+        out.expect_flagged = true;
+        return Ok(());
+    }
+    out.criteria.push(criterion(
+        "after the restore while serving, the nodes refused the ranges it handed out again and \
+         gave up the strict leases it took back",
+        guarded.to_string(),
+        guarded.refused() > 0 && guarded.leases_lost > 0,
+    ));
+    out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
+    let back = (0..nodes.len())
+        .map(|n| first_ids_after(h, n, started_ms).map(|t| t - started_ms))
+        .max()
+        .flatten();
+    out.criteria.push(criterion(
+        "every node serves within 10 s of the restart",
+        back.map_or("never".to_string(), |t| format!("{t} ms")),
+        back.is_some_and(|t| t <= 10_000),
+    ));
+    out.criteria.push(all_serving_at_end(h, &[0, 1, 2], 1_500));
+    out.min_ids = rate * phase.as_secs();
+    Ok(())
+}
+
+/// The strict scenarios' cluster: three nodes on `db`'s database `chaos`, run with `args` after
+/// the store's and with `envs`; n1 owns the tag and node `tso_owner` the oracle. Also the
+/// load's targets, every node.
+fn three_nodes(
+    run: &Run,
+    db: &PrivateMariaDb,
+    args: &[String],
+    envs: &[(&'static str, String)],
+    tso_owner: usize,
+) -> Result<(Vec<Node>, Targets)> {
+    let mut all = vec!["--store".to_string(), db.url("chaos")];
+    all.extend_from_slice(args);
+    let nodes = run.start_nodes(3, &all, envs)?;
+    place(run, &nodes, 0, tso_owner)?;
+    let targets = targets(&nodes.iter().collect::<Vec<_>>());
+    Ok((nodes, targets))
+}
+
+/// The strict scenarios' load on `targets` at the profile's rate; and the rate.
+fn strict_load(run: &Run, targets: &Targets) -> (Load, u64) {
+    let rate = run.pick(10_000, 40_000);
+    (run.load(targets, &workload(run.pick(6, 8), rate)), rate)
+}
+
+/// A backup of [`RESTORED`] and what it holds: the plain tag's `max_id` and the strict tag's
+/// recorded ceiling (`idmint_tag_meta`), read just after it (at or above the backup's: the
+/// nodes are idle, and a refill meanwhile would only raise them).
+struct Backup {
+    path: PathBuf,
+    max_id: u64,
+    ceiling: u64,
+}
+
+impl Backup {
+    fn take(db: &PrivateMariaDb) -> Result<Backup> {
+        let path = db.dump("chaos", &RESTORED)?;
+        Ok(Backup { path, max_id: max_id(db)?, ceiling: ceiling(db)? })
+    }
+}
+
+impl std::fmt::Display for Backup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{PLAIN}'s max_id {}, {TAG}'s ceiling {}", self.max_id, self.ceiling)
+    }
+}
+
+/// What a restore took back: the plain tag's `max_id` and the strict tag's recorded ceiling,
+/// from what the store held just before it to the backup's, and when it began.
+struct Rollback {
+    at_ms: u64,
+    max_id: (u64, u64),
+    ceiling: (u64, u64),
+}
+
+impl Rollback {
+    /// Whether the restored `max_id` and ceiling lie below ids answered before the restore,
+    /// and the figures: the danger the guards must meet.
+    fn below_answered(&self, history: &[Op]) -> (String, bool) {
+        let highest = |tag: &str| {
+            let answered = history.iter().filter(|op| &*op.tag == tag && op.done_ms() < self.at_ms);
+            answered.filter_map(Op::span).map(|(_, last)| last).max().unwrap_or(0)
+        };
+        let (plain, strict) = (highest(PLAIN), highest(TAG));
+        let (m, c) = (self.max_id, self.ceiling);
+        let text = format!(
+            "{PLAIN}'s max_id {} -> {} (ids up to {plain} answered), {TAG}'s ceiling {} -> {} \
+             (ids up to {strict} answered)",
+            m.0, m.1, c.0, c.1
+        );
+        (text, m.1 < plain && c.1 < strict)
+    }
+}
+
+/// Restores `backup` into the database `chaos`, recording the fault (`when`) and what it took
+/// back.
+fn restore(run: &mut Run, db: &PrivateMariaDb, backup: &Backup, when: &str) -> Result<Rollback> {
+    let (max_id_now, ceiling_now) = (max_id(db)?, ceiling(db)?);
+    let at_ms = run.now_ms();
+    db.restore("chaos", &backup.path)?;
+    run.fault(format!("{} restored from the backup {when}", RESTORED.join(", ")));
+    Ok(Rollback {
+        at_ms,
+        max_id: (max_id_now, backup.max_id),
+        ceiling: (ceiling_now, backup.ceiling),
+    })
+}
+
+/// What the nodes logged about a restore: the plain ranges refused by a node's own marks and
+/// by the witness, and the strict leases lost.
+struct Guarded {
+    by_marks: usize,
+    by_witness: usize,
+    leases_lost: usize,
+}
+
+impl Guarded {
+    /// Read from the nodes' logs after `ends` ([`log_ends`]); a witness refusal counts when
+    /// its range starts below `max_id`, the plain tag's `max_id` before the restore (a range
+    /// above it was refused because refills raced, not because of the restore).
+    fn since(nodes: &[Node], ends: &[usize], max_id: u64) -> Guarded {
+        let lines: Vec<String> = nodes
+            .iter()
+            .zip(ends)
+            .flat_map(|(node, &end)| {
+                let log = node.log();
+                log.get(end..).unwrap_or_default().lines().map(str::to_string).collect::<Vec<_>>()
+            })
+            .collect();
+        let count = |text: &str| lines.iter().filter(|l| l.contains(text)).count();
+        let by_witness = lines
+            .iter()
+            .filter(|l| l.contains(WITNESS_REFUSED))
+            .filter(|l| field(l, "start").is_some_and(|start| start < max_id))
+            .count();
+        Guarded {
+            by_marks: count(STORE_WENT_BACK),
+            by_witness,
+            leases_lost: count(STRICT_LEASE_LOST),
+        }
+    }
+
+    fn refused(&self) -> usize {
+        self.by_marks + self.by_witness
+    }
+}
+
+impl std::fmt::Display for Guarded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ranges refused by a node's own marks, {} by the witness; {} strict leases lost",
+            self.by_marks, self.by_witness, self.leases_lost
+        )
+    }
+}
+
+/// Where each node's log ends now.
+fn log_ends(nodes: &[Node]) -> Vec<usize> {
+    nodes.iter().map(|n| n.log().len()).collect()
+}
+
+/// The number after ` NAME=` in a log line.
+fn field(line: &str, name: &str) -> Option<u64> {
+    let value = line.split(&format!(" {name}=")).nth(1)?;
+    value.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+fn max_id(db: &PrivateMariaDb) -> Result<u64> {
+    let sql = format!("SELECT max_id FROM leaf_alloc WHERE biz_tag = '{PLAIN}'");
+    number(&db.sql("chaos", &sql)?)
+}
+
+fn ceiling(db: &PrivateMariaDb) -> Result<u64> {
+    let sql = format!("SELECT value FROM idmint_tag_meta WHERE tag = '{TAG}' AND name = 'ceiling'");
+    number(&db.sql("chaos", &sql)?)
+}
+
+fn number(text: &str) -> Result<u64> {
+    text.trim().parse().with_context(|| format!("{text:?} is not a number"))
 }
 
 /// A private MariaDB with the database `chaos`.

@@ -307,19 +307,21 @@ impl PrivateMariaDb {
         run(self.client("mariadb", db).args(["-N", "-e", sql]), "mariadb client")
     }
 
-    /// A logical backup of table `table` of database `db` (`mariadb-dump`, one consistent
-    /// snapshot), written as one `REPLACE` of every row: restoring it puts each row back as it
-    /// was, atomically, while nodes keep using the table.
-    pub fn dump(&self, db: &str, table: &str) -> Result<PathBuf> {
+    /// A logical backup of tables `tables` of database `db` (`mariadb-dump`, one consistent
+    /// snapshot of them all), written as one `REPLACE` of every row per table: restoring it
+    /// puts each row back as it was, a table at a time, while nodes keep using the tables.
+    pub fn dump(&self, db: &str, tables: &[&str]) -> Result<PathBuf> {
+        ensure!(!tables.is_empty(), "a backup of no table");
         let out = self
             .client("mariadb-dump", "")
             .args(["--single-transaction", "--no-create-info", "--replace", "--skip-add-locks"])
-            .args([db, table])
+            .arg(db)
+            .args(tables)
             .output()?;
         ensure!(out.status.success(), "mariadb-dump: {}", String::from_utf8_lossy(&out.stderr));
         static DUMPS: AtomicU32 = AtomicU32::new(0);
         let n = DUMPS.fetch_add(1, Ordering::Relaxed);
-        let path = self.dir.join(format!("{db}-{table}-{n}.sql"));
+        let path = self.dir.join(format!("{db}-{}-{n}.sql", tables.join("+")));
         std::fs::write(&path, out.stdout)?;
         Ok(path)
     }

@@ -3,8 +3,8 @@
 //! their store and their clocks stepped back, lease rows deleted, a data disk filled, a tag
 //! deleted and created again (the disk-full scenario mounts a tmpfs: CI runs as root), and
 //! for strict tags and the oracle the owner killed, paused, cut off from its store in a
-//! network namespace (root again), and nodes joining and leaving, checked for real-time
-//! order. Every scenario must pass, the unsafe ones by being flagged by the checker. Runs when `IDMINT_TEST_CHAOS` is set (`.ci/run` sets it and
+//! network namespace (root again), nodes joining and leaving, and the store restored from a
+//! backup with and without a witness, checked for real-time order. Every scenario must pass, the unsafe ones by being flagged by the checker. Runs when `IDMINT_TEST_CHAOS` is set (`.ci/run` sets it and
 //! installs libfaketime); then a missing tool is a failure, not a skip. Unset, the skip is
 //! recorded for the run's summary.
 
