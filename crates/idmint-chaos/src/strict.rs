@@ -43,6 +43,8 @@ const RESTORED: [&str; 3] = ["leaf_alloc", "idmint_workers", "idmint_tag_meta"];
 const WITNESS_REFUSED: &str = "the store returned a range below the witness's mark";
 const STORE_WENT_BACK: &str = "the store went backwards";
 const STRICT_LEASE_LOST: &str = "strict tag lease lost";
+/// A new strict owner found the store's ceiling behind the witness's and started above it.
+const STRICT_ABOVE_WITNESS: &str = "behind the witness's mark";
 /// What the clients ask for: the strict tag and the oracle.
 const TAGS: [(&str, &str); 2] = [(TAG, "/v1/segment/order"), ("tso", "/v1/tso")];
 /// The tags checked for real-time order.
@@ -416,6 +418,12 @@ fn restore_with(run: &mut Run, out: &mut Outcomes, witness: bool) -> Result<()> 
         guarded.to_string(),
         guarded.refused() > 0 && guarded.leases_lost > 0,
     ));
+    let whole = Guarded::since(&nodes, &vec![0; nodes.len()], 0);
+    out.criteria.push(criterion(
+        "a new strict owner found the store's ceiling behind the witness's and started above it",
+        whole.to_string(),
+        whole.above_witness > 0,
+    ));
     out.criteria.push(only_refusals(&refusals(h), &ALLOWED));
     let back = (0..nodes.len())
         .map(|n| first_ids_after(h, n, started_ms).map(|t| t - started_ms))
@@ -524,6 +532,8 @@ struct Guarded {
     by_marks: usize,
     by_witness: usize,
     leases_lost: usize,
+    /// Strict owners that started above the witness's mark, the store's being behind it.
+    above_witness: usize,
 }
 
 impl Guarded {
@@ -549,6 +559,7 @@ impl Guarded {
             by_marks: count(STORE_WENT_BACK),
             by_witness,
             leases_lost: count(STRICT_LEASE_LOST),
+            above_witness: count(STRICT_ABOVE_WITNESS),
         }
     }
 
@@ -561,8 +572,9 @@ impl std::fmt::Display for Guarded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} ranges refused by a node's own marks, {} by the witness; {} strict leases lost",
-            self.by_marks, self.by_witness, self.leases_lost
+            "{} ranges refused by a node's own marks, {} by the witness; {} strict leases lost, \
+             {} strict owners started above the witness's mark",
+            self.by_marks, self.by_witness, self.leases_lost, self.above_witness
         )
     }
 }

@@ -575,13 +575,15 @@ impl StrictTags {
                 Err(error) => return Err(unavailable(error.to_string())),
             }
         }
-        let mut floor =
+        let recorded =
             recorded_ceiling(&*self.meta, tag).await.map_err(|e| unavailable(e.to_string()))?;
         // The witness saw every ceiling of every owner, whatever became of this store.
+        let mut witnessed = 0;
         if let Some(witness) = &self.config.witness {
-            let witnessed = bounded(witness.raise(tag, 0)).await;
-            floor = floor.max(witnessed.map_err(|e| unavailable(format!("the witness: {e}")))?);
+            let raised = bounded(witness.raise(tag, 0)).await;
+            witnessed = raised.map_err(|e| unavailable(format!("the witness: {e}")))?;
         }
+        let floor = recorded.max(witnessed);
         let asked_ms = self.clock.now_ms();
         let request = self.lease_request(space);
         let lease = match bounded(Fence::<Window>::acquire(&*self.store, &request)).await {
@@ -594,6 +596,13 @@ impl StrictTags {
             }
             Err(error) => return Err(unavailable(error.to_string())),
         };
+        if witnessed > recorded.max(lease.mark) {
+            tracing::warn!(
+                %tag, witness_mark = witnessed, store_mark = recorded.max(lease.mark),
+                "the store's ceiling of the strict tag is behind the witness's mark (a store \
+                 restored from an older backup?): this owner starts above the witness's mark"
+            );
+        }
         let owned = Arc::new(self.own(tag, lease, asked_ms, floor)?);
         if self.cancel.is_cancelled() {
             owned.give_up("the node is shutting down").await;
