@@ -65,8 +65,9 @@ final class Owners {
         if (node != null && !node.equals(names.get(server))) {
             // A name is one server's: a server that moved (a restart) takes it from the other.
             for (int i = 0; i < names.length(); i++) {
-                if (i != server) {
-                    names.compareAndSet(i, node, null);
+                String name = names.get(i);
+                if (i != server && node.equals(name)) {
+                    names.compareAndSet(i, name, null);
                 }
             }
             names.set(server, node);
