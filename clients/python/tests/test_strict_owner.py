@@ -3,13 +3,15 @@ is found from the nodes' own answers (``idmint-node``, ``idmint-owner``) and the
 given the other node first. After a few takes that learn the names, every take goes to the
 owner: the other node's request count (its own ``/metrics``) does not move while the owner's
 grows by every take, and the ids increase. Then the owner is killed with -9 mid-run: the
-takes go on through the other node, no id twice."""
+takes go on through the other node, no id twice. And the rule itself, without a server."""
 
 import asyncio
 import threading
 import time
 
 import idmint
+from idmint._core import Owners
+from idmint._wire import Named
 from conftest import assert_increasing, assert_unique, unique
 
 ROUTE = "/v1/segment/{tag}"  # the route label of the client's strict takes
@@ -97,3 +99,38 @@ def test_the_owner_killed_with_minus_9_mid_run_the_takes_go_on_elsewhere(mysql_n
     for n, ids in enumerate(lists):
         assert_increasing(ids, f"thread {n}")
     assert other.requests(ROUTE) > other_before, "no take went to the other node after the kill"
+
+
+class _Health:
+    """Endpoints' health as ``Owners.pick`` reads it: the servers in ``up`` are up."""
+
+    def __init__(self, up):
+        self.up = set(up)
+
+    def is_up(self, index):
+        return index in self.up
+
+
+def test_a_take_asks_the_owner_then_the_servers_not_named_yet():
+    owners = Owners(3)
+    everyone = _Health([0, 1, 2])
+    assert owners.pick("t", everyone) is None, "no owner known"
+    # Server 0 answers: it is "n0" and the owner is "n2", a name no server gave yet.
+    owners.learn("t", 0, "n0", "n2")
+    assert owners.pick("t", everyone) in (1, 2), "a server not named yet"
+    assert owners.pick("t", _Health([0, 2])) == 2, "server 1 is down: never asked"
+    owners.answered("t", 2, 2, Named([7], "n2", "n2"))
+    assert owners.pick("t", everyone) == 2
+    assert owners.pick("t", _Health([0, 1])) is None, "the owner is down: the failover order"
+    # Asked first, the owner did not answer (server 0 did, naming no owner): forgotten.
+    owners.answered("t", 2, 0, Named([8], "n0", None))
+    assert owners.pick("t", everyone) is None
+
+
+def test_a_name_belongs_to_the_server_that_gave_it_last():
+    owners = Owners(2)
+    owners.learn("t", 0, "n", "n")
+    assert owners.pick("t", _Health([0, 1])) == 0
+    owners.learn("t", 1, "n", "n")  # the node now answers at server 1's address
+    assert owners.pick("t", _Health([0, 1])) == 1
+    assert owners.pick("t", _Health([1])) == 1
