@@ -129,6 +129,26 @@ class Node:
         assert status == 201, body
         return body
 
+    def named(self, tag: str) -> Tuple[Optional[str], Optional[str]]:
+        """A take of strict ``tag`` asked of this node: its ``idmint-node`` and
+        ``idmint-owner`` headers."""
+        request = urllib.request.Request(f"{self.url}/v1/segment/{tag}?count=1")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+            return response.headers.get("idmint-node"), response.headers.get("idmint-owner")
+
+    def requests(self, route: str) -> int:
+        """The HTTP requests this node counted on ``route`` (a route template), any method and
+        status, from its own ``/metrics``: ``idmint_http_requests_total{route="..."}``."""
+        status, text = self.call("GET", "/metrics", admin=True)
+        assert status == 200, text
+        label = f'route="{route}"'
+        return sum(
+            int(float(line.rsplit(" ", 1)[1]))
+            for line in text.splitlines()
+            if line.startswith("idmint_http_requests_total{") and label in line
+        )
+
     def leaf_id(self, tag: str) -> int:
         """One id on Leaf's route, as a Leaf client takes it."""
         status, body = self.call("GET", f"/api/segment/get/{tag}")

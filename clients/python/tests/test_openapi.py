@@ -3,7 +3,8 @@ reads, checked against ``/openapi.json`` of the server under test. Routes and me
 query parameters are declared with the bounds the client assumes, the give-back body fits
 its schema, the live answers fit theirs and carry as required the fields the client reads,
 the error codes the client tells apart are the document's, and the client's own checks
-(proof and ULID patterns, tag names) are the document's. Nothing here is written down by
+(proof and ULID patterns, tag names) are the document's, and so are the answer headers it
+reads (a strict take's `idmint-node` and `idmint-owner`). Nothing here is written down by
 hand that the document could say instead."""
 
 import json
@@ -222,3 +223,17 @@ def test_live_answers_fit_the_documented_schemas(document, node):
         raised = errors.from_http(status, json.dumps(body).encode(), tag)
         assert isinstance(raised, errors.IdmintError), raised
     uuid.UUID(node.call("GET", _wire.uuid7(1).path)[1]["ids"][0])
+
+
+def test_the_names_the_client_reads_from_a_strict_take_are_documented_headers(document, node):
+    op = operation(document, _wire.ids("order", 1))[1]
+    headers = op["responses"]["200"].get("headers", {})
+    for name in (_wire.NODE_HEADER, _wire.OWNER_HEADER):
+        assert name in headers, f"GET /v1/segment/{{tag}} 200 documents no header {name}"
+        schema = headers[name].get("schema")
+        assert schema is None or resolve(document, schema).get("type") == "string", (name, schema)
+    # And a live strict take carries them: a lone node names itself as the owner.
+    strict = unique("contract-named")
+    node.create_tag(strict, strict=True)
+    self_name, owner = node.named(strict)
+    assert self_name and owner == self_name, (self_name, owner)

@@ -14,6 +14,10 @@ servers' health and order, and each tag's buffer of leased ranges.
   failover a server may lease ids below those this client handed out. Each tag keeps the
   highest lease end it accepted and skips (wastes, never serves) leases below it: a
   client's ids of a tag increase, across failovers too.
+- **The owner**: every answer of a strict take names the server that answered
+  (``idmint-node``) and the tag's owner (``idmint-owner``); ``Owners`` remembers both and
+  picks the configured server whose name is the owner's, so the take skips the forward a
+  non-owner makes. A name only picks among the configured servers, never adds one.
 - **The lease size** follows consumption: ``rate x lease_duration`` ids within
   ``[min_lease, count_max]``, at most ``LEASE_GROWTH_MAX`` times the previous lease.
 
@@ -26,10 +30,10 @@ import threading
 import time
 import unicodedata
 from collections import deque
-from typing import Deque, List, Optional, Sequence, Tuple
+from typing import Deque, Dict, List, Optional, Sequence, Tuple
 
 from . import limits
-from ._wire import Lease
+from ._wire import Lease, Named
 from .errors import BadConfig, BadTag, IdmintError, InvalidArgument
 
 #: Whether takes may rely on the GIL (every build but the free-threaded ones).
@@ -162,6 +166,11 @@ class Endpoints:
             down = sorted((i for i in ring if self._down_until[i] > now), key=lambda i: self._down_until[i])
         return up + down
 
+    def is_up(self, index: int) -> bool:
+        """Whether server ``index`` is not marked down now."""
+        with self._lock:
+            return self._down_until[index] <= time.monotonic()
+
     def succeeded(self, index: int) -> None:
         """Server ``index`` answered: healthy again."""
         with self._lock:
@@ -174,6 +183,69 @@ class Endpoints:
             self._failures[index] += 1
             backoff = limits.DOWN_BACKOFF_S_MIN * 2 ** min(self._failures[index] - 1, 16)
             self._down_until[index] = time.monotonic() + min(backoff, limits.DOWN_BACKOFF_S_MAX)
+
+
+class Owners:
+    """Which configured server a strict tag's take asks first. The servers name themselves
+    and the tag's owner on every strict answer; any node but the owner forwards the take to
+    it, so asking the owner directly saves a hop. A hint: an owner that moved or died costs
+    one attempt, then the take goes on in the failover order (every node answers in order).
+    A name never adds a server: it only picks among those the client was configured with.
+    The lock guards the two tables only; nothing here waits on I/O."""
+
+    def __init__(self, servers: int):
+        """No server named yet, no owner known."""
+        self._lock = threading.Lock()
+        #: Each server's own name (its ``idmint-node``), ``None`` until it gave one.
+        self._names: List[Optional[str]] = [None] * servers
+        #: Each strict tag's owner as the servers last named it.
+        self._owners: Dict[str, str] = {}
+        self._probe = itertools.count()
+
+    def pick(self, tag: str, endpoints: "Endpoints") -> Optional[int]:
+        """The server a take of strict ``tag`` asks first: the owner's if it is up; when the
+        owner named is none of the servers named so far, one that is up and not named yet
+        (its answer names it, so the owner's server is found within a few takes); else
+        ``None`` (the failover order)."""
+        with self._lock:
+            owner = self._owners.get(tag)
+            names = list(self._names)
+        if owner is None:
+            return None
+        if owner in names:
+            index = names.index(owner)
+            return index if endpoints.is_up(index) else None
+        n = len(names)
+        start = next(self._probe) % n
+        for k in range(n):
+            index = (start + k) % n
+            if names[index] is None and endpoints.is_up(index):
+                return index
+        return None
+
+    def learn(self, tag: str, index: int, node: Optional[str], owner: Optional[str]) -> None:
+        """What an answer of server ``index`` to a take of strict ``tag`` named: the server
+        and the owner, each when present (``None``: unchanged)."""
+        with self._lock:
+            if node is not None and self._names[index] != node:
+                # A name is one server's: a server that moved (a restart) takes it over.
+                self._names = [None if name == node else name for name in self._names]
+                self._names[index] = node
+            if owner is not None and (tag in self._owners or len(self._owners) < limits.TAGS_MAX):
+                self._owners[tag] = owner
+
+    def answered(self, tag: str, direct: Optional[int], index: int, named: Named) -> None:
+        """A take of strict ``tag`` that asked ``direct`` first (``pick``'s choice) was
+        answered by server ``index``: the owner is forgotten if it was asked and did not
+        answer, then what the answer named is learnt."""
+        if direct is not None and index != direct:
+            self.forget(tag)
+        self.learn(tag, index, named.node, named.owner)
+
+    def forget(self, tag: str) -> None:
+        """Forgets ``tag``'s owner (asking it failed): the next take goes in the usual order."""
+        with self._lock:
+            self._owners.pop(tag, None)
 
 
 class Range:

@@ -10,11 +10,11 @@ clients send) and keeps no state.
 import json
 import re
 import uuid
-from typing import Any, Callable, List, NamedTuple, Optional
+from typing import Any, Callable, List, Mapping, NamedTuple, Optional
 from urllib.parse import quote
 
 from .errors import Failure, from_http
-from .limits import ID_MAX, LEASE_RANGES_MAX
+from .limits import ID_MAX, LEASE_RANGES_MAX, NODE_NAME_LEN_MAX
 
 _PROOF = re.compile(r"^[0-9a-f]{16}$")
 _ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
@@ -29,14 +29,30 @@ class Lease(NamedTuple):
 
 
 class Request(NamedTuple):
-    """One call: method, path and query, JSON body, the tag it is about (for errors) and
-    the check that turns a 2xx body into the answer."""
+    """One call: method, path and query, JSON body, the tag it is about (for errors), the
+    check that turns a 2xx body into the answer, and whether the answer is ``Named``."""
 
     method: str
     path: str
     body: Optional[dict]
     subject: str
     parse: Callable[[Any], Any]
+    named: bool = False
+
+
+#: The answer header naming the server that answered a strict take, as its peers reach it.
+NODE_HEADER = "idmint-node"
+#: The answer header naming a strict tag's owner, in ``NODE_HEADER``'s form.
+OWNER_HEADER = "idmint-owner"
+
+
+class Named(NamedTuple):
+    """An answer with the names its headers gave: the server that answered and the tag's
+    owner (``None`` when absent or not a name)."""
+
+    value: Any
+    node: Optional[str]
+    owner: Optional[str]
 
 
 def segment(name: str) -> str:
@@ -81,8 +97,8 @@ def give_back(tag: str, start: int, end: int, leases: List[Lease]) -> Request:
 
 def ids(tag: str, count: int) -> Request:
     """``GET /v1/segment/{tag}?count=N``: ``count`` ids of a tag asked of the server (the
-    strict tags' path), as numbers."""
-    return Request("GET", f"/v1/segment/{segment(tag)}?count={count}", None, tag, _numbers(count))
+    strict tags' path), as numbers, ``Named`` by the answer's headers."""
+    return Request("GET", f"/v1/segment/{segment(tag)}?count={count}", None, tag, _numbers(count), named=True)
 
 
 def snowflake(count: int) -> Request:
@@ -118,16 +134,28 @@ def ulid(count: int) -> Request:
     return Request("GET", f"/v1/ulid?count={count}", None, "", parse)
 
 
-def answer(request: Request, status: int, body: bytes) -> Any:
-    """The answer to ``request``, or the exception its status and body stand for: an
-    ``IdmintError`` of the caller's, or a ``Failure`` worth another server."""
+def answer(request: Request, status: int, body: bytes, headers: Mapping[str, str]) -> Any:
+    """The answer to ``request`` (``Named`` by ``headers`` when the request says so), or the
+    exception its status and body stand for: an ``IdmintError`` of the caller's, or a
+    ``Failure`` worth another server."""
     if not 200 <= status < 300:
         raise from_http(status, body, request.subject)
     try:
         decoded = json.loads(body)
     except ValueError:
         raise Failure(f"malformed JSON answer (HTTP {status})") from None
-    return request.parse(decoded)
+    value = request.parse(decoded)
+    if request.named:
+        return Named(value, _name(headers.get(NODE_HEADER)), _name(headers.get(OWNER_HEADER)))
+    return value
+
+
+def _name(value: Optional[str]) -> Optional[str]:
+    """A server's name from a header: visible ASCII, at most ``NODE_NAME_LEN_MAX``
+    characters; ``None`` otherwise (a hint: a malformed one is ignored, never an error)."""
+    if not value or len(value) > NODE_NAME_LEN_MAX or not all(33 <= ord(c) <= 126 for c in value):
+        return None
+    return value
 
 
 def _field(answer: Any, name: str, kind: type) -> Any:

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import httpx
 
 from . import _wire, limits
-from ._core import GIL, Endpoints, Range, Settings, TagState, checked_count, checked_tag, give_back_groups
+from ._core import GIL, Endpoints, Owners, Range, Settings, TagState, checked_count, checked_tag, give_back_groups
 from .errors import ClientClosed, Failure, IdmintError, InvalidArgument, Refused, StrictTag, Unavailable
 
 log = logging.getLogger("idmint")
@@ -47,6 +47,7 @@ class AsyncClient:
         """Checks the settings (:class:`~idmint.errors.BadConfig`); connects lazily."""
         self._settings = Settings(servers, token, timeout, min_lease, lease_duration)
         self._endpoints = Endpoints(self._settings.urls)
+        self._owners = Owners(len(self._settings.urls))
         self._http = httpx.AsyncClient(headers=self._settings.headers, timeout=self._settings.timeout_s)
         self._tags: Dict[str, TagState] = {}
         self._tasks: Set["asyncio.Task[None]"] = set()
@@ -286,12 +287,21 @@ class AsyncClient:
         )
 
     async def _strict_ids(self, state: TagState, count: int) -> List[int]:
-        """``count`` ids of a strict tag, asked of a server (never cached here)."""
+        """``count`` ids of a strict tag, asked of a server (never cached here): first of the
+        tag's owner when the servers named it and it is up (any other node forwards to it),
+        else in the failover order. An owner that fails is forgotten and the same call goes
+        on to the others: every node answers in order."""
         if state.closed:
             raise ClientClosed()
-        ids, index = await self._call(_wire.ids(state.tag, count), state.home)
+        direct = self._owners.pick(state.tag, self._endpoints)
+        try:
+            named, index = await self._call(_wire.ids(state.tag, count), state.home if direct is None else direct)
+        except Unavailable:
+            self._owners.forget(state.tag)
+            raise
+        self._owners.answered(state.tag, direct, index, named)
         state.home = index
-        return ids
+        return named.value
 
     async def _direct(self, request: _wire.Request) -> Any:
         if self._closed:
@@ -328,7 +338,7 @@ class AsyncClient:
             raise Failure(f"no answer within {timeout:.3f} s") from None
         except httpx.HTTPError as e:
             raise Failure(f"HTTP request failed: {e!r}") from None
-        return _wire.answer(request, response.status_code, response.content)
+        return _wire.answer(request, response.status_code, response.content, response.headers)
 
     async def _give_back(self, state: TagState) -> None:
         """Gives ``state``'s unused ids back, highest first, each run to its server."""

@@ -67,6 +67,8 @@ TAGS_MAX = 10_000
 
 #: Longest tag name, in UTF-8 bytes.
 TAG_BYTES_MAX = 128
+#: Longest server name read from a strict answer's ``idmint-node`` or ``idmint-owner``.
+NODE_NAME_LEN_MAX = 256
 
 #: Longest bearer token accepted.
 TOKEN_LEN_MAX = 1_024

@@ -15,6 +15,7 @@ import java.io.IOException;
 import java.lang.System.Logger.Level;
 import java.net.URI;
 import java.net.http.HttpClient;
+import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.ByteBuffer;
@@ -36,9 +37,9 @@ import java.util.concurrent.atomic.AtomicLong;
 final class Endpoints {
     private static final System.Logger LOG = System.getLogger("org.idmint.client");
 
-    /** Reads one answer body into what the call answers. */
+    /** Reads one answer (its body and headers) of server {@code server} into what the call answers. */
     interface Decoder<T> {
-        T decode(byte[] body, int server) throws Wire.BadAnswer;
+        T decode(byte[] body, int server, HttpHeaders headers) throws Wire.BadAnswer;
     }
 
     /** One server. */
@@ -118,6 +119,11 @@ final class Endpoints {
     /** The URL of server {@code index}. */
     String url(int index) {
         return servers.get(index).url;
+    }
+
+    /** Whether server {@code index} is not marked down now. */
+    boolean isUp(int index) {
+        return !servers.get(index).isDown(System.nanoTime());
     }
 
     /** Stops the HTTP client's threads. */
@@ -205,7 +211,7 @@ final class Endpoints {
         int status = response.statusCode();
         if (status >= 200 && status < 300) {
             try {
-                T answer = decoder.decode(response.body(), index);
+                T answer = decoder.decode(response.body(), index, response.headers());
                 succeeded(server);
                 return answer;
             } catch (Wire.BadAnswer e) {

@@ -55,6 +55,8 @@ public final class IdmintClient implements AutoCloseable {
     /** What every tag's buffer shares: the servers, the settings, the fetch threads, the closed flag. */
     static final class Core {
         final Endpoints endpoints;
+        /** The strict tags' owners and the servers' names, as the servers told them. */
+        final Owners owners;
         final long minLease;
         final long leaseDurationS;
         /** Longest a take waits for its tag's fetch. */
@@ -66,6 +68,7 @@ public final class IdmintClient implements AutoCloseable {
 
         Core(Endpoints endpoints, long minLease, long leaseDurationS) {
             this.endpoints = endpoints;
+            this.owners = new Owners(endpoints.urls().size());
             this.minLease = minLease;
             this.leaseDurationS = leaseDurationS;
             this.waitMs = endpoints.deadlineMs() + 500;
@@ -169,7 +172,7 @@ public final class IdmintClient implements AutoCloseable {
         checkOpen();
         checkCount(count);
         return core.endpoints.call("GET", Wire.path(Wire.SNOWFLAKE, null, count), null, null,
-                (body, server) -> Wire.ids(body, count));
+                (body, server, headers) -> Wire.ids(body, count));
     }
 
     /** A time-ordered UUID (version 7), made by a server. */
@@ -182,7 +185,7 @@ public final class IdmintClient implements AutoCloseable {
         checkOpen();
         checkCount(count);
         return core.endpoints.call("GET", Wire.path(Wire.UUIDS, null, count, 7), null, null,
-                (body, server) -> Wire.uuids(body, count));
+                (body, server, headers) -> Wire.uuids(body, count));
     }
 
     /** A ULID (26 characters, Crockford base32), made by a server. */
@@ -195,7 +198,7 @@ public final class IdmintClient implements AutoCloseable {
         checkOpen();
         checkCount(count);
         return core.endpoints.call("GET", Wire.path(Wire.ULIDS, null, count), null, null,
-                (body, server) -> Wire.ulids(body, count));
+                (body, server, headers) -> Wire.ulids(body, count));
     }
 
     /** Attempts on servers that failed so far (for tests). */
@@ -291,13 +294,30 @@ public final class IdmintClient implements AutoCloseable {
     }
 
     /**
-     * {@code count} ids of a strict tag, asked of the servers in one call and never cached: any
-     * node forwards to the tag's owner (the servers do not name the owner to clients).
+     * {@code count} ids of a strict tag, asked of the servers in one call and never cached:
+     * first of the tag's owner when the servers named it and it is up (any other node would
+     * forward to it), else in the usual failover order. When the owner does not answer, the
+     * same call goes on to the others (every node answers in order) and the owner is forgotten.
      */
     private long[] strictIds(String tag, int count) {
         checkOpen();
-        return core.endpoints.call("GET", Wire.path(Wire.IDS, tag, count), null, tag,
-                (body, server) -> Wire.ids(body, count));
+        Owners owners = core.owners;
+        int direct = owners.pick(tag, core.endpoints::isUp);
+        try {
+            return core.endpoints.call(direct, "GET", Wire.path(Wire.IDS, tag, count), null, tag,
+                    (body, server, headers) -> {
+                        long[] ids = Wire.ids(body, count);
+                        if (direct != Owners.ANY && server != direct) {
+                            owners.forget(tag);
+                        }
+                        owners.learn(tag, server, Wire.nodeName(headers, Wire.NODE_HEADER),
+                                Wire.nodeName(headers, Wire.OWNER_HEADER));
+                        return ids;
+                    });
+        } catch (UnavailableException e) {
+            owners.forget(tag);
+            throw e;
+        }
     }
 
     /** Gives {@code pieces} back, highest first, contiguous pieces of one server in one call. */
@@ -323,7 +343,7 @@ public final class IdmintClient implements AutoCloseable {
             int server = run.get(0).lease.server;
             try {
                 long returned = core.endpoints.callAt(server, "POST", Wire.path(Wire.RETURN, tag),
-                        Wire.returnBody(from, to, leases), tag, (body, s) -> Wire.returned(body, to - from));
+                        Wire.returnBody(from, to, leases), tag, (body, s, headers) -> Wire.returned(body, to - from));
                 returnedIds.addAndGet(returned);
                 LOG.log(Level.DEBUG, "tag {0}: gave back [{1}, {2}), {3} taken back", tag, from, to, returned);
             } catch (IdmintException e) {

@@ -52,6 +52,8 @@ public final class Limits {
     public static final int TAGS_MAX = 10_000;
     /** Most strict tags remembered as strict (asked of the servers, never cached). */
     public static final int STRICT_TAGS_MAX = 10_000;
+    /** Longest server name read from a strict answer's {@code idmint-node} or {@code idmint-owner}. */
+    public static final int NODE_NAME_LENGTH_MAX = 256;
     /** Longest tag name, in UTF-8 bytes (a Leaf {@code biz_tag}). */
     public static final int TAG_BYTES_MAX = 128;
     /** Largest answer body read (a full batch of UUIDs as text is about 4 MiB). */

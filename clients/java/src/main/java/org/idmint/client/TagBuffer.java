@@ -406,11 +406,11 @@ final class TagBuffer {
             for (int k = 1; k < calls; k++) {
                 int at = server;
                 extra.add(CompletableFuture.supplyAsync(() -> core.endpoints.call(at, "GET",
-                        Wire.path(Wire.RANGES, tag, asked), null, tag, (body, s) -> Wire.leases(body, asked, s)),
+                        Wire.path(Wire.RANGES, tag, asked), null, tag, (body, s, headers) -> Wire.leases(body, asked, s)),
                         core.leaseCalls));
             }
             List<Wire.Lease> leases = new ArrayList<>(core.endpoints.call(server, "GET",
-                    Wire.path(Wire.RANGES, tag, asked), null, tag, (body, answered) -> Wire.leases(body, asked, answered)));
+                    Wire.path(Wire.RANGES, tag, asked), null, tag, (body, answered, headers) -> Wire.leases(body, asked, answered)));
             server = leases.get(0).server;
             for (CompletableFuture<List<Wire.Lease>> call : extra) {
                 try {

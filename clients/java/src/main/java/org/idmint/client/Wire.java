@@ -6,6 +6,7 @@
 // This file must not pick servers or retry (Endpoints does) nor keep state.
 package org.idmint.client;
 
+import java.net.http.HttpHeaders;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -27,14 +28,22 @@ final class Wire {
         final Map<String, String> request;
         /** Answer fields read on success and their JSON types. */
         final Map<String, String> answer;
+        /** Answer headers read on success (optional ones: a hint when present). */
+        final List<String> answerHeaders;
 
         Route(String method, String template, List<String> query, Map<String, String> request,
                 Map<String, String> answer) {
+            this(method, template, query, request, answer, List.of());
+        }
+
+        Route(String method, String template, List<String> query, Map<String, String> request,
+                Map<String, String> answer, List<String> answerHeaders) {
             this.method = method;
             this.template = template;
             this.query = query;
             this.request = request;
             this.answer = answer;
+            this.answerHeaders = answerHeaders;
         }
 
         @Override
@@ -51,9 +60,13 @@ final class Wire {
             fields("start", "integer", "end", "integer", "leases[].start", "integer", "leases[].end", "integer",
                     "leases[].proof", "string"),
             fields("returned", "integer"));
-    /** Ids asked of the servers one call at a time (strict tags). */
+    /** The answer header naming the server that answered a strict take, as its peers reach it. */
+    static final String NODE_HEADER = "idmint-node";
+    /** The answer header naming a strict tag's owner, in {@link #NODE_HEADER}'s form. */
+    static final String OWNER_HEADER = "idmint-owner";
+    /** Ids asked of the servers one call at a time (strict tags), naming the answering node and the owner. */
     static final Route IDS = new Route("GET", "/v1/segment/{tag}", List.of("count"), Map.of(),
-            fields("ids[]", "integer"));
+            fields("ids[]", "integer"), List.of(NODE_HEADER, OWNER_HEADER));
     /** Snowflake ids. */
     static final Route SNOWFLAKE = new Route("GET", "/v1/snowflake", List.of("count"), Map.of(),
             fields("ids[]", "integer"));
@@ -202,6 +215,20 @@ final class Wire {
     /** Exactly {@code count} ULIDs from an {@code {"ids": [...]}} answer. */
     static List<String> ulids(byte[] body, int count) throws BadAnswer {
         return texts(body, count, ULID_TEXT);
+    }
+
+    /**
+     * A node's name from answer header {@code key}: visible ASCII, at most
+     * {@link Limits#NODE_NAME_LENGTH_MAX} characters; null when absent or not a name (a hint
+     * only: a malformed one is ignored, never fails the answer).
+     */
+    static String nodeName(HttpHeaders headers, String key) {
+        String value = headers.firstValue(key).orElse(null);
+        if (value == null || value.isEmpty() || value.length() > Limits.NODE_NAME_LENGTH_MAX
+                || !value.chars().allMatch(c -> c > 0x20 && c < 0x7f)) {
+            return null;
+        }
+        return value;
     }
 
     /** An error answer's {@code code} and {@code message}, or null when the body is not idmint's error. */

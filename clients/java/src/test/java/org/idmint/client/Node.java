@@ -163,6 +163,25 @@ final class Node implements AutoCloseable {
         }
     }
 
+    /**
+     * The HTTP requests this node counted on {@code route} (a route template), any method and
+     * status, from its own {@code /metrics}: {@code idmint_http_requests_total{route="..."}}.
+     */
+    long requests(String route) {
+        HttpResponse<String> answer = get("/metrics");
+        if (answer.statusCode() != 200) {
+            throw new IllegalStateException("/metrics: " + answer.statusCode() + " " + answer.body());
+        }
+        String label = "route=\"" + route + "\"";
+        long total = 0;
+        for (String line : answer.body().split("\n")) {
+            if (line.startsWith("idmint_http_requests_total{") && line.contains(label)) {
+                total += (long) Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+            }
+        }
+        return total;
+    }
+
     private HttpResponse<String> send(String method, String path, String body) {
         HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(url + path))
                 .timeout(Duration.ofSeconds(20))

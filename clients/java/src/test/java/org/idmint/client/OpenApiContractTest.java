@@ -1,7 +1,8 @@
 // OpenApiContractTest: the routes, parameters and fields the client relies on (Wire.ROUTES)
 // exist in /openapi.json of the server under test, with the JSON types the client reads and
 // writes, required where the client needs them; and every error answer of those routes is
-// the {"error": {"code", "message"}} the client reads. Issue 36, item 3.
+// the {"error": {"code", "message"}} the client reads; the answer headers it reads (the strict
+// takes' idmint-node and idmint-owner) are documented on the route's 200. Issue 36, item 3.
 package org.idmint.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -40,6 +41,13 @@ class OpenApiContractTest {
             Map<?, ?> responses = map(operation.get("responses"), route + " responses");
             Object answer = jsonSchema(map(responses.get("200"), route + " 200"), route + " 200");
             route.answer.forEach((field, type) -> checkField(answer, field, type, route + " 200"));
+            for (String header : route.answerHeaders) {
+                Map<?, ?> headers = map(map(responses.get("200"), route + " 200").get("headers"), route + " 200 headers");
+                Map<?, ?> documented = map(headers.get(header), route + " 200 header " + header);
+                Object schema = documented.get("schema");
+                assertTrue(schema == null || hasType(resolve(schema), "string"), route + ": header " + header
+                        + " is not a string");
+            }
             for (Map.Entry<?, ?> response : responses.entrySet()) {
                 String status = (String) response.getKey();
                 Map<?, ?> content = (Map<?, ?>) map(response.getValue(), status).get("content");
