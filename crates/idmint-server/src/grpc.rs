@@ -237,7 +237,9 @@ impl IdMint for GrpcApi {
         let mut response = Response::new(answer);
         // A strict tag's answering node and owner, so that a client asks the owner directly.
         for (key, value) in self.app.strict_owner(tag.as_str()).into_iter().flatten() {
-            if let Ok(value) = value.parse() {
+            let key = tonic::metadata::AsciiMetadataKey::from_bytes(key.as_str().as_bytes());
+            let value = tonic::metadata::AsciiMetadataValue::try_from(value.as_bytes());
+            if let (Ok(key), Ok(value)) = (key, value) {
                 response.metadata_mut().insert(key, value);
             }
         }

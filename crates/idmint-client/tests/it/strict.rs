@@ -21,8 +21,8 @@ fn a_strict_tag_is_asked_of_its_owner_directly() {
         let tag = Tag::parse("chat").expect("tag");
         a.run(async move { node.create_strict_tag(&tag, None).await.expect("created") }).await;
         // The owner, as the nodes name it: the other one is listed first.
-        let owner_url = a.node.strict_owner("chat").expect("a owns the tag it created").1;
-        let (owner, other) = if owner_url.grpc_url == a.url { (&a, &b) } else { (&b, &a) };
+        let owner = a.node.strict_owner("chat").expect("a owns the tag it created");
+        let (owner, other) = if owner == idmint::strict::Owner::This { (&a, &b) } else { (&b, &a) };
         let mut last = 0;
         for transport in [Transport::Grpc, Transport::Http] {
             let (to_other, to_owner) =

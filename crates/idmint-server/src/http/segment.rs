@@ -6,8 +6,8 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::HeaderValue;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use idmint::node::PublicText;
 use serde::Serialize;
@@ -62,17 +62,14 @@ pub(crate) async fn leaf_segment(
 
 /// A strict tag's answering node and owner as headers ([`crate::state::NODE_KEY`],
 /// [`crate::state::OWNER_KEY`]); nothing for other tags.
-pub(crate) struct OwnerHeaders(Option<[(&'static str, String); 2]>);
+pub(crate) struct OwnerHeaders(Option<[(HeaderName, HeaderValue); 2]>);
 
 impl IntoResponseParts for OwnerHeaders {
     type Error = std::convert::Infallible;
 
     fn into_response_parts(self, mut parts: ResponseParts) -> Result<ResponseParts, Self::Error> {
         for (key, value) in self.0.into_iter().flatten() {
-            // A peer URL is ASCII; one that is not a header value is left out (a hint only).
-            if let Ok(value) = HeaderValue::try_from(value) {
-                parts.headers_mut().insert(key, value);
-            }
+            parts.headers_mut().insert(key, value);
         }
         Ok(parts)
     }

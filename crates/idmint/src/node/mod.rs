@@ -32,6 +32,7 @@ use tokio_util::task::TaskTracker;
 use crate::clock::Clock;
 use crate::format::IdFormat;
 use crate::segment::take_first::{TakeFirst, Waiting};
+use crate::segment::unknown::Admission;
 use crate::segment::{CreatedTag, RangeLease, TagStatus};
 use crate::segment::{Error, Segments};
 use crate::sequence::Sequences;
@@ -41,9 +42,10 @@ use crate::snowflake::SnowflakeStatus;
 use crate::snowflake::{CachedSnowflake, Snowflake};
 use crate::tinyid::{BizTypeView, Tinyid, TinyidSegment};
 use crate::uuid::Uuids;
+use idmint_core::limits::UNKNOWN_TAG_LOOKUPS_PER_S_MAX;
 
 pub use crate::peer::{Peer, PeerError, PeerLink, PublicIds};
-use crate::strict::StrictTags;
+use crate::strict::{Owner, StrictTags};
 pub use error::{Feature, NodeError, NodeStartError};
 pub use idmint_store::{POLICY_FORMATTED, POLICY_NAME, POLICY_PLAIN, POLICY_STRICT};
 pub use policy::{Policies, TagPolicy};
@@ -255,14 +257,18 @@ impl Node {
         self.peers.as_ref()
     }
 
-    /// For a strict tag, this node and the tag's owner as far as this node knows
-    /// ([`StrictTags::owner`]): what the transports tell clients so that they can ask the
-    /// owner directly. `None` for any other tag, or while the owner is unknown.
-    pub fn strict_owner(&self, name: &str) -> Option<(&Peer, Peer)> {
+    /// For a strict tag, its owner as far as this node knows ([`StrictTags::owner`]): what
+    /// the transports tell clients so that they can ask the owner directly. `None` for any
+    /// other tag, or while the owner is unknown.
+    pub fn strict_owner(&self, name: &str) -> Option<Owner> {
         let strict = self.strict.as_ref()?;
         let TagPolicy::Strict = self.policies.of(name) else { return None };
-        let owner = strict.owner(&Tag::parse(name).ok()?)?;
-        Some((strict.peer(), owner))
+        strict.owner(name)
+    }
+
+    /// This node as its peers reach it, when it serves strict tags.
+    pub fn strict_peer(&self) -> Option<&Peer> {
+        self.strict.as_ref().map(|strict| strict.peer())
     }
 
     /// How this node serves the tag named `name`.
@@ -414,6 +420,20 @@ impl Node {
         );
         let (true, Some(meta)) = (unknown, &self.meta) else { return Err(error) };
         let Ok(tag) = Tag::parse(name) else { return Err(error) };
+        // Bounded as the segment engine bounds its lookups: a name found unrecorded is not
+        // looked up again for `UNKNOWN_TAG_TTL_MS`, at most `UNKNOWN_TAG_LOOKUPS_PER_S_MAX`
+        // such lookups a second.
+        match self.policies.unrecorded.admit(&tag) {
+            Admission::Lookup => {}
+            Admission::Unknown => return Err(error),
+            Admission::OverBudget => {
+                let reason = format!(
+                    "this node already looked up {UNKNOWN_TAG_LOOKUPS_PER_S_MAX} names the store \
+                     does not hold in the last second, the most it does; retry"
+                );
+                return Err(NodeError::Segment(Error::Unavailable { tag, reason }));
+            }
+        }
         match meta.meta(&tag, POLICY_NAME).await {
             // The name may be a strict tag: unavailable, not unknown, until the store answers.
             Err(store) => {
@@ -427,7 +447,10 @@ impl Node {
                 self.policies.learn_strict(tag);
                 Ok(TagPolicy::Strict)
             }
-            _ => Err(error),
+            _ => {
+                self.policies.unrecorded.record(&tag);
+                Err(error)
+            }
         }
     }
 

@@ -23,6 +23,7 @@ use idmint_store::{
 use super::TagFormats;
 use super::error::{Feature, NodeError};
 use crate::format::IdFormat;
+use crate::segment::unknown::UnknownTags;
 
 /// How this node serves one tag.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +49,9 @@ pub struct Policies {
     /// Whether `strict` holds any tag: a node without strict tags skips it with one load.
     any_strict: AtomicBool,
     refused: HashMap<Tag, String>,
+    /// Names the tag metadata recorded no strict policy for lately: the bound on metadata
+    /// lookups unknown names cause (as the segment engine bounds its store lookups).
+    pub(crate) unrecorded: UnknownTags,
 }
 
 impl Policies {

@@ -15,7 +15,7 @@ mod giveback;
 mod lease;
 mod registry;
 pub(crate) mod take_first;
-mod unknown;
+pub(crate) mod unknown;
 
 pub use crate::marks::{HIGH_WATER_FILE, LOCK_FILE};
 pub use config::{ConfigError, SegmentConfig};

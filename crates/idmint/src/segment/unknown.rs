@@ -55,6 +55,12 @@ struct State {
     created: HashMap<Tag, Instant>,
 }
 
+impl Default for UnknownTags {
+    fn default() -> UnknownTags {
+        UnknownTags::new()
+    }
+}
+
 impl UnknownTags {
     /// No name known unknown, a full budget.
     pub(crate) fn new() -> UnknownTags {

@@ -230,6 +230,15 @@ async fn record_ceiling(
     }
 }
 
+/// Who owns a strict tag, as [`StrictTags::owner`] knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// This node.
+    This,
+    /// Another node.
+    Other(Peer),
+}
+
 /// Whether this node holds a tag's lease.
 enum Held {
     Serving(Arc<Owned>),
@@ -454,15 +463,20 @@ impl StrictTags {
         })
     }
 
-    /// Who serves `tag` as far as this node knows: this node while it holds the tag's lease,
-    /// else the owner its last forward went to. A hint for clients (the owner may change at
-    /// any time; any node still answers in order), never a decision: `None` when unknown.
-    pub fn owner(&self, tag: &Tag) -> Option<Peer> {
-        if let Held::Serving(_) = self.owned_now(tag) {
-            return Some(self.config.peer.clone());
+    /// Who serves the tag named `name` as far as this node knows: this node while it holds
+    /// the tag's lease, else the owner its last forward went to. A hint for clients (the
+    /// owner may change at any time; any node still answers in order), never a decision:
+    /// `None` when unknown.
+    pub fn owner(&self, name: &str) -> Option<Owner> {
+        {
+            let owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+            if owned.get(name).is_some_and(|entry| entry.serving(self.clock.now_ms())) {
+                return Some(Owner::This);
+            }
         }
         let routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
-        routes.get(tag).filter(|(_, token)| *token != CLAIM_TOKEN).map(|(peer, _)| peer.clone())
+        let (peer, token) = routes.get(name)?;
+        (*token != CLAIM_TOKEN).then(|| Owner::Other(peer.clone()))
     }
 
     /// This node as its peers reach it.

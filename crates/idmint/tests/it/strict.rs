@@ -254,7 +254,19 @@ async fn a_later_strict_tag_is_learnt_and_a_deleted_one_is_unknown() {
     let unknown = b.next_public_text_by_name("late").await.unwrap_err();
     assert!(matches!(unknown, NodeError::Segment(Error::UnknownTag(_))), "{unknown}");
     a.create_strict_tag(&tag, None).await.unwrap();
-    let x = take(&b, "late").await;
+    // b found the name unrecorded a moment ago: it looks again within about a second, as
+    // for a plain tag created behind its back.
+    let asked = std::time::Instant::now();
+    let x = loop {
+        match b.next_public_text_by_name("late").await {
+            Ok(text) => break text.to_string().parse::<u64>().unwrap(),
+            Err(NodeError::Segment(Error::UnknownTag(_))) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    };
+    assert!(asked.elapsed() < Duration::from_millis(1_500), "{:?}", asked.elapsed());
     assert!(take(&a, "late").await > x);
     a.delete_tag(&tag).await.unwrap();
     let gone = b.next_public_text_by_name("late").await.unwrap_err();
@@ -537,4 +549,71 @@ async fn round(tags: &[Tag], nodes: &[&Arc<Node>], last: &mut HashMap<Tag, u64>)
         let before = last.insert(tag.clone(), id).unwrap_or(0);
         assert!(id > before, "{tag}: {id} after {before}");
     }
+}
+
+/// A tag metadata store counting the policy lookups.
+struct CountingMeta {
+    inner: Arc<MemoryStore>,
+    lookups: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl idmint_store::TagMetaStore for CountingMeta {
+    async fn meta(&self, tag: &Tag, name: &str) -> Result<Option<String>, StoreError> {
+        self.lookups.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.meta(tag, name).await
+    }
+
+    async fn compare_and_set_meta(
+        &self,
+        tag: &Tag,
+        name: &str,
+        expected: Option<&str>,
+        new: &str,
+    ) -> Result<bool, StoreError> {
+        self.inner.compare_and_set_meta(tag, name, expected, new).await
+    }
+
+    async fn meta_of_every_tag(&self, name: &str) -> Result<Vec<(Tag, String)>, StoreError> {
+        self.inner.meta_of_every_tag(name).await
+    }
+}
+
+/// Requests for names the store does not hold cost bounded tag metadata lookups too (the
+/// policy of a name the segment engine found unknown): one per name per
+/// `UNKNOWN_TAG_TTL_MS`, however often it is asked, and at most
+/// `UNKNOWN_TAG_LOOKUPS_PER_S_MAX` a second.
+#[tokio::test]
+async fn unknown_names_cost_bounded_metadata_lookups() {
+    use idmint_core::limits::UNKNOWN_TAG_LOOKUPS_PER_S_MAX;
+    let store = Arc::new(MemoryStore::new());
+    let meta = Arc::new(CountingMeta { inner: Arc::clone(&store), lookups: Default::default() });
+    let mut config = NodeConfig::new(StoreUrl::Memory);
+    config.snowflake = Err("not in this test".into());
+    config.strict = Some(StrictConfig::new(Peer { grpc_url: "a".into() }));
+    let node = NodeBuilder::new(config)
+        .stores(Arc::clone(&store))
+        .tag_meta_store(Arc::clone(&meta) as Arc<dyn idmint_store::TagMetaStore>)
+        .start()
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let before = meta.lookups.load(std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..1_000 {
+        let refused = node.next_public_text_by_name("ghost").await.unwrap_err();
+        assert!(matches!(refused, NodeError::Segment(Error::UnknownTag(_))), "{refused}");
+    }
+    let one_name = meta.lookups.load(std::sync::atomic::Ordering::SeqCst) - before;
+    let seconds = started.elapsed().as_secs() + 1;
+    assert!(one_name <= seconds, "{one_name} metadata lookups for one unknown name");
+    for i in 0..3_000 {
+        match node.next_public_text_by_name(&format!("nope-{i}")).await {
+            Err(NodeError::Segment(Error::UnknownTag(_) | Error::Unavailable { .. })) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let all = meta.lookups.load(std::sync::atomic::Ordering::SeqCst) - before;
+    let budget = UNKNOWN_TAG_LOOKUPS_PER_S_MAX * (started.elapsed().as_secs() + 1) + one_name;
+    assert!(all <= budget, "{all} metadata lookups for 3 000 unknown names");
+    node.shutdown().await;
 }
