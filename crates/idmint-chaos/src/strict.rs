@@ -344,9 +344,9 @@ pub fn membership(run: &mut Run, out: &mut Outcomes) -> Result<()> {
 }
 
 /// A store restored from a backup under a witness: three nodes serving the strict tag and
-/// the oracle, and a plain tag ([`PLAIN`], step 1 000, adaptive step off) whose ranges go to
+/// the oracle, and a plain tag (`PLAIN`, step 1 000, adaptive step off) whose ranges go to
 /// every node, each node run with `--witness` (the database `witness` on the same MariaDB,
-/// which no restore touches). The tables [`RESTORED`] are backed up once every node holds a
+/// which no restore touches). The tables `RESTORED` are backed up once every node holds a
 /// range and the tag and the oracle have owners, then restored while the nodes serve, and
 /// again while every node is down after a `kill -9`, before they all start again.
 pub fn restore_witness(run: &mut Run, out: &mut Outcomes) -> Result<()> {

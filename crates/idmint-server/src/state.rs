@@ -54,7 +54,7 @@ impl AppState {
         }
     }
 
-    /// For a strict tag named `name`: the [`NODE_KEY`] and [`OWNER_KEY`] pairs an answer
+    /// For a strict tag named `name`: the `idmint-node` and `idmint-owner` pairs an answer
     /// carries (a hint: `None` for other tags and while the owner is unknown). The owner's
     /// own answers cost two reference counts, no allocation.
     pub fn strict_owner(&self, name: &str) -> Option<[(HeaderName, HeaderValue); 2]> {
