@@ -224,26 +224,27 @@ impl IdMint for GrpcApi {
         let answer = async {
             let tag = self.tag(&headers, &body.tag)?;
             let count = count(body.count, self.app.node.batch_count_max())?;
-            // A peer's forwarded take of a strict tag: served only under the lease it found.
+            // A peer's forwarded take of a strict tag: served only under the lease it found,
+            // and the peer knows the owner.
             if let Some(fence) = fence_token(&headers)? {
                 let range = self.app.node.forwarded_ids(&tag, count, fence).await?;
                 let ids = range.ids().collect();
-                return Ok((NextIdsResponse { tag: tag.to_string(), ids, texts: Vec::new() }, tag));
+                let answer = NextIdsResponse { tag: tag.to_string(), ids, texts: Vec::new() };
+                return Ok(Response::new(answer));
             }
             let (ids, texts) = split(self.app.node.next_public_ids(&tag, count).await?);
-            Ok((NextIdsResponse { tag: tag.to_string(), ids, texts }, tag))
-        };
-        let (answer, tag) = answer.await.map_err(ApiError::into_grpc_status)?;
-        let mut response = Response::new(answer);
-        // A strict tag's answering node and owner, so that a client asks the owner directly.
-        for (key, value) in self.app.strict_owner(tag.as_str()).into_iter().flatten() {
-            let key = tonic::metadata::AsciiMetadataKey::from_bytes(key.as_str().as_bytes());
-            let value = tonic::metadata::AsciiMetadataValue::try_from(value.as_bytes());
-            if let (Ok(key), Ok(value)) = (key, value) {
-                response.metadata_mut().insert(key, value);
+            let mut response = Response::new(NextIdsResponse { tag: tag.to_string(), ids, texts });
+            // A strict tag's answering node and owner, so a client asks the owner directly.
+            for (key, value) in self.app.strict_owner(tag.as_str()).into_iter().flatten() {
+                let key = tonic::metadata::AsciiMetadataKey::from_bytes(key.as_str().as_bytes());
+                let value = tonic::metadata::AsciiMetadataValue::try_from(value.as_bytes());
+                if let (Ok(key), Ok(value)) = (key, value) {
+                    response.metadata_mut().insert(key, value);
+                }
             }
-        }
-        Ok(response)
+            Ok(response)
+        };
+        answer.await.map_err(ApiError::into_grpc_status)
     }
 
     async fn next_range(&self, request: Request<NextRangeRequest>) -> Answer<NextRangeResponse> {

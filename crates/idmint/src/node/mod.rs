@@ -541,13 +541,11 @@ impl Node {
                 Err(error) => policy = self.recorded_strict(tag.as_str(), error.into()).await?,
             }
         }
+        // (`recorded_strict` never answers plain: that arm leases as a plain tag would.)
         match policy {
             TagPolicy::Formatted(_) => Err(NodeError::FormattedTag(tag.clone())),
             TagPolicy::Strict => Err(NodeError::StrictTag(tag.clone())),
-            refused @ TagPolicy::Refused(_) => {
-                refused.served(tag.as_str())?;
-                Ok(self.segments.lease(tag, count).await?)
-            }
+            TagPolicy::Refused(value) => Err(policy::refusal(tag.as_str(), value)),
             TagPolicy::Plain => Ok(self.segments.lease(tag, count).await?),
         }
     }
