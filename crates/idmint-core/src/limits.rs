@@ -128,11 +128,15 @@ const _: () = assert!(RATE_HISTORY_EVERY_MS >= RATE_SAMPLE_MS);
 pub const MARK_LEAD_RANGES: u64 = 64;
 
 /// Most ids a segment mark is written ahead of the end of the range it covers: what a restart
-/// after `kill -9` may skip per tag above the ranges the node was given.
-pub const MARK_LEAD_IDS_MAX: u64 = 1_000_000;
+/// after `kill -9` may skip per tag above the ranges the node was given. Sixteen ranges of
+/// the largest step, so a tag refilled as fast as its store answers finds its marks written
+/// long before it needs them: a mark is a file rewrite and a directory sync, several
+/// milliseconds on common disks, against under one for an allocation.
+pub const MARK_LEAD_IDS_MAX: u64 = 16 * STEP_MAX;
 
-// A lead covers at least one more range of any configured step.
-const _: () = assert!(MARK_LEAD_IDS_MAX >= STEP_MAX && MARK_LEAD_RANGES >= 2);
+// A lead covers several more ranges of any configured step, so the early write (started
+// when half the lead is left) overlaps the refills instead of pacing them.
+const _: () = assert!(MARK_LEAD_IDS_MAX >= 4 * STEP_MAX && MARK_LEAD_RANGES >= 2);
 
 /// Forward jumps a refill makes past a store that went backwards before it gives up for this
 /// attempt (and retries with backoff).
