@@ -32,7 +32,8 @@
 //!
 //! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
 //! `mysql/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `mysql/sequences.rs`; tag metadata
+//! ([`SequenceStore`](crate::SequenceStore)) in `sql/sequences.rs`, shared with the other
+//! database backend, with this one's steps in `mysql/sequences.rs`; tag metadata
 //! ([`TagMetaStore`](crate::TagMetaStore)) in `mysql/meta.rs`.
 
 mod meta;
@@ -56,8 +57,9 @@ use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
 use crate::sql::{
-    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, FEATURE_CREATE, FEATURE_DELETE, FEATURE_SEGMENTS,
-    LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside, password, scrub,
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, Dialect, FEATURE_CREATE, FEATURE_DELETE,
+    FEATURE_SEGMENTS, LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside,
+    password, scrub,
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
@@ -228,29 +230,6 @@ const COLUMNS: &str = "biz_tag, CAST(max_id AS SIGNED), CAST(step AS SIGNED), de
                        CAST(UNIX_TIMESTAMP(update_time) AS SIGNED)";
 
 impl MySqlStore {
-    /// Runs `attempt`; when it fails because a table does not exist yet, runs `ensure` (which
-    /// creates the missing tables, never altering one) and `attempt` once more. The tables
-    /// idmint makes on first use (sequences, tag metadata) are reached through it.
-    pub(crate) async fn with_tables<T, F, Fut, E, EFut>(
-        &self,
-        ensure: E,
-        attempt: F,
-    ) -> Result<T, StoreError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
-        E: FnOnce() -> EFut,
-        EFut: std::future::Future<Output = Result<(), StoreError>>,
-    {
-        match attempt().await {
-            Ok(outcome) => return Ok(outcome),
-            Err(e) if is_no_table(&e) => {}
-            Err(e) => return Err(unavailable(e)),
-        }
-        ensure().await?;
-        attempt().await.map_err(unavailable)
-    }
-
     /// Opens a bounded pool (`pool_max` connections) to the database `url` names and opens
     /// the segment table: an existing table is used as it is, an absent one created as
     /// `create_tables=` allows ([`CreateTables`]).
@@ -1396,6 +1375,35 @@ pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
              server is unreachable)"
         )),
         e => StoreError::Unavailable(format!("MySQL: {e}")),
+    }
+}
+
+impl Dialect for MySqlStore {
+    const NUMBERED: bool = false;
+
+    fn int(expr: &str) -> String {
+        format!("CAST({expr} AS SIGNED)")
+    }
+
+    fn byte_order(expr: &str) -> String {
+        format!("CAST({expr} AS BINARY)")
+    }
+
+    fn is_no_table(e: &sqlx::Error) -> bool {
+        is_no_table(e)
+    }
+
+    fn unavailable(&self, e: sqlx::Error) -> StoreError {
+        unavailable(e)
+    }
+
+    async fn create_tables(
+        &self,
+        _key: &str,
+        tables: &[(&str, String)],
+        feature: &str,
+    ) -> Result<(), StoreError> {
+        self.create_missing_tables(tables, feature).await
     }
 }
 

@@ -25,7 +25,8 @@
 //!
 //! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
 //! `postgres/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `postgres/sequences.rs`; tag metadata
+//! ([`SequenceStore`](crate::SequenceStore)) in `sql/sequences.rs`, shared with the other
+//! database backend, with this one's steps in `postgres/sequences.rs`; tag metadata
 //! ([`TagMetaStore`](crate::TagMetaStore)) in `postgres/meta.rs`.
 
 mod meta;
@@ -47,9 +48,9 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, PgPool};
 
 use crate::sql::{
-    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, FEATURE_CREATE, FEATURE_DELETE, FEATURE_SEGMENTS,
-    LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside, password, pool_options,
-    scrub,
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, Dialect, FEATURE_CREATE, FEATURE_DELETE,
+    FEATURE_SEGMENTS, LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside,
+    password, pool_options, scrub,
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
@@ -112,30 +113,6 @@ pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, Stor
 }
 
 impl PgStore {
-    /// Runs `attempt`; when it fails because a table does not exist yet, runs `ensure` (which
-    /// creates the missing tables, never altering one) and `attempt` once more. The tables
-    /// idmint makes on first use (sequences, tag metadata) are reached through it.
-    pub(crate) async fn with_tables<T, F, Fut, E, EFut>(
-        &self,
-        ensure: E,
-        attempt: F,
-    ) -> Result<T, StoreError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
-        E: FnOnce() -> EFut,
-        EFut: std::future::Future<Output = Result<(), StoreError>>,
-    {
-        match attempt().await {
-            Ok(outcome) => return Ok(outcome),
-            Err(sqlx::Error::Database(e))
-                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) => {}
-            Err(e) => return Err(self.unavailable(e)),
-        }
-        ensure().await?;
-        attempt().await.map_err(|e| self.unavailable(e))
-    }
-
     /// Connects with a pool of at most `pool_max` connections and opens the segment table,
     /// creating it when absent as `create_tables=` allows ([`CreateTables`]).
     pub async fn connect(url: &SqlUrl) -> Result<PgStore, StoreError> {
@@ -460,7 +437,6 @@ impl PgStore {
         Ok(true)
     }
 
-    /// A database error as [`StoreError::Unavailable`], its text scrubbed of the password.
     /// A driver error as [`StoreError::Unavailable`], or as [`StoreError::Denied`] when the
     /// server refused a privilege (final: retrying does not grant it).
     fn unavailable(&self, e: sqlx::Error) -> StoreError {
@@ -468,7 +444,8 @@ impl PgStore {
     }
 
     /// `e` as the refusal of the privilege `needs` (`INSERT on leaf_alloc`) that `feature`
-    /// needs, or as unavailable. PostgreSQL names the table, not the privilege.
+    /// needs, or as unavailable, its text scrubbed of the password. PostgreSQL names the
+    /// table, not the privilege.
     fn refused(&self, feature: &str, needs: Option<&str>, e: sqlx::Error) -> StoreError {
         let secret = self.secret.as_deref();
         denied(&e, feature, needs, secret)
@@ -613,6 +590,35 @@ impl SegmentStore for PgStore {
         Err(StoreError::Unavailable(format!(
             "PostgreSQL: table {TOMBSTONES_TABLE} vanished while tag {tag} was deleted; retry"
         )))
+    }
+}
+
+impl Dialect for PgStore {
+    const NUMBERED: bool = true;
+
+    fn int(expr: &str) -> String {
+        expr.to_string()
+    }
+
+    fn byte_order(expr: &str) -> String {
+        format!("{expr} COLLATE \"C\"")
+    }
+
+    fn is_no_table(e: &sqlx::Error) -> bool {
+        matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE))
+    }
+
+    fn unavailable(&self, e: sqlx::Error) -> StoreError {
+        PgStore::unavailable(self, e)
+    }
+
+    async fn create_tables(
+        &self,
+        key: &str,
+        tables: &[(&str, String)],
+        feature: &str,
+    ) -> Result<(), StoreError> {
+        self.create_missing_tables_locked(key, tables, feature).await
     }
 }
 

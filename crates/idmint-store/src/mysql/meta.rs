@@ -20,6 +20,7 @@ use sqlx::AssertSqlSafe;
 
 use super::MySqlStore;
 use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name, stored_values};
+use crate::sql::Dialect;
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
 
 /// What one attempt yields: a database error (perhaps a missing table, retried once the

@@ -18,6 +18,7 @@ use sqlx::AssertSqlSafe;
 
 use super::{ADVISORY_LOCK_CLASS, PgStore, SQLSTATE_UNDEFINED_TABLE};
 use crate::meta::{META_NAME_LEN_MAX, META_VALUE_LEN_MAX, check_cas, check_name, stored_values};
+use crate::sql::Dialect;
 use crate::sql::TxConn;
 use crate::{StoreError, TAG_META_TABLE, TagMetaStore};
 
