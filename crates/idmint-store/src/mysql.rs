@@ -34,7 +34,7 @@
 //! `mysql/workers.rs`; sequence definitions and ceilings
 //! ([`SequenceStore`](crate::SequenceStore)) in `sql/sequences.rs`, shared with the other
 //! database backend, with this one's steps in `mysql/sequences.rs`; tag metadata
-//! ([`TagMetaStore`](crate::TagMetaStore)) in `mysql/meta.rs`.
+//! ([`TagMetaStore`](crate::TagMetaStore)) in `sql/meta.rs`, its table in `mysql/meta.rs`.
 
 mod meta;
 mod sequences;
@@ -1385,8 +1385,20 @@ impl Dialect for MySqlStore {
         format!("CAST({expr} AS SIGNED)")
     }
 
+    fn text(expr: &str) -> String {
+        expr.to_string()
+    }
+
     fn byte_order(expr: &str) -> String {
         format!("CAST({expr} AS BINARY)")
+    }
+
+    fn equal_bytes(expr: &str) -> String {
+        format!("CAST({expr} AS BINARY) = CAST(? AS BINARY)")
+    }
+
+    fn on_conflict_nothing(_columns: &str) -> String {
+        String::new()
     }
 
     fn is_no_table(e: &sqlx::Error) -> bool {

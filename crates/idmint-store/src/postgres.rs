@@ -27,7 +27,7 @@
 //! `postgres/workers.rs`; sequence definitions and ceilings
 //! ([`SequenceStore`](crate::SequenceStore)) in `sql/sequences.rs`, shared with the other
 //! database backend, with this one's steps in `postgres/sequences.rs`; tag metadata
-//! ([`TagMetaStore`](crate::TagMetaStore)) in `postgres/meta.rs`.
+//! ([`TagMetaStore`](crate::TagMetaStore)) in `sql/meta.rs`, its table in `postgres/meta.rs`.
 
 mod meta;
 mod sequences;
@@ -600,8 +600,20 @@ impl Dialect for PgStore {
         expr.to_string()
     }
 
+    fn text(expr: &str) -> String {
+        format!("{expr}::text")
+    }
+
     fn byte_order(expr: &str) -> String {
         format!("{expr} COLLATE \"C\"")
+    }
+
+    fn equal_bytes(expr: &str) -> String {
+        format!("{expr} = ?")
+    }
+
+    fn on_conflict_nothing(columns: &str) -> String {
+        format!(" ON CONFLICT ({columns}) DO NOTHING")
     }
 
     fn is_no_table(e: &sqlx::Error) -> bool {

@@ -6,8 +6,10 @@
 //! outage (a refused privilege is final: [`StoreError::Denied`], never a retryable
 //! "unavailable").
 
+mod meta;
 mod sequences;
 
+pub(crate) use meta::tag_meta_store;
 pub(crate) use sequences::sequence_store;
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, RandomState};
@@ -35,8 +37,19 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     /// its integer type; PostgreSQL's columns are `bigint` already.
     fn int(expr: &str) -> String;
 
+    /// `expr`, a text column, read as text: PostgreSQL casts it, whatever its text type.
+    fn text(expr: &str) -> String;
+
     /// `expr` to order by, byte for byte, whatever the column's collation.
     fn byte_order(expr: &str) -> String;
+
+    /// `expr = ?`, true only when the bytes are equal: MySQL's `utf8mb4_bin` pads with spaces.
+    fn equal_bytes(expr: &str) -> String;
+
+    /// What follows an `INSERT` so that a duplicate of the key `columns` inserts nothing:
+    /// PostgreSQL's `ON CONFLICT … DO NOTHING`; nothing on MySQL, where the duplicate fails
+    /// with a duplicate-key error. Callers take both as the duplicate.
+    fn on_conflict_nothing(columns: &str) -> String;
 
     /// Whether `e` says that a table of the statement does not exist.
     fn is_no_table(e: &sqlx::Error) -> bool;
