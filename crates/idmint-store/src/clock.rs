@@ -13,6 +13,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub trait StoreClock: Send + Sync + std::fmt::Debug + 'static {
     /// Milliseconds since the Unix epoch; 0 for a clock set before it.
     fn now_ms(&self) -> u64;
+
+    /// Microseconds since the Unix epoch, what lease tokens are drawn from; a clock that
+    /// counts milliseconds only answers them in microseconds.
+    fn now_us(&self) -> u64 {
+        self.now_ms().saturating_mul(1_000)
+    }
 }
 
 /// The machine's clock (`SystemTime`): the default of the memory and SQLite stores.
@@ -22,5 +28,9 @@ pub struct LocalClock;
 impl StoreClock for LocalClock {
     fn now_ms(&self) -> u64 {
         SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    }
+
+    fn now_us(&self) -> u64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
     }
 }

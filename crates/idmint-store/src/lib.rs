@@ -109,7 +109,7 @@ pub use url::{
 pub use worker::{
     ASSIGN_WORKER_ID_MAX, AssignRequest, HOLDER_ID_COLUMN, HOLDER_LEN_MAX, LEASE_MARGIN_MS_MAX,
     LEASE_TTL_MS_MAX, LEASE_TTL_MS_MIN, LEASE_WORKER_ID_MAX, Lease, LeaseRecord, LeaseRequest,
-    LeaseStore, WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WorkerStore,
+    LeaseStore, WORKER_SPACE_LEN_MAX, WORKER_TIME_MS_MAX, WorkerStore, next_token,
 };
 
 /// The name of the segment table: Meituan Leaf's, so an existing Leaf database works as is.

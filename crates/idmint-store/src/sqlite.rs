@@ -19,6 +19,7 @@ mod sequences;
 mod workers;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -55,6 +56,9 @@ pub struct SqliteStore {
     /// The store's clock: worker leases expire by it (`sqlite/workers.rs`). The file lives on
     /// this machine, so every process sharing it reads this machine's clock.
     clock: Arc<dyn StoreClock>,
+    /// The last lease token this store drew: the next is above it even when the clock has
+    /// not moved (a test clock, or one stepped back) since.
+    last_token: Arc<AtomicU64>,
 }
 
 const COLUMNS: &str = "biz_tag, max_id, step, description, update_time";
@@ -66,7 +70,12 @@ impl SqliteStore {
         let path = path.to_path_buf();
         let opened = path.clone();
         let conn = run_blocking(move || open_connection(&opened)).await??;
-        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)), path, clock: Arc::new(LocalClock) })
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+            clock: Arc::new(LocalClock),
+            last_token: Arc::new(AtomicU64::new(0)),
+        })
     }
 
     /// The store with its worker leases judged by `clock` rather than the machine's (a

@@ -6,14 +6,15 @@
 //! Two ways to give a node its worker id, both kept in the same database as the segments:
 //!
 //! - **Leases** (table [`WORKERS_TABLE`](crate::WORKERS_TABLE)): a node claims the lowest free id of its *space*
-//!   (the layout's name) for a TTL and renews it. Every takeover of an expired id increments
-//!   the row's `token`, and every acquisition (a first claim or a takeover) writes a fresh
-//!   random 128-bit `holder_id` beside it; renewing, raising the time mark and releasing all
-//!   check both, so a node whose id was taken over learns it ([`StoreError::LeaseLost`]) on
-//!   its next call. The token alone is not a fence: a row deleted by hand, or restored from
-//!   an older backup, starts again at token 1 (or an older token), which the old holder would
-//!   still match; a holder id is drawn from the CSPRNG at every acquisition and is never
-//!   reused, whatever happens to the rows. An expired id is reused only once
+//!   (the layout's name) for a TTL and renews it. Every acquisition (a first claim or a
+//!   takeover) writes a new `token` and a fresh random 128-bit `holder_id`; renewing, raising
+//!   the time mark and releasing all check both, so a node whose id was taken over learns it
+//!   ([`StoreError::LeaseLost`]) on its next call. The token is the store's clock in
+//!   microseconds at the acquisition, or one above the row's previous token when that is
+//!   larger: a row deleted by hand or restored from an older backup cannot bring an earlier
+//!   token back, because the store's clock has moved on since it was drawn (the one
+//!   condition: the store's clock does not step back past it). The holder id, drawn from the
+//!   CSPRNG, holds even then. An expired id is reused only once
 //!   `expires_ms + margin_ms < now` on the store's clock, and its new owner inherits the
 //!   previous owner's persisted time high-water mark (`time_mark`), so it can refuse to issue
 //!   at or below it.
@@ -98,10 +99,9 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// the clock got there. When the only free ids are such ids, the call is refused with
     /// [`StoreError::WorkerMarksAhead`], naming the earliest of their marks.
     ///
-    /// A never-held id starts at token 1 and time mark 0; a taken-over one gets the previous
-    /// token plus one and keeps the previous owner's time mark. Either way the row gets a
-    /// fresh random [`Lease::holder_id`], which the caller must not
-    /// issue at or below. Refuses with [`StoreError::WorkersExhausted`] when every id is
+    /// The row gets a new token ([`next_token`]) and a fresh random [`Lease::holder_id`]; a
+    /// never-held id starts at time mark 0, a taken-over one keeps the previous owner's, which
+    /// the caller must not issue at or below. Refuses with [`StoreError::WorkersExhausted`] when every id is
     /// held, and with [`StoreError::InvalidValue`] for a request outside the bounds of this
     /// module, before the store is asked.
     async fn acquire_lease(&self, req: &LeaseRequest) -> Result<Lease, StoreError>;
@@ -204,8 +204,9 @@ pub struct Lease {
     pub space: WorkerSpace,
     /// The worker id.
     pub worker_id: u64,
-    /// The takeover counter: 1 for a never-held id, incremented on every takeover. Every later
-    /// call on the lease proves ownership with it and [`holder_id`](Lease::holder_id).
+    /// The fencing token, never reused ([`next_token`]): later holdings of the id get larger
+    /// ones. Every later call on the lease proves ownership with it and
+    /// [`holder_id`](Lease::holder_id).
     pub token: u64,
     /// The fencing id of this holding: 128 random bits from the CSPRNG, drawn at every
     /// acquisition and stored in the row. Unlike the token it cannot come back when a row is
@@ -221,10 +222,9 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// The fencing token of this holding, never reused: its [`holder_id`](Lease::holder_id).
-    /// The row's [`token`](Lease::token) counts takeovers and starts again when a row is
-    /// deleted or restored from a backup; this one cannot repeat, so what carries it (a
-    /// request forwarded to the holder) names this very holding.
+    /// The fencing id of this holding: its [`holder_id`](Lease::holder_id), random, so it
+    /// cannot repeat even where the [`token`](Lease::token) could (a store whose clock stepped
+    /// back past an earlier token).
     pub fn fence_token(&self) -> u128 {
         self.holder_id
     }
@@ -349,6 +349,15 @@ pub(crate) fn reusable_below(now_ms: u64, margin_ms: u64) -> Option<u64> {
     now_ms.checked_sub(margin_ms)
 }
 
+/// The token of a new holding: the store's clock in microseconds, or one above the row's
+/// `previous` token when that is not below it (two holdings within one microsecond, or a
+/// clock behind an earlier token). The SQL backends and the Redis script compute the same in
+/// the statement that writes it, from the server's clock. Tokens so grow with the store's
+/// time whatever happens to the rows: a deleted or restored row cannot bring one back.
+pub fn next_token(previous: Option<u64>, now_us: u64) -> u64 {
+    previous.map_or(now_us, |previous| now_us.max(previous.saturating_add(1)))
+}
+
 /// A row of [`WORKERS_TABLE`](crate::WORKERS_TABLE) as the acquisition walk reads it.
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 #[derive(Debug, Clone, Copy)]
@@ -375,8 +384,8 @@ pub(crate) trait LeaseTable: Send + Sync {
         margin_ms: u64,
     ) -> Result<Vec<ScanRow>, StoreError>;
 
-    /// Inserts the row of a never-held id with token 1, time mark 0, `holder_id` and an
-    /// expiry one TTL after the store's now; `None` when a row for it exists (another node
+    /// Inserts the row of a never-held id with the token [`next_token`] gives without a
+    /// previous one, time mark 0, `holder_id` and an expiry one TTL after the store's now; `None` when a row for it exists (another node
     /// claimed it first), changing nothing.
     async fn insert_lease(
         &self,
@@ -387,7 +396,8 @@ pub(crate) trait LeaseTable: Send + Sync {
 
     /// Takes an expired id over in one conditional write: only if its row still holds
     /// `token` and `expires_ms + req.margin_ms` is before the store's now, sets the holder,
-    /// `token + 1`, `holder_id` and an expiry one TTL after the store's now, keeping the time
+    /// the token [`next_token`] gives after `token`, `holder_id` and an expiry one TTL after
+    /// the store's now, keeping the time
     /// mark. `None` when the row changed meanwhile, changing nothing.
     async fn take_over(
         &self,
@@ -625,7 +635,7 @@ pub(crate) fn stored(
 
 /// `value` as a `BIGINT` column holds it. Every value this module writes is bounded far below
 /// `i64::MAX` by the checks above ([`WORKER_TIME_MS_MAX`], [`ASSIGN_WORKER_ID_MAX`]), and a
-/// token by the number of takeovers.
+/// token by the store's clock in microseconds.
 #[cfg(any(feature = "sqlite", feature = "mysql", feature = "postgres"))]
 pub(crate) fn column(value: u64) -> i64 {
     // Not a silent wrap: a value past i64::MAX would be a broken bound, and writing it

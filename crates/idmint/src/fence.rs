@@ -298,7 +298,8 @@ mod tests {
         assert!(!fence.open_at(clock.now_ms()));
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         let other = store.acquire_lease(&short).await.unwrap();
-        assert_eq!((other.worker_id, other.token), (lease.worker_id, lease.token + 1));
+        assert_eq!(other.worker_id, lease.worker_id);
+        assert!(other.token > lease.token, "{other:?} after {lease:?}");
 
         let renewal = fence.renew(|now| request(&space, now), &clock, |stops| *stops += 1).await;
         assert!(renewal.is_none());

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::worker::{
     check_assign_request, check_lease_request, check_renewal, check_time_ms, lease_lost,
-    new_holder_id, none_free, reusable_below,
+    new_holder_id, next_token, none_free, reusable_below,
 };
 use crate::{
     AssignRequest, Lease, LeaseRecord, LeaseRequest, LeaseStore, StoreError, WorkerSpace,
@@ -28,6 +28,9 @@ pub(super) struct Workers {
     leases: BTreeMap<(WorkerSpace, u64), Row>,
     /// The last assigned id (0: none yet), shared by every space as a database sequence is.
     last_assigned: u64,
+    /// The last lease token drawn: a token never repeats in this store, even when a test
+    /// clock counts whole milliseconds and rows are deleted within one.
+    last_token: u64,
 }
 
 /// One lease row: what operators see, and the holder id that fences it.
@@ -80,18 +83,20 @@ impl LeaseStore for MemoryStore {
         let mut earliest_ahead: Option<u64> = None;
         for worker_id in req.min_worker..=req.max_worker {
             let key = (req.space.clone(), worker_id);
-            let (token, time_mark) = match workers.leases.get(&key).map(|row| &row.record) {
-                None => (1, 0),
+            let (previous, time_mark) = match workers.leases.get(&key).map(|row| &row.record) {
+                None => (None, 0),
                 Some(row) if below.is_some_and(|below| row.expires_ms < below) => {
                     if row.mark > req.mark_max {
                         let earliest = earliest_ahead.map_or(row.mark, |e| e.min(row.mark));
                         earliest_ahead = Some(earliest);
                         continue;
                     }
-                    (row.token + 1, row.mark)
+                    (Some(row.token), row.mark)
                 }
                 Some(_) => continue,
             };
+            let token = next_token(previous.max(Some(workers.last_token)), self.clock.0.now_us());
+            workers.last_token = token;
             let expires_ms = now_ms + req.ttl_ms;
             let record = LeaseRecord {
                 worker_id,

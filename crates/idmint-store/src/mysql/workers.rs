@@ -41,6 +41,9 @@ use crate::{
 /// judged by. Arithmetic on a UTC datetime, so the session's time zone plays no part.
 const NOW_MS: &str =
     "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";
+/// The server's clock in microseconds since the Unix epoch, as SQL: what a new lease token is
+/// drawn from ([`next_token`](crate::next_token)).
+const NOW_US: &str = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
 
 #[async_trait]
 impl LeaseStore for MySqlStore {
@@ -187,7 +190,7 @@ impl LeaseTable for MySqlStore {
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
-             VALUES (?, ?, ?, 1, {NOW_MS} + ?, 0, ?)"
+             VALUES (?, ?, ?, {NOW_US}, {NOW_MS} + ?, 0, ?)"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
@@ -221,7 +224,8 @@ impl LeaseTable for MySqlStore {
         let mut tx = conn.begin().await.map_err(unavailable)?;
         let taken = sqlx::query(AssertSqlSafe(format!(
             "UPDATE {workers} \
-             SET holder = ?, token = token + 1, expires_ms = {NOW_MS} + ?, holder_id = ? \
+             SET holder = ?, token = GREATEST(token + 1, {NOW_US}), expires_ms = {NOW_MS} + ?, \
+             holder_id = ? \
              WHERE space = ? AND worker_id = ? AND token = ? AND expires_ms < {NOW_MS} - ?"
         )))
         .bind(req.holder.as_str())
@@ -238,8 +242,8 @@ impl LeaseTable for MySqlStore {
         if taken != 1 {
             return Ok(None);
         }
-        // Read under the row lock the update took: the token is `token + 1`, the time mark the
-        // previous owner's last.
+        // Read under the row lock the update took: the new token, the time mark the previous
+        // owner's last.
         let row = select_own_row(&mut tx, workers, &req.space, worker_id).await?;
         let lease = won_lease(req, worker_id, holder_id, row)?;
         tx.commit().await.map_err(unavailable)?;

@@ -39,6 +39,9 @@ use crate::{
 /// The server's clock in milliseconds since the Unix epoch, as SQL: the time lease expiry is
 /// judged by.
 const NOW_MS: &str = "(floor(extract(epoch FROM statement_timestamp()) * 1000))::bigint";
+/// The server's clock in microseconds since the Unix epoch, as SQL: what a new lease token is
+/// drawn from ([`next_token`](crate::next_token)).
+const NOW_US: &str = "(floor(extract(epoch FROM statement_timestamp()) * 1000000))::bigint";
 
 #[async_trait]
 impl LeaseStore for PgStore {
@@ -167,11 +170,11 @@ impl LeaseTable for PgStore {
         holder_id: u128,
     ) -> Result<Option<Lease>, StoreError> {
         let workers = self.options.workers_table.as_str();
-        let inserted: Option<(i64,)> = sqlx::query_as(AssertSqlSafe(format!(
+        let inserted: Option<(i64, i64)> = sqlx::query_as(AssertSqlSafe(format!(
             "INSERT INTO {workers} \
              (space, worker_id, holder, token, expires_ms, time_mark, holder_id) \
-             VALUES ($1, $2, $3, 1, {NOW_MS} + $4, 0, $5) \
-             ON CONFLICT (space, worker_id) DO NOTHING RETURNING expires_ms"
+             VALUES ($1, $2, $3, {NOW_US}, {NOW_MS} + $4, 0, $5) \
+             ON CONFLICT (space, worker_id) DO NOTHING RETURNING token, expires_ms"
         )))
         .bind(req.space.as_str())
         .bind(column(worker_id))
@@ -181,8 +184,8 @@ impl LeaseTable for PgStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.unavailable(e))?;
-        let Some((expires_ms,)) = inserted else { return Ok(None) };
-        won_lease(req, worker_id, holder_id, (1, expires_ms, 0)).map(Some)
+        let Some((token, expires_ms)) = inserted else { return Ok(None) };
+        won_lease(req, worker_id, holder_id, (token, expires_ms, 0)).map(Some)
     }
 
     async fn take_over(
@@ -195,7 +198,8 @@ impl LeaseTable for PgStore {
         let workers = self.options.workers_table.as_str();
         let taken = sqlx::query_as(AssertSqlSafe(format!(
             "UPDATE {workers} \
-             SET holder = $3, token = token + 1, expires_ms = {NOW_MS} + $4, holder_id = $7 \
+             SET holder = $3, token = GREATEST(token + 1, {NOW_US}), expires_ms = {NOW_MS} + $4, \
+             holder_id = $7 \
              WHERE space = $1 AND worker_id = $2 AND token = $5 \
              AND expires_ms < {NOW_MS} - $6 RETURNING token, expires_ms, time_mark"
         )))

@@ -383,6 +383,7 @@ pub fn unavailable(url: &RedisUrl, error: &redis::RedisError) -> StoreError {
 /// - `uint(s)`: `s` is a canonical decimal (no sign, no leading zero) in `0..=i64::MAX`.
 /// - `shown(v)`: a field's value for a message, `missing` when absent.
 /// - `now_ms()`: the server's clock (`TIME`) in milliseconds, as text.
+/// - `now_us()`: the server's clock in microseconds, as text.
 const LUA_PRELUDE: &str = r"
 local function lt(a, b)
     if #a ~= #b then return #a < #b end
@@ -404,6 +405,10 @@ end
 local function now_ms()
     local t = redis.call('TIME')
     return t[1] .. string.sub(string.format('%06d', tonumber(t[2])), 1, 3)
+end
+local function now_us()
+    local t = redis.call('TIME')
+    return t[1] .. string.format('%06d', tonumber(t[2]))
 end
 ";
 

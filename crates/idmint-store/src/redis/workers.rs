@@ -61,6 +61,7 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         "{LUA_LEASE}{}",
         r"
         local now = tonumber(now_ms())
+        local fresh = now_us()
         local expires = string.format('%d', now + tonumber(ARGV[3]))
         local below = ''
         if now > tonumber(ARGV[4]) then below = string.format('%d', now - tonumber(ARGV[4])) end
@@ -70,15 +71,16 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
             local row = redis.call('HGET', KEYS[1], field)
             local token, mark
             if not row then
-                token, mark = '1', '0'
+                token, mark = fresh, '0'
             else
                 local t, e, m = lease(row)
-                if not t or #t > 15 then return {'corrupt', field, row} end
+                if not t or lt('9007199254740990', t) then return {'corrupt', field, row} end
                 if below ~= '' and lt(e, below) then
                     if lt(ARGV[6], m) then
                         if not earliest or lt(m, earliest) then earliest = m end
                     else
                         token, mark = string.format('%d', tonumber(t) + 1), m
+                        if lt(token, fresh) then token = fresh end
                     end
                 end
             end

@@ -15,6 +15,7 @@
 //! just before the statement that decides, and bound into it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, Row, params};
@@ -22,7 +23,7 @@ use rusqlite::{Connection, Row, params};
 use super::{SqliteStore, immediate, unavailable, write_returning};
 use crate::worker::{
     LEASE_SCAN_PAGE, LeaseTable, RecordColumns, ScanRow, acquire_from, check_assign_request,
-    check_renewal, check_time_ms, column, held_columns, holder_id_text, lease_lost,
+    check_renewal, check_time_ms, column, held_columns, holder_id_text, lease_lost, next_token,
     outdated_workers_table, renewed_lease, scan_row, stored_record, won_lease,
 };
 use crate::{
@@ -183,31 +184,34 @@ impl LeaseTable for SqliteStore {
         let (space, holder) = (req.space.clone(), req.holder.clone());
         let ttl_ms = req.ttl_ms;
         let id_text = holder_id_text(holder_id);
-        let clock = Arc::clone(&self.clock);
-        let (inserted, expires_ms) = self
+        let (clock, last_token) = (Arc::clone(&self.clock), Arc::clone(&self.last_token));
+        let (inserted, token, expires_ms) = self
             .call(move |conn| {
                 let expires_ms = clock.now_ms() + ttl_ms;
+                let token = column(draw_token(&last_token, None, clock.now_us()));
                 let inserted = conn
                     .execute(
                         &format!(
                             "INSERT INTO {WORKERS_TABLE} \
                              (space, worker_id, holder, token, expires_ms, time_mark, \
                              holder_id) \
-                             VALUES (?1, ?2, ?3, 1, ?4, 0, ?5) ON CONFLICT DO NOTHING"
+                             VALUES (?1, ?2, ?3, ?6, ?4, 0, ?5) ON CONFLICT DO NOTHING"
                         ),
                         params![
                             space.as_str(),
                             column(worker_id),
                             holder,
                             column(expires_ms),
-                            id_text
+                            id_text,
+                            token
                         ],
                     )
                     .map_err(unavailable)?;
-                Ok((inserted, column(expires_ms)))
+                Ok((inserted, token, column(expires_ms)))
             })
             .await?;
-        let won = (inserted == 1).then(|| won_lease(req, worker_id, holder_id, (1, expires_ms, 0)));
+        let won =
+            (inserted == 1).then(|| won_lease(req, worker_id, holder_id, (token, expires_ms, 0)));
         won.transpose()
     }
 
@@ -221,17 +225,18 @@ impl LeaseTable for SqliteStore {
         let (space, holder) = (req.space.clone(), req.holder.clone());
         let (ttl_ms, margin_ms) = (req.ttl_ms, req.margin_ms);
         let id_text = holder_id_text(holder_id);
-        let clock = Arc::clone(&self.clock);
+        let (clock, last_token) = (Arc::clone(&self.clock), Arc::clone(&self.last_token));
         let taken = self
             .call(move |conn| {
                 let now_ms = clock.now_ms();
                 let below = column(now_ms) - column(margin_ms);
+                let new_token = column(draw_token(&last_token, Some(token), clock.now_us()));
                 // Run to its end: a takeover is answered only once it committed.
                 write_returning(
                     conn,
                     &format!(
                         "UPDATE {WORKERS_TABLE} \
-                         SET holder = ?3, token = token + 1, expires_ms = ?4, holder_id = ?7 \
+                         SET holder = ?3, token = ?8, expires_ms = ?4, holder_id = ?7 \
                          WHERE space = ?1 AND worker_id = ?2 AND token = ?5 \
                          AND expires_ms < ?6 RETURNING token, expires_ms, time_mark"
                     ),
@@ -242,7 +247,8 @@ impl LeaseTable for SqliteStore {
                         column(now_ms + ttl_ms),
                         column(token),
                         below,
-                        id_text
+                        id_text,
+                        new_token
                     ],
                     |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                 )
@@ -332,4 +338,12 @@ fn create_tables(conn: &mut Connection) -> Result<(), StoreError> {
 
 fn read_record(row: &Row<'_>) -> rusqlite::Result<RecordColumns> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+}
+
+/// A new lease token ([`next_token`]) above every one this store drew before; called with the
+/// connection held, so no other draw runs between the read and the write of `last`.
+fn draw_token(last: &AtomicU64, previous: Option<u64>, now_us: u64) -> u64 {
+    let token = next_token(previous.max(Some(last.load(Ordering::Relaxed))), now_us);
+    last.fetch_max(token, Ordering::Relaxed);
+    token
 }

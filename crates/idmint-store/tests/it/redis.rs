@@ -233,7 +233,10 @@ async fn a_lease_is_one_field_of_its_space_hash() {
     let mut raw = url.connect().await.unwrap();
     let value: String =
         query(driver::cmd("HGET").arg(raw.key("workers:{layout-a}")).arg("0"), &mut raw).await;
-    let expected = format!("1 {} 1200 {:032x} host:80/1 x", lease.expires_ms, lease.holder_id);
+    // The token is the server's clock in microseconds.
+    assert!((before * 1_000..(after + 1) * 1_000).contains(&lease.token), "{lease:?}");
+    let (token, expires_ms, holder_id) = (lease.token, lease.expires_ms, lease.holder_id);
+    let expected = format!("{token} {expires_ms} 1200 {holder_id:032x} host:80/1 x");
     assert_eq!(value, expected);
     // A second connection (another node) sees the same lease.
     let other = RedisStore::connect(&url).await.unwrap();
@@ -265,9 +268,11 @@ async fn a_lease_value_without_a_holder_id_proves_nothing_and_is_taken_over() {
     };
     // Expired at 1 500 ms past the epoch, long before the server's clock.
     let lease = store.acquire_lease(&request).await.unwrap();
-    assert_eq!((lease.worker_id, lease.token, lease.mark), (0, 5, 1_200));
+    assert_eq!((lease.worker_id, lease.mark), (0, 1_200));
+    assert!(lease.token > 1_700_000_000_000_000, "a token not from the server's clock: {lease:?}");
     let value: String = query(driver::cmd("HGET").arg(&key).arg("0"), &mut raw).await;
-    assert_eq!(value, format!("5 {} 1200 {:032x} new", lease.expires_ms, lease.holder_id));
+    let stored = format!("{} {} 1200 {:032x} new", lease.token, lease.expires_ms, lease.holder_id);
+    assert_eq!(value, stored);
     store.renew_lease(&lease, 500).await.unwrap();
 }
 

@@ -47,7 +47,7 @@ use members::Members;
 pub use members::{MEMBERS_MAX, MEMBERS_SPACE};
 
 /// The token a forwarded take carries to a tag's home when no node holds the tag: take the
-/// lease if it is free, then serve (lease rows' tokens start at 1).
+/// lease if it is free, then serve (lease tokens come from the store's clock, never 0).
 pub const CLAIM_TOKEN: FenceToken = 0;
 
 /// The largest id of a strict tag: the largest mark every store keeps exactly.
