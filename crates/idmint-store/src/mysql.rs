@@ -382,7 +382,7 @@ impl MySqlStore {
     /// (beside a Leaf table too); never alters one that exists.
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
         let tables = [(TOMBSTONES_TABLE, tombstones_ddl())];
-        self.create_missing_tables(&tables, FEATURE_DELETE).await
+        self.create_tables(TOMBSTONES_TABLE, &tables, FEATURE_DELETE).await
     }
 
     /// The tombstone of `tag` in this table, read on `conn`; none while the tombstone table
@@ -1401,6 +1401,10 @@ impl Dialect for MySqlStore {
         String::new()
     }
 
+    fn returning(_columns: &str) -> String {
+        String::new()
+    }
+
     fn is_no_table(e: &sqlx::Error) -> bool {
         is_no_table(e)
     }
@@ -1409,22 +1413,11 @@ impl Dialect for MySqlStore {
         unavailable(e)
     }
 
+    /// A probe first, so an existing table is used as it is and an account without the
+    /// CREATE privilege uses tables an operator made; no lock (`key` is for PostgreSQL).
     async fn create_tables(
         &self,
         _key: &str,
-        tables: &[(&str, String)],
-        feature: &str,
-    ) -> Result<(), StoreError> {
-        self.create_missing_tables(tables, feature).await
-    }
-}
-
-impl MySqlStore {
-    /// Creates each `(table, ddl)` that is absent, never altering one that exists: a probe
-    /// first, so an existing table is used as it is. `feature` names what needs them, in the
-    /// log and in refusals (`create_tables=false`, a missing privilege).
-    pub(crate) async fn create_missing_tables(
-        &self,
         tables: &[(&str, String)],
         feature: &str,
     ) -> Result<(), StoreError> {

@@ -241,7 +241,7 @@ impl PgStore {
     /// Creates the tombstone table when absent, as the first tag deletion needs it.
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
         let tables = [(TOMBSTONES_TABLE, tombstones_ddl())];
-        self.create_missing_tables_locked(TOMBSTONES_TABLE, &tables, FEATURE_DELETE).await
+        self.create_tables(TOMBSTONES_TABLE, &tables, FEATURE_DELETE).await
     }
 
     /// Whether `table` exists (`to_regclass`: the search path applies), asked in `tx`.
@@ -437,12 +437,6 @@ impl PgStore {
         Ok(true)
     }
 
-    /// A driver error as [`StoreError::Unavailable`], or as [`StoreError::Denied`] when the
-    /// server refused a privilege (final: retrying does not grant it).
-    fn unavailable(&self, e: sqlx::Error) -> StoreError {
-        self.refused(ANY_FEATURE, None, e)
-    }
-
     /// `e` as the refusal of the privilege `needs` (`INSERT on leaf_alloc`) that `feature`
     /// needs, or as unavailable, its text scrubbed of the password. PostgreSQL names the
     /// table, not the privilege.
@@ -616,21 +610,48 @@ impl Dialect for PgStore {
         format!(" ON CONFLICT ({columns}) DO NOTHING")
     }
 
+    fn returning(columns: &str) -> String {
+        format!(" RETURNING {columns}")
+    }
+
     fn is_no_table(e: &sqlx::Error) -> bool {
-        matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE))
+        let sqlx::Error::Database(db) = e else { return false };
+        db.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE)
     }
 
     fn unavailable(&self, e: sqlx::Error) -> StoreError {
-        PgStore::unavailable(self, e)
+        self.refused(ANY_FEATURE, None, e)
     }
 
+    /// In a transaction of its own under the advisory lock of `key` (`IF NOT EXISTS` alone
+    /// races), each table checked first, as the segment table is: PostgreSQL checks the right
+    /// to create even for `CREATE TABLE IF NOT EXISTS` of an existing table.
     async fn create_tables(
         &self,
         key: &str,
         tables: &[(&str, String)],
         feature: &str,
     ) -> Result<(), StoreError> {
-        self.create_missing_tables_locked(key, tables, feature).await
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
+        advisory_lock(&mut tx, key).await.map_err(|e| self.unavailable(e))?;
+        for (table, ddl) in tables {
+            if self.has_table(&mut tx, table).await? {
+                continue;
+            }
+            if !self.options.create_tables.allowed() {
+                return Err(StoreError::MissingTable {
+                    feature: feature.to_string(),
+                    table: table.to_string(),
+                });
+            }
+            sqlx::query(AssertSqlSafe(ddl.clone()))
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.refused(feature, Some("CREATE on the schema"), e))?;
+            tracing::info!(table, store = %self.location, "created a table for {feature}");
+        }
+        tx.commit().await.map_err(|e| self.unavailable(e))
     }
 }
 
@@ -840,50 +861,4 @@ pub(crate) async fn advisory_lock(
         .execute(&mut **tx)
         .await
         .map(drop)
-}
-
-impl PgStore {
-    /// [`PgStore::create_missing_tables`] in a transaction of its own under the advisory lock
-    /// of `key`, so nodes starting together do not race (`IF NOT EXISTS` alone races).
-    pub(crate) async fn create_missing_tables_locked(
-        &self,
-        key: &str,
-        tables: &[(&str, String)],
-        feature: &str,
-    ) -> Result<(), StoreError> {
-        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
-        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        advisory_lock(&mut tx, key).await.map_err(|e| self.unavailable(e))?;
-        self.create_missing_tables(&mut tx, tables, feature).await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
-    }
-
-    /// Creates each `(table, ddl)` that is absent within `tx`, never altering one that
-    /// exists. Checked first, as the segment table is: PostgreSQL checks the right to create
-    /// even for `CREATE TABLE IF NOT EXISTS` of an existing table. `what` names the tables in
-    /// the log.
-    pub(crate) async fn create_missing_tables(
-        &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-        tables: &[(&str, String)],
-        feature: &str,
-    ) -> Result<(), StoreError> {
-        for (table, ddl) in tables {
-            if self.has_table(tx, table).await? {
-                continue;
-            }
-            if !self.options.create_tables.allowed() {
-                return Err(StoreError::MissingTable {
-                    feature: feature.to_string(),
-                    table: table.to_string(),
-                });
-            }
-            sqlx::query(AssertSqlSafe(ddl.clone()))
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| self.refused(feature, Some("CREATE on the schema"), e))?;
-            tracing::info!(table, store = %self.location, "created a table for {feature}");
-        }
-        Ok(())
-    }
 }

@@ -8,9 +8,11 @@
 
 mod meta;
 mod sequences;
+mod workers;
 
 pub(crate) use meta::tag_meta_store;
 pub(crate) use sequences::sequence_store;
+pub(crate) use workers::lease_store;
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, RandomState};
 use std::time::Duration;
@@ -50,6 +52,11 @@ pub(crate) trait Dialect: Send + Sync + 'static {
     /// PostgreSQL's `ON CONFLICT … DO NOTHING`; nothing on MySQL, where the duplicate fails
     /// with a duplicate-key error. Callers take both as the duplicate.
     fn on_conflict_nothing(columns: &str) -> String;
+
+    /// What follows a write so that it returns `columns` of the rows it wrote: PostgreSQL's
+    /// `RETURNING`; nothing on MySQL (MariaDB has no `UPDATE … RETURNING`), whose callers read
+    /// the row back in the write's transaction.
+    fn returning(columns: &str) -> String;
 
     /// Whether `e` says that a table of the statement does not exist.
     fn is_no_table(e: &sqlx::Error) -> bool;
