@@ -30,11 +30,12 @@
 //! (the driver's pool keeps its own), close a pool it did not open, or show a password in an
 //! error or a log line.
 //!
-//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
-//! `mysql/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `sql/sequences.rs`, shared with the other
-//! database backend, with this one's steps in `mysql/sequences.rs`; tag metadata
-//! ([`TagMetaStore`](crate::TagMetaStore)) in `sql/meta.rs`, its table in `mysql/meta.rs`.
+//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)), sequence
+//! definitions and ceilings ([`SequenceStore`](crate::SequenceStore)) and tag metadata
+//! ([`TagMetaStore`](crate::TagMetaStore)) are written once for both database backends, in
+//! `sql/`, over this backend's [`Dialect`]; what is this backend's own (its tables' DDL, its
+//! clock, the steps whose flow differs) is in `mysql/workers.rs`, `mysql/sequences.rs` and
+//! `mysql/meta.rs`.
 
 mod meta;
 mod sequences;
@@ -344,7 +345,7 @@ impl MySqlStore {
         let probe = sqlx::query(sql(&self.sql.probe)).fetch_optional(&self.pool).await;
         match probe {
             Ok(_) => Ok(true),
-            Err(e) if is_no_table(&e) => Ok(false),
+            Err(e) if Self::is_no_table(&e) => Ok(false),
             Err(e) => Err(refused(FEATURE_SEGMENTS, e)),
         }
     }
@@ -400,7 +401,7 @@ impl MySqlStore {
             .await;
         match tomb {
             Ok(tomb) => Ok(tomb.map(|t| u64::try_from(t).unwrap_or(0))),
-            Err(e) if is_no_table(&e) => Ok(None),
+            Err(e) if Self::is_no_table(&e) => Ok(None),
             Err(e) => Err(refused(feature, e)),
         }
     }
@@ -450,7 +451,7 @@ impl MySqlStore {
         match written {
             Ok(_) => {}
             // Dropping the transaction rolls it back: nothing changed.
-            Err(e) if is_no_table(&e) => return Ok(false),
+            Err(e) if Self::is_no_table(&e) => return Ok(false),
             Err(e) => return Err(refused(FEATURE_DELETE, e)),
         }
         sqlx::query(sql(&self.sql.delete))
@@ -1325,11 +1326,6 @@ pub(crate) fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
     AssertSqlSafe(Arc::clone(statement))
 }
 
-/// Whether `e` is MySQL's "table doesn't exist".
-pub(crate) fn is_no_table(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLSTATE_NO_TABLE))
-}
-
 /// `e` as the refusal of a privilege `feature` needs (MySQL's message names the privilege
 /// and the table), or as [`unavailable`].
 pub(crate) fn refused(feature: &str, e: sqlx::Error) -> StoreError {
@@ -1406,7 +1402,7 @@ impl Dialect for MySqlStore {
     }
 
     fn is_no_table(e: &sqlx::Error) -> bool {
-        is_no_table(e)
+        matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLSTATE_NO_TABLE))
     }
 
     fn unavailable(&self, e: sqlx::Error) -> StoreError {
@@ -1427,7 +1423,7 @@ impl Dialect for MySqlStore {
                 .await;
             match probe {
                 Ok(_) => continue,
-                Err(e) if is_no_table(&e) => {}
+                Err(e) if Self::is_no_table(&e) => {}
                 Err(e) => return Err(refused(feature, e)),
             }
             if !self.create_tables.allowed() {

@@ -23,11 +23,12 @@
 //! It must not spawn tasks or show a password: every error text is scrubbed of the URL's
 //! password, and URLs are shown redacted.
 //!
-//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
-//! `postgres/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `sql/sequences.rs`, shared with the other
-//! database backend, with this one's steps in `postgres/sequences.rs`; tag metadata
-//! ([`TagMetaStore`](crate::TagMetaStore)) in `sql/meta.rs`, its table in `postgres/meta.rs`.
+//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)), sequence
+//! definitions and ceilings ([`SequenceStore`](crate::SequenceStore)) and tag metadata
+//! ([`TagMetaStore`](crate::TagMetaStore)) are written once for both database backends, in
+//! `sql/`, over this backend's [`Dialect`]; what is this backend's own (its tables' DDL, its
+//! clock, the steps whose flow differs) is in `postgres/workers.rs`, `postgres/sequences.rs` and
+//! `postgres/meta.rs`.
 
 mod meta;
 mod sequences;
