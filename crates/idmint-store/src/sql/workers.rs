@@ -164,7 +164,7 @@ macro_rules! lease_store {
                     margin_ms: u64,
                 ) -> Result<Vec<ScanRow>, StoreError> {
                     let (workers, _) = self.worker_tables();
-                    // Whether the row is free, as the integer MySQL gives a truth value as.
+                    // Free once the expiry plus the margin is past (MySQL casts the truth value).
                     let free = Self::int(&format!("expires_ms < {NOW_MS} - ?"));
                     let rows: Vec<(i64, i64, bool, i64)> = sqlx::query_as(Self::sql(format!(
                         "SELECT worker_id, token, {free}, time_mark FROM {workers} \
