@@ -15,7 +15,7 @@
 //! It also owns the [`LeaseStore`] and [`WorkerStore`] traits (`worker.rs`): worker ids for
 //! snowflake-style layouts, leased with a fencing token and a mark the next holder inherits
 //! (table `idmint_workers`) or assigned once per start (table `idmint_worker_node`), on the same backends (the
-//! per-backend code in `memory/`, `sqlite/`, `mysql/` and `postgres/`), checked by the
+//! per-backend code in `memory/`, `sqlite/`, and `sql/` for MySQL and PostgreSQL), checked by the
 //! worker suite (`tests/it/workers.rs`).
 //!
 //! And the [`TinyidStore`] trait (`tinyid.rs`): Didi Tinyid's `tiny_id_info` and

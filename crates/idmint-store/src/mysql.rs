@@ -30,10 +30,12 @@
 //! (the driver's pool keeps its own), close a pool it did not open, or show a password in an
 //! error or a log line.
 //!
-//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
-//! `mysql/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `mysql/sequences.rs`; tag metadata
-//! ([`TagMetaStore`](crate::TagMetaStore)) in `mysql/meta.rs`.
+//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)), sequence
+//! definitions and ceilings ([`SequenceStore`](crate::SequenceStore)) and tag metadata
+//! ([`TagMetaStore`](crate::TagMetaStore)) are written once for both database backends, in
+//! `sql/`, over this backend's [`Dialect`]; what is this backend's own (its tables' DDL, its
+//! clock, the steps whose flow differs) is in `mysql/workers.rs`, `mysql/sequences.rs` and
+//! `mysql/meta.rs`.
 
 mod meta;
 mod sequences;
@@ -56,8 +58,9 @@ use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Connection, MySql, MySqlPool, Row};
 
 use crate::sql::{
-    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, FEATURE_CREATE, FEATURE_DELETE, FEATURE_SEGMENTS,
-    LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside, password, scrub,
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, Dialect, FEATURE_CREATE, FEATURE_DELETE,
+    FEATURE_SEGMENTS, LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside,
+    password, scrub,
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
@@ -228,29 +231,6 @@ const COLUMNS: &str = "biz_tag, CAST(max_id AS SIGNED), CAST(step AS SIGNED), de
                        CAST(UNIX_TIMESTAMP(update_time) AS SIGNED)";
 
 impl MySqlStore {
-    /// Runs `attempt`; when it fails because a table does not exist yet, runs `ensure` (which
-    /// creates the missing tables, never altering one) and `attempt` once more. The tables
-    /// idmint makes on first use (sequences, tag metadata) are reached through it.
-    pub(crate) async fn with_tables<T, F, Fut, E, EFut>(
-        &self,
-        ensure: E,
-        attempt: F,
-    ) -> Result<T, StoreError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
-        E: FnOnce() -> EFut,
-        EFut: std::future::Future<Output = Result<(), StoreError>>,
-    {
-        match attempt().await {
-            Ok(outcome) => return Ok(outcome),
-            Err(e) if is_no_table(&e) => {}
-            Err(e) => return Err(unavailable(e)),
-        }
-        ensure().await?;
-        attempt().await.map_err(unavailable)
-    }
-
     /// Opens a bounded pool (`pool_max` connections) to the database `url` names and opens
     /// the segment table: an existing table is used as it is, an absent one created as
     /// `create_tables=` allows ([`CreateTables`]).
@@ -365,7 +345,7 @@ impl MySqlStore {
         let probe = sqlx::query(sql(&self.sql.probe)).fetch_optional(&self.pool).await;
         match probe {
             Ok(_) => Ok(true),
-            Err(e) if is_no_table(&e) => Ok(false),
+            Err(e) if Self::is_no_table(&e) => Ok(false),
             Err(e) => Err(refused(FEATURE_SEGMENTS, e)),
         }
     }
@@ -403,7 +383,7 @@ impl MySqlStore {
     /// (beside a Leaf table too); never alters one that exists.
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
         let tables = [(TOMBSTONES_TABLE, tombstones_ddl())];
-        self.create_missing_tables(&tables, FEATURE_DELETE).await
+        self.create_tables(TOMBSTONES_TABLE, &tables, FEATURE_DELETE).await
     }
 
     /// The tombstone of `tag` in this table, read on `conn`; none while the tombstone table
@@ -421,7 +401,7 @@ impl MySqlStore {
             .await;
         match tomb {
             Ok(tomb) => Ok(tomb.map(|t| u64::try_from(t).unwrap_or(0))),
-            Err(e) if is_no_table(&e) => Ok(None),
+            Err(e) if Self::is_no_table(&e) => Ok(None),
             Err(e) => Err(refused(feature, e)),
         }
     }
@@ -471,7 +451,7 @@ impl MySqlStore {
         match written {
             Ok(_) => {}
             // Dropping the transaction rolls it back: nothing changed.
-            Err(e) if is_no_table(&e) => return Ok(false),
+            Err(e) if Self::is_no_table(&e) => return Ok(false),
             Err(e) => return Err(refused(FEATURE_DELETE, e)),
         }
         sqlx::query(sql(&self.sql.delete))
@@ -1346,11 +1326,6 @@ pub(crate) fn sql(statement: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
     AssertSqlSafe(Arc::clone(statement))
 }
 
-/// Whether `e` is MySQL's "table doesn't exist".
-pub(crate) fn is_no_table(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLSTATE_NO_TABLE))
-}
-
 /// `e` as the refusal of a privilege `feature` needs (MySQL's message names the privilege
 /// and the table), or as [`unavailable`].
 pub(crate) fn refused(feature: &str, e: sqlx::Error) -> StoreError {
@@ -1399,12 +1374,46 @@ pub(crate) fn unavailable(e: sqlx::Error) -> StoreError {
     }
 }
 
-impl MySqlStore {
-    /// Creates each `(table, ddl)` that is absent, never altering one that exists: a probe
-    /// first, so an existing table is used as it is. `feature` names what needs them, in the
-    /// log and in refusals (`create_tables=false`, a missing privilege).
-    pub(crate) async fn create_missing_tables(
+impl Dialect for MySqlStore {
+    const NUMBERED: bool = false;
+
+    fn int(expr: &str) -> String {
+        format!("CAST({expr} AS SIGNED)")
+    }
+
+    fn text(expr: &str) -> String {
+        expr.to_string()
+    }
+
+    fn byte_order(expr: &str) -> String {
+        format!("CAST({expr} AS BINARY)")
+    }
+
+    fn equal_bytes(expr: &str) -> String {
+        format!("CAST({expr} AS BINARY) = CAST(? AS BINARY)")
+    }
+
+    fn on_conflict_nothing(_columns: &str) -> String {
+        String::new()
+    }
+
+    fn returning(_columns: &str) -> String {
+        String::new()
+    }
+
+    fn is_no_table(e: &sqlx::Error) -> bool {
+        matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLSTATE_NO_TABLE))
+    }
+
+    fn unavailable(&self, e: sqlx::Error) -> StoreError {
+        unavailable(e)
+    }
+
+    /// A probe first, so an existing table is used as it is and an account without the
+    /// CREATE privilege uses tables an operator made; no lock (`key` is for PostgreSQL).
+    async fn create_tables(
         &self,
+        _key: &str,
         tables: &[(&str, String)],
         feature: &str,
     ) -> Result<(), StoreError> {
@@ -1414,7 +1423,7 @@ impl MySqlStore {
                 .await;
             match probe {
                 Ok(_) => continue,
-                Err(e) if is_no_table(&e) => {}
+                Err(e) if Self::is_no_table(&e) => {}
                 Err(e) => return Err(refused(feature, e)),
             }
             if !self.create_tables.allowed() {

@@ -23,10 +23,12 @@
 //! It must not spawn tasks or show a password: every error text is scrubbed of the URL's
 //! password, and URLs are shown redacted.
 //!
-//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)) are in
-//! `postgres/workers.rs`; sequence definitions and ceilings
-//! ([`SequenceStore`](crate::SequenceStore)) in `postgres/sequences.rs`; tag metadata
-//! ([`TagMetaStore`](crate::TagMetaStore)) in `postgres/meta.rs`.
+//! Worker-id leases and assignments ([`WorkerStore`](crate::WorkerStore)), sequence
+//! definitions and ceilings ([`SequenceStore`](crate::SequenceStore)) and tag metadata
+//! ([`TagMetaStore`](crate::TagMetaStore)) are written once for both database backends, in
+//! `sql/`, over this backend's [`Dialect`]; what is this backend's own (its tables' DDL, its
+//! clock, the steps whose flow differs) is in `postgres/workers.rs`, `postgres/sequences.rs` and
+//! `postgres/meta.rs`.
 
 mod meta;
 mod sequences;
@@ -47,9 +49,9 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, PgPool};
 
 use crate::sql::{
-    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, FEATURE_CREATE, FEATURE_DELETE, FEATURE_SEGMENTS,
-    LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside, password, pool_options,
-    scrub,
+    ANY_FEATURE, CAS_ATTEMPTS_MAX, CasLocks, Dialect, FEATURE_CREATE, FEATURE_DELETE,
+    FEATURE_SEGMENTS, LEAF_TABLES_SHOWN_MAX, TxConn, cas_backoff, denied, leaf_table_beside,
+    password, pool_options, scrub,
 };
 use crate::{
     AllocMode, Allocation, CreateTables, MaxIdChange, RangeStore, SegmentStore, SqlOptions, SqlUrl,
@@ -112,30 +114,6 @@ pub(crate) async fn table_exists(url: &SqlUrl, table: &str) -> Result<bool, Stor
 }
 
 impl PgStore {
-    /// Runs `attempt`; when it fails because a table does not exist yet, runs `ensure` (which
-    /// creates the missing tables, never altering one) and `attempt` once more. The tables
-    /// idmint makes on first use (sequences, tag metadata) are reached through it.
-    pub(crate) async fn with_tables<T, F, Fut, E, EFut>(
-        &self,
-        ensure: E,
-        attempt: F,
-    ) -> Result<T, StoreError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
-        E: FnOnce() -> EFut,
-        EFut: std::future::Future<Output = Result<(), StoreError>>,
-    {
-        match attempt().await {
-            Ok(outcome) => return Ok(outcome),
-            Err(sqlx::Error::Database(e))
-                if e.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE) => {}
-            Err(e) => return Err(self.unavailable(e)),
-        }
-        ensure().await?;
-        attempt().await.map_err(|e| self.unavailable(e))
-    }
-
     /// Connects with a pool of at most `pool_max` connections and opens the segment table,
     /// creating it when absent as `create_tables=` allows ([`CreateTables`]).
     pub async fn connect(url: &SqlUrl) -> Result<PgStore, StoreError> {
@@ -264,7 +242,7 @@ impl PgStore {
     /// Creates the tombstone table when absent, as the first tag deletion needs it.
     async fn ensure_tombstones(&self) -> Result<(), StoreError> {
         let tables = [(TOMBSTONES_TABLE, tombstones_ddl())];
-        self.create_missing_tables_locked(TOMBSTONES_TABLE, &tables, FEATURE_DELETE).await
+        self.create_tables(TOMBSTONES_TABLE, &tables, FEATURE_DELETE).await
     }
 
     /// Whether `table` exists (`to_regclass`: the search path applies), asked in `tx`.
@@ -460,15 +438,9 @@ impl PgStore {
         Ok(true)
     }
 
-    /// A database error as [`StoreError::Unavailable`], its text scrubbed of the password.
-    /// A driver error as [`StoreError::Unavailable`], or as [`StoreError::Denied`] when the
-    /// server refused a privilege (final: retrying does not grant it).
-    fn unavailable(&self, e: sqlx::Error) -> StoreError {
-        self.refused(ANY_FEATURE, None, e)
-    }
-
     /// `e` as the refusal of the privilege `needs` (`INSERT on leaf_alloc`) that `feature`
-    /// needs, or as unavailable. PostgreSQL names the table, not the privilege.
+    /// needs, or as unavailable, its text scrubbed of the password. PostgreSQL names the
+    /// table, not the privilege.
     fn refused(&self, feature: &str, needs: Option<&str>, e: sqlx::Error) -> StoreError {
         let secret = self.secret.as_deref();
         denied(&e, feature, needs, secret)
@@ -613,6 +585,74 @@ impl SegmentStore for PgStore {
         Err(StoreError::Unavailable(format!(
             "PostgreSQL: table {TOMBSTONES_TABLE} vanished while tag {tag} was deleted; retry"
         )))
+    }
+}
+
+impl Dialect for PgStore {
+    const NUMBERED: bool = true;
+
+    fn int(expr: &str) -> String {
+        expr.to_string()
+    }
+
+    fn text(expr: &str) -> String {
+        format!("{expr}::text")
+    }
+
+    fn byte_order(expr: &str) -> String {
+        format!("{expr} COLLATE \"C\"")
+    }
+
+    fn equal_bytes(expr: &str) -> String {
+        format!("{expr} = ?")
+    }
+
+    fn on_conflict_nothing(columns: &str) -> String {
+        format!(" ON CONFLICT ({columns}) DO NOTHING")
+    }
+
+    fn returning(columns: &str) -> String {
+        format!(" RETURNING {columns}")
+    }
+
+    fn is_no_table(e: &sqlx::Error) -> bool {
+        let sqlx::Error::Database(db) = e else { return false };
+        db.code().as_deref() == Some(SQLSTATE_UNDEFINED_TABLE)
+    }
+
+    fn unavailable(&self, e: sqlx::Error) -> StoreError {
+        self.refused(ANY_FEATURE, None, e)
+    }
+
+    /// In a transaction of its own under the advisory lock of `key` (`IF NOT EXISTS` alone
+    /// races), each table checked first, as the segment table is: PostgreSQL checks the right
+    /// to create even for `CREATE TABLE IF NOT EXISTS` of an existing table.
+    async fn create_tables(
+        &self,
+        key: &str,
+        tables: &[(&str, String)],
+        feature: &str,
+    ) -> Result<(), StoreError> {
+        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
+        advisory_lock(&mut tx, key).await.map_err(|e| self.unavailable(e))?;
+        for (table, ddl) in tables {
+            if self.has_table(&mut tx, table).await? {
+                continue;
+            }
+            if !self.options.create_tables.allowed() {
+                return Err(StoreError::MissingTable {
+                    feature: feature.to_string(),
+                    table: table.to_string(),
+                });
+            }
+            sqlx::query(AssertSqlSafe(ddl.clone()))
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.refused(feature, Some("CREATE on the schema"), e))?;
+            tracing::info!(table, store = %self.location, "created a table for {feature}");
+        }
+        tx.commit().await.map_err(|e| self.unavailable(e))
     }
 }
 
@@ -822,50 +862,4 @@ pub(crate) async fn advisory_lock(
         .execute(&mut **tx)
         .await
         .map(drop)
-}
-
-impl PgStore {
-    /// [`PgStore::create_missing_tables`] in a transaction of its own under the advisory lock
-    /// of `key`, so nodes starting together do not race (`IF NOT EXISTS` alone races).
-    pub(crate) async fn create_missing_tables_locked(
-        &self,
-        key: &str,
-        tables: &[(&str, String)],
-        feature: &str,
-    ) -> Result<(), StoreError> {
-        let mut conn = TxConn::acquire(&self.pool).await.map_err(|e| self.unavailable(e))?;
-        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        advisory_lock(&mut tx, key).await.map_err(|e| self.unavailable(e))?;
-        self.create_missing_tables(&mut tx, tables, feature).await?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
-    }
-
-    /// Creates each `(table, ddl)` that is absent within `tx`, never altering one that
-    /// exists. Checked first, as the segment table is: PostgreSQL checks the right to create
-    /// even for `CREATE TABLE IF NOT EXISTS` of an existing table. `what` names the tables in
-    /// the log.
-    pub(crate) async fn create_missing_tables(
-        &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-        tables: &[(&str, String)],
-        feature: &str,
-    ) -> Result<(), StoreError> {
-        for (table, ddl) in tables {
-            if self.has_table(tx, table).await? {
-                continue;
-            }
-            if !self.options.create_tables.allowed() {
-                return Err(StoreError::MissingTable {
-                    feature: feature.to_string(),
-                    table: table.to_string(),
-                });
-            }
-            sqlx::query(AssertSqlSafe(ddl.clone()))
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| self.refused(feature, Some("CREATE on the schema"), e))?;
-            tracing::info!(table, store = %self.location, "created a table for {feature}");
-        }
-        Ok(())
-    }
 }

@@ -1,8 +1,18 @@
-//! What the database backends (MySQL/MariaDB, PostgreSQL) share: a transaction's connection
-//! that is closed when cut off before `BEGIN` was answered ([`TxConn`]), the bounds, backoff
-//! and per-tag lock stripes of the `cas` allocation mode, scrubbing a password out of the
-//! driver's messages, and telling a refused privilege from an outage (a refused privilege is
-//! final: [`StoreError::Denied`], never a retryable "unavailable").
+//! What the database backends (MySQL/MariaDB, PostgreSQL) share: the [`Dialect`] they differ
+//! in and the code written once over it (`sql/`: sequences, tag metadata, worker leases), a
+//! transaction's connection that is closed when cut off before `BEGIN` was answered
+//! ([`TxConn`]), the bounds, backoff and per-tag lock stripes of the `cas` allocation mode,
+//! scrubbing a password out of the driver's messages, and telling a refused privilege from an
+//! outage (a refused privilege is final: [`StoreError::Denied`], never a retryable
+//! "unavailable").
+
+mod meta;
+mod sequences;
+mod workers;
+
+pub(crate) use meta::tag_meta_store;
+pub(crate) use sequences::sequence_store;
+pub(crate) use workers::lease_store;
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher, RandomState};
 use std::time::Duration;
@@ -15,6 +25,90 @@ use crate::StoreError;
 /// What one attempt of a call on a table made on first use yields: a database error (perhaps
 /// a missing table, retried once the tables exist), or the call's outcome, refusals included.
 pub(crate) type Attempt<T> = Result<Result<T, StoreError>, sqlx::Error>;
+
+/// What the database backends spell differently, for the code they share (`sql/`): a few
+/// expressions, the placeholders, the errors and how a missing table is made. Its invariant:
+/// a shared statement reads and writes what each backend's own did, only the spelling is the
+/// dialect's; every value in it is a bind parameter, never inlined, so numbering its `?` is the
+/// whole of the placeholders' difference.
+pub(crate) trait Dialect: Send + Sync + 'static {
+    /// Whether placeholders are numbered, `$1, $2, …` (PostgreSQL), rather than `?` (MySQL).
+    const NUMBERED: bool;
+
+    /// `expr`, an integer column, read as a signed 64-bit integer: MySQL casts it, whatever
+    /// its integer type; PostgreSQL's columns are `bigint` already.
+    fn int(expr: &str) -> String;
+
+    /// `expr`, a text column, read as text: PostgreSQL casts it, whatever its text type.
+    fn text(expr: &str) -> String;
+
+    /// `expr` to order by, byte for byte, whatever the column's collation.
+    fn byte_order(expr: &str) -> String;
+
+    /// `expr = ?`, true only when the bytes are equal: MySQL's `utf8mb4_bin` pads with spaces.
+    fn equal_bytes(expr: &str) -> String;
+
+    /// What follows an `INSERT` so that a duplicate of the key `columns` inserts nothing:
+    /// PostgreSQL's `ON CONFLICT … DO NOTHING`; nothing on MySQL, where the duplicate fails
+    /// with a duplicate-key error. Callers take both as the duplicate.
+    fn on_conflict_nothing(columns: &str) -> String;
+
+    /// What follows a write so that it returns `columns` of the rows it wrote: PostgreSQL's
+    /// `RETURNING`; nothing on MySQL (MariaDB has no `UPDATE … RETURNING`), whose callers read
+    /// the row back in the write's transaction.
+    fn returning(columns: &str) -> String;
+
+    /// Whether `e` says that a table of the statement does not exist.
+    fn is_no_table(e: &sqlx::Error) -> bool;
+
+    /// A driver error as [`StoreError::Unavailable`], or as [`StoreError::Denied`] when the
+    /// server refused a privilege (final: retrying does not grant it).
+    fn unavailable(&self, e: sqlx::Error) -> StoreError;
+
+    /// Creates each absent `(table, ddl)` of `tables`, never altering one that exists;
+    /// `feature` names what needs them, in the log and in refusals. PostgreSQL takes the
+    /// advisory lock of `key` meanwhile, so nodes starting together do not race.
+    async fn create_tables(
+        &self,
+        key: &str,
+        tables: &[(&str, String)],
+        feature: &str,
+    ) -> Result<(), StoreError>;
+
+    /// `statement`, written with `?`, in the dialect's placeholders.
+    fn sql(statement: String) -> sqlx::AssertSqlSafe<String> {
+        if !Self::NUMBERED {
+            return sqlx::AssertSqlSafe(statement);
+        }
+        let mut numbered = String::with_capacity(statement.len() + 16);
+        for (n, part) in statement.split('?').enumerate() {
+            if n > 0 {
+                numbered.push_str(&format!("${n}"));
+            }
+            numbered.push_str(part);
+        }
+        sqlx::AssertSqlSafe(numbered)
+    }
+
+    /// Runs `attempt`; when it fails because a table does not exist yet, runs `ensure` (which
+    /// creates the missing tables, never altering one) and `attempt` once more. The tables
+    /// idmint makes on first use (sequences, tag metadata) are reached through it.
+    async fn with_tables<T, F, Fut, E, EFut>(&self, ensure: E, attempt: F) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+        E: FnOnce() -> EFut,
+        EFut: std::future::Future<Output = Result<(), StoreError>>,
+    {
+        match attempt().await {
+            Ok(outcome) => return Ok(outcome),
+            Err(e) if Self::is_no_table(&e) => {}
+            Err(e) => return Err(self.unavailable(e)),
+        }
+        ensure().await?;
+        attempt().await.map_err(|e| self.unavailable(e))
+    }
+}
 
 /// Read-then-compare-and-set rounds one `alloc=cas` allocation makes before giving up as
 /// contended.

@@ -1,4 +1,5 @@
-//! The MySQL / MariaDB backend's [`SequenceStore`]: the definitions and ceilings tables in the
+//! The MySQL / MariaDB backend's [`SequenceStore`](crate::SequenceStore), written in
+//! `sql/sequences.rs` but for its steps here: the definitions and ceilings tables in the
 //! store's database (InnoDB, `utf8mb4_bin`, so names compare byte for byte), created on first
 //! use when absent and never altered.
 //!
@@ -15,118 +16,28 @@
 //!
 //! It must not show a password: errors come from queries, which carry none.
 
-use std::future::Future;
-
-use async_trait::async_trait;
 use idmint_core::Tag;
 use idmint_core::limits::TAG_LEN_MAX;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::{CREATE_LOCK_WAIT_S, MySqlStore, NamedLock, utf8mb4_literal};
 use crate::sequence::{
-    CEILING_MAX, DefinitionColumns, PERIOD_LEN_MAX, SEQUENCE_COUNT_MAX, SEQUENCE_FORMAT_LEN_MAX,
-    TIME_ZONE_LEN_MAX, bigint, ceiling_overflow, check_period, check_raise, check_sequence_count,
-    check_spec, sequence_exists, stored_ceiling, stored_sequence,
+    CEILING_MAX, PERIOD_LEN_MAX, SEQUENCE_FORMAT_LEN_MAX, TIME_ZONE_LEN_MAX, bigint,
+    ceiling_overflow, check_sequence_count, sequence_exists, stored_ceiling,
 };
 use crate::sql::Attempt;
-use crate::{
-    CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, SequenceStore, StoreError,
-    servable_rows,
-};
+use crate::{CEILINGS_TABLE, SEQUENCES_TABLE, SequenceRecord, SequenceSpec, StoreError};
 
-/// The definition columns as idmint reads them ([`DefinitionColumns`]): numbers cast to
-/// signed 64-bit integers.
-const COLUMNS: &str = "name, CAST(daily AS SIGNED), format, time_zone, CAST(created_ms AS SIGNED)";
 /// The named lock that serializes creators, per database (64 characters at most).
 const CREATE_LOCK_NAME: &str = "CONCAT('idmint.sequences.', MD5(DATABASE()))";
 
-#[async_trait]
-impl SequenceStore for MySqlStore {
-    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRecord, StoreError> {
-        check_spec(spec)?;
-        self.with_sequence_tables(|| self.create_once(spec)).await
-    }
-
-    async fn get_sequence(&self, name: &Tag) -> Result<Option<SequenceRecord>, StoreError> {
-        self.with_sequence_tables(|| async {
-            let row: Option<DefinitionColumns> = sqlx::query_as(AssertSqlSafe(format!(
-                "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} WHERE name = ?"
-            )))
-            .bind(name.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-            Ok(row.map(stored_sequence).transpose())
-        })
-        .await
-    }
-
-    async fn list_sequences(&self) -> Result<Vec<SequenceRecord>, StoreError> {
-        let rows: Vec<DefinitionColumns> = self
-            .with_sequence_tables(|| async {
-                let rows = sqlx::query_as(AssertSqlSafe(format!(
-                    "SELECT {COLUMNS} FROM {SEQUENCES_TABLE} \
-                     ORDER BY CAST(name AS BINARY) LIMIT {SEQUENCE_COUNT_MAX}"
-                )))
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(Ok(rows))
-            })
-            .await?;
-        Ok(servable_rows(rows.into_iter().map(stored_sequence), "sequence"))
-    }
-
-    async fn delete_sequence(&self, name: &Tag) -> Result<(), StoreError> {
-        // One statement, so no transaction of its own.
-        self.with_sequence_tables(|| async {
-            let deleted =
-                sqlx::query(AssertSqlSafe(format!("DELETE FROM {SEQUENCES_TABLE} WHERE name = ?")))
-                    .bind(name.as_str())
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected();
-            Ok(if deleted == 0 { Err(StoreError::TagNotFound(name.clone())) } else { Ok(()) })
-        })
-        .await
-    }
-
-    async fn ceiling(&self, name: &Tag, period: &str) -> Result<u64, StoreError> {
-        check_period(period)?;
-        self.with_sequence_tables(|| async {
-            let value: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
-                "SELECT CAST(max_value AS SIGNED) FROM {CEILINGS_TABLE} \
-                 WHERE name = ? AND period = ?"
-            )))
-            .bind(name.as_str())
-            .bind(period)
-            .fetch_optional(&self.pool)
-            .await?;
-            Ok(stored_ceiling(name, period, value))
-        })
-        .await
-    }
-
-    async fn raise_ceiling(&self, name: &Tag, period: &str, by: u64) -> Result<u64, StoreError> {
-        check_raise(period, by)?;
-        self.with_sequence_tables(|| self.raise_once(name, period, by)).await
-    }
-}
+crate::sql::sequence_store!(MySqlStore);
 
 impl MySqlStore {
-    /// [`MySqlStore::with_tables`] for the sequence tables, made on first use.
-    async fn with_sequence_tables<T, F, Fut>(&self, attempt: F) -> Result<T, StoreError>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Attempt<T>>,
-    {
-        self.with_tables(|| self.ensure_sequence_tables(), attempt).await?
-    }
-
-    /// Creates each sequence table when absent; never alters one that exists. Probing first
-    /// lets an account without the CREATE privilege use tables an operator made.
-    async fn ensure_sequence_tables(&self) -> Result<(), StoreError> {
-        let tables = [(SEQUENCES_TABLE, sequences_ddl()), (CEILINGS_TABLE, ceilings_ddl())];
-        self.create_missing_tables(&tables, "sequences").await
-    }
+    /// The definition columns as idmint reads them (`DefinitionColumns`): numbers cast to
+    /// signed 64-bit integers.
+    const SEQUENCE_COLUMNS: &str =
+        "name, CAST(daily AS SIGNED), format, time_zone, CAST(created_ms AS SIGNED)";
 
     /// One creation under the creators' named lock: count, then insert.
     async fn create_once(&self, spec: &SequenceSpec) -> Attempt<SequenceRecord> {
