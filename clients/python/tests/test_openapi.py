@@ -124,8 +124,9 @@ def test_every_request_the_client_sends_is_a_documented_route_with_its_parameter
             schema = resolve(document, declared[name]["schema"])
             validate(document, schema, int(value) if schema.get("type") == "integer" else value)
             if name == "count":
-                # The client's batch bound is the document's.
-                assert declared["count"]["schema"]["maximum"] == limits.BATCH_COUNT_MAX
+                # The client's bounds are the document's: a lease's, a batch's.
+                bound = limits.LEASE_COUNT_MAX if template.endswith("/ranges") else limits.BATCH_COUNT_MAX
+                assert declared["count"]["schema"]["maximum"] == bound, template
                 assert declared["count"]["schema"]["minimum"] == 1
         if request.body is not None:
             body_schema = op["requestBody"]["content"]["application/json"]["schema"]

@@ -41,7 +41,7 @@
 //! before it (and above the floor restored from disk), so ids from one buffer only ever
 //! increase, except that ids given back are handed out again (each at most once more).
 
-use crate::limits::{BATCH_COUNT_MAX, TAKE_SEGMENTS_MAX};
+use crate::limits::{LEASE_COUNT_MAX, TAKE_SEGMENTS_MAX};
 use crate::segment::{IdRange, SegmentSnapshot};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering, PoisonError};
 use crate::values::{Count, PreloadRatio};
@@ -65,9 +65,9 @@ const SLOTS: usize = 4;
 const TAKE_ATTEMPTS_MAX: usize = 4;
 
 // A taker steps the cursor only after reading a hint without flags, so past a segment's end
-// the offset grows by at most 2 * BATCH_COUNT_MAX per taker in flight when the spent flag was
-// set; 2^39 such takers would be needed to reach the epoch bits.
-const _: () = assert!(SEGMENT_LEN_MAX + 2 * BATCH_COUNT_MAX < OFFSET_MASK);
+// the offset grows by at most 2 * LEASE_COUNT_MAX (the largest count) per taker in flight when
+// the spent flag was set; over 2^18 such takers would be needed to reach the epoch bits.
+const _: () = assert!(SEGMENT_LEN_MAX + (1 << 18) * 2 * LEASE_COUNT_MAX < OFFSET_MASK);
 const _: () = assert!(SLOTS >= 2 && SLOTS.is_power_of_two());
 
 /// Keeps a value on its own cache lines (two, against adjacent-line prefetch), so takers
@@ -608,6 +608,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::limits::BATCH_COUNT_MAX;
 
     fn range(start: u64, end: u64) -> IdRange {
         IdRange::new(start, end).expect("valid range")

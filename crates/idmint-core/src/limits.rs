@@ -34,6 +34,12 @@ pub const STEP_DEFAULT: u64 = 1_000;
 /// Largest number of ids one batch request may ask for.
 pub const BATCH_COUNT_MAX: u64 = 100_000;
 
+/// Largest number of ids one lease of ranges (`/v1/segment/{tag}/ranges`, gRPC `NextRange`)
+/// may ask for: a whole segment of the largest step. A lease answers a few ranges, never a
+/// list of ids, so its size costs the answer nothing, and a client handing ids out of its own
+/// memory at memory speed makes one call where batches would take ten.
+pub const LEASE_COUNT_MAX: u64 = STEP_MAX;
+
 /// Largest number of tags one node serves (and one store lists). Bounds memory and, later,
 /// metric label cardinality.
 pub const TAG_COUNT_MAX: usize = 10_000;
@@ -218,6 +224,7 @@ const _: () = assert!(STEP_MIN >= 1 && STEP_MIN <= STEP_DEFAULT && STEP_DEFAULT 
 const _: () = assert!(STEP_MAX < ID_MAX / 2);
 const _: () = assert!(STEP_GROWTH_MAX >= 2 && STEP_MAX.checked_mul(STEP_GROWTH_MAX).is_some());
 const _: () = assert!(BATCH_COUNT_MAX >= 1 && BATCH_COUNT_MAX <= STEP_MAX);
+const _: () = assert!(BATCH_COUNT_MAX <= LEASE_COUNT_MAX && LEASE_COUNT_MAX <= STEP_MAX);
 const _: () =
     assert!(PRELOAD_PERMILLE_DEFAULT >= 1 && PRELOAD_PERMILLE_DEFAULT <= PRELOAD_PERMILLE_MAX);
 const _: () = assert!(REFILL_WAIT_MS_DEFAULT <= REFILL_WAIT_MS_MAX);
@@ -233,7 +240,7 @@ const _: () = assert!(
     SEGMENT_DURATION_S_MIN <= SEGMENT_DURATION_S_DEFAULT
         && SEGMENT_DURATION_S_DEFAULT <= SEGMENT_DURATION_S_MAX
 );
-// A cursor may overshoot a segment's end by at most (concurrent takers x BATCH_COUNT_MAX);
+// A cursor may overshoot a segment's end by at most (concurrent takers x LEASE_COUNT_MAX);
 // ids end below 2^63, so the u64 cursor has 2^63 of headroom and cannot wrap.
 const _: () = assert!(ID_MAX < u64::MAX / 2 + 1);
 // Ids below the sign bit are exactly the ids idmint may hand out.

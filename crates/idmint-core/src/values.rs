@@ -7,8 +7,8 @@
 use std::fmt;
 
 use crate::limits::{
-    BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, PRELOAD_PERMILLE_DEFAULT,
-    PRELOAD_PERMILLE_MAX, STEP_DEFAULT, STEP_MAX, STEP_MIN,
+    BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, LEASE_COUNT_MAX,
+    PRELOAD_PERMILLE_DEFAULT, PRELOAD_PERMILLE_MAX, STEP_DEFAULT, STEP_MAX, STEP_MIN,
 };
 
 /// Why a value was refused. The message names the value, the bound and how to fix it.
@@ -96,8 +96,8 @@ impl Step {
     }
 }
 
-/// How many ids one batch request asks for: `1..=max`, where `max` is at most
-/// [`BATCH_COUNT_MAX`].
+/// How many ids one request asks for: a batch, `1..=max` where `max` is at most
+/// [`BATCH_COUNT_MAX`], or a lease of ranges, `1..=`[`LEASE_COUNT_MAX`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Count(u64);
 
@@ -118,6 +118,16 @@ impl Count {
             Ok(Count(count))
         } else {
             Err(ValueError::Count { got: count, max })
+        }
+    }
+
+    /// Checks the size of a lease of ranges against `1..=LEASE_COUNT_MAX`: ranges, not a
+    /// list of ids, so a lease may be larger than any batch.
+    pub fn new_lease(count: u64) -> Result<Count, ValueError> {
+        if (1..=LEASE_COUNT_MAX).contains(&count) {
+            Ok(Count(count))
+        } else {
+            Err(ValueError::Count { got: count, max: LEASE_COUNT_MAX })
         }
     }
 
@@ -224,6 +234,8 @@ mod tests {
         assert!(Count::new(BATCH_COUNT_MAX + 1).is_err());
         assert_eq!(Count::new_bounded(11, 10), Err(ValueError::Count { got: 11, max: 10 }));
         assert!(Count::new_bounded(BATCH_COUNT_MAX + 1, u64::MAX).is_err());
+        assert_eq!(Count::new_lease(LEASE_COUNT_MAX).map(Count::get), Ok(LEASE_COUNT_MAX));
+        assert!(Count::new_lease(0).is_err() && Count::new_lease(LEASE_COUNT_MAX + 1).is_err());
         assert!(StartId::new(0).is_err());
         assert!(StartId::new(StartId::MAX).is_ok());
         assert!(StartId::new(StartId::MAX + 1).is_err());

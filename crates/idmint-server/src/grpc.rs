@@ -34,6 +34,7 @@ use idmint::Tag;
 use idmint::node::{Engine, LeaseParts, PublicIds};
 use idmint::segment::RangeLease;
 use idmint_core::Count;
+use idmint_core::limits::LEASE_COUNT_MAX;
 use idmint_core::snowflake::UtcMs;
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
 use idmint_proto::v1::{
@@ -251,7 +252,12 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let answer = async {
             let tag = self.tag(&headers, &body.tag)?;
-            let count = count(body.count, self.app.node.batch_count_max())?;
+            let count = Count::new_lease(body.count).map_err(|_| {
+                ApiError::bad_request(
+                    "bad_count",
+                    format!("count is {}; lease 1 to {LEASE_COUNT_MAX} ids", body.count),
+                )
+            })?;
             let leases = self.app.node.lease(&tag, count).await?;
             let ranges = leases.iter().map(range_of).collect();
             Ok(NextRangeResponse { tag: tag.to_string(), ranges })

@@ -29,6 +29,11 @@ DOWN_BACKOFF_S_MAX = 10.0
 #: ``limits.batch_count_max`` may be lower; the client learns it from ``bad_count``).
 BATCH_COUNT_MAX = 100_000
 
+#: The server's ``count`` maximum of a lease of ranges (a whole segment of the largest
+#: step). This client's leases stay within ``BATCH_COUNT_MAX``, far more than a Python
+#: process takes between two of its fetches.
+LEASE_COUNT_MAX = 1_000_000
+
 #: Fewest ids one lease holds unless set otherwise (the server's default tag step).
 MIN_LEASE_DEFAULT = 1_000
 

@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::auth::RouteTag;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::shared::{
-    ApiJson, ApiQuery, StoreErrors, TAG_PARAM, TagName, UnknownTag, parse_count,
+    ApiJson, ApiQuery, StoreErrors, TAG_PARAM, TagName, UnknownTag, parse_lease_count,
 };
 use crate::state::SharedState;
 
@@ -24,8 +24,9 @@ use crate::state::SharedState;
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RangesQuery {
-    /// How many ids: 1 to `limits.batch_count_max` (at most 100000); default 1.
-    #[param(schema_with = crate::http::shared::count_schema)]
+    /// How many ids: 1 to 1000000 (a whole segment of the largest step, more than a batch:
+    /// the answer holds ranges, not ids); default 1.
+    #[param(schema_with = crate::http::shared::lease_count_schema)]
     count: Option<String>,
 }
 
@@ -107,7 +108,7 @@ pub(crate) async fn lease_ranges(
     RouteTag(tag): RouteTag,
     ApiQuery(query): ApiQuery<RangesQuery>,
 ) -> Result<Json<RangesBody>, ApiError> {
-    let count = parse_count(query.count.as_deref(), app.node.batch_count_max())?;
+    let count = parse_lease_count(query.count.as_deref())?;
     let leases = app.node.lease(&tag, count).await?;
     let ranges = leases
         .iter()

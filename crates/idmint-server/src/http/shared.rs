@@ -14,8 +14,8 @@ use idmint::node::PublicIds;
 use idmint::segment::TagStatus;
 use idmint::tinyid::BizTypeView;
 use idmint_core::limits::{
-    BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, STEP_DEFAULT, STEP_MAX, STEP_MIN,
-    TAG_LEN_MAX,
+    BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, LEASE_COUNT_MAX, STEP_DEFAULT, STEP_MAX,
+    STEP_MIN, TAG_LEN_MAX,
 };
 use idmint_core::{Count, SegmentSnapshot, StartId};
 use idmint_store::TagRecord;
@@ -238,6 +238,11 @@ impl PartialSchema for DecimalId {
 
 impl ToSchema for DecimalId {}
 
+/// `count` of a lease of ranges: 1 to [`LEASE_COUNT_MAX`], default 1.
+pub(crate) fn lease_count_schema() -> ObjectBuilder {
+    count_schema().maximum(Some(LEASE_COUNT_MAX))
+}
+
 /// `count` of a batch: 1 to the node's batch limit (`limits.batch_count_max`).
 pub(crate) fn count_schema() -> ObjectBuilder {
     ObjectBuilder::new()
@@ -332,6 +337,21 @@ pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiErr
         )
     })?;
     Ok(Count::new_bounded(count, max)?)
+}
+
+/// The `count` of a lease of ranges: 1 (absent) to [`LEASE_COUNT_MAX`].
+pub(crate) fn parse_lease_count(count: Option<&str>) -> Result<Count, ApiError> {
+    let Some(text) = count else { return Ok(Count::ONE) };
+    let count = text.parse().map_err(|_| {
+        ApiError::bad_request(
+            "bad_count",
+            format!(
+                "count {text:?} is not a whole number; lease 1 to {LEASE_COUNT_MAX} ids per \
+                 request"
+            ),
+        )
+    })?;
+    Ok(Count::new_lease(count)?)
 }
 
 /// A tag's store row, and on `GET /v1/tags/{tag}` the segments this node holds for it.

@@ -19,7 +19,7 @@ use serde_json::json;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::support::TestServer;
+use crate::support::{TestServer, assert_error};
 
 type Grpc = IdMintClient<Channel>;
 
@@ -163,6 +163,36 @@ async fn leased_ranges_come_back_once_and_only_with_this_nodes_proof() {
     let too_many = give_back(1, 2, vec![lease; idmint::node::RETURN_LEASES_MAX + 1]);
     let status = grpc.return_range(too_many).await.unwrap_err();
     assert_status(&status, Code::InvalidArgument, "bad_lease");
+    server.stop().await;
+}
+
+/// A lease may hold a whole segment of the largest step, ten batches, over gRPC and HTTP: its
+/// answer is ranges, not ids. One id more is refused as a bad count, naming the bound.
+#[tokio::test]
+async fn a_lease_holds_up_to_a_segment_of_the_largest_step() {
+    use idmint_core::limits::{BATCH_COUNT_MAX, LEASE_COUNT_MAX};
+    let (server, mut grpc) = server().await;
+    let created = server.create_tag(json!({"tag": "bulk", "step": LEASE_COUNT_MAX})).await;
+    assert_eq!(created.status().as_u16(), 201);
+    const _: () = assert!(LEASE_COUNT_MAX > BATCH_COUNT_MAX);
+    let held = |ranges: &[Range]| ranges.iter().map(|r| r.end - r.start).sum::<u64>();
+    let leased = grpc.next_range(next_range("bulk", LEASE_COUNT_MAX)).await.unwrap().into_inner();
+    assert_eq!(held(&leased.ranges), LEASE_COUNT_MAX, "{:?}", leased.ranges);
+    let status = grpc.next_range(next_range("bulk", LEASE_COUNT_MAX + 1)).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_count");
+    assert!(status.message().contains("1 to 1000000"), "{status:?}");
+
+    let path = format!("/v1/segment/bulk/ranges?count={LEASE_COUNT_MAX}");
+    let body: serde_json::Value = server.get(&path).await.json().await.unwrap();
+    let ranges = body["ranges"].as_array().unwrap();
+    let lens = ranges.iter().map(|r| r["end"].as_u64().unwrap() - r["start"].as_u64().unwrap());
+    assert_eq!(lens.sum::<u64>(), LEASE_COUNT_MAX, "{body}");
+    let too_many = format!("/v1/segment/bulk/ranges?count={}", LEASE_COUNT_MAX + 1);
+    let message = assert_error(server.get(&too_many).await, 400, "bad_count").await;
+    assert!(message.contains("1 to 1000000"), "{message}");
+    // A batch stays bounded by the batch limit.
+    let status = grpc.next_ids(next_ids("bulk", BATCH_COUNT_MAX + 1)).await.unwrap_err();
+    assert_status(&status, Code::InvalidArgument, "bad_count");
     server.stop().await;
 }
 

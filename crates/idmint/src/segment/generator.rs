@@ -413,8 +413,8 @@ impl TagGenerator {
             tokio::pin!(notified);
             // Registered before looking, so a refill finishing in between still wakes us.
             notified.as_mut().enable();
-            // Cannot fail: 1 <= count - got <= count, and count is a valid Count.
-            let wanted = Count::new(count.get() - got).map_err(|e| self.unavailable(e))?;
+            // Cannot fail: 1 <= count - got <= count <= LEASE_COUNT_MAX, the largest Count.
+            let wanted = Count::new_lease(count.get() - got).map_err(|e| self.unavailable(e))?;
             // The buffer's take, not `try_take`: a refill is started below, only after the
             // check that no attempt failed since this request began to wait.
             let take = self.buffer.take(wanted);

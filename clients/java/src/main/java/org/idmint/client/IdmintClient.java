@@ -46,6 +46,12 @@ public final class IdmintClient implements AutoCloseable {
 
     private final Core core;
     private final ConcurrentHashMap<String, TagBuffer> tags = new ConcurrentHashMap<>();
+    /**
+     * The buffer a take by name last found in {@link #tags}: a take of the same name (the
+     * common case, one hot tag) skips the map. Cleared when a buffer leaves the map; a stale
+     * one only sends its takes to the map (a dropped buffer holds no ids).
+     */
+    private volatile TagBuffer last;
     private final Set<String> strict = ConcurrentHashMap.newKeySet();
     private final Object closeLock = new Object();
     private boolean closeDone;
@@ -112,7 +118,13 @@ public final class IdmintClient implements AutoCloseable {
      * @throws ClientClosedException the client was closed
      */
     public long nextId(String tag) {
-        TagBuffer buffer = tags.get(tag);
+        TagBuffer buffer = last;
+        if (buffer == null || !buffer.tag.equals(tag)) {
+            buffer = tags.get(tag);
+            if (buffer != null) {
+                last = buffer;
+            }
+        }
         if (buffer != null) {
             long id = buffer.take();
             if (id != TagBuffer.NONE) {
@@ -273,6 +285,7 @@ public final class IdmintClient implements AutoCloseable {
         if (tags.size() >= Limits.TAGS_MAX) {
             // Make room: tags that hold nothing and were found unknown go first.
             tags.values().removeIf(TagBuffer::isUnknownAndEmpty);
+            last = null;
             if (tags.size() >= Limits.TAGS_MAX) {
                 throw new InvalidArgumentException("too_many_tags",
                         "this client already serves " + Limits.TAGS_MAX + " tags, the most it serves");
@@ -290,6 +303,7 @@ public final class IdmintClient implements AutoCloseable {
             strict.add(tag);
         }
         tags.remove(tag);
+        last = null;
         return true;
     }
 

@@ -23,8 +23,13 @@ public final class Limits {
     /** Longest a failed server is tried last before it gets its place back. */
     public static final long DOWN_BACKOFF_MS_MAX = 10_000;
 
-    /** The servers' batch limit: most ids one lease or one call asks for. */
+    /** The servers' batch limit: most ids one call of ids (not a lease) asks for. */
     public static final long BATCH_COUNT_MAX = 100_000;
+    /**
+     * Most ids one lease call asks for (the servers' lease limit, a whole segment of the
+     * largest step): ranges, not ids, so one call brings ten batches.
+     */
+    public static final long LEASE_COUNT_MAX = 1_000_000;
     /** Fewest ids one lease holds unless the builder sets another (a server tag's default step). */
     public static final long MIN_LEASE_DEFAULT = 1_000;
     /** How long a lease should last at the measured rate unless the builder sets another. */
@@ -80,6 +85,7 @@ public final class Limits {
         check(READY_LEASES_MAX + 1 <= GIVE_BACK_LEASES_MAX);
         // A batch of BATCH_COUNT_MAX ids as decimal text fits an answer.
         check(BATCH_COUNT_MAX * 40 <= ANSWER_BYTES_MAX);
+        check(BATCH_COUNT_MAX <= LEASE_COUNT_MAX);
     }
 
     private Limits() {}

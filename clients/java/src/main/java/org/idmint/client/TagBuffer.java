@@ -382,7 +382,7 @@ final class TagBuffer {
         if (room <= 0 || have >= ahead) {
             return;
         }
-        long size = Math.max(core.minLease, Math.min(ahead, Limits.BATCH_COUNT_MAX));
+        long size = Math.max(core.minLease, Math.min(ahead, Limits.LEASE_COUNT_MAX));
         long calls = Math.max(1, Math.min(Math.min((ahead - have + size - 1) / size, room), Limits.LEASE_CALLS_MAX));
         for (Wire.Lease l : leases(size, (int) calls)) {
             if (!install(l)) {
@@ -424,7 +424,7 @@ final class TagBuffer {
             if (!leases.isEmpty()) {
                 return leases;
             }
-            count = Limits.BATCH_COUNT_MAX; // pass the older ranges fast
+            count = Limits.LEASE_COUNT_MAX; // pass the older ranges fast
         }
         throw new UnavailableException(Limits.ALLOCATE_ROUNDS_MAX + " lease requests for tag " + tag
                 + " in a row answered ranges below the ids this client already served; retrying later");
@@ -446,7 +446,7 @@ final class TagBuffer {
             double rate = (consumed - consumedAtFetch) / seconds;
             long grown = Math.max(core.minLease, aheadIds * Limits.LEASE_GROWTH_MAX);
             wanted = (long) Math.min(Math.min(rate * core.leaseDurationS, (double) grown),
-                    (double) Limits.READY_LEASES_MAX * Limits.BATCH_COUNT_MAX);
+                    (double) Limits.READY_LEASES_MAX * Limits.LEASE_COUNT_MAX);
             wanted = Math.max(wanted, core.minLease);
         }
         fetchNanos = now;
