@@ -74,4 +74,28 @@ class UniquenessTest {
             pool.shutdownNow();
         }
     }
+
+    /**
+     * Takes by name that alternate between two tags (a new String each time, equal to the
+     * name) each draw from their own tag: the buffer a take by name remembers is used only
+     * for that tag. Each tag starts at 1, so a take served from the other tag's buffer would
+     * repeat an id or break the order.
+     */
+    @Test
+    void takes_by_name_alternating_between_tags_stay_with_each_tag() {
+        Node node = SharedNode.get();
+        String a = Node.RUN + "-alt-a";
+        String b = Node.RUN + "-alt-b";
+        node.createTag(a, "");
+        node.createTag(b, "");
+        try (IdmintClient client = IdmintClient.builder().endpoints(node.url()).build()) {
+            long[] last = {0, 0};
+            for (int i = 0; i < 20_000; i++) {
+                int which = i % 2;
+                long id = client.nextId(new String(which == 0 ? a : b));
+                assertEquals(last[which] + 1, id, "tag " + which + " after " + last[which]);
+                last[which] = id;
+            }
+        }
+    }
 }
