@@ -214,7 +214,7 @@ def test_live_answers_fit_the_documented_schemas(document, node):
     for request, code, status_expected in [
         (_wire.lease(unique("missing"), 1), "unknown_tag", 404),
         (_wire.lease(strict, 1), "strict_tag", 409),
-        (_wire.lease(tag, limits.BATCH_COUNT_MAX + 1), "bad_count", 400),
+        (_wire.lease(tag, limits.LEASE_COUNT_MAX + 1), "bad_count", 400),
     ]:
         status, body = node.call("GET", request.path)
         assert status == status_expected and body["error"]["code"] == code, body
