@@ -119,13 +119,20 @@ public final class IdmintClient implements AutoCloseable {
      */
     public long nextId(String tag) {
         TagBuffer buffer = last;
-        if (buffer == null || !buffer.tag.equals(tag)) {
-            buffer = tags.get(tag);
-            if (buffer != null) {
-                last = buffer;
+        if (buffer != null && buffer.tag.equals(tag)) {
+            long id = buffer.take();
+            if (id != TagBuffer.NONE) {
+                return id;
             }
         }
+        return nextIdLooked(tag);
+    }
+
+    /** {@link #nextId} past the remembered buffer: the map, then the wait. Kept out of line. */
+    private long nextIdLooked(String tag) {
+        TagBuffer buffer = tags.get(tag);
         if (buffer != null) {
+            last = buffer;
             long id = buffer.take();
             if (id != TagBuffer.NONE) {
                 return id;

@@ -161,24 +161,43 @@ final class TagBuffer {
         this.core = core;
     }
 
-    /** The next id from the local ranges, or NONE when all are spent (a fetch is then started). */
+    /**
+     * The next id from the local ranges, or NONE when all are spent (a fetch is then started).
+     * Only the common case is here, so the JIT inlines it into the caller's loop; the preload
+     * point and a spent range go to {@link #takeSlow}.
+     */
     long take() {
+        Buffers b = buffers.get();
+        Segment s = b.current;
+        long i = s.takeIndex(1);
+        if (i < s.len && i != s.preloadIndex) {
+            return s.start + i;
+        }
+        return takeSlow(b, s, i);
+    }
+
+    /** {@link #take} at the preload point or past the range's end: index {@code i} of {@code s} was taken. */
+    private long takeSlow(Buffers b, Segment s, long i) {
+        if (i < s.len) {
+            preload(b);
+            return s.start + i;
+        }
         while (true) {
-            Buffers b = buffers.get();
-            Segment s = b.current;
-            long i = s.takeIndex(1);
-            if (i < s.len) {
-                if (i == s.preloadIndex) {
-                    preload(b);
-                }
-                return s.start + i;
-            }
             Ready n = b.next;
             if (n == null) {
                 startFetch();
                 return NONE;
             }
             buffers.compareAndSet(b, new Buffers(n.first, n.rest));
+            b = buffers.get();
+            s = b.current;
+            i = s.takeIndex(1);
+            if (i < s.len) {
+                if (i == s.preloadIndex) {
+                    preload(b);
+                }
+                return s.start + i;
+            }
         }
     }
 
