@@ -33,9 +33,9 @@ use futures_util::{Stream, StreamExt};
 use idmint::Tag;
 use idmint::node::{Engine, LeaseParts, PublicIds};
 use idmint::segment::RangeLease;
-use idmint_core::Count;
 use idmint_core::limits::LEASE_COUNT_MAX;
 use idmint_core::snowflake::UtcMs;
+use idmint_core::{Count, ValueError};
 use idmint_proto::v1::id_mint_server::{IdMint, IdMintServer};
 use idmint_proto::v1::{
     DecodeIdRequest, DecodeIdResponse, DecodeSnowflakeRequest, DecodeSnowflakeResponse,
@@ -252,12 +252,7 @@ impl IdMint for GrpcApi {
         let (headers, body) = parts(request);
         let answer = async {
             let tag = self.tag(&headers, &body.tag)?;
-            let count = Count::new_lease(body.count).map_err(|_| {
-                ApiError::bad_request(
-                    "bad_count",
-                    format!("count is {}; lease 1 to {LEASE_COUNT_MAX} ids", body.count),
-                )
-            })?;
+            let count = checked_count(body.count, LEASE_COUNT_MAX, Count::new_lease(body.count))?;
             let leases = self.app.node.lease(&tag, count).await?;
             let ranges = leases.iter().map(range_of).collect();
             Ok(NextRangeResponse { tag: tag.to_string(), ranges })
@@ -594,7 +589,12 @@ async fn next_chunk(
 
 /// A request's `count`: 1 to `max`; 0 (proto3's unset) is refused like any other bad count.
 fn count(count: u64, max: u64) -> Result<Count, ApiError> {
-    Count::new_bounded(count, max).map_err(|_| {
+    checked_count(count, max, Count::new_bounded(count, max))
+}
+
+/// `made`, a `Count` of `count`, or its refusal naming the bound `max`.
+fn checked_count(count: u64, max: u64, made: Result<Count, ValueError>) -> Result<Count, ApiError> {
+    made.map_err(|_| {
         ApiError::bad_request("bad_count", format!("count is {count}; ask for 1 to {max} ids"))
     })
 }

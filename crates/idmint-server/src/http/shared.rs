@@ -17,7 +17,7 @@ use idmint_core::limits::{
     BATCH_COUNT_MAX, DESCRIPTION_LEN_MAX, ID_MAX, ID_MIN, LEASE_COUNT_MAX, STEP_DEFAULT, STEP_MAX,
     STEP_MIN, TAG_LEN_MAX,
 };
-use idmint_core::{Count, SegmentSnapshot, StartId};
+use idmint_core::{Count, SegmentSnapshot, StartId, ValueError};
 use idmint_store::TagRecord;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -329,6 +329,21 @@ pub(crate) struct CountQuery {
 }
 
 pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiError> {
+    parse_count_as(count, max, |count| Count::new_bounded(count, max))
+}
+
+/// The `count` of a lease of ranges: 1 (absent) to [`LEASE_COUNT_MAX`].
+pub(crate) fn parse_lease_count(count: Option<&str>) -> Result<Count, ApiError> {
+    parse_count_as(count, LEASE_COUNT_MAX, Count::new_lease)
+}
+
+/// `count` (1 when absent) as a whole number, bounded by `make`; `max` is the bound a
+/// refusal names.
+fn parse_count_as(
+    count: Option<&str>,
+    max: u64,
+    make: impl FnOnce(u64) -> Result<Count, ValueError>,
+) -> Result<Count, ApiError> {
     let Some(text) = count else { return Ok(Count::ONE) };
     let count: u64 = text.parse().map_err(|_| {
         ApiError::bad_request(
@@ -336,22 +351,7 @@ pub(crate) fn parse_count(count: Option<&str>, max: u64) -> Result<Count, ApiErr
             format!("count {text:?} is not a whole number; ask for 1 to {max} ids per request"),
         )
     })?;
-    Ok(Count::new_bounded(count, max)?)
-}
-
-/// The `count` of a lease of ranges: 1 (absent) to [`LEASE_COUNT_MAX`].
-pub(crate) fn parse_lease_count(count: Option<&str>) -> Result<Count, ApiError> {
-    let Some(text) = count else { return Ok(Count::ONE) };
-    let count = text.parse().map_err(|_| {
-        ApiError::bad_request(
-            "bad_count",
-            format!(
-                "count {text:?} is not a whole number; lease 1 to {LEASE_COUNT_MAX} ids per \
-                 request"
-            ),
-        )
-    })?;
-    Ok(Count::new_lease(count)?)
+    Ok(make(count)?)
 }
 
 /// A tag's store row, and on `GET /v1/tags/{tag}` the segments this node holds for it.
