@@ -1,10 +1,10 @@
 // TagBuffer: one tag's ids in the caller's process: the current range and a short chain of
 // ranges leased ahead from the servers.
 //
-// The take path is lock-free: one volatile read of the buffers (current, ready chain), one
-// getAndIncrement of the current range's cursor, one compare. A take that finds the current
-// range spent switches to the chain's first range with one compareAndSet of the buffers, on
-// the caller's thread: no thread has to wake up for it. Crossing PRELOAD_PERCENT of a range
+// The take path is lock-free: one volatile read of the current range, one getAndAdd of its
+// cursor, one compare. The ranges leased ahead hang off the current one as a linked chain; a
+// take that finds the current range spent moves to the next with one compareAndSet, on the
+// caller's thread: no thread has to wake up for it. Crossing PRELOAD_PERCENT of a range
 // starts the tag's one background fetch (single flight) when the chain holds less than the
 // consumption wants ahead; the fetch tops the chain up, with several lease calls at once when
 // the consumption is past one batch per call, so the ranges are there long before they are
@@ -18,9 +18,9 @@
 // end installed (the mark; a failover to a node that holds older ranges) are skipped, never
 // served. A lease is installed once and never fetched twice; a fetch that failed is not
 // replayed (a range the server leased in an answer that never arrived is lost for good, never
-// served). freeze() stops the buffer for the close: the buffers are swapped for CLOSED in one
-// atomic step and each range's cursor moved to its end in one more, so an id is either handed
-// out before it or given back after it, never both.
+// served). freeze() stops the buffer for the close: the current range is swapped for CLOSED in
+// one atomic step, then each range's cursor moved to its end and its link sealed, one atomic
+// step each, so an id is either handed out before it or given back after it, never both.
 package org.idmint.client;
 
 import java.lang.invoke.MethodHandles;
@@ -32,20 +32,19 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
 
 /** One tag's leased ranges: the current one and a chain of ranges ahead. */
 final class TagBuffer {
     /** What {@link #take()} answers when nothing is local; internal only, never handed to a caller. */
     static final long NONE = -1;
 
-    /** A leased range in the buffer: ids {@code start .. start + len - 1}, an index cursor over them. */
-    static final class Segment {
-        private static final VarHandle TAKEN;
+    /** A range's fixed part, and its link to the range after it (set once). */
+    abstract static class SegmentHead {
+        private static final VarHandle NEXT;
 
         static {
             try {
-                TAKEN = MethodHandles.lookup().findVarHandle(Segment.class, "taken", long.class);
+                NEXT = MethodHandles.lookup().findVarHandle(SegmentHead.class, "next", Segment.class);
             } catch (ReflectiveOperationException e) {
                 throw new ExceptionInInitializerError(e);
             }
@@ -54,66 +53,95 @@ final class TagBuffer {
         final long start;
         final long len;
         final long preloadIndex;
-        /** Ids handed out of the range (past len: spent); only through TAKEN, atomically. */
-        @SuppressWarnings("unused")
-        private volatile long taken;
         final Wire.Lease lease;
+        /** The range after this one: null until one is installed, SEALED once frozen. Only through NEXT. */
+        @SuppressWarnings("unused")
+        private volatile Segment next;
 
-        Segment(long start, long len, Wire.Lease lease) {
+        SegmentHead(long start, long len, Wire.Lease lease) {
             this.start = start;
             this.len = len;
             this.preloadIndex = len * Limits.PRELOAD_PERCENT / 100;
             this.lease = lease;
         }
 
+        Segment next() {
+            return (Segment) NEXT.getVolatile(this);
+        }
+
+        /** Links {@code segment} after this one unless a range is already linked (or this is sealed). */
+        boolean link(Segment segment) {
+            return NEXT.compareAndSet(this, (Segment) null, segment);
+        }
+
+        /** Seals the link (no range can be linked after it); the range that was linked, or null. */
+        Segment seal() {
+            return (Segment) NEXT.getAndSet(this, SEALED);
+        }
+    }
+
+    /** Keeps the cursor off the cache line of the fixed fields and of whatever lies before the object. */
+    abstract static class SegmentPadBefore extends SegmentHead {
+        @SuppressWarnings("unused")
+        private long p01, p02, p03, p04, p05, p06, p07, p08;
+
+        SegmentPadBefore(long start, long len, Wire.Lease lease) {
+            super(start, len, lease);
+        }
+    }
+
+    /** The cursor: written by every take, so it gets a cache line of its own. */
+    abstract static class SegmentCursor extends SegmentPadBefore {
+        private static final VarHandle TAKEN;
+
+        static {
+            try {
+                TAKEN = MethodHandles.lookup().findVarHandle(SegmentCursor.class, "taken", long.class);
+            } catch (ReflectiveOperationException e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
+        /** Ids handed out of the range (past len: spent); only through TAKEN, atomically. */
+        @SuppressWarnings("unused")
+        private volatile long taken;
+
+        SegmentCursor(long start, long len, Wire.Lease lease) {
+            super(start, len, lease);
+        }
+
         /** The cursor before adding {@code n} (the field is the cursor: no AtomicLong to reach through). */
-        long takeIndex(long n) {
+        final long takeIndex(long n) {
             return (long) TAKEN.getAndAdd(this, n);
         }
 
-        long taken() {
+        final long taken() {
             return (long) TAKEN.getVolatile(this);
         }
 
         /** Moves the cursor past the end; the cursor before. */
-        long spend() {
+        final long spend() {
             return (long) TAKEN.getAndSet(this, len);
+        }
+    }
+
+    /**
+     * A leased range in the buffer: ids {@code start .. start + len - 1}, an index cursor over
+     * them, and the next range of the chain. The padding on both sides of the cursor keeps
+     * other objects (a garbage collection may move the tag's buffer next to it) off its line, so
+     * a take on one thread does not make another thread's reads miss.
+     */
+    static final class Segment extends SegmentCursor {
+        @SuppressWarnings("unused")
+        private long p11, p12, p13, p14, p15, p16, p17, p18;
+
+        Segment(long start, long len, Wire.Lease lease) {
+            super(start, len, lease);
         }
 
         /** Ids not handed out yet. */
         long left() {
             return Math.max(0, len - taken());
-        }
-    }
-
-    /** Ranges leased ahead, in increasing order: an immutable list, replaced whole. */
-    static final class Ready {
-        final Segment first;
-        final Ready rest;
-        final int count;
-        final long ids;
-
-        Ready(Segment first, Ready rest) {
-            this.first = first;
-            this.rest = rest;
-            this.count = 1 + (rest == null ? 0 : rest.count);
-            this.ids = first.len + (rest == null ? 0 : rest.ids);
-        }
-
-        /** This chain with {@code last} at its end. */
-        static Ready append(Ready chain, Segment last) {
-            return chain == null ? new Ready(last, null) : new Ready(chain.first, append(chain.rest, last));
-        }
-    }
-
-    /** The current range and the chain of ranges ahead (or null); replaced whole, never changed. */
-    static final class Buffers {
-        final Segment current;
-        final Ready next;
-
-        Buffers(Segment current, Ready next) {
-            this.current = current;
-            this.next = next;
         }
     }
 
@@ -130,12 +158,34 @@ final class TagBuffer {
         }
     }
 
-    private static final Buffers EMPTY = new Buffers(new Segment(0, 0, null), null);
-    private static final Buffers CLOSED = new Buffers(new Segment(0, 0, null), null);
+    /** The link of a frozen range: nothing can be linked after it. Never current. */
+    static final Segment SEALED = new Segment(0, 0, null);
+    /** The current range of a closed buffer: empty, and sealed. */
+    private static final Segment CLOSED = new Segment(0, 0, null);
+
+    static {
+        CLOSED.seal();
+    }
+
+    private static final VarHandle CURRENT;
+
+    static {
+        try {
+            CURRENT = MethodHandles.lookup().findVarHandle(TagBuffer.class, "current", Segment.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     final String tag;
     private final IdmintClient.Core core;
-    private final AtomicReference<Buffers> buffers = new AtomicReference<>(EMPTY);
+    /**
+     * The range takes take from; the ranges ahead hang off it, in increasing order. A take
+     * reads this one field and adds to the range's cursor; it moves forward only, along the
+     * links (CLOSED after the freeze). Written only through CURRENT.
+     */
+    @SuppressWarnings("unused")
+    private volatile Segment current = new Segment(0, 0, null);
     /** Set while the tag's one fetch runs. */
     private final AtomicBoolean loading = new AtomicBoolean();
     /** Leases answered beyond the chain's room, or after the close, for the next fetches. Guarded by itself. */
@@ -167,45 +217,41 @@ final class TagBuffer {
      * point and a spent range go to {@link #takeSlow}.
      */
     long take() {
-        Buffers b = buffers.get();
-        Segment s = b.current;
+        Segment s = current;
         long i = s.takeIndex(1);
         if (i < s.len && i != s.preloadIndex) {
             return s.start + i;
         }
-        return takeSlow(b, s, i);
+        return takeSlow(s, i);
     }
 
     /** {@link #take} at the preload point or past the range's end: index {@code i} of {@code s} was taken. */
-    private long takeSlow(Buffers b, Segment s, long i) {
-        if (i < s.len) {
-            preload(b);
-            return s.start + i;
-        }
+    private long takeSlow(Segment s, long i) {
         while (true) {
-            Ready n = b.next;
+            if (i < s.len) {
+                if (i == s.preloadIndex) {
+                    preload(s);
+                }
+                return s.start + i;
+            }
+            Segment n = s.next();
             if (n == null) {
                 startFetch();
                 return NONE;
             }
-            buffers.compareAndSet(b, new Buffers(n.first, n.rest));
-            b = buffers.get();
-            s = b.current;
-            i = s.takeIndex(1);
-            if (i < s.len) {
-                if (i == s.preloadIndex) {
-                    preload(b);
-                }
-                return s.start + i;
+            if (n == SEALED) {
+                return NONE; // frozen: the client is closing
             }
+            CURRENT.compareAndSet(this, s, n);
+            s = current;
+            i = s.takeIndex(1);
         }
     }
 
     /** Up to {@code max} ids from one local range into {@code out[from..]}; how many (0 when nothing is local). */
     int takeInto(long[] out, int from, int max) {
         while (true) {
-            Buffers b = buffers.get();
-            Segment s = b.current;
+            Segment s = current;
             long i = s.takeIndex(max);
             if (i < s.len) {
                 int k = (int) Math.min(max, s.len - i);
@@ -213,16 +259,18 @@ final class TagBuffer {
                     out[from + j] = s.start + i + j;
                 }
                 if (i <= s.preloadIndex && s.preloadIndex < i + k) {
-                    preload(b);
+                    preload(s);
                 }
                 return k;
             }
-            Ready n = b.next;
-            if (n == null) {
-                startFetch();
+            Segment n = s.next();
+            if (n == null || n == SEALED) {
+                if (n == null) {
+                    startFetch();
+                }
                 return 0;
             }
-            buffers.compareAndSet(b, new Buffers(n.first, n.rest));
+            CURRENT.compareAndSet(this, s, n);
         }
     }
 
@@ -290,32 +338,29 @@ final class TagBuffer {
 
     /** Whether the buffer holds nothing and its last fetch found the tag unknown (it may be dropped). */
     boolean isUnknownAndEmpty() {
-        Buffers b = buffers.get();
-        return failure instanceof UnknownTagException && b.next == null
-                && b.current.taken() >= b.current.len && !loading.get();
+        Segment s = current;
+        return failure instanceof UnknownTagException && s.next() == null && s.taken() >= s.len && !loading.get();
     }
 
     /**
      * Stops the buffer: after this no id is handed out. Answers the unused ids of its ranges:
-     * the buffers are swapped for CLOSED (no range can be switched to after it) and each cursor
-     * is moved past its range's end in one atomic step, so every id was either handed out
-     * before (and is not given back) or is given back (and never handed out).
+     * the current range is swapped for CLOSED (no take can switch to a range after it), then
+     * each range's cursor is moved past its end and its link sealed, each in one atomic step,
+     * so every id was either handed out before (and is not given back) or is given back (and
+     * never handed out), and a range installed meanwhile is either sealed in here or refused
+     * (and queued, for {@link #drainQueued}).
      */
     List<Piece> freeze() {
-        Buffers old = buffers.getAndSet(CLOSED);
         List<Piece> pieces = new ArrayList<>();
-        List<Segment> segments = new ArrayList<>();
-        segments.add(old.current);
-        for (Ready r = old.next; r != null; r = r.rest) {
-            segments.add(r.first);
-        }
-        for (Segment s : segments) {
+        Segment s = (Segment) CURRENT.getAndSet(this, CLOSED);
+        while (s != null && s != CLOSED && s != SEALED) {
             if (s.lease != null) {
                 long taken = s.spend();
                 if (taken < s.len) {
                     pieces.add(new Piece(s.start + taken, s.start + s.len, s.lease));
                 }
             }
+            s = s.seal();
         }
         return pieces;
     }
@@ -333,8 +378,8 @@ final class TagBuffer {
     }
 
     /** At a range's preload point: a fetch when the chain holds under half of what is wanted ahead. */
-    private void preload(Buffers b) {
-        if (b.next == null || b.next.ids < aheadIds / 2) {
+    private void preload(Segment s) {
+        if (s.next() == null || idsAhead(s) < aheadIds / 2) {
             startFetch();
         }
     }
@@ -370,9 +415,9 @@ final class TagBuffer {
             }
         }
         // Takes may have spent ranges while this fetch ran: fetch again if the chain ran low.
-        Buffers b = buffers.get();
-        if (error == null && b != CLOSED && (b.next == null
-                ? b.current.taken() > b.current.preloadIndex : b.next.ids < aheadIds / 2)) {
+        Segment s = current;
+        if (error == null && s != CLOSED && (s.next() == null
+                ? s.taken() > s.preloadIndex : idsAhead(s) < aheadIds / 2)) {
             startFetch();
         }
     }
@@ -395,9 +440,9 @@ final class TagBuffer {
                 return;
             }
         }
-        Buffers b = buffers.get();
-        long have = b.next == null ? 0 : b.next.ids;
-        int room = Limits.READY_LEASES_MAX - (b.next == null ? 0 : b.next.count);
+        Segment s = current;
+        long have = idsAhead(s);
+        int room = Limits.READY_LEASES_MAX - rangesAhead(s);
         if (room <= 0 || have >= ahead) {
             return;
         }
@@ -456,8 +501,8 @@ final class TagBuffer {
      */
     private long aheadWanted() {
         long now = System.nanoTime();
-        Buffers b = buffers.get();
-        long left = b.current.left() + (b.next == null ? 0 : b.next.ids);
+        Segment s = current;
+        long left = s.left() + idsAhead(s);
         long consumed = Math.max(0, installedIds - left);
         long wanted = core.minLease;
         if (fetchNanos != 0) {
@@ -475,11 +520,11 @@ final class TagBuffer {
     }
 
     /**
-     * Puts a lease above the mark into the buffer: as the current range if that is spent and
-     * nothing is ahead, else at the chain's end. False (not installed, the mark unchanged) when
-     * the client is closed or the chain is full.
+     * Puts a lease above the mark at the chain's end (after the current range when nothing is
+     * ahead). False (not installed, the mark unchanged) when the client is closed or the chain
+     * is full. Package-private for the buffer's model test; otherwise only the fetch calls it.
      */
-    private boolean install(Wire.Lease lease) {
+    boolean install(Wire.Lease lease) {
         if (lease.end <= mark) {
             // Callers never pass one: serving it would break the order, never skip it silently.
             throw new IllegalStateException("lease [" + lease.start + ", " + lease.end + ") of tag " + tag
@@ -487,19 +532,43 @@ final class TagBuffer {
         }
         long start = Math.max(lease.start, mark);
         Segment segment = new Segment(start, lease.end - start, lease);
+        Segment s = current;
+        if (s == CLOSED || rangesAhead(s) >= Limits.READY_LEASES_MAX) {
+            return false; // closed meanwhile, or no room ahead: the caller queues it
+        }
         while (true) {
-            Buffers b = buffers.get();
-            if (b == CLOSED || (b.next != null && b.next.count >= Limits.READY_LEASES_MAX)) {
-                return false; // closed meanwhile, or no room ahead: the caller queues it
+            Segment tail = s;
+            for (Segment n = tail.next(); n != null; n = tail.next()) {
+                if (n == SEALED) {
+                    return false; // frozen meanwhile: the caller queues it for the give-back
+                }
+                tail = n;
             }
-            Buffers replaced = b.next == null && b.current.taken() >= b.current.len
-                    ? new Buffers(segment, null) : new Buffers(b.current, Ready.append(b.next, segment));
-            if (buffers.compareAndSet(b, replaced)) {
+            if (tail.link(segment)) {
                 mark = lease.end;
                 installedIds += segment.len;
                 return true;
             }
+            s = tail; // only the freeze links (seals) besides the one fetch: look again
         }
+    }
+
+    /** Ids in the ranges linked after {@code s}. */
+    private static long idsAhead(Segment s) {
+        long ids = 0;
+        for (Segment n = s.next(); n != null && n != SEALED; n = n.next()) {
+            ids += n.len;
+        }
+        return ids;
+    }
+
+    /** Ranges linked after {@code s}. */
+    private static int rangesAhead(Segment s) {
+        int count = 0;
+        for (Segment n = s.next(); n != null && n != SEALED; n = n.next()) {
+            count++;
+        }
+        return count;
     }
 
     /** Whether a fetch's failure holds for good: every final error but an unknown tag (asked again, it may be created). */
