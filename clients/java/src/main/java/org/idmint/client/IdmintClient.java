@@ -119,11 +119,8 @@ public final class IdmintClient implements AutoCloseable {
      */
     public long nextId(String tag) {
         TagBuffer buffer = last;
-        if (buffer != null && buffer.tag.equals(tag)) {
-            long id = buffer.take();
-            if (id != TagBuffer.NONE) {
-                return id;
-            }
+        if (buffer != null && (buffer.tag == tag || buffer.tag.equals(tag))) {
+            return buffer.nextId();
         }
         return nextIdLooked(tag);
     }
@@ -133,10 +130,7 @@ public final class IdmintClient implements AutoCloseable {
         TagBuffer buffer = tags.get(tag);
         if (buffer != null) {
             last = buffer;
-            long id = buffer.take();
-            if (id != TagBuffer.NONE) {
-                return id;
-            }
+            return buffer.nextId();
         }
         return nextIdWaiting(tag);
     }
@@ -148,7 +142,7 @@ public final class IdmintClient implements AutoCloseable {
             return strictIds(tag, count);
         }
         try {
-            return buffer(tag).nextIds(count);
+            return buffer(tag).takeIds(count);
         } catch (RefusedException e) {
             if (!learnStrict(tag, e)) {
                 throw e;
@@ -178,7 +172,7 @@ public final class IdmintClient implements AutoCloseable {
 
     /** A handle on {@code tag}'s ids: no lookup by name per id. */
     public TagIds tag(String tag) {
-        return new TagIds(this, buffer(tag));
+        return buffer(tag);
     }
 
     /** The next snowflake id, asked of a server. */
@@ -298,7 +292,7 @@ public final class IdmintClient implements AutoCloseable {
                         "this client already serves " + Limits.TAGS_MAX + " tags, the most it serves");
             }
         }
-        return tags.computeIfAbsent(tag, name -> new TagBuffer(name, core));
+        return tags.computeIfAbsent(tag, name -> new TagBuffer(this, name, core));
     }
 
     /** Whether the refusal says the tag is strict; if so it is remembered and its buffer dropped. */

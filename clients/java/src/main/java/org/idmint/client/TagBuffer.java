@@ -29,12 +29,13 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
-/** One tag's leased ranges: the current one and a chain of ranges ahead. */
-final class TagBuffer {
+/** One tag's leased ranges: the current one and a chain of ranges ahead; also the tag's {@link TagIds} handle. */
+final class TagBuffer extends TagIds {
     /** What {@link #take()} answers when nothing is local; internal only, never handed to a caller. */
     static final long NONE = -1;
 
@@ -178,6 +179,8 @@ final class TagBuffer {
     }
 
     final String tag;
+    /** The client, for what a take from local memory cannot answer (a wait, a strict tag, the close). */
+    private final IdmintClient client;
     private final IdmintClient.Core core;
     /**
      * The range takes take from; the ranges ahead hang off it, in increasing order. A take
@@ -206,9 +209,48 @@ final class TagBuffer {
     /** The server that answered the tag's last lease request, asked first next time; -1 for none. */
     private volatile int server = -1;
 
-    TagBuffer(String tag, IdmintClient.Core core) {
+    TagBuffer(IdmintClient client, String tag, IdmintClient.Core core) {
+        this.client = client;
         this.tag = tag;
         this.core = core;
+    }
+
+    @Override
+    public String tag() {
+        return tag;
+    }
+
+    /**
+     * The next id: {@link #take}'s common case inline, everything else (the preload point, a
+     * spent range, a wait, a strict tag) in one call, so the caller's compiled loop holds no
+     * branch that only a rare event takes (the JIT would compile it as a trap and deoptimize
+     * the loop when it comes).
+     */
+    @Override
+    public long nextId() {
+        Segment s = current;
+        long i = s.takeIndex(1);
+        if (i < s.len && i != s.preloadIndex) {
+            return s.start + i;
+        }
+        return nextIdSlow(s, i);
+    }
+
+    /** {@link #nextId} past the common case: index {@code i} of {@code s} was taken. */
+    private long nextIdSlow(Segment s, long i) {
+        long id = takeSlow(s, i);
+        return id != NONE ? id : client.nextIdWaiting(tag);
+    }
+
+    @Override
+    public long[] nextIds(int count) {
+        return client.nextIds(tag, count);
+    }
+
+    @Override
+    public OptionalLong tryNextId() {
+        long id = take();
+        return id == NONE ? OptionalLong.empty() : OptionalLong.of(id);
     }
 
     /**
@@ -322,7 +364,7 @@ final class TagBuffer {
     }
 
     /** {@code count} ids, increasing; waits (bounded) whenever nothing is local. */
-    long[] nextIds(int count) {
+    long[] takeIds(int count) {
         long[] out = new long[count];
         int filled = 0;
         while (filled < count) {

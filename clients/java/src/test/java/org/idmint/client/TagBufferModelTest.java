@@ -54,7 +54,7 @@ class TagBufferModelTest {
         long[] taken = new long[rounds];
         List<List<TagBuffer.Piece>> pieces = new ArrayList<>();
         for (int r = 0; r < rounds; r++) {
-            buffers[r] = new TagBuffer("race", core);
+            buffers[r] = new TagBuffer(null, "race", core);
             for (int k = 0; k < r % 4; k++) {
                 buffers[r].install(new Wire.Lease(1 + 10 * k, 11 + 10 * k, 0, 0));
             }
@@ -114,7 +114,7 @@ class TagBufferModelTest {
 
     private static void run(int seed, IdmintClient.Core core) throws Exception {
         Random rng = new Random(seed);
-        TagBuffer buffer = new TagBuffer("model", core);
+        TagBuffer buffer = new TagBuffer(null, "model", core);
         List<Wire.Lease> refused = new ArrayList<>();
         long[] next = {1};
         // Some leases before the takes start, more while they run.
