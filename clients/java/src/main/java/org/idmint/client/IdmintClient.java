@@ -47,11 +47,12 @@ public final class IdmintClient implements AutoCloseable {
     private final Core core;
     private final ConcurrentHashMap<String, TagBuffer> tags = new ConcurrentHashMap<>();
     /**
-     * The buffer a take by name last found in {@link #tags}: a take of the same name (the
-     * common case, one hot tag) skips the map. Cleared when a buffer leaves the map; a stale
-     * one only sends its takes to the map (a dropped buffer holds no ids).
+     * The current range of the tag a take by name last found in {@link #tags}: a take of the
+     * same name (the common case, one hot tag) reads this one field and adds to the range's
+     * cursor, as a take on a handle does. A spent or frozen range sends the take to its
+     * buffer; cleared when a buffer leaves the map.
      */
-    private volatile TagBuffer last;
+    private volatile TagBuffer.Segment hot;
     private final Set<String> strict = ConcurrentHashMap.newKeySet();
     private final Object closeLock = new Object();
     private boolean closeDone;
@@ -118,21 +119,47 @@ public final class IdmintClient implements AutoCloseable {
      * @throws ClientClosedException the client was closed
      */
     public long nextId(String tag) {
-        TagBuffer buffer = last;
-        if (buffer != null && (buffer.tag == tag || buffer.tag.equals(tag))) {
-            return buffer.nextId();
+        TagBuffer.Segment s = hot;
+        if (s != null && (s.tag == tag || s.tag.equals(tag))) {
+            long i = s.takeIndex(1);
+            if (i < s.len && i != s.preloadIndex) {
+                return s.start + i;
+            }
+            return nextIdPastRange(s, i);
         }
         return nextIdLooked(tag);
     }
 
-    /** {@link #nextId} past the remembered buffer: the map, then the wait. Kept out of line. */
+    /** {@link #nextId} at the remembered range's preload point or past its end: index {@code i} was taken. */
+    private long nextIdPastRange(TagBuffer.Segment s, long i) {
+        TagBuffer buffer = s.owner;
+        long id = buffer.takeSlow(s, i);
+        remember(buffer);
+        return id != TagBuffer.NONE ? id : nextIdWaiting(buffer.tag);
+    }
+
+    /** {@link #nextId} past the remembered range: the map, then the wait. Kept out of line. */
     private long nextIdLooked(String tag) {
         TagBuffer buffer = tags.get(tag);
-        if (buffer != null) {
-            last = buffer;
-            return buffer.nextId();
+        if (buffer == null) {
+            return nextIdWaiting(tag);
         }
-        return nextIdWaiting(tag);
+        long id = buffer.nextId();
+        remember(buffer);
+        return id;
+    }
+
+    /**
+     * Remembers the buffer's current range for the next take by name: not a frozen one, and
+     * not one of a buffer that left the map (a strict tag's, a dropped one's).
+     */
+    private void remember(TagBuffer buffer) {
+        TagBuffer.Segment current = buffer.current();
+        if (current.owner != buffer || tags.get(buffer.tag) != buffer) {
+            hot = null; // frozen, or gone from the map: the next take by name looks it up
+        } else if (hot != current) {
+            hot = current;
+        }
     }
 
     /** {@code count} ids of {@code tag} (1 to {@link Limits#BATCH_COUNT_MAX}), increasing. Throws as {@link #nextId}. */
@@ -286,7 +313,7 @@ public final class IdmintClient implements AutoCloseable {
         if (tags.size() >= Limits.TAGS_MAX) {
             // Make room: tags that hold nothing and were found unknown go first.
             tags.values().removeIf(TagBuffer::isUnknownAndEmpty);
-            last = null;
+            hot = null;
             if (tags.size() >= Limits.TAGS_MAX) {
                 throw new InvalidArgumentException("too_many_tags",
                         "this client already serves " + Limits.TAGS_MAX + " tags, the most it serves");
@@ -304,7 +331,7 @@ public final class IdmintClient implements AutoCloseable {
             strict.add(tag);
         }
         tags.remove(tag);
-        last = null;
+        hot = null;
         return true;
     }
 

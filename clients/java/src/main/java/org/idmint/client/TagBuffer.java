@@ -55,15 +55,20 @@ final class TagBuffer extends TagIds {
         final long len;
         final long preloadIndex;
         final Wire.Lease lease;
+        /** The buffer the range belongs to (null for the shared sentinels), and its tag. */
+        final TagBuffer owner;
+        final String tag;
         /** The range after this one: null until one is installed, SEALED once frozen. Only through NEXT. */
         @SuppressWarnings("unused")
         private volatile Segment next;
 
-        SegmentHead(long start, long len, Wire.Lease lease) {
+        SegmentHead(long start, long len, Wire.Lease lease, TagBuffer owner) {
             this.start = start;
             this.len = len;
             this.preloadIndex = len * Limits.PRELOAD_PERCENT / 100;
             this.lease = lease;
+            this.owner = owner;
+            this.tag = owner == null ? null : owner.tag;
         }
 
         Segment next() {
@@ -86,8 +91,8 @@ final class TagBuffer extends TagIds {
         @SuppressWarnings("unused")
         private long p01, p02, p03, p04, p05, p06, p07, p08;
 
-        SegmentPadBefore(long start, long len, Wire.Lease lease) {
-            super(start, len, lease);
+        SegmentPadBefore(long start, long len, Wire.Lease lease, TagBuffer owner) {
+            super(start, len, lease, owner);
         }
     }
 
@@ -107,8 +112,8 @@ final class TagBuffer extends TagIds {
         @SuppressWarnings("unused")
         private volatile long taken;
 
-        SegmentCursor(long start, long len, Wire.Lease lease) {
-            super(start, len, lease);
+        SegmentCursor(long start, long len, Wire.Lease lease, TagBuffer owner) {
+            super(start, len, lease, owner);
         }
 
         /** The cursor before adding {@code n} (the field is the cursor: no AtomicLong to reach through). */
@@ -136,8 +141,8 @@ final class TagBuffer extends TagIds {
         @SuppressWarnings("unused")
         private long p11, p12, p13, p14, p15, p16, p17, p18;
 
-        Segment(long start, long len, Wire.Lease lease) {
-            super(start, len, lease);
+        Segment(long start, long len, Wire.Lease lease, TagBuffer owner) {
+            super(start, len, lease, owner);
         }
 
         /** Ids not handed out yet. */
@@ -160,9 +165,9 @@ final class TagBuffer extends TagIds {
     }
 
     /** The link of a frozen range: nothing can be linked after it. Never current. */
-    static final Segment SEALED = new Segment(0, 0, null);
+    static final Segment SEALED = new Segment(0, 0, null, null);
     /** The current range of a closed buffer: empty, and sealed. */
-    private static final Segment CLOSED = new Segment(0, 0, null);
+    private static final Segment CLOSED = new Segment(0, 0, null, null);
 
     static {
         CLOSED.seal();
@@ -188,7 +193,7 @@ final class TagBuffer extends TagIds {
      * links (CLOSED after the freeze). Written only through CURRENT.
      */
     @SuppressWarnings("unused")
-    private volatile Segment current = new Segment(0, 0, null);
+    private volatile Segment current;
     /** Set while the tag's one fetch runs. */
     private final AtomicBoolean loading = new AtomicBoolean();
     /** Leases answered beyond the chain's room, or after the close, for the next fetches. Guarded by itself. */
@@ -213,6 +218,7 @@ final class TagBuffer extends TagIds {
         this.client = client;
         this.tag = tag;
         this.core = core;
+        this.current = new Segment(0, 0, null, this);
     }
 
     @Override
@@ -267,8 +273,13 @@ final class TagBuffer extends TagIds {
         return takeSlow(s, i);
     }
 
+    /** The current range (for a take by name to remember; CLOSED once frozen). */
+    Segment current() {
+        return current;
+    }
+
     /** {@link #take} at the preload point or past the range's end: index {@code i} of {@code s} was taken. */
-    private long takeSlow(Segment s, long i) {
+    long takeSlow(Segment s, long i) {
         while (true) {
             if (i < s.len) {
                 if (i == s.preloadIndex) {
@@ -573,7 +584,7 @@ final class TagBuffer extends TagIds {
                     + " lies below the ids already served (" + mark + ")");
         }
         long start = Math.max(lease.start, mark);
-        Segment segment = new Segment(start, lease.end - start, lease);
+        Segment segment = new Segment(start, lease.end - start, lease, this);
         Segment s = current;
         if (s == CLOSED || rangesAhead(s) >= Limits.READY_LEASES_MAX) {
             return false; // closed meanwhile, or no room ahead: the caller queues it
