@@ -49,8 +49,8 @@ public final class IdmintClient implements AutoCloseable {
     /**
      * The current range of the tag a take by name last found in {@link #tags}: a take of the
      * same name (the common case, one hot tag) reads this one field and adds to the range's
-     * cursor, as a take on a handle does. A spent or frozen range sends the take to its
-     * buffer; cleared when a buffer leaves the map.
+     * cursor, as a take on a handle does. A spent range sends the take to its buffer, which
+     * moves on; a frozen one (the close, or a buffer that left the map) is forgotten.
      */
     private volatile TagBuffer.Segment hot;
     private final Set<String> strict = ConcurrentHashMap.newKeySet();
@@ -312,8 +312,11 @@ public final class IdmintClient implements AutoCloseable {
         checkTag(tag);
         if (tags.size() >= Limits.TAGS_MAX) {
             // Make room: tags that hold nothing and were found unknown go first.
-            tags.values().removeIf(TagBuffer::isUnknownAndEmpty);
-            hot = null;
+            for (TagBuffer unknown : tags.values()) {
+                if (unknown.isUnknownAndEmpty()) {
+                    drop(unknown);
+                }
+            }
             if (tags.size() >= Limits.TAGS_MAX) {
                 throw new InvalidArgumentException("too_many_tags",
                         "this client already serves " + Limits.TAGS_MAX + " tags, the most it serves");
@@ -330,9 +333,24 @@ public final class IdmintClient implements AutoCloseable {
         if (strict.size() < Limits.STRICT_TAGS_MAX) {
             strict.add(tag);
         }
-        tags.remove(tag);
-        hot = null;
+        TagBuffer buffer = tags.get(tag);
+        if (buffer != null) {
+            drop(buffer);
+        }
         return true;
+    }
+
+    /**
+     * Takes a buffer out of the map and freezes it, so a handle still holding it hands out
+     * nothing more from it (its takes go by name: to the map, the strict path or the close).
+     * A lease it held or that arrives later is not given back: a gap, never a repeat (the
+     * buffers dropped hold nothing when they are dropped).
+     */
+    void drop(TagBuffer buffer) {
+        if (tags.remove(buffer.tag, buffer)) {
+            buffer.freeze();
+        }
+        hot = null;
     }
 
     /**

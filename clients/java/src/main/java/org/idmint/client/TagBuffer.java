@@ -2,7 +2,7 @@
 // ranges leased ahead from the servers.
 //
 // The take path is lock-free: one volatile read of the current range, one getAndAdd of its
-// cursor, one compare. The ranges leased ahead hang off the current one as a linked chain; a
+// cursor, two compares (the range's end, its preload point). The ranges leased ahead hang off the current one as a linked chain; a
 // take that finds the current range spent moves to the next with one compareAndSet, on the
 // caller's thread: no thread has to wake up for it. Crossing PRELOAD_PERCENT of a range
 // starts the tag's one background fetch (single flight) when the chain holds less than the
@@ -256,7 +256,11 @@ final class TagBuffer extends TagIds {
     @Override
     public OptionalLong tryNextId() {
         long id = take();
-        return id == NONE ? OptionalLong.empty() : OptionalLong.of(id);
+        if (id != NONE) {
+            return OptionalLong.of(id);
+        }
+        // A dropped buffer (frozen while the client is open): the tag's buffer now, by name.
+        return current == CLOSED && !core.closed ? client.tryNextId(tag) : OptionalLong.empty();
     }
 
     /**

@@ -1,5 +1,6 @@
 // TagIds: a handle on one tag's ids, for the hot path: no lookup by name per id. The handle is
-// the tag's buffer itself (TagBuffer extends it), so a take reads no field on the way.
+// the tag's buffer itself (TagBuffer extends it), so a take goes from the handle straight to
+// the tag's current range.
 package org.idmint.client;
 
 import java.util.OptionalLong;

@@ -4,10 +4,12 @@
 // freeze, or refused by install (the client queues those and gives them back whole). An id in
 // two places would be served twice or served and given back; an id in none would be lost to a
 // range linked after the freeze. A second test repeats the narrowest races (one take, one
-// install, one freeze) twenty thousand times with the freeze's start swept across them.
+// install, one freeze) twenty thousand times with the freeze's start swept across them; a third
+// checks that a buffer the client drops is frozen like one it closes.
 package org.idmint.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -110,6 +112,27 @@ class TagBufferModelTest {
             int preinstalled = 10 * (r % 4);
             assertEquals(preinstalled, ids.cardinality(), "round " + r + ": ids lost");
         }
+    }
+
+    /**
+     * A buffer the client drops (a tag found strict, or unknown and empty when the client needs
+     * room) is frozen: a handle still holding it takes nothing more from it, a lease arriving
+     * for it is refused, and after the close the handle answers no id.
+     */
+    @Test
+    void a_dropped_buffer_hands_out_nothing_more() {
+        IdmintClient client = IdmintClient.builder().endpoints("http://127.0.0.1:9")
+                .timeout(java.time.Duration.ofMillis(50)).build();
+        TagIds handle = client.tag("dropped");
+        TagBuffer buffer = (TagBuffer) handle;
+        assertTrue(buffer.install(new Wire.Lease(1, 11, 0, 0)));
+        assertEquals(1, handle.nextId());
+        client.drop(buffer);
+        assertTrue(handle.tryNextId().isEmpty(), "a dropped buffer handed an id out");
+        assertTrue(!buffer.install(new Wire.Lease(11, 21, 0, 0)), "a dropped buffer took a lease");
+        client.close();
+        assertThrows(ClientClosedException.class, handle::nextId);
+        assertTrue(handle.tryNextId().isEmpty());
     }
 
     private static void run(int seed, IdmintClient.Core core) throws Exception {
