@@ -39,17 +39,18 @@ final class TagBuffer extends TagIds {
     /** What {@link #take()} answers when nothing is local; internal only, never handed to a caller. */
     static final long NONE = -1;
 
+    /** A field's VarHandle (the buffer's lookup reaches its nested classes' private fields: they are nestmates). */
+    static VarHandle varHandle(Class<?> owner, String field, Class<?> type) {
+        try {
+            return MethodHandles.lookup().findVarHandle(owner, field, type);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
     /** A range's fixed part, and its link to the range after it (set once). */
     abstract static class SegmentHead {
-        private static final VarHandle NEXT;
-
-        static {
-            try {
-                NEXT = MethodHandles.lookup().findVarHandle(SegmentHead.class, "next", Segment.class);
-            } catch (ReflectiveOperationException e) {
-                throw new ExceptionInInitializerError(e);
-            }
-        }
+        private static final VarHandle NEXT = varHandle(SegmentHead.class, "next", Segment.class);
 
         final long start;
         final long len;
@@ -98,15 +99,7 @@ final class TagBuffer extends TagIds {
 
     /** The cursor: written by every take, so it gets a cache line of its own. */
     abstract static class SegmentCursor extends SegmentPadBefore {
-        private static final VarHandle TAKEN;
-
-        static {
-            try {
-                TAKEN = MethodHandles.lookup().findVarHandle(SegmentCursor.class, "taken", long.class);
-            } catch (ReflectiveOperationException e) {
-                throw new ExceptionInInitializerError(e);
-            }
-        }
+        private static final VarHandle TAKEN = varHandle(SegmentCursor.class, "taken", long.class);
 
         /** Ids handed out of the range (past len: spent); only through TAKEN, atomically. */
         @SuppressWarnings("unused")
@@ -173,15 +166,7 @@ final class TagBuffer extends TagIds {
         CLOSED.seal();
     }
 
-    private static final VarHandle CURRENT;
-
-    static {
-        try {
-            CURRENT = MethodHandles.lookup().findVarHandle(TagBuffer.class, "current", Segment.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
+    private static final VarHandle CURRENT = varHandle(TagBuffer.class, "current", Segment.class);
 
     final String tag;
     /** The client, for what a take from local memory cannot answer (a wait, a strict tag, the close). */
